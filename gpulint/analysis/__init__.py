@@ -1,0 +1,1 @@
+"""Facts about a file that several rules need, computed once per file."""

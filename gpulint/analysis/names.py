@@ -1,0 +1,269 @@
+"""A light alias table: which names a file binds, and to what, scope by scope.
+
+Rules match qualified names (`torch.optim.Adam`), resolved through the file's imports
+(`import torch.optim as optim`, `from torch.utils import data`). Any name that the file
+also binds some other way (a class, a def, an assignment, a parameter) resolves to
+nothing, so a user's own `Adam` or `DataLoader` is never taken for torch's.
+This is much cheaper than LibCST's QualifiedNameProvider and enough for our rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+import libcst as cst
+
+LOCAL = None  # binding marker for anything that is not an import
+
+
+@dataclass(eq=False)
+class Scope:
+    node: cst.CSTNode
+    parent: Optional["Scope"]
+    is_class: bool = False
+    # name -> qualified import targets, with LOCAL for non-import bindings
+    bindings: dict[str, list[Optional[str]]] = field(default_factory=dict)
+    # name -> values assigned to it with a plain `name = value` (None for other bindings)
+    values: dict[str, list[Optional[cst.BaseExpression]]] = field(default_factory=dict)
+    globals_: set[str] = field(default_factory=set)
+
+    def bind(self, name: str, target: Optional[str], value: Optional[cst.BaseExpression] = None) -> None:
+        scope = self._owner(name)
+        scope.bindings.setdefault(name, []).append(target)
+        scope.values.setdefault(name, []).append(value)
+
+    def _owner(self, name: str) -> "Scope":
+        if name in self.globals_:
+            root = self
+            while root.parent is not None:
+                root = root.parent
+            return root
+        return self
+
+    def lookup(self, name: str) -> Optional["Scope"]:
+        """The scope whose binding of `name` is visible here (Python's LEGB, classes skipped)."""
+        scope: Optional[Scope] = self
+        first = True
+        while scope is not None:
+            if (first or not scope.is_class) and name in scope.bindings:
+                return scope
+            first = False
+            scope = scope.parent
+        return None
+
+
+def _dotted(expr: cst.BaseExpression) -> Optional[str]:
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute):
+        base = _dotted(expr.value)
+        return f"{base}.{expr.attr.value}" if base else None
+    return None
+
+
+class _Binder(cst.CSTVisitor):
+    """One pass over the module: scopes, bindings, and the scope of every Name."""
+
+    def __init__(self, names: "NameTable") -> None:
+        self.names = names
+        self.stack: list[Scope] = [names.module_scope]
+
+    @property
+    def scope(self) -> Scope:
+        return self.stack[-1]
+
+    # -- scopes -------------------------------------------------------------
+    def _push(self, node: cst.CSTNode, is_class: bool = False) -> None:
+        scope = Scope(node=node, parent=self.scope, is_class=is_class)
+        self.names.scopes[id(node)] = scope
+        self.stack.append(scope)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.scope.bind(node.name.value, LOCAL)
+        # decorators, defaults and annotations belong to the enclosing scope; visit them here
+        for dec in node.decorators:
+            dec.visit(self)
+        node.params.visit(self)
+        if node.returns is not None:
+            node.returns.visit(self)
+        self._push(node)
+        for param in _all_params(node.params):
+            self.scope.bind(param.name.value, LOCAL)
+        node.body.visit(self)
+        self.stack.pop()
+        return False  # type: ignore[return-value]
+
+    def visit_Param(self, node: cst.Param) -> bool:
+        # the parameter name is bound in the function scope (done above); only visit defaults
+        if node.default is not None:
+            node.default.visit(self)
+        if node.annotation is not None:
+            node.annotation.visit(self)
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        node.params.visit(self)
+        self._push(node)
+        for param in _all_params(node.params):
+            self.scope.bind(param.name.value, LOCAL)
+        node.body.visit(self)
+        self.stack.pop()
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        self.scope.bind(node.name.value, LOCAL)
+        for dec in node.decorators:
+            dec.visit(self)
+        for arg in node.bases:
+            arg.visit(self)
+        for arg in node.keywords:
+            arg.visit(self)
+        self._push(node, is_class=True)
+        node.body.visit(self)
+        self.stack.pop()
+        return False
+
+    def visit_Global(self, node: cst.Global) -> None:
+        for item in node.names:
+            self.scope.globals_.add(item.name.value)
+
+    # -- names --------------------------------------------------------------
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.scope_of[id(node)] = self.scope
+
+    # -- bindings -----------------------------------------------------------
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            dotted = _dotted(alias.name)
+            if dotted is None:
+                continue
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                self.scope.bind(alias.asname.name.value, dotted)
+            else:
+                top = dotted.split(".")[0]
+                self.scope.bind(top, top)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if node.relative or node.module is None:
+            module = None
+        else:
+            module = _dotted(node.module)
+        if isinstance(node.names, cst.ImportStar):
+            return
+        for alias in node.names:
+            name = _dotted(alias.name)
+            if name is None:
+                continue
+            target = f"{module}.{name}" if module else LOCAL
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                self.scope.bind(alias.asname.name.value, target)
+            else:
+                self.scope.bind(name, target)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._bind_target(target.target, node.value if len(node.targets) == 1 else None)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._bind_target(node.target, node.value)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._bind_target(node.target, None)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._bind_target(node.target, node.value)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._bind_target(node.target, None)
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        self._bind_target(node.target, None)
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            self._bind_target(node.asname.name, None)
+
+    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        if node.name is not None:
+            self._bind_target(node.name.name, None)
+
+    def visit_Del(self, node: cst.Del) -> None:
+        self._bind_target(node.target, None)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            self.names.note_mutation(self.scope, func.value.value, node)
+
+    def _bind_target(self, target: cst.BaseExpression, value: Optional[cst.BaseExpression]) -> None:
+        if isinstance(target, cst.Name):
+            self.scope.bind(target.value, LOCAL, value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._bind_target(element.value, None)
+        elif isinstance(target, cst.StarredElement):
+            self._bind_target(target.value, None)
+        elif isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
+            self.names.note_mutation(self.scope, target.value.value, target)
+
+
+def _all_params(params: cst.Parameters) -> list[cst.Param]:
+    out = list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
+    if isinstance(params.star_arg, cst.Param):
+        out.append(params.star_arg)
+    if params.star_kwarg is not None:
+        out.append(params.star_kwarg)
+    return out
+
+
+class NameTable:
+    """Scopes and bindings of one module, and qualified-name resolution over them."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module_scope = Scope(node=module, parent=None)
+        self.scopes: dict[int, Scope] = {id(module): self.module_scope}
+        self.scope_of: dict[int, Scope] = {}
+        self._mutations: list[tuple[Scope, str, cst.CSTNode]] = []
+        module.visit(_Binder(self))
+
+    def note_mutation(self, scope: Scope, name: str, node: cst.CSTNode) -> None:
+        # `kw.update(...)`, `kw["k"] = v`: matched to a binding once all bindings are known
+        self._mutations.append((scope, name, node))
+
+    def mutations_of(self, owner: Scope, name: str) -> list[cst.CSTNode]:
+        """Method calls and subscript stores on the binding of `name` owned by `owner`."""
+        return [node for scope, n, node in self._mutations if n == name and scope.lookup(name) is owner]
+
+    def resolve_name(self, node: cst.Name) -> Optional[str]:
+        scope = self.scope_of.get(id(node))
+        if scope is None:
+            return None
+        owner = scope.lookup(node.value)
+        if owner is None:
+            return None
+        targets = owner.bindings[node.value]
+        if LOCAL in targets or len(set(targets)) != 1:
+            return None
+        return targets[0]
+
+    def qualified_name(self, expr: Union[cst.BaseExpression, cst.CSTNode]) -> Optional[str]:
+        """`torch.optim.Adam` for `optim.Adam` after `import torch.optim as optim`, else None."""
+        if isinstance(expr, cst.Name):
+            return self.resolve_name(expr)
+        if isinstance(expr, cst.Attribute):
+            base = self.qualified_name(expr.value)
+            return f"{base}.{expr.attr.value}" if base else None
+        return None
+
+    def binding_scope(self, node: cst.Name) -> Optional[Scope]:
+        scope = self.scope_of.get(id(node))
+        return scope.lookup(node.value) if scope is not None else None
+
+    def imports_of(self, qualified: str) -> list[str]:
+        """Module-level names bound by import to exactly `qualified`."""
+        return [
+            name
+            for name, targets in self.module_scope.bindings.items()
+            if targets and all(t == qualified for t in targets)
+        ]

@@ -1,0 +1,41 @@
+"""What a name holds, when the file shows it plainly."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from gpulint.analysis.names import NameTable
+
+
+def single_value(expr: cst.BaseExpression, names: NameTable) -> Optional[cst.BaseExpression]:
+    """`expr` itself, or for a Name the one value it is ever assigned (None if unclear)."""
+    if not isinstance(expr, cst.Name):
+        return expr
+    owner = names.binding_scope(expr)
+    if owner is None:
+        return None
+    values = owner.values.get(expr.value, [])
+    targets = owner.bindings.get(expr.value, [])
+    if len(values) != 1 or targets[0] is not None or values[0] is None:
+        return None
+    return values[0]
+
+
+def call_target(expr: Optional[cst.BaseExpression], names: NameTable) -> Optional[str]:
+    """Qualified name of the callee when `expr` is a call (or a name bound once to a call)."""
+    if expr is None:
+        return None
+    value = single_value(expr, names)
+    if isinstance(value, cst.Call):
+        return names.qualified_name(value.func)
+    return None
+
+
+def local_class(name: str, module: cst.Module) -> Optional[cst.ClassDef]:
+    """A class of that name defined at the module's top level."""
+    for statement in module.body:
+        if isinstance(statement, cst.ClassDef) and statement.name.value == name:
+            return statement
+    return None

@@ -1,0 +1,1 @@
+"""Files in, findings and fixed text out: reading, parsing, running rules, applying fixes."""

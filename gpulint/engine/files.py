@@ -1,0 +1,170 @@
+"""Which files to lint: recurse directories, skip the usual and what `.gitignore` ignores."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterable, Iterator, Optional
+
+DEFAULT_EXCLUDES = frozenset({
+    ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "build", "dist", "__pycache__",
+    "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".gpulint_cache", ".eggs",
+    ".ipynb_checkpoints", "site-packages",
+})
+PYTHON_SUFFIXES = (".py", ".pyi")
+
+
+class PathError(Exception):
+    """A path given on the command line that cannot be linted (exit 2)."""
+
+
+def _glob_to_regex(pattern: str) -> str:
+    out = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "*":
+            if pattern[i:i + 3] == "**/":
+                out.append("(?:.*/)?")
+                i += 3
+                continue
+            if pattern[i:i + 2] == "**":
+                out.append(".*")
+                i += 2
+                continue
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            end = pattern.find("]", i + 1)
+            if end == -1:
+                out.append(re.escape(c))
+            else:
+                body = pattern[i + 1:end].replace("\\", "\\\\")
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append(f"[{body}]")
+                i = end
+        elif c == "\\" and i + 1 < len(pattern):
+            i += 1
+            out.append(re.escape(pattern[i]))
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return "".join(out)
+
+
+@dataclass(frozen=True)
+class IgnoreRule:
+    regex: re.Pattern
+    negate: bool
+    dir_only: bool
+
+
+def parse_gitignore(text: str) -> list[IgnoreRule]:
+    rules = []
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        if not line or line.startswith("#"):
+            continue
+        negate = line.startswith("!")
+        if negate:
+            line = line[1:]
+        dir_only = line.endswith("/")
+        line = line.rstrip("/")
+        if not line:
+            continue
+        anchored = "/" in line
+        line = line.lstrip("/")
+        body = _glob_to_regex(line)
+        regex = re.compile(("^" if anchored else "^(?:.*/)?") + body + "$")
+        rules.append(IgnoreRule(regex, negate, dir_only))
+    return rules
+
+
+@lru_cache(maxsize=1024)
+def _gitignore_rules(directory: str) -> tuple[IgnoreRule, ...]:
+    path = os.path.join(directory, ".gitignore")
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return tuple(parse_gitignore(handle.read()))
+    except OSError:
+        return ()
+
+
+def _git_root(start: Path) -> Optional[Path]:
+    for candidate in [start, *start.parents]:
+        if (candidate / ".git").exists():
+            return candidate
+    return None
+
+
+@dataclass
+class Walker:
+    """Finds Python files under the given paths. Errors are collected, not raised."""
+
+    respect_gitignore: bool = True
+    extra_excludes: tuple[str, ...] = ()
+    errors: list[tuple[str, str]] = field(default_factory=list)
+
+    def is_gitignored(self, path: Path, is_dir: bool) -> bool:
+        if not self.respect_gitignore:
+            return False
+        root = _git_root(path.parent)
+        if root is None:
+            return False
+        ignored = False
+        directory = path.parent
+        chain = [d for d in [directory, *directory.parents] if d == root or root in d.parents]
+        for base in reversed(chain):
+            try:
+                relative = path.relative_to(base).as_posix()
+            except ValueError:
+                continue
+            for rule in _gitignore_rules(str(base)):
+                if rule.dir_only and not is_dir:
+                    continue
+                if rule.regex.match(relative):
+                    ignored = not rule.negate
+        return ignored
+
+    def excluded_name(self, name: str) -> bool:
+        return name in DEFAULT_EXCLUDES or any(re.fullmatch(_glob_to_regex(p), name) for p in self.extra_excludes)
+
+    def files(self, paths: Iterable[Path]) -> Iterator[Path]:
+        seen: set[str] = set()
+        for path in paths:
+            if not os.path.lexists(path):
+                raise PathError(f"{path}: no such file or directory")
+            if path.is_dir():
+                yield from self._walk(path, seen)
+            else:
+                key = os.path.realpath(path)
+                if key not in seen:
+                    seen.add(key)
+                    yield path  # explicit files are always linted
+
+    def _walk(self, top: Path, seen: set[str]) -> Iterator[Path]:
+        def onerror(exc: OSError) -> None:
+            self.errors.append((str(exc.filename or top), exc.strerror or str(exc)))
+
+        for dirpath, dirnames, filenames in os.walk(top, onerror=onerror, followlinks=False):
+            base = Path(dirpath)
+            dirnames[:] = sorted(
+                d for d in dirnames
+                if not self.excluded_name(d) and not self.is_gitignored(base / d, is_dir=True)
+            )
+            for name in sorted(filenames):
+                if not name.endswith(PYTHON_SUFFIXES) or self.excluded_name(name):
+                    continue
+                path = base / name
+                if self.is_gitignored(path, is_dir=False):
+                    continue
+                key = os.path.realpath(path)
+                if key in seen or (os.path.islink(path) and not os.path.exists(path)):
+                    continue
+                seen.add(key)
+                yield path

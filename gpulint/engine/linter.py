@@ -1,0 +1,260 @@
+"""Lint one file's text: prefilter, parse, run the rules in one walk, place the reports."""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+import libcst as cst
+from libcst._nodes.internal import CodegenState
+
+from gpulint.config import Settings
+from gpulint.engine.context import FileContext
+from gpulint.engine.findings import Finding, FindingFix, FixEdit, Location
+from gpulint.engine.fixes import Edit, apply_fixes, minimize
+from gpulint.engine.pending import InsertStatements, PendingEdit, Replace
+from gpulint.engine.positions import LineIndex, Span, compute_spans
+from gpulint.rules import ALL_RULES, SYNTAX_ERROR
+from gpulint.rules.base import Report, Rule
+
+MAX_FIX_ROUNDS = 10
+
+
+class InternalError(Exception):
+    """A bug in gpulint itself while linting a file (never the user's fault)."""
+
+    def __init__(self, path: str, detail: str, trace: str) -> None:
+        super().__init__(f"{path}: {detail}")
+        self.path = path
+        self.detail = detail
+        self.trace = trace
+
+
+def enabled_rules(settings: Settings, rules: Sequence[type[Rule]] = ALL_RULES) -> list[type[Rule]]:
+    return [r for r in rules if settings.is_enabled(r.code, r.preview)]
+
+
+def syntax_finding(path: str, message: str, row: int = 1, column: int = 1) -> Finding:
+    return Finding(
+        path=path, code=SYNTAX_ERROR.code, name=SYNTAX_ERROR.name, message=message,
+        location=Location(row, column), end_location=Location(row, column),
+        url=SYNTAX_ERROR.url(), noqa_rows=(row, row),
+    )
+
+
+def parse(text: str) -> cst.Module:
+    return cst.parse_module(text)
+
+
+class _Dispatch(cst.CSTVisitor):
+    """Walks the tree once and calls each rule's visit_/leave_ methods for that node type."""
+
+    def __init__(self, ctx: FileContext, rules: Iterable[Rule]) -> None:
+        self.ctx = ctx
+        self.visitors: dict[type, list] = {}
+        self.leavers: dict[type, list] = {}
+        for rule in rules:
+            for attr in dir(rule):
+                if attr.startswith("visit_") or attr.startswith("leave_"):
+                    node_type = getattr(cst, attr[6:], None)
+                    if isinstance(node_type, type):
+                        table = self.visitors if attr.startswith("visit_") else self.leavers
+                        table.setdefault(node_type, []).append(getattr(rule, attr))
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            self.ctx._statement_stack.append(node)
+        for visit in self.visitors.get(type(node), ()):
+            visit(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        for leave in self.leavers.get(type(original_node), ()):
+            leave(original_node)
+        if isinstance(original_node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            self.ctx._statement_stack.pop()
+
+
+def _render(module: cst.Module, new: object, indent: tuple[str, ...]) -> str:
+    if isinstance(new, str):
+        return new
+    nodes = [new] if isinstance(new, cst.CSTNode) else list(new)  # type: ignore[call-overload]
+    state = CodegenState(default_indent=module.default_indent, default_newline=module.default_newline,
+                         indent_tokens=list(indent))
+    for node in nodes:
+        node._codegen(state)
+    return "".join(state.tokens)
+
+
+class _Placer:
+    """Turns reports into findings once the spans of the nodes involved are known."""
+
+    def __init__(self, ctx: FileContext, reports: list[Report]) -> None:
+        self.ctx = ctx
+        self.text = ctx.text
+        self.index = LineIndex(ctx.text)
+        nodes: list[cst.CSTNode] = []
+        for report in reports:
+            nodes.append(report.node)
+            if report.statement is not None:
+                nodes.append(report.statement)
+                body = getattr(report.statement, "body", None)
+                if isinstance(report.statement, cst.BaseCompoundStatement) and isinstance(body, cst.CSTNode):
+                    nodes.append(body)
+            if report.fix is not None:
+                for edit in report.fix.edits:
+                    anchor = edit.node if isinstance(edit, Replace) else edit.anchor
+                    if anchor is not None:
+                        nodes.append(anchor)
+        self.spans: dict[int, Span] = compute_spans(ctx.module, nodes)
+
+    def span(self, node: cst.CSTNode) -> Span:
+        return self.spans[id(node)]
+
+    def node_range(self, node: cst.CSTNode) -> tuple[int, int]:
+        span = self.span(node)
+        start = min(self.index.first_token(span.start), len(self.text))
+        end = max(start, self.index.last_token_end(start, min(span.end, len(self.text))))
+        return start, end
+
+    def finding(self, report: Report) -> Finding:
+        start, end = self.node_range(report.node)
+        location = Location(*self.index.location(start))
+        end_location = Location(*self.index.location(end))
+        noqa_rows = (location.row, end_location.row)
+        statement = report.statement
+        if statement is not None:
+            s_start, s_end = self.node_range(statement)
+            first_row = self.index.location(s_start)[0]
+            if isinstance(statement, cst.BaseCompoundStatement):
+                body_start = self.span(statement.body).start  # type: ignore[attr-defined]
+                last_row = self.index.location(min(body_start, len(self.text)))[0]
+            else:
+                last_row = self.index.location(s_end)[0]
+            noqa_rows = (min(first_row, location.row), max(last_row, end_location.row))
+        fix = None
+        if report.fix is not None and report.fix.edits:
+            edits = tuple(self.edit(e) for e in report.fix.edits)
+            fix = FindingFix(report.fix.applicability, report.fix.message, edits)
+        rule = report.rule
+        return Finding(
+            path=str(self.ctx.path), code=rule.code, name=rule.name, message=report.message,
+            location=location, end_location=end_location, fix=fix, url=rule.url(), noqa_rows=noqa_rows,
+        )
+
+    def edit(self, pending: PendingEdit) -> FixEdit:
+        edit = self._text_edit(pending)
+        return FixEdit(
+            edit.start, edit.end, edit.content,
+            Location(*self.index.location(edit.start)), Location(*self.index.location(edit.end)),
+        )
+
+    def _text_edit(self, pending: PendingEdit) -> Edit:
+        module = self.ctx.module
+        newline = module.default_newline
+        if isinstance(pending, Replace):
+            span = self.span(pending.node)
+            end = min(span.end, len(self.text))
+            new = _render(module, pending.new, span.indent)
+            if span.end > len(self.text) and new.endswith(newline):
+                new = new[: -len(newline)]  # the file has no trailing newline
+            return minimize(self.text[span.start:end], new, span.start)
+        assert isinstance(pending, InsertStatements)
+        if pending.anchor is None:
+            offset, indent = len(self.text), ""
+            prefix = newline if self.text and not self.text.endswith(("\n", "\r")) else ""
+        else:
+            span = self.span(pending.anchor)
+            first = self.index.first_token(span.start)
+            line_start = self.index.line_start(first)
+            indent = self.text[line_start:first]
+            prefix = ""
+            if pending.after:
+                offset = span.end
+                if offset > len(self.text) or not self.text[:offset].endswith(("\n", "\r")):
+                    offset = min(offset, len(self.text))
+                    prefix = newline
+            else:
+                offset = line_start
+        lines = pending.code.splitlines()
+        body = "".join((indent + line if line.strip() else "") + newline for line in lines)
+        if prefix and body.endswith(newline):
+            body = body[: -len(newline)]
+        return Edit(offset, offset, prefix + body)
+
+
+@dataclass
+class LintResult:
+    findings: list[Finding] = field(default_factory=list)
+    parsed: bool = True
+
+
+def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequence[type[Rule]]] = None) -> LintResult:
+    """Findings for one file's decoded text. Raises InternalError on a bug in a rule."""
+    active = enabled_rules(settings) if rules is None else list(rules)
+    candidates = [r for r in active if r.may_match(text)]
+    if not candidates:
+        return LintResult()
+    try:
+        module = parse(text)
+    except cst.ParserSyntaxError as exc:
+        message = f"SyntaxError: {exc.message}"
+        return LintResult([syntax_finding(str(path), message, exc.raw_line, exc.raw_column + 1)], parsed=False)
+    except RecursionError:
+        return LintResult([syntax_finding(str(path), "file is nested too deeply to analyse")], parsed=False)
+    except (SyntaxError, ValueError) as exc:
+        return LintResult([syntax_finding(str(path), f"SyntaxError: {exc}")], parsed=False)
+    ctx = FileContext(path, text, module, settings)
+    current = "analysis"
+    try:
+        instances = []
+        for rule_type in candidates:
+            current = rule_type.code
+            rule = rule_type(ctx)
+            if rule.applies():
+                instances.append(rule)
+        current = "rules"
+        if instances:
+            module.visit(_Dispatch(ctx, instances))
+        current = "placing findings"
+        placer = _Placer(ctx, ctx.reports)
+        findings = [placer.finding(r) for r in ctx.reports]
+    except RecursionError:
+        return LintResult([syntax_finding(str(path), "file is nested too deeply to analyse")])
+    except Exception as exc:  # a bug in gpulint: surface it, never swallow it
+        raise InternalError(str(path), f"{type(exc).__name__} in {current}: {exc}", traceback.format_exc()) from exc
+    findings.sort(key=lambda f: f.sort_key)
+    return LintResult(findings)
+
+
+@dataclass
+class FixOutcome:
+    text: str
+    applied: int
+    findings: list[Finding]  # what remains after fixing
+    parsed: bool = True
+
+
+def fix_text(path: Path, text: str, settings: Settings, unsafe: bool,
+             rules: Optional[Sequence[type[Rule]]] = None) -> FixOutcome:
+    """Apply fixes round after round until none applies, re-parsing after each round."""
+    applied_total = 0
+    result = lint_text(path, text, settings, rules)
+    for _ in range(MAX_FIX_ROUNDS):
+        fixes = [f.fix.as_fix() for f in result.findings if f.fix is not None and f.fix.is_applicable(unsafe)]
+        if not fixes:
+            break
+        new_text, applied = apply_fixes(text, fixes)
+        if applied == 0 or new_text == text:
+            break
+        try:
+            parse(new_text)
+        except Exception as exc:
+            raise InternalError(str(path), f"a fix produced code that does not parse ({exc}); file left unchanged",
+                                traceback.format_exc()) from None
+        text = new_text
+        applied_total += applied
+        result = lint_text(path, text, settings, rules)
+    return FixOutcome(text, applied_total, result.findings, result.parsed)

@@ -1,0 +1,49 @@
+"""Rule documentation as text: `gpulint rule CODE` and the README rule table."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from gpulint.rules.base import Rule
+
+
+def fix_label(rule: type[Rule]) -> str:
+    return rule.fix.value if rule.fix is not None else "none"
+
+
+def rule_markdown(rule: type[Rule]) -> str:
+    docs = rule.docs
+    parts = [
+        f"# {rule.name} ({rule.code})",
+        "",
+        f"Fix: {fix_label(rule)}" + (" · preview" if rule.preview else "") + f" · applies to {rule.target.value}",
+        "",
+        "## What it does",
+        docs.section("what"),
+        "",
+        "## Why is this bad?",
+        docs.section("why"),
+        "",
+        "## Example",
+        "```python",
+        docs.section("example"),
+        "```",
+        "",
+        "Use instead:",
+        "```python",
+        docs.section("use_instead"),
+        "```",
+        "",
+        "## Fix safety",
+        docs.section("fix_safety"),
+        "",
+        f"Docs: {rule.url()}",
+    ]
+    return "\n".join(parts)
+
+
+def rules_table(rules: Sequence[type[Rule]]) -> str:
+    rows = ["| code | name | fix | summary |", "|---|---|---|---|"]
+    for rule in rules:
+        rows.append(f"| {rule.code} | {rule.name} | {fix_label(rule)} | {rule.summary} |")
+    return "\n".join(rows)

@@ -1,0 +1,45 @@
+"""JSON in ruff's schema, so tools that read ruff's output read ours."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Sequence
+
+from gpulint.engine.findings import Finding, Location
+
+
+def _location(loc: Location) -> dict[str, int]:
+    return {"column": loc.column, "row": loc.row}
+
+
+def finding_json(finding: Finding) -> dict[str, Any]:
+    fix = None
+    if finding.fix is not None:
+        fix = {
+            "applicability": finding.fix.applicability.value,
+            "message": finding.fix.message,
+            "edits": [
+                {"content": e.content, "end_location": _location(e.end_location), "location": _location(e.location)}
+                for e in finding.fix.edits
+            ],
+        }
+    return {
+        "cell": None,
+        "code": finding.code,
+        "end_location": _location(finding.end_location),
+        "filename": os.path.abspath(finding.path) if finding.path != "-" else finding.path,
+        "fix": fix,
+        "location": _location(finding.location),
+        "message": finding.message,
+        "noqa_row": finding.location.row,
+        "url": finding.url,
+    }
+
+
+def render_json(findings: Sequence[Finding]) -> str:
+    return json.dumps([finding_json(f) for f in findings], indent=2, ensure_ascii=False) + "\n"
+
+
+def render_json_lines(findings: Sequence[Finding]) -> str:
+    return "".join(json.dumps(finding_json(f), ensure_ascii=False) + "\n" for f in findings)

@@ -1,0 +1,57 @@
+"""Human-readable output: one finding a line, then a summary."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from gpulint.engine.fixes import Applicability
+from gpulint.engine.findings import Finding
+
+
+def fix_marker(finding: Finding) -> str:
+    fix = finding.fix
+    return " [*]" if fix is not None and fix.applicability is Applicability.SAFE else ""
+
+
+def concise_line(finding: Finding) -> str:
+    loc = finding.location
+    return f"{finding.path}:{loc.row}:{loc.column}: {finding.code}{fix_marker(finding)} {finding.message}"
+
+
+def render_concise(findings: Sequence[Finding]) -> str:
+    return "".join(concise_line(f) + "\n" for f in findings)
+
+
+@dataclass(frozen=True)
+class Summary:
+    findings: int
+    safe_fixable: int
+    unsafe_fixable: int
+    fixed: int = 0
+
+    @classmethod
+    def of(cls, findings: Sequence[Finding], fixed: int = 0) -> "Summary":
+        safe = sum(1 for f in findings if f.fix is not None and f.fix.applicability is Applicability.SAFE)
+        unsafe = sum(1 for f in findings if f.fix is not None and f.fix.applicability is Applicability.UNSAFE)
+        return cls(len(findings), safe, unsafe, fixed)
+
+    def text(self, fixing: bool = False, unsafe_enabled: bool = False) -> str:
+        lines = []
+        if self.fixed:
+            lines.append(f"Fixed {self.fixed} finding{'s' if self.fixed != 1 else ''}.")
+        if self.findings == 0:
+            if not self.fixed:
+                lines.append("All checks passed!")
+            return "\n".join(lines) + "\n"
+        noun = "finding" if self.findings == 1 else "findings"
+        head = f"Found {self.findings} {noun}" + (" remaining" if fixing else "") + "."
+        lines.append(head)
+        if self.safe_fixable and not fixing:
+            lines.append(f"[*] {self.safe_fixable} fixable with `gpulint fix`.")
+        hidden = self.unsafe_fixable if not unsafe_enabled else 0
+        if hidden:
+            lines.append(
+                f"({hidden} more fixable with `gpulint fix --unsafe-fixes`.)"
+            )
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,186 @@
+"""DataLoader rules: keep the GPU fed (GPU101 pinned memory, GPU102 worker processes)."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+import libcst as cst
+
+from gpulint.analysis.kwargs import KeywordArgs, positional_args
+from gpulint.analysis.values import local_class, single_value
+from gpulint.engine.fixes import Applicability
+from gpulint.engine.pending import PendingFix, Replace
+from gpulint.engine.rewrite import add_keyword, is_literal, set_keyword
+from gpulint.rules.base import Rule, RuleDocs, Target
+
+DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+TENSOR_DATASET = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
+ITERABLE_DATASET = frozenset({"torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset"})
+
+# DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, ...)
+NUM_WORKERS_POSITION = 5
+PIN_MEMORY_POSITION = 7
+
+_ON_DEVICE = re.compile(r"\.cuda\(|\.to\(|device\s*=")
+
+
+class _DataLoaderRule(Rule):
+    needles = ("DataLoader",)
+    target = Target.NOT_CPU_ONLY
+
+    def dataloader_call(self, node: cst.Call) -> Optional[KeywordArgs]:
+        """Keyword arguments of a torch DataLoader call we can see completely, else None."""
+        if self.ctx.qualname(node.func) not in DATALOADER:
+            return None
+        kwargs = self.ctx.kwargs(node)
+        if not kwargs.complete or positional_args(node) is None:
+            return None
+        return kwargs
+
+    def dataset(self, node: cst.Call, kwargs: KeywordArgs) -> Optional[cst.BaseExpression]:
+        """The dataset expression, followed through one plain assignment."""
+        expr = kwargs.get("dataset") if kwargs.has("dataset") else None
+        if expr is None:
+            positional = positional_args(node) or []
+            expr = positional[0] if positional else None
+        return single_value(expr, self.ctx.names) if expr is not None else None
+
+
+class DataLoaderPinMemory(_DataLoaderRule):
+    code = "GPU101"
+    name = "dataloader-without-pin-memory"
+    summary = "DataLoader without pin_memory=True"
+    fix = Applicability.SAFE
+    docs = RuleDocs(
+        what="""
+        Checks for `torch.utils.data.DataLoader(...)` calls that do not pass `pin_memory`,
+        in files that are not explicitly CPU-only.
+        """,
+        why="""
+        Batches in pageable host memory are first copied by the driver into a pinned
+        staging buffer, and the copy to the GPU cannot overlap compute: the training
+        step waits for it. With `pin_memory=True` the loader's pin thread page-locks each
+        batch, so `.to(device, non_blocking=True)` copies asynchronously over DMA. The
+        PyTorch Performance Tuning Guide lists it among the first data-loading fixes; the
+        pin_memory/non_blocking tutorial measures pinned copies well ahead of pageable
+        ones (pinning in the main thread instead "can be up to twice as slow").
+        On a machine without a GPU, `pin_memory=True` is a no-op with a warning.
+        """,
+        example="""
+        loader = DataLoader(dataset, batch_size=64, shuffle=True)
+        for x, y in loader:
+            x, y = x.to(device), y.to(device)
+        """,
+        use_instead="""
+        loader = DataLoader(dataset, batch_size=64, shuffle=True, pin_memory=True)
+        for x, y in loader:
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        """,
+        fix_safety="""
+        Safe: adds `pin_memory=True`. Results are unchanged; pinned memory is page-locked
+        host RAM, so on hosts short of RAM with very large batches review the change.
+        Not reported when the dataset visibly yields tensors already on the GPU.
+        """,
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        kwargs = self.dataloader_call(node)
+        if kwargs is None or kwargs.has("pin_memory"):
+            return
+        if len(positional_args(node) or []) > PIN_MEMORY_POSITION:
+            return
+        dataset = self.dataset(node, kwargs)
+        if dataset is not None and _ON_DEVICE.search(self.ctx.code(dataset)):
+            return  # the dataset already holds device tensors: nothing to pin
+        self.report(
+            node,
+            "DataLoader without pin_memory=True: host-to-device copies stay synchronous; "
+            "pass pin_memory=True",
+            PendingFix.safe("Add `pin_memory=True`", Replace(node, add_keyword(node, "pin_memory", "True"))),
+        )
+
+
+class DataLoaderNumWorkers(_DataLoaderRule):
+    code = "GPU102"
+    name = "dataloader-without-workers"
+    summary = "DataLoader loads batches in the training process (num_workers=0)"
+    fix = Applicability.UNSAFE
+    docs = RuleDocs(
+        what="""
+        Checks for `torch.utils.data.DataLoader(...)` calls without `num_workers`, or with
+        a literal `num_workers=0`.
+        """,
+        why="""
+        With no workers, every batch is loaded, decoded and augmented in the training
+        process, between GPU steps: "data loading is synchronous … the main process has to
+        wait" (PyTorch Performance Tuning Guide). Worker processes prepare the next batches
+        while the GPU computes. How much this buys depends on the per-item cost of the
+        dataset; `gpulint verify` measures it on your script (bench/ reports the figure for
+        the shipped image-classifier fixture).
+        """,
+        example="""
+        loader = DataLoader(ImageFolder(root, transform=augment), batch_size=64)
+        """,
+        use_instead="""
+        loader = DataLoader(ImageFolder(root, transform=augment), batch_size=64, num_workers=4)
+        """,
+        fix_safety="""
+        Unsafe: workers pickle the dataset (lambdas and locally defined classes fail
+        under the spawn start method), scripts need an `if __name__ == "__main__":` guard
+        on macOS and Windows, and per-worker random state must be seeded for
+        reproducibility. N comes from the `num-workers` setting (default 4).
+        Not reported for in-memory `TensorDataset`s (workers only add inter-process copies)
+        nor for `IterableDataset`s that do not shard by `get_worker_info()` (workers would
+        duplicate the data).
+        """,
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        kwargs = self.dataloader_call(node)
+        if kwargs is None:
+            return
+        positional = positional_args(node) or []
+        if len(positional) > NUM_WORKERS_POSITION:
+            value: Optional[cst.BaseExpression] = positional[NUM_WORKERS_POSITION]
+            explicit = True
+        else:
+            explicit = kwargs.has("num_workers")
+            value = kwargs.get("num_workers")
+        if explicit and not is_literal(value, "0"):
+            return  # the user chose a value
+        if self._dataset_unsuited(node, kwargs):
+            return
+        workers = self.ctx.settings.num_workers
+        fix = None
+        if not explicit:
+            new = add_keyword(node, "num_workers", str(workers))
+        elif "num_workers" in kwargs.values and "num_workers" not in kwargs.from_splat:
+            new = set_keyword(node, "num_workers", str(workers))
+        else:
+            new = None
+        if new is not None:
+            fix = PendingFix.unsafe(f"Set `num_workers={workers}`", Replace(node, new))
+        self.report(
+            node,
+            "DataLoader without worker processes: batches are prepared between GPU steps; "
+            f"set num_workers (e.g. {workers})",
+            fix,
+        )
+
+    def _dataset_unsuited(self, node: cst.Call, kwargs: KeywordArgs) -> bool:
+        dataset = self.dataset(node, kwargs)
+        if not isinstance(dataset, cst.Call):
+            return False
+        target = self.ctx.qualname(dataset.func)
+        if target in TENSOR_DATASET:
+            return True
+        if isinstance(dataset.func, cst.Name):
+            cls = local_class(dataset.func.value, self.ctx.module)
+            if cls is not None and self._is_unsharded_iterable(cls):
+                return True
+        return False
+
+    def _is_unsharded_iterable(self, cls: cst.ClassDef) -> bool:
+        iterable = any(self.ctx.qualname(base.value) in ITERABLE_DATASET for base in cls.bases)
+        return iterable and "get_worker_info" not in self.ctx.code(cls)

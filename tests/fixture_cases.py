@@ -1,0 +1,76 @@
+"""Rule cases from fixtures/rules/<CODE>/*.py, each with its expectations in its header.
+
+A case file starts with comment lines the test reads:
+
+    # gpulint-test: select=GPU101,GPU102 amp-dtype=bfloat16   (optional; default: the folder's code)
+    # expect: 8:10 GPU101                                      (one line per finding, exact row:column)
+
+No `# expect:` line means the case must be clean. `<case>.fixed.py` beside it holds the
+exact result of `gpulint fix --unsafe-fixes` with the same settings.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpulint.config import Settings, parse_codes, parse_version
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures" / "rules"
+_EXPECT = re.compile(r"^#\s*expect:\s*(\d+):(\d+)\s+(GPU\d+)\s*$")
+_SETTINGS = re.compile(r"^#\s*gpulint-test:\s*(.*)$")
+
+_OPTION_TYPES = {
+    "amp-dtype": str,
+    "num-workers": int,
+    "checkpoint-min-depth": int,
+    "checkpoint-unknown-depth": lambda v: v.lower() == "true",
+    "torch-version": parse_version,
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    path: Path
+    settings: Settings
+    expected: tuple[tuple[int, int, str], ...]
+
+    @property
+    def fixed_path(self) -> Path:
+        return self.path.with_name(self.path.stem + ".fixed.py")
+
+    @property
+    def id(self) -> str:
+        return f"{self.path.parent.name}/{self.path.stem}"
+
+
+def load_case(path: Path) -> Case:
+    code = path.parent.name
+    select = (code,)
+    options: dict[str, object] = {}
+    expected = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            if line.strip():
+                break
+            continue
+        m = _EXPECT.match(line)
+        if m:
+            expected.append((int(m.group(1)), int(m.group(2)), m.group(3)))
+            continue
+        m = _SETTINGS.match(line)
+        if m:
+            for item in m.group(1).split():
+                key, _, value = item.partition("=")
+                if key == "select":
+                    select = parse_codes(value)
+                else:
+                    options[key.replace("-", "_")] = _OPTION_TYPES[key](value)
+    settings = Settings(select=select, preview=True, **options)  # type: ignore[arg-type]
+    return Case(path, settings, tuple(sorted(expected)))
+
+
+def all_cases() -> list[Case]:
+    return [load_case(p) for p in sorted(FIXTURES.glob("*/*.py")) if not p.name.endswith(".fixed.py")]
