@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,19 @@ def syntax_finding(path: str, message: str, row: int = 1, column: int = 1) -> Fi
         location=Location(row, column), end_location=Location(row, column),
         url=SYNTAX_ERROR.url(), noqa_rows=(row, row),
     )
+
+
+def _syntax_error_finding(path: Path, text: str, exc: cst.ParserSyntaxError) -> Finding:
+    """Python's own message and position when it agrees the code is invalid (they read better)."""
+    try:
+        ast.parse(text)
+    except SyntaxError as py_exc:
+        row = py_exc.lineno or 1
+        column = py_exc.offset or 1
+        return syntax_finding(str(path), f"SyntaxError: {py_exc.msg}", row, max(1, column))
+    except (ValueError, RecursionError, MemoryError):
+        pass
+    return syntax_finding(str(path), f"SyntaxError: {exc.message}", exc.raw_line, exc.raw_column + 1)
 
 
 def parse(text: str) -> cst.Module:
@@ -114,9 +128,16 @@ class _Placer:
         return self.spans[id(node)]
 
     def node_range(self, node: cst.CSTNode) -> tuple[int, int]:
+        """The node's code without surrounding whitespace, comments or parentheses."""
         span = self.span(node)
         start = min(self.index.first_token(span.start), len(self.text))
         end = max(start, self.index.last_token_end(start, min(span.end, len(self.text))))
+        for _ in getattr(node, "lpar", ()):
+            if start < end and self.text[start] == "(":
+                start = self.index.first_token(start + 1)
+        for _ in getattr(node, "rpar", ()):
+            if end > start and self.text[end - 1] == ")":
+                end = self.index.last_token_end(start, end - 1)
         return start, end
 
     def finding(self, report: Report) -> Finding:
@@ -196,12 +217,21 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
     active = enabled_rules(settings) if rules is None else list(rules)
     candidates = [r for r in active if r.may_match(text)]
     if not candidates:
-        return LintResult()
+        # No rule can match, so skip LibCST; still report syntax errors, cheaply via `ast`
+        # (confirmed with LibCST so newer syntax than this interpreter's is not misreported).
+        if settings.is_enabled(SYNTAX_ERROR.code):
+            try:
+                ast.parse(text)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                candidates = []
+            else:
+                return LintResult()
+        else:
+            return LintResult()
     try:
         module = parse(text)
     except cst.ParserSyntaxError as exc:
-        message = f"SyntaxError: {exc.message}"
-        return LintResult([syntax_finding(str(path), message, exc.raw_line, exc.raw_column + 1)], parsed=False)
+        return LintResult([_syntax_error_finding(path, text, exc)], parsed=False)
     except RecursionError:
         return LintResult([syntax_finding(str(path), "file is nested too deeply to analyse")], parsed=False)
     except (SyntaxError, ValueError) as exc:
