@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from gpulint.analysis.names import NameTable
+from gpulint.engine.walk import walk
 
 _CPU_KEYWORDS = {"device", "accelerator"}
 
@@ -82,5 +83,5 @@ class _Scan(cst.CSTVisitor):
 
 def device_facts(module: cst.Module, names: NameTable) -> DeviceFacts:
     scan = _Scan(names)
-    module.visit(scan)
+    walk(module, scan)
     return DeviceFacts(gpu_evidence=scan.gpu, pins_cpu=scan.cpu)

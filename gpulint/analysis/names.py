@@ -14,6 +14,8 @@ from typing import Optional, Union
 
 import libcst as cst
 
+from gpulint.engine.walk import walk
+
 LOCAL = None  # binding marker for anything that is not an import
 
 
@@ -83,44 +85,44 @@ class _Binder(cst.CSTVisitor):
         self.scope.bind(node.name.value, LOCAL)
         # decorators, defaults and annotations belong to the enclosing scope; visit them here
         for dec in node.decorators:
-            dec.visit(self)
-        node.params.visit(self)
+            walk(dec, self)
+        walk(node.params, self)
         if node.returns is not None:
-            node.returns.visit(self)
+            walk(node.returns, self)
         self._push(node)
         for param in _all_params(node.params):
             self.scope.bind(param.name.value, LOCAL)
-        node.body.visit(self)
+        walk(node.body, self)
         self.stack.pop()
         return False  # type: ignore[return-value]
 
     def visit_Param(self, node: cst.Param) -> bool:
         # the parameter name is bound in the function scope (done above); only visit defaults
         if node.default is not None:
-            node.default.visit(self)
+            walk(node.default, self)
         if node.annotation is not None:
-            node.annotation.visit(self)
+            walk(node.annotation, self)
         return False
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
-        node.params.visit(self)
+        walk(node.params, self)
         self._push(node)
         for param in _all_params(node.params):
             self.scope.bind(param.name.value, LOCAL)
-        node.body.visit(self)
+        walk(node.body, self)
         self.stack.pop()
         return False
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         self.scope.bind(node.name.value, LOCAL)
         for dec in node.decorators:
-            dec.visit(self)
+            walk(dec, self)
         for arg in node.bases:
-            arg.visit(self)
+            walk(arg, self)
         for arg in node.keywords:
-            arg.visit(self)
+            walk(arg, self)
         self._push(node, is_class=True)
-        node.body.visit(self)
+        walk(node.body, self)
         self.stack.pop()
         return False
 
@@ -225,7 +227,7 @@ class NameTable:
         self.scopes: dict[int, Scope] = {id(module): self.module_scope}
         self.scope_of: dict[int, Scope] = {}
         self._mutations: list[tuple[Scope, str, cst.CSTNode]] = []
-        module.visit(_Binder(self))
+        walk(module, _Binder(self))
 
     def note_mutation(self, scope: Scope, name: str, node: cst.CSTNode) -> None:
         # `kw.update(...)`, `kw["k"] = v`: matched to a binding once all bindings are known

@@ -99,17 +99,20 @@ class ImportPlanner:
         if best is not None and not (prefer_from and best[1] != module):
             alias, target = best
             return Reference(alias + module[len(target):] + "." + name)
-        # 3. add an import
+        # 3. add an import, unless the name it would bind is taken
         all_names = self._all_bound_names()
         if prefer_from and name not in all_names:
             return Reference(name, self._insert(f"from {module} import {name}"))
+        if best is not None:
+            alias, target = best
+            return Reference(alias + module[len(target):] + "." + name)
         if module.split(".")[0] not in all_names:
             return Reference(f"{module}.{name}", self._insert(f"import {module}"))
-        alias = name if name not in all_names else f"{module.split('.')[-1]}_{name}"
+        alias = name
         while alias in all_names:
-            alias += "_"
-        return Reference(alias, self._insert(f"from {module} import {name} as {alias}" if alias != name
-                                             else f"from {module} import {name}"))
+            alias = f"{module.split('.')[-1]}_{alias}"
+        statement = f"from {module} import {name}" + (f" as {alias}" if alias != name else "")
+        return Reference(alias, self._insert(statement))
 
     def module_alias(self, module: str = "torch") -> Reference:
         """The name under which the file imports `module` (adding `import module` if none)."""

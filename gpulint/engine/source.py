@@ -38,6 +38,12 @@ def decode_source(raw: bytes, path: Path) -> SourceFile:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
     except SyntaxError as exc:
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError as decode_exc:
+            raise SourceError(
+                f"cannot decode as utf-8 at byte {decode_exc.start}: {decode_exc.reason}"
+            ) from None
         raise SourceError(f"cannot determine encoding: {exc}") from None
     if encoding == "utf-8-sig":
         encoding = "utf-8"

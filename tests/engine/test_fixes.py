@@ -1,0 +1,46 @@
+"""Applying text edits: collisions, merged identical edits, minimal edits."""
+
+from __future__ import annotations
+
+from gpulint.engine.fixes import Applicability, Edit, Fix, apply_fixes, minimize
+
+
+def fix(*edits: Edit) -> Fix:
+    return Fix(Applicability.SAFE, "fix", tuple(edits))
+
+
+def test_non_overlapping_fixes_apply_in_one_pass() -> None:
+    text = "a(1)\nb(2)\n"
+    new, applied = apply_fixes(text, [fix(Edit(3, 3, ", x")), fix(Edit(8, 8, ", y"))])
+    assert new == "a(1, x)\nb(2, y)\n"
+    assert applied == 2
+
+
+def test_overlapping_fix_is_left_for_the_next_round() -> None:
+    text = "abcdef"
+    new, applied = apply_fixes(text, [fix(Edit(0, 4, "X")), fix(Edit(2, 5, "Y"))])
+    assert (new, applied) == ("Xef", 1)
+
+
+def test_identical_import_edits_merge() -> None:
+    text = "x = 1\n"
+    imp = Edit(0, 0, "import torch\n")
+    new, applied = apply_fixes(text, [fix(imp, Edit(4, 5, "2")), fix(imp, Edit(5, 5, "0"))])
+    assert new == "import torch\nx = 20\n"
+    assert applied == 2
+
+
+def test_two_different_insertions_at_one_point_conflict() -> None:
+    new, applied = apply_fixes("ab", [fix(Edit(1, 1, "X")), fix(Edit(1, 1, "Y"))])
+    assert applied == 1 and new in {"aXb", "aYb"}
+
+
+def test_insertion_inside_a_replacement_conflicts() -> None:
+    new, applied = apply_fixes("abcdef", [fix(Edit(1, 4, "Z")), fix(Edit(2, 2, "Q"))])
+    assert applied == 1
+
+
+def test_minimize_keeps_only_the_changed_middle() -> None:
+    edit = minimize("DataLoader(ds)", "DataLoader(ds, pin_memory=True)", 10)
+    assert edit == Edit(23, 23, ", pin_memory=True")
+    assert minimize("abc", "abc", 0) == Edit(3, 3, "")

@@ -1,0 +1,74 @@
+"""Fixes that need an import use the file's own aliases and add the import only once."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import libcst as cst
+
+from gpulint.analysis.names import NameTable
+from gpulint.config import Settings
+from gpulint.engine.fixes import apply_edits
+from gpulint.engine.linter import _Placer
+from gpulint.engine.context import FileContext
+from gpulint.engine.pending import ImportPlanner
+
+
+def plan(source: str, module: str, name: str, prefer_from: bool = False) -> tuple[str, str]:
+    text = textwrap.dedent(source)
+    tree = cst.parse_module(text)
+    names = NameTable(tree)
+    ref = ImportPlanner(tree, names).reference(module, name, prefer_from=prefer_from)
+    if ref.edit is None:
+        return ref.expr, text
+    ctx = FileContext(Path("x.py"), text, tree, Settings())
+    placer = _Placer(ctx, [])
+    placer.spans.update(__import__("gpulint.engine.positions", fromlist=["compute_spans"]).compute_spans(
+        tree, [ref.edit.anchor] if ref.edit.anchor is not None else []))
+    edit = placer._text_edit(ref.edit)
+    return ref.expr, apply_edits(text, [edit])
+
+
+def test_reuses_the_files_torch_alias() -> None:
+    expr, text = plan("import torch as th\nx = 1\n", "torch.amp", "GradScaler")
+    assert expr == "th.amp.GradScaler"
+    assert text == "import torch as th\nx = 1\n"
+
+
+def test_reuses_an_existing_from_import() -> None:
+    expr, _ = plan("from torch.utils.checkpoint import checkpoint as ckpt\n", "torch.utils.checkpoint", "checkpoint")
+    assert expr == "ckpt"
+
+
+def test_reuses_a_module_alias() -> None:
+    expr, _ = plan("import torch.utils.checkpoint as cp\n", "torch.utils.checkpoint", "checkpoint_sequential",
+                   prefer_from=True)
+    assert expr == "cp.checkpoint_sequential"
+
+
+def test_adds_import_after_docstring_and_future_imports() -> None:
+    source = '''\
+    """Train."""
+    from __future__ import annotations
+    import os
+
+    x = 1
+    '''
+    expr, text = plan(source, "torch.amp", "GradScaler")
+    assert expr == "torch.amp.GradScaler"
+    assert text == '"""Train."""\nfrom __future__ import annotations\nimport os\nimport torch.amp\n\nx = 1\n'
+
+
+def test_from_import_avoids_a_users_own_name() -> None:
+    source = "import torch\n\ndef checkpoint(state):\n    pass\n"
+    expr, text = plan(source, "torch.utils.checkpoint", "checkpoint", prefer_from=True)
+    assert expr == "torch.utils.checkpoint.checkpoint"  # `import torch` reaches it; the user's function is untouched
+    assert text == source
+
+
+def test_aliases_when_torch_name_is_taken() -> None:
+    source = "torch = None\n"
+    expr, text = plan(source, "torch.utils.checkpoint", "checkpoint")
+    assert expr == "checkpoint"
+    assert text.startswith("from torch.utils.checkpoint import checkpoint\n")
