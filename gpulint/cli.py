@@ -10,11 +10,14 @@ from typing import Optional, Sequence
 import click
 
 from gpulint import __version__
+from gpulint import cli_workflow as workflow
+from gpulint.cli_performance import PerformanceOptions, clean_command, performance_options
 from gpulint.config import CliOverrides, ConfigError, SettingsResolver, parse_codes
 from gpulint.engine.files import PathError, Walker
 from gpulint.engine.findings import Finding
 from gpulint.engine.runner import FileReport, Mode, collect_jobs, run_jobs
-from gpulint.output import FORMATS
+from gpulint.output import FORMATS, HUMAN_FORMATS
+from gpulint.output.context import RenderContext
 from gpulint.output.text import Summary
 from gpulint.rules import ALL_RULES, DOCUMENTED_RULES, rule_by_code
 
@@ -57,19 +60,46 @@ def main() -> None:
 
 def _run(mode: Mode, paths: Sequence[Path], select, extend_select, ignore, preview, output_format: str,
          unsafe_fixes: bool, jobs: Optional[int], exit_zero: bool, verbose: bool) -> None:
-    resolver = SettingsResolver(CliOverrides(select=select, extend_select=extend_select, ignore=ignore, preview=preview))
+    options = workflow.WorkflowOptions.current()
+    overrides = CliOverrides(select=select, extend_select=extend_select, ignore=ignore, preview=preview)
     walker = Walker()
     try:
-        files = list(walker.files(paths or [Path(".")]))
-    except PathError as exc:
+        resolver = options.resolver(overrides)
+        if workflow.is_stdin(paths, options):
+            sys.exit(workflow.run_stdin(mode, resolver, output_format, unsafe_fixes, exit_zero, options, verbose))
+        files = workflow.drop_excluded(list(walker.files(paths or [Path(".")])), paths or [Path(".")], resolver)
+        speed = PerformanceOptions.current()
+        jobs_list = collect_jobs(files, resolver.for_path, mode, unsafe_fixes, cache=speed.open_cache(),
+                                 profile=speed.profile)
+    except (PathError, ConfigError) as exc:
         click.echo(f"gpulint: error: {exc}", err=True)
         sys.exit(EXIT_ERROR)
-    reports = run_jobs(collect_jobs(files, resolver.for_path, mode, unsafe_fixes), workers=jobs)
-    sys.exit(_report(reports, walker, mode, output_format, unsafe_fixes, exit_zero, verbose))
+    before: list[Finding] = []
+    if mode is Mode.FIX and options.show_fixes:  # what was there before fixing, to list what got fixed
+        before = [f for r in run_jobs(collect_jobs(files, resolver.for_path, Mode.CHECK), workers=jobs)
+                  for f in r.findings]
+    speed.start()
+    reports = run_jobs(jobs_list, workers=jobs)
+    speed.print_profile(reports, jobs)
+    if options.add_noqa:
+        sys.exit(_add_noqa(reports, walker, verbose))
+    code = _report(reports, walker, mode, output_format, unsafe_fixes, exit_zero, verbose)
+    if options.show_fixes and mode is Mode.FIX:
+        click.echo(workflow.fixed_listing(before, [f for r in reports for f in r.findings]), nl=False, err=True)
+    sys.exit(code)
+
+
+def _add_noqa(reports: list[FileReport], walker: Walker, verbose: bool) -> int:
+    code = _report(reports, walker, Mode.CHECK, "concise", False, True, verbose, quiet=True)
+    added, problems = workflow.write_noqa(reports)
+    for problem in problems:
+        click.echo(f"gpulint: warning: {problem}", err=True)
+    click.echo(f"Added {added} noqa directive{'s' if added != 1 else ''}.")
+    return code
 
 
 def _report(reports: list[FileReport], walker: Walker, mode: Mode, output_format: str, unsafe: bool,
-            exit_zero: bool, verbose: bool) -> int:
+            exit_zero: bool, verbose: bool, quiet: bool = False) -> int:
     findings: list[Finding] = [f for r in reports for f in r.findings]
     fixed = sum(r.fixed for r in reports)
     internal = [r for r in reports if r.internal_error]
@@ -86,26 +116,26 @@ def _report(reports: list[FileReport], walker: Walker, mode: Mode, output_format
     if internal and not verbose:
         click.echo("gpulint: run with -v for the traceback; please report this as a bug", err=True)
 
-    human = output_format == "concise"
+    human = output_format in HUMAN_FORMATS
+    options = workflow.WorkflowOptions.current()
     if mode is Mode.DIFF:
         for report in reports:
             if report.diff:
                 click.echo(report.diff, nl=False)
         would = sum(r.fixed for r in reports)
         click.echo(f"Would fix {would} finding{'s' if would != 1 else ''}.", err=True)
-    else:
-        click.echo(FORMATS[output_format](findings), nl=False)
+    elif not quiet:
+        click.echo(workflow.render(findings, output_format, RenderContext(), options), nl=False)
         if human:
             click.echo(Summary.of(findings, fixed).text(fixing=mode is Mode.FIX, unsafe_enabled=unsafe), nl=False)
-    if internal:
-        return EXIT_ERROR
-    if findings and not exit_zero:
-        return EXIT_FINDINGS
-    return EXIT_CLEAN
+    return workflow.exit_code(findings, fixed if mode is Mode.FIX else 0, bool(internal), exit_zero, options)
 
 
 @main.command()
 @lint_options
+@workflow.workflow_options
+@workflow.ADD_NOQA_OPTION
+@performance_options
 @click.option("--fix", "apply_fix", is_flag=True, help="Apply safe fixes (same as `gpulint fix`).")
 def check(paths, select, extend_select, ignore, preview, output_format, unsafe_fixes, diff, jobs, exit_zero,
           verbose, apply_fix) -> None:
@@ -116,6 +146,8 @@ def check(paths, select, extend_select, ignore, preview, output_format, unsafe_f
 
 @main.command()
 @lint_options
+@workflow.workflow_options
+@performance_options
 def fix(paths, select, extend_select, ignore, preview, output_format, unsafe_fixes, diff, jobs, exit_zero,
         verbose) -> None:
     """Apply fixes in place (safe ones; unsafe ones too with --unsafe-fixes)."""
@@ -138,6 +170,62 @@ def rule(code: Optional[str], show_all: bool) -> None:
         click.echo(f"gpulint: error: unknown rule {code!r}; see `gpulint rule --all`", err=True)
         sys.exit(EXIT_ERROR)
     click.echo(rule_markdown(found))
+
+
+@main.command("show-config")
+@click.argument("path", type=click.Path(path_type=Path))
+@workflow.config_options
+def show_config(path: Path) -> None:
+    """Print the settings that apply to PATH and where they come from."""
+    try:
+        resolver = workflow.WorkflowOptions.current().resolver(CliOverrides())
+        click.echo(resolver.describe(path), nl=False)
+    except ConfigError as exc:
+        click.echo(f"gpulint: error: {exc}", err=True)
+        sys.exit(EXIT_ERROR)
+
+
+class _ScriptArgsCommand(click.Command):
+    """Everything after the first `--` goes to the verified script, not to gpulint."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" in args:
+            cut = args.index("--")
+            args, ctx.meta["gpulint.script_args"] = args[:cut], tuple(args[cut + 1:])
+        return super().parse_args(ctx, args)
+
+
+@main.command(cls=_ScriptArgsCommand)
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--steps", type=click.IntRange(min=1), default=60, show_default=True, help="Training steps per run.")
+@click.option("--warmup", type=click.IntRange(min=0), default=10, show_default=True,
+              help="Steps left out of the timing.")
+@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
+              help="cpu runs CUDA scripts on the CPU (autocast as bfloat16).")
+@click.option("--select", callback=_codes, help="Only these fixes (codes or prefixes); default: all, unsafe included.")
+@click.option("--preview/--no-preview", default=None, help="Also apply fixes of preview rules (GPU301).")
+@click.option("--json", "json_path", type=click.Path(path_type=Path, dir_okay=False), help="Write the full report.")
+@click.option("--plot", "plot_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="Write a PNG of loss curves and step times (needs matplotlib).")
+@click.option("--min-speedup", type=click.FloatRange(min=0), default=None, help="Fail below this speedup.")
+@click.option("--timeout", type=click.FloatRange(min=1), default=600, show_default=True, help="Seconds per run.")
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="torch CPU threads in both runs.")
+@click.option("--no-diff", is_flag=True, help="Do not print the rewrite's diff.")
+def verify(paths, steps, warmup, device, select, preview, json_path, plot_path, min_speedup, timeout, threads,
+           no_diff) -> None:
+    """Run each script and its rewrite; compare speed, memory and loss. Arguments after -- go to the script."""
+    from gpulint.verify.session import VerifyOptions, verify_main
+
+    script_args = click.get_current_context().meta.get("gpulint.script_args", ())
+    options = VerifyOptions(
+        paths=tuple(paths), script_args=script_args, steps=steps, warmup=warmup, device=device, select=select,
+        preview=preview, json_path=json_path, plot_path=plot_path, min_speedup=min_speedup, timeout=timeout,
+        threads=threads, show_diff=not no_diff,
+    )
+    sys.exit(verify_main(options))
+
+
+main.add_command(clean_command)
 
 
 def run() -> None:

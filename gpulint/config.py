@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+import sys
 from dataclasses import asdict, dataclass, field, replace
-from typing import Iterable, Optional
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable, Optional, Union
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python < 3.11 only
+    import tomli as tomllib
 
 
 class ConfigError(Exception):
@@ -60,10 +70,14 @@ class Settings:
     checkpoint_min_depth: int = 8
     checkpoint_unknown_depth: bool = False
     torch_version: Optional[tuple[int, int]] = None  # oldest torch the project supports
+    # codes or prefixes off for this one file (per-file-ignores); they beat any selection
+    per_file_ignores: tuple[str, ...] = ()
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     def is_enabled(self, code: str, preview_rule: bool = False) -> bool:
         """Ruff's semantics: the most specific selector wins; ignore wins a tie."""
+        if any(_matches(selector, code) for selector in self.per_file_ignores):
+            return False
         if preview_rule and not self.preview:
             # preview rules run only when opted in, or when selected by their exact code
             if code not in self.select and code not in self.extend_select:
@@ -110,16 +124,394 @@ class CliOverrides:
         return replace(settings, **changes)  # type: ignore[arg-type]
 
 
-class SettingsResolver:
-    """Effective settings per file: defaults, then configuration, then the command line."""
+# ---------------------------------------------------------------------------------------------
+# Configuration files: `[tool.gpulint]` in pyproject.toml, or a gpulint.toml (top-level keys).
 
-    def __init__(self, overrides: Optional[CliOverrides] = None, base: Optional[Settings] = None) -> None:
+CONFIG_FILENAMES = ("gpulint.toml", "pyproject.toml")  # in one directory the first one found wins
+
+_LIST_KEYS = ("select", "extend-select", "ignore", "exclude", "extend-exclude")
+_BOOL_KEYS = ("preview", "force-exclude", "checkpoint-unknown-depth")
+KNOWN_KEYS = frozenset(
+    _LIST_KEYS + _BOOL_KEYS + ("extend", "per-file-ignores", "amp-dtype", "num-workers", "checkpoint-min-depth",
+                               "torch-version")
+)
+# rule options: config key -> Settings field
+OPTION_FIELDS = {
+    "amp-dtype": "amp_dtype",
+    "num-workers": "num_workers",
+    "checkpoint-min-depth": "checkpoint_min_depth",
+    "checkpoint-unknown-depth": "checkpoint_unknown_depth",
+    "torch-version": "torch_version",
+}
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+@lru_cache(maxsize=512)
+def _glob_regex(pattern: str) -> "re.Pattern[str]":
+    from gpulint.engine.files import _glob_to_regex
+
+    return re.compile(_glob_to_regex(pattern))
+
+
+def _relative(path: str, base: str) -> Optional[str]:
+    """`path` relative to `base` with `/` separators, or None when it is not below it."""
+    relative = os.path.relpath(path, base).replace(os.sep, "/")
+    return None if relative == ".." or relative.startswith("../") else relative
+
+
+@dataclass(frozen=True)
+class PathPattern:
+    """A glob from a config file, relative to that file's directory.
+
+    A pattern without `/` matches a file or directory name anywhere below the directory
+    (`conftest.py`, `*_test.py`, `legacy`); one with `/` matches the path relative to the
+    directory (`scripts/*.py`, `tests/**`). A matching directory covers everything in it.
+    A name pattern inherited through `extend` also matches below the extending file's
+    directory (`root`).
+    """
+
+    base: str  # absolute directory
+    pattern: str
+
+    def matches(self, path: PathLike, root: Optional[str] = None) -> bool:
+        pattern = self.pattern.strip()
+        if pattern.startswith("./"):
+            pattern = pattern[2:]
+        pattern = pattern.rstrip("/")
+        if not pattern:
+            return False
+        regex = _glob_regex(pattern)
+        absolute = os.path.abspath(path)
+        relative = _relative(absolute, self.base)
+        inside = relative is not None
+        if "/" not in pattern:
+            below = relative if relative is not None else (_relative(absolute, root) if root else None)
+            names = below.split("/") if below is not None else [os.path.basename(absolute)]
+            return any(regex.fullmatch(name) for name in names)
+        if not inside:
+            return False
+        parts = relative.split("/")  # type: ignore[union-attr]
+        return any(regex.fullmatch("/".join(parts[:i])) for i in range(1, len(parts) + 1))
+
+
+@dataclass(frozen=True)
+class _Layer:
+    """The validated keys of one configuration file (None: key not given)."""
+
+    path: Path
+    values: dict[str, Any]
+    per_file_ignores: Optional[tuple[tuple[PathPattern, tuple[str, ...]], ...]] = None
+    exclude: Optional[tuple[PathPattern, ...]] = None
+    extend_exclude: tuple[PathPattern, ...] = ()
+    extend: Optional[Path] = None
+
+
+def _fail(path: Path, key: str, problem: str) -> ConfigError:
+    return ConfigError(f"{path}: {table_name(path)} {key}: {problem}")
+
+
+def table_name(path: Path) -> str:
+    return "[tool.gpulint]" if path.name == "pyproject.toml" else "(top level)"
+
+
+def _describe(value: object) -> str:
+    return f"{type(value).__name__} {value!r}"
+
+
+def _str_list(path: Path, key: str, value: object) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise _fail(path, key, f"expected a list of strings, got {_describe(value)}")
+    return list(value)
+
+
+def _codes_of(path: Path, key: str, value: object) -> tuple[str, ...]:
+    items = _str_list(path, key, value)
+    try:
+        return parse_codes(items)
+    except ConfigError as exc:
+        raise _fail(path, key, str(exc)) from None
+
+
+def _validate(path: Path, table: dict[str, Any]) -> _Layer:
+    base = os.path.dirname(os.path.abspath(path))
+    values: dict[str, Any] = {}
+    per_file: Optional[tuple[tuple[PathPattern, tuple[str, ...]], ...]] = None
+    exclude: Optional[tuple[PathPattern, ...]] = None
+    extend_exclude: tuple[PathPattern, ...] = ()
+    extend: Optional[Path] = None
+    for key, value in table.items():
+        if key not in KNOWN_KEYS:
+            hint = ""
+            if key.replace("_", "-") in KNOWN_KEYS:
+                hint = f"; did you mean {key.replace('_', '-')!r}?"
+            elif isinstance(value, dict):
+                hint = "; gpulint has no sub-tables other than per-file-ignores"
+            raise _fail(path, key, f"unknown key{hint} (known keys: {', '.join(sorted(KNOWN_KEYS))})")
+        if key in ("select", "extend-select", "ignore"):
+            values[key] = _codes_of(path, key, value)
+        elif key in _BOOL_KEYS:
+            if not isinstance(value, bool):
+                raise _fail(path, key, f"expected true or false, got {_describe(value)}")
+            values[key] = value
+        elif key in ("exclude", "extend-exclude"):
+            patterns = tuple(PathPattern(base, p) for p in _str_list(path, key, value))
+            if key == "exclude":
+                exclude = patterns
+            else:
+                extend_exclude = patterns
+        elif key == "per-file-ignores":
+            if not isinstance(value, dict):
+                raise _fail(path, key, f"expected a table of glob = [codes], got {_describe(value)}")
+            per_file = tuple(
+                (PathPattern(base, glob), _codes_of(path, f"{key}.{glob!r}", codes)) for glob, codes in value.items()
+            )
+        elif key == "extend":
+            if not isinstance(value, str) or not value.strip():
+                raise _fail(path, key, f"expected the path of another configuration file, got {_describe(value)}")
+            extend = Path(base) / os.path.expanduser(value)
+        elif key == "amp-dtype":
+            if value not in AMP_DTYPES:
+                raise _fail(path, key, f"expected one of {', '.join(map(repr, AMP_DTYPES))}, got {_describe(value)}")
+            values[key] = value
+        elif key in ("num-workers", "checkpoint-min-depth"):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise _fail(path, key, f"expected an integer >= 1, got {_describe(value)}")
+            values[key] = value
+        elif key == "torch-version":
+            if not isinstance(value, str):
+                hint = ' (write it as a string, such as "2.4": as a number 2.10 would read as 2.1)'
+                raise _fail(path, key, f"expected a version string such as \"2.4\", got {_describe(value)}{hint}")
+            if not re.fullmatch(r"\s*\d+\.\d+(\.\d+)?\s*", value):
+                raise _fail(path, key, f"expected MAJOR.MINOR such as \"2.4\", got {value!r}")
+            values[key] = parse_version(value)
+    return _Layer(Path(path), values, per_file, exclude, extend_exclude, extend)
+
+
+def read_table(path: Path) -> Optional[dict[str, Any]]:
+    """The gpulint table of a config file; None for a pyproject.toml without `[tool.gpulint]`."""
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read configuration: {exc.strerror or exc}") from None
+    if path.name != "pyproject.toml":
+        return data
+    tool = data.get("tool")
+    table = tool.get("gpulint") if isinstance(tool, dict) else None
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.gpulint] must be a table")
+    return table
+
+
+@dataclass(frozen=True)
+class ProjectConfig:
+    """One configuration file with everything it extends folded in (or the defaults)."""
+
+    path: Optional[Path]  # None: no configuration file applies
+    settings: Settings  # before per-file-ignores and command-line overrides
+    sources: tuple[Path, ...] = ()  # the file, then the files it extends
+    per_file_ignores: tuple[tuple[PathPattern, tuple[str, ...]], ...] = ()
+    exclude: tuple[PathPattern, ...] = ()
+    extend_exclude: tuple[PathPattern, ...] = ()
+    force_exclude: bool = False
+
+    def ignored_codes(self, path: PathLike) -> tuple[str, ...]:
+        codes: list[str] = []
+        for pattern, ignored in self.per_file_ignores:
+            if pattern.matches(path, self.root):
+                codes.extend(c for c in ignored if c not in codes)
+        return tuple(codes)
+
+    def settings_for(self, path: PathLike) -> Settings:
+        codes = self.ignored_codes(path)
+        return replace(self.settings, per_file_ignores=codes) if codes else self.settings
+
+    def is_excluded(self, path: PathLike) -> bool:
+        return any(p.matches(path, self.root) for p in self.exclude + self.extend_exclude)
+
+    @property
+    def root(self) -> Optional[str]:
+        return os.path.dirname(os.path.abspath(self.path)) if self.path is not None else None
+
+
+def _merge(base: ProjectConfig, layer: _Layer) -> ProjectConfig:
+    """`layer` on top of `base`: given keys replace, extend-select / extend-exclude add.
+
+    A `select` in `layer` starts the rule selection over (the base's ignore and extend-select
+    no longer apply), as a later `select` does in ruff.
+    """
+    values = layer.values
+    settings = base.settings
+    changes: dict[str, Any] = {}
+    if "select" in values:  # a new selection starts over: the base's extend-select and ignore go
+        changes["select"] = values["select"]
+        changes["extend_select"] = values.get("extend-select", ())
+        changes["ignore"] = values.get("ignore", ())
+    else:
+        if "extend-select" in values:
+            changes["extend_select"] = settings.extend_select + values["extend-select"]
+        if "ignore" in values:
+            changes["ignore"] = values["ignore"]
+    if "preview" in values:
+        changes["preview"] = values["preview"]
+    for key, name in OPTION_FIELDS.items():
+        if key in values:
+            changes[name] = values[key]
+    return ProjectConfig(
+        path=layer.path,
+        settings=replace(settings, **changes),
+        sources=(layer.path,) + base.sources,
+        per_file_ignores=layer.per_file_ignores if layer.per_file_ignores is not None else base.per_file_ignores,
+        exclude=layer.exclude if layer.exclude is not None else base.exclude,
+        extend_exclude=base.extend_exclude + layer.extend_exclude,
+        force_exclude=values.get("force-exclude", base.force_exclude),
+    )
+
+
+def find_config_file(directory: Path) -> Optional[Path]:
+    """The configuration file that lives in `directory`, if any (no parent search)."""
+    for name in CONFIG_FILENAMES:
+        candidate = directory / name
+        if candidate.is_file():
+            if name == "pyproject.toml" and read_table(candidate) is None:
+                continue
+            return candidate
+    return None
+
+
+def _as_toml(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_as_toml(v) for v in value) + "]"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return str(value)
+
+
+class SettingsResolver:
+    """Effective settings per file: defaults, then the closest configuration file, then the command line.
+
+    Each directory is looked up once: the closest `gpulint.toml`, or `pyproject.toml` with a
+    `[tool.gpulint]` table, in the file's directory or above wins. `config_file` uses one file
+    for everything; `isolated` ignores configuration files altogether.
+    """
+
+    def __init__(self, overrides: Optional[CliOverrides] = None, base: Optional[Settings] = None,
+                 config_file: Optional[PathLike] = None, isolated: bool = False,
+                 force_exclude: bool = False) -> None:
         self.overrides = overrides or CliOverrides()
         self.base = base or Settings()
+        self.isolated = isolated
+        self.force_exclude_flag = force_exclude
+        self.config_file = Path(config_file) if config_file is not None else None
         self._cache: dict[str, Settings] = {}
+        self._by_directory: dict[str, ProjectConfig] = {}
+        self._loaded: dict[str, ProjectConfig] = {}
+        self.defaults = ProjectConfig(None, self.base)
+        self._fixed: Optional[ProjectConfig] = None
+        if self.config_file is not None and not isolated:
+            if not self.config_file.is_file():
+                raise ConfigError(f"{self.config_file}: configuration file not found")
+            self._fixed = self.load(self.config_file)
+
+    def load(self, path: Path, chain: tuple[str, ...] = ()) -> ProjectConfig:
+        """The configuration in `path` with its `extend` chain resolved; each file read once."""
+        key = os.path.abspath(path)
+        if key in chain:
+            raise ConfigError(f"{path}: extend forms a cycle: {' -> '.join(chain + (key,))}")
+        if key in self._loaded:
+            return self._loaded[key]
+        table = read_table(Path(key))
+        if table is None:
+            raise ConfigError(f"{path}: no [tool.gpulint] table")
+        layer = _validate(Path(key), table)
+        base = self.defaults
+        if layer.extend is not None:
+            if not layer.extend.is_file():
+                raise _fail(Path(key), "extend", f"{layer.extend}: no such file")
+            base = self.load(layer.extend, chain + (key,))
+        project = _merge(base, layer)
+        self._loaded[key] = project
+        return project
+
+    def project_for(self, path: PathLike) -> ProjectConfig:
+        """The configuration that applies to `path` (a file, or a directory itself)."""
+        if self.isolated:
+            return self.defaults
+        if self._fixed is not None:
+            return self._fixed
+        absolute = Path(os.path.abspath(path))
+        directory = absolute if absolute.is_dir() else absolute.parent
+        pending: list[str] = []
+        found: Optional[ProjectConfig] = None
+        current = directory
+        while True:
+            key = str(current)
+            if key in self._by_directory:
+                found = self._by_directory[key]
+                break
+            pending.append(key)
+            config_path = find_config_file(current)
+            if config_path is not None:
+                found = self.load(config_path)
+                break
+            if current.parent == current:
+                found = self.defaults
+                break
+            current = current.parent
+        for key in pending:
+            self._by_directory[key] = found
+        return found
 
     def for_path(self, path) -> Settings:  # noqa: ANN001 - str or Path
         key = str(path)
         if key not in self._cache:
-            self._cache[key] = self.overrides.apply(self.base)
+            self._cache[key] = self.overrides.apply(self.project_for(path).settings_for(path))
         return self._cache[key]
+
+    def is_excluded(self, path: PathLike, explicit: bool = False) -> bool:
+        """Whether `path` is excluded by its configuration; a path named on the command line
+        is linted anyway unless force-exclude is on (pre-commit passes every file by name)."""
+        project = self.project_for(path)
+        if explicit and not (self.force_exclude_flag or project.force_exclude):
+            return False
+        return project.is_excluded(path)
+
+    def describe(self, path: PathLike) -> str:
+        """The settings that apply to `path`, as TOML-like text (`gpulint show-config`)."""
+        from gpulint.rules import DOCUMENTED_RULES
+
+        project = self.project_for(path)
+        settings = self.for_path(path)
+        if project.path is None:
+            origin = "none (defaults)" + (" because of --isolated" if self.isolated else "")
+        else:
+            origin = " extends ".join(str(p) for p in project.sources)
+        lines = [f"# settings for {path}", f"# configuration: {origin}"]
+        version = settings.torch_version
+        rows: list[tuple[str, object]] = [
+            ("select", list(settings.select) or ["ALL"]),
+            ("extend-select", list(settings.extend_select)),
+            ("ignore", list(settings.ignore)),
+            ("per-file-ignores", list(settings.per_file_ignores)),
+            ("preview", settings.preview),
+            ("amp-dtype", settings.amp_dtype),
+            ("num-workers", settings.num_workers),
+            ("checkpoint-min-depth", settings.checkpoint_min_depth),
+            ("checkpoint-unknown-depth", settings.checkpoint_unknown_depth),
+            ("torch-version", f"{version[0]}.{version[1]}" if version else "any"),
+            ("exclude", [p.pattern for p in project.exclude]),
+            ("extend-exclude", [p.pattern for p in project.extend_exclude]),
+            ("force-exclude", self.force_exclude_flag or project.force_exclude),
+            ("excluded", project.is_excluded(path)),
+            ("enabled-rules", [r.code for r in DOCUMENTED_RULES if r.code != "GPU000"
+                               and settings.is_enabled(r.code, r.preview)]),
+        ]
+        lines.extend(f"{key} = {_as_toml(value)}" for key, value in rows)
+        return "\n".join(lines) + "\n"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import libcst as cst
 
 from gpulint.engine.context import FileContext
@@ -36,3 +38,32 @@ def creates_grad_scaler(ctx: FileContext) -> bool:
     scan = _ScalerCalls(ctx)
     ctx.module.visit(scan)
     return scan.found
+
+FLOAT16 = frozenset({"torch.float16", "torch.half"})
+BFLOAT16 = frozenset({"torch.bfloat16"})
+ANY_AUTOCAST = AUTOCAST | AUTOCAST_DEPRECATED
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """Where a deprecated `torch.cuda.amp` / `torch.cpu.amp` object lives now."""
+
+    module: str
+    name: str
+    device: str  # the device type the old object implied
+    since: tuple[int, int]  # oldest torch with the replacement
+
+
+# deprecated qualified name -> its torch.amp replacement
+DEPRECATED_AMP: dict[str, Replacement] = {}
+for _device in ("cuda", "cpu"):
+    for _where in ("", ".autocast_mode"):
+        DEPRECATED_AMP[f"torch.{_device}.amp{_where}.autocast"] = Replacement("torch.amp", "autocast", _device, (1, 10))
+    for _where in ("", ".grad_scaler"):
+        DEPRECATED_AMP[f"torch.{_device}.amp{_where}.GradScaler"] = Replacement("torch.amp", "GradScaler", _device, (2, 3))
+for _name in ("custom_fwd", "custom_bwd"):
+    for _where in ("", ".autocast_mode"):
+        DEPRECATED_AMP[f"torch.cuda.amp{_where}.{_name}"] = Replacement("torch.amp", _name, "cuda", (2, 4))
+DEPRECATED_AMP_MODULES = frozenset(qualified.rsplit(".", 1)[0] for qualified in DEPRECATED_AMP)
+# torch.cuda.amp.autocast(enabled, dtype, cache_enabled): the old positional order
+OLD_AUTOCAST_ORDER = ("enabled", "dtype", "cache_enabled")

@@ -17,6 +17,10 @@ from gpulint.engine.findings import Finding, FindingFix, FixEdit, Location
 from gpulint.engine.fixes import Edit, apply_fixes, minimize
 from gpulint.engine.pending import InsertStatements, PendingEdit, Replace
 from gpulint.engine.positions import LineIndex, Span, compute_spans
+from gpulint.engine.suppressions import apply_suppressions
+from gpulint.engine.profile import NO_PROFILE, Profile
+from gpulint.engine.walk import trivia_skip, walk
+from gpulint.engine.guard import python_check
 from gpulint.rules import ALL_RULES, SYNTAX_ERROR
 from gpulint.rules.base import Report, Rule
 
@@ -65,7 +69,7 @@ def parse(text: str) -> cst.Module:
 class _Dispatch(cst.CSTVisitor):
     """Walks the tree once and calls each rule's visit_/leave_ methods for that node type."""
 
-    def __init__(self, ctx: FileContext, rules: Iterable[Rule]) -> None:
+    def __init__(self, ctx: FileContext, rules: Iterable[Rule], profile: Profile = NO_PROFILE) -> None:
         self.ctx = ctx
         self.visitors: dict[type, list] = {}
         self.leavers: dict[type, list] = {}
@@ -75,7 +79,9 @@ class _Dispatch(cst.CSTVisitor):
                     node_type = getattr(cst, attr[6:], None)
                     if isinstance(node_type, type):
                         table = self.visitors if attr.startswith("visit_") else self.leavers
-                        table.setdefault(node_type, []).append(getattr(rule, attr))
+                        table.setdefault(node_type, []).append(profile.timed(rule.code, getattr(rule, attr)))
+        # layout nodes are not entered unless some rule visits a layout node type
+        self.skip = trivia_skip(set(self.visitors) | set(self.leavers))
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
@@ -132,10 +138,12 @@ class _Placer:
         span = self.span(node)
         start = min(self.index.first_token(span.start), len(self.text))
         end = max(start, self.index.last_token_end(start, min(span.end, len(self.text))))
-        for _ in getattr(node, "lpar", ()):
+        # a `with (...)` statement's lpar/rpar is one node or MaybeSentinel, not a sequence
+        lpar, rpar = getattr(node, "lpar", ()), getattr(node, "rpar", ())
+        for _ in lpar if isinstance(lpar, (list, tuple)) else ():
             if start < end and self.text[start] == "(":
                 start = self.index.first_token(start + 1)
-        for _ in getattr(node, "rpar", ()):
+        for _ in rpar if isinstance(rpar, (list, tuple)) else ():
             if end > start and self.text[end - 1] == ")":
                 end = self.index.last_token_end(start, end - 1)
         return start, end
@@ -212,45 +220,55 @@ class LintResult:
     parsed: bool = True
 
 
-def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequence[type[Rule]]] = None) -> LintResult:
+def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequence[type[Rule]]] = None,
+              profile: Profile = NO_PROFILE) -> LintResult:
     """Findings for one file's decoded text. Raises InternalError on a bug in a rule."""
-    active = enabled_rules(settings) if rules is None else list(rules)
-    candidates = [r for r in active if r.may_match(text)]
-    if not candidates:
-        # No rule can match, so skip LibCST; still report syntax errors, cheaply via `ast`
-        # (confirmed with LibCST so newer syntax than this interpreter's is not misreported).
-        if settings.is_enabled(SYNTAX_ERROR.code):
-            try:
-                ast.parse(text)
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                candidates = []
-            else:
-                return LintResult()
-        else:
-            return LintResult()
+    with profile.phase("prefilter"):
+        active = enabled_rules(settings) if rules is None else list(rules)
+        candidates = [r for r in active if r.may_match(text)]
+    if not candidates and not settings.is_enabled(SYNTAX_ERROR.code):
+        return LintResult()
+    # CPython's parser first: cheap, and it keeps input that crashes LibCST away from it.
+    # When no rule can match, that is all; a syntax error it reports is confirmed with
+    # LibCST below, so syntax newer than this interpreter's is not misreported.
+    with profile.phase("parse"):
+        check = python_check(text, before_libcst=bool(candidates))
+    if check.refusal is not None:
+        refusal = check.refusal
+        return LintResult([syntax_finding(str(path), refusal.message, refusal.row, refusal.column)], parsed=False)
+    if check.valid and not candidates:
+        return LintResult()
+    profile.count("parsed")
     try:
-        module = parse(text)
+        with profile.phase("parse"):
+            module = parse(text)
     except cst.ParserSyntaxError as exc:
         return LintResult([_syntax_error_finding(path, text, exc)], parsed=False)
     except RecursionError:
         return LintResult([syntax_finding(str(path), "file is nested too deeply to analyse")], parsed=False)
     except (SyntaxError, ValueError) as exc:
         return LintResult([syntax_finding(str(path), f"SyntaxError: {exc}")], parsed=False)
-    ctx = FileContext(path, text, module, settings)
     current = "analysis"
     try:
-        instances = []
-        for rule_type in candidates:
-            current = rule_type.code
-            rule = rule_type(ctx)
-            if rule.applies():
-                instances.append(rule)
+        with profile.phase("analysis"):
+            ctx = FileContext(path, text, module, settings)
+            instances = []
+            for rule_type in candidates:
+                current = rule_type.code
+                rule = rule_type(ctx)
+                if rule.applies():
+                    instances.append(rule)
         current = "rules"
         if instances:
-            module.visit(_Dispatch(ctx, instances))
+            with profile.phase("rules"):
+                dispatch = _Dispatch(ctx, instances, profile)
+                walk(module, dispatch, dispatch.skip)
         current = "placing findings"
-        placer = _Placer(ctx, ctx.reports)
-        findings = [placer.finding(r) for r in ctx.reports]
+        with profile.phase("placing"):
+            placer = _Placer(ctx, ctx.reports)
+            findings = [placer.finding(r) for r in ctx.reports]
+        current = "suppressions"
+        findings = apply_suppressions(path, text, findings, (r.code for r in active))
     except RecursionError:
         return LintResult([syntax_finding(str(path), "file is nested too deeply to analyse")])
     except Exception as exc:  # a bug in gpulint: surface it, never swallow it
@@ -268,23 +286,25 @@ class FixOutcome:
 
 
 def fix_text(path: Path, text: str, settings: Settings, unsafe: bool,
-             rules: Optional[Sequence[type[Rule]]] = None) -> FixOutcome:
+             rules: Optional[Sequence[type[Rule]]] = None, profile: Profile = NO_PROFILE) -> FixOutcome:
     """Apply fixes round after round until none applies, re-parsing after each round."""
     applied_total = 0
-    result = lint_text(path, text, settings, rules)
+    result = lint_text(path, text, settings, rules, profile)
     for _ in range(MAX_FIX_ROUNDS):
         fixes = [f.fix.as_fix() for f in result.findings if f.fix is not None and f.fix.is_applicable(unsafe)]
         if not fixes:
             break
-        new_text, applied = apply_fixes(text, fixes)
+        with profile.phase("fixing"):
+            new_text, applied = apply_fixes(text, fixes)
         if applied == 0 or new_text == text:
             break
         try:
-            parse(new_text)
+            with profile.phase("fixing"):
+                parse(new_text)
         except Exception as exc:
             raise InternalError(str(path), f"a fix produced code that does not parse ({exc}); file left unchanged",
                                 traceback.format_exc()) from None
         text = new_text
         applied_total += applied
-        result = lint_text(path, text, settings, rules)
+        result = lint_text(path, text, settings, rules, profile)
     return FixOutcome(text, applied_total, result.findings, result.parsed)

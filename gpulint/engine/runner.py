@@ -13,7 +13,9 @@ from typing import Callable, Iterable, Optional, Sequence
 
 from gpulint.config import Settings
 from gpulint.engine.findings import Finding
+from gpulint.engine.cache import ResultCache
 from gpulint.engine.linter import InternalError, fix_text, lint_text, syntax_finding
+from gpulint.engine.profile import NO_PROFILE, Profile
 from gpulint.engine.source import SourceError, SourceFile, read_source, write_atomic
 
 POOL_THRESHOLD = 8  # below this many files a process pool costs more than it saves
@@ -34,6 +36,7 @@ class FileReport:
     fixed_text: Optional[str] = None
     write_error: Optional[str] = None  # fix computed but not written (read-only, changed, ...)
     internal_error: Optional[tuple[str, str]] = None  # (message, traceback)
+    timings: Optional[dict] = None  # Profile.to_dict() with --profile
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,8 @@ class Job:
     settings: Settings
     mode: Mode
     unsafe: bool = False
+    cache: Optional[ResultCache] = None
+    profile: bool = False
 
 
 def unified_diff(path: str, before: str, after: str) -> str:
@@ -54,13 +59,13 @@ def unified_diff(path: str, before: str, after: str) -> str:
     return "".join(out)
 
 
-def run_source(path: Path, source: SourceFile, job: Job) -> FileReport:
+def run_source(path: Path, source: SourceFile, job: Job, profile: Profile = NO_PROFILE) -> FileReport:
     report = FileReport(str(path))
     try:
         if job.mode is Mode.CHECK:
-            report.findings = lint_text(path, source.text, job.settings).findings
+            report.findings = lint_text(path, source.text, job.settings, profile=profile).findings
             return report
-        outcome = fix_text(path, source.text, job.settings, job.unsafe)
+        outcome = fix_text(path, source.text, job.settings, job.unsafe, profile=profile)
     except InternalError as exc:
         report.internal_error = (str(exc), exc.trace)
         return report
@@ -74,7 +79,8 @@ def run_source(path: Path, source: SourceFile, job: Job) -> FileReport:
             report.findings = lint_text(path, source.text, job.settings).findings
         else:
             try:
-                write_atomic(source, outcome.text)
+                with profile.phase("writing"):
+                    write_atomic(source, outcome.text)
             except SourceError as exc:
                 report.write_error = str(exc)
                 report.fixed = 0
@@ -83,16 +89,46 @@ def run_source(path: Path, source: SourceFile, job: Job) -> FileReport:
 
 
 def run_job(job: Job) -> FileReport:
+    profile = Profile() if job.profile else NO_PROFILE
+    report = _run_job(job, profile)
+    if profile.enabled:
+        report.timings = profile.to_dict()
+    return report
+
+
+def _needs_fixing(findings: list[Finding], job: Job) -> bool:
+    return job.mode is not Mode.CHECK and any(f.fix is not None and f.fix.is_applicable(job.unsafe) for f in findings)
+
+
+def _run_job(job: Job, profile: Profile) -> FileReport:
     try:
-        source = read_source(job.path)
+        with profile.phase("read"):
+            source = read_source(job.path)
     except SourceError as exc:
         return FileReport(str(job.path), [syntax_finding(str(job.path), f"cannot lint file: {exc}")])
+    cache, key = job.cache, ""
+    if cache is not None:
+        with profile.phase("cache"):
+            key = cache.key(job.path, source.raw, job.settings)
+            cached = cache.get(key, str(job.path))
+        # a hit answers `check`, and `fix` too when none of its findings has a fix to apply
+        if cached is not None and not _needs_fixing(cached, job):
+            profile.count("cached")
+            return FileReport(str(job.path), cached)
+    profile.count("linted")
     try:
-        return run_source(job.path, source, job)
+        report = run_source(job.path, source, job, profile)
     except RecursionError:
         return FileReport(str(job.path), [syntax_finding(str(job.path), "file is nested too deeply to analyse")])
     except MemoryError:
         return FileReport(str(job.path), [syntax_finding(str(job.path), "file is too large to analyse")])
+    if cache is not None and report.internal_error is None:
+        with profile.phase("cache"):
+            if job.mode is Mode.FIX and report.fixed_text is not None and report.write_error is None:
+                # the file now holds the fixed text, and the findings describe it
+                key = cache.key(job.path, source.encode(report.fixed_text), job.settings)
+            cache.put(key, report.findings)
+    return report
 
 
 def _size(path: Path) -> int:
@@ -130,5 +166,5 @@ def run_jobs(
 
 
 def collect_jobs(paths: Iterable[Path], settings_for: Callable[[Path], Settings], mode: Mode,
-                 unsafe: bool = False) -> list[Job]:
-    return [Job(path, settings_for(path), mode, unsafe) for path in paths]
+                 unsafe: bool = False, cache: Optional[ResultCache] = None, profile: bool = False) -> list[Job]:
+    return [Job(path, settings_for(path), mode, unsafe, cache, profile) for path in paths]

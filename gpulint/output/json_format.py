@@ -37,9 +37,9 @@ def finding_json(finding: Finding) -> dict[str, Any]:
     }
 
 
-def render_json(findings: Sequence[Finding]) -> str:
+def render_json(findings: Sequence[Finding], ctx: object = None) -> str:
     return json.dumps([finding_json(f) for f in findings], indent=2, ensure_ascii=False) + "\n"
 
 
-def render_json_lines(findings: Sequence[Finding]) -> str:
+def render_json_lines(findings: Sequence[Finding], ctx: object = None) -> str:
     return "".join(json.dumps(finding_json(f), ensure_ascii=False) + "\n" for f in findings)

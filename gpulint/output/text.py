@@ -19,7 +19,7 @@ def concise_line(finding: Finding) -> str:
     return f"{finding.path}:{loc.row}:{loc.column}: {finding.code}{fix_marker(finding)} {finding.message}"
 
 
-def render_concise(findings: Sequence[Finding]) -> str:
+def render_concise(findings: Sequence[Finding], ctx: object = None) -> str:
     return "".join(concise_line(f) + "\n" for f in findings)
 
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from gpulint.engine.fixes import Applicability
+from gpulint.rules.amp import DeprecatedCudaAmp, Fp16WithoutGradScaler, MissingAutocast
 from gpulint.rules.base import Rule, RuleDocs, Target
+from gpulint.rules.checkpointing import CheckpointWithoutUseReentrant, DeepStackWithoutCheckpointing
 from gpulint.rules.dataloader import DataLoaderNumWorkers, DataLoaderPinMemory
 from gpulint.rules.optimizers import NonFusedOptimizer
+from gpulint.rules.unused_suppression import UnusedSuppression
 
 
 class SyntaxErrorRule(Rule):
@@ -38,10 +41,18 @@ class SyntaxErrorRule(Rule):
 SYNTAX_ERROR = SyntaxErrorRule
 
 ALL_RULES: tuple[type[Rule], ...] = (
+    MissingAutocast,
+    Fp16WithoutGradScaler,
+    DeprecatedCudaAmp,
     DataLoaderPinMemory,
     DataLoaderNumWorkers,
     NonFusedOptimizer,
+    DeepStackWithoutCheckpointing,
+    CheckpointWithoutUseReentrant,
 )
+
+# GPU900 judges the suppression comments of the rules above once they have all reported
+ALL_RULES += (UnusedSuppression,)
 
 DOCUMENTED_RULES: tuple[type[Rule], ...] = (SyntaxErrorRule,) + ALL_RULES
 

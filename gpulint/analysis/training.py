@@ -1,0 +1,356 @@
+"""Training steps: where a loss goes through backward() and an optimizer steps, and autocast coverage.
+
+One analysis per file, shared by the mixed-precision rules. A training step is the innermost
+loop (or, failing that, the function) that holds both a backward call on a loss and an
+optimizer step. Framework-owned backward (`accelerator.backward(loss)`,
+`fabric.backward(loss)`, `engine.backward(loss)`) is not ours: those frameworks own
+precision, so they never make a training step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Iterator, Optional, Union
+
+import re
+
+import libcst as cst
+
+from gpulint.analysis.amp import ANY_AUTOCAST, ANY_GRAD_SCALER, BFLOAT16, FLOAT16
+from gpulint.analysis.values import single_value
+from gpulint.engine.context import FileContext
+
+# names under which an unseen context manager may well be autocast
+_LOOKS_LIKE_AMP = re.compile(r"autocast|(?<![a-z])amp|ctx|context|precision|mixed", re.IGNORECASE)
+# context managers known not to be autocast
+_KNOWN_CONTEXTS = ("torch.", "contextlib.", "builtins.", "tqdm.", "time.", "threading.", "warnings.")
+StepNode = Union[cst.For, cst.While, cst.FunctionDef]
+_SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.Module)
+# packages that run the training loop and own precision themselves
+FRAMEWORKS = ("accelerate", "lightning", "pytorch_lightning", "lightning_fabric", "deepspeed", "mmengine",
+              "transformers.Trainer", "transformers.trainer")
+
+
+@dataclass(frozen=True)
+class Backward:
+    call: cst.Call  # the call reported: `loss.backward()`, `torch.autograd.backward(loss)`
+    loss: cst.BaseExpression  # the tensor whose gradients are computed
+    scaled: bool  # goes through `scaler.scale(...)`
+    autograd: bool  # the `torch.autograd.backward(loss)` spelling
+
+
+@dataclass(frozen=True)
+class OptimizerStep:
+    call: cst.Call
+    optimizer: cst.BaseExpression
+    via_scaler: bool  # `scaler.step(opt)`
+
+
+@dataclass
+class TrainingStep:
+    node: StepNode = field(repr=False)  # the loop, or the function for a step without a loop
+    backwards: list[Backward] = field(default_factory=list, repr=False)
+    steps: list[OptimizerStep] = field(default_factory=list, repr=False)
+
+
+class Coverage(Enum):
+    COVERED = "covered"  # provably inside autocast
+    NOT_COVERED = "not covered"  # provably outside: the file uses no autocast at all
+    UNKNOWN = "unknown"  # not lexically covered, but the file uses autocast somewhere
+
+
+@dataclass(frozen=True)
+class AutocastCover:
+    coverage: Coverage
+    # the autocast calls (or decorator expressions) that apply, when COVERED
+    calls: tuple[cst.BaseExpression, ...] = ()
+
+
+class _Index(cst.CSTVisitor):
+    """Parents, document order, and the calls the analysis looks at, in one walk."""
+
+    def __init__(self, facts: "TrainingFacts") -> None:
+        self.facts = facts
+        self.stack: list[cst.CSTNode] = []
+        self.counter = 0
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.stack:
+            self.facts.parents[id(node)] = self.stack[-1]
+        self.facts.order[id(node)] = self.counter
+        self.counter += 1
+        self.stack.append(node)
+        if isinstance(node, cst.Call):
+            self.facts.calls.append(node)
+        elif isinstance(node, (cst.Name, cst.Attribute)):
+            name = node.value if isinstance(node, cst.Name) else node.attr.value
+            if "autocast" in name.lower():
+                self.facts.mentions_autocast = True
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.stack.pop()
+
+
+def dotted(expr: cst.BaseExpression) -> Optional[str]:
+    """`self.opt` for an attribute chain over a name, else None."""
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute):
+        base = dotted(expr.value)
+        return f"{base}.{expr.attr.value}" if base else None
+    return None
+
+
+def positional(call: cst.Call) -> list[cst.BaseExpression]:
+    return [a.value for a in call.args if a.keyword is None and not a.star]
+
+
+class TrainingFacts:
+    """Training steps of one file, and the tree facts the AMP rules and fixes need."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.parents: dict[int, cst.CSTNode] = {}
+        self.order: dict[int, int] = {}
+        self.calls: list[cst.Call] = []
+        self.mentions_autocast = False
+        ctx.module.visit(_Index(self))
+        self.framework_owned = self._imports_framework()
+        self.low_precision_model = any(self._casts_to_half(c) for c in self.calls)
+        self.steps: list[TrainingStep] = []
+        self.by_backward: dict[int, tuple[TrainingStep, Backward]] = {}
+        self._find_steps()
+
+    # -- tree helpers ----------------------------------------------------------
+    def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        return self.parents.get(id(node))
+
+    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        current = self.parent(node)
+        while current is not None:
+            yield current
+            current = self.parent(current)
+
+    def contains(self, outer: cst.CSTNode, node: cst.CSTNode) -> bool:
+        return any(a is outer for a in self.ancestors(node))
+
+    def scope_of(self, node: cst.CSTNode) -> cst.CSTNode:
+        """The function, lambda, class or module whose code `node` is."""
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, _SCOPES):
+                return ancestor
+        return self.ctx.module
+
+    def statement_of(self, node: cst.CSTNode) -> Optional[cst.BaseStatement]:
+        """The innermost statement (simple line or compound) holding `node`."""
+        current: Optional[cst.CSTNode] = node
+        while current is not None:
+            if isinstance(current, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                return current
+            current = self.parent(current)
+        return None
+
+    def before(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
+        return self.order[id(a)] < self.order[id(b)]
+
+    # -- detection -------------------------------------------------------------
+    def _imports_framework(self) -> bool:
+        for targets in self.ctx.names.module_scope.bindings.values():
+            for target in targets:
+                if target and any(target == f or target.startswith(f + ".") for f in FRAMEWORKS):
+                    return True
+        return False
+
+    def _casts_to_half(self, call: cst.Call) -> bool:
+        """`model.half()`, `.bfloat16()`, `.to(torch.float16)`: the model already trains in 16 bits."""
+        func = call.func
+        if not isinstance(func, cst.Attribute):
+            return False
+        if func.attr.value in ("half", "bfloat16") and not call.args:
+            return True
+        if func.attr.value == "to":
+            return any(self.ctx.qualname(a.value) in FLOAT16 | BFLOAT16 for a in call.args)
+        return False
+
+    def backward_of(self, call: cst.Call) -> Optional[Backward]:
+        func = call.func
+        if self.ctx.qualname(func) == "torch.autograd.backward":
+            args = positional(call)
+            loss = args[0] if args else next(
+                (a.value for a in call.args if a.keyword is not None and a.keyword.value == "tensors"), None)
+            if loss is None:
+                return None
+            return Backward(call, loss, scaled=False, autograd=True)
+        if isinstance(func, cst.Attribute) and func.attr.value == "backward":
+            if positional(call) or any(a.star for a in call.args):
+                return None  # `accelerator.backward(loss)`, `fabric.backward(loss)`: the framework's own
+            receiver = func.value
+            if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) \
+                    and receiver.func.attr.value == "scale" and len(positional(receiver)) == 1:
+                return Backward(call, positional(receiver)[0], scaled=True, autograd=False)
+            return Backward(call, receiver, scaled=False, autograd=False)
+        return None
+
+    def _is_scaler(self, expr: cst.BaseExpression) -> bool:
+        name = dotted(expr)
+        if name is None:
+            return False
+        if "scaler" in name.split(".")[-1].lower():
+            return True
+        value = single_value(expr, self.ctx.names) if isinstance(expr, cst.Name) else None
+        return isinstance(value, cst.Call) and self.ctx.qualname(value.func) in ANY_GRAD_SCALER
+
+    def _is_optimizer(self, expr: cst.BaseExpression) -> bool:
+        name = dotted(expr)
+        if name is None:
+            return False
+        last = name.split(".")[-1].lower()
+        if "sched" in last or last in ("lr", "env", "scaler") or "scaler" in last:
+            return False
+        if isinstance(expr, cst.Name):
+            value = single_value(expr, self.ctx.names)
+            if isinstance(value, cst.Call):
+                target = self.ctx.qualname(value.func) or ""
+                if target.startswith("torch.optim.lr_scheduler"):
+                    return False
+                if target.startswith("torch.optim."):
+                    return True
+        if "optim" in last or last in ("opt", "optimiser") or last.startswith("opt_") or last.endswith("_opt"):
+            return True
+        return any(
+            isinstance(c.func, cst.Attribute) and c.func.attr.value == "zero_grad" and dotted(c.func.value) == name
+            for c in self.calls
+        )
+
+    def optimizer_step_of(self, call: cst.Call) -> Optional[OptimizerStep]:
+        func = call.func
+        if not isinstance(func, cst.Attribute) or func.attr.value != "step":
+            return None
+        args = positional(call)
+        if len(args) == 1 and self._is_scaler(func.value):
+            return OptimizerStep(call, args[0], via_scaler=True)
+        if len(args) <= 1 and self._is_optimizer(func.value):
+            return OptimizerStep(call, func.value, via_scaler=False)
+        return None
+
+    def _lightning_method(self, node: cst.CSTNode) -> bool:
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, cst.ClassDef):
+                return any("LightningModule" in self.ctx.code(base.value) for base in ancestor.bases)
+        return False
+
+    def _find_steps(self) -> None:
+        backwards = [b for b in map(self.backward_of, self.calls) if b is not None]
+        if not backwards:
+            return
+        steps = [s for s in map(self.optimizer_step_of, self.calls) if s is not None]
+        by_node: dict[int, TrainingStep] = {}
+        for backward in backwards:
+            if self._lightning_method(backward.call):
+                continue
+            node = self._step_node(backward.call, steps)
+            if node is None:
+                continue
+            step = by_node.get(id(node))
+            if step is None:
+                step = by_node[id(node)] = TrainingStep(node)
+                step.steps = [s for s in steps if self._inside_same_code(node, s.call)]
+                self.steps.append(step)
+            step.backwards.append(backward)
+            self.by_backward[id(backward.call)] = (step, backward)
+
+    def _inside_same_code(self, node: StepNode, call: cst.Call) -> bool:
+        if not self.contains(node, call):
+            return False
+        scope = self.scope_of(call)
+        return scope is node if isinstance(node, cst.FunctionDef) else scope is self.scope_of(node)
+
+    def _step_node(self, call: cst.Call, steps: list[OptimizerStep]) -> Optional[StepNode]:
+        for ancestor in self.ancestors(call):
+            if isinstance(ancestor, (cst.For, cst.While, cst.FunctionDef)):
+                if any(self._inside_same_code(ancestor, s.call) for s in steps):
+                    return ancestor
+            if isinstance(ancestor, _SCOPES):
+                return None
+        return None
+
+    # -- autocast coverage -----------------------------------------------------
+    def autocast_in(self, expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+        """Autocast calls (or bare autocast references) inside an expression."""
+        found: list[cst.BaseExpression] = []
+        names = self.ctx.names
+
+        class _Find(cst.CSTVisitor):
+            def visit_Call(self, node: cst.Call) -> None:
+                if names.qualified_name(node.func) in ANY_AUTOCAST:
+                    found.append(node)
+
+        expr.visit(_Find())
+        if not found and names.qualified_name(expr) in ANY_AUTOCAST:
+            found.append(expr)
+        return found
+
+    def _with_autocasts(self, item: cst.BaseExpression) -> tuple[list[cst.BaseExpression], bool]:
+        """Autocast calls a `with` item provably enters, and whether it might enter one unseen."""
+        direct = self.autocast_in(item)
+        if direct:
+            return direct, True
+        if isinstance(item, cst.Name):  # nanoGPT: `ctx = nullcontext() if cpu else torch.amp.autocast(...)`
+            owner = self.ctx.names.binding_scope(item)
+            if owner is not None:
+                found = [c for v in owner.values.get(item.value, []) if v is not None for c in self.autocast_in(v)]
+                if found:
+                    return found, True
+        return [], self._might_be_autocast(item, depth=0)
+
+    def _might_be_autocast(self, expr: cst.BaseExpression, depth: int) -> bool:
+        """A context manager whose definition the file does not show, with nothing ruling autocast out."""
+        if depth > 3:
+            return True
+        if isinstance(expr, cst.IfExp):
+            return any(self._might_be_autocast(e, depth + 1) for e in (expr.body, expr.orelse))
+        if isinstance(expr, cst.Call):
+            expr = expr.func
+        if isinstance(expr, cst.Name):
+            owner = self.ctx.names.binding_scope(expr)
+            if owner is None:
+                return False  # a builtin such as `open`
+            target = self.ctx.qualname(expr)
+            if target is not None:
+                return not target.startswith(_KNOWN_CONTEXTS)
+            values = owner.values.get(expr.value, [])
+            if values and all(v is not None for v in values):
+                return any(self.autocast_in(v) or self._might_be_autocast(v, depth + 1) for v in values)
+            local = [t for t in owner.bindings.get(expr.value, []) if t is None]
+            if local and not any(values):  # a def or class of this file (it would mention autocast)
+                return bool(_LOOKS_LIKE_AMP.search(expr.value))
+        target = self.ctx.qualname(expr)
+        if target is not None:
+            return not target.startswith(_KNOWN_CONTEXTS)
+        return bool(_LOOKS_LIKE_AMP.search(self.ctx.code(expr)))
+
+    def coverage(self, node: cst.CSTNode) -> AutocastCover:
+        """Whether `node` (a loss statement) runs under autocast, as far as the file shows."""
+        maybe = False
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, (cst.With,)):
+                for item in ancestor.items:
+                    calls, looks_like = self._with_autocasts(item.item)
+                    if calls:
+                        return AutocastCover(Coverage.COVERED, tuple(calls))
+                    maybe = maybe or looks_like
+            if isinstance(ancestor, cst.FunctionDef):
+                for decorator in ancestor.decorators:
+                    calls = self.autocast_in(decorator.decorator)
+                    if calls:
+                        return AutocastCover(Coverage.COVERED, tuple(calls))
+        if maybe or self.mentions_autocast:
+            return AutocastCover(Coverage.UNKNOWN)
+        return AutocastCover(Coverage.NOT_COVERED)
+
+
+def training_facts(ctx: FileContext) -> TrainingFacts:
+    """The shared analysis (use through `ctx.analysis(training_facts)`)."""
+    return TrainingFacts(ctx)

@@ -1,0 +1,71 @@
+"""`--output-format full`: each finding with its source lines and its fix as a diff."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Optional, Sequence
+
+from gpulint.engine.findings import Finding
+from gpulint.engine.fixes import apply_edits
+from gpulint.output.context import RenderContext
+from gpulint.output.text import concise_line
+
+CONTEXT_LINES = 1
+MAX_SPAN_LINES = 6  # longer spans show their first and last lines only
+
+
+def _display(line: str) -> str:
+    return line.replace("\t", "    ")
+
+
+def snippet(finding: Finding, lines: list[str]) -> list[str]:
+    start, end = finding.location, finding.end_location
+    first = max(1, start.row - CONTEXT_LINES)
+    last = min(len(lines), max(start.row, end.row) + CONTEXT_LINES)
+    rows = list(range(first, last + 1))
+    if len(rows) > MAX_SPAN_LINES + 2 * CONTEXT_LINES:
+        head = rows[: CONTEXT_LINES + 3]
+        tail = rows[-(CONTEXT_LINES + 2):]
+        rows = head + [0] + tail
+    width = len(str(last))
+    out = [" " * width + " |"]
+    for row in rows:
+        if row == 0:
+            out.append(" " * width + " ...")
+            continue
+        text = lines[row - 1] if row - 1 < len(lines) else ""
+        out.append(f"{row:>{width}} | {_display(text)}".rstrip())
+        if row == start.row:
+            prefix = _display(text[: start.column - 1])
+            if end.row == start.row:
+                length = max(1, len(_display(text[start.column - 1: end.column - 1])))
+            else:
+                length = max(1, len(_display(text)) - len(prefix))
+            out.append(" " * width + " | " + " " * len(prefix) + "^" * length + f" {finding.code}")
+    out.append(" " * width + " |")
+    return out
+
+
+def fix_diff(finding: Finding, text: str) -> list[str]:
+    assert finding.fix is not None
+    after = apply_edits(text, [e.as_edit() for e in finding.fix.edits])
+    diff = difflib.unified_diff(text.splitlines(), after.splitlines(), lineterm="", n=1)
+    return [line for line in diff if not line.startswith(("---", "+++"))]
+
+
+def render_finding(finding: Finding, ctx: RenderContext) -> str:
+    out = [concise_line(finding)]
+    text: Optional[str] = ctx.text_of(finding.path)
+    if text is not None:
+        out.extend("  " + line if line else "" for line in snippet(finding, text.splitlines()))
+    if finding.fix is not None:
+        label = "Safe fix" if finding.fix.applicability.value == "safe" else "Unsafe fix (needs --unsafe-fixes)"
+        out.append(f"  = {label}: {finding.fix.message}")
+        if text is not None:
+            out.extend("    " + line for line in fix_diff(finding, text))
+    return "\n".join(out) + "\n"
+
+
+def render_full(findings: Sequence[Finding], ctx: Optional[RenderContext] = None) -> str:
+    ctx = ctx or RenderContext()
+    return "\n".join(render_finding(f, ctx) for f in findings) + ("\n" if findings else "")

@@ -1,0 +1,35 @@
+"""`--output-format github`: workflow commands that GitHub shows as annotations on the diff."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from gpulint.engine.findings import Finding
+from gpulint.output.context import RenderContext, display_path
+
+
+def escape_data(value: str) -> str:
+    """The message part of a workflow command (after `::`)."""
+    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(value: str) -> str:
+    """A `key=value` property: `,` and `:` would end it early."""
+    return escape_data(value).replace(":", "%3A").replace(",", "%2C")
+
+
+def annotation(finding: Finding) -> str:
+    props = {
+        "title": f"gpulint ({finding.code})",
+        "file": display_path(finding.path),
+        "line": str(finding.location.row),
+        "col": str(finding.location.column),
+        "endLine": str(finding.end_location.row),
+        "endColumn": str(finding.end_location.column),
+    }
+    joined = ",".join(f"{key}={escape_property(value)}" for key, value in props.items())
+    return f"::error {joined}::{escape_data(f'{finding.code} {finding.message}')}"
+
+
+def render_github(findings: Sequence[Finding], ctx: Optional[RenderContext] = None) -> str:
+    return "".join(annotation(f) + "\n" for f in findings)

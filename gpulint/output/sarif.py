@@ -1,0 +1,100 @@
+"""`--output-format sarif`: SARIF 2.1.0 for GitHub code scanning, with every rule's docs."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Optional, Sequence
+from urllib.parse import quote
+
+from gpulint import __version__
+from gpulint.engine.findings import Finding, Location
+from gpulint.output.context import RenderContext, display_path
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+INFORMATION_URI = "https://gpulint.dev"
+
+
+def artifact_uri(path: str) -> str:
+    shown = display_path(path)
+    if os.path.isabs(shown):
+        return Path(shown).as_uri()
+    return quote(shown)
+
+
+def _region(start: Location, end: Location) -> dict[str, int]:
+    return {"startLine": start.row, "startColumn": start.column, "endLine": end.row, "endColumn": end.column}
+
+
+def rule_descriptor(rule: Any) -> dict[str, Any]:
+    from gpulint.output.docs import rule_markdown
+
+    markdown = rule_markdown(rule)
+    return {
+        "id": rule.code,
+        "name": rule.name,
+        "shortDescription": {"text": rule.summary},
+        "fullDescription": {"text": rule.docs.section("what")},
+        "help": {"text": markdown, "markdown": markdown},
+        "helpUri": rule.url(),
+        "defaultConfiguration": {"level": "error", "enabled": not rule.preview},
+        "properties": {"tags": ["performance", "pytorch"] if rule.code != "GPU000" else ["correctness"],
+                       "fix": rule.fix.value if rule.fix is not None else "none"},
+    }
+
+
+def _result(finding: Finding, index: dict[str, int]) -> dict[str, Any]:
+    uri = artifact_uri(finding.path)
+    result: dict[str, Any] = {
+        "ruleId": finding.code,
+        "level": "error",
+        "message": {"text": finding.message},
+        "locations": [{
+            "physicalLocation": {
+                "artifactLocation": {"uri": uri},
+                "region": _region(finding.location, finding.end_location),
+            }
+        }],
+    }
+    if finding.code in index:
+        result["ruleIndex"] = index[finding.code]
+    if finding.fix is not None:
+        result["fixes"] = [{
+            "description": {"text": f"{finding.fix.message} ({finding.fix.applicability.value} fix)"},
+            "artifactChanges": [{
+                "artifactLocation": {"uri": uri},
+                "replacements": [
+                    {"deletedRegion": _region(e.location, e.end_location), "insertedContent": {"text": e.content}}
+                    for e in finding.fix.edits
+                ],
+            }],
+        }]
+    return result
+
+
+def sarif_log(findings: Sequence[Finding]) -> dict[str, Any]:
+    from gpulint.rules import DOCUMENTED_RULES
+
+    rules = sorted(DOCUMENTED_RULES, key=lambda r: r.code)
+    index = {rule.code: i for i, rule in enumerate(rules)}
+    return {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "gpulint",
+                "version": __version__,
+                "semanticVersion": __version__,
+                "informationUri": INFORMATION_URI,
+                "rules": [rule_descriptor(r) for r in rules],
+            }},
+            # our columns count code points, not SARIF's default UTF-16 code units
+            "columnKind": "unicodeCodePoints",
+            "results": [_result(f, index) for f in findings],
+        }],
+    }
+
+
+def render_sarif(findings: Sequence[Finding], ctx: Optional[RenderContext] = None) -> str:
+    return json.dumps(sarif_log(findings), indent=2, ensure_ascii=False) + "\n"

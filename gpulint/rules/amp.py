@@ -1,0 +1,431 @@
+"""Mixed-precision rules: GPU001 missing autocast, GPU002 fp16 without GradScaler, GPU003 deprecated AMP API."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from gpulint.analysis.amp import (
+    AUTOCAST_DEPRECATED, BFLOAT16, DEPRECATED_AMP, DEPRECATED_AMP_MODULES, FLOAT16, OLD_AUTOCAST_ORDER,
+    creates_grad_scaler,
+)
+from gpulint.analysis.training import (
+    Backward, Coverage, TrainingFacts, TrainingStep, dotted, positional, training_facts,
+)
+from gpulint.analysis.values import single_value
+from gpulint.engine.context import FileContext
+from gpulint.engine.fixes import Applicability
+from gpulint.engine.pending import PendingFix
+from gpulint.engine.rewrite import is_literal
+from gpulint.rules.amp_rewrite import (
+    StepRewrite, autocast_region, device_type_code, loss_statement, scaler_anchor, scaler_name, scaler_plan,
+    step_edit, visible_at,
+)
+from gpulint.rules.amp_uses import DeprecatedAmpFixes
+from gpulint.rules.base import Rule, RuleDocs, Target
+
+GRAD_SCALER_SINCE = (2, 3)
+AUTOCAST_SINCE = (1, 10)
+
+
+def _string(expr: Optional[cst.BaseExpression]) -> Optional[str]:
+    if isinstance(expr, cst.SimpleString):
+        value = expr.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+class _StepRule(Rule):
+    """Shared: find the training step a backward call belongs to."""
+
+    def step_at(self, node: cst.Call) -> Optional[tuple[TrainingFacts, TrainingStep, Backward]]:
+        facts = self.ctx.analysis(training_facts)
+        entry = facts.by_backward.get(id(node))
+        if entry is None or facts.framework_owned:
+            return None
+        return facts, entry[0], entry[1]
+
+
+class MissingAutocast(_StepRule):
+    code = "GPU001"
+    name = "missing-autocast"
+    summary = "Training step runs its forward pass and loss in fp32 (no autocast)"
+    needles = ("backward",)
+    target = Target.GPU
+    fix = Applicability.UNSAFE
+    docs = RuleDocs(
+        what="""
+        Checks for training steps (a loop or function that calls `backward()` on a loss and
+        steps an optimizer) whose forward pass and loss are not computed under
+        `torch.autocast`, in files that show they run on a GPU. Reported at the
+        `backward()` call.
+        """,
+        why="""
+        Without autocast every matmul and convolution runs in fp32 and the GPU's tensor
+        cores sit idle. Mixed precision runs them in float16/bfloat16 and keeps fp32 where
+        precision matters: the PyTorch Performance Tuning Guide quotes "up to 3x overall
+        speedup on Volta and newer GPU architectures", the PyTorch AMP recipe 2-3x, and the
+        PyTorch AMP blog (2020) measured 1.5x-5.5x on V100 over fp32. Activations saved
+        for backward are mostly stored in 16 bits, which also lowers memory use. On CPU with torch 2.14, fp16 + GradScaler and bf16
+        training of small MLPs and CNNs tracked fp32 within 0.7 % per step over 50 steps.
+        """,
+        example="""
+        for data, target in loader:
+            data, target = data.to(device), target.to(device)
+            optimizer.zero_grad()
+            output = model(data)
+            loss = criterion(output, target)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+        """,
+        use_instead="""
+        scaler = torch.amp.GradScaler(device.type)
+        for data, target in loader:
+            data, target = data.to(device), target.to(device)
+            optimizer.zero_grad()
+            with torch.autocast(device_type=device.type, dtype=torch.float16):
+                output = model(data)
+                loss = criterion(output, target)
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(optimizer)
+            scaler.update()
+        """,
+        fix_safety="""
+        Unsafe: numerics change (16-bit activations), and ops that autocast refuses on CUDA
+        (`F.binary_cross_entropy` on probabilities) raise. The fix wraps the statements from
+        the first one the loss depends on through the loss assignment; `backward()` stays
+        outside. The dtype comes from the `amp-dtype` setting: `float16` (default, every
+        CUDA GPU) also creates one `torch.amp.GradScaler` before the loop and routes
+        backward, gradient clipping (`unscale_`) and the optimizer step through it, on the
+        accumulation boundary when the step is conditional; `bfloat16` (Ampere and newer)
+        needs no scaler. The device type is the script's own (`device.type`) when it can be
+        seen, else `"cuda"`. Not reported when the file uses autocast in a way gpulint
+        cannot link to the step, when a framework (Lightning, Accelerate, Fabric,
+        DeepSpeed) owns the loop, or when the model is already cast to 16 bits.
+        Needs torch >= 2.3 for `torch.amp.GradScaler`; with an older `torch-version`
+        floor no float16 fix is offered.
+        """,
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        found = self.step_at(node)
+        if found is None:
+            return
+        facts, step, backward = found
+        if facts.low_precision_model:
+            return
+        statement = loss_statement(facts, step, backward)
+        if statement is None or facts.coverage(statement).coverage is not Coverage.NOT_COVERED:
+            return
+        self.report(
+            node,
+            "training step computes its forward pass and loss in fp32: wrap them in torch.autocast "
+            "(mixed precision is up to 3x faster on tensor-core GPUs)",
+            self._fix(facts, step, backward),
+        )
+
+    def _fix(self, facts: TrainingFacts, step: TrainingStep, backward: Backward) -> Optional[PendingFix]:
+        settings = self.ctx.settings
+        dtype = settings.amp_dtype
+        floor = settings.torch_version
+        region = autocast_region(facts, step, backward)
+        if region is None:
+            return None
+        plan = None
+        if dtype == "float16":
+            if floor is not None and floor < GRAD_SCALER_SINCE:
+                return None
+            if not backward.scaled:
+                plan = scaler_plan(facts, step, backward)
+                if plan is None:
+                    return None
+        elif floor is not None and floor < AUTOCAST_SINCE:
+            return None
+        anchor = scaler_anchor(facts, step.node)
+        torch = self.ctx.imports.module_alias("torch")
+        rewrite = StepRewrite(
+            anchor=anchor, torch=torch.expr, device=device_type_code(facts, step, anchor), region=region,
+            dtype=dtype, scaler=plan, scaler_name=scaler_name(self.ctx),
+        )
+        message = f"Wrap the forward pass and loss in `torch.autocast` ({dtype})"
+        if plan is not None:
+            message += " and scale the loss with a GradScaler"
+        return PendingFix.unsafe(message, torch.edit, step_edit(facts, rewrite))
+
+
+class Fp16WithoutGradScaler(_StepRule):
+    code = "GPU002"
+    name = "fp16-without-grad-scaler"
+    summary = "float16 autocast training step without a GradScaler"
+    needles = ("autocast",)
+    target = Target.ANY
+    fix = Applicability.UNSAFE
+    docs = RuleDocs(
+        what="""
+        Checks for training steps under float16 autocast (`dtype=torch.float16`, or no dtype
+        with device type `"cuda"`, whose default is float16) whose `backward()` does not go
+        through a `GradScaler`. bfloat16 autocast is not reported: it has fp32's exponent
+        range and needs no scaling.
+        """,
+        why="""
+        float16 cannot represent magnitudes below about 6e-8 (6e-5 for normal numbers), so
+        small gradients flush to zero and those parameters silently stop learning. The
+        GradScaler multiplies the loss before backward and divides the gradients before the
+        step, skipping steps whose gradients overflowed; the PyTorch AMP docs: scaling
+        "improves convergence for networks with float16 gradients". With the scaler, fp16
+        training on CPU (torch 2.14) tracked fp32 within 0.34 % per step over 50 steps.
+        """,
+        example="""
+        for x, y in loader:
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+        """,
+        use_instead="""
+        scaler = torch.amp.GradScaler("cuda")
+        for x, y in loader:
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = criterion(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        """,
+        fix_safety="""
+        Unsafe: the optimizer now skips steps whose scaled gradients overflow (a few at the
+        start while the scale calibrates). The fix creates one `torch.amp.GradScaler` before
+        the loop, adds `scaler.unscale_(opt)` before gradient clipping or other `.grad`
+        use, and keeps `step`/`update` on the accumulation boundary. Needs torch >= 2.3;
+        with an older `torch-version` floor no fix is offered. Not reported when the file
+        creates a GradScaler elsewhere or uses another loss scaler (apex `scale_loss`).
+        """,
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        found = self.step_at(node)
+        if found is None:
+            return
+        facts, step, backward = found
+        if backward.scaled or "scale_loss" in self.ctx.text or creates_grad_scaler(self.ctx):
+            return
+        statement = loss_statement(facts, step, backward)
+        if statement is None:
+            return
+        cover = facts.coverage(statement)
+        if cover.coverage is not Coverage.COVERED or not cover.calls:
+            return
+        if not all(self._autocast_dtype(c) == "float16" for c in cover.calls):
+            return
+        self.report(
+            node,
+            "float16 autocast without a GradScaler: small gradients underflow to zero; "
+            "scale the loss with torch.amp.GradScaler",
+            self._fix(facts, step, backward, cover.calls[0]),
+        )
+
+    # -- what the autocast does ------------------------------------------------
+    def _device_type(self, expr: Optional[cst.BaseExpression]) -> Optional[str]:
+        """"cuda"/"cpu" when the device type is visible ("cuda" if a GPU is used when present)."""
+        if expr is None:
+            return None
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "type" and isinstance(expr.value, cst.Name):
+            value = single_value(expr.value, self.ctx.names)
+            if isinstance(value, cst.Call) and self.ctx.qualname(value.func) == "torch.device" and value.args:
+                return self._device_type(value.args[0].value)
+            return None
+        if isinstance(expr, cst.Name):
+            return self._device_type(single_value(expr, self.ctx.names))
+        if isinstance(expr, cst.IfExp):
+            kinds = {self._device_type(expr.body), self._device_type(expr.orelse)}
+            return "cuda" if "cuda" in kinds else None
+        value = _string(expr)
+        if value is None:
+            return None
+        kind = value.split(":")[0]
+        return kind if kind in ("cuda", "cpu") else None
+
+    def _dtype(self, expr: cst.BaseExpression) -> Optional[str]:
+        target = self.ctx.qualname(expr)
+        if target is None and isinstance(expr, cst.Name):
+            value = single_value(expr, self.ctx.names)
+            target = self.ctx.qualname(value) if value is not None else None
+        if target in FLOAT16:
+            return "float16"
+        if target in BFLOAT16:
+            return "bfloat16"
+        return None
+
+    def _arguments(self, call: cst.Call) -> Optional[dict[str, cst.BaseExpression]]:
+        kwargs = self.ctx.kwargs(call)
+        if not kwargs.complete or any(a.star == "*" for a in call.args):
+            return None
+        deprecated = self.ctx.qualname(call.func) in AUTOCAST_DEPRECATED
+        order = OLD_AUTOCAST_ORDER if deprecated else ("device_type", "dtype", "enabled", "cache_enabled")
+        out: dict[str, cst.BaseExpression] = {}
+        for index, value in enumerate(positional(call)):
+            if index < len(order):
+                out[order[index]] = value
+        for key, value in kwargs.values.items():
+            if value is None:
+                return None
+            out[key] = value
+        return out
+
+    def _autocast_dtype(self, expr: cst.BaseExpression) -> Optional[str]:
+        if not isinstance(expr, cst.Call):
+            return None
+        args = self._arguments(expr)
+        if args is None:
+            return None
+        if "enabled" in args and is_literal(args["enabled"], "False"):
+            return None
+        if "dtype" in args:
+            return self._dtype(args["dtype"])
+        target = self.ctx.qualname(expr.func) or ""
+        if target in AUTOCAST_DEPRECATED:
+            return "float16" if target.startswith("torch.cuda.") else "bfloat16"
+        device = self._device_type(args.get("device_type"))
+        return {"cuda": "float16", "cpu": "bfloat16"}.get(device or "")
+
+    def _scaler_device(self, facts: TrainingFacts, autocast: cst.BaseExpression, anchor: cst.CSTNode) -> str:
+        assert isinstance(autocast, cst.Call)
+        target = self.ctx.qualname(autocast.func) or ""
+        if target in AUTOCAST_DEPRECATED:
+            return '"cpu"' if target.startswith("torch.cpu.") else '"cuda"'
+        expr = (self._arguments(autocast) or {}).get("device_type")
+        if _string(expr) in ("cuda", "cpu"):
+            return self.ctx.code(expr)  # type: ignore[arg-type]
+        base = expr.value if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) else expr
+        if isinstance(base, cst.Name) and dotted(expr) is not None and visible_at(facts, base, anchor):  # type: ignore[arg-type]
+            return self.ctx.code(expr)  # type: ignore[arg-type]
+        return '"cuda"'
+
+    def _fix(self, facts: TrainingFacts, step: TrainingStep, backward: Backward,
+             autocast: cst.BaseExpression) -> Optional[PendingFix]:
+        floor = self.ctx.settings.torch_version
+        if floor is not None and floor < GRAD_SCALER_SINCE:
+            return None
+        plan = scaler_plan(facts, step, backward)
+        if plan is None:
+            return None
+        anchor = scaler_anchor(facts, step.node)
+        torch = self.ctx.imports.module_alias("torch")
+        rewrite = StepRewrite(
+            anchor=anchor, torch=torch.expr, device=self._scaler_device(facts, autocast, anchor),
+            scaler=plan, scaler_name=scaler_name(self.ctx),
+        )
+        return PendingFix.unsafe("Scale the loss with a GradScaler", torch.edit, step_edit(facts, rewrite))
+
+
+class DeprecatedCudaAmp(Rule):
+    code = "GPU003"
+    name = "deprecated-cuda-amp"
+    summary = "torch.cuda.amp / torch.cpu.amp API (deprecated since torch 2.4)"
+    needles = ("cuda.amp", "cpu.amp", "torch.cuda import", "torch.cpu import")
+    target = Target.ANY
+    fix = Applicability.SAFE
+    docs = RuleDocs(
+        what="""
+        Checks for uses and imports of `torch.cuda.amp.autocast`, `torch.cuda.amp.GradScaler`,
+        `torch.cuda.amp.custom_fwd` / `custom_bwd` and `torch.cpu.amp.*`, however they are
+        imported or aliased.
+        """,
+        why="""
+        These wrappers emit a `FutureWarning` on every construction since torch 2.4
+        (pytorch/pytorch#126527) and are slated for removal; `torch.amp` is the one API for
+        every device type. No speed changes: the wrappers are thin subclasses of the
+        `torch.amp` objects, with the same defaults (float16 on CUDA, bfloat16 on CPU).
+        """,
+        example="""
+        from torch.cuda.amp import autocast, GradScaler
+
+        scaler = GradScaler()
+        with autocast(True, torch.float16):
+            loss = model(x)
+        """,
+        use_instead="""
+        from torch.amp import autocast, GradScaler
+
+        scaler = GradScaler("cuda")
+        with autocast("cuda", enabled=True, dtype=torch.float16):
+            loss = model(x)
+        """,
+        fix_safety="""
+        Safe: behaviour is unchanged. Positional autocast arguments become keywords (the
+        old order was `enabled, dtype, cache_enabled`; the new one starts with
+        `device_type, dtype`), and an import and all its call sites are rewritten together.
+        Replacements need torch 1.10 (`torch.amp.autocast`), 2.3 (`torch.amp.GradScaler`)
+        and 2.4 (`torch.amp.custom_fwd/custom_bwd`): with a lower `torch-version` floor those
+        rewrites are not offered. Uses other than calls and decorators (passing the class
+        around, subclassing it) are reported without a fix.
+        """,
+    )
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self.fixes = DeprecatedAmpFixes(ctx)
+        self._handled: set[int] = set()
+        self._in_import = 0
+
+    def visit_Import(self, node: cst.Import) -> None:
+        self._in_import += 1
+
+    def leave_Import(self, original_node: cst.Import) -> None:
+        self._in_import -= 1
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        self._in_import += 1
+        module = dotted(node.module) if node.module is not None and not node.relative else None
+        if module not in DEPRECATED_AMP_MODULES or isinstance(node.names, cst.ImportStar):
+            return
+        for alias in node.names:
+            name = dotted(alias.name)
+            replacement = DEPRECATED_AMP.get(f"{module}.{name}")
+            if replacement is None:
+                continue
+            self.report(
+                alias,
+                f"{module}.{name} is deprecated (FutureWarning since torch 2.4): import {name} from torch.amp "
+                f"and pass device type \"{replacement.device}\"",
+                self.fixes.for_import(node, alias),
+            )
+
+    def leave_ImportFrom(self, original_node: cst.ImportFrom) -> None:
+        self._in_import -= 1
+
+    def _message(self, target: str) -> str:
+        replacement = DEPRECATED_AMP[target]
+        new = f"torch.amp.{replacement.name}"
+        how = {"autocast": f'{new}("{replacement.device}", ...)', "GradScaler": f'{new}("{replacement.device}", ...)'}.get(
+            replacement.name, f'{new}(..., device_type="{replacement.device}")')
+        return f"{target} is deprecated (FutureWarning since torch 2.4): use {how}"
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self._in_import or not isinstance(node.func, cst.Attribute):
+            return
+        target = self.ctx.qualname(node.func)
+        if target not in DEPRECATED_AMP:
+            return
+        self._handled.add(id(node.func))
+        self.report(node, self._message(target), self.fixes.for_call(node, target))
+
+    def visit_Decorator(self, node: cst.Decorator) -> None:
+        expr = node.decorator
+        if not isinstance(expr, cst.Attribute):
+            return
+        target = self.ctx.qualname(expr)
+        if target not in DEPRECATED_AMP:
+            return
+        self._handled.add(id(expr))
+        self.report(expr, self._message(target), self.fixes.for_bare_decorator(expr, target))
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if self._in_import or id(node) in self._handled:
+            return
+        target = self.ctx.qualname(node)
+        if target in DEPRECATED_AMP:
+            self.report(node, self._message(target))

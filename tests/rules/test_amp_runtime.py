@@ -1,0 +1,61 @@
+"""GPU001's rewrite, run for real on CPU: the fixed script trains under autocast and its loss goes down."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from gpulint.engine.linter import fix_text
+from tests.fixture_cases import FIXTURES, load_case
+
+pytestmark = pytest.mark.torch
+
+CASE = load_case(FIXTURES / "GPU001" / "runnable_cpu_script.py")
+STEPS = 24
+
+
+def _load(text: str, name: str) -> ModuleType:
+    module = ModuleType(name)
+    exec(compile(text, f"<{name}>", "exec"), module.__dict__)  # noqa: S102 - our own fixture
+    return module
+
+
+def _fixed(amp_dtype: str) -> str:
+    settings = dataclasses.replace(CASE.settings, amp_dtype=amp_dtype)
+    original = CASE.path.read_text(encoding="utf-8")
+    outcome = fix_text(Path(CASE.path), original, settings, unsafe=True)
+    assert outcome.applied >= 1 and not outcome.findings
+    return outcome.text
+
+
+@pytest.mark.parametrize("amp_dtype", ["float16", "bfloat16"])
+def test_fixed_script_trains_under_autocast(amp_dtype: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")  # a guard only: CI installs torch
+    if amp_dtype == "float16" and tuple(int(p) for p in torch.__version__.split(".")[:2]) < (2, 3):
+        pytest.skip("GradScaler('cpu') needs torch >= 2.3")
+    text = _fixed(amp_dtype)
+    assert ("GradScaler" in text) == (amp_dtype == "float16")
+
+    entered: list[tuple[str, object]] = []
+    real_autocast = torch.autocast
+
+    class RecordingAutocast(real_autocast):  # type: ignore[misc, valid-type]
+        def __init__(self, device_type: str, *args: object, **kwargs: object) -> None:
+            super().__init__(device_type, *args, **kwargs)
+            entered.append((device_type, kwargs.get("dtype")))
+
+    monkeypatch.setattr(torch, "autocast", RecordingAutocast)
+    module = _load(text, f"runnable_{amp_dtype}")
+    if module.device.type != "cpu":
+        pytest.skip("this check runs the CPU path")
+    losses = module.train(steps=STEPS)
+
+    assert len(losses) == STEPS
+    assert entered and all(device == "cpu" for device, _ in entered)
+    assert {dtype for _, dtype in entered} == {getattr(torch, amp_dtype)}
+    assert all(loss == loss for loss in losses), "NaN loss"  # noqa: PLR0124
+    first, last = sum(losses[:4]) / 4, sum(losses[-4:]) / 4
+    assert last < 0.8 * first, f"loss did not go down: {first:.3f} -> {last:.3f}"
