@@ -3,11 +3,11 @@
     .venv/bin/python bench/verify_dataloader.py [--steps 60] [--warmup 10] [--num-workers N] [--min 1.2]
 
 Runs `gpulint verify --select GPU101,GPU102` on fixtures/scripts/image_classifier.py (--size tiny)
-in a scratch project whose configuration sets `num-workers` (default: the CPU count, at most 4;
-GPU102's own default of 4 oversubscribes a 2-core machine). Worker processes overlap the
-per-item augmentation with the training step, so the step gets faster when a core is free;
-on a machine whose cores are busy with other work the number drops. Prints the verify report
-and exits 1 when the speedup is below --min or the loss check fails.
+in a scratch project, so the rewrite is exactly what GPU102 writes (num_workers=4, or
+--num-workers N through the project's `num-workers` setting). Worker processes overlap the
+per-item augmentation with the training step, so the step gets faster only when a core is
+free: on a machine whose cores are busy with other work the number drops. Prints the verify
+report and exits 1 when the speedup is below --min or the loss check fails.
 """
 
 from __future__ import annotations
@@ -29,14 +29,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--num-workers", type=int, default=min(4, os.cpu_count() or 1))
+    parser.add_argument("--num-workers", type=int, default=None, help="default: GPU102's own (4)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads in the training process")
     parser.add_argument("--min", type=float, default=1.2, dest="minimum")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="gpulint-bench-") as scratch:
         project = Path(scratch)
-        (project / "pyproject.toml").write_text(f"[tool.gpulint]\nnum-workers = {args.num_workers}\n")
+        settings = "" if args.num_workers is None else f"num-workers = {args.num_workers}\n"
+        (project / "pyproject.toml").write_text("[tool.gpulint]\n" + settings)
         script = project / FIXTURE.name
         shutil.copy(FIXTURE, script)
         report = project / "report.json"
@@ -53,7 +54,8 @@ def main() -> int:
     comparison = result["comparison"] or {}
     speedup = comparison.get("speedup")
     loss_ok = bool(comparison.get("loss", {}) and comparison["loss"]["passed"])
-    print(f"bench: DataLoader rewrite with {args.num_workers} workers on {os.cpu_count()} CPUs: "
+    workers = 4 if args.num_workers is None else args.num_workers
+    print(f"bench: DataLoader rewrite with {workers} workers on {os.cpu_count()} CPUs: "
           f"speedup {speedup if speedup is None else f'{speedup:.2f}x'} (required > {args.minimum}), "
           f"loss check {'PASS' if loss_ok else 'FAIL'}")
     if speedup is None or speedup <= args.minimum or not loss_ok:

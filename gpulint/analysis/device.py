@@ -45,7 +45,8 @@ class _Scan(cst.CSTVisitor):
         self.cpu = False
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
-        if _is_cuda_string(_string(node)):
+        # evaluating a literal costs a compile(); most strings can be ruled out from their source
+        if not self.gpu and ("cuda" in node.value or "nccl" in node.value) and _is_cuda_string(_string(node)):
             self.gpu = True
 
     def visit_Attribute(self, node: cst.Attribute) -> None:

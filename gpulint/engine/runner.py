@@ -100,6 +100,24 @@ def _needs_fixing(findings: list[Finding], job: Job) -> bool:
     return job.mode is not Mode.CHECK and any(f.fix is not None and f.fix.is_applicable(job.unsafe) for f in findings)
 
 
+def cached_report(job: Job) -> Optional[FileReport]:
+    """The job's report straight from the cache, or None: no cache, a miss, or fixes to apply."""
+    if job.cache is None:
+        return None
+    profile = Profile() if job.profile else NO_PROFILE
+    try:
+        with profile.phase("read"):
+            raw = job.path.read_bytes()
+    except OSError:
+        return None
+    with profile.phase("cache"):
+        cached = job.cache.get(job.cache.key(job.path, raw, job.settings), str(job.path))
+    if cached is None or _needs_fixing(cached, job):
+        return None
+    profile.count("cached")
+    return FileReport(str(job.path), cached, timings=profile.to_dict() if profile.enabled else None)
+
+
 def _run_job(job: Job, profile: Profile) -> FileReport:
     try:
         with profile.phase("read"):
@@ -152,13 +170,21 @@ def run_jobs(
 ) -> list[FileReport]:
     """Run every job; the result never depends on the number of workers."""
     workers = default_jobs() if workers is None else max(1, workers)
-    ordered = sorted(jobs, key=lambda j: -_size(j.path))  # largest first: no straggler at the end
+    reports: list[FileReport] = []
+    misses: list[Job] = []
+    for job in jobs:  # cache hits are answered here: no worker process for an unchanged tree
+        hit = cached_report(job) if worker is run_job else None
+        if hit is None:
+            misses.append(job)
+        else:
+            reports.append(hit)
+    ordered = sorted(misses, key=lambda j: -_size(j.path))  # largest first: no straggler at the end
     if workers == 1 or len(ordered) < POOL_THRESHOLD:
-        reports = [worker(job) for job in ordered]
+        reports += [worker(job) for job in ordered]
     else:
         method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
         with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
-            reports = list(pool.map(worker, ordered, chunksize=1))
+            reports += list(pool.map(worker, ordered, chunksize=1))
     reports.sort(key=lambda r: r.path)
     for report in reports:
         report.findings.sort(key=lambda f: f.sort_key)

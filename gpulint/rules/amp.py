@@ -107,7 +107,10 @@ class MissingAutocast(_StepRule):
         cannot link to the step, when a framework (Lightning, Accelerate, Fabric,
         DeepSpeed) owns the loop, or when the model is already cast to 16 bits.
         Needs torch >= 2.3 for `torch.amp.GradScaler`; with an older `torch-version`
-        floor no float16 fix is offered.
+        floor no float16 fix is offered. No float16 fix either when the step is too irregular
+        to rewrite exactly (several backward calls or optimizers, the loss computed inline in
+        the backward call, gradients clipped on every micro-step but stepped on a boundary)
+        or the optimizer is fused SGD with momentum, which a skipped scaled step corrupts.
         """,
     )
 
@@ -199,7 +202,9 @@ class Fp16WithoutGradScaler(_StepRule):
         Unsafe: the optimizer now skips steps whose scaled gradients overflow (a few at the
         start while the scale calibrates). The fix creates one `torch.amp.GradScaler` before
         the loop, adds `scaler.unscale_(opt)` before gradient clipping or other `.grad`
-        use, and keeps `step`/`update` on the accumulation boundary. Needs torch >= 2.3;
+        use, and keeps `step`/`update` on the accumulation boundary; not offered for fused
+        SGD with momentum, whose momentum buffer a skipped first step leaves uninitialised
+        (weights blew up within 3 steps on torch 2.14). Needs torch >= 2.3;
         with an older `torch-version` floor no fix is offered. Not reported when the file
         creates a GradScaler elsewhere or uses another loss scaler (apex `scale_loss`).
         """,
@@ -210,7 +215,7 @@ class Fp16WithoutGradScaler(_StepRule):
         if found is None:
             return
         facts, step, backward = found
-        if backward.scaled or "scale_loss" in self.ctx.text or creates_grad_scaler(self.ctx):
+        if backward.scaled or "scale_loss" in self.ctx.text:
             return
         statement = loss_statement(facts, step, backward)
         if statement is None:
@@ -220,6 +225,8 @@ class Fp16WithoutGradScaler(_StepRule):
             return
         if not all(self._autocast_dtype(c) == "float16" for c in cover.calls):
             return
+        if self.ctx.analysis(creates_grad_scaler):
+            return  # a scaler elsewhere in the file: this backward may well go through it
         self.report(
             node,
             "float16 autocast without a GradScaler: small gradients underflow to zero; "

@@ -17,6 +17,7 @@ from gpulint.analysis.training import Backward, OptimizerStep, TrainingFacts, Tr
 from gpulint.analysis.values import single_value
 from gpulint.engine.context import FileContext
 from gpulint.engine.pending import Replace
+from gpulint.engine.rewrite import is_literal
 
 Container = Union[cst.IndentedBlock, cst.Module]
 
@@ -27,6 +28,7 @@ _MOVING_METHODS = frozenset({
 })
 _MOVING_FUNCTIONS = frozenset({"next", "iter", "len", "zip", "enumerate", "range", "tuple", "list", "dict"})
 _DEVICE_TYPES = ("cuda", "cpu")
+_SGD = frozenset({"torch.optim.SGD", "torch.optim.sgd.SGD"})
 
 
 # -- names a statement reads and binds ------------------------------------------------
@@ -257,6 +259,8 @@ def scaler_plan(facts: TrainingFacts, step: TrainingStep, backward: Backward) ->
     call = opt_step.call
     if opt_step.via_scaler or call.args or not facts.before(backward.call, call):
         return None
+    if _fused_sgd_with_momentum(facts, opt_step.optimizer):
+        return None
     if not isinstance(facts.parent(call), cst.Expr):
         return None
     if backward.autograd and (len(backward.call.args) != 1 or backward.call.args[0].keyword is not None
@@ -280,6 +284,20 @@ def scaler_plan(facts: TrainingFacts, step: TrainingStep, backward: Backward) ->
         if first is None or facts.before(holder, first):
             first = holder
     return ScalerPlan(backward, opt_step, first)
+
+
+def _fused_sgd_with_momentum(facts: TrainingFacts, optimizer: cst.BaseExpression) -> bool:
+    """Fused SGD with momentum leaves its momentum buffer uninitialised when the first scaled step
+    overflows (weights blew up within 3 steps on torch 2.14): never pair it with a GradScaler."""
+    value = single_value(optimizer, facts.ctx.names) if isinstance(optimizer, cst.Name) else None
+    if not isinstance(value, cst.Call) or facts.ctx.qualname(value.func) not in _SGD:
+        return False
+    kwargs = facts.ctx.kwargs(value)
+    if not kwargs.complete:
+        return True
+    fused, momentum = kwargs.get("fused"), kwargs.get("momentum")
+    return kwargs.has("fused") and not is_literal(fused, "False", "None") and kwargs.has("momentum") \
+        and not is_literal(momentum, "0")
 
 
 def _statement_in(facts: TrainingFacts, node: cst.CSTNode, container: cst.CSTNode) -> Optional[cst.BaseStatement]:

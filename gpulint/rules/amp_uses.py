@@ -17,6 +17,7 @@ from gpulint.analysis.training import TrainingFacts, dotted, training_facts
 from gpulint.engine.context import FileContext
 from gpulint.engine.pending import PendingEdit, PendingFix, Replace
 from gpulint.engine.rewrite import add_keyword
+from gpulint.engine.walk import walk
 
 
 def _no_space_equal() -> cst.AssignEqual:
@@ -184,9 +185,7 @@ class DeprecatedAmpFixes:
             return None  # the name is also bound some other way: its uses cannot be told apart
         calls: list[cst.Call] = []
         edits: list[PendingEdit] = []
-        finder = _Uses(local)
-        self.ctx.module.visit(finder)
-        for use in finder.uses:
+        for use in self.ctx.analysis(name_loads).get(local, []):
             if names.resolve_name(use) != target:
                 continue
             parent = facts.parent(use)
@@ -209,57 +208,34 @@ class DeprecatedAmpFixes:
         return edits
 
 
-class _Uses(cst.CSTVisitor):
-    """Names in load position spelled `name` (not attributes, keywords, parameters, imports)."""
+class _NameLoads:
+    """Every name in load position (not attributes, keywords, parameters, definitions, imports), by spelling."""
 
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.uses: list[cst.Name] = []
+    def __init__(self) -> None:
+        self.by_name: dict[str, list[cst.Name]] = {}
+        self._not_loads: set[int] = set()
 
-    def visit_Name(self, node: cst.Name) -> None:
-        if node.value == self.name:
-            self.uses.append(node)
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, (cst.Import, cst.ImportFrom, cst.Global, cst.Nonlocal)):
+            return False
+        if isinstance(node, cst.Name):
+            if id(node) not in self._not_loads:
+                self.by_name.setdefault(node.value, []).append(node)
+            return False
+        if isinstance(node, cst.Attribute):
+            self._not_loads.add(id(node.attr))
+        elif isinstance(node, cst.Arg) and node.keyword is not None:
+            self._not_loads.add(id(node.keyword))
+        elif isinstance(node, (cst.Param, cst.FunctionDef, cst.ClassDef)):
+            self._not_loads.add(id(node.name))
+        return True
 
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)
-        return False
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        pass
 
-    def visit_Arg(self, node: cst.Arg) -> bool:
-        node.value.visit(self)
-        return False
 
-    def visit_Import(self, node: cst.Import) -> bool:
-        return False
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-        return False
-
-    def visit_Param(self, node: cst.Param) -> bool:
-        if node.default is not None:
-            node.default.visit(self)
-        if node.annotation is not None:
-            node.annotation.visit(self)
-        return False
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        for decorator in node.decorators:
-            decorator.visit(self)
-        node.params.visit(self)
-        if node.returns is not None:
-            node.returns.visit(self)
-        node.body.visit(self)
-        return False
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        for decorator in node.decorators:
-            decorator.visit(self)
-        for arg in (*node.bases, *node.keywords):
-            arg.visit(self)
-        node.body.visit(self)
-        return False
-
-    def visit_Global(self, node: cst.Global) -> bool:
-        return False
-
-    def visit_Nonlocal(self, node: cst.Nonlocal) -> bool:
-        return False
+def name_loads(ctx: FileContext) -> dict[str, list[cst.Name]]:
+    """Shared per file (`ctx.analysis(name_loads)`): one walk serves every imported name."""
+    loads = _NameLoads()
+    walk(ctx.module, loads)
+    return loads.by_name

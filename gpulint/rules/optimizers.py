@@ -8,6 +8,7 @@ from typing import Optional
 import libcst as cst
 
 from gpulint.analysis.amp import creates_grad_scaler
+from gpulint.analysis.training import may_gain_grad_scaler
 from gpulint.engine.fixes import Applicability
 from gpulint.engine.pending import PendingFix, Replace
 from gpulint.engine.rewrite import add_keyword, is_literal, set_keyword
@@ -65,7 +66,8 @@ class NonFusedOptimizer(Rule):
         `differentiable=True`, with sparse gradients (`sparse=True` embeddings), and never
         for SGD in a file that creates a GradScaler: fused SGD with momentum leaves its
         momentum buffer uninitialised when the first scaled step overflows (weights blew
-        up within 3 steps on torch 2.14).
+        up within 3 steps on torch 2.14). For the same reason SGD is not reported in a file
+        where gpulint's own float16 AMP fixes (GPU001/GPU002) would add a GradScaler.
         """,
     )
 
@@ -84,8 +86,10 @@ class NonFusedOptimizer(Rule):
             return  # an explicit, computed choice of implementation
         if _SPARSE.search(self.ctx.text):
             return  # sparse gradients: fused kernels reject them
-        if optimizer == "SGD" and creates_grad_scaler(self.ctx):
-            return
+        if optimizer == "SGD" and (
+            self.ctx.analysis(creates_grad_scaler) or self.ctx.analysis(may_gain_grad_scaler)
+        ):
+            return  # fused SGD + GradScaler: momentum buffer garbage after a skipped first step
         self.report(
             node,
             f"{optimizer} without fused=True: one fused kernel per step instead of a loop over "

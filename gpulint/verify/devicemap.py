@@ -39,14 +39,16 @@ class CpuAdapter:
         return [f"{what} ({count}x)" if count > 1 else what for what, count in self.notes.items()]
 
     def install(self) -> None:
-        if self.hide_cuda and torch.cuda.is_available():
+        cuda_present = torch.cuda.is_available()
+        if self.hide_cuda and cuda_present:
             def is_available() -> bool:
                 self.note("torch.cuda.is_available() answered False")
                 return False
             torch.cuda.is_available = is_available  # type: ignore[assignment]
         self._patch_tensor_moves()
         self._patch_factories()
-        self._patch_cuda_calls()
+        if self.hide_cuda or not cuda_present:
+            self._patch_cuda_calls()
         self._patch_autocast()
         self._patch_grad_scaler()
 
@@ -98,8 +100,6 @@ class CpuAdapter:
                 setattr(torch, name, self._wrap_factory(func))
 
     def _patch_cuda_calls(self) -> None:
-        if torch.cuda.is_available() and not self.hide_cuda:
-            return
         for name in _NOOP_CUDA:
             if hasattr(torch.cuda, name):
                 setattr(torch.cuda, name, self._noop(f"torch.cuda.{name}() skipped"))

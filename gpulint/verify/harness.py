@@ -129,6 +129,9 @@ class Recorder:
             self.saved = {}
 
     def note_params(self, optimizer: Any) -> None:
+        """Parameters are saved for backward too (a Linear saves its weight); they are not activations."""
+        if not self.measure_saved:
+            return
         for group in optimizer.param_groups:
             for param in group["params"]:
                 try:

@@ -64,7 +64,7 @@ class ScriptResult:
     rewritten: Optional[RunRecord] = None
     comparison: Optional[Comparison] = None
     passed: bool = False
-    verdict: str = "FAIL"  # PASS, FAIL, SKIP (nothing to rewrite), ERROR (gpulint could not rewrite it)
+    verdict: str = "PENDING"  # then PASS, FAIL, SKIP (nothing to rewrite) or ERROR (could not rewrite or run it)
     reasons: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -177,21 +177,25 @@ class Verifier:
 
         result = self.rewrite(path, index)
         self.echo(script_header(result), err=True)
-        if result.verdict != "FAIL" or result.rewritten_path is None:
+        if result.verdict != "PENDING" or result.rewritten_path is None:
             return result
         if self.options.show_diff:
             self.echo(result.diff, nl=False)
         rewritten = Path(result.rewritten_path)
         result.original = self.run_one(path, path, "original", rewritten.parent)
         if result.original.status == events.ERROR:
+            result.verdict = "ERROR"
             result.reasons.append(result.original.message)
             return result  # the harness refused the request (e.g. --device cuda without CUDA): same for the rewrite
         if result.original.completed:
             result.rewritten = self.run_one(rewritten, path, "rewritten", rewritten.parent)
         self.judge(result)
+        result.passed = not result.reasons
+        result.verdict = "PASS" if result.passed else "FAIL"
         return result
 
     def judge(self, result: ScriptResult) -> None:
+        """Collect the reasons to fail (none: PASS) and the notes worth reading."""
         o = self.options
         original, rewritten = result.original, result.rewritten
         assert original is not None and result.tolerance is not None
@@ -232,8 +236,6 @@ class Verifier:
                 result.notes.append(f"{label} adapted to the CPU: " + "; ".join(record.adaptations))
             if record.status == events.FINISHED:
                 result.notes.append(f"the {label} script ended by itself after {len(record.steps)} steps")
-        result.passed = not result.reasons
-        result.verdict = "PASS" if result.passed else "FAIL"
 
     def run(self) -> list[ScriptResult]:
         scripts = self.scripts()
