@@ -20,7 +20,7 @@ from gpulint.engine.positions import LineIndex, Span, compute_spans
 from gpulint.engine.suppressions import apply_suppressions
 from gpulint.engine.profile import NO_PROFILE, Profile
 from gpulint.engine.walk import trivia_skip, walk
-from gpulint.engine.guard import python_check
+from gpulint.engine.guard import python_check, too_large
 from gpulint.rules import ALL_RULES, SYNTAX_ERROR
 from gpulint.rules.base import Report, Rule
 
@@ -226,8 +226,8 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
     with profile.phase("prefilter"):
         active = enabled_rules(settings) if rules is None else list(rules)
         candidates = [r for r in active if r.may_match(text)]
-    if not candidates and not settings.is_enabled(SYNTAX_ERROR.code):
-        return LintResult()
+    if not candidates and (not settings.is_enabled(SYNTAX_ERROR.code) or too_large(text)):
+        return LintResult()  # too large for any parse, but no rule could match anyway
     # CPython's parser first: cheap, and it keeps input that crashes LibCST away from it.
     # When no rule can match, that is all; a syntax error it reports is confirmed with
     # LibCST below, so syntax newer than this interpreter's is not misreported.

@@ -60,6 +60,9 @@ def decode_source(raw: bytes, path: Path) -> SourceFile:
 
 def read_source(path: Path) -> SourceFile:
     try:
+        # a FIFO or device named *.py would block or never end: read regular files only
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise SourceError("not a regular file")
         raw = path.read_bytes()
     except FileNotFoundError:
         raise SourceError("file vanished before it could be read") from None
@@ -94,7 +97,10 @@ def write_atomic(source: SourceFile, new_text: str) -> None:
     if current != source.raw:
         raise SourceError("file changed while gpulint was fixing it; fix not written")
     directory = path.parent
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".gpulint-tmp", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".gpulint-tmp", dir=directory)
+    except OSError as exc:  # e.g. a read-only directory
+        raise SourceError(f"cannot write: {exc.strerror or exc}; fix not written") from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

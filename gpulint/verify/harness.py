@@ -50,8 +50,9 @@ def _parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's own)")
-    parser.add_argument("--path-dir", type=Path, default=None,
-                        help="directory for sys.path[0] (the original script's, so sibling imports resolve)")
+    parser.add_argument("--as-file", type=Path, default=None,
+                        help="run --script as if it were this file (the original: __file__, sys.argv[0] and "
+                             "sys.path[0] point there, so data paths and sibling imports resolve)")
     parser.add_argument("--no-deterministic", action="store_true")
     return parser.parse_args(argv), script_args
 
@@ -270,6 +271,29 @@ def _environment(torch: Any, device: str) -> dict[str, Any]:
     return env
 
 
+def _run_script(script: Path, as_file: Path) -> None:
+    """runpy for the original; for a rewritten copy the same, with __file__ set to the original."""
+    if script.resolve() == as_file.resolve():
+        import runpy
+
+        runpy.run_path(str(script), run_name="__main__")
+        return
+    import builtins
+    import types
+
+    code = compile(script.read_bytes(), str(script), "exec")  # tracebacks show the rewritten lines
+    module = types.ModuleType("__main__")
+    module.__dict__.update(__file__=str(as_file), __builtins__=builtins, __loader__=None, __spec__=None,
+                           __cached__=None, __package__=None)
+    previous = sys.modules.get("__main__")
+    sys.modules["__main__"] = module
+    try:
+        exec(code, module.__dict__)
+    finally:
+        if previous is not None:
+            sys.modules["__main__"] = previous
+
+
 def _failure_location(exc: BaseException, script: Path) -> Optional[str]:
     frames = traceback.extract_tb(exc.__traceback__)
     target = str(script.resolve())
@@ -316,14 +340,13 @@ def run(argv: Sequence[str]) -> int:
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
 
-    sys.argv = [str(script), *script_args]
-    sys.path[0] = str((options.path_dir or script.parent).resolve())
+    as_file: Path = options.as_file or script
+    sys.argv = [str(as_file), *script_args]
+    sys.path[0] = str(as_file.resolve().parent)
     status, message, location, trace = events.FINISHED, "", None, None
     started = time.perf_counter()
     try:
-        import runpy
-
-        runpy.run_path(str(script), run_name="__main__")
+        _run_script(script, as_file)
     except _StopTraining:
         status = events.STOPPED
     except SystemExit as exc:

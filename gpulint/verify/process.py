@@ -22,7 +22,7 @@ LOG_TAIL_CHARS = 3000
 @dataclass(frozen=True)
 class RunSpec:
     script: Path  # what runs: the original or the rewritten copy
-    path_dir: Path  # sys.path[0] for the script: the original's directory
+    as_file: Path  # the original script: the rewrite runs as if it were there (__file__, sys.path[0])
     events: Path
     log: Path
     steps: int
@@ -36,7 +36,7 @@ class RunSpec:
 def harness_command(spec: RunSpec) -> list[str]:
     command = [
         sys.executable, "-m", "gpulint.verify.harness", "--script", str(spec.script), "--events", str(spec.events),
-        "--steps", str(spec.steps), "--device", spec.device, "--seed", str(spec.seed), "--path-dir", str(spec.path_dir),
+        "--steps", str(spec.steps), "--device", spec.device, "--seed", str(spec.seed), "--as-file", str(spec.as_file),
     ]
     if spec.threads:
         command += ["--threads", str(spec.threads)]

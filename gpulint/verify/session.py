@@ -147,7 +147,7 @@ class Verifier:
     def spec(self, script: Path, original: Path, label: str, folder: Path) -> RunSpec:
         o = self.options
         return RunSpec(
-            script=script, path_dir=original.resolve().parent, events=folder / f"{label}.jsonl",
+            script=script, as_file=original, events=folder / f"{label}.jsonl",
             log=folder / f"{label}.log", steps=o.steps, device=o.device, seed=o.seed, threads=o.threads,
             timeout=o.timeout, script_args=o.script_args,
         )

@@ -18,7 +18,7 @@ SCRIPTS = Path(__file__).parent / "scripts"
 
 def _spec(tmp_path: Path, script: Path, steps: int, device: str = "cpu", timeout: float = 120.0,
           args: tuple[str, ...] = ()) -> RunSpec:
-    return RunSpec(script=script, path_dir=script.parent, events=tmp_path / "run.jsonl", log=tmp_path / "run.log",
+    return RunSpec(script=script, as_file=script, events=tmp_path / "run.jsonl", log=tmp_path / "run.log",
                    steps=steps, device=device, threads=1, timeout=timeout, script_args=args)
 
 
@@ -49,3 +49,16 @@ def test_hang_is_killed_at_the_timeout(tmp_path: Path) -> None:
     assert record.status == events.TIMEOUT
     assert "timeout" in record.message and "0 of 5 steps" in record.message
     assert record.returncode is not None  # the process is gone, not left behind
+
+
+def test_rewritten_copy_runs_as_if_it_were_the_original(tmp_path: Path) -> None:
+    """The rewrite lives in a temp dir, but __file__-relative paths must still find the user's files."""
+    original = SCRIPTS / "reads_file_beside_it.py"
+    copy = tmp_path / "rewritten" / original.name
+    copy.parent.mkdir()
+    copy.write_text(original.read_text().replace("lr=settings", "fused=True, lr=settings"))
+    spec = RunSpec(script=copy, as_file=original, events=tmp_path / "run.jsonl", log=tmp_path / "run.log",
+                   steps=3, device="cpu", threads=1, timeout=120)
+    record = run_harness(spec)
+    assert record.status == events.STOPPED, record.message + record.log_tail
+    assert len(record.steps) == 3

@@ -138,7 +138,7 @@ def test_fixed_fixtures_still_train(fixed_copies: Path, dataloader_run, transfor
         assert _goes_down(script["runs"]["rewritten"]["losses"]), name
     fixed = fixed_copies / "deep_mlp.py"
     assert fixed.read_text() != (SCRIPTS / "deep_mlp.py").read_text()
-    record = run_harness(RunSpec(script=fixed, path_dir=fixed.parent, events=tmp_path / "e.jsonl",
+    record = run_harness(RunSpec(script=fixed, as_file=fixed, events=tmp_path / "e.jsonl",
                                  log=tmp_path / "e.log", steps=STEPS, device="cpu", threads=1, timeout=120,
                                  script_args=("--size", "tiny")))
     assert record.status == events.STOPPED, record.message + record.log_tail
