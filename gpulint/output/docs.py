@@ -8,6 +8,8 @@ from gpulint.rules.base import Rule
 
 
 def fix_label(rule: type[Rule]) -> str:
+    if rule.fix_detail:
+        return rule.fix_detail
     return rule.fix.value if rule.fix is not None else "none"
 
 
@@ -43,7 +45,9 @@ def rule_markdown(rule: type[Rule]) -> str:
 
 
 def rules_table(rules: Sequence[type[Rule]]) -> str:
-    rows = ["| code | name | fix | summary |", "|---|---|---|---|"]
+    """Markdown table of rules; the README's rule table is this, kept current by a test."""
+    rows = ["| code | name | fix | status | summary |", "|---|---|---|---|---|"]
     for rule in rules:
-        rows.append(f"| {rule.code} | {rule.name} | {fix_label(rule)} | {rule.summary} |")
+        status = "preview" if rule.preview else "stable"
+        rows.append(f"| {rule.code} | {rule.name} | {fix_label(rule)} | {status} | {rule.summary} |")
     return "\n".join(rows)

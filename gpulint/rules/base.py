@@ -63,6 +63,7 @@ class Rule:
     needles: ClassVar[tuple[str, ...]] = ()
     target: ClassVar[Target] = Target.ANY
     fix: ClassVar[Optional[Applicability]] = None  # the fix the rule offers, for docs
+    fix_detail: ClassVar[Optional[str]] = None  # when safety depends on the case, e.g. per optimizer
     preview: ClassVar[bool] = False  # new rules start opt-in so upgrades never turn CI red
 
     def __init__(self, ctx: "FileContext") -> None:

@@ -38,6 +38,7 @@ class NonFusedOptimizer(Rule):
     needles = ("Adam", "SGD", "Adagrad")
     target = Target.NOT_CPU_ONLY
     fix = Applicability.SAFE
+    fix_detail = "safe (Adam, AdamW); unsafe (SGD, Adagrad)"
     docs = RuleDocs(
         what="""
         Checks for `torch.optim.Adam`, `AdamW`, `SGD` and `Adagrad` constructed without a
