@@ -358,14 +358,20 @@ def training_facts(ctx: FileContext) -> TrainingFacts:
 
 
 def may_gain_grad_scaler(ctx: FileContext) -> bool:
-    """gpulint's own float16 AMP fixes (GPU001/GPU002) could add a GradScaler to this file.
+    """A GradScaler may drive this file's optimizers without the file creating one itself.
 
-    GPU201 must then never offer fused SGD: both fixes would land in the same run.
+    Either gpulint's own float16 AMP fixes (GPU001/GPU002) would add one in the same fix run,
+    or a framework that owns the loop (Accelerate, Lightning, DeepSpeed, ...) scales the loss
+    under fp16. GPU201 must then never offer fused SGD.
     """
     settings = ctx.settings
-    if settings.amp_dtype != "float16" or "backward" not in ctx.text:
+    if "backward" not in ctx.text and not any(name in ctx.text for name in FRAMEWORKS):
+        return False
+    facts = ctx.analysis(training_facts)
+    if facts.framework_owned:
+        return True
+    if settings.amp_dtype != "float16":
         return False
     if not any(settings.is_enabled(code) for code in ("GPU001", "GPU002")):
         return False
-    facts = ctx.analysis(training_facts)
-    return not facts.framework_owned and any(not b.scaled for step in facts.steps for b in step.backwards)
+    return any(not b.scaled for step in facts.steps for b in step.backwards)

@@ -68,7 +68,9 @@ class NonFusedOptimizer(Rule):
         for SGD in a file that creates a GradScaler: fused SGD with momentum leaves its
         momentum buffer uninitialised when the first scaled step overflows (weights blew
         up within 3 steps on torch 2.14). For the same reason SGD is not reported in a file
-        where gpulint's own float16 AMP fixes (GPU001/GPU002) would add a GradScaler.
+        where gpulint's own float16 AMP fixes (GPU001/GPU002) would add a GradScaler, nor
+        where a framework that may scale the loss (Accelerate, Lightning, DeepSpeed) runs
+        the loop.
         """,
     )
 
