@@ -287,15 +287,17 @@ def test_pre_commit_blocks_findings_passes_clean_and_fix_hook_rewrites(tmp_path:
     assert (repo / "vendored" / "lib.py").read_text() == FLAGGED
 
 
-# the snippets in docs/workflows.md work when copied -------------------------------------------
+# the README's workflow snippets (configuration, suppressions, pre-commit, CI) work when copied --
 
-DOCS = ROOT / "docs" / "workflows.md"
+README = ROOT / "README.md"
 
 
 def _blocks(language: str) -> list[str]:
     import re
 
-    return re.findall(rf"```{language}\n(.*?)```", DOCS.read_text(), flags=re.S)
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("<!-- WORKFLOWS:BEGIN -->"):text.index("<!-- WORKFLOWS:END -->")]
+    return re.findall(rf"```{language}\n(.*?)```", section, flags=re.S)
 
 
 def _commands(text: str) -> list[list[str]]:
