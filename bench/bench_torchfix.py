@@ -128,13 +128,13 @@ def torchfix_venv() -> Path:
 
 
 def versions(torchfix_exe: Path) -> dict[str, str]:
-    out = {"python": platform.python_version(), "platform": platform.platform()}
-    import libcst
+    import importlib.metadata
 
     import gpulint
 
+    out = {"python": platform.python_version(), "platform": platform.platform()}
     out["gpulint"] = gpulint.__version__
-    out["libcst (gpulint)"] = getattr(libcst, "__version__", "?")
+    out["libcst (gpulint)"] = importlib.metadata.version("libcst")
     probe = subprocess.run(
         [str(torchfix_exe.parent / "python"), "-c",
          "import importlib.metadata as m; print(m.version('torchfix'), m.version('libcst'), m.version('flake8'))"],

@@ -19,7 +19,6 @@ from gpulint.engine.runner import FileReport, Mode, collect_jobs, run_jobs
 from gpulint.output import FORMATS, HUMAN_FORMATS
 from gpulint.output.context import RenderContext
 from gpulint.output.text import Summary
-from gpulint.rules import ALL_RULES, DOCUMENTED_RULES, rule_by_code
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -161,6 +160,7 @@ def fix(paths, select, extend_select, ignore, preview, output_format, unsafe_fix
 def rule(code: Optional[str], show_all: bool) -> None:
     """Show a rule's documentation (gpulint rule GPU101), or all rules (--all)."""
     from gpulint.output.docs import rule_markdown, rules_table
+    from gpulint.rules import DOCUMENTED_RULES, rule_by_code  # LibCST: loaded only where needed
 
     if show_all or code is None:
         click.echo(rules_table(DOCUMENTED_RULES))

@@ -17,10 +17,8 @@ import click
 
 from gpulint.config import CliOverrides, SettingsResolver
 from gpulint.engine.findings import Finding
-from gpulint.engine.linter import InternalError, fix_text, lint_text, parse, syntax_finding
 from gpulint.engine.runner import FileReport, Mode, unified_diff
 from gpulint.engine.source import SourceError, decode_source, read_source, write_atomic
-from gpulint.engine.suppressions import add_noqa
 from gpulint.output import FORMATS, HUMAN_FORMATS
 from gpulint.output.context import RenderContext, display_path
 from gpulint.output.statistics import render_statistics
@@ -197,6 +195,7 @@ def _binary(stream: Any) -> Any:
 def run_stdin(mode: Mode, resolver: SettingsResolver, output_format: str, unsafe: bool, exit_zero: bool,
               options: WorkflowOptions, verbose: bool = False) -> int:
     """`gpulint check -` / `gpulint fix -`: fixed code goes to stdout, the report to stderr."""
+    from gpulint.engine.linter import InternalError, fix_text, lint_text, syntax_finding  # loads LibCST
     if options.add_noqa:
         raise click.UsageError("--add-noqa cannot read from stdin")
     raw = _binary(sys.stdin).read()
@@ -254,6 +253,8 @@ def run_stdin(mode: Mode, resolver: SettingsResolver, output_format: str, unsafe
 
 def write_noqa(reports: Sequence[FileReport]) -> tuple[int, list[str]]:
     """Add suppressions for every finding in the reports' files; returns (added, problems)."""
+    from gpulint.engine.linter import parse  # LibCST is loaded only when needed (a cached run never does)
+    from gpulint.engine.suppressions import add_noqa
     added = 0
     problems: list[str] = []
     for report in reports:

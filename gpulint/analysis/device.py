@@ -14,6 +14,11 @@ from gpulint.analysis.names import NameTable
 from gpulint.engine.walk import walk
 
 _CPU_KEYWORDS = {"device", "accelerator"}
+# Every kind of GPU evidence the scan below accepts spells one of these in the file's text
+# (a "cuda..."/"nccl" string, torch.cuda / torch.accelerator, `.cuda(`, `device_ids=`), so a
+# file without any of them cannot have GPU evidence: the engine skips GPU-only rules there
+# before parsing. Keep this in step with `_Scan`.
+GPU_EVIDENCE_NEEDLES = ("cuda", "nccl", "accelerator", "device_ids")
 
 
 @dataclass(frozen=True)

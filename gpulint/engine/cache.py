@@ -48,13 +48,17 @@ def default_cache_dir() -> Path:
 
 @lru_cache(maxsize=1)
 def linter_fingerprint() -> str:
-    """Identifies this gpulint build: a change to any of its source files changes it."""
-    import libcst
+    """Identifies this gpulint build, rule set included: a change to any of its source files changes it."""
+    import importlib.metadata
 
     import gpulint
 
+    try:
+        libcst_version = importlib.metadata.version("libcst")  # without importing it
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - a vendored copy
+        libcst_version = "?"
     digest = hashlib.sha256()
-    digest.update(f"{__version__}|{getattr(libcst, '__version__', '?')}|{sys.version_info[:3]}".encode())
+    digest.update(f"{__version__}|{libcst_version}|{sys.version_info[:3]}".encode())
     root = Path(gpulint.__file__).resolve().parent
     for path in sorted(root.rglob("*.py")):
         try:
@@ -62,12 +66,6 @@ def linter_fingerprint() -> str:
         except OSError:
             digest.update(path.name.encode() + b"\0?\0")
     return digest.hexdigest()[:24]
-
-
-def rules_fingerprint() -> str:
-    from gpulint.rules import ALL_RULES
-
-    return ",".join(f"{r.code}:{r.name}:{int(r.preview)}" for r in ALL_RULES)
 
 
 @dataclass(frozen=True)
@@ -80,7 +78,10 @@ class ResultCache:
     @classmethod
     def open(cls, directory: Optional[Path] = None) -> "ResultCache":
         directory = Path(directory) if directory is not None else default_cache_dir()
-        run_key = hashlib.sha256(f"{FORMAT}|{linter_fingerprint()}|{rules_fingerprint()}".encode()).hexdigest()
+        # The rule set is part of gpulint's sources (so of linter_fingerprint) and the enabled
+        # rules are part of the settings; neither needs the rules imported (and LibCST with
+        # them), so a run answered from the cache never loads LibCST.
+        run_key = hashlib.sha256(f"{FORMAT}|{linter_fingerprint()}".encode()).hexdigest()
         return cls(directory, run_key)
 
     def key(self, path: Path, raw: bytes, settings: Settings) -> str:

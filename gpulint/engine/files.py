@@ -95,11 +95,31 @@ def _gitignore_rules(directory: str) -> tuple[IgnoreRule, ...]:
         return ()
 
 
+@lru_cache(maxsize=4096)
 def _git_root(start: Path) -> Optional[Path]:
     for candidate in [start, *start.parents]:
         if (candidate / ".git").exists():
             return candidate
     return None
+
+
+@lru_cache(maxsize=4096)
+def _ignore_chain(directory: Path) -> tuple[Path, ...]:
+    """The directories from the git root down to `directory` that hold ignore rules.
+
+    Cached per directory: discovery asks once per file, and walking up the parents each
+    time made it a third of a warm (cached) run.
+    """
+    root = _git_root(directory)
+    if root is None:
+        return ()
+    chain = []
+    for candidate in [directory, *directory.parents]:
+        if _gitignore_rules(str(candidate)):
+            chain.append(candidate)
+        if candidate == root:
+            break
+    return tuple(reversed(chain))
 
 
 @dataclass
@@ -113,13 +133,8 @@ class Walker:
     def is_gitignored(self, path: Path, is_dir: bool) -> bool:
         if not self.respect_gitignore:
             return False
-        root = _git_root(path.parent)
-        if root is None:
-            return False
         ignored = False
-        directory = path.parent
-        chain = [d for d in [directory, *directory.parents] if d == root or root in d.parents]
-        for base in reversed(chain):
+        for base in _ignore_chain(path.parent):
             try:
                 relative = path.relative_to(base).as_posix()
             except ValueError:

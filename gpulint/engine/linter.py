@@ -11,6 +11,7 @@ from typing import Iterable, Optional, Sequence
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
+from gpulint.analysis.device import GPU_EVIDENCE_NEEDLES
 from gpulint.config import Settings
 from gpulint.engine.context import FileContext
 from gpulint.engine.findings import Finding, FindingFix, FixEdit, Location
@@ -22,7 +23,7 @@ from gpulint.engine.profile import NO_PROFILE, Profile
 from gpulint.engine.walk import trivia_skip, walk
 from gpulint.engine.guard import python_check, too_large
 from gpulint.rules import ALL_RULES, SYNTAX_ERROR
-from gpulint.rules.base import Report, Rule
+from gpulint.rules.base import Report, Rule, Target
 
 MAX_FIX_ROUNDS = 10
 
@@ -226,6 +227,8 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
     with profile.phase("prefilter"):
         active = enabled_rules(settings) if rules is None else list(rules)
         candidates = [r for r in active if r.may_match(text)]
+        if any(r.target is Target.GPU for r in candidates) and not any(n in text for n in GPU_EVIDENCE_NEEDLES):
+            candidates = [r for r in candidates if r.target is not Target.GPU]  # no GPU evidence possible
     if not candidates and (not settings.is_enabled(SYNTAX_ERROR.code) or too_large(text)):
         return LintResult()  # too large for any parse, but no rule could match anyway
     # CPython's parser first: cheap, and it keeps input that crashes LibCST away from it.

@@ -14,7 +14,6 @@ from typing import Callable, Iterable, Optional, Sequence
 from gpulint.config import Settings
 from gpulint.engine.findings import Finding
 from gpulint.engine.cache import ResultCache
-from gpulint.engine.linter import InternalError, fix_text, lint_text, syntax_finding
 from gpulint.engine.profile import NO_PROFILE, Profile
 from gpulint.engine.source import SourceError, SourceFile, read_source, write_atomic
 
@@ -59,14 +58,27 @@ def unified_diff(path: str, before: str, after: str) -> str:
     return "".join(out)
 
 
+def _linter():  # noqa: ANN202 - the module
+    """The linter, imported on first use: a run answered from the cache never loads LibCST."""
+    from gpulint.engine import linter
+
+    return linter
+
+
+def syntax_finding(path: str, message: str) -> Finding:
+    return _linter().syntax_finding(path, message)
+
+
 def run_source(path: Path, source: SourceFile, job: Job, profile: Profile = NO_PROFILE) -> FileReport:
     report = FileReport(str(path))
+    linter = _linter()
+    lint_text = linter.lint_text
     try:
         if job.mode is Mode.CHECK:
             report.findings = lint_text(path, source.text, job.settings, profile=profile).findings
             return report
-        outcome = fix_text(path, source.text, job.settings, job.unsafe, profile=profile)
-    except InternalError as exc:
+        outcome = linter.fix_text(path, source.text, job.settings, job.unsafe, profile=profile)
+    except linter.InternalError as exc:
         report.internal_error = (str(exc), exc.trace)
         return report
     report.findings = outcome.findings
@@ -183,6 +195,7 @@ def run_jobs(
         reports += [worker(job) for job in ordered]
     else:
         method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+        _linter()  # load LibCST once here, so forked workers share it
         with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
             reports += list(pool.map(worker, ordered, chunksize=1))
     reports.sort(key=lambda r: r.path)

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from gpulint.cli import main
 from gpulint.config import Settings
-from gpulint.engine import runner
+from gpulint.engine import linter, runner
 from gpulint.engine.cache import CacheError, ResultCache, clean, is_gpulint_cache
 from gpulint.engine.runner import Job, Mode, cached_report, run_jobs
 
@@ -54,8 +54,8 @@ def test_hit_returns_the_same_findings_without_linting(train: Path, tmp_path: Pa
     def no_linting(*args, **kwargs):
         raise AssertionError("a cache hit must not lint")
 
-    monkeypatch.setattr(runner, "lint_text", no_linting)
-    monkeypatch.setattr(runner, "fix_text", no_linting)
+    monkeypatch.setattr(linter, "lint_text", no_linting)
+    monkeypatch.setattr(linter, "fix_text", no_linting)
     second = run_jobs([check_job(train, cache)])[0]
     assert second.findings == first.findings
     assert [f.fix for f in second.findings] == [f.fix for f in first.findings]
@@ -158,7 +158,7 @@ def test_fix_skips_files_whose_cached_findings_have_no_fix_to_apply(tmp_path: Pa
     def no_fixing(*args, **kwargs):
         raise AssertionError("nothing to fix: the cache answers")
 
-    monkeypatch.setattr(runner, "fix_text", no_fixing)
+    monkeypatch.setattr(linter, "fix_text", no_fixing)
     fixed = run_jobs([check_job(path, cache, mode=Mode.FIX)])[0]
     assert fixed.findings == checked.findings and fixed.fixed == 0
     monkeypatch.undo()
@@ -170,7 +170,7 @@ def test_fix_stores_the_fixed_files_findings(train: Path, tmp_path: Path, monkey
     cache = ResultCache.open(tmp_path / "cache")
     fixed = run_jobs([check_job(train, cache, mode=Mode.FIX)])[0]
     assert fixed.fixed == 2
-    monkeypatch.setattr(runner, "lint_text", lambda *a, **k: pytest.fail("the fixed file should be cached"))
+    monkeypatch.setattr(linter, "lint_text", lambda *a, **k: pytest.fail("the fixed file should be cached"))
     after = run_jobs([check_job(train, cache)])[0]
     assert [f.code for f in after.findings] == [f.code for f in fixed.findings] == ["GPU102"]
 
@@ -237,3 +237,23 @@ def test_profile_counts_cache_hits(train: Path, tmp_path: Path) -> None:
     err = result.stderr if hasattr(result, "stderr") else result.output
     assert "1 cached" in err and "\n  parse " not in err
     assert os.path.isdir(cache)
+
+
+def test_a_run_answered_from_the_cache_never_imports_libcst(train: Path, tmp_path: Path) -> None:
+    """Importing LibCST is most of a warm run's time; a fully cached run does not need it."""
+    import subprocess
+    import sys
+
+    cache = str(tmp_path / "cache")
+    probe = (
+        "import sys\n"
+        "from gpulint.cli import run\n"
+        f"sys.argv = ['gpulint', 'check', '--cache-dir', {cache!r}, {str(train)!r}]\n"
+        "try:\n    run()\nexcept SystemExit as exc:\n    code = exc.code\n"
+        "print('EXIT', code, 'LIBCST', 'libcst' in sys.modules)\n"
+    )
+    cold = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert cold.stdout.strip().endswith("EXIT 1 LIBCST True"), cold.stdout + cold.stderr
+    warm = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert warm.stdout.strip().endswith("EXIT 1 LIBCST False"), warm.stdout + warm.stderr
+    assert warm.stdout.replace("False", "True") == cold.stdout  # same report

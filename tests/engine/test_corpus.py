@@ -21,6 +21,14 @@ from gpulint.engine.runner import Job, Mode, run_jobs
 
 SAMPLE = 150
 SEED = 7
+# torch 2.13 files where rules with fixes fire, so the fix half of the test has work to do;
+# the random sample alone is library code where nothing fires
+WITH_FIXES = (
+    "testing/_internal/common_quantization.py",
+    "testing/_internal/distributed/distributed_test.py",
+    "testing/_internal/distributed/rpc/examples/parameter_server_test.py",
+    "testing/_internal/distributed/rpc/examples/reinforcement_learning_rpc_test.py",
+)
 ALL = Settings(preview=True)
 
 pytestmark = pytest.mark.slow
@@ -37,7 +45,9 @@ def torch_sources() -> Path:
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     root = torch_sources()
     files = sorted(p for p in root.rglob("*.py") if p.is_file())
-    chosen = sorted(random.Random(SEED).sample(files, min(SAMPLE, len(files))))
+    chosen = set(random.Random(SEED).sample(files, min(SAMPLE, len(files))))
+    chosen |= {root / name for name in WITH_FIXES if (root / name).is_file()}
+    chosen = sorted(chosen)
     target = tmp_path_factory.mktemp("torch-corpus")
     out = []
     for src in chosen:
@@ -84,4 +94,4 @@ def test_every_fixed_file_compiles(corpus: list[Path]) -> None:
             assert after == before[path], f"{path}: a file that did not compile was changed"
     changed = [p for p in corpus if p.read_text(encoding="utf-8") != before[p]]
     fixed = sum(r.fixed for r in reports)
-    assert (fixed == 0) == (not changed)
+    assert fixed > 0 and changed, "no fix applied to the corpus: this test no longer checks fixed files"

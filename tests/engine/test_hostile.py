@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 import gpulint.cli as cli
-from gpulint.engine import runner, source
+from gpulint.engine import linter, source
 from gpulint.engine.guard import MAX_CHARS, MAX_DEPTH
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -296,14 +296,14 @@ def test_path_that_vanishes_before_it_is_read(tmp_path: Path, monkeypatch) -> No
 
 def _during_fix(monkeypatch: pytest.MonkeyPatch, action) -> None:  # noqa: ANN001
     """Run `action(path)` after gpulint read a file and computed its fixes, before it writes."""
-    real = runner.fix_text
+    real = linter.fix_text
 
     def fix_text(path, *args, **kwargs):  # noqa: ANN001, ANN202
         outcome = real(path, *args, **kwargs)
         action(Path(path))
         return outcome
 
-    monkeypatch.setattr(runner, "fix_text", fix_text)
+    monkeypatch.setattr(linter, "fix_text", fix_text)
 
 
 def test_file_changed_between_read_and_write_is_skipped_and_reported(tmp_path: Path, monkeypatch) -> None:

@@ -1,0 +1,57 @@
+"""The text prefilter: files no rule can match are not parsed, and it never hides a finding."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+from hypothesis import given
+
+from gpulint.analysis.device import GPU_EVIDENCE_NEEDLES, device_facts
+from gpulint.analysis.names import NameTable
+from gpulint.config import Settings
+from gpulint.engine import linter
+from gpulint.engine.linter import lint_text
+from tests.engine.test_properties import ALL, ci, training_programs
+
+PATH = Path("train.py")
+
+STEP = """\
+import torch
+for x, y in loader:
+    loss = model(x)
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_gpu_only_rules_do_not_parse_files_without_gpu_evidence(monkeypatch) -> None:
+    def no_parse(text: str):  # noqa: ANN202
+        raise AssertionError("parsed a file no rule can match")
+
+    monkeypatch.setattr(linter, "parse", no_parse)
+    assert lint_text(PATH, STEP, Settings(select=("GPU001",))).findings == []
+
+
+def test_gpu_only_rules_still_fire_with_gpu_evidence() -> None:
+    text = STEP.replace("import torch\n", "import torch\nmodel = model.cuda()\n")
+    codes = [f.code for f in lint_text(PATH, text, Settings(select=("GPU001",))).findings]
+    assert codes == ["GPU001"]
+
+
+@ci(150)
+@given(training_programs())
+def test_gpu_evidence_always_spells_a_needle(text: str) -> None:
+    module = cst.parse_module(text)
+    if device_facts(module, NameTable(module)).gpu_evidence:
+        assert any(needle in text for needle in GPU_EVIDENCE_NEEDLES)
+
+
+@ci(150)
+@given(training_programs())
+def test_prefilter_never_changes_findings(text: str) -> None:
+    with_prefilter = lint_text(PATH, text, ALL).findings
+    everything = lint_text(PATH, text + "\n# cuda nccl accelerator device_ids DataLoader Adam SGD Adagrad "
+                           "backward autocast cuda.amp checkpoint Sequential ModuleList\n", ALL).findings
+    key = [(f.code, f.location, f.message) for f in with_prefilter]
+    assert key == [(f.code, f.location, f.message) for f in everything]
