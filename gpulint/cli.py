@@ -12,7 +12,7 @@ import click
 from gpulint import __version__
 from gpulint import cli_workflow as workflow
 from gpulint.cli_performance import PerformanceOptions, clean_command, performance_options
-from gpulint.config import CliOverrides, ConfigError, SettingsResolver, parse_codes
+from gpulint.config import CliOverrides, ConfigError, parse_codes
 from gpulint.engine.files import PathError, Walker
 from gpulint.engine.findings import Finding
 from gpulint.engine.runner import FileReport, Mode, collect_jobs, run_jobs
