@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 # Parsing costs about 0.7 GB of memory and 12 s per MB of source with LibCST (and 0.2 GB with
@@ -45,6 +45,8 @@ class Refusal:
 class PythonCheck:
     valid: bool  # CPython parsed the file
     refusal: Optional[Refusal] = None  # set: report this, do not parse with LibCST
+    # CPython's tree when it parsed, for the AST prefilter (engine/ast_prefilter.py)
+    tree: Optional[ast.Module] = field(default=None, repr=False, compare=False)
 
 
 def bracket_depth(text: str) -> int:
@@ -106,4 +108,4 @@ def python_check(text: str, before_libcst: bool = True) -> PythonCheck:
         depth, row = nesting_depth(tree)
         if depth > MAX_DEPTH:
             return PythonCheck(True, Refusal(f"{TOO_DEEP} (nesting depth {depth} > {MAX_DEPTH})", row))
-    return PythonCheck(True)
+    return PythonCheck(True, tree=tree)

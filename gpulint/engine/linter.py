@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
@@ -13,6 +13,7 @@ from libcst._nodes.internal import CodegenState
 
 from gpulint.analysis.device import GPU_EVIDENCE_NEEDLES
 from gpulint.config import Settings
+from gpulint.engine import ast_prefilter
 from gpulint.engine.context import FileContext
 from gpulint.engine.findings import Finding, FindingFix, FixEdit, Location
 from gpulint.engine.fixes import Edit, apply_fixes, minimize
@@ -239,6 +240,11 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
     if check.refusal is not None:
         refusal = check.refusal
         return LintResult([syntax_finding(str(path), refusal.message, refusal.row, refusal.column)], parsed=False)
+    if check.tree is not None and candidates:
+        # the second prefilter: only rules whose needles the `ast` tree meets are worth LibCST
+        with profile.phase("prefilter"):
+            candidates = ast_prefilter.narrow(text, check.tree, candidates)
+    check = replace(check, tree=None)  # the `ast` tree is not needed past here: free it before LibCST
     if check.valid and not candidates:
         return LintResult()
     profile.count("parsed")

@@ -7,7 +7,7 @@ from typing import Optional
 import libcst as cst
 
 from gpulint.analysis.amp import (
-    AUTOCAST_DEPRECATED, BFLOAT16, DEPRECATED_AMP, DEPRECATED_AMP_MODULES, FLOAT16, OLD_AUTOCAST_ORDER,
+    ANY_AUTOCAST, AUTOCAST_DEPRECATED, BFLOAT16, DEPRECATED_AMP, DEPRECATED_AMP_MODULES, FLOAT16, OLD_AUTOCAST_ORDER,
     creates_grad_scaler,
 )
 from gpulint.analysis.training import (
@@ -26,6 +26,8 @@ from gpulint.rules.amp_uses import DeprecatedAmpFixes
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 GRAD_SCALER_SINCE = (2, 3)
+# a training step needs a backward call and an optimizer step (analysis/training.py)
+TRAINING_STEP_NEEDLES = ((".backward(", "torch.autograd.backward"), (".step(",))
 AUTOCAST_SINCE = (1, 10)
 
 
@@ -52,6 +54,7 @@ class MissingAutocast(_StepRule):
     name = "missing-autocast"
     summary = "Training step runs its forward pass and loss in fp32 (no autocast)"
     needles = ("backward",)
+    ast_needles = TRAINING_STEP_NEEDLES
     target = Target.GPU
     fix = Applicability.UNSAFE
     docs = RuleDocs(
@@ -165,6 +168,7 @@ class Fp16WithoutGradScaler(_StepRule):
     name = "fp16-without-grad-scaler"
     summary = "float16 autocast training step without a GradScaler"
     needles = ("autocast",)
+    ast_needles = (*TRAINING_STEP_NEEDLES, tuple(sorted(ANY_AUTOCAST)))
     target = Target.ANY
     fix = Applicability.UNSAFE
     docs = RuleDocs(
@@ -333,6 +337,7 @@ class DeprecatedCudaAmp(Rule):
     name = "deprecated-cuda-amp"
     summary = "torch.cuda.amp / torch.cpu.amp API (deprecated since torch 2.4)"
     needles = ("cuda.amp", "cpu.amp", "torch.cuda import", "torch.cpu import")
+    ast_needles = (tuple(sorted(DEPRECATED_AMP_MODULES)),)
     target = Target.ANY
     fix = Applicability.SAFE
     docs = RuleDocs(

@@ -61,6 +61,12 @@ class Rule:
     docs: ClassVar[RuleDocs]
     # The rule can only fire when one of these strings occurs in the file's text.
     needles: ClassVar[tuple[str, ...]] = ()
+    # What the rule needs on CPython's `ast` tree before LibCST is worth running: groups that
+    # must all match, each matching when any of its needles does: a qualified-name prefix
+    # ("torch.optim.Adam"), a prefix*suffix ("torch.nn.*Sequential") or a called attribute
+    # (".step("). A superset of what the rule can flag; None: always parsed. See
+    # engine/ast_prefilter.py.
+    ast_needles: ClassVar[Optional[tuple[tuple[str, ...], ...]]] = None
     target: ClassVar[Target] = Target.ANY
     fix: ClassVar[Optional[Applicability]] = None  # the fix the rule offers, for docs
     fix_detail: ClassVar[Optional[str]] = None  # when safety depends on the case, e.g. per optimizer

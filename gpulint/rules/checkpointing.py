@@ -12,6 +12,8 @@ from gpulint.analysis.modules import (
     CHECKPOINT_FUNCTIONS,
     CHECKPOINT_SEQUENTIAL,
     MODULE_LIST,
+    NN_MODULE,
+    SEQUENTIAL,
     Run,
     Stack,
     checkpointed_elsewhere,
@@ -49,6 +51,8 @@ class DeepStackWithoutCheckpointing(Rule):
     name = "deep-stack-without-checkpointing"
     summary = "Deep nn.Sequential/ModuleList stack trained without activation checkpointing"
     needles = ("Sequential", "ModuleList")
+    # an nn.Module subclass (is_module_class) that builds a torch.nn container (analysis/modules.py)
+    ast_needles = (tuple(sorted(NN_MODULE)), (f"torch.nn.*{SEQUENTIAL}", f"torch.nn.*{MODULE_LIST}"))
     target = Target.NOT_CPU_ONLY
     fix = Applicability.UNSAFE
     preview = True  # an opportunity, not a defect: it only pays when activations dominate memory
@@ -277,6 +281,7 @@ class CheckpointWithoutUseReentrant(Rule):
     name = "checkpoint-without-use-reentrant"
     summary = "checkpoint/checkpoint_sequential without an explicit use_reentrant"
     needles = ("checkpoint",)
+    ast_needles = ((*sorted(CHECKPOINT_FUNCTIONS), f".{HF_ENABLE}("),)
     target = Target.ANY
     fix = Applicability.UNSAFE
     docs = RuleDocs(

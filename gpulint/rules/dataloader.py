@@ -27,6 +27,7 @@ _ON_DEVICE = re.compile(r"\.cuda\(|\.to\(|device\s*=")
 
 class _DataLoaderRule(Rule):
     needles = ("DataLoader",)
+    ast_needles = (tuple(sorted(DATALOADER)),)
     target = Target.NOT_CPU_ONLY
 
     def dataloader_call(self, node: cst.Call) -> Optional[KeywordArgs]:

@@ -36,6 +36,7 @@ class NonFusedOptimizer(Rule):
     name = "non-fused-optimizer"
     summary = "Adam/AdamW/SGD/Adagrad without fused=True"
     needles = ("Adam", "SGD", "Adagrad")
+    ast_needles = (tuple(sorted(OPTIMIZER_NAMES)),)
     target = Target.NOT_CPU_ONLY
     fix = Applicability.SAFE
     fix_detail = "safe (Adam, AdamW); unsafe (SGD, Adagrad)"
