@@ -55,11 +55,12 @@ class Scope:
         return None
 
 
-def _dotted(expr: cst.BaseExpression) -> Optional[str]:
+def dotted(expr: cst.BaseExpression) -> Optional[str]:
+    """`self.opt` / `torch.optim` for an attribute chain over a name, else None."""
     if isinstance(expr, cst.Name):
         return expr.value
     if isinstance(expr, cst.Attribute):
-        base = _dotted(expr.value)
+        base = dotted(expr.value)
         return f"{base}.{expr.attr.value}" if base else None
     return None
 
@@ -137,24 +138,24 @@ class _Binder(cst.CSTVisitor):
     # -- bindings -----------------------------------------------------------
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
-            dotted = _dotted(alias.name)
-            if dotted is None:
+            name = dotted(alias.name)
+            if name is None:
                 continue
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                self.scope.bind(alias.asname.name.value, dotted)
+                self.scope.bind(alias.asname.name.value, name)
             else:
-                top = dotted.split(".")[0]
+                top = name.split(".")[0]
                 self.scope.bind(top, top)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         if node.relative or node.module is None:
             module = None
         else:
-            module = _dotted(node.module)
+            module = dotted(node.module)
         if isinstance(node.names, cst.ImportStar):
             return
         for alias in node.names:
-            name = _dotted(alias.name)
+            name = dotted(alias.name)
             if name is None:
                 continue
             target = f"{module}.{name}" if module else LOCAL

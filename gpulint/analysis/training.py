@@ -9,15 +9,15 @@ precision, so they never make a training step.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Iterator, Optional, Union
 
-import re
-
 import libcst as cst
 
 from gpulint.analysis.amp import ANY_AUTOCAST, ANY_GRAD_SCALER, BFLOAT16, FLOAT16
+from gpulint.analysis.names import dotted
 from gpulint.analysis.values import single_value
 from gpulint.engine.context import FileContext
 from gpulint.engine.walk import walk
@@ -92,16 +92,6 @@ class _Index(cst.CSTVisitor):
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         self.stack.pop()
-
-
-def dotted(expr: cst.BaseExpression) -> Optional[str]:
-    """`self.opt` for an attribute chain over a name, else None."""
-    if isinstance(expr, cst.Name):
-        return expr.value
-    if isinstance(expr, cst.Attribute):
-        base = dotted(expr.value)
-        return f"{base}.{expr.attr.value}" if base else None
-    return None
 
 
 def positional(call: cst.Call) -> list[cst.BaseExpression]:

@@ -17,12 +17,12 @@ from gpulint.engine import ast_prefilter
 from gpulint.engine.context import FileContext
 from gpulint.engine.findings import Finding, FindingFix, FixEdit, Location
 from gpulint.engine.fixes import Edit, apply_fixes, minimize
+from gpulint.engine.guard import python_check, too_large
 from gpulint.engine.pending import InsertStatements, PendingEdit, Replace
 from gpulint.engine.positions import LineIndex, Span, compute_spans
-from gpulint.engine.suppressions import apply_suppressions
 from gpulint.engine.profile import NO_PROFILE, Profile
+from gpulint.engine.suppressions import apply_suppressions
 from gpulint.engine.walk import trivia_skip, walk
-from gpulint.engine.guard import python_check, too_large
 from gpulint.rules import ALL_RULES, SYNTAX_ERROR
 from gpulint.rules.base import Report, Rule, Target
 

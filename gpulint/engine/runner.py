@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence
 
 from gpulint.config import Settings
-from gpulint.engine.findings import Finding
 from gpulint.engine.cache import ResultCache
+from gpulint.engine.findings import Finding
 from gpulint.engine.profile import NO_PROFILE, Profile
 from gpulint.engine.source import SourceError, SourceFile, read_source, write_atomic
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from gpulint.engine.fixes import Applicability
 from gpulint.engine.findings import Finding
+from gpulint.engine.fixes import Applicability
 
 
 def fix_marker(finding: Finding) -> str:

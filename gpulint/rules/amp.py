@@ -7,11 +7,23 @@ from typing import Optional
 import libcst as cst
 
 from gpulint.analysis.amp import (
-    ANY_AUTOCAST, AUTOCAST_DEPRECATED, BFLOAT16, DEPRECATED_AMP, DEPRECATED_AMP_MODULES, FLOAT16, OLD_AUTOCAST_ORDER,
+    ANY_AUTOCAST,
+    AUTOCAST_DEPRECATED,
+    BFLOAT16,
+    DEPRECATED_AMP,
+    DEPRECATED_AMP_MODULES,
+    FLOAT16,
+    OLD_AUTOCAST_ORDER,
     creates_grad_scaler,
 )
+from gpulint.analysis.names import dotted
 from gpulint.analysis.training import (
-    Backward, Coverage, TrainingFacts, TrainingStep, dotted, positional, training_facts,
+    Backward,
+    Coverage,
+    TrainingFacts,
+    TrainingStep,
+    positional,
+    training_facts,
 )
 from gpulint.analysis.values import single_value
 from gpulint.engine.context import FileContext
@@ -19,8 +31,15 @@ from gpulint.engine.fixes import Applicability
 from gpulint.engine.pending import PendingFix
 from gpulint.engine.rewrite import is_literal
 from gpulint.rules.amp_rewrite import (
-    StepRewrite, autocast_region, device_type_code, loss_statement, scaler_anchor, scaler_name, scaler_plan,
-    step_edit, visible_at,
+    StepRewrite,
+    autocast_region,
+    device_type_code,
+    loss_statement,
+    scaler_anchor,
+    scaler_name,
+    scaler_plan,
+    step_edit,
+    visible_at,
 )
 from gpulint.rules.amp_uses import DeprecatedAmpFixes
 from gpulint.rules.base import Rule, RuleDocs, Target

@@ -13,7 +13,8 @@ from typing import Callable, Optional, Union
 
 import libcst as cst
 
-from gpulint.analysis.training import Backward, OptimizerStep, TrainingFacts, TrainingStep, dotted, positional
+from gpulint.analysis.names import dotted
+from gpulint.analysis.training import Backward, OptimizerStep, TrainingFacts, TrainingStep, positional
 from gpulint.analysis.values import single_value
 from gpulint.engine.context import FileContext
 from gpulint.engine.pending import Replace

@@ -12,8 +12,8 @@ from typing import Optional
 import libcst as cst
 
 from gpulint.analysis.amp import DEPRECATED_AMP, OLD_AUTOCAST_ORDER, Replacement
-from gpulint.analysis.names import LOCAL
-from gpulint.analysis.training import TrainingFacts, dotted, training_facts
+from gpulint.analysis.names import LOCAL, dotted
+from gpulint.analysis.training import TrainingFacts, training_facts
 from gpulint.engine.context import FileContext
 from gpulint.engine.pending import PendingEdit, PendingFix, Replace
 from gpulint.engine.rewrite import add_keyword

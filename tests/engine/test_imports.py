@@ -9,9 +9,9 @@ import libcst as cst
 
 from gpulint.analysis.names import NameTable
 from gpulint.config import Settings
+from gpulint.engine.context import FileContext
 from gpulint.engine.fixes import apply_edits
 from gpulint.engine.linter import _Placer
-from gpulint.engine.context import FileContext
 from gpulint.engine.pending import ImportPlanner
 
 
