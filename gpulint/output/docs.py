@@ -46,8 +46,8 @@ def rule_markdown(rule: type[Rule]) -> str:
 
 def rules_table(rules: Sequence[type[Rule]]) -> str:
     """Markdown table of rules; the README's rule table is this, kept current by a test."""
-    rows = ["| code | name | fix | status | summary |", "|---|---|---|---|---|"]
+    rows = ["| code | name | fix | status | summary | effect |", "|---|---|---|---|---|---|"]
     for rule in rules:
         status = "preview" if rule.preview else "stable"
-        rows.append(f"| {rule.code} | {rule.name} | {fix_label(rule)} | {status} | {rule.summary} |")
+        rows.append(f"| {rule.code} | {rule.name} | {fix_label(rule)} | {status} | {rule.summary} | {rule.impact} |")
     return "\n".join(rows)

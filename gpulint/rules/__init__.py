@@ -17,6 +17,7 @@ class SyntaxErrorRule(Rule):
     code = "GPU000"
     name = "invalid-file"
     summary = "File cannot be read or parsed"
+    impact = "a file nobody checks fails the gate instead"
     docs = RuleDocs(
         what="""
         Reports a file gpulint could not analyse: a syntax error, bytes that do not decode,

@@ -58,6 +58,7 @@ class Rule:
     code: ClassVar[str]
     name: ClassVar[str]
     summary: ClassVar[str]  # one line, for tables
+    impact: ClassVar[str] = ""  # the measured effect in a few words, with its source, for tables
     docs: ClassVar[RuleDocs]
     # The rule can only fire when one of these strings occurs in the file's text.
     needles: ClassVar[tuple[str, ...]] = ()

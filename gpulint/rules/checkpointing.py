@@ -50,6 +50,7 @@ class DeepStackWithoutCheckpointing(Rule):
     code = "GPU301"
     name = "deep-stack-without-checkpointing"
     summary = "Deep nn.Sequential/ModuleList stack trained without activation checkpointing"
+    impact = "-49 to -70 % activation memory at +1 to +32 % step time (CPU, torch 2.14)"
     needles = ("Sequential", "ModuleList")
     # an nn.Module subclass (is_module_class) that builds a torch.nn container (analysis/modules.py)
     ast_needles = (tuple(sorted(NN_MODULE)), (f"torch.nn.*{SEQUENTIAL}", f"torch.nn.*{MODULE_LIST}"))
@@ -280,6 +281,7 @@ class CheckpointWithoutUseReentrant(Rule):
     code = "GPU302"
     name = "checkpoint-without-use-reentrant"
     summary = "checkpoint/checkpoint_sequential without an explicit use_reentrant"
+    impact = "correctness: reentrant mode silently drops parameter gradients when inputs need no grad"
     needles = ("checkpoint",)
     ast_needles = ((*sorted(CHECKPOINT_FUNCTIONS), f".{HF_ENABLE}("),)
     target = Target.ANY

@@ -35,6 +35,7 @@ class NonFusedOptimizer(Rule):
     code = "GPU201"
     name = "non-fused-optimizer"
     summary = "Adam/AdamW/SGD/Adagrad without fused=True"
+    impact = "optimizer step 22 -> 8 ms (deepmd-kit#4463); +1.6-3.6 % Llama-8B throughput (torchtitan#881)"
     needles = ("Adam", "SGD", "Adagrad")
     ast_needles = (tuple(sorted(OPTIMIZER_NAMES)),)
     target = Target.NOT_CPU_ONLY

@@ -15,6 +15,7 @@ class UnusedSuppression(Rule):
     code = "GPU900"
     name = "unused-suppression"
     summary = "Suppression comment that suppresses nothing"
+    impact = "keeps the suppressed backlog shrinking"
     needles = ("noqa", "gpulint")
     target = Target.ANY
     fix = Applicability.SAFE
