@@ -107,7 +107,7 @@ class DataLoaderNumWorkers(_DataLoaderRule):
     code = "GPU102"
     name = "dataloader-without-workers"
     summary = "DataLoader loads batches in the training process (num_workers=0)"
-    impact = "1.65x with GPU101 on the shipped image-classifier fixture, CPU (bench/verify_dataloader.py)"
+    impact = "1.65-1.80x with GPU101 on the shipped image-classifier fixture, 2 CPU cores (bench/verify_dataloader.py)"
     fix = Applicability.UNSAFE
     docs = RuleDocs(
         what="""
