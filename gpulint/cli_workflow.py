@@ -102,11 +102,6 @@ def config_options(func: Callable) -> Callable:
     return func
 
 
-def error(message: str) -> int:
-    click.echo(f"gpulint: error: {message}", err=True)
-    return EXIT_ERROR
-
-
 # ---------------------------------------------------------------------------------------------
 # files
 

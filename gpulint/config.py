@@ -7,7 +7,7 @@ import json
 import os
 import re
 import sys
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Optional, Union
@@ -72,7 +72,6 @@ class Settings:
     torch_version: Optional[tuple[int, int]] = None  # oldest torch the project supports
     # codes or prefixes off for this one file (per-file-ignores); they beat any selection
     per_file_ignores: tuple[str, ...] = ()
-    extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     def is_enabled(self, code: str, preview_rule: bool = False) -> bool:
         """Ruff's semantics: the most specific selector wins; ignore wins a tie."""
@@ -97,7 +96,6 @@ class Settings:
 
     def fingerprint(self) -> str:
         data = asdict(self)
-        data.pop("extra", None)
         return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 from gpulint.config import Settings, parse_codes, parse_version
 
@@ -74,3 +75,10 @@ def load_case(path: Path) -> Case:
 
 def all_cases() -> list[Case]:
     return [load_case(p) for p in sorted(FIXTURES.glob("*/*.py")) if not p.name.endswith(".fixed.py")]
+
+
+def exec_fixture(text: str, name: str) -> ModuleType:
+    """Run a fixture's (original or fixed) code as a fresh module, for runtime tests."""
+    module = ModuleType(name)
+    exec(compile(text, f"<{name}>", "exec"), module.__dict__)  # noqa: S102 - our own fixture
+    return module

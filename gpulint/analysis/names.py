@@ -262,11 +262,3 @@ class NameTable:
     def binding_scope(self, node: cst.Name) -> Optional[Scope]:
         scope = self.scope_of.get(id(node))
         return scope.lookup(node.value) if scope is not None else None
-
-    def imports_of(self, qualified: str) -> list[str]:
-        """Module-level names bound by import to exactly `qualified`."""
-        return [
-            name
-            for name, targets in self.module_scope.bindings.items()
-            if targets and all(t == qualified for t in targets)
-        ]

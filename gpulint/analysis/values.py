@@ -23,16 +23,6 @@ def single_value(expr: cst.BaseExpression, names: NameTable) -> Optional[cst.Bas
     return values[0]
 
 
-def call_target(expr: Optional[cst.BaseExpression], names: NameTable) -> Optional[str]:
-    """Qualified name of the callee when `expr` is a call (or a name bound once to a call)."""
-    if expr is None:
-        return None
-    value = single_value(expr, names)
-    if isinstance(value, cst.Call):
-        return names.qualified_name(value.func)
-    return None
-
-
 def local_class(name: str, module: cst.Module) -> Optional[cst.ClassDef]:
     """A class of that name defined at the module's top level."""
     for statement in module.body:

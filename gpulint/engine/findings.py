@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from gpulint.engine.fixes import Applicability, Edit, Fix
@@ -53,7 +53,6 @@ class Finding:
     url: Optional[str] = None
     # rows a suppression comment may sit on: the reported statement's lines
     noqa_rows: tuple[int, int] = (0, 0)
-    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def sort_key(self) -> tuple:

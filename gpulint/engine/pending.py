@@ -6,7 +6,7 @@ rules ran), so they describe edits relative to nodes, and the engine resolves th
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional, Sequence, Union
 
 import libcst as cst
@@ -75,8 +75,6 @@ class Reference:
 class ImportPlanner:
     module: cst.Module
     names: NameTable
-    _header_anchor: Optional[cst.BaseStatement] = field(default=None, init=False)
-    _header_done: bool = field(default=False, init=False)
 
     def reference(self, module: str, name: str, prefer_from: bool = False) -> Reference:
         """Spell `module.name`, reusing the file's own imports and aliases where it can."""

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Union
 
 import libcst as cst
 
-Whitespace = Union[cst.SimpleWhitespace, cst.ParenthesizedWhitespace]
 
 
 def _without_comments(ws: cst.BaseParenthesizableWhitespace) -> cst.BaseParenthesizableWhitespace:

@@ -29,9 +29,6 @@ def storage_key(tensor: torch.Tensor) -> tuple[str, int]:
     return str(tensor.device), storage.data_ptr()
 
 
-_storage_key = storage_key  # the name gpulint.verify.harness imports
-
-
 def saved_tensor_bytes(forward: Callable[[], Any], exclude: Iterable[torch.Tensor] = ()) -> SavedTensors:
     """Run `forward()` and sum the bytes of the unique storages autograd saves for backward.
 

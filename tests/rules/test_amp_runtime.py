@@ -4,23 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from gpulint.engine.linter import fix_text
-from tests.fixture_cases import FIXTURES, load_case
+from tests.fixture_cases import FIXTURES, exec_fixture, load_case
 
 pytestmark = pytest.mark.torch
 
 CASE = load_case(FIXTURES / "GPU001" / "runnable_cpu_script.py")
 STEPS = 24
-
-
-def _load(text: str, name: str) -> ModuleType:
-    module = ModuleType(name)
-    exec(compile(text, f"<{name}>", "exec"), module.__dict__)  # noqa: S102 - our own fixture
-    return module
 
 
 def _fixed(amp_dtype: str) -> str:
@@ -48,7 +41,7 @@ def test_fixed_script_trains_under_autocast(amp_dtype: str, monkeypatch: pytest.
             entered.append((device_type, kwargs.get("dtype")))
 
     monkeypatch.setattr(torch, "autocast", RecordingAutocast)
-    module = _load(text, f"runnable_{amp_dtype}")
+    module = exec_fixture(text, f"runnable_{amp_dtype}")
     if module.device.type != "cpu":
         pytest.skip("this check runs the CPU path")
     losses = module.train(steps=STEPS)

@@ -9,18 +9,12 @@ from typing import Any
 import pytest
 
 from gpulint.engine.linter import fix_text
-from tests.fixture_cases import FIXTURES, load_case
+from tests.fixture_cases import FIXTURES, exec_fixture, load_case
 
 pytestmark = pytest.mark.torch
 
 CASE = load_case(FIXTURES / "GPU301" / "deep_mlp_runtime.py")
 STEPS = 4
-
-
-def _load(text: str, name: str) -> ModuleType:
-    module = ModuleType(name)
-    exec(compile(text, f"<{name}>", "exec"), module.__dict__)  # noqa: S102 - our own fixture
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +23,7 @@ def versions() -> tuple[ModuleType, ModuleType]:
     original = CASE.path.read_text(encoding="utf-8")
     outcome = fix_text(Path(CASE.path), original, CASE.settings, unsafe=True)
     assert outcome.text != original and "use_reentrant=False" in outcome.text
-    return _load(original, "deep_mlp_original"), _load(outcome.text, "deep_mlp_fixed")
+    return exec_fixture(original, "deep_mlp_original"), exec_fixture(outcome.text, "deep_mlp_fixed")
 
 
 def _train(module: ModuleType, model_name: str) -> tuple[list[float], list[int]]:
