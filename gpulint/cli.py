@@ -68,15 +68,17 @@ def _run(mode: Mode, paths: Sequence[Path], select, extend_select, ignore, previ
             sys.exit(workflow.run_stdin(mode, resolver, output_format, unsafe_fixes, exit_zero, options, verbose))
         files = workflow.drop_excluded(list(walker.files(paths or [Path(".")])), paths or [Path(".")], resolver)
         speed = PerformanceOptions.current()
-        jobs_list = collect_jobs(files, resolver.for_path, mode, unsafe_fixes, cache=speed.open_cache(),
-                                 profile=speed.profile)
+        cache = speed.open_cache()
+        projects = speed.scan_projects(files, paths or [Path(".")], cache)
+        jobs_list = collect_jobs(files, resolver.for_path, mode, unsafe_fixes, cache=cache,
+                                 profile=speed.profile, projects=projects)
     except (PathError, ConfigError) as exc:
         click.echo(f"gpulint: error: {exc}", err=True)
         sys.exit(EXIT_ERROR)
     before: list[Finding] = []
     if mode is Mode.FIX and options.show_fixes:  # what was there before fixing, to list what got fixed
-        before = [f for r in run_jobs(collect_jobs(files, resolver.for_path, Mode.CHECK), workers=jobs)
-                  for f in r.findings]
+        before = [f for r in run_jobs(collect_jobs(files, resolver.for_path, Mode.CHECK, projects=projects),
+                                      workers=jobs) for f in r.findings]
     speed.start()
     reports = run_jobs(jobs_list, workers=jobs)
     speed.print_profile(reports, jobs)

@@ -23,6 +23,9 @@ class ConfigError(Exception):
 
 
 AMP_DTYPES = ("float16", "bfloat16")
+# Test code runs fp32 reference checks and bitwise comparisons, not training: the training-step,
+# loader and optimizer rules stay silent there unless `lint-tests = true`.
+DEFAULT_TEST_PATTERNS = ("test_*.py", "*_test.py", "conftest.py", "tests", "test")
 
 
 def parse_codes(value: str | Iterable[str] | None) -> tuple[str, ...]:
@@ -70,6 +73,9 @@ class Settings:
     checkpoint_min_depth: int = 8
     checkpoint_unknown_depth: bool = False
     torch_version: Optional[tuple[int, int]] = None  # oldest torch the project supports
+    lint_tests: bool = False  # run the training-step, loader and optimizer rules on test files too
+    allow_zero_workers: bool = True  # an explicit num_workers=0 is the user's choice (GPU102)
+    test_file: bool = False  # this file matches test-patterns (set per file)
     # codes or prefixes off for this one file (per-file-ignores); they beat any selection
     per_file_ignores: tuple[str, ...] = ()
 
@@ -127,8 +133,8 @@ class CliOverrides:
 
 CONFIG_FILENAMES = ("gpulint.toml", "pyproject.toml")  # in one directory the first one found wins
 
-_LIST_KEYS = ("select", "extend-select", "ignore", "exclude", "extend-exclude")
-_BOOL_KEYS = ("preview", "force-exclude", "checkpoint-unknown-depth")
+_LIST_KEYS = ("select", "extend-select", "ignore", "exclude", "extend-exclude", "test-patterns")
+_BOOL_KEYS = ("preview", "force-exclude", "checkpoint-unknown-depth", "lint-tests", "allow-zero-workers")
 KNOWN_KEYS = frozenset(
     _LIST_KEYS + _BOOL_KEYS + ("extend", "per-file-ignores", "amp-dtype", "num-workers", "checkpoint-min-depth",
                                "torch-version")
@@ -140,6 +146,8 @@ OPTION_FIELDS = {
     "checkpoint-min-depth": "checkpoint_min_depth",
     "checkpoint-unknown-depth": "checkpoint_unknown_depth",
     "torch-version": "torch_version",
+    "lint-tests": "lint_tests",
+    "allow-zero-workers": "allow_zero_workers",
 }
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -252,6 +260,8 @@ def _validate(path: Path, table: dict[str, Any]) -> _Layer:
             if not isinstance(value, bool):
                 raise _fail(path, key, f"expected true or false, got {_describe(value)}")
             values[key] = value
+        elif key == "test-patterns":
+            values[key] = tuple(_str_list(path, key, value))
         elif key in ("exclude", "extend-exclude"):
             patterns = tuple(PathPattern(base, p) for p in _str_list(path, key, value))
             if key == "exclude":
@@ -317,6 +327,12 @@ class ProjectConfig:
     exclude: tuple[PathPattern, ...] = ()
     extend_exclude: tuple[PathPattern, ...] = ()
     force_exclude: bool = False
+    test_patterns: tuple[str, ...] = DEFAULT_TEST_PATTERNS
+
+    def is_test_file(self, path: PathLike) -> bool:
+        """Matches a test pattern, relative to the configuration's folder (or the working directory)."""
+        base = self.root or os.getcwd()
+        return any(PathPattern(base, pattern).matches(path) for pattern in self.test_patterns)
 
     def ignored_codes(self, path: PathLike) -> tuple[str, ...]:
         codes: list[str] = []
@@ -327,7 +343,8 @@ class ProjectConfig:
 
     def settings_for(self, path: PathLike) -> Settings:
         codes = self.ignored_codes(path)
-        return replace(self.settings, per_file_ignores=codes) if codes else self.settings
+        settings = replace(self.settings, per_file_ignores=codes) if codes else self.settings
+        return replace(settings, test_file=True) if self.is_test_file(path) else settings
 
     def is_excluded(self, path: PathLike) -> bool:
         return any(p.matches(path, self.root) for p in self.exclude + self.extend_exclude)
@@ -368,6 +385,7 @@ def _merge(base: ProjectConfig, layer: _Layer) -> ProjectConfig:
         exclude=layer.exclude if layer.exclude is not None else base.exclude,
         extend_exclude=base.extend_exclude + layer.extend_exclude,
         force_exclude=values.get("force-exclude", base.force_exclude),
+        test_patterns=values.get("test-patterns", base.test_patterns),
     )
 
 
@@ -504,6 +522,10 @@ class SettingsResolver:
             ("checkpoint-min-depth", settings.checkpoint_min_depth),
             ("checkpoint-unknown-depth", settings.checkpoint_unknown_depth),
             ("torch-version", f"{version[0]}.{version[1]}" if version else "any"),
+            ("lint-tests", settings.lint_tests),
+            ("test-patterns", list(project.test_patterns)),
+            ("test-file", settings.test_file),
+            ("allow-zero-workers", settings.allow_zero_workers),
             ("exclude", [p.pattern for p in project.exclude]),
             ("extend-exclude", [p.pattern for p in project.extend_exclude]),
             ("force-exclude", self.force_exclude_flag or project.force_exclude),

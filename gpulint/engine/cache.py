@@ -84,11 +84,13 @@ class ResultCache:
         run_key = hashlib.sha256(f"{FORMAT}|{linter_fingerprint()}".encode()).hexdigest()
         return cls(directory, run_key)
 
-    def key(self, path: Path, raw: bytes, settings: Settings) -> str:
+    def key(self, path: Path, raw: bytes, settings: Settings, project: str = "") -> str:
+        """`project`: the fingerprint of the project facts the file's rules may use."""
         digest = hashlib.sha256()
         digest.update(self.run_key.encode())
         digest.update(b"\0" + str(path).encode("utf-8", "surrogateescape") + b"\0")
         digest.update(settings.fingerprint().encode() + b"\0")
+        digest.update(project.encode() + b"\0")
         digest.update(raw)
         return digest.hexdigest()
 

@@ -11,6 +11,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence
 
+from gpulint.analysis.project import ProjectView
 from gpulint.config import Settings
 from gpulint.engine.cache import ResultCache
 from gpulint.engine.findings import Finding
@@ -46,6 +47,12 @@ class Job:
     unsafe: bool = False
     cache: Optional[ResultCache] = None
     profile: bool = False
+    project: Optional[ProjectView] = None  # facts from the rest of the project (engine/project_scan.py)
+
+    def cache_key(self, raw: bytes) -> str:
+        assert self.cache is not None
+        extra = self.project.fingerprint() if self.project is not None else ""
+        return self.cache.key(self.path, raw, self.settings, extra)
 
 
 def unified_diff(path: str, before: str, after: str) -> str:
@@ -75,9 +82,9 @@ def run_source(path: Path, source: SourceFile, job: Job, profile: Profile = NO_P
     lint_text = linter.lint_text
     try:
         if job.mode is Mode.CHECK:
-            report.findings = lint_text(path, source.text, job.settings, profile=profile).findings
+            report.findings = lint_text(path, source.text, job.settings, profile=profile, project=job.project).findings
             return report
-        outcome = linter.fix_text(path, source.text, job.settings, job.unsafe, profile=profile)
+        outcome = linter.fix_text(path, source.text, job.settings, job.unsafe, profile=profile, project=job.project)
     except linter.InternalError as exc:
         report.internal_error = (str(exc), exc.trace)
         return report
@@ -88,7 +95,7 @@ def run_source(path: Path, source: SourceFile, job: Job, profile: Profile = NO_P
         if job.mode is Mode.DIFF:
             report.diff = unified_diff(str(path), source.text, outcome.text)
             # in diff mode nothing is written, so the fixed findings still stand
-            report.findings = lint_text(path, source.text, job.settings).findings
+            report.findings = lint_text(path, source.text, job.settings, project=job.project).findings
         else:
             try:
                 with profile.phase("writing"):
@@ -96,7 +103,7 @@ def run_source(path: Path, source: SourceFile, job: Job, profile: Profile = NO_P
             except SourceError as exc:
                 report.write_error = str(exc)
                 report.fixed = 0
-                report.findings = lint_text(path, source.text, job.settings).findings
+                report.findings = lint_text(path, source.text, job.settings, project=job.project).findings
     return report
 
 
@@ -123,7 +130,7 @@ def cached_report(job: Job) -> Optional[FileReport]:
     except OSError:
         return None
     with profile.phase("cache"):
-        cached = job.cache.get(job.cache.key(job.path, raw, job.settings), str(job.path))
+        cached = job.cache.get(job.cache_key(raw), str(job.path))
     if cached is None or _needs_fixing(cached, job):
         return None
     profile.count("cached")
@@ -139,7 +146,7 @@ def _run_job(job: Job, profile: Profile) -> FileReport:
     cache, key = job.cache, ""
     if cache is not None:
         with profile.phase("cache"):
-            key = cache.key(job.path, source.raw, job.settings)
+            key = job.cache_key(source.raw)
             cached = cache.get(key, str(job.path))
         # a hit answers `check`, and `fix` too when none of its findings has a fix to apply
         if cached is not None and not _needs_fixing(cached, job):
@@ -156,7 +163,7 @@ def _run_job(job: Job, profile: Profile) -> FileReport:
         with profile.phase("cache"):
             if job.mode is Mode.FIX and report.fixed_text is not None and report.write_error is None:
                 # the file now holds the fixed text, and the findings describe it
-                key = cache.key(job.path, source.encode(report.fixed_text), job.settings)
+                key = job.cache_key(source.encode(report.fixed_text))
             cache.put(key, report.findings)
     return report
 
@@ -205,5 +212,7 @@ def run_jobs(
 
 
 def collect_jobs(paths: Iterable[Path], settings_for: Callable[[Path], Settings], mode: Mode,
-                 unsafe: bool = False, cache: Optional[ResultCache] = None, profile: bool = False) -> list[Job]:
-    return [Job(path, settings_for(path), mode, unsafe, cache, profile) for path in paths]
+                 unsafe: bool = False, cache: Optional[ResultCache] = None, profile: bool = False,
+                 projects: Optional[dict[str, ProjectView]] = None) -> list[Job]:
+    views = projects or {}
+    return [Job(path, settings_for(path), mode, unsafe, cache, profile, views.get(str(path))) for path in paths]

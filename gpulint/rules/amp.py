@@ -14,7 +14,6 @@ from gpulint.analysis.amp import (
     DEPRECATED_AMP_MODULES,
     FLOAT16,
     OLD_AUTOCAST_ORDER,
-    creates_grad_scaler,
 )
 from gpulint.analysis.names import dotted
 from gpulint.analysis.training import (
@@ -34,6 +33,7 @@ from gpulint.rules.amp_rewrite import (
     StepRewrite,
     autocast_region,
     device_type_code,
+    loss_passed_in,
     loss_statement,
     scaler_anchor,
     scaler_name,
@@ -59,6 +59,8 @@ def _string(expr: Optional[cst.BaseExpression]) -> Optional[str]:
 
 class _StepRule(Rule):
     """Shared: find the training step a backward call belongs to."""
+
+    in_tests = False
 
     def step_at(self, node: cst.Call) -> Optional[tuple[TrainingFacts, TrainingStep, Backward]]:
         facts = self.ctx.analysis(training_facts)
@@ -142,17 +144,31 @@ class MissingAutocast(_StepRule):
         if found is None:
             return
         facts, step, backward = found
-        if facts.low_precision_model:
+        if step.backwards[0] is not backward:
+            return  # one finding per training step, at its first backward()
+        if facts.low_precision_model or self._precision_handled():
             return
-        statement = loss_statement(facts, step, backward)
-        if statement is None or facts.coverage(statement).coverage is not Coverage.NOT_COVERED:
-            return
+        for each in step.backwards:
+            statement = loss_statement(facts, step, each)
+            if statement is None or facts.coverage(statement).coverage is not Coverage.NOT_COVERED:
+                return
+            if loss_passed_in(facts, each):
+                return  # a helper handed the loss (a loss scaler's __call__): the forward pass is the caller's
         self.report(
             node,
             "training step computes its forward pass and loss in fp32: wrap them in torch.autocast "
             "(mixed precision is up to 3x faster on tensor-core GPUs)",
             self._fix(facts, step, backward),
         )
+
+    def _precision_handled(self) -> bool:
+        """16-bit training done another way in or around the file, or a loop bound by its environment."""
+        project = self.ctx.project
+        if project.own.rl:
+            return True  # the step waits on a simulator; small policy nets gain nothing (AMP recipe)
+        # a GradScaler, FSDP MixedPrecision(Policy), a model cast to 16 bits, layers that compute in
+        # their input's dtype, apex, DeepSpeed: here, in a caller, or in a module either imports
+        return bool(project.mixed_precision)
 
     def _fix(self, facts: TrainingFacts, step: TrainingStep, backward: Backward) -> Optional[PendingFix]:
         settings = self.ctx.settings
@@ -250,8 +266,8 @@ class Fp16WithoutGradScaler(_StepRule):
             return
         if not all(self._autocast_dtype(c) == "float16" for c in cover.calls):
             return
-        if self.ctx.analysis(creates_grad_scaler):
-            return  # a scaler elsewhere in the file: this backward may well go through it
+        if self.ctx.project.scaler:
+            return  # a scaler elsewhere in the file or in a caller: this backward may well go through it
         self.report(
             node,
             "float16 autocast without a GradScaler: small gradients underflow to zero; "

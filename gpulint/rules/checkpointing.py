@@ -56,6 +56,7 @@ class DeepStackWithoutCheckpointing(Rule):
     ast_needles = (tuple(sorted(NN_MODULE)), (f"torch.nn.*{SEQUENTIAL}", f"torch.nn.*{MODULE_LIST}"))
     target = Target.NOT_CPU_ONLY
     fix = Applicability.UNSAFE
+    in_tests = False
     preview = True  # an opportunity, not a defect: it only pays when activations dominate memory
     docs = RuleDocs(
         what="""

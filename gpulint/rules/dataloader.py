@@ -29,6 +29,7 @@ class _DataLoaderRule(Rule):
     needles = ("DataLoader",)
     ast_needles = (tuple(sorted(DATALOADER)),)
     target = Target.NOT_CPU_ONLY
+    in_tests = False
 
     def dataloader_call(self, node: cst.Call) -> Optional[KeywordArgs]:
         """Keyword arguments of a torch DataLoader call we can see completely, else None."""

@@ -39,6 +39,7 @@ class NonFusedOptimizer(Rule):
     needles = ("Adam", "SGD", "Adagrad")
     ast_needles = (tuple(sorted(OPTIMIZER_NAMES)),)
     target = Target.NOT_CPU_ONLY
+    in_tests = False
     fix = Applicability.SAFE
     fix_detail = "safe (Adam, AdamW); unsafe (SGD, Adagrad)"
     docs = RuleDocs(

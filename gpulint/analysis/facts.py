@@ -1,0 +1,581 @@
+"""Per-file facts for the project model, read from CPython's `ast` tree (cheap, cached by content).
+
+A rule looking at one file often needs facts from the files around it: the GradScaler lives
+in `train.py` while the optimizer is built in `utils/torch_utils.py`; the device is chosen in
+`main.py` and the step runs in `train.py`; the dataset class a DataLoader reads is defined in
+`data.py`. This module reduces one file to the handful of facts other files may ask about.
+Everything here is plain data (JSON round-trip) so it can be cached and sent to workers.
+
+Names are resolved through the file's module-level imports only (no scopes): the facts are
+evidence, and every consumer treats a missing fact as "not known", never as a finding.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Iterator, Optional, Union
+
+FACTS_VERSION = 1
+
+DATASET_BASES = frozenset({
+    "torch.utils.data.Dataset", "torch.utils.data.dataset.Dataset",
+    "torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset",
+    "torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset",
+})
+ITERABLE_BASES = frozenset({"torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset"})
+GRAD_SCALERS = frozenset({
+    "torch.GradScaler", "torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler",
+    "torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler", "torch.cpu.amp.GradScaler",
+    "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
+    "torch.distributed.fsdp.ShardedGradScaler",
+})
+AUTOCASTS = frozenset({
+    "torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast",
+    "torch.cuda.amp.autocast", "torch.cuda.amp.autocast_mode.autocast",
+    "torch.cpu.amp.autocast", "torch.cpu.amp.autocast_mode.autocast",
+})
+# FSDP's own mixed-precision policies: the sharded parameters already compute in 16 bits
+FSDP_MIXED_PRECISION = frozenset({
+    "torch.distributed.fsdp.MixedPrecision", "torch.distributed.fsdp.fully_sharded_data_parallel.MixedPrecision",
+    "torch.distributed.fsdp.api.MixedPrecision",
+    "torch.distributed.fsdp.MixedPrecisionPolicy", "torch.distributed._composable.fsdp.MixedPrecisionPolicy",
+    "torch.distributed.fsdp._fully_shard.MixedPrecisionPolicy",
+})
+HALF_DTYPES = frozenset({"torch.float16", "torch.half", "torch.bfloat16"})
+OPTIMIZER_CLASSES = frozenset({
+    "torch.optim.Adam", "torch.optim.AdamW", "torch.optim.SGD", "torch.optim.Adagrad",
+    "torch.optim.adam.Adam", "torch.optim.adamw.AdamW", "torch.optim.sgd.SGD", "torch.optim.adagrad.Adagrad",
+})
+# packages whose environments make a training loop wait on a simulator, not on the GPU
+RL_PACKAGES = frozenset({
+    "gym", "gymnasium", "envpool", "pettingzoo", "procgen", "isaacgym", "isaacgymenvs", "dm_control",
+    "supersuit", "minigrid", "atari_py", "ale_py", "mujoco_py", "brax",
+})
+JAX_PACKAGES = frozenset({"jax", "flax", "optax"})
+
+# item kinds a Dataset class yields (see `dataset_kind`)
+ON_DEVICE = "on-device"  # its tensors already live on a device: nothing to pin, workers would re-init CUDA
+NOTHING = "nothing"  # per-item values that are not data (a prompt string, the index): nothing to pin or load
+IN_MEMORY = "in-memory"  # indexes data held in memory, no per-item work: workers only add copies
+WORK = "work"  # loads, decodes or transforms per item: workers and pinning pay off
+UNKNOWN = "unknown"
+
+# calls that neither load nor transform: an item built only with these is cheap
+_LIGHT_FUNCTIONS = frozenset({
+    "len", "int", "float", "str", "bool", "range", "isinstance", "min", "max", "abs", "dict", "list", "tuple",
+    "zip", "enumerate", "super", "slice", "divmod", "round", "hasattr", "getattr", "sorted", "sum", "type",
+})
+_LIGHT_METHODS = frozenset({
+    "get", "keys", "values", "items", "copy", "float", "long", "int", "half", "double", "bool", "clone",
+    "view", "reshape", "squeeze", "unsqueeze", "permute", "contiguous", "flatten", "detach", "numpy",
+    "tolist", "item", "size", "dim", "format", "append", "update", "index", "transpose", "t", "type",
+})
+_LIGHT_TORCH = frozenset({
+    "torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.stack", "torch.cat", "torch.LongTensor",
+    "torch.FloatTensor", "torch.Tensor", "torch.zeros", "torch.ones", "torch.full", "torch.arange",
+    "torch.zeros_like", "torch.ones_like", "torch.empty", "numpy.array", "numpy.asarray",
+    # synthetic data: drawing random numbers per item costs nothing a worker would save
+    "torch.rand", "torch.randn", "torch.randint", "torch.randperm", "torch.normal",
+})
+_FACTORIES_ON_DEVICE = frozenset({
+    "torch.tensor", "torch.as_tensor", "torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.arange",
+    "torch.rand", "torch.randn", "torch.randint", "torch.randperm", "torch.linspace", "torch.eye", "torch.normal",
+})
+
+
+@dataclass(frozen=True)
+class ClassFacts:
+    """A top-level class: its bases, and for a Dataset what each item costs."""
+
+    bases: tuple[str, ...]  # qualified through the imports where possible, else as written
+    dataset: Optional[str] = None  # a kind above for Dataset subclasses, else None
+    iterable: bool = False  # an IterableDataset
+    sharded: bool = False  # mentions get_worker_info (an IterableDataset that splits work between workers)
+
+
+@dataclass(frozen=True)
+class ImportRef:
+    """One module-level binding made by an import: `local` names `name` of `module` (or the module)."""
+
+    local: str
+    module: str  # as written, without the leading dots of a relative import
+    level: int  # dots of a relative import
+    name: Optional[str]  # None: the module itself (`import a.b as c`); "*" for a star import
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    imports: tuple[ImportRef, ...] = ()
+    gpu: bool = False  # GPU evidence (a cuda/nccl string, torch.cuda, .cuda(), device_ids=, LOCAL_RANK, ...)
+    cpu_pinned: bool = False  # pins a device to "cpu" somewhere (device="cpu", torch.device("cpu"), .to("cpu"))
+    scaler: bool = False  # creates a GradScaler (any kind) or scales a loss through one
+    mixed_precision: tuple[str, ...] = ()  # evidence of 16-bit training done some way (kinds, sorted)
+    training: bool = False  # calls .backward() and steps something
+    rl: bool = False  # imports a reinforcement-learning environment package
+    jax: bool = False  # imports jax / flax / optax
+    argparse_defaults: dict[str, Any] = field(default_factory=dict)  # dest -> literal default
+    dataclass_ints: dict[str, dict[str, int]] = field(default_factory=dict)  # field -> {class: int default}
+    classes: dict[str, ClassFacts] = field(default_factory=dict)
+    # top-level name -> the other top-level names its definition refers to (registries, factories)
+    refs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # module-level names bound to torch optimizer classes, or to dicts whose values all are
+    optimizers: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    names: tuple[str, ...] = ()  # identifiers used, kept only for files that train (GPU301's "trained" test)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["imports"] = [[i.local, i.module, i.level, i.name] for i in self.imports]
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "FileFacts":
+        return cls(
+            imports=tuple(ImportRef(str(a), str(b), int(c), d) for a, b, c, d in data["imports"]),
+            gpu=bool(data["gpu"]), cpu_pinned=bool(data["cpu_pinned"]), scaler=bool(data["scaler"]),
+            mixed_precision=tuple(data["mixed_precision"]), training=bool(data["training"]),
+            rl=bool(data["rl"]), jax=bool(data["jax"]),
+            argparse_defaults=dict(data["argparse_defaults"]),
+            dataclass_ints={k: {c: int(v) for c, v in d.items()} for k, d in data["dataclass_ints"].items()},
+            classes={k: ClassFacts(tuple(v["bases"]), v["dataset"], bool(v["iterable"]), bool(v["sharded"]))
+                     for k, v in data["classes"].items()},
+            refs={k: tuple(v) for k, v in data["refs"].items()},
+            optimizers={k: tuple(v) for k, v in data["optimizers"].items()},
+            names=tuple(data["names"]),
+        )
+
+
+# ------------------------------------------------------------------------------------------------
+# name resolution through module-level imports
+
+class _Aliases:
+    def __init__(self, imports: Iterable[ImportRef]) -> None:
+        self.table: dict[str, set[str]] = {}
+        for ref in imports:
+            if ref.level or ref.name == "*":
+                continue
+            target = ref.module if ref.name is None else f"{ref.module}.{ref.name}"
+            self.table.setdefault(ref.local, set()).add(target)
+
+    def qualified(self, node: ast.AST) -> set[str]:
+        """Every qualified name `node` (a dotted chain) may stand for."""
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return set()
+        roots = self.table.get(node.id)
+        if not roots:
+            return set()
+        rest = ".".join(reversed(parts))
+        return {f"{root}.{rest}" if rest else root for root in roots}
+
+    def is_any(self, node: ast.AST, names: frozenset[str]) -> bool:
+        return bool(self.qualified(node) & names)
+
+
+def _imports(tree: ast.Module) -> tuple[ImportRef, ...]:
+    """Imports at module level, also inside `if`/`try` blocks there (not inside functions)."""
+    out: list[ImportRef] = []
+    for node in _module_level(tree.body):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    out.append(ImportRef(alias.asname, alias.name, 0, None))
+                else:
+                    top = alias.name.split(".", 1)[0]
+                    out.append(ImportRef(top, top, 0, None))
+                    if alias.name != top:  # `import a.b` also makes a.b reachable: remember the edge
+                        out.append(ImportRef("", alias.name, 0, None))
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            for alias in node.names:
+                if alias.name == "*":
+                    out.append(ImportRef("*", module, node.level, "*"))
+                else:
+                    out.append(ImportRef(alias.asname or alias.name, module, node.level, alias.name))
+    return tuple(out)
+
+
+def _module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    for node in body:
+        yield node
+        if isinstance(node, ast.If):
+            yield from _module_level(node.body)
+            yield from _module_level(node.orelse)
+        elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+            yield from _module_level(node.body)  # type: ignore[attr-defined]
+            for handler in node.handlers:  # type: ignore[attr-defined]
+                yield from _module_level(handler.body)
+            yield from _module_level(node.orelse)  # type: ignore[attr-defined]
+            yield from _module_level(node.finalbody)  # type: ignore[attr-defined]
+
+
+def _string(node: Optional[ast.AST]) -> Optional[str]:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _is_cuda_string(value: Optional[str]) -> bool:
+    return value is not None and (value == "cuda" or value.startswith("cuda:") or value == "nccl")
+
+
+def _literal(node: ast.AST) -> Any:
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return value if isinstance(value, (int, float, str, bool)) or value is None else None
+
+
+# ------------------------------------------------------------------------------------------------
+# the scan
+
+def _names_device(node: ast.AST) -> bool:
+    """`device`, `self.device`, `args.device`, `local_rank`: an expression that names a device."""
+    if isinstance(node, ast.Name):
+        name = node.id.lower()
+    elif isinstance(node, ast.Attribute):
+        name = node.attr.lower()
+    else:
+        return False
+    return "device" in name or name in ("local_rank", "rank", "gpu", "gpu_id")
+
+
+def _moves_to_device(call: ast.Call, aliases: _Aliases) -> bool:
+    """`.cuda()`, `.to(device)`, `.to("cuda")`, a torch factory with `device=` not "cpu"."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr == "cuda":
+        return True
+    if isinstance(func, ast.Attribute) and func.attr == "to":
+        targets = list(call.args[:1]) + [k.value for k in call.keywords if k.arg == "device"]
+        return any(_is_cuda_string(_string(t)) or _names_device(t) for t in targets)
+    if aliases.is_any(func, _FACTORIES_ON_DEVICE):
+        for keyword in call.keywords:
+            if keyword.arg == "device" and _string(keyword.value) != "cpu":
+                return True
+    return False
+
+
+def _is_dtype_16(node: ast.AST, aliases: _Aliases) -> bool:
+    return aliases.is_any(node, HALF_DTYPES)
+
+
+class _Scanner:
+    def __init__(self, tree: ast.Module) -> None:
+        self.tree = tree
+        self.imports = _imports(tree)
+        self.aliases = _Aliases(self.imports)
+        self.gpu = False
+        self.cpu = False
+        self.scaler = False
+        self.mixed: set[str] = set()
+        self.backward = False
+        self.steps = False
+        self.argparse: dict[str, Any] = {}
+
+    def run(self) -> FileFacts:
+        aliases = self.aliases
+        names: set[str] = set()
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Call):
+                self._call(node)
+            elif isinstance(node, ast.Constant):
+                # os.environ["LOCAL_RANK"]: one process per GPU (torchrun)
+                if isinstance(node.value, str) and (_is_cuda_string(node.value) or node.value == "LOCAL_RANK"):
+                    self.gpu = True
+            elif isinstance(node, ast.Attribute):
+                names.add(node.attr)
+                if not self.gpu:
+                    qualified = aliases.qualified(node)
+                    if any(q.startswith(("torch.cuda", "torch.accelerator")) for q in qualified):
+                        self.gpu = True
+            elif isinstance(node, ast.Name):
+                names.add(node.id)
+            elif isinstance(node, ast.Assign) and _string(node.value) == "cpu":
+                for target in node.targets:
+                    label = target.id if isinstance(target, ast.Name) else (
+                        target.attr if isinstance(target, ast.Attribute) else "")
+                    if "device" in label.lower():
+                        self.cpu = True
+        roots = {ref.module.split(".", 1)[0] for ref in self.imports if not ref.level}
+        classes = {n.name: self._class(n) for n in self.tree.body if isinstance(n, ast.ClassDef)}
+        training = self.backward and self.steps
+        return FileFacts(
+            imports=self.imports, gpu=self.gpu, cpu_pinned=self.cpu, scaler=self.scaler, mixed_precision=tuple(sorted(self.mixed)),
+            training=training, rl=bool(roots & RL_PACKAGES), jax=bool(roots & JAX_PACKAGES),
+            argparse_defaults=self.argparse, dataclass_ints=self._dataclass_ints(), classes=classes,
+            refs=self._refs(), optimizers=self._optimizers(),
+            names=tuple(sorted(names)) if training else (),
+        )
+
+    # -- calls ----------------------------------------------------------------------------------
+    def _call(self, call: ast.Call) -> None:
+        aliases = self.aliases
+        func = call.func
+        qualified = aliases.qualified(func)
+        if isinstance(func, ast.Attribute):
+            attr = func.attr
+            if attr == "cuda":
+                self.gpu = True
+            elif attr == "backward":
+                self.backward = True
+                value = func.value
+                if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "scale":
+                    self.scaler = True
+                    self.mixed.add("grad-scaler")
+            elif attr == "step":
+                self.steps = True
+            elif attr in ("half", "bfloat16") and not call.args:
+                self.mixed.add("model-cast")
+            elif attr == "to":
+                args = list(call.args) + [k.value for k in call.keywords if k.arg == "dtype"]
+                if any(_is_dtype_16(a, aliases) for a in args):
+                    self.mixed.add("model-cast")
+                elif self._casts_to_input_dtype(call):
+                    self.mixed.add("casts-weights")
+                if any(isinstance(a, ast.Constant) and type(a.value) is int for a in call.args[:1]):
+                    self.gpu = True  # `.to(0)`: a CUDA device index
+            elif attr == "add_argument":
+                self._argparse(call)
+            elif attr == "initialize" and isinstance(func.value, ast.Name) and func.value.id == "amp":
+                self.mixed.add("apex")
+        first = call.args[0] if call.args else None
+        if _string(first) == "cpu" and (qualified & {"torch.device"} or (isinstance(func, ast.Attribute) and func.attr == "to")):
+            self.cpu = True
+        for keyword in call.keywords:
+            if keyword.arg in ("device", "accelerator") and _string(keyword.value) == "cpu":
+                self.cpu = True
+            if keyword.arg == "device_ids":
+                self.gpu = True
+            elif keyword.arg == "device" and isinstance(keyword.value, ast.Constant) and type(keyword.value.value) is int:
+                self.gpu = True
+            elif keyword.arg in ("mp_policy", "mixed_precision") and not _is_none(keyword.value):
+                if any(q.startswith("torch.distributed") for q in qualified):
+                    self.mixed.add("fsdp-mixed-precision")
+        if not qualified:
+            return
+        if qualified & GRAD_SCALERS:
+            self.scaler = True
+            self.mixed.add("grad-scaler")
+        elif qualified & AUTOCASTS:
+            self.mixed.add("autocast")
+        elif qualified & FSDP_MIXED_PRECISION:
+            self.mixed.add("fsdp-mixed-precision")
+        elif qualified & {"torch.set_default_dtype"} and call.args and _is_dtype_16(call.args[0], aliases):
+            self.mixed.add("default-dtype")
+        elif qualified & {"torch.device"} and call.args and isinstance(call.args[0], ast.Constant) \
+                and type(call.args[0].value) is int:
+            self.gpu = True  # torch.device(0)
+        elif any(q.startswith("deepspeed.initialize") for q in qualified):
+            self.mixed.add("deepspeed")
+
+    def _casts_to_input_dtype(self, call: ast.Call) -> bool:
+        """`self.weight.to(dtype=x.dtype)` / `w.to(x.dtype)`: a layer computing in its input's dtype."""
+        target = call.func.value  # type: ignore[attr-defined]
+        if not (isinstance(target, ast.Attribute) and target.attr in ("weight", "bias")):
+            return False
+        args = list(call.args[:1]) + [k.value for k in call.keywords if k.arg == "dtype"]
+        return any(isinstance(a, ast.Attribute) and a.attr == "dtype" for a in args)
+
+    def _argparse(self, call: ast.Call) -> None:
+        flags = [_string(a) for a in call.args]
+        dest = next((_string(k.value) for k in call.keywords if k.arg == "dest"), None)
+        if dest is None:
+            longs = [f for f in flags if f and f.startswith("--")]
+            shorts = [f for f in flags if f and f.startswith("-")]
+            chosen = longs[0] if longs else (shorts[0] if shorts else (flags[0] if flags and flags[0] else None))
+            if chosen is None:
+                return
+            dest = chosen.lstrip("-").replace("-", "_")
+        for keyword in call.keywords:
+            if keyword.arg == "default":
+                self.argparse[dest] = _literal(keyword.value)
+                return
+        if any(_string(k.value) == "store_true" for k in call.keywords if k.arg == "action"):
+            self.argparse[dest] = False
+        else:
+            self.argparse.setdefault(dest, None)
+
+    # -- classes --------------------------------------------------------------------------------
+    def _class(self, node: ast.ClassDef) -> ClassFacts:
+        bases: list[str] = []
+        for base in node.bases:
+            qualified = sorted(self.aliases.qualified(base))
+            if qualified:
+                bases.extend(qualified)
+            elif isinstance(base, ast.Name):
+                bases.append(base.id)
+            elif isinstance(base, ast.Attribute):
+                bases.append(base.attr)
+        is_dataset = any(b in DATASET_BASES or b.endswith("Dataset") for b in bases)
+        if not is_dataset:
+            return ClassFacts(tuple(bases))
+        iterable = any(b in ITERABLE_BASES for b in bases)
+        sharded = any(isinstance(n, (ast.Name, ast.Attribute)) and
+                      (getattr(n, "id", None) == "get_worker_info" or getattr(n, "attr", None) == "get_worker_info")
+                      for n in ast.walk(node))
+        return ClassFacts(tuple(bases), dataset_kind(node, self.aliases), iterable, sharded)
+
+    def _dataclass_ints(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for node in self.tree.body:
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for statement in node.body:
+                if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) \
+                        and statement.value is not None:
+                    value = _literal(statement.value)
+                    if type(value) is int:
+                        out.setdefault(statement.target.id, {})[node.name] = value
+        return out
+
+    def _refs(self) -> dict[str, tuple[str, ...]]:
+        """For each top-level definition, the other top-level names it mentions (registry closure)."""
+        defined: dict[str, list[ast.AST]] = {}
+        for node in self.tree.body:
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                defined.setdefault(node.name, []).append(node)
+            elif isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        defined.setdefault(target.id, []).append(node.value)
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+                defined.setdefault(node.target.id, []).append(node.value)
+        out: dict[str, tuple[str, ...]] = {}
+        for name, nodes in defined.items():
+            mentioned = {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name)}
+            mentioned &= defined.keys()
+            mentioned.discard(name)
+            if mentioned:
+                out[name] = tuple(sorted(mentioned))
+        return out
+
+    def _optimizers(self) -> dict[str, tuple[str, ...]]:
+        out: dict[str, tuple[str, ...]] = {}
+        for node in self.tree.body:
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+                continue
+            found = optimizer_classes_in(node.value, self.aliases)
+            if found:
+                out[node.targets[0].id] = found
+        return out
+
+
+def optimizer_classes_in(value: ast.AST, aliases: _Aliases) -> tuple[str, ...]:
+    """A torch optimizer class, or a dict literal whose values all are: the classes, else ()."""
+    if isinstance(value, ast.Dict):
+        found: list[str] = []
+        for item in value.values:
+            classes = optimizer_classes_in(item, aliases)
+            if not classes:
+                return ()
+            found.extend(classes)
+        return tuple(sorted(set(found)))
+    qualified = aliases.qualified(value) & OPTIMIZER_CLASSES
+    return tuple(sorted(qualified)) if len(qualified) == 1 else ()
+
+
+def _is_none(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+# ------------------------------------------------------------------------------------------------
+# what a Dataset's items cost
+
+FunctionNode = Union[ast.FunctionDef, ast.AsyncFunctionDef]
+
+
+def _methods(cls: ast.ClassDef) -> dict[str, FunctionNode]:
+    return {n.name: n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def _own_nodes(fn: FunctionNode) -> Iterator[ast.AST]:
+    """The function's nodes, not descending into nested functions, lambdas or classes."""
+    stack: list[ast.AST] = list(fn.body)
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                stack.append(child)
+
+
+def _self_name(fn: FunctionNode) -> Optional[str]:
+    params = fn.args.posonlyargs + fn.args.args
+    return params[0].arg if params else None
+
+
+def dataset_kind(cls: ast.ClassDef, aliases: _Aliases) -> str:
+    """What one item of the dataset costs, judged from `__init__` and `__getitem__` / `__iter__`."""
+    methods = _methods(cls)
+    if any(b in ("torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset")
+           for b in (q for base in cls.bases for q in aliases.qualified(base))):
+        return IN_MEMORY
+    for name in ("__init__", "__getitem__", "__iter__", "__getitems__"):
+        fn = methods.get(name)
+        if fn is not None and any(isinstance(n, ast.Call) and _moves_to_device(n, aliases) for n in _own_nodes(fn)):
+            return ON_DEVICE
+    item = methods.get("__getitem__") or methods.get("__iter__")
+    if item is None:
+        return UNKNOWN
+    me = _self_name(item)
+    work, indexes_data = _item_cost(item, me, methods, aliases, depth=0, seen={item.name})
+    if work:
+        return WORK
+    return IN_MEMORY if indexes_data else NOTHING
+
+
+def _item_cost(fn: FunctionNode, me: Optional[str], methods: dict[str, FunctionNode], aliases: _Aliases,
+               depth: int, seen: set[str]) -> tuple[bool, bool]:
+    """(does per-item work, reads stored data by index)."""
+    params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+    params.discard(me or "")
+    indexes_data = False
+    for node in _own_nodes(fn):
+        if isinstance(node, (ast.Yield, ast.YieldFrom)) and fn.name == "__iter__":
+            indexes_data = True
+        if isinstance(node, ast.Subscript):
+            base = node.value
+            while isinstance(base, ast.Subscript):
+                base = base.value
+            if isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) and base.value.id == me:
+                if any(isinstance(n, ast.Name) and n.id in params for n in ast.walk(node.slice)):
+                    indexes_data = True
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in _LIGHT_FUNCTIONS and not aliases.qualified(func):
+            continue
+        if aliases.is_any(func, _LIGHT_TORCH):
+            continue
+        if isinstance(func, ast.Attribute):
+            if isinstance(func.value, ast.Name) and func.value.id == me and func.attr in methods:
+                helper = methods[func.attr]
+                if func.attr in seen or depth >= 3:
+                    continue
+                work, reads = _item_cost(helper, _self_name(helper), methods, aliases, depth + 1, seen | {func.attr})
+                if work:
+                    return True, indexes_data or reads
+                indexes_data = indexes_data or reads
+                continue
+            if func.attr in _LIGHT_METHODS:
+                continue
+        return True, indexes_data
+    return False, indexes_data
+
+
+def scan(tree: ast.Module) -> FileFacts:
+    return _Scanner(tree).run()
+
+
+def facts_of_text(text: str) -> Optional[FileFacts]:
+    """The facts of a file's text; None when CPython cannot parse it."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    try:
+        return scan(tree)
+    except RecursionError:
+        return None

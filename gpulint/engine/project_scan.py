@@ -1,0 +1,135 @@
+"""The project pass: every file's facts, read once per content and remembered between runs.
+
+Before the files are linted, each project they belong to is scanned with CPython's `ast`
+(analysis/facts.py). A file's facts are keyed by the SHA-256 of its bytes, so a warm run reads
+and hashes the project's files but parses only those that changed. The facts of one project
+live in one JSON file in the results cache directory, written atomically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Optional, Sequence
+
+from gpulint.analysis.facts import FACTS_VERSION, FileFacts, facts_of_text
+from gpulint.analysis.project import FactsSource, Project, ProjectView, find_root, scan_files
+from gpulint.engine.files import Walker
+from gpulint.engine.source import SourceError, decode_source
+
+MAX_FACTS_BYTES = 2 * 1024 * 1024  # larger files are generated data: no facts worth reading
+# A root with more Python files than this (a home directory under git, a monorepo) is not
+# scanned whole: the linted files' own folders stand in for it.
+MAX_PROJECT_FILES = 20_000
+
+
+class FactsCache(FactsSource):
+    """Facts per file content; `store` is the JSON file that keeps them between runs (None: memory only)."""
+
+    def __init__(self, store: Optional[Path], linter: str = "") -> None:
+        self.store = store
+        self.key = f"{FACTS_VERSION}|{linter}"
+        self.entries: dict[str, tuple[str, dict]] = {}
+        self.dirty = False
+        if store is not None:
+            try:
+                data = json.loads(store.read_bytes())
+                if isinstance(data, dict) and data.get("key") == self.key and isinstance(data.get("files"), dict):
+                    self.entries = {k: (v[0], v[1]) for k, v in data["files"].items()
+                                    if isinstance(v, list) and len(v) == 2}
+            except (OSError, ValueError, TypeError, KeyError, IndexError):
+                self.entries = {}
+
+    def __call__(self, path: Path) -> Optional[FileFacts]:
+        try:
+            if not stat.S_ISREG(os.stat(path).st_mode):
+                return None
+            raw = path.read_bytes()
+        except OSError:
+            return None
+        if len(raw) > MAX_FACTS_BYTES:
+            return None
+        digest = hashlib.sha256(raw).hexdigest()
+        name = os.path.abspath(path)
+        entry = self.entries.get(name)
+        if entry is not None and entry[0] == digest:
+            try:
+                return FileFacts.from_json(entry[1])
+            except (KeyError, TypeError, ValueError, AttributeError):
+                pass
+        try:
+            facts = facts_of_text(decode_source(raw, path).text)
+        except SourceError:
+            facts = None
+        if facts is not None:
+            self.entries[name] = (digest, facts.to_json())
+            self.dirty = True
+        return facts
+
+    def save(self) -> None:
+        if self.store is None or not self.dirty:
+            return
+        try:
+            self.store.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=self.store.parent)
+        except OSError:
+            return
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump({"key": self.key, "files": {k: list(v) for k, v in self.entries.items()}}, handle,
+                          separators=(",", ":"))
+            os.replace(tmp, self.store)
+        except OSError:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def project_roots(files: Sequence[Path], arguments: Sequence[Path]) -> dict[Path, list[Path]]:
+    """Group the linted files by the project root each belongs to."""
+    directories = [Path(os.path.abspath(a)) for a in arguments if os.path.isdir(a)]
+    groups: dict[Path, list[Path]] = {}
+    for path in files:
+        absolute = Path(os.path.abspath(path))
+        fallback = next((d for d in directories if d in absolute.parents), None)
+        groups.setdefault(find_root(absolute, fallback), []).append(path)
+    return groups
+
+
+def _project_files(root: Path, members: Sequence[Path]) -> list[Path]:
+    walker = Walker()
+    found: list[Path] = []
+    try:
+        for path in walker.files([root]):
+            found.append(path)
+            if len(found) > MAX_PROJECT_FILES:
+                folders = sorted({Path(os.path.abspath(m)).parent for m in members})
+                found = [p for folder in folders for p in Walker().files([folder])]
+                break
+    except Exception:  # noqa: BLE001 - the project pass sharpens precision; it must never stop a run
+        found = []
+    known = {os.path.abspath(p) for p in found}
+    return found + [m for m in members if os.path.abspath(m) not in known]
+
+
+def scan_projects(files: Sequence[Path], arguments: Sequence[Path], linter: str = "",
+                  cache_dir: Optional[Path] = None) -> dict[str, ProjectView]:
+    """The project view of every linted file (keyed by str(path)); files outside any scan get none."""
+    views: dict[str, ProjectView] = {}
+    for root, members in project_roots(files, arguments).items():
+        store = None
+        if cache_dir is not None:
+            store = cache_dir / "project-facts" / (hashlib.sha256(str(root).encode()).hexdigest()[:24] + ".json")
+        cache = FactsCache(store, linter)
+        project: Project = scan_files(root, _project_files(root, members), cache)
+        cache.save()
+        for path in members:
+            view = project.view(path)
+            if view is not None:
+                views[str(path)] = view
+    return views
