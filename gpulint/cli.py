@@ -69,7 +69,7 @@ def _run(mode: Mode, paths: Sequence[Path], select, extend_select, ignore, previ
         files = workflow.drop_excluded(list(walker.files(paths or [Path(".")])), paths or [Path(".")], resolver)
         speed = PerformanceOptions.current()
         cache = speed.open_cache()
-        projects = speed.scan_projects(files, paths or [Path(".")], cache)
+        projects = speed.scan_projects(files, paths or [Path(".")], cache, jobs)
         jobs_list = collect_jobs(files, resolver.for_path, mode, unsafe_fixes, cache=cache,
                                  profile=speed.profile, projects=projects)
     except (PathError, ConfigError) as exc:

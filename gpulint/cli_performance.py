@@ -44,13 +44,14 @@ class PerformanceOptions:
         return None if self.no_cache else ResultCache.open(self.cache_dir)
 
     def scan_projects(self, files: Sequence[Path], arguments: Sequence[Path],
-                      cache: Optional[ResultCache]) -> dict[str, "ProjectView"]:
+                      cache: Optional[ResultCache], jobs: Optional[int] = None) -> dict[str, "ProjectView"]:
         """The project pass (facts from the files around each linted file), timed for --profile."""
         from gpulint.engine.project_scan import scan_projects
 
         started = time.perf_counter()
         views = scan_projects(files, arguments, linter=cache.run_key if cache is not None else "",
-                              cache_dir=cache.directory if cache is not None else None)
+                              cache_dir=cache.directory if cache is not None else None,
+                              workers=jobs or default_jobs())
         self.project_seconds = time.perf_counter() - started
         return views
 

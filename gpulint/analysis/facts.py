@@ -13,7 +13,7 @@ evidence, and every consumer treats a missing fact as "not known", never as a fi
 from __future__ import annotations
 
 import ast
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Optional, Union
 
 FACTS_VERSION = 1
@@ -124,9 +124,16 @@ class FileFacts:
     names: tuple[str, ...] = ()  # identifiers used, kept only for files that train (GPU301's "trained" test)
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["imports"] = [[i.local, i.module, i.level, i.name] for i in self.imports]
-        return data
+        return {
+            "imports": [[i.local, i.module, i.level, i.name] for i in self.imports],
+            "gpu": self.gpu, "cpu_pinned": self.cpu_pinned, "scaler": self.scaler,
+            "mixed_precision": list(self.mixed_precision), "training": self.training, "rl": self.rl, "jax": self.jax,
+            "argparse_defaults": self.argparse_defaults, "dataclass_ints": self.dataclass_ints,
+            "classes": {k: {"bases": list(v.bases), "dataset": v.dataset, "iterable": v.iterable, "sharded": v.sharded}
+                        for k, v in self.classes.items()},
+            "refs": {k: list(v) for k, v in self.refs.items()}, "optimizers": {k: list(v) for k, v in self.optimizers.items()},
+            "names": list(self.names),
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "FileFacts":
@@ -261,6 +268,46 @@ def _is_dtype_16(node: ast.AST, aliases: _Aliases) -> bool:
     return aliases.is_any(node, HALF_DTYPES)
 
 
+# the last name of every call whose qualified name the scan compares
+_QUALIFIED_CALLS = frozenset(
+    {q.rsplit(".", 1)[-1] for q in GRAD_SCALERS | AUTOCASTS | FSDP_MIXED_PRECISION}
+    | {"set_default_dtype", "device", "initialize"}
+)
+_SKIPPED_FIELDS = frozenset({"ctx", "type_comment"})
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def fast_walk(root: ast.AST) -> Iterator[ast.AST]:
+    """Every node under `root` (itself included), in no particular order; several times cheaper than ast.walk."""
+    stack = [root]
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    AST, fields_of = ast.AST, _CHILD_FIELDS
+    while stack:
+        node = pop()
+        yield node
+        kind = type(node)
+        fields = fields_of.get(kind)
+        if fields is None:
+            fields = fields_of[kind] = tuple(f for f in kind._fields if f not in _SKIPPED_FIELDS)
+        for name in fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                extend([v for v in value if isinstance(v, AST)])
+            elif isinstance(value, AST):
+                push(value)
+
+
+def _defined_names(statement: ast.stmt) -> list[str]:
+    """Top-level names a module-level statement defines (class, def, plain assignment)."""
+    if isinstance(statement, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+        return [statement.name]
+    if isinstance(statement, ast.Assign):
+        return [t.id for t in statement.targets if isinstance(t, ast.Name)]
+    if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) and statement.value is not None:
+        return [statement.target.id]
+    return []
+
+
 class _Scanner:
     def __init__(self, tree: ast.Module) -> None:
         self.tree = tree
@@ -275,45 +322,62 @@ class _Scanner:
         self.argparse: dict[str, Any] = {}
 
     def run(self) -> FileFacts:
-        aliases = self.aliases
         names: set[str] = set()
-        for node in ast.walk(self.tree):
-            if isinstance(node, ast.Call):
-                self._call(node)
-            elif isinstance(node, ast.Constant):
-                # os.environ["LOCAL_RANK"]: one process per GPU (torchrun)
-                if isinstance(node.value, str) and (_is_cuda_string(node.value) or node.value == "LOCAL_RANK"):
-                    self.gpu = True
-            elif isinstance(node, ast.Attribute):
-                names.add(node.attr)
-                if not self.gpu:
-                    qualified = aliases.qualified(node)
-                    if any(q.startswith(("torch.cuda", "torch.accelerator")) for q in qualified):
+        refs: dict[str, set[str]] = {}
+        cuda_names = {local for local, targets in self.aliases.table.items()
+                      if any(t.startswith(("torch.cuda", "torch.accelerator")) for t in targets)}
+        Call, Constant, Attribute, Name, Assign = ast.Call, ast.Constant, ast.Attribute, ast.Name, ast.Assign
+        for statement in self.tree.body:
+            defined = _defined_names(statement)
+            used: set[str] = set()
+            for node in fast_walk(statement):
+                kind = type(node)
+                if kind is Name:
+                    used.add(node.id)  # type: ignore[attr-defined]
+                    if node.id in cuda_names:  # type: ignore[attr-defined]
                         self.gpu = True
-            elif isinstance(node, ast.Name):
-                names.add(node.id)
-            elif isinstance(node, ast.Assign) and _string(node.value) == "cpu":
-                for target in node.targets:
-                    label = target.id if isinstance(target, ast.Name) else (
-                        target.attr if isinstance(target, ast.Attribute) else "")
-                    if "device" in label.lower():
-                        self.cpu = True
+                elif kind is Attribute:
+                    attr = node.attr  # type: ignore[attr-defined]
+                    names.add(attr)
+                    if attr in ("cuda", "accelerator") and not self.gpu and any(
+                            q in ("torch.cuda", "torch.accelerator") for q in self.aliases.qualified(node)):
+                        self.gpu = True
+                elif kind is Call:
+                    self._call(node)  # type: ignore[arg-type]
+                elif kind is Constant:
+                    value = node.value  # type: ignore[attr-defined]
+                    # os.environ["LOCAL_RANK"]: one process per GPU (torchrun)
+                    if type(value) is str and (_is_cuda_string(value) or value == "LOCAL_RANK"):
+                        self.gpu = True
+                elif kind is Assign and _string(node.value) == "cpu":  # type: ignore[attr-defined]
+                    for target in node.targets:  # type: ignore[attr-defined]
+                        label = target.id if isinstance(target, ast.Name) else (
+                            target.attr if isinstance(target, ast.Attribute) else "")
+                        if "device" in label.lower():
+                            self.cpu = True
+            names |= used
+            for name in defined:
+                refs.setdefault(name, set()).update(used)
+        top = set(refs)
         roots = {ref.module.split(".", 1)[0] for ref in self.imports if not ref.level}
         classes = {n.name: self._class(n) for n in self.tree.body if isinstance(n, ast.ClassDef)}
         training = self.backward and self.steps
         return FileFacts(
-            imports=self.imports, gpu=self.gpu, cpu_pinned=self.cpu, scaler=self.scaler, mixed_precision=tuple(sorted(self.mixed)),
-            training=training, rl=bool(roots & RL_PACKAGES), jax=bool(roots & JAX_PACKAGES),
-            argparse_defaults=self.argparse, dataclass_ints=self._dataclass_ints(), classes=classes,
-            refs=self._refs(), optimizers=self._optimizers(),
-            names=tuple(sorted(names)) if training else (),
+            imports=self.imports, gpu=self.gpu, cpu_pinned=self.cpu, scaler=self.scaler,
+            mixed_precision=tuple(sorted(self.mixed)), training=training, rl=bool(roots & RL_PACKAGES),
+            jax=bool(roots & JAX_PACKAGES), argparse_defaults=self.argparse, dataclass_ints=self._dataclass_ints(),
+            classes=classes,
+            refs={name: tuple(sorted((used & top) - {name})) for name, used in refs.items() if (used & top) - {name}},
+            optimizers=self._optimizers(), names=tuple(sorted(names)) if training else (),
         )
 
     # -- calls ----------------------------------------------------------------------------------
     def _call(self, call: ast.Call) -> None:
         aliases = self.aliases
         func = call.func
-        qualified = aliases.qualified(func)
+        last = func.attr if isinstance(func, ast.Attribute) else (func.id if isinstance(func, ast.Name) else "")
+        wanted = last in _QUALIFIED_CALLS or any(k.arg in ("mp_policy", "mixed_precision") for k in call.keywords)
+        qualified = aliases.qualified(func) if wanted else set()
         if isinstance(func, ast.Attribute):
             attr = func.attr
             if attr == "cuda":
@@ -428,27 +492,6 @@ class _Scanner:
                     value = _literal(statement.value)
                     if type(value) is int:
                         out.setdefault(statement.target.id, {})[node.name] = value
-        return out
-
-    def _refs(self) -> dict[str, tuple[str, ...]]:
-        """For each top-level definition, the other top-level names it mentions (registry closure)."""
-        defined: dict[str, list[ast.AST]] = {}
-        for node in self.tree.body:
-            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-                defined.setdefault(node.name, []).append(node)
-            elif isinstance(node, ast.Assign):
-                for target in node.targets:
-                    if isinstance(target, ast.Name):
-                        defined.setdefault(target.id, []).append(node.value)
-            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
-                defined.setdefault(node.target.id, []).append(node.value)
-        out: dict[str, tuple[str, ...]] = {}
-        for name, nodes in defined.items():
-            mentioned = {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name)}
-            mentioned &= defined.keys()
-            mentioned.discard(name)
-            if mentioned:
-                out[name] = tuple(sorted(mentioned))
         return out
 
     def _optimizers(self) -> dict[str, tuple[str, ...]]:

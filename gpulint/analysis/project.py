@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections import deque
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Optional
@@ -54,8 +53,8 @@ class ProjectView:
     own: FileFacts
     gpu_callers: bool = False  # a module that imports this one shows GPU evidence
     scaler_callers: bool = False  # a module that imports this one creates a GradScaler
-    # 16-bit training evidence in other files around this one: (kind, relative path)
-    mixed_elsewhere: tuple[tuple[str, str], ...] = ()
+    # kinds of 16-bit training evidence in the files around this one (callers, and what they import)
+    mixed_elsewhere: tuple[str, ...] = ()
     # project classes imported by the file, keyed as the file spells the import target
     # ("pkg.data.MyDataset", ".data.MyDataset", "pkg.data" + ".MyDataset" for `import pkg.data`)
     imported_classes: dict[str, ClassFacts] = field(default_factory=dict)
@@ -88,9 +87,9 @@ class ProjectView:
         return self.own.scaler or self.scaler_callers
 
     @property
-    def mixed_precision(self) -> tuple[tuple[str, str], ...]:
-        """(kind, where) pairs; where is "" for the file itself."""
-        return tuple(sorted({(kind, "") for kind in self.own.mixed_precision} | set(self.mixed_elsewhere)))
+    def mixed_precision(self) -> tuple[str, ...]:
+        """Kinds of 16-bit training evidence in the file or around it."""
+        return tuple(sorted(set(self.own.mixed_precision) | set(self.mixed_elsewhere)))
 
     def class_facts(self, spelled: str) -> Optional[ClassFacts]:
         """A class by the name the file uses: its own top-level class, or an imported project class."""
@@ -131,18 +130,38 @@ def aliases_of(name: str, facts: FileFacts) -> set[str]:
 
 
 class Project:
-    """Every Python file under one root, with its facts and the imports between them."""
+    """Every Python file under one root, with its facts and the imports between them.
+
+    Transitive callers are computed once for all files, as bit sets over the strongly connected
+    components of the import graph, so a project of thousands of files stays cheap.
+    """
 
     def __init__(self, root: Path, facts: dict[str, FileFacts]) -> None:
         self.root = root
         self.facts = facts  # relative posix path -> facts
+        self.paths = sorted(facts)
+        self.index = {p: i for i, p in enumerate(self.paths)}
         self._has_src = any(p.startswith("src/") for p in facts)
-        self.edges: dict[str, list[tuple[str, ImportRef]]] = {p: self._resolve_all(p) for p in facts}
-        self.importers_of: dict[str, set[str]] = {p: set() for p in facts}
-        for source, targets in self.edges.items():
-            for target, _ in targets:
-                self.importers_of[target].add(source)
-        self._callers: dict[str, frozenset[str]] = {}
+        self.edges: dict[str, list[tuple[str, ImportRef]]] = {p: self._resolve_all(p) for p in self.paths}
+        self._importees = {p: {t for t, _ in self.edges[p]} for p in self.paths}
+        self._callers = self._all_callers()
+        bit = self._bit
+        self._gpu = sum(bit(p) for p in self.paths if facts[p].gpu)
+        self._scaler = sum(bit(p) for p in self.paths if facts[p].scaler)
+        kinds = sorted({k for f in facts.values() for k in f.mixed_precision})
+        self._kind_here = {k: sum(bit(p) for p in self.paths if k in facts[p].mixed_precision) for k in kinds}
+        self._kind_imported = {k: sum(bit(p) for p in self.paths
+                                      if any(k in facts[t].mixed_precision for t in self._importees[p]))
+                               for k in kinds}
+        self._users: dict[str, int] = {}  # identifier -> files with a training step that use it
+        for path in self.paths:
+            if facts[path].training:
+                for name in facts[path].names:
+                    self._users[name] = self._users.get(name, 0) | bit(path)
+        self._exported: dict[str, dict[str, ClassFacts]] = {}
+
+    def _bit(self, path: str) -> int:
+        return 1 << self.index[path]
 
     # -- imports --------------------------------------------------------------------------------
     def _module_file(self, directory: str, dotted: str) -> Optional[str]:
@@ -199,23 +218,38 @@ class Project:
         return out
 
     def importees(self, path: str) -> set[str]:
-        return {target for target, _ in self.edges.get(path, ())}
+        return self._importees.get(path, set())
+
+    def _all_callers(self) -> list[int]:
+        """For every file, the bit set of the files that import it directly or through others."""
+        n = len(self.paths)
+        importers: list[list[int]] = [[] for _ in range(n)]
+        for source, targets in self._importees.items():
+            for target in targets:
+                importers[self.index[target]].append(self.index[source])
+        components = _strongly_connected(importers)
+        component_of = [0] * n
+        for number, members in enumerate(components):
+            for member in members:
+                component_of[member] = number
+        # Tarjan emits components in reverse topological order of the `importers` graph: every
+        # component reachable from one comes before it, so one pass fills the reach sets.
+        reach = [0] * len(components)
+        for number, members in enumerate(components):
+            bits = 0
+            for member in members:
+                bits |= 1 << member
+                for importer in importers[member]:
+                    other = component_of[importer]
+                    if other != number:
+                        bits |= reach[other]
+            reach[number] = bits
+        return [reach[component_of[i]] & ~(1 << i) for i in range(n)]
 
     def callers(self, path: str) -> frozenset[str]:
         """Every project file that imports `path`, directly or through others."""
-        cached = self._callers.get(path)
-        if cached is not None:
-            return cached
-        seen: set[str] = set()
-        queue = deque([path])
-        while queue:
-            for importer in self.importers_of.get(queue.popleft(), ()):
-                if importer not in seen and importer != path:
-                    seen.add(importer)
-                    queue.append(importer)
-        result = frozenset(seen)
-        self._callers[path] = result
-        return result
+        bits = self._callers[self.index[path]]
+        return frozenset(p for i, p in enumerate(self.paths) if bits >> i & 1)
 
     # -- views ----------------------------------------------------------------------------------
     def relative(self, path: Path) -> Optional[str]:
@@ -230,23 +264,22 @@ class Project:
         if rel is None:
             return None
         own = self.facts[rel]
-        callers = self.callers(rel)
-        around = set(callers) | self.importees(rel)
-        for caller in callers:
-            around |= self.importees(caller)
-        around.discard(rel)
-        elsewhere = {(kind, other) for other in around for kind in self.facts[other].mixed_precision}
+        me = self._bit(rel)
+        callers = self._callers[self.index[rel]]
+        elsewhere = tuple(kind for kind in self._kind_here
+                          if callers & (self._kind_here[kind] | self._kind_imported[kind])
+                          or me & self._kind_imported[kind])
         classes, star, optimizers = self._visible(rel)
         ints: dict[str, dict[str, int]] = {}
         for source in sorted(self._closure(rel, depth=2)):
             for name, by_class in self.facts[source].dataclass_ints.items():
                 ints.setdefault(name, {}).update({f"{source}:{k}": v for k, v in by_class.items()})
+        trained = frozenset(name for name in own.classes
+                            if any(self._users.get(alias, 0) & callers for alias in aliases_of(name, own)))
         return ProjectView(
-            own=own, gpu_callers=any(self.facts[c].gpu for c in callers),
-            scaler_callers=any(self.facts[c].scaler for c in callers),
-            mixed_elsewhere=tuple(sorted(elsewhere)), imported_classes=classes, star_classes=star,
-            imported_optimizers=optimizers, imported_ints=ints, trained_by_callers=self._trained(rel),
-            scanned=True,
+            own=own, gpu_callers=bool(callers & self._gpu), scaler_callers=bool(callers & self._scaler),
+            mixed_elsewhere=elsewhere, imported_classes=classes, star_classes=star,
+            imported_optimizers=optimizers, imported_ints=ints, trained_by_callers=trained, scanned=True,
         )
 
     def _closure(self, path: str, depth: int) -> set[str]:
@@ -258,58 +291,97 @@ class Project:
         return seen
 
     def _visible(self, path: str) -> tuple[dict[str, ClassFacts], dict[str, ClassFacts], dict[str, tuple[str, ...]]]:
+        """Dataset classes and optimizer registries the file imports from the project, keyed as spelled."""
         classes: dict[str, ClassFacts] = {}
         optimizers: dict[str, tuple[str, ...]] = {}
         star: dict[str, ClassFacts] = {}
         for target, ref in self.edges.get(path, ()):
             module_facts = self.facts[target]
             spelled_module = "." * ref.level + ref.module
+            exported = self._exported_datasets(target)
             if ref.name == "*":
-                for name, facts in self._exported_classes(target, set()).items():
+                for name, facts in exported.items():
                     star.setdefault(name, facts)
                 continue
             if ref.name is None:  # `import pkg.data as d` / `import pkg`: reached as `pkg.data.Class`
-                for name, facts in module_facts.classes.items():
+                for name, facts in exported.items():
                     classes[f"{spelled_module}.{name}"] = facts
                 for name, found in module_facts.optimizers.items():
                     optimizers[f"{spelled_module}.{name}"] = found
                 continue
             spelled = f"{spelled_module}.{ref.name}" if ref.module else "." * ref.level + ref.name
-            exported = self._exported_classes(target, set())
             if ref.name in exported:
                 classes[spelled] = exported[ref.name]
             if ref.name in module_facts.optimizers:
                 optimizers[spelled] = module_facts.optimizers[ref.name]
         return classes, star, optimizers
 
-    def _exported_classes(self, path: str, seen: set[str]) -> dict[str, ClassFacts]:
-        """Classes a module offers by name: its own, and those it imports from other project modules."""
-        if path in seen:
-            return {}
-        seen.add(path)
-        facts = self.facts[path]
+    def _exported_datasets(self, path: str) -> dict[str, ClassFacts]:
+        """Dataset classes a module offers by name: its own, and those it imports from project modules."""
+        cached = self._exported.get(path)
+        if cached is not None:
+            return cached
+        self._exported[path] = {}  # an import cycle sees what is known so far
         out: dict[str, ClassFacts] = {}
         for target, ref in self.edges.get(path, ()):
             if ref.name == "*":
-                for name, cls in self._exported_classes(target, seen).items():
+                for name, cls in self._exported_datasets(target).items():
                     out.setdefault(name, cls)
             elif ref.name is not None:
-                cls = self._exported_classes(target, seen).get(ref.name)
+                cls = self._exported_datasets(target).get(ref.name)
                 if cls is not None:
                     out[ref.local] = cls
-        out.update(facts.classes)
+        out.update({name: cls for name, cls in self.facts[path].classes.items() if cls.dataset is not None})
+        self._exported[path] = out
         return out
 
-    def _trained(self, path: str) -> frozenset[str]:
-        """Top-level classes of `path` that a file with a training step names (or names through a registry)."""
-        own = self.facts[path]
-        if not own.classes:
-            return frozenset()
-        trainers = [c for c in self.callers(path) if self.facts[c].training]
-        used: set[str] = set()
-        for trainer in trainers:
-            used.update(self.facts[trainer].names)
-        return frozenset(name for name in own.classes if aliases_of(name, own) & used)
+
+def _strongly_connected(graph: list[list[int]]) -> list[list[int]]:
+    """Tarjan's algorithm without recursion; components come out in reverse topological order."""
+    index_of = [-1] * len(graph)
+    low = [0] * len(graph)
+    on_stack = [False] * len(graph)
+    stack: list[int] = []
+    components: list[list[int]] = []
+    counter = 0
+    for start in range(len(graph)):
+        if index_of[start] != -1:
+            continue
+        work = [(start, 0)]
+        while work:
+            node, edge = work.pop()
+            if edge == 0:
+                index_of[node] = low[node] = counter
+                counter += 1
+                stack.append(node)
+                on_stack[node] = True
+            recurse = False
+            successors = graph[node]
+            while edge < len(successors):
+                other = successors[edge]
+                edge += 1
+                if index_of[other] == -1:
+                    work.append((node, edge))
+                    work.append((other, 0))
+                    recurse = True
+                    break
+                if on_stack[other]:
+                    low[node] = min(low[node], index_of[other])
+            if recurse:
+                continue
+            if low[node] == index_of[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack[member] = False
+                    component.append(member)
+                    if member == node:
+                        break
+                components.append(component)
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+    return components
 
 
 def scan_files(root: Path, paths: Iterable[Path], facts_for: "FactsSource") -> Project:

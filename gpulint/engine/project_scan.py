@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
 import os
 import stat
 import tempfile
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -22,6 +24,7 @@ from gpulint.engine.files import Walker
 from gpulint.engine.source import SourceError, decode_source
 
 MAX_FACTS_BYTES = 2 * 1024 * 1024  # larger files are generated data: no facts worth reading
+PARALLEL_THRESHOLD = 64  # fewer files to read than this: one process is faster than a pool
 # A root with more Python files than this (a home directory under git, a monorepo) is not
 # scanned whole: the linted files' own folders stand in for it.
 MAX_PROJECT_FILES = 20_000
@@ -34,6 +37,7 @@ class FactsCache(FactsSource):
         self.store = store
         self.key = f"{FACTS_VERSION}|{linter}"
         self.entries: dict[str, tuple[str, dict]] = {}
+        self.known: dict[str, Optional[FileFacts]] = {}  # this run's answers, by absolute path
         self.dirty = False
         if store is not None:
             try:
@@ -44,31 +48,49 @@ class FactsCache(FactsSource):
             except (OSError, ValueError, TypeError, KeyError, IndexError):
                 self.entries = {}
 
-    def __call__(self, path: Path) -> Optional[FileFacts]:
-        try:
-            if not stat.S_ISREG(os.stat(path).st_mode):
-                return None
-            raw = path.read_bytes()
-        except OSError:
-            return None
-        if len(raw) > MAX_FACTS_BYTES:
-            return None
-        digest = hashlib.sha256(raw).hexdigest()
-        name = os.path.abspath(path)
+    def prefetch(self, paths: Sequence[Path], workers: int) -> None:
+        """Answer every path now: cached facts for unchanged bytes, the others computed in parallel."""
+        misses: list[tuple[str, str]] = []
+        for path in paths:
+            name = os.path.abspath(path)
+            raw = _read(path)
+            if raw is None:
+                self.known[name] = None
+                continue
+            digest = hashlib.sha256(raw).hexdigest()
+            facts = self._cached(name, digest)
+            if facts is not None:
+                self.known[name] = facts
+            else:
+                misses.append((name, digest))
+        if not misses:
+            return
+        if workers > 1 and len(misses) >= PARALLEL_THRESHOLD:
+            method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+            with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
+                results = list(pool.map(_facts_json_of, [n for n, _ in misses], chunksize=16))
+        else:
+            results = [_facts_json_of(n) for n, _ in misses]
+        for (name, digest), data in zip(misses, results):
+            self.known[name] = FileFacts.from_json(data) if data is not None else None
+            if data is not None:
+                self.entries[name] = (digest, data)
+                self.dirty = True
+
+    def _cached(self, name: str, digest: str) -> Optional[FileFacts]:
         entry = self.entries.get(name)
-        if entry is not None and entry[0] == digest:
-            try:
-                return FileFacts.from_json(entry[1])
-            except (KeyError, TypeError, ValueError, AttributeError):
-                pass
+        if entry is None or entry[0] != digest:
+            return None
         try:
-            facts = facts_of_text(decode_source(raw, path).text)
-        except SourceError:
-            facts = None
-        if facts is not None:
-            self.entries[name] = (digest, facts.to_json())
-            self.dirty = True
-        return facts
+            return FileFacts.from_json(entry[1])
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+
+    def __call__(self, path: Path) -> Optional[FileFacts]:
+        name = os.path.abspath(path)
+        if name not in self.known:
+            self.prefetch([path], workers=1)
+        return self.known.get(name)
 
     def save(self) -> None:
         if self.store is None or not self.dirty:
@@ -88,6 +110,28 @@ class FactsCache(FactsSource):
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+def _read(path: Path) -> Optional[bytes]:
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None  # a FIFO or device named *.py would block
+        raw = path.read_bytes() if isinstance(path, Path) else Path(path).read_bytes()
+    except OSError:
+        return None
+    return raw if len(raw) <= MAX_FACTS_BYTES else None
+
+
+def _facts_json_of(name: str) -> Optional[dict]:
+    """Worker: the facts of one file as plain data (None: unreadable or not Python)."""
+    raw = _read(Path(name))
+    if raw is None:
+        return None
+    try:
+        facts = facts_of_text(decode_source(raw, Path(name)).text)
+    except SourceError:
+        return None
+    return facts.to_json() if facts is not None else None
 
 
 def project_roots(files: Sequence[Path], arguments: Sequence[Path]) -> dict[Path, list[Path]]:
@@ -118,7 +162,7 @@ def _project_files(root: Path, members: Sequence[Path]) -> list[Path]:
 
 
 def scan_projects(files: Sequence[Path], arguments: Sequence[Path], linter: str = "",
-                  cache_dir: Optional[Path] = None) -> dict[str, ProjectView]:
+                  cache_dir: Optional[Path] = None, workers: int = 1) -> dict[str, ProjectView]:
     """The project view of every linted file (keyed by str(path)); files outside any scan get none."""
     views: dict[str, ProjectView] = {}
     for root, members in project_roots(files, arguments).items():
@@ -126,7 +170,9 @@ def scan_projects(files: Sequence[Path], arguments: Sequence[Path], linter: str 
         if cache_dir is not None:
             store = cache_dir / "project-facts" / (hashlib.sha256(str(root).encode()).hexdigest()[:24] + ".json")
         cache = FactsCache(store, linter)
-        project: Project = scan_files(root, _project_files(root, members), cache)
+        paths = _project_files(root, members)
+        cache.prefetch(paths, workers)
+        project: Project = scan_files(root, paths, cache)
         cache.save()
         for path in members:
             view = project.view(path)
