@@ -312,6 +312,10 @@ class Project:
             spelled = f"{spelled_module}.{ref.name}" if ref.module else "." * ref.level + ref.name
             if ref.name in exported:
                 classes[spelled] = exported[ref.name]
+            if target.endswith((f"/{ref.name}.py", f"/{ref.name}/__init__.py")) or target in (
+                    f"{ref.name}.py", f"{ref.name}/__init__.py"):  # `from pkg import data`: a submodule
+                for name, facts in exported.items():
+                    classes[f"{spelled}.{name}"] = facts
             if ref.name in module_facts.optimizers:
                 optimizers[spelled] = module_facts.optimizers[ref.name]
         return classes, star, optimizers

@@ -348,20 +348,18 @@ def training_facts(ctx: FileContext) -> TrainingFacts:
 
 
 def may_gain_grad_scaler(ctx: FileContext) -> bool:
-    """A GradScaler may drive this file's optimizers without the file creating one itself.
-
-    Either gpulint's own float16 AMP fixes (GPU001/GPU002) would add one in the same fix run,
-    or a framework that owns the loop (Accelerate, Lightning, DeepSpeed, ...) scales the loss
-    under fp16. GPU201 must then never offer fused SGD.
+    """gpulint's own float16 mixed-precision fix (GPU001/GPU002) may add a GradScaler to this file in
+    the same fix run: GPU201 then offers no fused-SGD fix, since fused SGD with momentum breaks
+    under a scaler. Once the scaler exists, GPU201 sees it and leaves SGD alone, so the two fixes
+    agree in whichever order they are applied.
     """
     settings = ctx.settings
-    if "backward" not in ctx.text and not any(name in ctx.text for name in FRAMEWORKS):
-        return False
-    facts = ctx.analysis(training_facts)
-    if facts.framework_owned:
-        return True
-    if settings.amp_dtype != "float16":
+    if settings.amp_dtype != "float16" or "backward" not in ctx.text:
         return False
     if not any(settings.is_enabled(code) for code in ("GPU001", "GPU002")):
         return False
-    return any(not b.scaled for step in facts.steps for b in step.backwards)
+    project = ctx.project
+    if project.own.rl or project.mixed_precision and "autocast" not in project.own.mixed_precision:
+        return False  # GPU001 stays silent there (precision handled, or an environment-bound loop)
+    facts = ctx.analysis(training_facts)
+    return not facts.framework_owned and any(not b.scaled for step in facts.steps for b in step.backwards)

@@ -22,10 +22,3 @@ def single_value(expr: cst.BaseExpression, names: NameTable) -> Optional[cst.Bas
         return None
     return values[0]
 
-
-def local_class(name: str, module: cst.Module) -> Optional[cst.ClassDef]:
-    """A class of that name defined at the module's top level."""
-    for statement in module.body:
-        if isinstance(statement, cst.ClassDef) and statement.name.value == name:
-            return statement
-    return None

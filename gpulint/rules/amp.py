@@ -15,6 +15,7 @@ from gpulint.analysis.amp import (
     FLOAT16,
     OLD_AUTOCAST_ORDER,
 )
+from gpulint.analysis.guards import version_guarded
 from gpulint.analysis.names import dotted
 from gpulint.analysis.training import (
     Backward,
@@ -45,6 +46,7 @@ from gpulint.rules.amp_uses import DeprecatedAmpFixes
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 GRAD_SCALER_SINCE = (2, 3)
+FLOAT16_DTYPE, MAYBE_FLOAT16 = "float16", "float16 or another dtype"
 # a training step needs a backward call and an optimizer step (analysis/training.py)
 TRAINING_STEP_NEEDLES = ((".backward(", "torch.autograd.backward"), (".step(",))
 AUTOCAST_SINCE = (1, 10)
@@ -264,16 +266,21 @@ class Fp16WithoutGradScaler(_StepRule):
         cover = facts.coverage(statement)
         if cover.coverage is not Coverage.COVERED or not cover.calls:
             return
-        if not all(self._autocast_dtype(c) == "float16" for c in cover.calls):
+        dtypes = {self._autocast_dtype(c) for c in cover.calls}
+        if not dtypes <= {FLOAT16_DTYPE, MAYBE_FLOAT16}:
             return
         if self.ctx.project.scaler:
             return  # a scaler elsewhere in the file or in a caller: this backward may well go through it
-        self.report(
-            node,
-            "float16 autocast without a GradScaler: small gradients underflow to zero; "
-            "scale the loss with torch.amp.GradScaler",
-            self._fix(facts, step, backward, cover.calls[0]),
-        )
+        if MAYBE_FLOAT16 in dtypes:
+            chosen = self._dtype_expression(cover.calls[0])
+            message = ("autocast dtype chosen at run time from a table that includes float16, without a GradScaler: "
+                       "on the float16 path small gradients underflow to zero; add a GradScaler enabled for float16")
+            fix = self._fix(facts, step, backward, cover.calls[0], enabled=chosen) if chosen else None
+        else:
+            message = ("float16 autocast without a GradScaler: small gradients underflow to zero; "
+                       "scale the loss with torch.amp.GradScaler")
+            fix = self._fix(facts, step, backward, cover.calls[0])
+        self.report(node, message, fix)
 
     # -- what the autocast does ------------------------------------------------
     def _device_type(self, expr: Optional[cst.BaseExpression]) -> Optional[str]:
@@ -298,14 +305,35 @@ class Fp16WithoutGradScaler(_StepRule):
 
     def _dtype(self, expr: cst.BaseExpression) -> Optional[str]:
         target = self.ctx.qualname(expr)
+        value: Optional[cst.BaseExpression] = expr
         if target is None and isinstance(expr, cst.Name):
             value = single_value(expr, self.ctx.names)
             target = self.ctx.qualname(value) if value is not None else None
         if target in FLOAT16:
-            return "float16"
+            return FLOAT16_DTYPE
         if target in BFLOAT16:
             return "bfloat16"
+        if isinstance(value, cst.Subscript) and self._table_has_float16(value.value):
+            return MAYBE_FLOAT16  # `{"float16": torch.float16, ...}[dtype]` (nanoGPT's bench.py)
         return None
+
+    def _table_has_float16(self, table: cst.BaseExpression) -> bool:
+        if isinstance(table, cst.Name):
+            table = single_value(table, self.ctx.names)  # type: ignore[assignment]
+        if not isinstance(table, cst.Dict):
+            return False
+        return any(isinstance(e, cst.DictElement) and self.ctx.qualname(e.value) in FLOAT16 for e in table.elements)
+
+    def _dtype_expression(self, autocast: cst.BaseExpression) -> Optional[str]:
+        """`(ptdtype == torch.float16)` for the scaler's `enabled=`, when the dtype is a plain name."""
+        assert isinstance(autocast, cst.Call)
+        dtype = (self._arguments(autocast) or {}).get("dtype")
+        if not isinstance(dtype, cst.Name):
+            return None
+        torch = self.ctx.imports.module_alias("torch")
+        if torch.edit is not None:
+            return None
+        return f"{dtype.value} == {torch.expr}.float16"
 
     def _arguments(self, call: cst.Call) -> Optional[dict[str, cst.BaseExpression]]:
         kwargs = self.ctx.kwargs(call)
@@ -353,7 +381,7 @@ class Fp16WithoutGradScaler(_StepRule):
         return '"cuda"'
 
     def _fix(self, facts: TrainingFacts, step: TrainingStep, backward: Backward,
-             autocast: cst.BaseExpression) -> Optional[PendingFix]:
+             autocast: cst.BaseExpression, enabled: Optional[str] = None) -> Optional[PendingFix]:
         floor = self.ctx.settings.torch_version
         if floor is not None and floor < GRAD_SCALER_SINCE:
             return None
@@ -362,11 +390,14 @@ class Fp16WithoutGradScaler(_StepRule):
             return None
         anchor = scaler_anchor(facts, step.node)
         torch = self.ctx.imports.module_alias("torch")
+        if enabled is not None and not _visible_name(facts, enabled.split(" ", 1)[0], anchor):
+            return None  # the dtype is chosen after the point where the scaler is created
         rewrite = StepRewrite(
             anchor=anchor, torch=torch.expr, device=self._scaler_device(facts, autocast, anchor),
-            scaler=plan, scaler_name=scaler_name(self.ctx),
+            scaler=plan, scaler_name=scaler_name(self.ctx), scaler_enabled=enabled,
         )
-        return PendingFix.unsafe("Scale the loss with a GradScaler", torch.edit, step_edit(facts, rewrite))
+        message = "Scale the loss with a GradScaler" + (" enabled for float16" if enabled else "")
+        return PendingFix.unsafe(message, torch.edit, step_edit(facts, rewrite))
 
 
 class DeprecatedCudaAmp(Rule):
@@ -427,10 +458,16 @@ class DeprecatedCudaAmp(Rule):
     def leave_Import(self, original_node: cst.Import) -> None:
         self._in_import -= 1
 
+    def _guarded(self, node: cst.CSTNode) -> bool:
+        """Inside code kept for an older torch (try/except ImportError, a version test): deliberate."""
+        return version_guarded(self.ctx.analysis(training_facts), node)
+
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         self._in_import += 1
         module = dotted(node.module) if node.module is not None and not node.relative else None
         if module not in DEPRECATED_AMP_MODULES or isinstance(node.names, cst.ImportStar):
+            return
+        if self._guarded(node):
             return
         for alias in node.names:
             name = dotted(alias.name)
@@ -461,6 +498,8 @@ class DeprecatedCudaAmp(Rule):
         if target not in DEPRECATED_AMP:
             return
         self._handled.add(id(node.func))
+        if self._guarded(node):
+            return
         self.report(node, self._message(target), self.fixes.for_call(node, target))
 
     def visit_Decorator(self, node: cst.Decorator) -> None:
@@ -471,11 +510,26 @@ class DeprecatedCudaAmp(Rule):
         if target not in DEPRECATED_AMP:
             return
         self._handled.add(id(expr))
+        if self._guarded(expr):
+            return
         self.report(expr, self._message(target), self.fixes.for_bare_decorator(expr, target))
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if self._in_import or id(node) in self._handled:
             return
         target = self.ctx.qualname(node)
-        if target in DEPRECATED_AMP:
+        if target in DEPRECATED_AMP and not self._guarded(node):
             self.report(node, self._message(target))
+
+
+def _visible_name(facts: TrainingFacts, name: str, anchor: cst.CSTNode) -> bool:
+    """A module-level or enclosing-function name assigned once, before `anchor`."""
+    for line in facts.ctx.module.body:
+        if facts.before(anchor, line):
+            break
+        if isinstance(line, cst.SimpleStatementLine):
+            for small in line.body:
+                if isinstance(small, cst.Assign) and any(
+                        isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets):
+                    return True
+    return False

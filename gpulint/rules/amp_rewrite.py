@@ -487,6 +487,7 @@ class StepRewrite:
     dtype: Optional[str] = None  # "float16" / "bfloat16" for the autocast written
     scaler: Optional[ScalerPlan] = None
     scaler_name: str = "scaler"
+    scaler_enabled: Optional[str] = None  # `enabled=` for a scaler needed only on a float16 path
 
 
 def step_edit(facts: TrainingFacts, rewrite: StepRewrite) -> Replace:
@@ -526,7 +527,8 @@ def step_edit(facts: TrainingFacts, rewrite: StepRewrite) -> Replace:
             plan.small_after[id(expr)] = [cst.Expr(cst.parse_expression(f"{name}.update()"))]
         if scaler.unscale_before is not None:
             plan.before[id(scaler.unscale_before)] = [cst.parse_statement(f"{name}.unscale_({optimizer_code})\n")]
-        new_statements.append(cst.parse_statement(f"{name} = {torch}.amp.GradScaler({rewrite.device})\n"))
+        enabled = f", enabled=({rewrite.scaler_enabled})" if rewrite.scaler_enabled else ""
+        new_statements.append(cst.parse_statement(f"{name} = {torch}.amp.GradScaler({rewrite.device}{enabled})\n"))
     anchor = rewrite.anchor
     transformed = anchor.visit(_Rewriter(plan))
     if not new_statements:

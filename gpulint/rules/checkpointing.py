@@ -24,6 +24,8 @@ from gpulint.analysis.modules import (
     stack_use,
     stacks_in,
 )
+from gpulint.analysis.guards import version_guarded
+from gpulint.analysis.training import training_facts
 from gpulint.engine.fixes import Applicability
 from gpulint.engine.pending import PendingEdit, PendingFix, Reference, Replace
 from gpulint.engine.rewrite import add_keyword, is_literal, set_keyword
@@ -145,6 +147,8 @@ class DeepStackWithoutCheckpointing(Rule):
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         ctx = self.ctx
+        if node.name.value not in ctx.project.trained:
+            return  # no file of the project trains it (an inference-only model, a library's zoo)
         if not is_module_class(ctx, node) or mentions_checkpointing(ctx, node):
             return
         if checkpointed_elsewhere(ctx) or inference_only_file(ctx):
@@ -335,6 +339,11 @@ class CheckpointWithoutUseReentrant(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.ctx.qualname(node.func)
+        if qualified not in CHECKPOINT_FUNCTIONS and not (
+                isinstance(node.func, cst.Attribute) and node.func.attr.value == HF_ENABLE):
+            return
+        if version_guarded(self.ctx.analysis(training_facts), node):
+            return  # the branch an older torch takes: use_reentrant may not exist there
         if qualified in CHECKPOINT_FUNCTIONS:
             self._torch_checkpoint(node, qualified == CHECKPOINT_SEQUENTIAL)
         elif isinstance(node.func, cst.Attribute) and node.func.attr.value == HF_ENABLE and not self._own_hf_method:

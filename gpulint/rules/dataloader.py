@@ -7,8 +7,9 @@ from typing import Optional
 
 import libcst as cst
 
+from gpulint.analysis.facts import IN_MEMORY, NOTHING, ON_DEVICE, ClassFacts
 from gpulint.analysis.kwargs import KeywordArgs, positional_args
-from gpulint.analysis.values import local_class, single_value
+from gpulint.analysis.values import single_value
 from gpulint.engine.fixes import Applicability
 from gpulint.engine.pending import PendingFix, Replace
 from gpulint.engine.rewrite import add_keyword, is_literal, set_keyword
@@ -16,7 +17,6 @@ from gpulint.rules.base import Rule, RuleDocs, Target
 
 DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 TENSOR_DATASET = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
-ITERABLE_DATASET = frozenset({"torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset"})
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, ...)
 NUM_WORKERS_POSITION = 5
@@ -47,6 +47,39 @@ class _DataLoaderRule(Rule):
             positional = positional_args(node) or []
             expr = positional[0] if positional else None
         return single_value(expr, self.ctx.names) if expr is not None else None
+
+    def dataset_class(self, node: cst.Call, kwargs: KeywordArgs) -> Optional[ClassFacts]:
+        """What the project knows of the dataset's class: defined in this file or imported from the project."""
+        dataset = self.dataset(node, kwargs)
+        if not isinstance(dataset, cst.Call):
+            return None
+        func = dataset.func
+        qualified = self.ctx.qualname(func)
+        if qualified in TENSOR_DATASET:
+            on_device = any(self._on_device(arg.value) for arg in dataset.args)
+            return ClassFacts((qualified,), ON_DEVICE if on_device else IN_MEMORY)
+        project = self.ctx.project
+        if qualified is not None:
+            return project.class_facts(qualified)
+        if isinstance(func, cst.Name):
+            owner = self.ctx.names.binding_scope(func)
+            if owner is None:
+                return project.star_classes.get(func.value)  # from a `from module import *`
+            if owner is self.ctx.names.module_scope:
+                return project.own.classes.get(func.value)
+        return None
+
+    def dataset_kind(self, node: cst.Call, kwargs: KeywordArgs) -> Optional[str]:
+        found = self.dataset_class(node, kwargs)
+        if found is not None and found.dataset is not None:
+            return found.dataset
+        dataset = self.dataset(node, kwargs)
+        return ON_DEVICE if dataset is not None and self._on_device(dataset) else None
+
+    def _on_device(self, expr: cst.BaseExpression) -> bool:
+        """The tensors already live on a device: `.cuda()`, `.to(device)`, `device=` at creation."""
+        value = single_value(expr, self.ctx.names) if isinstance(expr, cst.Name) else expr
+        return value is not None and _ON_DEVICE.search(self.ctx.code(value)) is not None
 
 
 class DataLoaderPinMemory(_DataLoaderRule):
@@ -93,9 +126,13 @@ class DataLoaderPinMemory(_DataLoaderRule):
             return
         if len(positional_args(node) or []) > PIN_MEMORY_POSITION:
             return
-        dataset = self.dataset(node, kwargs)
-        if dataset is not None and _ON_DEVICE.search(self.ctx.code(dataset)):
-            return  # the dataset already holds device tensors: nothing to pin
+        kind = self.dataset_kind(node, kwargs)
+        if kind == ON_DEVICE:
+            return  # the dataset already holds device tensors: pinning them raises
+        if kind == NOTHING:
+            return  # items carry no tensors (a prompt, an index): nothing to pin
+        if self.ctx.project.own.jax:
+            return  # batches feed JAX as NumPy arrays: torch's pinned memory does not reach them
         self.report(
             node,
             "DataLoader without pin_memory=True: host-to-device copies stay synchronous; "
@@ -153,6 +190,8 @@ class DataLoaderNumWorkers(_DataLoaderRule):
             value = kwargs.get("num_workers")
         if explicit and not is_literal(value, "0"):
             return  # the user chose a value
+        if explicit and self.ctx.settings.allow_zero_workers:
+            return  # an explicit num_workers=0 is the user's choice (`allow-zero-workers = false` reports it)
         if self._dataset_unsuited(node, kwargs):
             return
         workers = self.ctx.settings.num_workers
@@ -173,18 +212,9 @@ class DataLoaderNumWorkers(_DataLoaderRule):
         )
 
     def _dataset_unsuited(self, node: cst.Call, kwargs: KeywordArgs) -> bool:
-        dataset = self.dataset(node, kwargs)
-        if not isinstance(dataset, cst.Call):
-            return False
-        target = self.ctx.qualname(dataset.func)
-        if target in TENSOR_DATASET:
-            return True
-        if isinstance(dataset.func, cst.Name):
-            cls = local_class(dataset.func.value, self.ctx.module)
-            if cls is not None and self._is_unsharded_iterable(cls):
-                return True
-        return False
-
-    def _is_unsharded_iterable(self, cls: cst.ClassDef) -> bool:
-        iterable = any(self.ctx.qualname(base.value) in ITERABLE_DATASET for base in cls.bases)
-        return iterable and "get_worker_info" not in self.ctx.code(cls)
+        """Workers would not help: items cost nothing to make, or live on the GPU, or would repeat."""
+        kind = self.dataset_kind(node, kwargs)
+        if kind in (ON_DEVICE, NOTHING, IN_MEMORY):
+            return True  # in memory: workers only add copies; on the GPU: forked workers re-initialise CUDA
+        found = self.dataset_class(node, kwargs)
+        return found is not None and found.iterable and not found.sharded  # each worker would yield everything
