@@ -9,7 +9,8 @@ import libcst as cst
 
 from gpulint.analysis.facts import IN_MEMORY, NOTHING, ON_DEVICE, ClassFacts
 from gpulint.analysis.kwargs import KeywordArgs, positional_args
-from gpulint.analysis.values import single_value
+from gpulint.analysis.names import NameTable
+from gpulint.analysis.values import self_attribute_value, single_value
 from gpulint.engine.fixes import Applicability
 from gpulint.engine.pending import PendingFix, Replace
 from gpulint.engine.rewrite import add_keyword, is_literal, set_keyword
@@ -23,6 +24,38 @@ NUM_WORKERS_POSITION = 5
 PIN_MEMORY_POSITION = 7
 
 _ON_DEVICE = re.compile(r"\.cuda\(|\.to\(|device\s*=")
+# torch wrappers whose items are their first argument's items
+_WRAPPERS = frozenset({
+    "torch.utils.data.Subset", "torch.utils.data.dataset.Subset",
+    "torch.utils.data.ConcatDataset", "torch.utils.data.dataset.ConcatDataset",
+})
+_SPLITS = frozenset({"torch.utils.data.random_split", "torch.utils.data.dataset.random_split"})
+
+
+def _first_argument(call: cst.Call) -> Optional[cst.BaseExpression]:
+    positional = positional_args(call) or []
+    if positional:
+        return positional[0]
+    return next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "dataset"), None)
+
+
+def _preprocessed_rows(dataset: cst.BaseExpression, names: NameTable) -> bool:
+    """`tokenized["train"]` where `tokenized = raw.map(tokenize, ...)` (then perhaps `.rename_column(...)`):
+    rows computed up front, no per-item transform."""
+    while isinstance(dataset, cst.Subscript):
+        dataset = dataset.value
+    values: list[Optional[cst.BaseExpression]] = [dataset]
+    if isinstance(dataset, cst.Name):
+        owner = names.binding_scope(dataset)
+        if owner is None:
+            return False
+        values = list(owner.values.get(dataset.value, []))
+    methods = []
+    for value in values:
+        if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)):
+            return False
+        methods.append(value.func.attr.value)
+    return "map" in methods and not {"with_transform", "set_transform"} & set(methods)
 
 
 class _DataLoaderRule(Rule):
@@ -41,12 +74,34 @@ class _DataLoaderRule(Rule):
         return kwargs
 
     def dataset(self, node: cst.Call, kwargs: KeywordArgs) -> Optional[cst.BaseExpression]:
-        """The dataset expression, followed through one plain assignment."""
+        """The dataset expression, followed through plain assignments (of names and of `self.x`) and
+        through the wrappers that keep their items (`Subset`, `random_split`, `ConcatDataset`)."""
         expr = kwargs.get("dataset") if kwargs.has("dataset") else None
         if expr is None:
             positional = positional_args(node) or []
             expr = positional[0] if positional else None
-        return single_value(expr, self.ctx.names) if expr is not None else None
+        names = self.ctx.names
+        for _ in range(6):
+            if expr is None:
+                return None
+            if isinstance(expr, cst.Name):
+                expr = single_value(expr, names)
+            elif isinstance(expr, cst.Attribute) and self.ctx.qualname(expr) is None:
+                value = self_attribute_value(expr, names)
+                if value is None:
+                    return expr
+                expr = value
+            elif isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Call) \
+                    and self.ctx.qualname(expr.value.func) in _SPLITS:
+                expr = _first_argument(expr.value)  # random_split(ds, ...)[0]
+            elif isinstance(expr, cst.Call) and self.ctx.qualname(expr.func) in _WRAPPERS:
+                first = _first_argument(expr)
+                if isinstance(first, (cst.List, cst.Tuple)) and first.elements:
+                    first = first.elements[0].value  # ConcatDataset([a, b]): judged by its first part
+                expr = first
+            else:
+                return expr
+        return expr
 
     def dataset_class(self, node: cst.Call, kwargs: KeywordArgs) -> Optional[ClassFacts]:
         """What the project knows of the dataset's class: defined in this file or imported from the project."""
@@ -74,7 +129,27 @@ class _DataLoaderRule(Rule):
         if found is not None and found.dataset is not None:
             return found.dataset
         dataset = self.dataset(node, kwargs)
-        return ON_DEVICE if dataset is not None and self._on_device(dataset) else None
+        if dataset is None:
+            return None
+        if self._on_device(dataset):
+            return ON_DEVICE
+        if _preprocessed_rows(dataset, self.ctx.names):
+            return IN_MEMORY  # a Hugging Face dataset tokenised up front with .map(): a row lookup per item
+        return None
+
+    def dataset_unresolved(self, node: cst.Call, kwargs: KeywordArgs) -> bool:
+        """The dataset is a parameter, a lambda argument or a loop variable: nothing says what it holds."""
+        expr = kwargs.get("dataset") if kwargs.has("dataset") else next(iter(positional_args(node) or []), None)
+        names = self.ctx.names
+        while isinstance(expr, cst.Name):
+            owner = names.binding_scope(expr)
+            if owner is None:
+                return False
+            values = owner.values.get(expr.value, [])
+            if values and all(v is None for v in values) and all(t is None for t in owner.bindings[expr.value]):
+                return True  # bound only as a parameter or a loop target
+            expr = single_value(expr, names)
+        return False
 
     def _on_device(self, expr: cst.BaseExpression) -> bool:
         """The tensors already live on a device: `.cuda()`, `.to(device)`, `device=` at creation."""
@@ -216,5 +291,7 @@ class DataLoaderNumWorkers(_DataLoaderRule):
         kind = self.dataset_kind(node, kwargs)
         if kind in (ON_DEVICE, NOTHING, IN_MEMORY):
             return True  # in memory: workers only add copies; on the GPU: forked workers re-initialise CUDA
+        if kind is None and self.dataset_unresolved(node, kwargs):
+            return True  # a dataset handed in from elsewhere: whether workers pay off is not known here
         found = self.dataset_class(node, kwargs)
         return found is not None and found.iterable and not found.sharded  # each worker would yield everything
