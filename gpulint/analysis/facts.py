@@ -113,6 +113,7 @@ class FileFacts:
     mixed_precision: tuple[str, ...] = ()  # evidence of 16-bit training done some way (kinds, sorted)
     training: bool = False  # calls .backward() and steps something
     rl: bool = False  # imports a reinforcement-learning environment package
+    sparse: bool = False  # makes sparse tensors (autocast does not cover sparse kernels)
     jax: bool = False  # imports jax / flax / optax
     argparse_defaults: dict[str, Any] = field(default_factory=dict)  # dest -> literal default
     dataclass_ints: dict[str, dict[str, int]] = field(default_factory=dict)  # field -> {class: int default}
@@ -127,7 +128,8 @@ class FileFacts:
         return {
             "imports": [[i.local, i.module, i.level, i.name] for i in self.imports],
             "gpu": self.gpu, "cpu_pinned": self.cpu_pinned, "scaler": self.scaler,
-            "mixed_precision": list(self.mixed_precision), "training": self.training, "rl": self.rl, "jax": self.jax,
+            "mixed_precision": list(self.mixed_precision), "training": self.training, "rl": self.rl,
+            "sparse": self.sparse, "jax": self.jax,
             "argparse_defaults": self.argparse_defaults, "dataclass_ints": self.dataclass_ints,
             "classes": {k: {"bases": list(v.bases), "dataset": v.dataset, "iterable": v.iterable, "sharded": v.sharded}
                         for k, v in self.classes.items()},
@@ -141,7 +143,7 @@ class FileFacts:
             imports=tuple(ImportRef(str(a), str(b), int(c), d) for a, b, c, d in data["imports"]),
             gpu=bool(data["gpu"]), cpu_pinned=bool(data["cpu_pinned"]), scaler=bool(data["scaler"]),
             mixed_precision=tuple(data["mixed_precision"]), training=bool(data["training"]),
-            rl=bool(data["rl"]), jax=bool(data["jax"]),
+            rl=bool(data["rl"]), sparse=bool(data["sparse"]), jax=bool(data["jax"]),
             argparse_defaults=dict(data["argparse_defaults"]),
             dataclass_ints={k: {c: int(v) for c, v in d.items()} for k, d in data["dataclass_ints"].items()},
             classes={k: ClassFacts(tuple(v["bases"]), v["dataset"], bool(v["iterable"]), bool(v["sharded"]))
@@ -273,6 +275,11 @@ _QUALIFIED_CALLS = frozenset(
     {q.rsplit(".", 1)[-1] for q in GRAD_SCALERS | AUTOCASTS | FSDP_MIXED_PRECISION}
     | {"set_default_dtype", "device", "initialize"}
 )
+# `x.to_sparse()`, `torch.sparse_coo_tensor(...)`, `torch.spmm(...)`, `torch.sparse.mm(...)`
+_SPARSE_CALLS = frozenset({
+    "to_sparse", "to_sparse_coo", "to_sparse_csr", "sparse_coo_tensor", "sparse_csr_tensor", "spmm",
+    "sparse_mask",
+})
 _SKIPPED_FIELDS = frozenset({"ctx", "type_comment"})
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 
@@ -315,6 +322,7 @@ class _Scanner:
         self.aliases = _Aliases(self.imports)
         self.gpu = False
         self.cpu = False
+        self.sparse = False
         self.scaler = False
         self.mixed: set[str] = set()
         self.backward = False
@@ -365,6 +373,7 @@ class _Scanner:
         return FileFacts(
             imports=self.imports, gpu=self.gpu, cpu_pinned=self.cpu, scaler=self.scaler,
             mixed_precision=tuple(sorted(self.mixed)), training=training, rl=bool(roots & RL_PACKAGES),
+            sparse=self.sparse,
             jax=bool(roots & JAX_PACKAGES), argparse_defaults=self.argparse, dataclass_ints=self._dataclass_ints(),
             classes=classes,
             refs={name: tuple(sorted((used & top) - {name})) for name, used in refs.items() if (used & top) - {name}},
@@ -378,10 +387,14 @@ class _Scanner:
         last = func.attr if isinstance(func, ast.Attribute) else (func.id if isinstance(func, ast.Name) else "")
         wanted = last in _QUALIFIED_CALLS or any(k.arg in ("mp_policy", "mixed_precision") for k in call.keywords)
         qualified = aliases.qualified(func) if wanted else set()
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute) and func.value.attr == "sparse":
+            self.sparse = True  # torch.sparse.mm(...)
         if isinstance(func, ast.Attribute):
             attr = func.attr
             if attr == "cuda":
                 self.gpu = True
+            elif attr in _SPARSE_CALLS:
+                self.sparse = True
             elif attr == "backward":
                 self.backward = True
                 value = func.value

@@ -191,8 +191,8 @@ class _Binder(cst.CSTVisitor):
         if node.name is not None:
             self._bind_target(node.name.name, None)
 
-    def visit_Del(self, node: cst.Del) -> None:
-        self._bind_target(node.target, None)
+    def visit_Del(self, node: cst.Del) -> bool:
+        return False  # `del x` after its last use changes no value the rules read
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func

@@ -168,6 +168,8 @@ class MissingAutocast(_StepRule):
         project = self.ctx.project
         if project.own.rl:
             return True  # the step waits on a simulator; small policy nets gain nothing (AMP recipe)
+        if project.own.sparse:
+            return True  # sparse kernels are outside autocast: mixing them with 16-bit activations fails
         # a GradScaler, FSDP MixedPrecision(Policy), a model cast to 16 bits, layers that compute in
         # their input's dtype, apex, DeepSpeed: here, in a caller, or in a module either imports
         return bool(project.mixed_precision)

@@ -32,6 +32,21 @@ _WRAPPERS = frozenset({
 _SPLITS = frozenset({"torch.utils.data.random_split", "torch.utils.data.dataset.random_split"})
 
 
+def _names_in(expr: cst.BaseExpression) -> list[cst.Name]:
+    found: list[cst.Name] = []
+
+    class _Names(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            found.append(node)
+
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            node.value.visit(self)  # `a.b`: the name `a`, not the attribute
+            return False
+
+    expr.visit(_Names())
+    return found
+
+
 def _first_argument(call: cst.Call) -> Optional[cst.BaseExpression]:
     positional = positional_args(call) or []
     if positional:
@@ -138,7 +153,12 @@ class _DataLoaderRule(Rule):
         return None
 
     def dataset_unresolved(self, node: cst.Call, kwargs: KeywordArgs) -> bool:
-        """The dataset is a parameter, a lambda argument or a loop variable: nothing says what it holds."""
+        """The dataset is a parameter, a lambda argument or a loop variable, or a class the file never
+        defines nor imports: nothing says what it holds."""
+        dataset = self.dataset(node, kwargs)
+        if isinstance(dataset, cst.Call) and isinstance(dataset.func, cst.Name) \
+                and self.ctx.names.binding_scope(dataset.func) is None and "import *" not in self.ctx.text:
+            return True
         expr = kwargs.get("dataset") if kwargs.has("dataset") else next(iter(positional_args(node) or []), None)
         names = self.ctx.names
         while isinstance(expr, cst.Name):
@@ -151,10 +171,23 @@ class _DataLoaderRule(Rule):
             expr = single_value(expr, names)
         return False
 
-    def _on_device(self, expr: cst.BaseExpression) -> bool:
-        """The tensors already live on a device: `.cuda()`, `.to(device)`, `device=` at creation."""
-        value = single_value(expr, self.ctx.names) if isinstance(expr, cst.Name) else expr
-        return value is not None and _ON_DEVICE.search(self.ctx.code(value)) is not None
+    def _on_device(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
+        """The tensors already live on a device: `.cuda()`, `.to(device)`, `device=` at creation, here
+        or in any value assigned to a name the expression uses (`x = x.to(device)`, then
+        `TensorDataset(torch.stack([x] * n))`)."""
+        if _ON_DEVICE.search(self.ctx.code(expr)):
+            return True
+        if depth >= 3:
+            return False
+        names = self.ctx.names
+        for name in _names_in(expr):
+            owner = names.binding_scope(name)
+            if owner is None:
+                continue
+            for value in owner.values.get(name.value, []):
+                if value is not None and value is not expr and self._on_device(value, depth + 1):
+                    return True
+        return False
 
 
 class DataLoaderPinMemory(_DataLoaderRule):
@@ -206,6 +239,8 @@ class DataLoaderPinMemory(_DataLoaderRule):
             return  # the dataset already holds device tensors: pinning them raises
         if kind == NOTHING:
             return  # items carry no tensors (a prompt, an index): nothing to pin
+        if kind is None and self.dataset_unresolved(node, kwargs) and isinstance(self.dataset(node, kwargs), cst.Call):
+            return  # a dataset class the file neither defines nor imports
         if self.ctx.project.own.jax:
             return  # batches feed JAX as NumPy arrays: torch's pinned memory does not reach them
         self.report(
