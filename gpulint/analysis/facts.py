@@ -70,6 +70,10 @@ _LIGHT_METHODS = frozenset({
     "get", "keys", "values", "items", "copy", "float", "long", "int", "half", "double", "bool", "clone",
     "view", "reshape", "squeeze", "unsqueeze", "permute", "contiguous", "flatten", "detach", "numpy",
     "tolist", "item", "size", "dim", "format", "append", "update", "index", "transpose", "t", "type",
+    # elementwise and reduction tensor arithmetic: cheap next to a training step
+    "add", "sub", "mul", "div", "neg", "abs", "exp", "log", "sqrt", "pow", "clamp", "clip", "mean", "std",
+    "sum", "max", "min", "argmax", "flip", "roll", "expand", "repeat", "narrow", "split", "chunk", "to",
+    "masked_fill", "fill_", "zero_", "add_", "sub_", "mul_", "div_", "sub_", "long", "byte",
 })
 _LIGHT_TORCH = frozenset({
     "torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.stack", "torch.cat", "torch.LongTensor",
@@ -123,6 +127,7 @@ class FileFacts:
     # module-level names bound to torch optimizer classes, or to dicts whose values all are
     optimizers: dict[str, tuple[str, ...]] = field(default_factory=dict)
     names: tuple[str, ...] = ()  # identifiers used, kept only for files that train (GPU301's "trained" test)
+    functions: tuple[str, ...] = ()  # top-level function names
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -134,7 +139,7 @@ class FileFacts:
             "classes": {k: {"bases": list(v.bases), "dataset": v.dataset, "iterable": v.iterable, "sharded": v.sharded}
                         for k, v in self.classes.items()},
             "refs": {k: list(v) for k, v in self.refs.items()}, "optimizers": {k: list(v) for k, v in self.optimizers.items()},
-            "names": list(self.names),
+            "names": list(self.names), "functions": list(self.functions),
         }
 
     @classmethod
@@ -150,7 +155,7 @@ class FileFacts:
                      for k, v in data["classes"].items()},
             refs={k: tuple(v) for k, v in data["refs"].items()},
             optimizers={k: tuple(v) for k, v in data["optimizers"].items()},
-            names=tuple(data["names"]),
+            names=tuple(data["names"]), functions=tuple(data["functions"]),
         )
 
 
@@ -369,6 +374,11 @@ class _Scanner:
         top = set(refs)
         roots = {ref.module.split(".", 1)[0] for ref in self.imports if not ref.level}
         classes = {n.name: self._class(n) for n in self.tree.body if isinstance(n, ast.ClassDef)}
+        for node in _module_level(self.tree.body):  # `MNIST = _MNIST`: the same class under another name
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in classes:
+                for target in node.targets:
+                    if isinstance(target, ast.Name) and target.id not in classes:
+                        classes[target.id] = classes[node.value.id]
         training = self.backward and self.steps
         return FileFacts(
             imports=self.imports, gpu=self.gpu, cpu_pinned=self.cpu, scaler=self.scaler,
@@ -378,6 +388,7 @@ class _Scanner:
             classes=classes,
             refs={name: tuple(sorted((used & top) - {name})) for name, used in refs.items() if (used & top) - {name}},
             optimizers=self._optimizers(), names=tuple(sorted(names)) if training else (),
+            functions=tuple(n.name for n in self.tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))),
         )
 
     # -- calls ----------------------------------------------------------------------------------

@@ -62,6 +62,8 @@ class ProjectView:
     imported_optimizers: dict[str, tuple[str, ...]] = field(default_factory=dict)  # keyed like imported_classes
     imported_ints: dict[str, dict[str, int]] = field(default_factory=dict)  # dataclass int fields of importees
     trained_by_callers: frozenset[str] = frozenset()  # top-level classes of this file a caller trains
+    # imported names that come from the project's own modules, spelled as the file imports them
+    project_imports: frozenset[str] = frozenset()
     scanned: bool = False  # built from a project scan; False: the file alone
 
     @classmethod
@@ -270,6 +272,10 @@ class Project:
                           if callers & (self._kind_here[kind] | self._kind_imported[kind])
                           or me & self._kind_imported[kind])
         classes, star, optimizers = self._visible(rel)
+        project_imports = frozenset(
+            ("." * ref.level + ref.module + ("." if ref.module else "") + ref.name) if ref.name not in (None, "*")
+            else "." * ref.level + ref.module
+            for _, ref in self.edges.get(rel, ()))
         ints: dict[str, dict[str, int]] = {}
         for source in sorted(self._closure(rel, depth=2)):
             for name, by_class in self.facts[source].dataclass_ints.items():
@@ -279,7 +285,8 @@ class Project:
         return ProjectView(
             own=own, gpu_callers=bool(callers & self._gpu), scaler_callers=bool(callers & self._scaler),
             mixed_elsewhere=elsewhere, imported_classes=classes, star_classes=star,
-            imported_optimizers=optimizers, imported_ints=ints, trained_by_callers=trained, scanned=True,
+            imported_optimizers=optimizers, imported_ints=ints, trained_by_callers=trained,
+            project_imports=project_imports, scanned=True,
         )
 
     def _closure(self, path: str, depth: int) -> set[str]:

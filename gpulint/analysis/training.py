@@ -146,6 +146,37 @@ class TrainingFacts:
     def before(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
         return self.order[id(a)] < self.order[id(b)]
 
+    def value_at(self, name: cst.Name) -> Optional[cst.BaseExpression]:
+        """The value a name holds where it is read: its one assignment, or the last plain assignment
+        before the read whose block also holds the read (`ds = load(); ds = ds.map(f); use(ds)`).
+        None when a branch or a loop between them could leave another value, or when the name is also
+        bound some other way (a parameter, `for ds in ...`)."""
+        single = single_value(name, self.ctx.names)
+        if single is not None:
+            return single
+        owner = self.ctx.names.binding_scope(name)
+        if owner is None or id(name) not in self.order:
+            return None
+        targets = owner.bindings.get(name.value, [])
+        values = owner.values.get(name.value, [])
+        if any(t is not None for t in targets) or not values or any(v is None for v in values):
+            return None
+        earlier = [v for v in values if v is not None and id(v) in self.order and self.before(v, name)]
+        if not earlier:
+            return None
+        last = earlier[-1]
+        statement = self.statement_of(last)
+        block = self.parent(statement) if statement is not None else None
+        if block is None or not self.contains(block, name):
+            return None
+        for loop in self.ancestors(name):  # assigned again later in a loop around the read: not straight-line
+            if isinstance(loop, (cst.For, cst.While)) and any(
+                    v is not last and self.contains(loop, v) and self.before(name, v) for v in values):
+                return None
+            if loop is block:
+                break
+        return last
+
     # -- detection -------------------------------------------------------------
     def _imports_framework(self) -> bool:
         for targets in self.ctx.names.module_scope.bindings.values():

@@ -42,7 +42,8 @@ def self_attribute_value(expr: cst.Attribute, names: NameTable) -> Optional[cst.
                     values.append(node.value if len(node.targets) == 1 else None)
                 elif isinstance(target.target, (cst.Tuple, cst.List)) and any(
                         _same_attribute(e.value, expr) for e in target.target.elements):
-                    values.append(None)
+                    # `self.a, self.b = split(ds, ...)`: the call whose result is unpacked
+                    values.append(node.value if isinstance(node.value, cst.Call) and len(node.targets) == 1 else None)
 
         def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
             if _same_attribute(node.target, expr):
@@ -65,3 +66,4 @@ def _same_attribute(target: cst.BaseExpression, expr: cst.Attribute) -> bool:
     return (isinstance(target, cst.Attribute) and target.attr.value == expr.attr.value
             and isinstance(target.value, cst.Name) and isinstance(expr.value, cst.Name)
             and target.value.value == expr.value.value)
+

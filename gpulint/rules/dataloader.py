@@ -10,6 +10,7 @@ import libcst as cst
 from gpulint.analysis.facts import IN_MEMORY, NOTHING, ON_DEVICE, ClassFacts
 from gpulint.analysis.kwargs import KeywordArgs, positional_args
 from gpulint.analysis.names import NameTable
+from gpulint.analysis.training import training_facts
 from gpulint.analysis.values import self_attribute_value, single_value
 from gpulint.engine.fixes import Applicability
 from gpulint.engine.pending import PendingFix, Replace
@@ -30,6 +31,8 @@ _WRAPPERS = frozenset({
     "torch.utils.data.ConcatDataset", "torch.utils.data.dataset.ConcatDataset",
 })
 _SPLITS = frozenset({"torch.utils.data.random_split", "torch.utils.data.dataset.random_split"})
+_DATAPIPES = ("torchtext.datasets.", "torchdata.datapipes.")
+UNSHARDED = "unsharded-iterable"
 
 
 def _names_in(expr: cst.BaseExpression) -> list[cst.Name]:
@@ -55,22 +58,26 @@ def _first_argument(call: cst.Call) -> Optional[cst.BaseExpression]:
 
 
 def _preprocessed_rows(dataset: cst.BaseExpression, names: NameTable) -> bool:
-    """`tokenized["train"]` where `tokenized = raw.map(tokenize, ...)` (then perhaps `.rename_column(...)`):
+    """`tokenized["train"]` where `tokenized = raw.map(tokenize, ...)` (then perhaps `.select(...)`):
     rows computed up front, no per-item transform."""
-    while isinstance(dataset, cst.Subscript):
-        dataset = dataset.value
-    values: list[Optional[cst.BaseExpression]] = [dataset]
-    if isinstance(dataset, cst.Name):
-        owner = names.binding_scope(dataset)
-        if owner is None:
-            return False
-        values = list(owner.values.get(dataset.value, []))
-    methods = []
-    for value in values:
-        if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)):
-            return False
-        methods.append(value.func.attr.value)
-    return "map" in methods and not {"with_transform", "set_transform"} & set(methods)
+    methods: set[str] = set()
+    pending: list[cst.BaseExpression] = [dataset]
+    seen: set[int] = set()
+    while pending and len(seen) < 16:
+        expr = pending.pop()
+        if id(expr) in seen:
+            continue
+        seen.add(id(expr))
+        while isinstance(expr, cst.Subscript):
+            expr = expr.value
+        if isinstance(expr, cst.Name):
+            owner = names.binding_scope(expr)
+            if owner is not None:
+                pending.extend(v for v in owner.values.get(expr.value, []) if v is not None)
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            methods.add(expr.func.attr.value)
+            pending.append(expr.func.value)  # `ds.map(f).select(...)`: the receiver's history too
+    return "map" in methods and not {"with_transform", "set_transform"} & methods
 
 
 class _DataLoaderRule(Rule):
@@ -96,11 +103,12 @@ class _DataLoaderRule(Rule):
             positional = positional_args(node) or []
             expr = positional[0] if positional else None
         names = self.ctx.names
+        facts = self.ctx.analysis(training_facts)
         for _ in range(6):
             if expr is None:
                 return None
             if isinstance(expr, cst.Name):
-                expr = single_value(expr, names)
+                expr = facts.value_at(expr)
             elif isinstance(expr, cst.Attribute) and self.ctx.qualname(expr) is None:
                 value = self_attribute_value(expr, names)
                 if value is None:
@@ -109,6 +117,8 @@ class _DataLoaderRule(Rule):
             elif isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Call) \
                     and self.ctx.qualname(expr.value.func) in _SPLITS:
                 expr = _first_argument(expr.value)  # random_split(ds, ...)[0]
+            elif isinstance(expr, cst.Call) and self.ctx.qualname(expr.func) in _SPLITS:
+                expr = _first_argument(expr)  # `self.train, self.val = random_split(ds, ...)`
             elif isinstance(expr, cst.Call) and self.ctx.qualname(expr.func) in _WRAPPERS:
                 first = _first_argument(expr)
                 if isinstance(first, (cst.List, cst.Tuple)) and first.elements:
@@ -150,15 +160,32 @@ class _DataLoaderRule(Rule):
             return ON_DEVICE
         if _preprocessed_rows(dataset, self.ctx.names):
             return IN_MEMORY  # a Hugging Face dataset tokenised up front with .map(): a row lookup per item
+        if isinstance(dataset, (cst.List, cst.Tuple, cst.ListComp)):
+            return IN_MEMORY  # items built before the loader exists
+        if isinstance(dataset, cst.Call) and (self.ctx.qualname(dataset.func) or "").startswith(_DATAPIPES):
+            return UNSHARDED  # torchtext's iterable datapipes: every worker would yield the whole stream
         return None
+
+    def dataset_undefined(self, node: cst.Call, kwargs: KeywordArgs) -> bool:
+        """A call of a name the file neither defines nor imports (and no `import *` could bring)."""
+        dataset = self.dataset(node, kwargs)
+        return (isinstance(dataset, cst.Call) and isinstance(dataset.func, cst.Name)
+                and self.ctx.names.binding_scope(dataset.func) is None and "import *" not in self.ctx.text)
 
     def dataset_unresolved(self, node: cst.Call, kwargs: KeywordArgs) -> bool:
         """The dataset is a parameter, a lambda argument or a loop variable, or a class the file never
         defines nor imports: nothing says what it holds."""
         dataset = self.dataset(node, kwargs)
-        if isinstance(dataset, cst.Call) and isinstance(dataset.func, cst.Name) \
-                and self.ctx.names.binding_scope(dataset.func) is None and "import *" not in self.ctx.text:
-            return True
+        if isinstance(dataset, cst.Call) and isinstance(dataset.func, cst.Name):
+            func = dataset.func
+            owner = self.ctx.names.binding_scope(func)
+            if self.dataset_undefined(node, kwargs):
+                return True
+            project = self.ctx.project
+            if owner is self.ctx.names.module_scope and func.value in project.own.functions:
+                return True  # a function of this file builds it: judged where it is built, not here
+            if self.ctx.qualname(func) in project.project_imports:
+                return True  # a function of another project module builds it
         expr = kwargs.get("dataset") if kwargs.has("dataset") else next(iter(positional_args(node) or []), None)
         names = self.ctx.names
         while isinstance(expr, cst.Name):
@@ -239,7 +266,7 @@ class DataLoaderPinMemory(_DataLoaderRule):
             return  # the dataset already holds device tensors: pinning them raises
         if kind == NOTHING:
             return  # items carry no tensors (a prompt, an index): nothing to pin
-        if kind is None and self.dataset_unresolved(node, kwargs) and isinstance(self.dataset(node, kwargs), cst.Call):
+        if kind is None and self.dataset_undefined(node, kwargs):
             return  # a dataset class the file neither defines nor imports
         if self.ctx.project.own.jax:
             return  # batches feed JAX as NumPy arrays: torch's pinned memory does not reach them
@@ -324,7 +351,7 @@ class DataLoaderNumWorkers(_DataLoaderRule):
     def _dataset_unsuited(self, node: cst.Call, kwargs: KeywordArgs) -> bool:
         """Workers would not help: items cost nothing to make, or live on the GPU, or would repeat."""
         kind = self.dataset_kind(node, kwargs)
-        if kind in (ON_DEVICE, NOTHING, IN_MEMORY):
+        if kind in (ON_DEVICE, NOTHING, IN_MEMORY, UNSHARDED):
             return True  # in memory: workers only add copies; on the GPU: forked workers re-initialise CUDA
         if kind is None and self.dataset_unresolved(node, kwargs):
             return True  # a dataset handed in from elsewhere: whether workers pay off is not known here
