@@ -53,6 +53,8 @@ RL_PACKAGES = frozenset({
     "supersuit", "minigrid", "atari_py", "ale_py", "mujoco_py", "brax",
 })
 JAX_PACKAGES = frozenset({"jax", "flax", "optax"})
+# packages that replace a torch optimizer with their own implementation (MS-AMP's LBAdam)
+OPTIMIZER_REPLACERS = frozenset({"msamp"})
 
 # item kinds a Dataset class yields (see `dataset_kind`)
 ON_DEVICE = "on-device"  # its tensors already live on a device: nothing to pin, workers would re-init CUDA
@@ -119,6 +121,7 @@ class FileFacts:
     rl: bool = False  # imports a reinforcement-learning environment package
     sparse: bool = False  # makes sparse tensors (autocast does not cover sparse kernels)
     jax: bool = False  # imports jax / flax / optax
+    replaces_optimizers: bool = False  # imports a package that swaps torch optimizers for its own
     argparse_defaults: dict[str, Any] = field(default_factory=dict)  # dest -> literal default
     dataclass_ints: dict[str, dict[str, int]] = field(default_factory=dict)  # field -> {class: int default}
     classes: dict[str, ClassFacts] = field(default_factory=dict)
@@ -134,7 +137,7 @@ class FileFacts:
             "imports": [[i.local, i.module, i.level, i.name] for i in self.imports],
             "gpu": self.gpu, "cpu_pinned": self.cpu_pinned, "scaler": self.scaler,
             "mixed_precision": list(self.mixed_precision), "training": self.training, "rl": self.rl,
-            "sparse": self.sparse, "jax": self.jax,
+            "sparse": self.sparse, "jax": self.jax, "replaces_optimizers": self.replaces_optimizers,
             "argparse_defaults": self.argparse_defaults, "dataclass_ints": self.dataclass_ints,
             "classes": {k: {"bases": list(v.bases), "dataset": v.dataset, "iterable": v.iterable, "sharded": v.sharded}
                         for k, v in self.classes.items()},
@@ -149,6 +152,7 @@ class FileFacts:
             gpu=bool(data["gpu"]), cpu_pinned=bool(data["cpu_pinned"]), scaler=bool(data["scaler"]),
             mixed_precision=tuple(data["mixed_precision"]), training=bool(data["training"]),
             rl=bool(data["rl"]), sparse=bool(data["sparse"]), jax=bool(data["jax"]),
+            replaces_optimizers=bool(data["replaces_optimizers"]),
             argparse_defaults=dict(data["argparse_defaults"]),
             dataclass_ints={k: {c: int(v) for c, v in d.items()} for k, d in data["dataclass_ints"].items()},
             classes={k: ClassFacts(tuple(v["bases"]), v["dataset"], bool(v["iterable"]), bool(v["sharded"]))
@@ -384,7 +388,8 @@ class _Scanner:
             imports=self.imports, gpu=self.gpu, cpu_pinned=self.cpu, scaler=self.scaler,
             mixed_precision=tuple(sorted(self.mixed)), training=training, rl=bool(roots & RL_PACKAGES),
             sparse=self.sparse,
-            jax=bool(roots & JAX_PACKAGES), argparse_defaults=self.argparse, dataclass_ints=self._dataclass_ints(),
+            jax=bool(roots & JAX_PACKAGES), replaces_optimizers=bool(roots & OPTIMIZER_REPLACERS),
+            argparse_defaults=self.argparse, dataclass_ints=self._dataclass_ints(),
             classes=classes,
             refs={name: tuple(sorted((used & top) - {name})) for name, used in refs.items() if (used & top) - {name}},
             optimizers=self._optimizers(), names=tuple(sorted(names)) if training else (),

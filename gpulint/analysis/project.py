@@ -53,6 +53,7 @@ class ProjectView:
     own: FileFacts
     gpu_callers: bool = False  # a module that imports this one shows GPU evidence
     scaler_callers: bool = False  # a module that imports this one creates a GradScaler
+    replacer_callers: bool = False  # a module that imports this one hands optimizers to MS-AMP (or alike)
     # kinds of 16-bit training evidence in the files around this one (callers, and what they import)
     mixed_elsewhere: tuple[str, ...] = ()
     # project classes imported by the file, keyed as the file spells the import target
@@ -150,6 +151,7 @@ class Project:
         bit = self._bit
         self._gpu = sum(bit(p) for p in self.paths if facts[p].gpu)
         self._scaler = sum(bit(p) for p in self.paths if facts[p].scaler)
+        self._replacer = sum(bit(p) for p in self.paths if facts[p].replaces_optimizers)
         kinds = sorted({k for f in facts.values() for k in f.mixed_precision})
         self._kind_here = {k: sum(bit(p) for p in self.paths if k in facts[p].mixed_precision) for k in kinds}
         self._kind_imported = {k: sum(bit(p) for p in self.paths
@@ -284,6 +286,7 @@ class Project:
                             if any(self._users.get(alias, 0) & callers for alias in aliases_of(name, own)))
         return ProjectView(
             own=own, gpu_callers=bool(callers & self._gpu), scaler_callers=bool(callers & self._scaler),
+            replacer_callers=bool(callers & self._replacer),
             mixed_elsewhere=elsewhere, imported_classes=classes, star_classes=star,
             imported_optimizers=optimizers, imported_ints=ints, trained_by_callers=trained,
             project_imports=project_imports, scanned=True,

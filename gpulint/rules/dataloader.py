@@ -90,10 +90,20 @@ class _DataLoaderRule(Rule):
         """Keyword arguments of a torch DataLoader call we can see completely, else None."""
         if self.ctx.qualname(node.func) not in DATALOADER:
             return None
+        if self._one_batch(node):
+            return None  # `next(iter(DataLoader(...)))`: one batch, then the loader is gone
         kwargs = self.ctx.kwargs(node)
         if not kwargs.complete or positional_args(node) is None:
             return None
         return kwargs
+
+    def _one_batch(self, node: cst.Call) -> bool:
+        facts = self.ctx.analysis(training_facts)
+        holder = facts.parent(facts.parent(node)) if facts.parent(node) is not None else None  # Arg -> Call
+        if not (isinstance(holder, cst.Call) and isinstance(holder.func, cst.Name) and holder.func.value == "iter"):
+            return False
+        outer = facts.parent(facts.parent(holder)) if facts.parent(holder) is not None else None
+        return isinstance(outer, cst.Call) and isinstance(outer.func, cst.Name) and outer.func.value == "next"
 
     def dataset(self, node: cst.Call, kwargs: KeywordArgs) -> Optional[cst.BaseExpression]:
         """The dataset expression, followed through plain assignments (of names and of `self.x`) and

@@ -99,6 +99,9 @@ class NonFusedOptimizer(Rule):
             return  # sparse gradients: fused kernels reject them
         if _single_tensor(node, kwargs):
             return  # one tensor (a latent or an embedding optimised at inference): nothing to fuse
+        project = self.ctx.project
+        if project.own.replaces_optimizers or project.replacer_callers:
+            return  # MS-AMP swaps the optimizer for its own implementation: `fused` never reaches torch
         fixable = len(torch_classes) == len(classes)
         reason = ""
         if "SGD" in names and _has_momentum(node, kwargs):
