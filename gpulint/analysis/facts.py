@@ -130,7 +130,9 @@ class FileFacts:
     # module-level names bound to torch optimizer classes, or to dicts whose values all are
     optimizers: dict[str, tuple[str, ...]] = field(default_factory=dict)
     names: tuple[str, ...] = ()  # identifiers used, kept only for files that train (GPU301's "trained" test)
-    functions: tuple[str, ...] = ()  # top-level function names
+    # top-level functions that build a dataset whose rows are computed up front (`.map(...)`, no
+    # per-item transform): a loader over what they return does no per-item work
+    row_functions: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -142,7 +144,7 @@ class FileFacts:
             "classes": {k: {"bases": list(v.bases), "dataset": v.dataset, "iterable": v.iterable, "sharded": v.sharded}
                         for k, v in self.classes.items()},
             "refs": {k: list(v) for k, v in self.refs.items()}, "optimizers": {k: list(v) for k, v in self.optimizers.items()},
-            "names": list(self.names), "functions": list(self.functions),
+            "names": list(self.names), "row_functions": list(self.row_functions),
         }
 
     @classmethod
@@ -159,7 +161,7 @@ class FileFacts:
                      for k, v in data["classes"].items()},
             refs={k: tuple(v) for k, v in data["refs"].items()},
             optimizers={k: tuple(v) for k, v in data["optimizers"].items()},
-            names=tuple(data["names"]), functions=tuple(data["functions"]),
+            names=tuple(data["names"]), row_functions=tuple(data["row_functions"]),
         )
 
 
@@ -313,6 +315,13 @@ def fast_walk(root: ast.AST) -> Iterator[ast.AST]:
                 push(value)
 
 
+def _maps_rows(fn: ast.AST) -> bool:
+    """The function returns something and calls `.map(...)` on a dataset, with no per-item transform."""
+    methods = {n.func.attr for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
+    returns = any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(fn))
+    return returns and "map" in methods and not {"with_transform", "set_transform"} & methods
+
+
 def _defined_names(statement: ast.stmt) -> list[str]:
     """Top-level names a module-level statement defines (class, def, plain assignment)."""
     if isinstance(statement, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -393,7 +402,8 @@ class _Scanner:
             classes=classes,
             refs={name: tuple(sorted((used & top) - {name})) for name, used in refs.items() if (used & top) - {name}},
             optimizers=self._optimizers(), names=tuple(sorted(names)) if training else (),
-            functions=tuple(n.name for n in self.tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))),
+            row_functions=tuple(n.name for n in self.tree.body
+                                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and _maps_rows(n)),
         )
 
     # -- calls ----------------------------------------------------------------------------------

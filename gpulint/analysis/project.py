@@ -63,8 +63,8 @@ class ProjectView:
     imported_optimizers: dict[str, tuple[str, ...]] = field(default_factory=dict)  # keyed like imported_classes
     imported_ints: dict[str, dict[str, int]] = field(default_factory=dict)  # dataclass int fields of importees
     trained_by_callers: frozenset[str] = frozenset()  # top-level classes of this file a caller trains
-    # imported names that come from the project's own modules, spelled as the file imports them
-    project_imports: frozenset[str] = frozenset()
+    # imported project functions that build datasets with rows computed up front, spelled as imported
+    row_functions: frozenset[str] = frozenset()
     scanned: bool = False  # built from a project scan; False: the file alone
 
     @classmethod
@@ -274,10 +274,10 @@ class Project:
                           if callers & (self._kind_here[kind] | self._kind_imported[kind])
                           or me & self._kind_imported[kind])
         classes, star, optimizers = self._visible(rel)
-        project_imports = frozenset(
-            ("." * ref.level + ref.module + ("." if ref.module else "") + ref.name) if ref.name not in (None, "*")
-            else "." * ref.level + ref.module
-            for _, ref in self.edges.get(rel, ()))
+        row_functions = frozenset(
+            "." * ref.level + ref.module + ("." if ref.module else "") + ref.name
+            for target, ref in self.edges.get(rel, ())
+            if ref.name not in (None, "*") and ref.name in self.facts[target].row_functions)
         ints: dict[str, dict[str, int]] = {}
         for source in sorted(self._closure(rel, depth=2)):
             for name, by_class in self.facts[source].dataclass_ints.items():
@@ -289,7 +289,7 @@ class Project:
             replacer_callers=bool(callers & self._replacer),
             mixed_elsewhere=elsewhere, imported_classes=classes, star_classes=star,
             imported_optimizers=optimizers, imported_ints=ints, trained_by_callers=trained,
-            project_imports=project_imports, scanned=True,
+            row_functions=row_functions, scanned=True,
         )
 
     def _closure(self, path: str, depth: int) -> set[str]:

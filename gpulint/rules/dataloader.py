@@ -168,13 +168,23 @@ class _DataLoaderRule(Rule):
             return None
         if self._on_device(dataset):
             return ON_DEVICE
-        if _preprocessed_rows(dataset, self.ctx.names):
+        if _preprocessed_rows(dataset, self.ctx.names) or self._built_by_row_function(dataset):
             return IN_MEMORY  # a Hugging Face dataset tokenised up front with .map(): a row lookup per item
         if isinstance(dataset, (cst.List, cst.Tuple, cst.ListComp)):
             return IN_MEMORY  # items built before the loader exists
         if isinstance(dataset, cst.Call) and (self.ctx.qualname(dataset.func) or "").startswith(_DATAPIPES):
             return UNSHARDED  # torchtext's iterable datapipes: every worker would yield the whole stream
         return None
+
+    def _built_by_row_function(self, dataset: cst.BaseExpression) -> bool:
+        """`get_dataset(...)`, a project function that tokenises with `.map()` and returns the result."""
+        if not (isinstance(dataset, cst.Call) and isinstance(dataset.func, cst.Name)):
+            return False
+        project = self.ctx.project
+        if self.ctx.names.binding_scope(dataset.func) is self.ctx.names.module_scope \
+                and dataset.func.value in project.own.row_functions:
+            return True
+        return self.ctx.qualname(dataset.func) in project.row_functions
 
     def dataset_undefined(self, node: cst.Call, kwargs: KeywordArgs) -> bool:
         """A call of a name the file neither defines nor imports (and no `import *` could bring)."""
@@ -185,17 +195,8 @@ class _DataLoaderRule(Rule):
     def dataset_unresolved(self, node: cst.Call, kwargs: KeywordArgs) -> bool:
         """The dataset is a parameter, a lambda argument or a loop variable, or a class the file never
         defines nor imports: nothing says what it holds."""
-        dataset = self.dataset(node, kwargs)
-        if isinstance(dataset, cst.Call) and isinstance(dataset.func, cst.Name):
-            func = dataset.func
-            owner = self.ctx.names.binding_scope(func)
-            if self.dataset_undefined(node, kwargs):
-                return True
-            project = self.ctx.project
-            if owner is self.ctx.names.module_scope and func.value in project.own.functions:
-                return True  # a function of this file builds it: judged where it is built, not here
-            if self.ctx.qualname(func) in project.project_imports:
-                return True  # a function of another project module builds it
+        if self.dataset_undefined(node, kwargs):
+            return True
         expr = kwargs.get("dataset") if kwargs.has("dataset") else next(iter(positional_args(node) or []), None)
         names = self.ctx.names
         while isinstance(expr, cst.Name):
