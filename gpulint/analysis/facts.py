@@ -130,6 +130,8 @@ class FileFacts:
     # module-level names bound to torch optimizer classes, or to dicts whose values all are
     optimizers: dict[str, tuple[str, ...]] = field(default_factory=dict)
     names: tuple[str, ...] = ()  # identifiers used, kept only for files that train (GPU301's "trained" test)
+    # names N used as `N.__dict__[...]` (a module used as its own registry: `models_mae.__dict__[arch]`)
+    dict_lookups: tuple[str, ...] = ()
     # top-level functions that build a dataset whose rows are computed up front (`.map(...)`, no
     # per-item transform): a loader over what they return does no per-item work
     row_functions: tuple[str, ...] = ()
@@ -145,6 +147,7 @@ class FileFacts:
                         for k, v in self.classes.items()},
             "refs": {k: list(v) for k, v in self.refs.items()}, "optimizers": {k: list(v) for k, v in self.optimizers.items()},
             "names": list(self.names), "row_functions": list(self.row_functions),
+            "dict_lookups": list(self.dict_lookups),
         }
 
     @classmethod
@@ -162,6 +165,7 @@ class FileFacts:
             refs={k: tuple(v) for k, v in data["refs"].items()},
             optimizers={k: tuple(v) for k, v in data["optimizers"].items()},
             names=tuple(data["names"]), row_functions=tuple(data["row_functions"]),
+            dict_lookups=tuple(data["dict_lookups"]),
         )
 
 
@@ -349,6 +353,7 @@ class _Scanner:
 
     def run(self) -> FileFacts:
         names: set[str] = set()
+        dict_lookups: set[str] = set()
         refs: dict[str, set[str]] = {}
         cuda_names = {local for local, targets in self.aliases.table.items()
                       if any(t.startswith(("torch.cuda", "torch.accelerator")) for t in targets)}
@@ -365,6 +370,8 @@ class _Scanner:
                 elif kind is Attribute:
                     attr = node.attr  # type: ignore[attr-defined]
                     names.add(attr)
+                    if attr == "__dict__" and isinstance(node.value, ast.Name):  # type: ignore[attr-defined]
+                        dict_lookups.add(node.value.id)  # type: ignore[attr-defined]
                     if attr in ("cuda", "accelerator") and not self.gpu and any(
                             q in ("torch.cuda", "torch.accelerator") for q in self.aliases.qualified(node)):
                         self.gpu = True
@@ -402,6 +409,7 @@ class _Scanner:
             classes=classes,
             refs={name: tuple(sorted((used & top) - {name})) for name, used in refs.items() if (used & top) - {name}},
             optimizers=self._optimizers(), names=tuple(sorted(names)) if training else (),
+            dict_lookups=tuple(sorted(dict_lookups)),
             row_functions=tuple(n.name for n in self.tree.body
                                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and _maps_rows(n)),
         )
@@ -610,7 +618,7 @@ def dataset_kind(cls: ast.ClassDef, aliases: _Aliases) -> str:
 
 def _item_cost(fn: FunctionNode, me: Optional[str], methods: dict[str, FunctionNode], aliases: _Aliases,
                depth: int, seen: set[str]) -> tuple[bool, bool]:
-    """(does per-item work, reads stored data by index)."""
+    """(does per-item work, yields tensors or stored data)."""
     params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
     params.discard(me or "")
     indexes_data = False
@@ -622,7 +630,9 @@ def _item_cost(fn: FunctionNode, me: Optional[str], methods: dict[str, FunctionN
             while isinstance(base, ast.Subscript):
                 base = base.value
             if isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) and base.value.id == me:
-                if any(isinstance(n, ast.Name) and n.id in params for n in ast.walk(node.slice)):
+                # `self.data[index]`, `self.data[start:end]`: stored data read per item (a constant key
+                # such as `self.config["size"]` is not)
+                if any(isinstance(n, ast.Name) for n in ast.walk(node.slice)):
                     indexes_data = True
         if not isinstance(node, ast.Call):
             continue
@@ -630,6 +640,7 @@ def _item_cost(fn: FunctionNode, me: Optional[str], methods: dict[str, FunctionN
         if isinstance(func, ast.Name) and func.id in _LIGHT_FUNCTIONS and not aliases.qualified(func):
             continue
         if aliases.is_any(func, _LIGHT_TORCH):
+            indexes_data = True  # makes a tensor per item: cheap, but there is something to pin
             continue
         if isinstance(func, ast.Attribute):
             if isinstance(func.value, ast.Name) and func.value.id == me and func.attr in methods:

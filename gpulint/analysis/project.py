@@ -163,6 +163,16 @@ class Project:
                 for name in facts[path].names:
                     self._users[name] = self._users.get(name, 0) | bit(path)
         self._exported: dict[str, dict[str, ClassFacts]] = {}
+        # modules a training file uses whole, as a registry (`models_mae.__dict__[args.model]`)
+        self._registry_users: dict[str, int] = {}
+        for path in self.paths:
+            lookups = set(facts[path].dict_lookups)
+            if not facts[path].training or not lookups:
+                continue
+            for target, ref in self.edges[path]:
+                if ref.local in lookups and (ref.name is None or target.endswith(
+                        (f"/{ref.name}.py", f"{ref.name}.py", f"/{ref.name}/__init__.py"))):
+                    self._registry_users[target] = self._registry_users.get(target, 0) | bit(path)
 
     def _bit(self, path: str) -> int:
         return 1 << self.index[path]
@@ -282,8 +292,11 @@ class Project:
         for source in sorted(self._closure(rel, depth=2)):
             for name, by_class in self.facts[source].dataclass_ints.items():
                 ints.setdefault(name, {}).update({f"{source}:{k}": v for k, v in by_class.items()})
-        trained = frozenset(name for name in own.classes
-                            if any(self._users.get(alias, 0) & callers for alias in aliases_of(name, own)))
+        if self._registry_users.get(rel, 0) & callers:
+            trained = frozenset(own.classes)  # the whole module is a registry a training script picks from
+        else:
+            trained = frozenset(name for name in own.classes
+                                if any(self._users.get(alias, 0) & callers for alias in aliases_of(name, own)))
         return ProjectView(
             own=own, gpu_callers=bool(callers & self._gpu), scaler_callers=bool(callers & self._scaler),
             replacer_callers=bool(callers & self._replacer),

@@ -195,10 +195,24 @@ def test_relative_imports_inside_a_package(tmp_path: Path) -> None:
 
 
 def test_dataset_kinds() -> None:
-    facts = facts_of_text(textwrap.dedent(DATASETS))
+    facts = facts_of_text(textwrap.dedent(DATASETS) + textwrap.dedent("""
+        class Windows(Dataset):
+            def __getitem__(self, index):
+                start = index * self.block
+                return self.data[start:start + self.block], self.data[start + 1:start + self.block + 1]
+
+        class RandomTokens(Dataset):
+            def __getitem__(self, index):
+                return {"input_ids": torch.randint(0, 100, (64,))}
+
+        class Configured(Dataset):
+            def __getitem__(self, index):
+                return {"size": self.config["size"], "index": index}
+        """))
     assert facts is not None
     assert {name: c.dataset for name, c in facts.classes.items()} == {
-        "InMemory": IN_MEMORY, "Prompts": NOTHING, "Files": WORK}
+        "InMemory": IN_MEMORY, "Prompts": NOTHING, "Files": WORK, "Windows": IN_MEMORY,
+        "RandomTokens": IN_MEMORY, "Configured": NOTHING}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -246,6 +260,26 @@ def test_gpu301_reports_models_a_training_script_uses_through_a_registry(tmp_pat
                     + TRAIN_STEP,
     })
     assert codes(findings(tmp_path, "--select", "GPU301"), "models.py") == ["GPU301"]
+
+
+def test_gpu301_reports_models_of_a_module_used_as_a_registry(tmp_path: Path) -> None:
+    """MAE and DINO: `models_mae.__dict__[args.model]()` picks the model by name from the module."""
+    write(tmp_path, {
+        "models_mae.py": """            from torch import nn
+
+            class MaskedAutoencoder(nn.Module):
+                def __init__(self, depth=24):
+                    super().__init__()
+                    self.blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(depth)])
+                def forward(self, x):
+                    for block in self.blocks:
+                        x = block(x)
+                    return x
+            """,
+        "main_pretrain.py": "import torch\nimport models_mae\n\nmodel = models_mae.__dict__[name]().cuda()\n\n"
+                            + TRAIN_STEP,
+    })
+    assert codes(findings(tmp_path, "--select", "GPU301"), "models_mae.py") == ["GPU301"]
 
 
 def test_a_changed_fact_elsewhere_invalidates_the_cached_result(tmp_path: Path) -> None:
