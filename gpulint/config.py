@@ -25,7 +25,7 @@ class ConfigError(Exception):
 AMP_DTYPES = ("float16", "bfloat16")
 # Test code runs fp32 reference checks and bitwise comparisons, not training: the training-step,
 # loader and optimizer rules stay silent there unless `lint-tests = true`.
-DEFAULT_TEST_PATTERNS = ("test_*.py", "*_test.py", "conftest.py", "tests", "test")
+DEFAULT_TEST_PATTERNS = ("test_*.py", "*_test.py", "conftest.py", "tests", "test", "testing", "test_utils")
 
 
 def parse_codes(value: str | Iterable[str] | None) -> tuple[str, ...]:

@@ -183,15 +183,19 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--write", action="store_true", help="rewrite the generated tables in RESULTS.md")
     parser.add_argument("--unlabelled", action="store_true", help="list findings without a verdict")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / ".work" / "precision")
+    parser.add_argument("--repos", type=Path, default=HERE / "repos.toml")
+    parser.add_argument("--labels", type=Path, default=HERE / "labels.tsv")
+    parser.add_argument("--recall", type=Path, default=HERE / "recall.tsv")
+    parser.add_argument("--results", type=Path, default=HERE / "RESULTS.md")
     args = parser.parse_args(argv)
     corpus = args.corpus.expanduser()
-    repos = present(load_repos(), corpus)
+    repos = present(load_repos(args.repos), corpus)
     if args.only:
         repos = [r for r in repos if r.slug in args.only or r.name in args.only]
     if not repos:
         print(f"no corpus repository under {corpus}: run prepare.py first")
         return 0
-    labels, recall = load_labels(), load_recall()
+    labels, recall = load_labels(args.labels), load_recall(args.recall)
     runs = [lint(repo, corpus, args.gpulint) for repo in repos]
     args.out.mkdir(parents=True, exist_ok=True)
     for run in runs:
@@ -212,7 +216,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                 if key not in labels:
                     print(f"{key.repo}\t{key.location}\t{key.code}\t?\t{message[:90]}")
     if args.write:
-        results = HERE / "RESULTS.md"
+        results = args.results
         text = results.read_text(encoding="utf-8") if results.exists() else "# Precision on real code\n"
         text = replace_block(text, "SUMMARY", summary)
         text = replace_block(text, "PER-REPOSITORY", table)

@@ -287,7 +287,7 @@ def _is_dtype_16(node: ast.AST, aliases: _Aliases) -> bool:
 
 # the last name of every call whose qualified name the scan compares
 _QUALIFIED_CALLS = frozenset(
-    {q.rsplit(".", 1)[-1] for q in GRAD_SCALERS | AUTOCASTS | FSDP_MIXED_PRECISION}
+    {q.rsplit(".", 1)[-1] for q in GRAD_SCALERS | AUTOCASTS | FSDP_MIXED_PRECISION | OPTIMIZER_CLASSES}
     | {"set_default_dtype", "device", "initialize"}
 )
 # `x.to_sparse()`, `torch.sparse_coo_tensor(...)`, `torch.spmm(...)`, `torch.sparse.mm(...)`
@@ -349,6 +349,7 @@ class _Scanner:
         self.mixed: set[str] = set()
         self.backward = False
         self.steps = False
+        self.optimizer_made = False
         self.argparse: dict[str, Any] = {}
 
     def run(self) -> FileFacts:
@@ -399,7 +400,9 @@ class _Scanner:
                 for target in node.targets:
                     if isinstance(target, ast.Name) and target.id not in classes:
                         classes[target.id] = classes[node.value.id]
-        training = self.backward and self.steps
+        # a file that runs a training step, or builds an optimizer for one (`main_pretrain.py` builds the
+        # AdamW, `engine_pretrain.py` steps it): its models are trained
+        training = (self.backward and self.steps) or self.optimizer_made
         return FileFacts(
             imports=self.imports, gpu=self.gpu, cpu_pinned=self.cpu, scaler=self.scaler,
             mixed_precision=tuple(sorted(self.mixed)), training=training, rl=bool(roots & RL_PACKAGES),
@@ -466,6 +469,8 @@ class _Scanner:
                     self.mixed.add("fsdp-mixed-precision")
         if not qualified:
             return
+        if qualified & OPTIMIZER_CLASSES:
+            self.optimizer_made = True
         if qualified & GRAD_SCALERS:
             self.scaler = True
             self.mixed.add("grad-scaler")

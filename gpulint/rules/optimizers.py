@@ -152,6 +152,10 @@ class NonFusedOptimizer(Rule):
         owner = self.ctx.names.binding_scope(func)
         if owner is None:
             return []
+        reaching = self.ctx.analysis(training_facts).value_at(func)
+        if reaching is not None:  # `optimizer_class = prodigyopt.Prodigy` just above the call: that one
+            target = self.ctx.qualname(reaching)
+            return [target] if target in OPTIMIZER_NAMES else []
         targets = owner.bindings.get(func.value, [])
         values = owner.values.get(func.value, [])
         if any(t is not None for t in targets) or not values or any(v is None for v in values):
