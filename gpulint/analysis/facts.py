@@ -53,6 +53,16 @@ RL_PACKAGES = frozenset({
     "supersuit", "minigrid", "atari_py", "ale_py", "mujoco_py", "brax",
 })
 JAX_PACKAGES = frozenset({"jax", "flax", "optax"})
+# sharded or tensor-parallel training: a plain GradScaler does not agree on inf/NaN across ranks
+FSDP_WRAPPERS = frozenset({
+    "torch.distributed.fsdp.FullyShardedDataParallel", "torch.distributed.fsdp.fully_shard",
+    "torch.distributed._composable.fsdp.fully_shard", "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel",
+})
+TENSOR_PARALLEL = frozenset({
+    "torch.distributed.tensor.parallel.parallelize_module", "torch.distributed.tensor.distribute_tensor",
+    "torch.distributed.tensor.distribute_module", "torch.distributed._tensor.distribute_tensor",
+    "torch.distributed.tensor.parallel.api.parallelize_module",
+})
 # packages that replace a torch optimizer with their own implementation (MS-AMP's LBAdam)
 OPTIMIZER_REPLACERS = frozenset({"msamp"})
 
@@ -122,6 +132,8 @@ class FileFacts:
     sparse: bool = False  # makes sparse tensors (autocast does not cover sparse kernels)
     jax: bool = False  # imports jax / flax / optax
     replaces_optimizers: bool = False  # imports a package that swaps torch optimizers for its own
+    parallelism: tuple[str, ...] = ()  # "fsdp" and/or "tensor-parallel": how parameters are sharded
+    fused_sgd_momentum: bool = False  # builds SGD with fused=True and momentum (unsafe under a GradScaler)
     argparse_defaults: dict[str, Any] = field(default_factory=dict)  # dest -> literal default
     dataclass_ints: dict[str, dict[str, int]] = field(default_factory=dict)  # field -> {class: int default}
     classes: dict[str, ClassFacts] = field(default_factory=dict)
@@ -142,6 +154,7 @@ class FileFacts:
             "gpu": self.gpu, "cpu_pinned": self.cpu_pinned, "scaler": self.scaler,
             "mixed_precision": list(self.mixed_precision), "training": self.training, "rl": self.rl,
             "sparse": self.sparse, "jax": self.jax, "replaces_optimizers": self.replaces_optimizers,
+            "parallelism": list(self.parallelism), "fused_sgd_momentum": self.fused_sgd_momentum,
             "argparse_defaults": self.argparse_defaults, "dataclass_ints": self.dataclass_ints,
             "classes": {k: {"bases": list(v.bases), "dataset": v.dataset, "iterable": v.iterable, "sharded": v.sharded}
                         for k, v in self.classes.items()},
@@ -157,7 +170,8 @@ class FileFacts:
             gpu=bool(data["gpu"]), cpu_pinned=bool(data["cpu_pinned"]), scaler=bool(data["scaler"]),
             mixed_precision=tuple(data["mixed_precision"]), training=bool(data["training"]),
             rl=bool(data["rl"]), sparse=bool(data["sparse"]), jax=bool(data["jax"]),
-            replaces_optimizers=bool(data["replaces_optimizers"]),
+            replaces_optimizers=bool(data["replaces_optimizers"]), parallelism=tuple(data["parallelism"]),
+            fused_sgd_momentum=bool(data["fused_sgd_momentum"]),
             argparse_defaults=dict(data["argparse_defaults"]),
             dataclass_ints={k: {c: int(v) for c, v in d.items()} for k, d in data["dataclass_ints"].items()},
             classes={k: ClassFacts(tuple(v["bases"]), v["dataset"], bool(v["iterable"]), bool(v["sharded"]))
@@ -287,7 +301,8 @@ def _is_dtype_16(node: ast.AST, aliases: _Aliases) -> bool:
 
 # the last name of every call whose qualified name the scan compares
 _QUALIFIED_CALLS = frozenset(
-    {q.rsplit(".", 1)[-1] for q in GRAD_SCALERS | AUTOCASTS | FSDP_MIXED_PRECISION | OPTIMIZER_CLASSES}
+    {q.rsplit(".", 1)[-1] for q in GRAD_SCALERS | AUTOCASTS | FSDP_MIXED_PRECISION | OPTIMIZER_CLASSES
+     | FSDP_WRAPPERS | TENSOR_PARALLEL}
     | {"set_default_dtype", "device", "initialize"}
 )
 # `x.to_sparse()`, `torch.sparse_coo_tensor(...)`, `torch.spmm(...)`, `torch.sparse.mm(...)`
@@ -350,6 +365,8 @@ class _Scanner:
         self.backward = False
         self.steps = False
         self.optimizer_made = False
+        self.parallelism: set[str] = set()
+        self.fused_sgd = False
         self.argparse: dict[str, Any] = {}
 
     def run(self) -> FileFacts:
@@ -408,6 +425,7 @@ class _Scanner:
             mixed_precision=tuple(sorted(self.mixed)), training=training, rl=bool(roots & RL_PACKAGES),
             sparse=self.sparse,
             jax=bool(roots & JAX_PACKAGES), replaces_optimizers=bool(roots & OPTIMIZER_REPLACERS),
+            parallelism=tuple(sorted(self.parallelism)), fused_sgd_momentum=self.fused_sgd,
             argparse_defaults=self.argparse, dataclass_ints=self._dataclass_ints(),
             classes=classes,
             refs={name: tuple(sorted((used & top) - {name})) for name, used in refs.items() if (used & top) - {name}},
@@ -422,7 +440,8 @@ class _Scanner:
         aliases = self.aliases
         func = call.func
         last = func.attr if isinstance(func, ast.Attribute) else (func.id if isinstance(func, ast.Name) else "")
-        wanted = last in _QUALIFIED_CALLS or any(k.arg in ("mp_policy", "mixed_precision") for k in call.keywords)
+        wanted = (last in _QUALIFIED_CALLS or (isinstance(func, ast.Name) and func.id in aliases.table)
+                  or any(k.arg in ("mp_policy", "mixed_precision") for k in call.keywords))
         qualified = aliases.qualified(func) if wanted else set()
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute) and func.value.attr == "sparse":
             self.sparse = True  # torch.sparse.mm(...)
@@ -471,6 +490,18 @@ class _Scanner:
             return
         if qualified & OPTIMIZER_CLASSES:
             self.optimizer_made = True
+            if any(q.endswith("SGD") for q in qualified):
+                keywords = {k.arg: k.value for k in call.keywords if k.arg}
+                fused = keywords.get("fused")
+                momentum = keywords.get("momentum", call.args[2] if len(call.args) > 2 else None)
+                zero = isinstance(momentum, ast.Constant) and momentum.value in (0, 0.0)
+                if fused is not None and not _is_none(fused) and not (
+                        isinstance(fused, ast.Constant) and fused.value is False) and momentum is not None and not zero:
+                    self.fused_sgd = True
+        if qualified & FSDP_WRAPPERS:
+            self.parallelism.add("fsdp")
+        if qualified & TENSOR_PARALLEL:
+            self.parallelism.add("tensor-parallel")
         if qualified & GRAD_SCALERS:
             self.scaler = True
             self.mixed.add("grad-scaler")

@@ -54,6 +54,8 @@ class ProjectView:
     gpu_callers: bool = False  # a module that imports this one shows GPU evidence
     scaler_callers: bool = False  # a module that imports this one creates a GradScaler
     replacer_callers: bool = False  # a module that imports this one hands optimizers to MS-AMP (or alike)
+    parallelism_callers: tuple[str, ...] = ()  # how callers shard parameters ("fsdp", "tensor-parallel")
+    fused_sgd_around: bool = False  # fused SGD with momentum is built here, in a caller or in an import
     # kinds of 16-bit training evidence in the files around this one (callers, and what they import)
     mixed_elsewhere: tuple[str, ...] = ()
     # project classes imported by the file, keyed as the file spells the import target
@@ -108,6 +110,14 @@ class ProjectView:
         return values.pop() if len(values) == 1 else None
 
     @property
+    def parallelism(self) -> frozenset[str]:
+        return frozenset(self.own.parallelism) | frozenset(self.parallelism_callers)
+
+    @property
+    def fused_sgd(self) -> bool:
+        return self.own.fused_sgd_momentum or self.fused_sgd_around
+
+    @property
     def trained(self) -> frozenset[str]:
         return self.trained_by_callers | _trained_here(self.own)
 
@@ -152,6 +162,9 @@ class Project:
         self._gpu = sum(bit(p) for p in self.paths if facts[p].gpu)
         self._scaler = sum(bit(p) for p in self.paths if facts[p].scaler)
         self._replacer = sum(bit(p) for p in self.paths if facts[p].replaces_optimizers)
+        self._fused_sgd = sum(bit(p) for p in self.paths if facts[p].fused_sgd_momentum)
+        self._parallel = {kind: sum(bit(p) for p in self.paths if kind in facts[p].parallelism)
+                          for kind in ("fsdp", "tensor-parallel")}
         kinds = sorted({k for f in facts.values() for k in f.mixed_precision})
         self._kind_here = {k: sum(bit(p) for p in self.paths if k in facts[p].mixed_precision) for k in kinds}
         self._kind_imported = {k: sum(bit(p) for p in self.paths
@@ -300,6 +313,9 @@ class Project:
         return ProjectView(
             own=own, gpu_callers=bool(callers & self._gpu), scaler_callers=bool(callers & self._scaler),
             replacer_callers=bool(callers & self._replacer),
+            parallelism_callers=tuple(kind for kind, mask in sorted(self._parallel.items()) if callers & mask),
+            fused_sgd_around=bool(callers & self._fused_sgd) or any(
+                self.facts[p].fused_sgd_momentum for p in self._closure(rel, depth=2)),
             mixed_elsewhere=elsewhere, imported_classes=classes, star_classes=star,
             imported_optimizers=optimizers, imported_ints=ints, trained_by_callers=trained,
             row_functions=row_functions, scanned=True,

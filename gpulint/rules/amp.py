@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
 import libcst as cst
@@ -28,11 +29,17 @@ from gpulint.analysis.training import (
 from gpulint.analysis.values import single_value
 from gpulint.engine.context import FileContext
 from gpulint.engine.fixes import Applicability
-from gpulint.engine.pending import PendingFix
+from gpulint.engine.pending import PendingEdit, PendingFix
 from gpulint.engine.rewrite import is_literal
 from gpulint.rules.amp_rewrite import (
+    Region,
+    ScalerHome,
+    ScalerPlan,
     StepRewrite,
     autocast_region,
+    refused_ops,
+    scaler_home,
+    step_edits,
     device_type_code,
     loss_passed_in,
     loss_statement,
@@ -46,6 +53,7 @@ from gpulint.rules.amp_uses import DeprecatedAmpFixes
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 GRAD_SCALER_SINCE = (2, 3)
+SHARDED_SCALER_MODULE = "torch.distributed.fsdp.sharded_grad_scaler"
 FLOAT16_DTYPE, MAYBE_FLOAT16 = "float16", "float16 or another dtype"
 # a training step needs a backward call and an optimizer step (analysis/training.py)
 TRAINING_STEP_NEEDLES = ((".backward(", "torch.autograd.backward"), (".step(",))
@@ -156,11 +164,12 @@ class MissingAutocast(_StepRule):
                 return
             if loss_passed_in(facts, each):
                 return  # a helper handed the loss (a loss scaler's __call__): the forward pass is the caller's
+        fix, note = self._fix(facts, step, backward)
         self.report(
             node,
             "training step computes its forward pass and loss in fp32: wrap them in torch.autocast "
-            "(mixed precision is up to 3x faster on tensor-core GPUs)",
-            self._fix(facts, step, backward),
+            f"(mixed precision is up to 3x faster on tensor-core GPUs){note}",
+            fix,
         )
 
     def _precision_handled(self) -> bool:
@@ -174,33 +183,87 @@ class MissingAutocast(_StepRule):
         # their input's dtype, apex, DeepSpeed: here, in a caller, or in a module either imports
         return bool(project.mixed_precision)
 
-    def _fix(self, facts: TrainingFacts, step: TrainingStep, backward: Backward) -> Optional[PendingFix]:
+    def _fix(self, facts: TrainingFacts, step: TrainingStep, backward: Backward) -> tuple[Optional[PendingFix], str]:
+        """The rewrite, or None and the reason (appended to the message) when no rewrite is right."""
         settings = self.ctx.settings
         dtype = settings.amp_dtype
         floor = settings.torch_version
+        parallel = self.ctx.project.parallelism
+        if "tensor-parallel" in parallel:
+            dtype = "bfloat16"  # DTensor gradients: a GradScaler would not agree on inf/NaN across ranks
         region = autocast_region(facts, step, backward)
         if region is None:
-            return None
+            return None, "; no fix: the forward pass and the loss cannot be told apart from the rest of the step"
+        region, float_calls, why = _outside_autocast(facts, region)
+        if region is None:
+            return None, why
         plan = None
         if dtype == "float16":
             if floor is not None and floor < GRAD_SCALER_SINCE:
-                return None
+                return None, f"; no float16 fix: torch.amp.GradScaler needs torch 2.3 (torch-version is {_floor(floor)})"
             if not backward.scaled:
                 plan = scaler_plan(facts, step, backward)
                 if plan is None:
-                    return None
+                    return None, ("; no float16 fix: the step's backward/optimizer calls are too irregular for a "
+                                  "GradScaler, or fused SGD with momentum (unsafe under one) is built nearby")
         elif floor is not None and floor < AUTOCAST_SINCE:
-            return None
+            return None, ""
         anchor = scaler_anchor(facts, step.node)
         torch = self.ctx.imports.module_alias("torch")
+        name = scaler_name(self.ctx)
+        scaler_class, class_edit = _scaler_class(self.ctx, torch.expr, parallel)
+        home = scaler_home(facts, step, plan, torch.expr, name) if plan is not None else None
         rewrite = StepRewrite(
-            anchor=anchor, torch=torch.expr, device=device_type_code(facts, step, anchor), region=region,
-            dtype=dtype, scaler=plan, scaler_name=scaler_name(self.ctx),
+            anchor=anchor, torch=torch.expr, device=device_type_code(facts, step, anchor, torch.expr),
+            region=region, dtype=dtype, scaler=plan, scaler_name=name, scaler_class=scaler_class, home=home,
+            float_calls=float_calls,
         )
         message = f"Wrap the forward pass and loss in `torch.autocast` ({dtype})"
         if plan is not None:
-            message += " and scale the loss with a GradScaler"
-        return PendingFix.unsafe(message, torch.edit, step_edit(facts, rewrite))
+            message += f" and scale the loss with a {scaler_class.rsplit('.', 1)[-1]}"
+        if float_calls:
+            message += "; binary_cross_entropy stays outside autocast, in float32"
+        note = self._lifetime_note(step, plan, home)
+        return PendingFix.unsafe(message, torch.edit, class_edit, *step_edits(facts, rewrite)), note
+
+    def _lifetime_note(self, step: TrainingStep, plan: Optional[ScalerPlan], home: Optional[ScalerHome]) -> str:
+        facts = self.ctx.analysis(training_facts)
+        function = facts.scope_of(step.node)
+        if plan is None or home is not None or not isinstance(function, cst.FunctionDef) \
+                or isinstance(step.node, cst.FunctionDef):
+            return ""
+        return (f"; the fix creates the GradScaler each time {function.name.value}() runs: create it once where "
+                "the optimizer is made, pass it in, and save scaler.state_dict() with the optimizer's")
+
+
+def _scaler_class(ctx: FileContext, torch: str, parallel: frozenset[str]) -> tuple[str, Optional[PendingEdit]]:
+    """`torch.amp.GradScaler`, or FSDP's ShardedGradScaler, which agrees on inf/NaN across ranks."""
+    if "fsdp" in parallel:
+        reference = ctx.imports.reference(SHARDED_SCALER_MODULE, "ShardedGradScaler", prefer_from=True)
+        return reference.expr, reference.edit
+    return f"{torch}.amp.GradScaler", None
+
+
+def _floor(version: tuple[int, int]) -> str:
+    return f"{version[0]}.{version[1]}"
+
+
+def _outside_autocast(facts: TrainingFacts, region: Region) -> tuple[Optional[Region], tuple[cst.Call, ...], str]:
+    """Keep what CUDA autocast refuses (binary_cross_entropy) out of the region, or say why that is impossible."""
+    body = region.container.body
+    refusal = "; no fix: binary_cross_entropy raises under CUDA autocast (\"unsafe to autocast\")"
+    for index in range(region.start, region.end + 1):
+        found = refused_ops(facts, body[index])
+        if found.indirect:
+            return None, (), f"{refusal}, and {found.indirect[0]}() computes it inside the step: call it on float32 " \
+                             "tensors outside the autocast region, or use binary_cross_entropy_with_logits"
+        if found.direct and index != region.end:
+            return None, (), f"{refusal} and is mixed into the forward pass here"
+        if found.direct:
+            if index == region.start:
+                return None, (), f"{refusal} and is computed in the same statement as the forward pass"
+            return Region(region.container, region.start, region.end - 1), found.direct, ""
+    return region, (), ""
 
 
 class Fp16WithoutGradScaler(_StepRule):
@@ -387,6 +450,9 @@ class Fp16WithoutGradScaler(_StepRule):
         floor = self.ctx.settings.torch_version
         if floor is not None and floor < GRAD_SCALER_SINCE:
             return None
+        parallel = self.ctx.project.parallelism
+        if "tensor-parallel" in parallel:
+            return None  # DTensor gradients: prefer bfloat16 autocast, which needs no scaler
         plan = scaler_plan(facts, step, backward)
         if plan is None:
             return None
@@ -394,12 +460,19 @@ class Fp16WithoutGradScaler(_StepRule):
         torch = self.ctx.imports.module_alias("torch")
         if enabled is not None and not _visible_name(facts, enabled.split(" ", 1)[0], anchor):
             return None  # the dtype is chosen after the point where the scaler is created
+        name = scaler_name(self.ctx)
+        scaler_class, class_edit = _scaler_class(self.ctx, torch.expr, parallel)
+        home = scaler_home(facts, step, plan, torch.expr, name) if enabled is None else None
+        device = self._scaler_device(facts, autocast, anchor)
+        if home is not None and device.startswith(("'", '"')):
+            home = dataclasses.replace(home, device=device)  # the autocast's own device type, spelled out
         rewrite = StepRewrite(
-            anchor=anchor, torch=torch.expr, device=self._scaler_device(facts, autocast, anchor),
-            scaler=plan, scaler_name=scaler_name(self.ctx), scaler_enabled=enabled,
+            anchor=anchor, torch=torch.expr, device=device,
+            scaler=plan, scaler_name=name, scaler_enabled=enabled, scaler_class=scaler_class, home=home,
         )
-        message = "Scale the loss with a GradScaler" + (" enabled for float16" if enabled else "")
-        return PendingFix.unsafe(message, torch.edit, step_edit(facts, rewrite))
+        message = f"Scale the loss with a {scaler_class.rsplit('.', 1)[-1]}" + (
+            " enabled for float16" if enabled else "")
+        return PendingFix.unsafe(message, torch.edit, class_edit, *step_edits(facts, rewrite))
 
 
 class DeprecatedCudaAmp(Rule):
