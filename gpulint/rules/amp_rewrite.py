@@ -8,6 +8,7 @@ the fix lands in one replacement that the engine reduces to the changed text.
 
 from __future__ import annotations
 
+import builtins
 import re
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Union
@@ -227,8 +228,10 @@ def autocast_region(facts: TrainingFacts, step: TrainingStep, backward: Backward
             if ends:
                 end = max(ends)
                 start = _slice_start(body, uses, end)
-                while start < end and _not_forward(facts, body[start]):
-                    start += 1  # `model = SimpleMLP()`, `futures.wait_all(...)`: not the forward pass
+                needed = _slice_members(uses, end)
+                while start < end and (start not in needed or _not_forward(facts, body[start])
+                                       or not _calls_model(facts, body[start])):
+                    start += 1  # `model = SimpleMLP()`, `x = torch.randn(...)`, `futures.wait_all(...)`
                 if any(_not_forward(facts, body[k]) for k in range(start, end + 1)):
                     return None  # construction or waiting between forward statements: cannot wrap only the forward
                 return Region(ancestor, start, end)
@@ -239,7 +242,37 @@ def autocast_region(facts: TrainingFacts, step: TrainingStep, backward: Backward
     return None
 
 
+_BUILTINS = frozenset(dir(builtins))
 _WAITS = frozenset({"wait", "wait_all", "to_here", "rpc_sync", "rpc_async", "collect_all"})
+# tensor methods that make or reshape data: a line calling only these (and torch functions) builds a
+# batch, it does not run the model
+_TENSOR_METHODS = _MOVING_METHODS | frozenset({
+    "argmax", "argmin", "sum", "mean", "max", "min", "abs", "exp", "log", "pow", "sqrt", "clamp", "softmax",
+    "log_softmax", "sigmoid", "tanh", "round", "floor", "ceil", "masked_fill", "gather", "scatter", "index_select",
+    "transpose", "t", "expand", "repeat", "split", "chunk", "detach", "clone", "type", "half", "bfloat16",
+    "numpy", "tolist", "item", "size", "normal_", "uniform_", "fill_", "zero_", "manual_seed",
+})
+
+
+def _calls_model(facts: TrainingFacts, statement: cst.CSTNode) -> bool:
+    """The statement calls something other than torch, builtins and tensor methods: a model or a loss."""
+    for call in facts.calls:
+        if not facts.contains(statement, call):
+            continue
+        func = call.func
+        qualified = facts.ctx.qualname(func)
+        if qualified is not None:
+            if qualified.split(".", 1)[0] in ("torch", "numpy", "math", "random"):
+                continue
+            return True
+        if isinstance(func, cst.Name):
+            if func.value in _BUILTINS and facts.ctx.names.binding_scope(func) is None:
+                continue  # `len(...)`, `range(...)`, `zip(...)`
+            return True
+        if isinstance(func, cst.Attribute) and func.attr.value in _TENSOR_METHODS:
+            continue
+        return True
+    return False
 
 
 def _not_forward(facts: TrainingFacts, statement: cst.CSTNode) -> bool:
@@ -260,6 +293,17 @@ def _not_forward(facts: TrainingFacts, statement: cst.CSTNode) -> bool:
         if not (constructs or last in _WAITS):
             return False
     return True
+
+
+def _slice_members(uses: list[_NameUse], end: int) -> set[int]:
+    """Indices of the statements the one at `end` depends on (itself included)."""
+    needed = set(uses[end].reads)
+    members = {end}
+    for k in range(end - 1, -1, -1):
+        if uses[k].writes & needed:
+            needed |= uses[k].reads
+            members.add(k)
+    return members
 
 
 def _slice_start(body: list, uses: list[_NameUse], end: int) -> int:

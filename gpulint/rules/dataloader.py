@@ -7,7 +7,7 @@ from typing import Optional
 
 import libcst as cst
 
-from gpulint.analysis.facts import IN_MEMORY, NOTHING, ON_DEVICE, ClassFacts
+from gpulint.analysis.facts import IN_MEMORY, NOTHING, ON_DEVICE, WORK, ClassFacts
 from gpulint.analysis.kwargs import KeywordArgs, positional_args
 from gpulint.analysis.names import NameTable
 from gpulint.analysis.training import training_facts
@@ -32,6 +32,10 @@ _WRAPPERS = frozenset({
 })
 _SPLITS = frozenset({"torch.utils.data.random_split", "torch.utils.data.dataset.random_split"})
 _DATAPIPES = ("torchtext.datasets.", "torchdata.datapipes.")
+# datasets these libraries build hold CPU data (PIL images, NumPy, Arrow): pinning cannot raise
+_CPU_LIBRARIES = ("torchvision.datasets.", "datasets.load_dataset", "datasets.load_from_disk", "datasets.Dataset.")
+_CPU_DATASET_METHODS = frozenset({"with_transform", "set_transform", "map", "select", "shuffle", "filter",
+                                  "rename_column", "remove_columns", "with_format", "train_test_split"})
 UNSHARDED = "unsharded-iterable"
 
 
@@ -281,12 +285,36 @@ class DataLoaderPinMemory(_DataLoaderRule):
             return  # a dataset class the file neither defines nor imports
         if self.ctx.project.own.jax:
             return  # batches feed JAX as NumPy arrays: torch's pinned memory does not reach them
+        edit = Replace(node, add_keyword(node, "pin_memory", "True"))
+        if kind in (IN_MEMORY, WORK) or self._library_dataset(node, kwargs):
+            fix = PendingFix.safe("Add `pin_memory=True`", edit)
+        else:  # pin_memory=True raises "cannot pin 'torch.cuda.FloatTensor'" on a dataset of CUDA tensors
+            fix = PendingFix.unsafe("Add `pin_memory=True` (unsafe: gpulint cannot see that the dataset yields "
+                                    "CPU tensors, and pinning CUDA tensors raises)", edit)
         self.report(
             node,
             "DataLoader without pin_memory=True: host-to-device copies stay synchronous; "
             "pass pin_memory=True",
-            PendingFix.safe("Add `pin_memory=True`", Replace(node, add_keyword(node, "pin_memory", "True"))),
+            fix,
         )
+
+    def _library_dataset(self, node: cst.Call, kwargs: KeywordArgs) -> bool:
+        """A dataset from a library that loads into CPU memory: torchvision, Hugging Face datasets."""
+        dataset = self.dataset(node, kwargs)
+        while isinstance(dataset, cst.Subscript):
+            dataset = dataset.value  # `raw["train"]`
+        while isinstance(dataset, cst.Call) and isinstance(dataset.func, cst.Attribute) \
+                and dataset.func.attr.value in _CPU_DATASET_METHODS and self.ctx.qualname(dataset.func) is None:
+            dataset = dataset.func.value  # `load_dataset(...)["train"].with_transform(f)`
+            while isinstance(dataset, cst.Subscript):
+                dataset = dataset.value
+        if isinstance(dataset, cst.Name):
+            dataset = single_value(dataset, self.ctx.names)
+            while isinstance(dataset, cst.Subscript):
+                dataset = dataset.value
+        if not isinstance(dataset, cst.Call):
+            return False
+        return (self.ctx.qualname(dataset.func) or "").startswith(_CPU_LIBRARIES)
 
 
 class DataLoaderNumWorkers(_DataLoaderRule):
@@ -343,15 +371,18 @@ class DataLoaderNumWorkers(_DataLoaderRule):
         if self._dataset_unsuited(node, kwargs):
             return
         workers = self.ctx.settings.num_workers
+        # capped by the machine's cores: more workers than cores is slower, and torch warns about it
+        os_module = self.ctx.imports.module_alias("os")
+        value = f"min({workers}, {os_module.expr}.cpu_count() or 1)"
         fix = None
         if not explicit:
-            new = add_keyword(node, "num_workers", str(workers))
+            new = add_keyword(node, "num_workers", value)
         elif "num_workers" in kwargs.values and "num_workers" not in kwargs.from_splat:
-            new = set_keyword(node, "num_workers", str(workers))
+            new = set_keyword(node, "num_workers", value)
         else:
             new = None
         if new is not None:
-            fix = PendingFix.unsafe(f"Set `num_workers={workers}`", Replace(node, new))
+            fix = PendingFix.unsafe(f"Set `num_workers={value}`", os_module.edit, Replace(node, new))
         self.report(
             node,
             "DataLoader without worker processes: batches are prepared between GPU steps; "
