@@ -46,7 +46,8 @@ class RunSpec:
     overrides: Mapping[Path, bytes] = field(default_factory=dict)  # rewritten files, by original path
     sys_path: tuple[Path, ...] = ()  # project roots to put on sys.path (their mirrors)
     exclude: tuple[Path, ...] = ()  # never mirrored (gpulint's own work folder)
-    nproc: int = 1  # > 1: launch through torchrun --nproc-per-node
+    nproc: int = 1  # processes under torchrun
+    torchrun: bool = False  # launch through torchrun (always when nproc > 1)
 
     @property
     def events(self) -> Path:
@@ -76,7 +77,7 @@ def harness_command(spec: RunSpec, sandbox: Sandbox) -> list[str]:
     if spec.threads:
         harness += ["--threads", str(spec.threads)]
     harness += ["--", *spec.script_args]
-    if spec.nproc > 1:
+    if spec.nproc > 1 or spec.torchrun:
         launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                     f"--nproc-per-node={spec.nproc}", "-m", "gpulint.verify.harness"]
         return launcher + harness

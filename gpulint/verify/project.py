@@ -67,6 +67,27 @@ def is_entry_script(tree: ast.Module) -> bool:
     return executes(tree.body)
 
 
+def needs_torchrun(tree: ast.Module) -> bool:
+    """The script joins a process group from torchrun's environment (env://), rather than spawning its own.
+
+    Such a script fails when run as `python train.py`; verify launches it through torchrun.
+    """
+    calls_init = spawns = sets_master = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if name == "init_process_group":
+                calls_init = True
+                if any(k.arg == "init_method" for k in node.keywords):
+                    sets_master = True
+            elif name in ("spawn", "start_processes"):
+                spawns = True
+        elif isinstance(node, ast.Constant) and node.value == "MASTER_ADDR":
+            sets_master = True
+    return calls_init and not spawns and not sets_master
+
+
 def _imported_names(tree: ast.AST, package: Optional[str]) -> set[str]:
     """Absolute module names this file imports (relative imports resolved against `package`)."""
     names: set[str] = set()

@@ -114,3 +114,21 @@ def test_fixes_in_an_imported_module_are_verified_through_the_entry_script(proje
     assert "one pair: the interval covers step-to-step jitter only" in result.output
     assert (project / "mylib" / "model.py").read_bytes() == before
     assert sorted(os.listdir(project)) == ["mylib", "projects", "setup.py"]
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("import torch.distributed as dist\ndist.init_process_group('nccl')\n", True),
+    ("from torch.distributed import init_process_group\ninit_process_group(backend='nccl')\n", True),
+    ("import os, torch.multiprocessing as mp\nfrom torch.distributed import init_process_group\n"
+     "def setup(rank, world):\n    os.environ['MASTER_ADDR'] = 'localhost'\n"
+     "    init_process_group('nccl', rank=rank, world_size=world)\n"
+     "mp.spawn(setup, args=(2,), nprocs=2)\n", False),  # starts its own processes
+    ("import torch\nprint(torch.zeros(1))\n", False),
+])
+def test_scripts_that_need_torchrun_are_recognised(source: str, expected: bool) -> None:
+    """A DDP script written for torchrun fails as `python train.py`: verify launches it through torchrun."""
+    import ast
+
+    from gpulint.verify.project import needs_torchrun
+
+    assert needs_torchrun(ast.parse(source)) is expected

@@ -1,7 +1,8 @@
 """Issue 13 item 10: a DDP script verified through torchrun, 2 CPU processes with gloo, losses and times per rank.
 
-The script is written for GPUs (NCCL, `device_ids=[local_rank]`, `.to(local_rank)`); on the CPU
-verify maps those and says so. scripts/gpu_verify.sh covers NCCL on a machine with 2 GPUs.
+The fixture is written for GPUs (NCCL, `set_device(local_rank)`, `device_ids=[local_rank]`); on the
+CPU verify maps those and says so. scripts/gpu_verify.sh runs the same fixture with NCCL on a GPU
+machine (2 processes when it has 2 GPUs).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from gpulint.cli import main
 torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
-SCRIPTS = Path(__file__).parent / "scripts"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "scripts" / "ddp_lm.py"
 
 
 def test_ddp_script_verifies_through_torchrun_with_two_cpu_processes(tmp_path: Path,
@@ -26,9 +27,9 @@ def test_ddp_script_verifies_through_torchrun_with_two_cpu_processes(tmp_path: P
         pytest.fail("this torch build has no gloo backend: the torchrun test needs it")
     monkeypatch.chdir(tmp_path)
     report = tmp_path / "report.json"
-    result = CliRunner().invoke(main, ["verify", str(SCRIPTS / "ddp_train.py"), "--nproc-per-node", "2",
-                                       "--device", "cpu", "--steps", "8", "--warmup", "2", "--repeats", "0",
-                                       "--threads", "1", "--select", "GPU201", "--no-diff", "--json", str(report)])
+    result = CliRunner().invoke(main, ["verify", str(FIXTURE), "--nproc-per-node", "2", "--device", "cpu",
+                                       "--steps", "8", "--warmup", "2", "--repeats", "0", "--threads", "1",
+                                       "--select", "GPU201", "--no-diff", "--json", str(report), "--", "--size", "tiny"])
     data = json.loads(report.read_text())["scripts"][0]
     assert result.exit_code == 0, result.output
     assert data["verdict"] == "PASS"
