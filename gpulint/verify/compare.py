@@ -161,7 +161,7 @@ class TrainingSignal:
 def training_signal(record: RunRecord) -> TrainingSignal:
     info = record.training or {}
     tensors = int(info.get("tensors", 0) or 0)
-    moved = bool(info.get("moved")) if tensors else (None if not info else False)
+    moved = bool(info.get("moved")) if tensors else None  # nothing reached by a loss: not measured
     return TrainingSignal(moved, info.get("relative_change"), tensors, mann_kendall(record.losses))
 
 

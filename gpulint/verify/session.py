@@ -16,6 +16,7 @@ probe of what the machine can do, are subprocesses.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import os
 import signal
@@ -24,7 +25,7 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 import click
 
@@ -42,6 +43,7 @@ from gpulint.verify.project import (
     RewrittenFile,
     classify,
     imported_project_files,
+    needs_torchrun,
     project_root,
     rewrite_file,
 )
@@ -98,6 +100,9 @@ class Plan:
     root: Path
     files: list[RewrittenFile] = field(default_factory=list)  # entry first, then changed project modules
     sys_path: tuple[Path, ...] = ()
+    nproc: int = 1  # processes under torchrun (1 with torchrun when the script needs its environment)
+    torchrun: bool = False
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -241,7 +246,7 @@ class Verifier:
         except SourceError as exc:
             raise _RewriteError(f"cannot read {path}: {exc}") from None
 
-    def plan(self) -> tuple[list[Plan | ScriptResult], list[Path]]:
+    def plan(self) -> tuple[list[Union[Plan, ScriptResult]], list[Path]]:
         """Entry scripts to verify (or their early verdicts), and every file read (the inputs).
 
         A module (definitions only) is not run: its fixes are verified through the scripts that
@@ -253,7 +258,7 @@ class Verifier:
         scripts = [p for p in files if kinds[p] is not False]
         modules = [p for p in files if kinds[p] is False]
         inputs = list(files)
-        plans: list[Plan | ScriptResult] = []
+        plans: list[Union[Plan, ScriptResult]] = []
         covered: set[str] = set()
         for script in scripts:
             result = self._plan_one(script)
@@ -300,7 +305,7 @@ class Verifier:
         extra = [root / "src"] if (root / "src").is_dir() else []
         return extra + [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
 
-    def _plan_one(self, script: Path) -> Plan | ScriptResult:
+    def _plan_one(self, script: Path) -> Union[Plan, ScriptResult]:
         try:
             entry = self.rewrite(script)
         except _RewriteError as exc:
@@ -317,7 +322,8 @@ class Verifier:
         root = project_root(script)
         search = self._search(root)
         modules = []
-        for path in imported_project_files(script, root, search):
+        imported = imported_project_files(script, root, search)
+        for path in imported:
             try:
                 rewritten = self.rewrite(path)
             except _RewriteError as exc:
@@ -331,7 +337,13 @@ class Verifier:
             if folder != real_script_dir and any(Path(os.path.realpath(m.path)).is_relative_to(folder)
                                                  for m in modules) and folder not in sys_path:
                 sys_path += (folder,)
-        return Plan(script, root, [entry, *modules], sys_path)
+        distributed = any(needs_torchrun(tree) for tree in _trees([script, *imported]))
+        plan = Plan(script, root, [entry, *modules], sys_path, nproc=self.options.nproc if distributed else 1,
+                    torchrun=distributed)
+        if self.options.nproc > 1 and not distributed:
+            plan.notes.append(f"--nproc-per-node {self.options.nproc} ignored: the script does not join a process "
+                              "group from torchrun's environment (it starts its own processes, or none)")
+        return plan
 
     # --- running --------------------------------------------------------------------------------------
     def progress(self, label: str, total: int) -> Optional[Callable[[int], None]]:
@@ -352,7 +364,7 @@ class Verifier:
             script=plan.script, folder=folder, steps=result.steps, device=self.device, warmup=result.warmup, mode=mode,
             seed=self.options.seed, threads=self.options.threads, timeout=self.options.timeout,
             script_args=self.options.script_args, roots=(plan.root, Path.cwd()), overrides=overrides,
-            sys_path=plan.sys_path, exclude=(self.workdir,), nproc=self.options.nproc,
+            sys_path=plan.sys_path, exclude=(self.workdir,), nproc=plan.nproc, torchrun=plan.torchrun,
         )
         record = run_harness(spec, self.progress(label, result.steps), self.site_folder)
         words = events.STATUS_WORDS.get(record.status, record.status)
@@ -362,7 +374,7 @@ class Verifier:
         self.echo(line, err=True)
         return record
 
-    def verify(self, plan: Plan | ScriptResult, index: int) -> ScriptResult:
+    def verify(self, plan: Union[Plan, ScriptResult], index: int) -> ScriptResult:
         from gpulint.verify.report import script_header
 
         if isinstance(plan, ScriptResult):
@@ -379,6 +391,10 @@ class Verifier:
             return result
         result.tolerance = tolerance_for(result.applied)
         self.prepare(result)
+        result.notes += plan.notes
+        if plan.torchrun and plan.nproc == 1:
+            result.notes.append("launched through torchrun with 1 process: the script joins a process group from "
+                                "torchrun's environment; --nproc-per-node N runs N")
         self.echo(script_header(result), err=True)
         if self.options.show_diff:
             self.echo(result.diff, nl=False)
@@ -436,8 +452,8 @@ class Verifier:
         original, rewritten = result.original, result.rewritten
         if result.repeats == 0 or original is None or rewritten is None:
             return False
-        if not (original.completed and rewritten.completed) or result.steps - result.warmup < 1:
-            return False
+        if not (original.completed and rewritten.completed) or result.steps <= max(result.warmup, 1):
+            return False  # the first step is never timed, nor are the warm-up steps
         tolerance = result.tolerance
         assert tolerance is not None
         from gpulint.verify.compare import check_run_losses
@@ -451,7 +467,11 @@ class Verifier:
             order += ["original", "rewritten"] if i % 2 == 0 else ["rewritten", "original"]
         records = []
         for n, version in enumerate(order):
-            records.append(self.run_one(plan, result, version, "timed", runs / f"{n + 1:02d}-{version}-timed"))
+            record = self.run_one(plan, result, version, "timed", runs / f"{n + 1:02d}-{version}-timed")
+            records.append(record)
+            if not record.completed:  # a timed run that crashes or times out would do so again: stop here
+                order = order[:n + 1]
+                break
         return build_timing(order, records, result.warmup, os.cpu_count())
 
     # --- judging ------------------------------------------------------------------------------------
@@ -582,7 +602,7 @@ class Verifier:
                                     "part of its output was kept")
 
     # --- the whole run ------------------------------------------------------------------------------
-    def start(self, plans: list[Plan | ScriptResult]) -> None:
+    def start(self, plans: list[Union[Plan, ScriptResult]]) -> None:
         """Ask the machine what it can do, once, before the first run."""
         if not any(isinstance(p, Plan) and any(f.changed for f in p.files) for p in plans):
             return
@@ -621,6 +641,16 @@ class Verifier:
 
 class _RewriteError(Exception):
     pass
+
+
+def _trees(paths: list[Path]) -> list[ast.Module]:
+    trees = []
+    for path in paths:
+        try:
+            trees.append(ast.parse(path.read_bytes()))
+        except (SyntaxError, ValueError, OSError):
+            continue
+    return trees
 
 
 def exercise(result: ScriptResult, record: RunRecord) -> list[RuleStatus]:

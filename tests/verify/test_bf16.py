@@ -30,7 +30,7 @@ def test_emulated_bf16_is_detected_and_partial_results_are_kept(tmp_path: Path,
     report = tmp_path / "report.json"
     result = CliRunner().invoke(main, ["verify", str(SCRIPTS / "slow_under_autocast.py"), "--device", "cpu",
                                        "--select", "GPU001", "--steps", "60", "--warmup", "2", "--threads", "1",
-                                       "--timeout", "12", "--no-diff", "--json", str(report)])
+                                       "--timeout", "10", "--no-diff", "--json", str(report)])
     data = json.loads(report.read_text())
     script = data["scripts"][0]
     assert data["machine"]["cpu_bf16"] == "emulated" and data["machine"]["cpu_capability"] == "AVX2"
