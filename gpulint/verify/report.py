@@ -151,8 +151,14 @@ def script_table(result: "ScriptResult", options: "VerifyOptions") -> str:
         for rule in result.rules:
             out.append(f"  {rule.code} {rule.status}: {rule.detail}")
     if original is not None and original.environment.get("sandbox"):
-        out.append(f"isolation: every run had its own sandbox ({original.environment['sandbox']}); your files "
-                   "were not changed")
+        checked = result.isolation.get("files_checked")
+        if result.isolation.get("changed"):
+            verdict = "SOME OF YOUR FILES CHANGED, see the warning below"
+        elif checked is not None:
+            verdict = f"your files were not changed ({checked} checked before and after)"
+        else:
+            verdict = "your files were not changed"
+        out.append(f"isolation: every run had its own sandbox ({original.environment['sandbox']}); {verdict}")
     for note in result.notes:
         if result.verdict != "SKIP":
             out.append(f"note: {note}")
@@ -227,6 +233,7 @@ def result_json(result: "ScriptResult") -> dict[str, Any]:
             "rewritten": result.rewritten.to_json() if result.rewritten else None,
         },
         "comparison": result.comparison.to_json() if result.comparison else None,
+        "isolation": result.isolation,
         "reasons": result.reasons,
         "inconclusive": result.doubts,
         "notes": result.notes,

@@ -252,3 +252,40 @@ def remove_tree(folder: Path) -> Optional[str]:
     else:
         shutil.rmtree(folder, onerror=retry)
     return f"could not remove {folder}" if os.path.lexists(folder) else None
+
+
+FINGERPRINT_LIMIT = 20_000  # files compared before and after a verification
+
+
+def fingerprint(roots: Iterable[Path], exclude: Iterable[Path] = (), limit: int = FINGERPRINT_LIMIT) -> dict[str, tuple]:
+    """(size, mtime_ns, inode, mode) of the files under `roots`: what "your files were not changed" is checked on."""
+    excluded = {os.path.realpath(p) for p in exclude}
+    seen: dict[str, tuple] = {}
+    queue: deque[str] = deque(str(r) for r in outermost(roots))
+    while queue and len(seen) < limit:
+        folder = queue.popleft()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.path in excluded or len(seen) >= limit:
+                continue
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name not in NEVER_WALK:
+                    queue.append(entry.path)
+                continue
+            seen[entry.path] = (info.st_size, info.st_mtime_ns, info.st_ino, info.st_mode)
+    return seen
+
+
+def changes(before: dict[str, tuple], after: dict[str, tuple]) -> list[str]:
+    """Files added, removed or changed between two fingerprints."""
+    found = [f"changed {p}" for p in before if p in after and after[p] != before[p]]
+    found += [f"removed {p}" for p in before if p not in after]
+    found += [f"added {p}" for p in after if p not in before]
+    return sorted(found)

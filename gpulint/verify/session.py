@@ -48,7 +48,7 @@ from gpulint.verify.project import (
     rewrite_file,
 )
 from gpulint.verify.rules import RULES, ToleranceChoice, mixed_precision, tolerance_for
-from gpulint.verify.sandbox import remove_tree
+from gpulint.verify.sandbox import changes, fingerprint, remove_tree
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 NUMERICS_ONLY_STEPS = 12  # checked steps when mixed precision is emulated on this CPU (no speed measured)
@@ -122,6 +122,7 @@ class ScriptResult:
     reasons: list[str] = field(default_factory=list)  # why it failed
     doubts: list[str] = field(default_factory=list)  # why it is inconclusive
     notes: list[str] = field(default_factory=list)
+    isolation: dict[str, Any] = field(default_factory=dict)  # the user's files compared before and after
     steps: int = 0  # steps asked of each run (after adapting to this machine)
     warmup: int = 0
     repeats: int = 0
@@ -402,18 +403,31 @@ class Verifier:
         if self.keep:
             result.rewritten_path = str(self._keep_rewrites(plan, folder / "rewritten"))
         runs = folder / "runs"
+        roots, exclude = (plan.root, Path.cwd()), (self.workdir,)
+        before = fingerprint(roots, exclude)
+        try:
+            self._run_all(plan, result, runs)
+        finally:
+            changed = changes(before, fingerprint(roots, exclude))
+            result.isolation = {"files_checked": len(before), "changed": changed}
+            if changed:
+                shown = "; ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+                result.notes.append(f"WARNING: files of yours changed while verify ran (by you, or by a program "
+                                    f"or native code of the script that the sandbox does not confine): {shown}")
+        return result
+
+    def _run_all(self, plan: Plan, result: ScriptResult, runs: Path) -> None:
         result.original = self.run_one(plan, result, "original", "checked", runs / "original-checked")
         if result.original.status == events.ERROR:
             result.verdict = ERROR
             result.reasons.append(result.original.message)
-            return result
+            return
         if result.original.completed or (result.original.status == events.TIMEOUT and result.original.steps):
             result.rewritten = self.run_one(plan, result, "rewritten", "checked", runs / "rewritten-checked")
         timing = None
         if self.timing_worthwhile(result):
             timing = self.time_runs(plan, result, runs)
         self.judge(result, timing)
-        return result
 
     def prepare(self, result: ScriptResult) -> None:
         """Steps, warm-up and repeats for this script on this machine; say when they were adapted."""

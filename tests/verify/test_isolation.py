@@ -84,7 +84,10 @@ def test_verify_leaves_every_user_file_byte_identical(user_project, monkeypatch:
     assert "verdict: PASS" in result.output
     assert "tried to change your files and was stopped" in result.output  # the absolute-path attempts
     assert list((tmp_path / "temp").iterdir()) == []  # the work folder is gone
-    runs = json.loads(report.read_text())["scripts"][0]["runs"]
+    script = json.loads(report.read_text())["scripts"][0]
+    assert script["isolation"]["changed"] == [] and script["isolation"]["files_checked"] == 21  # checked, not assumed
+    assert "your files were not changed (" in result.output
+    runs = script["runs"]
     for label in ("original", "rewritten"):
         record = runs[label]
         assert "large files and 2 folders linked copy-on-write" in record["environment"]["sandbox"]
@@ -145,6 +148,20 @@ def test_a_timeout_ends_the_whole_tree(tmp_path: Path) -> None:
     assert record.status == events.TIMEOUT
     pids = [int(p) for p in pid_file.read_text().split()]
     assert [p for p in pids if os.path.exists(f"/proc/{p}") and _state(p) != "Z"] == []
+
+
+def test_changes_the_sandbox_cannot_stop_are_found_afterwards(tmp_path: Path) -> None:
+    """A shell command with an absolute path is not confined; the before/after comparison reports it."""
+    (tmp_path / "a.txt").write_text("a")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.txt").write_text("b")
+    before = sandbox.fingerprint([tmp_path])
+    assert set(before) == {str(tmp_path / "a.txt"), str(tmp_path / "sub" / "b.txt")}
+    (tmp_path / "a.txt").write_text("changed!")
+    (tmp_path / "sub" / "b.txt").unlink()
+    (tmp_path / "c.txt").write_text("c")
+    assert sandbox.changes(before, sandbox.fingerprint([tmp_path])) == [
+        f"added {tmp_path / 'c.txt'}", f"changed {tmp_path / 'a.txt'}", f"removed {tmp_path / 'sub' / 'b.txt'}"]
 
 
 def _state(pid: int) -> str:
