@@ -134,3 +134,15 @@ def test_a_folder_of_modules_names_the_scripts_that_import_them(tmp_path: Path, 
     assert "verify a script that imports it: train.py" in result.output
     named = CliRunner().invoke(main, ["verify", "lib/model.py"])
     assert named.exit_code == 2 and "verify a script that imports it: train.py" in named.output
+
+
+def test_a_module_with_fixes_that_no_script_imports_is_not_a_pass(tmp_path: Path) -> None:
+    """A folder with a script (nothing to fix) and a module with fixes it never imports: not verified, exit 3."""
+    (tmp_path / "train.py").write_text("print('nothing to fix here')\n")
+    (tmp_path / "helpers.py").write_text(
+        "import torch\n\nDEVICE = 'cuda' if torch.cuda.is_available() else 'cpu'\n\n\n"
+        "def make_optimizer(model):\n    return torch.optim.Adam(model.parameters(), lr=1e-2)\n")
+    result = CliRunner().invoke(main, ["verify", str(tmp_path)])
+    assert result.exit_code == 3, result.output
+    assert "not verified (INCONCLUSIVE)" in result.output
+    assert "helpers.py: a module with fixes; no script in its project imports it" in result.output
