@@ -133,13 +133,19 @@ def markdown(outcomes: list[dict[str, Any]], size: str, device: str) -> str:
             env = outcome["report"]["environment"]
             break
     today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    gpus: list[str] = []
+    for outcome in outcomes:
+        machine = (outcome["report"] or {}).get("machine") or {}
+        if machine.get("cuda_devices"):
+            gpus = machine["cuda_devices"]
+            break
     lines = [
         "# gpulint verify on a GPU",
         "",
         f"- date: {today}",
         f"- device: {env.get('device_name', '?')} ({env.get('device', device)}), CUDA {env.get('cuda') or '-'}, "
         f"torch {env.get('torch', '?')}, Python {env.get('python', '?')}",
-        f"- GPUs: {', '.join((outcomes[0]['report'] or {}).get('machine', {}).get('cuda_devices', []) or ['-']) if outcomes else '-'}",
+        f"- GPUs: {', '.join(gpus) or '-'}",
         f"- command: `bash scripts/gpu_verify.sh` (fixtures at `--size {size}`; each check applies only the rules "
         "it names; loss, memory and rules exercised from a checked run of each version with deterministic "
         "algorithms; speed from interleaved timed runs with the scripts' own settings, median and 95% interval)",

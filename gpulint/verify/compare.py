@@ -108,7 +108,9 @@ def check_losses(original: Sequence[float], rewritten: Sequence[float], toleranc
 
 def check_run_losses(original: RunRecord, rewritten: RunRecord, tolerance: Tolerance) -> LossCheck:
     """The loss check over the steps both runs recorded; under torchrun, rank by rank, the worst reported."""
-    pairs = list(zip(original.ranks, rewritten.ranks)) if original.ranks and rewritten.ranks else [(original, rewritten)]
+    pairs = [(original, rewritten)]
+    if original.ranks and rewritten.ranks:
+        pairs = list(zip(original.ranks, rewritten.ranks))
     checks = []
     for rank, (old, new) in enumerate(pairs):
         skipped = [s.step for s in old.steps + new.steps if s.skipped]
@@ -262,7 +264,8 @@ class Comparison:
         }
 
 
-def compare(original: RunRecord, rewritten: RunRecord, tolerance: Tolerance, timing: Optional[Timing] = None) -> Comparison:
+def compare(original: RunRecord, rewritten: RunRecord, tolerance: Tolerance,
+            timing: Optional[Timing] = None) -> Comparison:
     """Loss, training signal and memory from the checked runs; speed from the timed runs, if any."""
     metric = mem_old = mem_new = None
     for key, label in MEMORY_METRICS:

@@ -703,7 +703,8 @@ def run(argv: Sequence[str]) -> int:
     import torch
 
     global _storage_key
-    from gpulint.verify.memory import storage_key as _storage_key  # one definition of "the same storage" for both measurements
+    # one definition of "the same storage" for both measurements
+    from gpulint.verify.memory import storage_key as _storage_key
 
     if options.threads:
         torch.set_num_threads(options.threads)

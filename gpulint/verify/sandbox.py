@@ -257,7 +257,8 @@ def remove_tree(folder: Path) -> Optional[str]:
 FINGERPRINT_LIMIT = 20_000  # files compared before and after a verification
 
 
-def fingerprint(roots: Iterable[Path], exclude: Iterable[Path] = (), limit: int = FINGERPRINT_LIMIT) -> dict[str, tuple]:
+def fingerprint(roots: Iterable[Path], exclude: Iterable[Path] = (),
+                limit: int = FINGERPRINT_LIMIT) -> dict[str, tuple]:
     """(size, mtime_ns, inode, mode) of the files under `roots`: what "your files were not changed" is checked on."""
     excluded = {os.path.realpath(p) for p in exclude}
     seen: dict[str, tuple] = {}

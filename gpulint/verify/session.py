@@ -298,7 +298,8 @@ class Verifier:
                         break
         except PathError:
             pass
-        hint = f"verify a script that imports it: {', '.join(users)}" if users else "no script in its project imports it"
+        hint = (f"verify a script that imports it: {', '.join(users)}" if users
+                else "no script in its project imports it")
         return f"{module}: a module with fixes; {hint}."
 
     @staticmethod
@@ -316,7 +317,8 @@ class Verifier:
             from gpulint.engine.linter import lint_text
 
             if any(f.code == SYNTAX_ERROR.code for f in lint_text(script, entry.source.text, parsed).findings):
-                return ScriptResult(str(script), verdict=ERROR, reasons=["gpulint cannot parse the script (syntax error)"])
+                return ScriptResult(str(script), verdict=ERROR,
+                                    reasons=["gpulint cannot parse the script (syntax error)"])
         except InternalError as exc:
             self.internal_error = True
             return ScriptResult(str(script), verdict=ERROR, reasons=[f"gpulint internal error: {exc.detail}"])
@@ -387,7 +389,8 @@ class Verifier:
         result.diff = "".join(f.diff(os.path.relpath(f.path)) for f in result.files)
         if not result.files:
             result.verdict, result.passed = SKIP, True
-            result.notes.append("no applicable fixes in the script or the project modules it imports: nothing to verify")
+            result.notes.append("no applicable fixes in the script or the project modules it imports: "
+                                "nothing to verify")
             self.echo(script_header(result), err=True)
             return result
         result.tolerance = tolerance_for(result.applied)
@@ -533,9 +536,10 @@ class Verifier:
                 result.reasons.append(f"the rewritten script crashed after {len(record.steps)} steps: "
                                       + describe_failure(record))
             elif label == "rewritten" or record.status != events.CRASHED:
+                compared = (f"the {loss.compared_steps} steps both ran match" if loss and loss.passed
+                            else "only the steps both ran were compared")
                 result.doubts.append(f"the {label} run {events.STATUS_WORDS.get(record.status, record.status)} after "
-                                     f"{len(record.steps)} of {result.steps} steps; "
-                                     f"{'the ' + str(loss.compared_steps) + ' steps both ran match' if loss and loss.passed else 'only the steps both ran were compared'}")
+                                     f"{len(record.steps)} of {result.steps} steps; {compared}")
             else:
                 result.doubts.append(f"the original run crashed after {len(original.steps)} steps ("
                                      f"{describe_failure(original)}); only those steps were compared")
