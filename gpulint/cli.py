@@ -198,31 +198,42 @@ class _ScriptArgsCommand(click.Command):
 
 
 @main.command(cls=_ScriptArgsCommand)
-@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--steps", type=click.IntRange(min=1), default=60, show_default=True, help="Training steps per run.")
 @click.option("--warmup", type=click.IntRange(min=0), default=10, show_default=True,
-              help="Steps left out of the timing.")
+              help="Steps left out of the timing (lowered when --steps is too small for it).")
+@click.option("--repeats", type=click.IntRange(min=0), default=3, show_default=True,
+              help="Timed runs of each version, interleaved; 0: check numerics only.")
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
               help="cpu runs CUDA scripts on the CPU (autocast as bfloat16).")
+@click.option("--nproc-per-node", "nproc", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Run each version through torchrun with this many processes (DDP/FSDP scripts).")
 @click.option("--select", callback=_codes, help="Only these fixes (codes or prefixes); default: all, unsafe included.")
 @click.option("--preview/--no-preview", default=None, help="Also apply fixes of preview rules (GPU301).")
 @click.option("--json", "json_path", type=click.Path(path_type=Path, dir_okay=False), help="Write the full report.")
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path, dir_okay=False),
               help="Write a PNG of loss curves and step times (needs matplotlib).")
-@click.option("--min-speedup", type=click.FloatRange(min=0), default=None, help="Fail below this speedup.")
+@click.option("--min-speedup", type=click.FloatRange(min=0), default=None,
+              help="Fail unless the speedup's 95% confidence interval lies at or above this.")
 @click.option("--timeout", type=click.FloatRange(min=1), default=600, show_default=True, help="Seconds per run.")
-@click.option("--threads", type=click.IntRange(min=1), default=None, help="torch CPU threads in both runs.")
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="torch CPU threads in every run.")
+@click.option("--workdir", type=click.Path(path_type=Path, file_okay=False),
+              help="Keep the rewritten files, logs and events here (default: a temporary folder, deleted).")
 @click.option("--no-diff", is_flag=True, help="Do not print the rewrite's diff.")
-def verify(paths, steps, warmup, device, select, preview, json_path, plot_path, min_speedup, timeout, threads,
-           no_diff) -> None:
-    """Run each script and its rewrite; compare speed, memory and loss. Arguments after -- go to the script."""
+def verify(paths, steps, warmup, repeats, device, nproc, select, preview, json_path, plot_path, min_speedup, timeout,
+           threads, workdir, no_diff) -> None:
+    """Run each script and its rewrite in sandboxes; compare speed, memory and loss. Arguments after -- go to the script.
+
+    Exit codes: 0 PASS (or nothing to rewrite), 1 FAIL, 2 usage or internal error, 3 INCONCLUSIVE
+    (the runs do not show the rewrite was tested: no training, a rule NOT EXERCISED, a run cut short).
+    """
     from gpulint.verify.session import VerifyOptions, verify_main
 
     script_args = click.get_current_context().meta.get("gpulint.script_args", ())
     options = VerifyOptions(
         paths=tuple(paths), script_args=script_args, steps=steps, warmup=warmup, device=device, select=select,
         preview=preview, json_path=json_path, plot_path=plot_path, min_speedup=min_speedup, timeout=timeout,
-        threads=threads, show_diff=not no_diff,
+        threads=threads, show_diff=not no_diff, repeats=repeats, nproc=nproc, workdir=workdir,
     )
     sys.exit(verify_main(options))
 

@@ -4,7 +4,10 @@
     python scripts/gpu_verify.py --size tiny --device cpu --out-dir /tmp/dry   # dry run on a CPU
 
 Each check isolates one family of rewrites with --select, so its number answers one question,
-and compares it with the target from the verify issue (H200). Every loss verdict must pass.
+and compares it with the target from the verify issue (H200). Every verdict must be PASS, and a
+speed target is met only when the lower bound of the speedup's 95% interval reaches it. The
+DDP fixture runs through torchrun with 2 processes when the machine has 2 GPUs, else 1 (on the
+CPU dry run: 2 processes with gloo).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ class Check:
     warmup: int
     min_speedup: Optional[float] = None
     max_memory_ratio: Optional[float] = None
+    nproc: int = 1
 
     def target(self) -> str:
         parts = []
@@ -54,11 +58,24 @@ CHECKS = (
 )
 
 
-def run_check(check: Check, size: str, device: str, work: Path, timeout: int) -> dict[str, Any]:
-    report = work / f"{check.script.removesuffix('.py')}-{check.select.replace(',', '_')}.json"
+def ddp_check(device: str) -> Check:
+    """2 processes when the machine has 2 GPUs (or on the CPU, with gloo), else 1."""
+    gpus = 0
+    if device != "cpu":
+        probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.device_count())"],
+                               capture_output=True, text=True)
+        gpus = int(probe.stdout.strip() or 0) if probe.returncode == 0 else 0
+    nproc = 2 if device == "cpu" or gpus >= 2 else 1
+    return Check(f"DDP through torchrun, {nproc} process{'es' if nproc > 1 else ''}: mixed precision + fused AdamW",
+                 "ddp_lm.py", "GPU001,GPU201", (), 40, 10, nproc=nproc)
+
+
+def run_check(check: Check, size: str, device: str, work: Path, timeout: int, repeats: int) -> dict[str, Any]:
+    report = work / f"{check.script.removesuffix('.py')}-{check.select.replace(',', '_')}-{check.nproc}.json"
     command = [
         sys.executable, "-m", "gpulint", "verify", str(SCRIPTS / check.script), "--select", check.select,
         "--steps", str(check.steps), "--warmup", str(check.warmup), "--device", device, "--no-diff",
+        "--repeats", str(repeats), "--nproc-per-node", str(check.nproc),
         "--timeout", str(timeout), "--json", str(report), "--", "--size", size, *check.args,
     ]
     print(f"== {check.name}: {' '.join(command[2:])}", file=sys.stderr, flush=True)
@@ -80,13 +97,23 @@ def judge(check: Check, outcome: dict[str, Any]) -> tuple[bool, str]:
     problems = []
     if not (comparison.get("loss") or {}).get("passed"):
         problems.append("loss check failed")
-    speedup = comparison.get("speedup")
-    if check.min_speedup is not None and (speedup is None or speedup < check.min_speedup):
-        problems.append("speed below target")
+    if script.get("verdict") != "PASS":
+        problems.append(f"verdict {script.get('verdict')}: " + "; ".join(script.get("reasons", []) +
+                                                                       script.get("inconclusive", [])))
+    speedup = comparison.get("speedup") or {}
+    low = speedup.get("ci_low")
+    if check.min_speedup is not None and (low is None or low < check.min_speedup):
+        problems.append("speed below target (95% interval's lower bound)")
     ratio = (comparison.get("memory") or {}).get("ratio")
     if check.max_memory_ratio is not None and (ratio is None or ratio > check.max_memory_ratio):
         problems.append("memory above target")
     return not problems, "; ".join(problems) or "met"
+
+
+def _speed(speed: dict[str, Any]) -> str:
+    if not speed:
+        return "-"
+    return f"{speed['estimate']:.2f}x ({speed['ci_low']:.2f}-{speed['ci_high']:.2f})"
 
 
 def _ms(value: Optional[float]) -> str:
@@ -106,18 +133,26 @@ def markdown(outcomes: list[dict[str, Any]], size: str, device: str) -> str:
             env = outcome["report"]["environment"]
             break
     today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    gpus: list[str] = []
+    for outcome in outcomes:
+        machine = (outcome["report"] or {}).get("machine") or {}
+        if machine.get("cuda_devices"):
+            gpus = machine["cuda_devices"]
+            break
     lines = [
         "# gpulint verify on a GPU",
         "",
         f"- date: {today}",
         f"- device: {env.get('device_name', '?')} ({env.get('device', device)}), CUDA {env.get('cuda') or '-'}, "
         f"torch {env.get('torch', '?')}, Python {env.get('python', '?')}",
+        f"- GPUs: {', '.join(gpus) or '-'}",
         f"- command: `bash scripts/gpu_verify.sh` (fixtures at `--size {size}`; each check applies only the rules "
-        "it names; timing excludes the warm-up steps; deterministic algorithms on in both runs)",
+        "it names; loss, memory and rules exercised from a checked run of each version with deterministic "
+        "algorithms; speed from interleaved timed runs with the scripts' own settings, median and 95% interval)",
         "",
-        "| check | script | rules applied | steps | median step original | rewritten | speedup | memory metric "
-        "| original | rewritten | ratio | loss (max step deviation, limit) | target | met |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| check | script | rules applied | steps | median step original | rewritten | speedup (95% CI) "
+        "| memory metric | original | rewritten | ratio | loss (max step deviation, limit) | verdict | target | met |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for outcome in outcomes:
         check: Check = outcome["_check"]
@@ -125,8 +160,8 @@ def markdown(outcomes: list[dict[str, Any]], size: str, device: str) -> str:
         c = script.get("comparison") or {}
         memory = c.get("memory") or {}
         loss = c.get("loss") or {}
-        times = c.get("median_step_time_s") or {}
-        speedup = c.get("speedup")
+        times = (c.get("timing") or {}).get("median_step_time_s") or {}
+        speed = c.get("speedup") or {}
         loss_text = "-" if not loss else (f"{'PASS' if loss.get('passed') else 'FAIL'} "
                                           f"({loss.get('max_step_deviation') or 0:.1e}, "
                                           f"{loss['tolerance']['per_step']:g})")
@@ -135,16 +170,18 @@ def markdown(outcomes: list[dict[str, Any]], size: str, device: str) -> str:
         lines.append(
             f"| {check.name} | {check.script} {' '.join(check.args)} | {', '.join(script.get('rules_applied', [])) or '-'} "
             f"| {check.steps} ({check.warmup} warm-up) | {_ms(times.get('original'))} | {_ms(times.get('rewritten'))} "
-            f"| {'-' if speedup is None else f'{speedup:.2f}x'} | {memory.get('metric') or '-'} "
+            f"| {_speed(speed)} | {memory.get('metric') or '-'} "
             f"| {_gib(memory.get('original_bytes'))} | {_gib(memory.get('rewritten_bytes'))} "
-            f"| {'-' if ratio is None else f'{ratio:.2f}'} | {loss_text} | {check.target()} "
-            f"| {'yes' if met else 'no: ' + why} |"
+            f"| {'-' if ratio is None else f'{ratio:.2f}'} | {loss_text} | {script.get('verdict', '-')} "
+            f"| {check.target()} | {'yes' if met else 'no: ' + why} |"
         )
-    failures = [o for o in outcomes if o["report"] and o["report"]["scripts"] and o["report"]["scripts"][0]["reasons"]]
+    failures = [o for o in outcomes if o["report"] and o["report"]["scripts"]
+                and (o["report"]["scripts"][0]["reasons"] or o["report"]["scripts"][0].get("inconclusive"))]
     if failures:
         lines += ["", "## Reasons reported by gpulint verify", ""]
         for outcome in failures:
-            for reason in outcome["report"]["scripts"][0]["reasons"]:
+            script = outcome["report"]["scripts"][0]
+            for reason in script["reasons"] + script.get("inconclusive", []):
                 lines.append(f"- {outcome['check']}: {reason}")
     return "\n".join(lines) + "\n"
 
@@ -156,15 +193,16 @@ def main() -> int:
     parser.add_argument("--out-dir", type=Path, default=ROOT / "docs")
     parser.add_argument("--timeout", type=int, default=240, help="seconds per training run")
     parser.add_argument("--only", default=None, help="run only checks whose name contains this text")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs of each version per check")
     args = parser.parse_args()
     args.out_dir.mkdir(parents=True, exist_ok=True)
     work = args.out_dir / "verification-runs"
     work.mkdir(exist_ok=True)
     outcomes = []
-    for check in CHECKS:
+    for check in (*CHECKS, ddp_check(args.device)):
         if args.only and args.only.lower() not in check.name.lower():
             continue
-        outcome = run_check(check, args.size, args.device, work, args.timeout)
+        outcome = run_check(check, args.size, args.device, work, args.timeout, args.repeats)
         outcome["met"], outcome["why"] = judge(check, outcome)
         outcome["_check"] = check
         outcomes.append(outcome)
@@ -174,6 +212,9 @@ def main() -> int:
     (args.out_dir / "verification.json").write_text(json.dumps(combined, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {args.out_dir / 'verification.md'} and {args.out_dir / 'verification.json'}", file=sys.stderr)
     print((args.out_dir / "verification.md").read_text())
+    for outcome in outcomes:
+        print(f"{outcome['check']}: {'met' if outcome['met'] else 'NOT met: ' + outcome['why']} "
+              f"({outcome['wall_s']} s)", file=sys.stderr)
     return 0 if all(o["met"] for o in outcomes) else 1
 
 

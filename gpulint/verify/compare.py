@@ -5,6 +5,8 @@ MLP and a CNN over 50 steps and 3-5 seeds, see docs/pytorch-performance-facts.md
 numerics-neutral rewrites reproduce the loss bit for bit with deterministic settings (1e-6
 relative allowed), fused optimizers differ in the last bits (1e-4), and mixed precision
 deviated at most 0.7 % per step (2e-2 per step, mean of the last 10 losses within 1 %).
+Loss, memory and "did it train" come from the checked runs (deterministic); speed from the
+timed runs (the script's own settings), interleaved and summarised in stats.py.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
 from gpulint.verify.events import RunRecord
+from gpulint.verify.stats import Speedup, Trend, mann_kendall
+from gpulint.verify.stats import speedup as stats_speedup
 
 
 @dataclass(frozen=True)
@@ -37,34 +41,6 @@ NEUTRAL = Tolerance("numerics-neutral", 1e-6, rank=0)
 FUSED_OPTIMIZER = Tolerance("fused optimizer", 1e-4, rank=1)
 MIXED_PRECISION = Tolerance("mixed precision", 2e-2, mean_last=1e-2, grace_steps=5, rank=2)
 
-RULE_TOLERANCES: dict[str, Tolerance] = {
-    "GPU101": NEUTRAL,  # pin_memory
-    "GPU102": NEUTRAL,  # worker processes (items must not draw from the global RNG)
-    "GPU003": NEUTRAL,  # API rename
-    "GPU301": NEUTRAL,  # checkpointing with use_reentrant=False and the RNG state preserved: bitwise
-    "GPU302": NEUTRAL,  # explicit use_reentrant=False
-    "GPU201": FUSED_OPTIMIZER,
-    "GPU001": MIXED_PRECISION,
-    "GPU002": MIXED_PRECISION,
-}
-
-
-@dataclass(frozen=True)
-class ToleranceChoice:
-    tolerance: Tolerance
-    decided_by: tuple[str, ...]  # the applied codes that need this tolerance
-    unknown: tuple[str, ...] = ()  # applied codes with no registered tolerance (treated as neutral)
-
-
-def tolerance_for(codes: Iterable[str]) -> ToleranceChoice:
-    """The strictest tolerance that every applied fix can meet: the loosest any one of them needs."""
-    codes = sorted(set(codes))
-    unknown = tuple(c for c in codes if c not in RULE_TOLERANCES)
-    chosen = max((RULE_TOLERANCES.get(c, NEUTRAL) for c in codes), key=lambda t: t.rank, default=NEUTRAL)
-    deciding = tuple(c for c in codes if RULE_TOLERANCES.get(c, NEUTRAL) == chosen)
-    return ToleranceChoice(chosen, deciding, unknown)
-
-
 def relative(a: float, b: float) -> float:
     if a == b:
         return 0.0
@@ -82,6 +58,8 @@ class LossCheck:
     mean_last_deviation: Optional[float]
     tolerance: Tolerance
     reason: str = ""
+    last_n: int = 0  # losses in the "mean of the last" comparison (fewer than the tolerance's when fewer ran)
+    rank: Optional[int] = None  # torchrun: the rank this check is about (the worst one)
 
     def to_json(self) -> dict:
         return {
@@ -90,7 +68,7 @@ class LossCheck:
             "mean_last_deviation": _finite(self.mean_last_deviation),
             "tolerance": {"name": self.tolerance.name, "per_step": self.tolerance.per_step,
                           "mean_last": self.tolerance.mean_last, "last_n": self.tolerance.last_n},
-            "reason": self.reason,
+            "mean_last_n": self.last_n, "rank": self.rank, "reason": self.reason,
         }
 
 
@@ -109,11 +87,11 @@ def check_losses(original: Sequence[float], rewritten: Sequence[float], toleranc
     worst_index = max(range(len(deviations)), key=lambda i: deviations[i])
     worst = deviations[worst_index]
     mean_dev = None
+    n = min(tolerance.last_n, steps)
     if tolerance.mean_last is not None:
-        n = min(tolerance.last_n, steps)
         mean_dev = relative(statistics.fmean(original[steps - n:steps]), statistics.fmean(rewritten[steps - n:steps]))
     nan_step = next((i + 1 for i in range(steps) if math.isnan(rewritten[i]) or math.isnan(original[i])), None)
-    check = LossCheck(True, steps, worst, start + worst_index + 1, mean_dev, tolerance)
+    check = LossCheck(True, steps, worst, start + worst_index + 1, mean_dev, tolerance, last_n=n)
     if nan_step is not None:
         which = "rewritten" if math.isnan(rewritten[nan_step - 1]) else "original"
         check.passed, check.reason = False, f"the {which} loss is NaN at step {nan_step}"
@@ -123,15 +101,130 @@ def check_losses(original: Sequence[float], rewritten: Sequence[float], toleranc
                         f"(limit {tolerance.per_step:g}, {tolerance.name})")
     elif mean_dev is not None and tolerance.mean_last is not None and mean_dev > tolerance.mean_last:
         check.passed = False
-        check.reason = (f"mean of the last {min(tolerance.last_n, steps)} losses differs by {mean_dev:.2%} "
+        check.reason = (f"mean of the last {n} losses differs by {mean_dev:.2%} "
                         f"(limit {tolerance.mean_last:.0%})")
     return check
 
 
-def median_step_time(run: RunRecord, warmup: int) -> Optional[float]:
-    """Median wall time per step after the warm-up; the first step (start-up) is never timed."""
-    times = [s.time_s for s in run.steps[warmup:] if s.time_s is not None]
-    return statistics.median(times) if times else None
+def check_run_losses(original: RunRecord, rewritten: RunRecord, tolerance: Tolerance) -> LossCheck:
+    """The loss check over the steps both runs recorded; under torchrun, rank by rank, the worst reported."""
+    pairs = [(original, rewritten)]
+    if original.ranks and rewritten.ranks:
+        pairs = list(zip(original.ranks, rewritten.ranks))
+    checks = []
+    for rank, (old, new) in enumerate(pairs):
+        skipped = [s.step for s in old.steps + new.steps if s.skipped]
+        check = check_losses(old.losses, new.losses, tolerance, skipped)
+        if len(pairs) > 1:
+            check.rank = rank
+            if check.reason:
+                check.reason = f"rank {rank}: {check.reason}"
+        checks.append(check)
+    failing = [c for c in checks if not c.passed]
+    if failing:
+        return failing[0]
+    return max(checks, key=lambda c: c.max_step_deviation or 0.0)
+
+
+@dataclass
+class TrainingSignal:
+    """Did a run train? Its parameters moved, and its loss went down by more than noise."""
+
+    moved: Optional[bool]  # None: not measured (no parameters reached by the loss)
+    relative_change: Optional[float]
+    tensors: int
+    trend: Optional[Trend]
+
+    @property
+    def trained(self) -> bool:
+        return bool(self.moved) and self.trend is not None and self.trend.direction == "decreasing"
+
+    def describe(self) -> str:
+        if self.moved is None:
+            weights = "parameters not measured"
+        elif self.moved:
+            weights = f"weights moved (relative change {self.relative_change:.2g})"
+        else:
+            weights = f"weights did not move ({self.tensors} parameter tensors unchanged)"
+        if self.trend is None:
+            loss = "too few steps to judge the loss trend"
+        elif self.trend.direction == "none":
+            loss = f"no significant loss trend (Mann-Kendall p={self.trend.p:.2g})"
+        else:
+            loss = f"loss {self.trend.direction} (Mann-Kendall p={self.trend.p:.2g})"
+        return f"{weights}; {loss}"
+
+    def to_json(self) -> dict:
+        return {"weights_moved": self.moved, "relative_change": _finite(self.relative_change),
+                "parameter_tensors": self.tensors, "trained": self.trained,
+                "loss_trend": self.trend.to_json() if self.trend else None}
+
+
+def training_signal(record: RunRecord) -> TrainingSignal:
+    info = record.training or {}
+    tensors = int(info.get("tensors", 0) or 0)
+    moved = bool(info.get("moved")) if tensors else None  # nothing reached by a loss: not measured
+    return TrainingSignal(moved, info.get("relative_change"), tensors, mann_kendall(record.losses))
+
+
+@dataclass
+class Timing:
+    """Step times of the timed runs (the script's own settings), original and rewritten interleaved."""
+
+    order: list[str]  # "original"/"rewritten", in the order they ran
+    original_runs: list[list[float]]
+    rewritten_runs: list[list[float]]
+    loads: list[Optional[float]]  # 1-minute load average before each run
+    cpu_count: Optional[int]
+    failures: list[str] = field(default_factory=list)
+    speedup: Optional[Speedup] = None
+
+    @property
+    def median_original(self) -> Optional[float]:
+        times = [t for run in self.original_runs for t in run]
+        return statistics.median(times) if times else None
+
+    @property
+    def median_rewritten(self) -> Optional[float]:
+        times = [t for run in self.rewritten_runs for t in run]
+        return statistics.median(times) if times else None
+
+    @property
+    def busy(self) -> bool:
+        loads = [x for x in self.loads if x is not None]
+        return bool(loads and self.cpu_count and max(loads) > 0.75 * self.cpu_count)
+
+    def describe_load(self) -> str:
+        loads = [x for x in self.loads if x is not None]
+        if not loads:
+            return "machine load unknown"
+        text = f"load average {min(loads):.1f}-{max(loads):.1f} on {self.cpu_count or '?'} CPUs"
+        return text + (" (busy: timings are noisy)" if self.busy else "")
+
+    def to_json(self) -> dict:
+        return {"order": self.order, "original_step_times_s": self.original_runs,
+                "rewritten_step_times_s": self.rewritten_runs, "load_average_before_run": self.loads,
+                "cpu_count": self.cpu_count, "busy": self.busy, "failed_runs": self.failures,
+                "median_step_time_s": {"original": self.median_original, "rewritten": self.median_rewritten},
+                "speedup": self.speedup.to_json() if self.speedup else None}
+
+
+def build_timing(order: list[str], records: list[RunRecord], warmup: int, cpu_count: Optional[int]) -> Timing:
+    timing = Timing(order, [], [], [r.load_before for r in records], cpu_count)
+    for label, record in zip(order, records):
+        times = record.timed_step_times(warmup)
+        if not record.completed or not times:
+            timing.failures.append(f"{label}: {record.status} {record.message}".strip())
+            continue
+        (timing.original_runs if label == "original" else timing.rewritten_runs).append(times)
+    timing.speedup = stats_speedup(timing.original_runs, timing.rewritten_runs)
+    return timing
+
+
+MEMORY_METRICS = (
+    ("cuda_max_allocated_bytes", "peak CUDA memory allocated"),
+    ("saved_for_backward_max_bytes", "activation bytes saved for backward"),
+)
 
 
 def ratio(new: Optional[float], old: Optional[float]) -> Optional[float]:
@@ -142,52 +235,52 @@ def ratio(new: Optional[float], old: Optional[float]) -> Optional[float]:
 
 @dataclass
 class Comparison:
-    median_time_original: Optional[float]
-    median_time_rewritten: Optional[float]
-    speedup: Optional[float]
+    loss: Optional[LossCheck]
+    training_original: TrainingSignal
+    training_rewritten: TrainingSignal
     memory_metric: Optional[str]  # which number the memory ratio compares
     memory_original: Optional[int]
     memory_rewritten: Optional[int]
     memory_ratio: Optional[float]
     rss_ratio: Optional[float]
-    loss: Optional[LossCheck]
+    timing: Optional[Timing] = None
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def speedup(self) -> Optional[float]:
+        return self.timing.speedup.estimate if self.timing and self.timing.speedup else None
 
     def to_json(self) -> dict:
         return {
-            "median_step_time_s": {"original": self.median_time_original, "rewritten": self.median_time_rewritten},
-            "speedup": self.speedup,
+            "loss": self.loss.to_json() if self.loss else None,
+            "training": {"original": self.training_original.to_json(),
+                         "rewritten": self.training_rewritten.to_json()},
+            "speedup": self.timing.speedup.to_json() if self.timing and self.timing.speedup else None,
+            "timing": self.timing.to_json() if self.timing else None,
             "memory": {"metric": self.memory_metric, "original_bytes": self.memory_original,
                        "rewritten_bytes": self.memory_rewritten, "ratio": self.memory_ratio,
-                       "peak_rss_ratio": self.rss_ratio},
-            "loss": self.loss.to_json() if self.loss else None,
+                       "peak_rss_ratio": self.rss_ratio, "measured_in": "checked runs"},
             "notes": self.notes,
         }
 
 
-MEMORY_METRICS = (
-    ("cuda_max_allocated_bytes", "peak CUDA memory allocated"),
-    ("saved_for_backward_max_bytes", "activation bytes saved for backward"),
-)
-
-
-def compare(original: RunRecord, rewritten: RunRecord, tolerance: Tolerance, warmup: int) -> Comparison:
-    t_old, t_new = median_step_time(original, warmup), median_step_time(rewritten, warmup)
-    speedup = ratio(t_old, t_new)
+def compare(original: RunRecord, rewritten: RunRecord, tolerance: Tolerance,
+            timing: Optional[Timing] = None) -> Comparison:
+    """Loss, training signal and memory from the checked runs; speed from the timed runs, if any."""
     metric = mem_old = mem_new = None
     for key, label in MEMORY_METRICS:
         if key in original.memory and key in rewritten.memory:
             metric, mem_old, mem_new = label, original.memory[key], rewritten.memory[key]
             break
     rss = ratio(rewritten.memory.get("peak_rss_bytes"), original.memory.get("peak_rss_bytes"))
-    skipped = [s.step for s in original.steps + rewritten.steps if s.skipped]
-    loss = check_losses(original.losses, rewritten.losses, tolerance, skipped)
-    comparison = Comparison(t_old, t_new, speedup, metric, mem_old, mem_new, ratio(mem_new, mem_old), rss, loss)
-    if t_old is None:
-        comparison.notes.append(f"no step times after the {warmup} warm-up steps: raise --steps to measure speed")
+    loss = check_run_losses(original, rewritten, tolerance)
+    comparison = Comparison(loss, training_signal(original), training_signal(rewritten), metric, mem_old, mem_new,
+                            ratio(mem_new, mem_old), rss, timing)
+    skipped = sorted({s.step for s in original.steps + rewritten.steps if s.skipped})
     if skipped:
-        comparison.notes.append(f"a GradScaler skipped steps {sorted(set(skipped))}; the per-step loss check starts "
+        comparison.notes.append(f"a GradScaler skipped steps {skipped}; the per-step loss check starts "
                                 f"after step {tolerance.grace_steps}")
     if len(original.steps) != len(rewritten.steps):
-        comparison.notes.append(f"step counts differ: original {len(original.steps)}, rewritten {len(rewritten.steps)}")
+        comparison.notes.append(f"step counts differ: original {len(original.steps)}, rewritten "
+                                f"{len(rewritten.steps)}; the loss check compares the first {loss.compared_steps}")
     return comparison

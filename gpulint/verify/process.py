@@ -1,4 +1,10 @@
-"""Start one harness run in a fresh process, show its progress, enforce the timeout."""
+"""Start one harness run in its own sandbox, show its progress, enforce the timeout, leave nothing behind.
+
+Each run: a fresh sandbox folder (sandbox.py), the write guard in every Python process of the
+run (guard.py, through a generated sitecustomize), the supervisor as its top process
+(supervise.py: subreaper, bounded log), and afterwards a sweep for any process still carrying
+the run's token. The parent reads only the tail of the log. No torch here.
+"""
 
 from __future__ import annotations
 
@@ -7,95 +13,179 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional
 
-from gpulint.verify import events
+from gpulint.verify import events, guard, proctree, supervise
 from gpulint.verify.events import RunRecord
+from gpulint.verify.sandbox import MirrorStats, Sandbox, outermost
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the directory holding the gpulint package
-POLL_S = 0.25
-LOG_TAIL_CHARS = 3000
+POLL_S = 0.05
+LOG_TAIL_BYTES = 4000
+LOG_MAX_BYTES = 8 << 20  # per log file; a run keeps at most two (the current one and the previous)
+TERMINATE_GRACE_S = 10.0
 
 
 @dataclass(frozen=True)
 class RunSpec:
-    script: Path  # what runs: the original or the rewritten copy
-    as_file: Path  # the original script: the rewrite runs as if it were there (__file__, sys.path[0])
-    events: Path
-    log: Path
+    script: Path  # the user's script; the run executes its mirror in the sandbox (rewritten or not)
+    folder: Path  # this run's folder: events, log and the sandbox; must not exist yet
     steps: int
-    device: str
+    device: str = "auto"
+    warmup: int = 0
+    mode: str = "checked"  # "checked" (deterministic, fully instrumented) or "timed" (the script's own settings)
     seed: int = 0
     threads: Optional[int] = None
     timeout: float = 600.0
     script_args: tuple[str, ...] = ()
+    cwd: Optional[Path] = None  # the user's working directory (default: the current one)
+    roots: tuple[Path, ...] = ()  # the user's folders the run may see (default: the script's folder and cwd)
+    overrides: Mapping[Path, bytes] = field(default_factory=dict)  # rewritten files, by original path
+    sys_path: tuple[Path, ...] = ()  # project roots to put on sys.path (their mirrors)
+    exclude: tuple[Path, ...] = ()  # never mirrored (gpulint's own work folder)
+    nproc: int = 1  # processes under torchrun
+    torchrun: bool = False  # launch through torchrun (always when nproc > 1)
+
+    @property
+    def events(self) -> Path:
+        return self.folder / "events.jsonl"
+
+    @property
+    def log(self) -> Path:
+        return self.folder / "output.log"
+
+    def user_cwd(self) -> Path:
+        return Path(os.path.realpath(self.cwd or os.getcwd()))
+
+    def user_roots(self) -> list[Path]:
+        return outermost(self.roots or (Path(os.path.realpath(self.script)).parent, self.user_cwd()))
 
 
-def harness_command(spec: RunSpec) -> list[str]:
-    command = [
-        sys.executable, "-m", "gpulint.verify.harness", "--script", str(spec.script), "--events", str(spec.events),
-        "--steps", str(spec.steps), "--device", spec.device, "--seed", str(spec.seed), "--as-file", str(spec.as_file),
+def harness_command(spec: RunSpec, sandbox: Sandbox) -> list[str]:
+    harness = [
+        "--script", str(sandbox.mirror(spec.script)), "--events", str(spec.events),
+        "--steps", str(spec.steps), "--warmup", str(spec.warmup), "--mode", spec.mode,
+        "--device", spec.device, "--seed", str(spec.seed), "--mirror", str(sandbox.fs),
     ]
+    for root in spec.user_roots():
+        harness += ["--user-root", str(root)]
+    for extra in spec.sys_path:
+        harness += ["--path", str(sandbox.mirror(extra))]
     if spec.threads:
-        command += ["--threads", str(spec.threads)]
-    return command + ["--", *spec.script_args]
+        harness += ["--threads", str(spec.threads)]
+    harness += ["--", *spec.script_args]
+    if spec.nproc > 1 or spec.torchrun:
+        launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                    f"--nproc-per-node={spec.nproc}", "-m", "gpulint.verify.harness"]
+        return launcher + harness
+    return [sys.executable, "-m", "gpulint.verify.harness", *harness]
 
 
-def harness_env(spec: RunSpec) -> dict[str, str]:
+def harness_env(spec: RunSpec, sandbox: Sandbox, token: str, site_folder: str) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONHASHSEED"] = str(spec.seed)
     env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
+    user_path = [sandbox_path(sandbox, spec.user_roots(), p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([site_folder, str(PACKAGE_ROOT), *user_path])
+    env.pop("PYTHONSTARTUP", None)
+    env["TMPDIR"] = str(sandbox.tmp)
+    env[proctree.TOKEN_ENV] = token
+    env[guard.ENV] = guard.config_json([str(spec.folder), str(sandbox.tmp)], [str(r) for r in spec.user_roots()])
     if spec.threads:
         env["OMP_NUM_THREADS"] = str(spec.threads)
     return env
 
 
-def _kill(process: subprocess.Popen) -> None:
-    """The harness runs in its own session: end it and any DataLoader workers it started."""
-    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+def sandbox_path(sandbox: Sandbox, roots: list[Path], entry: str) -> str:
+    """A PYTHONPATH entry inside the user's folders points to its mirror (so rewritten modules are found)."""
+    real = Path(os.path.realpath(entry))
+    if any(real == r or r in real.parents for r in roots):
+        return str(sandbox.mirror(real))
+    return entry
 
 
-def run_harness(spec: RunSpec, progress: Optional[Callable[[int], None]] = None) -> RunRecord:
-    spec.events.unlink(missing_ok=True)
+def _stop(process: subprocess.Popen, token: str) -> None:
+    """SIGTERM the supervisor (it ends the tree), then SIGKILL whatever is left, wherever it went."""
+    proctree.kill_group(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=TERMINATE_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    proctree.end_descendants(process.pid, token, grace=0.5)
+    proctree.kill_group(process.pid, signal.SIGKILL)
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def run_harness(spec: RunSpec, progress: Optional[Callable[[int], None]] = None,
+                site_folder: Optional[str] = None) -> RunRecord:
+    spec.folder.mkdir(parents=True)
+    sandbox = Sandbox(spec.folder)
+    stats: Optional[MirrorStats] = None
+    token = uuid.uuid4().hex
+    site = site_folder or guard.write_site_folder(spec.folder / "site")
     started = time.monotonic()
-    with open(spec.log, "wb") as log:
+    timed_out = False
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    overrides = dict(spec.overrides)
+    script = Path(os.path.realpath(spec.script))
+    if not any(Path(os.path.realpath(p)) == script for p in overrides):
+        try:  # written, never linked: its folder must be a real folder of the sandbox
+            overrides[script] = script.read_bytes()
+        except OSError as exc:
+            return RunRecord(status=events.ERROR, message=f"cannot read the script: {exc}")
+    try:
+        stats = sandbox.build(spec.user_roots(), overrides, exclude=spec.exclude)
+    except OSError as exc:
+        sandbox.remove_mirror()
+        return RunRecord(status=events.ERROR, message=f"cannot prepare the run's sandbox in {spec.folder}: {exc}")
+    try:
+        command = [sys.executable, "-m", "gpulint.verify.supervise", "--log", str(spec.log),
+                   "--log-max", str(LOG_MAX_BYTES), "--", *harness_command(spec, sandbox)]
         process = subprocess.Popen(
-            harness_command(spec), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=harness_env(spec), start_new_session=True,
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+            env=harness_env(spec, sandbox, token, site), cwd=sandbox.mirror(spec.user_cwd()),
+            start_new_session=True,
         )
-        timed_out = False
+        last_progress = 0.0
         try:
             while process.poll() is None:
                 if time.monotonic() - started > spec.timeout:
                     timed_out = True
-                    _kill(process)
+                    _stop(process, token)
                     break
-                if progress is not None:
+                if progress is not None and time.monotonic() - last_progress > 0.25:
                     progress(events.count_steps(spec.events))
+                    last_progress = time.monotonic()
                 time.sleep(POLL_S)
         except BaseException:
-            _kill(process)  # Ctrl-C in the parent must not leave a training run behind
+            _stop(process, token)  # Ctrl-C in the parent must not leave a training run behind
             raise
         finally:
             if process.poll() is None:
-                _kill(process)
-    record = events.read_events(spec.events)
+                _stop(process, token)
+            proctree.end_descendants(process.pid, token, grace=0.5)  # anything that escaped the supervisor
+    finally:
+        sandbox_problem = sandbox.remove_mirror()
+    record = events.read_ranks(spec.events, spec.nproc)
     record.returncode = process.returncode
+    record.load_before = load
     if record.wall_s is None:
         record.wall_s = time.monotonic() - started
-    record.log_tail = _tail(spec.log)
+    record.log_tail = _unmirror(supervise.read_tail(spec.log, LOG_TAIL_BYTES), sandbox)
+    record.log_bytes = supervise.read_meta(spec.log).get("bytes_total")
+    record.message = _unmirror(record.message, sandbox)
+    if record.traceback:
+        record.traceback = _unmirror(record.traceback, sandbox)
+    if stats is not None:
+        record.environment.setdefault("sandbox", stats.describe())
+    if sandbox_problem:
+        record.environment["sandbox_cleanup"] = sandbox_problem
     if timed_out:
         record.status = events.TIMEOUT
         record.message = (f"no result after {spec.timeout:g} s (timeout) with {len(record.steps)} of {spec.steps} "
@@ -106,15 +196,11 @@ def run_harness(spec: RunSpec, progress: Optional[Callable[[int], None]] = None)
     return record
 
 
-def _tail(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return ""
-    return data[-LOG_TAIL_CHARS:].decode("utf-8", errors="replace")
+def _unmirror(text: str, sandbox: Sandbox) -> str:
+    """Paths in messages and tracebacks name the user's files, not their sandbox mirrors."""
+    return text.replace(str(sandbox.fs), "") if text else text
 
 
 def describe_failure(record: RunRecord) -> str:
     where = f" ({record.location})" if record.location else ""
-    return f"{record.status}: {record.message}{where}"
-
+    return f"{events.STATUS_WORDS.get(record.status, record.status)}: {record.message}{where}"

@@ -1,4 +1,4 @@
-"""Loss tolerances by applied rule, and the loss check itself (no torch needed)."""
+"""Loss tolerances by applied rule, the loss check, and what a comparison reads from which run (no torch)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ from gpulint.verify.compare import (
     FUSED_OPTIMIZER,
     MIXED_PRECISION,
     NEUTRAL,
+    build_timing,
     check_losses,
+    check_run_losses,
     compare,
-    median_step_time,
-    tolerance_for,
 )
 from gpulint.verify.events import RunRecord, StepRecord
+from gpulint.verify.rules import RULES, tolerance_for
 
 CURVE = [2.3, 2.1, 1.9, 1.8, 1.7, 1.6, 1.55, 1.5, 1.45, 1.4, 1.38, 1.36]
 
@@ -93,27 +94,59 @@ def _run(times: list[float], losses: list[float] = CURVE, **memory: int) -> RunR
     return RunRecord(status="stopped", steps=steps, memory=dict(memory))
 
 
-def test_timing_skips_warmup_and_speedup_is_old_over_new() -> None:
+def test_every_rule_has_one_row_in_the_verify_table() -> None:
+    """Rule codes live in one table: its tolerance and its runtime evidence (issue 14 moves them to the rules)."""
+    from gpulint.rules import ALL_RULES
+
+    fixable = {rule.code for rule in ALL_RULES}
+    assert fixable - {"GPU000"} <= set(RULES), "a rule without a verify row would be NOT TRACKED"
+    assert all(r.constructs or r.code == "GPU900" for r in RULES.values())
+
+
+def test_memory_and_losses_come_from_the_checked_runs() -> None:
     old = _run([9.0] + [0.020] * 11, saved_for_backward_max_bytes=1000, peak_rss_bytes=10)
     new = _run([9.0, 5.0] + [0.010] * 10, saved_for_backward_max_bytes=400, peak_rss_bytes=20)
-    assert median_step_time(new, warmup=2) == pytest.approx(0.010)
-    result = compare(old, new, NEUTRAL, warmup=2)
-    assert result.speedup == pytest.approx(2.0)
+    result = compare(old, new, NEUTRAL)
     assert result.memory_ratio == pytest.approx(0.4)
     assert result.memory_metric == "activation bytes saved for backward"
     assert result.rss_ratio == pytest.approx(2.0)
     assert result.loss is not None and result.loss.passed
+    assert result.speedup is None  # checked runs are never timed: their settings are not the script's
 
 
 def test_cuda_peak_memory_is_preferred_when_both_runs_have_it() -> None:
     old = _run([0.1] * 12, cuda_max_allocated_bytes=800, saved_for_backward_max_bytes=1)
     new = _run([0.1] * 12, cuda_max_allocated_bytes=200, saved_for_backward_max_bytes=1)
-    result = compare(old, new, NEUTRAL, warmup=1)
+    result = compare(old, new, NEUTRAL)
     assert result.memory_metric == "peak CUDA memory allocated"
     assert result.memory_ratio == pytest.approx(0.25)
 
 
-def test_no_timing_when_every_step_is_warmup() -> None:
-    result = compare(_run([0.1] * 3), _run([0.1] * 3), NEUTRAL, warmup=3)
-    assert result.speedup is None
-    assert any("warm-up" in note for note in result.notes)
+def test_timing_pairs_interleaved_runs_and_leaves_out_warmup() -> None:
+    order = ["original", "rewritten", "rewritten", "original"]
+    records = [_run([9.0] + [0.020] * 11), _run([9.0] + [0.010] * 11), _run([9.0] + [0.011] * 11),
+               _run([9.0] + [0.021] * 11)]
+    timing = build_timing(order, records, warmup=2, cpu_count=2)
+    assert [len(run) for run in timing.original_runs] == [10, 10]
+    assert timing.speedup is not None and timing.speedup.estimate == pytest.approx(1.95, rel=0.05)
+    assert timing.speedup.verdict == "faster"
+
+
+def test_a_failed_timed_run_is_reported_not_used() -> None:
+    broken = RunRecord(status="crashed", message="boom", steps=[])
+    timing = build_timing(["original", "rewritten"], [_run([0.1] * 12), broken], warmup=2, cpu_count=2)
+    assert timing.speedup is None
+    assert timing.failures == ["rewritten: crashed boom"]
+
+
+def test_last_n_mean_names_the_losses_it_compared() -> None:
+    """Issue 13 item 12: "last-10 mean" over 6 steps said 10."""
+    check = check_losses(CURVE[:6], CURVE[:6], MIXED_PRECISION)
+    assert check.last_n == 6
+
+
+def test_torchrun_losses_are_checked_rank_by_rank() -> None:
+    good, bad = _run([0.1] * 12), _run([0.1] * 12, [v * 1.5 for v in CURVE])
+    original, rewritten = RunRecord(ranks=[good, good]), RunRecord(ranks=[good, bad])
+    check = check_run_losses(original, rewritten, NEUTRAL)
+    assert not check.passed and check.rank == 1 and check.reason.startswith("rank 1:")

@@ -1,0 +1,277 @@
+"""What a verification rewrites: an entry script and the project's own modules it imports.
+
+A fix in `mingpt/model.py` is verified by running `projects/chargpt/chargpt.py` with the
+rewritten model.py in place. The project root is the nearest folder above the script holding
+pyproject.toml, setup.py, setup.cfg or .git; the project's modules are the files under that
+root that the script imports, directly or through each other (`ast`, nothing is imported).
+For each rewritten file this module also finds, per applied rule, the lines of the rewrite
+that rule produced, so the harness's record of what ran can be tied to a rule. No torch here.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+from gpulint.engine.linter import fix_text, lint_text
+from gpulint.engine.runner import unified_diff
+from gpulint.engine.source import SourceError, SourceFile, read_source
+
+ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+SKIP_PARTS = frozenset({"site-packages", "dist-packages", ".venv", "venv", ".tox", ".nox", "node_modules",
+                        "__pycache__", ".git"})
+MAX_MODULES = 500
+
+
+def project_root(script: Path) -> Path:
+    """The nearest folder at or above the script's that marks a project; else the script's folder."""
+    start = Path(os.path.realpath(script)).parent
+    home = Path(os.path.expanduser("~"))
+    for folder in (start, *start.parents):
+        if folder == home or folder == Path(folder.anchor):
+            break
+        if any((folder / marker).exists() for marker in ROOT_MARKERS):
+            return folder
+    return start
+
+
+def is_entry_script(tree: ast.Module) -> bool:
+    """A file that does something when run: a `__main__` guard, or loops, `with` blocks or calls at top level.
+
+    A module of definitions (classes, functions, constants) is not run by itself: its fixes are
+    verified through a script that imports it.
+    """
+    def executes(body: Iterable[ast.stmt]) -> bool:
+        for node in body:
+            if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Raise, ast.Assert)):
+                return True
+            if isinstance(node, ast.Expr) and isinstance(node.value, (ast.Call, ast.Await)):
+                return True
+            if isinstance(node, ast.If):
+                test = ast.unparse(node.test) if hasattr(ast, "unparse") else ""
+                if "__name__" in test and "__main__" in test:
+                    return True
+                if "TYPE_CHECKING" in test:
+                    continue
+                if executes(node.body) or executes(node.orelse):
+                    return True
+            if isinstance(node, ast.Try) and (executes(node.body) or executes(node.finalbody)):
+                return True
+        return False
+
+    return executes(tree.body)
+
+
+def needs_torchrun(tree: ast.Module) -> bool:
+    """The script joins a process group from torchrun's environment (env://), rather than spawning its own.
+
+    Such a script fails when run as `python train.py`; verify launches it through torchrun.
+    """
+    calls_init = spawns = sets_master = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if name == "init_process_group":
+                calls_init = True
+                if any(k.arg == "init_method" for k in node.keywords):
+                    sets_master = True
+            elif name in ("spawn", "start_processes"):
+                spawns = True
+        elif isinstance(node, ast.Constant) and node.value == "MASTER_ADDR":
+            sets_master = True
+    return calls_init and not spawns and not sets_master
+
+
+def _imported_names(tree: ast.AST, package: Optional[str]) -> set[str]:
+    """Absolute module names this file imports (relative imports resolved against `package`)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                names.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                if package is None:
+                    continue
+                base_parts = package.split(".") if package else []
+                if node.level - 1 > len(base_parts):
+                    continue
+                base_parts = base_parts[:len(base_parts) - (node.level - 1)]
+                base = ".".join(base_parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            if not base:
+                continue
+            parts = base.split(".")
+            names.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+            for alias in node.names:
+                if alias.name != "*":
+                    names.add(f"{base}.{alias.name}")
+    return names
+
+
+def _find_module(name: str, search: list[Path]) -> Optional[tuple[Path, str]]:
+    """(file, package of the file) for a module name, searching like the import system (files only)."""
+    parts = name.split(".")
+    for folder in search:
+        base = folder.joinpath(*parts)
+        for candidate, package in ((base.with_suffix(".py"), ".".join(parts[:-1])),
+                                   (base / "__init__.py", name)):
+            if candidate.is_file():
+                return candidate, package
+    return None
+
+
+def _skipped(path: Path, root: Path) -> bool:
+    try:
+        relative = path.relative_to(root)
+    except ValueError:
+        return True
+    return any(part in SKIP_PARTS for part in relative.parts)
+
+
+def imported_project_files(script: Path, root: Path, extra_search: Iterable[Path] = ()) -> list[Path]:
+    """Files under `root` that `script` imports, directly or through each other (static, conservative)."""
+    script = Path(os.path.realpath(script))
+    search = [script.parent, root]
+    for entry in extra_search:
+        real = Path(os.path.realpath(entry))
+        if real == root or root in real.parents:
+            search.append(real)
+    seen: dict[Path, None] = {}
+    queue: list[tuple[Path, Optional[str]]] = [(script, None)]
+    while queue and len(seen) < MAX_MODULES:
+        path, package = queue.pop(0)
+        try:
+            tree = ast.parse(path.read_bytes())
+        except (SyntaxError, ValueError, OSError):
+            continue
+        for name in sorted(_imported_names(tree, package)):
+            found = _find_module(name, search)
+            if found is None:
+                continue
+            module, module_package = found
+            module = Path(os.path.realpath(module))
+            if module == script or module in seen or _skipped(module, root):
+                continue
+            seen[module] = None
+            queue.append((module, module_package))
+    return list(seen)
+
+
+@dataclass
+class RewrittenFile:
+    path: Path  # the user's file
+    source: SourceFile
+    new_text: str
+    applied: tuple[str, ...]
+    ranges: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # rule -> rewritten line ranges
+
+    @property
+    def changed(self) -> bool:
+        return self.new_text != self.source.text
+
+    def new_bytes(self) -> bytes:
+        return self.source.encode(self.new_text)
+
+    def diff(self, label: Optional[str] = None) -> str:
+        return unified_diff(label or str(self.path), self.source.text, self.new_text)
+
+
+def _fixable(path: Path, text: str, settings: Any) -> list[Any]:
+    return [f for f in lint_text(path, text, settings).findings if f.fix is not None and f.fix.is_applicable(True)]
+
+
+def rewrite_file(path: Path, settings: Any) -> RewrittenFile:
+    """All applicable fixes (unsafe included, as selected), with each applied rule's rewritten lines.
+
+    Raises SourceError (unreadable) and the engine's InternalError; a file that does not parse
+    comes back unchanged with `parsed` findings left to the caller.
+    """
+    source = read_source(path)
+    outcome = fix_text(path, source.text, settings, unsafe=True)
+    before = _fixable(path, source.text, settings)
+    after = Counter(f.code for f in _fixable(path, outcome.text, settings)) if outcome.text != source.text else None
+    if after is None:
+        return RewrittenFile(path, source, source.text, ())
+    counts = Counter(f.code for f in before)
+    applied = tuple(sorted(code for code, count in counts.items() if count > after.get(code, 0)))
+    result = RewrittenFile(path, source, outcome.text, applied)
+    result.ranges = rule_ranges(source.text, outcome.text, [f for f in before if f.code in applied])
+    return result
+
+
+def rule_ranges(before: str, after: str, findings: list[Any]) -> dict[str, list[tuple[int, int]]]:
+    """For each rule, the 1-based line ranges of `after` that came from its edits, widened to whole statements."""
+    old, new = before.splitlines(), after.splitlines()
+    hunks = [op for op in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes() if op[0] != "equal"]
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for finding in findings:
+        rows = [finding.location.row, finding.end_location.row]
+        for edit in finding.fix.edits:
+            rows += [edit.location.row, edit.end_location.row]
+        first, last = min(rows) - 1, max(rows) - 1  # 0-based, inclusive
+        for _, i1, i2, j1, j2 in hunks:
+            touches = (i1 <= last and i2 - 1 >= first) if i2 > i1 else (first <= i1 <= last + 1)
+            if touches:
+                spans.setdefault(finding.code, []).append((j1 + 1, max(j2, j1 + 1)))
+    unclaimed = [(j1 + 1, max(j2, j1 + 1)) for _, i1, i2, j1, j2 in hunks
+                 if not any((j1 + 1, max(j2, j1 + 1)) in v for v in spans.values())]
+    for finding in findings:  # a rule whose edits moved in a later fixing round: the hunks nobody claimed
+        if finding.code not in spans and unclaimed:
+            spans[finding.code] = list(unclaimed)
+    statements = _statement_spans(after)
+    return {code: _widen(ranges, statements) for code, ranges in spans.items()}
+
+
+def _statement_spans(text: str) -> list[tuple[int, int]]:
+    """Line spans of every statement (a compound statement: its header only) and decorator."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    spans = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.stmt):
+            continue
+        end = getattr(node, "end_lineno", node.lineno) or node.lineno
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+            end = max(node.lineno, body[0].lineno - 1)
+        spans.append((node.lineno, end))
+        for decorator in getattr(node, "decorator_list", []):
+            spans.append((decorator.lineno, getattr(decorator, "end_lineno", decorator.lineno) or decorator.lineno))
+    return spans
+
+
+def _widen(ranges: list[tuple[int, int]], statements: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    widened = []
+    for start, end in ranges:
+        low, high = start, end
+        for s_start, s_end in statements:
+            if s_start <= end and s_end >= start:
+                low, high = min(low, s_start), max(high, s_end)
+        widened.append((low, high))
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(widened):
+        if merged and start <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def classify(path: Path) -> Optional[bool]:
+    """True: an entry script; False: a module of definitions; None: unreadable or not Python."""
+    try:
+        tree = ast.parse(read_source(path).text)
+    except (SourceError, SyntaxError, ValueError):
+        return None
+    return is_entry_script(tree)
