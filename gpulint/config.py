@@ -113,9 +113,12 @@ class CliOverrides:
     extend_select: Optional[tuple[str, ...]] = None
     ignore: Optional[tuple[str, ...]] = None
     preview: Optional[bool] = None
+    lint_tests: Optional[bool] = None
 
     def apply(self, settings: Settings) -> Settings:
         changes: dict[str, object] = {}
+        if self.lint_tests is not None:
+            changes["lint_tests"] = self.lint_tests
         if self.select is not None:
             changes["select"] = self.select
             changes["extend_select"] = ()

@@ -130,22 +130,38 @@ class MissingAutocast(_StepRule):
             scaler.update()
         """,
         fix_safety="""
-        Unsafe: numerics change (16-bit activations), and ops that autocast refuses on CUDA
-        (`F.binary_cross_entropy` on probabilities) raise. The fix wraps the statements from
-        the first one the loss depends on through the loss assignment; `backward()` stays
-        outside. The dtype comes from the `amp-dtype` setting: `float16` (default, every
-        CUDA GPU) also creates one `torch.amp.GradScaler` before the loop and routes
-        backward, gradient clipping (`unscale_`) and the optimizer step through it, on the
-        accumulation boundary when the step is conditional; `bfloat16` (Ampere and newer)
-        needs no scaler. The device type is the script's own (`device.type`) when it can be
-        seen, else `"cuda"`. Not reported when the file uses autocast in a way gpulint
-        cannot link to the step, when a framework (Lightning, Accelerate, Fabric,
-        DeepSpeed) owns the loop, or when the model is already cast to 16 bits.
-        Needs torch >= 2.3 for `torch.amp.GradScaler`; with an older `torch-version`
-        floor no float16 fix is offered. No float16 fix either when the step is too irregular
-        to rewrite exactly (several backward calls or optimizers, the loss computed inline in
-        the backward call, gradients clipped on every micro-step but stepped on a boundary)
-        or the optimizer is fused SGD with momentum, which a skipped scaled step corrupts.
+        Unsafe: numerics change (16-bit activations). The fix wraps the forward pass and the
+        loss: from the first statement that calls the model and that the loss depends on,
+        through the loss assignment. Building a model or an optimizer and waiting on futures
+        are never inside; when such a line sits between forward statements, or the loss is
+        computed inside the `backward()` call, no fix is offered. `backward()` stays outside.
+        The dtype comes from the `amp-dtype` setting: `float16` (default, every CUDA GPU) also
+        routes backward, gradient clipping (`unscale_`) and the optimizer step through one
+        GradScaler, on the accumulation boundary when the step is conditional; `bfloat16`
+        (Ampere and newer) needs none. The scaler lives as long as the optimizer: beside a
+        global optimizer; or, when `train()` receives the optimizer from a function of the
+        file, created there, passed in (`scaler=None` keeps other callers working) and saved
+        and loaded with the optimizer's state in checkpoint dicts; else before the step's
+        loop, and the message says what to move. Sharded parameters (FSDP) get
+        `ShardedGradScaler`, which agrees on inf/NaN across ranks; tensor-parallel (DTensor)
+        parameters get bfloat16 and no scaler. `nn.BCELoss` / `F.binary_cross_entropy`, which
+        CUDA autocast refuses ("unsafe to autocast"), stay outside the region with their
+        inputs cast to float32; inside a helper of the step, no fix. The device type is the
+        script's own (`device.type`, `torch.device(args.device).type`) when it can be seen,
+        else `"cuda"`. No float16 fix with a `torch-version` floor below 2.3, when the step is
+        too irregular for one scaler path (several backward calls or optimizers, gradients
+        clipped on every micro-step but stepped on a boundary), or when fused SGD with
+        momentum, which a skipped scaled step corrupts, is built in the file or a module of
+        the project around it.
+
+        Not reported in test files (`lint-tests`), when mixed precision is done another way in
+        the file, its callers or the modules either imports (a GradScaler, FSDP
+        `MixedPrecision`/`MixedPrecisionPolicy`, a model cast to 16 bits, layers computing in
+        their input's dtype, apex, DeepSpeed), when the file uses autocast in a way gpulint
+        cannot link to the step, when a framework (Lightning, Accelerate, Fabric, DeepSpeed)
+        owns the loop, in a function handed the loss (a loss scaler's `__call__`), in
+        reinforcement-learning loops (the file imports an environment package), or with sparse
+        tensors, which autocast does not cover. One finding per training step.
         """,
     )
 
@@ -308,13 +324,17 @@ class Fp16WithoutGradScaler(_StepRule):
         """,
         fix_safety="""
         Unsafe: the optimizer now skips steps whose scaled gradients overflow (a few at the
-        start while the scale calibrates). The fix creates one `torch.amp.GradScaler` before
-        the loop, adds `scaler.unscale_(opt)` before gradient clipping or other `.grad`
-        use, and keeps `step`/`update` on the accumulation boundary; not offered for fused
-        SGD with momentum, whose momentum buffer a skipped first step leaves uninitialised
-        (weights blew up within 3 steps on torch 2.14). Needs torch >= 2.3;
-        with an older `torch-version` floor no fix is offered. Not reported when the file
-        creates a GradScaler elsewhere or uses another loss scaler (apex `scale_loss`).
+        start while the scale calibrates). The fix creates one GradScaler, as long-lived as
+        the optimizer (see GPU001), adds `scaler.unscale_(opt)` before gradient clipping or
+        other `.grad` use, and keeps `step`/`update` on the accumulation boundary. A dtype
+        chosen at run time from a table that includes float16 (`{"float16": torch.float16,
+        ...}[dtype]`) gets a scaler enabled only for float16 (`enabled=(ptdtype ==
+        torch.float16)`). Under FSDP the scaler is `ShardedGradScaler`; with tensor-parallel
+        parameters no fix is offered (prefer bfloat16). Not offered for fused SGD with momentum
+        built nearby, whose momentum buffer a skipped first step leaves uninitialised (weights
+        blew up within 3 steps on torch 2.14), nor with a `torch-version` floor below 2.3. Not
+        reported when the file or a caller creates a GradScaler, uses another loss scaler (apex
+        `scale_loss`), or in test files.
         """,
     )
 
@@ -517,7 +537,10 @@ class DeprecatedCudaAmp(Rule):
         Replacements need torch 1.10 (`torch.amp.autocast`), 2.3 (`torch.amp.GradScaler`)
         and 2.4 (`torch.amp.custom_fwd/custom_bwd`): with a lower `torch-version` floor those
         rewrites are not offered. Uses other than calls and decorators (passing the class
-        around, subclassing it) are reported without a fix.
+        around, subclassing it) are reported without a fix. Code kept for an older torch is
+        not reported: the fallback of `try: ... except (ImportError, AttributeError,
+        TypeError)`, and the branches of a torch version test (`is_torch_version(...)`,
+        `_TORCH_GREATER_EQUAL_2_4`, `hasattr(torch, "amp")`, `version.parse(torch.__version__)`).
         """,
     )
 

@@ -78,8 +78,15 @@ class DeepStackWithoutCheckpointing(Rule):
 
         The depth must be visible: literal children, `*[Block() for _ in range(24)]`,
         `range(N)` with `N` a literal or a module-level constant, a default parameter value
-        (`def __init__(self, depth=16)`), or `append`s in such loops. A depth read from a
-        config object at run time is reported only with `checkpoint-unknown-depth = true`.
+        (`def __init__(self, depth=16)`), the default of a dataclass field or command-line
+        option of that name (`config.n_layer` with `n_layer: int = 12` defined once in the
+        project), or `append`s in such loops. Any other depth read at run time is reported
+        only with `checkpoint-unknown-depth = true`.
+
+        Only models the project trains are reported: the class (or a registry or factory
+        that builds it, or its whole module used as a registry, `models.__dict__[name]`) is
+        named in a file that runs a training step or builds an optimizer, this one or one
+        that imports it.
 
         Not reported: shallow stacks; stacks (or their blocks) already passed to
         `checkpoint`/`checkpoint_sequential`; classes that handle checkpointing their own way
@@ -326,7 +333,9 @@ class CheckpointWithoutUseReentrant(Rule):
         detached or modified in place inside the block behave differently, and the block's
         parameters now do get gradients when its inputs do not require grad). The strictly
         behaviour-preserving choice is `use_reentrant=True`, which silences the warning and
-        keeps the trap; write it yourself if you need it (e.g. for DeepSpeed ZeRO-3).
+        keeps the trap; write it yourself if you need it (e.g. for DeepSpeed ZeRO-3). Calls in
+        code kept for an older torch (the branches of a torch version test, `try/except
+        ImportError`) are not reported: `use_reentrant` may not exist there.
         """,
     )
 

@@ -264,9 +264,16 @@ class DataLoaderPinMemory(_DataLoaderRule):
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         """,
         fix_safety="""
-        Safe: adds `pin_memory=True`. Results are unchanged; pinned memory is page-locked
-        host RAM, so on hosts short of RAM with very large batches review the change.
-        Not reported when the dataset visibly yields tensors already on the GPU.
+        Adds `pin_memory=True`; results are unchanged. Safe when the dataset is known to yield
+        CPU tensors: a dataset class gpulint reads (in this file or another file of the
+        project), a TensorDataset of CPU tensors, torchvision and Hugging Face datasets.
+        Otherwise unsafe: pinning a dataset of CUDA tensors raises "cannot pin
+        'torch.cuda.FloatTensor'", and gpulint cannot see which kind it is. Pinned memory is
+        page-locked host RAM, so on hosts short of RAM with very large batches review the
+        change. Not reported when the dataset visibly holds tensors on the GPU (`.to(device)`
+        or `device=` when built, also through the names it is built from), when its items
+        carry no tensors (a prompt and an index), for batches that feed JAX, for a loader used
+        for one batch (`next(iter(DataLoader(...)))`), or in test files.
         """,
     )
 
@@ -325,8 +332,10 @@ class DataLoaderNumWorkers(_DataLoaderRule):
     fix = Applicability.UNSAFE
     docs = RuleDocs(
         what="""
-        Checks for `torch.utils.data.DataLoader(...)` calls without `num_workers`, or with
-        a literal `num_workers=0`.
+        Checks for `torch.utils.data.DataLoader(...)` calls without `num_workers` whose
+        dataset does work per item (loads, decodes, transforms or parses), or may: a
+        library dataset, or one gpulint cannot see. An explicit `num_workers=0` is the
+        user's choice and is reported only with `allow-zero-workers = false`.
         """,
         why="""
         With no workers, every batch is loaded, decoded and augmented in the training
@@ -346,10 +355,17 @@ class DataLoaderNumWorkers(_DataLoaderRule):
         Unsafe: workers pickle the dataset (lambdas and locally defined classes fail
         under the spawn start method), scripts need an `if __name__ == "__main__":` guard
         on macOS and Windows, and per-worker random state must be seeded for
-        reproducibility. N comes from the `num-workers` setting (default 4).
-        Not reported for in-memory `TensorDataset`s (workers only add inter-process copies)
-        nor for `IterableDataset`s that do not shard by `get_worker_info()` (workers would
-        duplicate the data).
+        reproducibility. The fix writes `num_workers=min(N, os.cpu_count() or 1)`, N from the
+        `num-workers` setting (default 4): more workers than cores only slows the run (and torch
+        warns). No fix when `num_workers` comes from a `**dict` other calls may share.
+        Not reported for datasets whose items cost nothing to make, as read from their class
+        in this file or elsewhere in the project: in-memory data indexed per item
+        (`TensorDataset`, lists or tensors built in `__init__`), pre-tokenised Hugging Face
+        datasets (`.map(...)`, also inside a project function that returns one), prompt-only
+        items; nor for datasets on the GPU (forked workers would re-initialise CUDA),
+        `IterableDataset`s and torchtext datapipes that do not shard by `get_worker_info()`
+        (workers would duplicate the data), datasets handed in as parameters (whether workers
+        pay off depends on the caller), one-batch loaders, and test files.
         """,
     )
 

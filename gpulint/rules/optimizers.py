@@ -47,7 +47,9 @@ class NonFusedOptimizer(Rule):
     docs = RuleDocs(
         what="""
         Checks for `torch.optim.Adam`, `AdamW`, `SGD` and `Adagrad` constructed without a
-        `fused` argument (also when `foreach=True` is passed: fused is faster still).
+        `fused` argument (also when `foreach=True` is passed: fused is faster still), also
+        through a name assigned the class (`optimizer_class = torch.optim.AdamW`) or a registry
+        dict of torch optimizers (`OPTIMIZERS[name](...)`).
         """,
         why="""
         Without `fused`, PyTorch picks the multi-tensor `foreach` path on CUDA, or a
@@ -68,14 +70,18 @@ class NonFusedOptimizer(Rule):
         Safe for Adam and AdamW (last-bit differences only). Unsafe for SGD (fused SGD
         needs torch 2.3) and Adagrad (fused on CUDA only from torch 2.12). With
         `torch-version` set, a fix that needs a newer torch is not offered. `foreach=True`
-        is replaced, since torch rejects `fused=True` together with it. Not reported with
-        `differentiable=True`, with sparse gradients (`sparse=True` embeddings), and never
-        for SGD in a file that creates a GradScaler: fused SGD with momentum leaves its
-        momentum buffer uninitialised when the first scaled step overflows (weights blew
-        up within 3 steps on torch 2.14). For the same reason SGD is not reported in a file
-        where gpulint's own float16 AMP fixes (GPU001/GPU002) would add a GradScaler, nor
-        where a framework that may scale the loss (Accelerate, Lightning, DeepSpeed) runs
-        the loop.
+        is replaced, since torch rejects `fused=True` together with it. No fix when the class
+        may be another library's optimizer (`optimizer_class = bnb.optim.AdamW8bit` on one
+        branch: it has no `fused`). Not reported with `differentiable=True`, with sparse
+        gradients (`sparse=True` embeddings), for a single tensor optimised on its own, for
+        optimizers MS-AMP replaces, in test files, and never for SGD with momentum where a
+        GradScaler exists in the file or in a module that imports it, or where a framework
+        that may scale the loss (Accelerate, Lightning, DeepSpeed) runs the loop: fused SGD
+        with momentum leaves its momentum buffer uninitialised when the first scaled step
+        overflows (weights blew up within 3 steps on torch 2.14). Where gpulint's own float16
+        fix (GPU001/GPU002) adds a GradScaler in the same run, SGD with momentum is reported
+        without a fix, and not at all once the scaler exists. SGD without momentum keeps no
+        buffer and is always reported.
         """,
     )
 

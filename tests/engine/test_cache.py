@@ -163,7 +163,7 @@ def test_fix_skips_files_whose_cached_findings_have_no_fix_to_apply(tmp_path: Pa
     assert fixed.findings == checked.findings and fixed.fixed == 0
     monkeypatch.undo()
     unsafe = run_jobs([Job(path, Settings(), Mode.FIX, unsafe=True, cache=cache)])[0]
-    assert unsafe.fixed == 1 and "num_workers=4" in path.read_text()
+    assert unsafe.fixed == 1 and "num_workers=min(4, os.cpu_count() or 1)" in path.read_text()
 
 
 def test_fix_stores_the_fixed_files_findings(train: Path, tmp_path: Path, monkeypatch) -> None:
