@@ -16,12 +16,13 @@ from gpulint.engine import linter, runner
 from gpulint.engine.cache import CacheError, ResultCache, clean, is_gpulint_cache
 from gpulint.engine.runner import Job, Mode, cached_report, run_jobs
 
+# a torchvision dataset yields CPU tensors, so GPU101's fix is the safe one (see docs/fix-safety.md)
 TRAIN = """\
 import torch
 from torch.utils.data import DataLoader
-
+from torchvision.datasets import MNIST
 device = torch.device("cuda")
-loader = DataLoader(dataset, batch_size=32)
+loader = DataLoader(MNIST(), batch_size=32)
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 """
 
