@@ -6,10 +6,11 @@ line per command: the options are collected into `WorkflowOptions` on the click 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
@@ -219,14 +220,22 @@ def run_stdin(mode: Mode, resolver: SettingsResolver, output_format: str, unsafe
             before = lint_text(Path(name), source.text, settings).findings if options.show_fixes else []
             outcome = fix_text(Path(name), source.text, settings, unsafe)
             findings, fixed = outcome.findings, outcome.applied
+            try:  # the bytes outside the edits are kept exactly, as when writing a file
+                data = source.encode_edited(outcome.text, outcome.changes)
+            except SourceError as exc:
+                click.echo(f"gpulint: warning: {name}: {exc}", err=True)
+                data, fixed = raw, 0
+                findings = lint_text(Path(name), source.text, settings).findings
+                outcome = replace(outcome, text=source.text)
             if mode is Mode.FIX:
-                stdout.write(source.encode(outcome.text))
+                stdout.write(data)
                 stdout.flush()
                 ctx.sources[name] = outcome.text
                 if options.show_fixes:
                     click.echo(fixed_listing(before, findings), nl=False, err=True)
             else:  # diff
-                click.echo(unified_diff(name, source.text, outcome.text), nl=False)
+                if outcome.text != source.text:
+                    click.echo(unified_diff(name, source.text, outcome.text), nl=False)
                 findings = lint_text(Path(name), source.text, settings).findings
     except InternalError as exc:
         if mode is Mode.FIX:
@@ -259,6 +268,10 @@ def write_noqa(reports: Sequence[FileReport]) -> tuple[int, list[str]]:
             source = read_source(Path(report.path))
         except SourceError as exc:
             problems.append(f"{report.path}: {exc}")
+            continue
+        if report.digest is not None and hashlib.sha256(source.raw).hexdigest() != report.digest:
+            # the rows of the findings belong to the version that was linted
+            problems.append(f"{report.path}: file changed since it was linted, skipped (no comments added)")
             continue
         new_text, covered = add_noqa(source.text, report.findings)
         if covered < len([f for f in report.findings if f.code != "GPU900"]):

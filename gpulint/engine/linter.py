@@ -16,7 +16,7 @@ from gpulint.config import Settings
 from gpulint.engine import ast_prefilter
 from gpulint.engine.context import FileContext
 from gpulint.engine.findings import Finding, FindingFix, FixEdit, Location
-from gpulint.engine.fixes import Edit, apply_fixes, minimize
+from gpulint.engine.fixes import Change, Edit, apply_edits, compose, minimize, select_edits
 from gpulint.engine.guard import python_check, too_large
 from gpulint.engine.pending import InsertStatements, PendingEdit, Replace
 from gpulint.engine.positions import LineIndex, Span, compute_spans
@@ -292,19 +292,24 @@ class FixOutcome:
     applied: int
     findings: list[Finding]  # what remains after fixing
     parsed: bool = True
+    # what the fixes changed, in offsets of the text before fixing: everything else must be
+    # written back unchanged (checked before every write, see engine/source.py)
+    changes: tuple[Change, ...] = ()
 
 
 def fix_text(path: Path, text: str, settings: Settings, unsafe: bool,
              rules: Optional[Sequence[type[Rule]]] = None, profile: Profile = NO_PROFILE) -> FixOutcome:
     """Apply fixes round after round until none applies, re-parsing after each round."""
     applied_total = 0
+    changes: tuple[Change, ...] = ()
     result = lint_text(path, text, settings, rules, profile)
     for _ in range(MAX_FIX_ROUNDS):
         fixes = [f.fix.as_fix() for f in result.findings if f.fix is not None and f.fix.is_applicable(unsafe)]
         if not fixes:
             break
         with profile.phase("fixing"):
-            new_text, applied = apply_fixes(text, fixes)
+            edits, applied = select_edits(fixes)
+            new_text = apply_edits(text, edits)
         if applied == 0 or new_text == text:
             break
         try:
@@ -313,7 +318,8 @@ def fix_text(path: Path, text: str, settings: Settings, unsafe: bool,
         except Exception as exc:
             raise InternalError(str(path), f"a fix produced code that does not parse ({exc}); file left unchanged",
                                 traceback.format_exc()) from None
+        changes = compose(changes, text, edits)
         text = new_text
         applied_total += applied
         result = lint_text(path, text, settings, rules, profile)
-    return FixOutcome(text, applied_total, result.findings, result.parsed)
+    return FixOutcome(text, applied_total, result.findings, result.parsed, changes)

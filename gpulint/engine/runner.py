@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import hashlib
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
@@ -15,7 +16,7 @@ from gpulint.config import Settings
 from gpulint.engine.cache import ResultCache
 from gpulint.engine.findings import Finding
 from gpulint.engine.profile import NO_PROFILE, Profile
-from gpulint.engine.source import SourceError, SourceFile, read_source, write_atomic
+from gpulint.engine.source import SourceError, SourceFile, read_bytes, read_source, write_bytes
 
 POOL_THRESHOLD = 8  # below this many files a process pool costs more than it saves
 
@@ -36,6 +37,10 @@ class FileReport:
     write_error: Optional[str] = None  # fix computed but not written (read-only, changed, ...)
     internal_error: Optional[tuple[str, str]] = None  # (message, traceback)
     timings: Optional[dict] = None  # Profile.to_dict() with --profile
+    # sha256 of the bytes the findings describe: a later writer (--add-noqa) refuses a file that
+    # changed since, instead of putting comments on the rows of another version of it
+    digest: Optional[str] = None
+    written: Optional[bytes] = field(default=None, repr=False)  # the bytes `fix` wrote
 
 
 @dataclass(frozen=True)
@@ -85,18 +90,23 @@ def run_source(path: Path, source: SourceFile, job: Job, profile: Profile = NO_P
     report.fixed = outcome.applied
     if outcome.text != source.text:
         report.fixed_text = outcome.text
-        if job.mode is Mode.DIFF:
-            report.diff = unified_diff(str(path), source.text, outcome.text)
-            # in diff mode nothing is written, so the fixed findings still stand
-            report.findings = lint_text(path, source.text, job.settings).findings
-        else:
-            try:
-                with profile.phase("writing"):
-                    write_atomic(source, outcome.text)
-            except SourceError as exc:
-                report.write_error = str(exc)
-                report.fixed = 0
+        try:
+            # the bytes-outside-the-edits invariant is checked here, before anything is written
+            # or shown: a fix that would break it is refused in `--diff` exactly as in `fix`
+            data = source.encode_edited(outcome.text, outcome.changes)
+            if job.mode is Mode.DIFF:
+                report.diff = unified_diff(str(path), source.text, outcome.text)
+                # in diff mode nothing is written, so the fixed findings still stand
                 report.findings = lint_text(path, source.text, job.settings).findings
+            else:
+                with profile.phase("writing"):
+                    write_bytes(source, data)
+                report.written = data
+        except SourceError as exc:
+            report.write_error = str(exc)
+            report.fixed = 0
+            report.fixed_text = None
+            report.findings = lint_text(path, source.text, job.settings).findings
     return report
 
 
@@ -119,15 +129,17 @@ def cached_report(job: Job) -> Optional[FileReport]:
     profile = Profile() if job.profile else NO_PROFILE
     try:
         with profile.phase("read"):
-            raw = job.path.read_bytes()
-    except OSError:
-        return None
+            # the same guarded read as linting: a FIFO or a device named *.py must not block here
+            raw, _ = read_bytes(job.path)
+    except SourceError:
+        return None  # the worker reports why
     with profile.phase("cache"):
         cached = job.cache.get(job.cache.key(job.path, raw, job.settings), str(job.path))
     if cached is None or _needs_fixing(cached, job):
         return None
     profile.count("cached")
-    return FileReport(str(job.path), cached, timings=profile.to_dict() if profile.enabled else None)
+    return FileReport(str(job.path), cached, timings=profile.to_dict() if profile.enabled else None,
+                      digest=_digest(raw))
 
 
 def _run_job(job: Job, profile: Profile) -> FileReport:
@@ -144,7 +156,7 @@ def _run_job(job: Job, profile: Profile) -> FileReport:
         # a hit answers `check`, and `fix` too when none of its findings has a fix to apply
         if cached is not None and not _needs_fixing(cached, job):
             profile.count("cached")
-            return FileReport(str(job.path), cached)
+            return FileReport(str(job.path), cached, digest=_digest(source.raw))
     profile.count("linted")
     try:
         report = run_source(job.path, source, job, profile)
@@ -152,13 +164,19 @@ def _run_job(job: Job, profile: Profile) -> FileReport:
         return FileReport(str(job.path), [syntax_finding(str(job.path), "file is nested too deeply to analyse")])
     except MemoryError:
         return FileReport(str(job.path), [syntax_finding(str(job.path), "file is too large to analyse")])
+    report.digest = _digest(report.written if report.written is not None else source.raw)
     if cache is not None and report.internal_error is None:
         with profile.phase("cache"):
-            if job.mode is Mode.FIX and report.fixed_text is not None and report.write_error is None:
+            if report.written is not None:
                 # the file now holds the fixed text, and the findings describe it
-                key = cache.key(job.path, source.encode(report.fixed_text), job.settings)
+                key = cache.key(job.path, report.written, job.settings)
             cache.put(key, report.findings)
+    report.written = None  # not sent back from workers
     return report
+
+
+def _digest(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
 
 
 def _size(path: Path) -> int:

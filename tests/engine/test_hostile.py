@@ -214,14 +214,14 @@ def test_symlink_loops_and_dangling_links(tmp_path: Path) -> None:
 
 def _unreadable(monkeypatch: pytest.MonkeyPatch, target: Path) -> None:
     """Make `target` unreadable the way chmod 000 does for a normal user (root reads through it)."""
-    real = Path.read_bytes
+    real = os.open
 
-    def read_bytes(self: Path) -> bytes:
-        if os.path.abspath(self) == os.path.abspath(target):
-            raise PermissionError(13, "Permission denied", str(self))
-        return real(self)
+    def guarded_open(path, flags, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if os.path.abspath(path) == os.path.abspath(target):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, flags, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(os, "open", guarded_open)
 
 
 def test_unreadable_file_is_reported_and_others_are_linted(tmp_path: Path, monkeypatch) -> None:
@@ -313,7 +313,7 @@ def test_file_changed_between_read_and_write_is_skipped_and_reported(tmp_path: P
     _during_fix(monkeypatch, lambda p: p.write_text(theirs))
     result = fix(path)
     assert_no_traceback(result)
-    assert f"gpulint: warning: {path}: file changed while gpulint was fixing it; fix not written" in result.stderr
+    assert f"gpulint: warning: {path}: file changed during fix, skipped (not written)" in result.stderr
     assert path.read_text() == theirs
     assert result.exit_code == EXIT_FINDINGS  # the findings still stand
     assert no_temp_files(tmp_path)
