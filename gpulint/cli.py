@@ -20,7 +20,7 @@ from gpulint.output import FORMATS, HUMAN_FORMATS
 from gpulint.output.context import RenderContext
 from gpulint.output.text import Summary
 
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def _codes(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[tuple[str, ...]]:
@@ -51,7 +51,19 @@ def lint_options(func):  # noqa: ANN001, ANN201 - click decorator
     return func
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Main(click.Group):
+    """Ctrl-C anywhere in a command: one line and exit 130 (click's own handling says
+    "Aborted!" and exits 1, which a CI gate reads as "findings remain")."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("gpulint: interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="gpulint")
 def main() -> None:
     """Find and fix what leaves your GPU idle in PyTorch training code."""
@@ -66,7 +78,10 @@ def _run(mode: Mode, paths: Sequence[Path], select, extend_select, ignore, previ
         resolver = options.resolver(overrides)
         if workflow.is_stdin(paths, options):
             sys.exit(workflow.run_stdin(mode, resolver, output_format, unsafe_fixes, exit_zero, options, verbose))
-        files = workflow.drop_excluded(list(walker.files(paths or [Path(".")])), paths or [Path(".")], resolver)
+        found = list(walker.files(paths or [Path(".")]))
+        files = workflow.drop_excluded(found, paths or [Path(".")], resolver)
+        if not files and not walker.errors:
+            sys.exit(workflow.no_files(paths or [Path(".")], found))
         speed = PerformanceOptions.current()
         jobs_list = collect_jobs(files, resolver.for_path, mode, unsafe_fixes, cache=speed.open_cache(),
                                  profile=speed.profile)
@@ -78,7 +93,8 @@ def _run(mode: Mode, paths: Sequence[Path], select, extend_select, ignore, previ
         before = [f for r in run_jobs(collect_jobs(files, resolver.for_path, Mode.CHECK), workers=jobs)
                   for f in r.findings]
     speed.start()
-    reports = run_jobs(jobs_list, workers=jobs)
+    reports = sorted(run_jobs(jobs_list, workers=jobs) + workflow.unreadable_directories(walker),
+                     key=lambda r: r.path)
     speed.print_profile(reports, jobs)
     if options.add_noqa:
         sys.exit(_add_noqa(reports, walker, verbose))
@@ -102,8 +118,6 @@ def _report(reports: list[FileReport], walker: Walker, mode: Mode, output_format
     findings: list[Finding] = [f for r in reports for f in r.findings]
     fixed = sum(r.fixed for r in reports)
     internal = [r for r in reports if r.internal_error]
-    for path, reason in walker.errors:
-        click.echo(f"gpulint: warning: cannot read {path}: {reason}", err=True)
     for report in reports:
         if report.write_error:
             click.echo(f"gpulint: warning: {report.path}: {report.write_error}", err=True)
@@ -125,8 +139,9 @@ def _report(reports: list[FileReport], walker: Walker, mode: Mode, output_format
         click.echo(f"Would fix {would} finding{'s' if would != 1 else ''}.", err=True)
     elif not quiet:
         click.echo(workflow.render(findings, output_format, RenderContext(), options), nl=False)
-        if human:
-            click.echo(Summary.of(findings, fixed).text(fixing=mode is Mode.FIX, unsafe_enabled=unsafe), nl=False)
+        if human:  # never "All checks passed!" when a file went unchecked
+            summary = Summary.of(findings, fixed, errors=len(internal))
+            click.echo(summary.text(fixing=mode is Mode.FIX, unsafe_enabled=unsafe), nl=False)
     return workflow.exit_code(findings, fixed if mode is Mode.FIX else 0, bool(internal), exit_zero, options)
 
 
@@ -237,7 +252,7 @@ def run() -> None:
         raise
     except KeyboardInterrupt:
         click.echo("gpulint: interrupted", err=True)
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except Exception as exc:  # pragma: no cover - last resort
         click.echo(f"gpulint: internal error: {type(exc).__name__}: {exc}", err=True)
         if verbose:

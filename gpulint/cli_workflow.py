@@ -17,6 +17,7 @@ from typing import Any, Callable, Optional, Sequence
 import click
 
 from gpulint.config import CliOverrides, SettingsResolver
+from gpulint.engine.files import not_python_reason
 from gpulint.engine.findings import Finding
 from gpulint.engine.runner import FileReport, Mode, unified_diff
 from gpulint.engine.source import SourceError, decode_source, read_source, write_atomic
@@ -135,6 +136,32 @@ def drop_excluded(files: Sequence[Path], paths: Sequence[Path], resolver: Settin
     return kept
 
 
+def no_files(paths: Sequence[Path], found: Sequence[Path]) -> int:
+    """Nothing to lint. A mistyped CI path must fail (exit 2), not pass. The one exception is
+    pre-commit's: files named one by one that `force-exclude` dropped are a deliberate skip."""
+    explicit_files = all(not p.is_dir() for p in paths)
+    if found and explicit_files:
+        noun = "file" if len(found) == 1 else "files"
+        click.echo(f"gpulint: nothing to lint: the {len(found)} {noun} named are excluded by configuration "
+                   "(force-exclude)", err=True)
+        return EXIT_CLEAN
+    where = ", ".join(display_path(str(p)) for p in paths)
+    why = "every Python file there is excluded by configuration" if found else "no Python files found"
+    click.echo(f"gpulint: error: {why} in {where} (nothing was checked)", err=True)
+    return EXIT_ERROR
+
+
+def unreadable_directories(walker: Any) -> list[FileReport]:
+    """A directory that cannot be read hides its files: a GPU000 finding, not a warning a CI
+    gate would pass over."""
+    if not walker.errors:
+        return []
+    from gpulint.engine.runner import syntax_finding
+
+    return [FileReport(path, [syntax_finding(path, f"cannot lint directory: {reason}; its files were not checked")])
+            for path, reason in walker.errors]
+
+
 # ---------------------------------------------------------------------------------------------
 # output
 
@@ -204,6 +231,9 @@ def run_stdin(mode: Mode, resolver: SettingsResolver, output_format: str, unsafe
         return EXIT_CLEAN
     settings = resolver.for_path(settings_path)
     try:
+        reason = not_python_reason(name, raw)
+        if reason is not None:
+            raise SourceError(reason)
         source = decode_source(raw, settings_path)
     except SourceError as exc:
         findings = [syntax_finding(name, f"cannot lint file: {exc}")]

@@ -23,6 +23,34 @@ class ConfigError(Exception):
 
 
 AMP_DTYPES = ("float16", "bfloat16")
+DEFAULT_MAX_FILE_SIZE = 2 * 1024 * 1024
+DEFAULT_MAX_FIX_SIZE = 256 * 1024
+_SIZE_UNITS = {"": 1, "b": 1, "kb": 1024, "kib": 1024, "k": 1024, "mb": 1024 ** 2, "mib": 1024 ** 2, "m": 1024 ** 2,
+               "gb": 1024 ** 3, "gib": 1024 ** 3, "g": 1024 ** 3}
+
+
+def parse_size(value: object) -> int:
+    """`2097152`, `"2 MB"`, `"512KB"` -> bytes (1 KB = 1024 bytes); ValueError when not a size."""
+    if isinstance(value, bool):
+        raise ValueError(value)
+    if isinstance(value, int):
+        number = value
+    else:
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(value))
+        if match is None or match.group(2).lower() not in _SIZE_UNITS:
+            raise ValueError(value)
+        number = int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
+    if number < 1:
+        raise ValueError(value)
+    return number
+
+
+def format_size(size: int) -> str:
+    """Bytes as the settings write them: "2 MB", "256 KB", "1000 B"."""
+    for unit, factor in (("GB", 1024 ** 3), ("MB", 1024 ** 2), ("KB", 1024)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor} {unit}"
+    return f"{size} B" if size < 1024 else f"{size / 1024:.1f} KB"
 
 
 def parse_codes(value: str | Iterable[str] | None) -> tuple[str, ...]:
@@ -72,6 +100,9 @@ class Settings:
     torch_version: Optional[tuple[int, int]] = None  # oldest torch the project supports
     # codes or prefixes off for this one file (per-file-ignores); they beat any selection
     per_file_ignores: tuple[str, ...] = ()
+    # bounds on the work for one file: bigger files are a GPU000 finding naming the setting
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE  # bytes analysed at most
+    max_fix_size: int = DEFAULT_MAX_FIX_SIZE  # bytes fixed at most (fixing parses a file several times)
 
     def is_enabled(self, code: str, preview_rule: bool = False) -> bool:
         """Ruff's semantics: the most specific selector wins; ignore wins a tie."""
@@ -131,7 +162,7 @@ _LIST_KEYS = ("select", "extend-select", "ignore", "exclude", "extend-exclude")
 _BOOL_KEYS = ("preview", "force-exclude", "checkpoint-unknown-depth")
 KNOWN_KEYS = frozenset(
     _LIST_KEYS + _BOOL_KEYS + ("extend", "per-file-ignores", "amp-dtype", "num-workers", "checkpoint-min-depth",
-                               "torch-version")
+                               "torch-version", "max-file-size", "max-fix-size")
 )
 # rule options: config key -> Settings field
 OPTION_FIELDS = {
@@ -140,6 +171,8 @@ OPTION_FIELDS = {
     "checkpoint-min-depth": "checkpoint_min_depth",
     "checkpoint-unknown-depth": "checkpoint_unknown_depth",
     "torch-version": "torch_version",
+    "max-file-size": "max_file_size",
+    "max-fix-size": "max_fix_size",
 }
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -276,6 +309,12 @@ def _validate(path: Path, table: dict[str, Any]) -> _Layer:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise _fail(path, key, f"expected an integer >= 1, got {_describe(value)}")
             values[key] = value
+        elif key in ("max-file-size", "max-fix-size"):
+            try:
+                values[key] = parse_size(value)
+            except ValueError:
+                raise _fail(path, key, 'expected a size in bytes or with a unit, such as 2097152 or "2 MB", '
+                            f"got {_describe(value)}") from None
         elif key == "torch-version":
             if not isinstance(value, str):
                 hint = ' (write it as a string, such as "2.4": as a number 2.10 would read as 2.1)'
@@ -504,6 +543,8 @@ class SettingsResolver:
             ("checkpoint-min-depth", settings.checkpoint_min_depth),
             ("checkpoint-unknown-depth", settings.checkpoint_unknown_depth),
             ("torch-version", f"{version[0]}.{version[1]}" if version else "any"),
+            ("max-file-size", format_size(settings.max_file_size)),
+            ("max-fix-size", format_size(settings.max_fix_size)),
             ("exclude", [p.pattern for p in project.exclude]),
             ("extend-exclude", [p.pattern for p in project.extend_exclude]),
             ("force-exclude", self.force_exclude_flag or project.force_exclude),

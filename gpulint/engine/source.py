@@ -25,8 +25,9 @@ from __future__ import annotations
 import codecs
 import contextlib
 import errno
-import io
+import itertools
 import os
+import re
 import signal
 import stat
 import tempfile
@@ -34,7 +35,7 @@ import threading
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 from gpulint.engine.fixes import Change, apply_changes, diff_changes
 
@@ -172,13 +173,23 @@ def _byte_offsets(body: bytes, text: str, encoding: str, offsets: Sequence[int])
     return out
 
 
+_LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)?")
+
+
+def _first_lines(raw: bytes) -> Callable[[], bytes]:
+    """readline for `tokenize.detect_encoding` that, like CPython, also ends lines at a lone CR
+    (`io.BytesIO.readline` does not: a CR-only file's coding cookie went unseen)."""
+    lines = iter(match.group() for match in itertools.islice(_LINE.finditer(raw), 3) if match.group())
+    return lambda: next(lines, b"")
+
+
 def decode_source(raw: bytes, path: Path, identity: Optional[FileIdentity] = None) -> SourceFile:
     bom = raw.startswith(BOM)
     body = raw[len(BOM):] if bom else raw
     if b"\x00" in body:
         raise SourceError("file is binary (contains NUL bytes)")
     try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+        encoding, _ = tokenize.detect_encoding(_first_lines(raw))
     except SyntaxError as exc:
         try:
             body.decode("utf-8")

@@ -29,19 +29,23 @@ class Summary:
     safe_fixable: int
     unsafe_fixable: int
     fixed: int = 0
+    errors: int = 0  # files that went unchecked because of an internal error
 
     @classmethod
-    def of(cls, findings: Sequence[Finding], fixed: int = 0) -> "Summary":
+    def of(cls, findings: Sequence[Finding], fixed: int = 0, errors: int = 0) -> "Summary":
         safe = sum(1 for f in findings if f.fix is not None and f.fix.applicability is Applicability.SAFE)
         unsafe = sum(1 for f in findings if f.fix is not None and f.fix.applicability is Applicability.UNSAFE)
-        return cls(len(findings), safe, unsafe, fixed)
+        return cls(len(findings), safe, unsafe, fixed, errors)
 
     def text(self, fixing: bool = False, unsafe_enabled: bool = False) -> str:
         lines = []
         if self.fixed:
             lines.append(f"Fixed {self.fixed} finding{'s' if self.fixed != 1 else ''}.")
+        if self.errors:  # never "All checks passed!" when a file went unchecked
+            noun = "file" if self.errors == 1 else "files"
+            lines.append(f"gpulint could not check {self.errors} {noun} (internal error, see above).")
         if self.findings == 0:
-            if not self.fixed:
+            if not self.fixed and not self.errors:
                 lines.append("All checks passed!")
             return "\n".join(lines) + "\n"
         noun = "finding" if self.findings == 1 else "findings"
