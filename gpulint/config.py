@@ -12,6 +12,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Optional, Union
 
+from gpulint.codes import selects_something, unknown_selector_message
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python < 3.11 only
@@ -64,7 +66,10 @@ def parse_codes(value: str | Iterable[str] | None) -> tuple[str, ...]:
         if not code:
             continue
         if code != "ALL" and not (code.startswith("GPU") and code[3:].isdigit() or code == "GPU"):
-            raise ConfigError(f"invalid rule selector {item!r}: expected a code such as GPU101, a prefix such as GPU1, or ALL")
+            raise ConfigError(f"invalid rule selector {str(item).strip()!r}: expected a code such as GPU101, a prefix "
+                              "such as GPU1, or ALL")
+        if not selects_something(code):  # a typo must not silently select (or ignore) nothing
+            raise ConfigError(unknown_selector_message(code))
         out.append(code)
     return tuple(out)
 
@@ -86,6 +91,29 @@ def _matches(selector: str, code: str) -> bool:
     return selector == "ALL" or code.startswith(selector)
 
 
+def _decide(code: str, select: tuple[str, ...], extend_select: tuple[str, ...],
+            ignore: tuple[str, ...]) -> Optional[bool]:
+    """One layer's verdict on `code`: the most specific matching selector wins, ignore wins a
+    tie; None when no selector of the layer matches."""
+    best: Optional[tuple[int, bool]] = None
+    for selector in select + extend_select:
+        if _matches(selector, code) and (best is None or _specificity(selector) > best[0]):
+            best = (_specificity(selector), True)
+    for selector in ignore:
+        if _matches(selector, code) and (best is None or _specificity(selector) >= best[0]):
+            best = (_specificity(selector), False)
+    return None if best is None else best[1]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """A layer of rule selection on top of the configuration's: the command line's."""
+
+    select: Optional[tuple[str, ...]] = None  # given: the selection starts over
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class Settings:
     select: tuple[str, ...] = ()  # empty: every stable rule
@@ -103,24 +131,29 @@ class Settings:
     # bounds on the work for one file: bigger files are a GPU000 finding naming the setting
     max_file_size: int = DEFAULT_MAX_FILE_SIZE  # bytes analysed at most
     max_fix_size: int = DEFAULT_MAX_FIX_SIZE  # bytes fixed at most (fixing parses a file several times)
+    # the command line's selection, applied after the configuration's (it wins)
+    overrides: tuple[Selection, ...] = ()
 
     def is_enabled(self, code: str, preview_rule: bool = False) -> bool:
-        """Ruff's semantics: the most specific selector wins; ignore wins a tie."""
+        """Ruff's semantics: the most specific selector wins; ignore wins a tie. The command
+        line's selection (`overrides`) is a layer on top of the configuration's."""
         if any(_matches(selector, code) for selector in self.per_file_ignores):
             return False
-        if preview_rule and not self.preview:
-            # preview rules run only when opted in, or when selected by their exact code
-            if code not in self.select and code not in self.extend_select:
-                return False
-        best: tuple[int, bool] = (-2, False)
-        selected = self.select or ("ALL",)
-        for selector in selected + self.extend_select:
-            if _matches(selector, code) and _specificity(selector) > best[0]:
-                best = (_specificity(selector), True)
-        for selector in self.ignore:
-            if _matches(selector, code) and _specificity(selector) >= best[0]:
-                best = (_specificity(selector), False)
-        return best[1]
+        enabled = _decide(code, self.select or ("ALL",), self.extend_select, self.ignore)
+        exact = code in self.select or code in self.extend_select
+        for layer in self.overrides:
+            if layer.select is not None:  # starts the selection over
+                enabled = _decide(code, layer.select, layer.extend_select, layer.ignore)
+                exact = code in layer.select or code in layer.extend_select
+            else:  # changes only the rules it names
+                decided = _decide(code, (), layer.extend_select, layer.ignore)
+                if decided is not None:
+                    enabled = decided
+                exact = exact or code in layer.extend_select
+        # preview rules run only when opted in, or when selected by their exact code
+        if preview_rule and not self.preview and not exact:
+            return False
+        return bool(enabled)
 
     def with_overrides(self, **changes: object) -> "Settings":
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
@@ -140,14 +173,12 @@ class CliOverrides:
     preview: Optional[bool] = None
 
     def apply(self, settings: Settings) -> Settings:
+        """A layer on top of the configuration's selection, so the command line always wins:
+        `--select` starts over, `--extend-select` / `--ignore` decide the rules they name."""
         changes: dict[str, object] = {}
-        if self.select is not None:
-            changes["select"] = self.select
-            changes["extend_select"] = ()
-        if self.extend_select:
-            changes["extend_select"] = tuple(changes.get("extend_select", settings.extend_select)) + self.extend_select  # type: ignore[arg-type]
-        if self.ignore:
-            changes["ignore"] = settings.ignore + self.ignore
+        if self.select is not None or self.extend_select or self.ignore:
+            layer = Selection(self.select, tuple(self.extend_select or ()), tuple(self.ignore or ()))
+            changes["overrides"] = settings.overrides + (layer,)
         if self.preview is not None:
             changes["preview"] = self.preview
         return replace(settings, **changes)  # type: ignore[arg-type]
@@ -533,7 +564,7 @@ class SettingsResolver:
         lines = [f"# settings for {path}", f"# configuration: {origin}"]
         version = settings.torch_version
         rows: list[tuple[str, object]] = [
-            ("select", list(settings.select) or ["ALL"]),
+            ("select", list(settings.select) or ["GPU"]),  # the default, as the README documents it
             ("extend-select", list(settings.extend_select)),
             ("ignore", list(settings.ignore)),
             ("per-file-ignores", list(settings.per_file_ignores)),
