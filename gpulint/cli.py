@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -137,6 +138,8 @@ def _report(reports: list[FileReport], walker: Walker, mode: Mode, output_format
                 click.echo(report.diff, nl=False)
         would = sum(r.fixed for r in reports)
         click.echo(f"Would fix {would} finding{'s' if would != 1 else ''}.", err=True)
+        if internal:
+            click.echo(Summary(0, 0, 0, errors=len(internal)).text().splitlines()[0], err=True)
     elif not quiet:
         click.echo(workflow.render(findings, output_format, RenderContext(), options), nl=False)
         if human:  # never "All checks passed!" when a file went unchecked
@@ -192,6 +195,9 @@ def rule(code: Optional[str], show_all: bool) -> None:
 @workflow.config_options
 def show_config(path: Path) -> None:
     """Print the settings that apply to PATH and where they come from."""
+    if not os.path.lexists(path):  # a typo must not print some other file's settings with exit 0
+        click.echo(f"gpulint: error: {path}: no such file or directory", err=True)
+        sys.exit(EXIT_ERROR)
     try:
         resolver = workflow.WorkflowOptions.current().resolver(CliOverrides())
         click.echo(resolver.describe(path), nl=False)
