@@ -18,7 +18,7 @@ from gpulint.engine.files import PathError, Walker
 from gpulint.engine.findings import Finding
 from gpulint.engine.runner import FileReport, Mode, collect_jobs, run_jobs
 from gpulint.output import FORMATS, HUMAN_FORMATS
-from gpulint.output.context import RenderContext
+from gpulint.output.context import RenderContext, printable
 from gpulint.output.text import Summary
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -87,7 +87,7 @@ def _run(mode: Mode, paths: Sequence[Path], select, extend_select, ignore, previ
         jobs_list = collect_jobs(files, resolver.for_path, mode, unsafe_fixes, cache=speed.open_cache(),
                                  profile=speed.profile)
     except (PathError, ConfigError) as exc:
-        click.echo(f"gpulint: error: {exc}", err=True)
+        click.echo(printable(f"gpulint: error: {exc}"), err=True)
         sys.exit(EXIT_ERROR)
     before: list[Finding] = []
     if mode is Mode.FIX and options.show_fixes:  # what was there before fixing, to list what got fixed
@@ -109,7 +109,7 @@ def _add_noqa(reports: list[FileReport], walker: Walker, verbose: bool) -> int:
     code = _report(reports, walker, Mode.CHECK, "concise", False, True, verbose, quiet=True)
     added, problems = workflow.write_noqa(reports)
     for problem in problems:
-        click.echo(f"gpulint: warning: {problem}", err=True)
+        click.echo(printable(f"gpulint: warning: {problem}"), err=True)
     click.echo(f"Added {added} noqa directive{'s' if added != 1 else ''}.")
     return code
 
@@ -121,10 +121,10 @@ def _report(reports: list[FileReport], walker: Walker, mode: Mode, output_format
     internal = [r for r in reports if r.internal_error]
     for report in reports:
         if report.write_error:
-            click.echo(f"gpulint: warning: {report.path}: {report.write_error}", err=True)
+            click.echo(printable(f"gpulint: warning: {report.path}: {report.write_error}"), err=True)
     for report in internal:
         message, trace = report.internal_error  # type: ignore[misc]
-        click.echo(f"gpulint: internal error: {message}", err=True)
+        click.echo(printable(f"gpulint: internal error: {message}"), err=True)
         if verbose:
             click.echo(trace, err=True)
     if internal and not verbose:
@@ -185,7 +185,7 @@ def rule(code: Optional[str], show_all: bool) -> None:
         return
     found = rule_by_code(code)
     if found is None:
-        click.echo(f"gpulint: error: unknown rule {code!r}; see `gpulint rule --all`", err=True)
+        click.echo(printable(f"gpulint: error: unknown rule {code!r}; see `gpulint rule --all`"), err=True)
         sys.exit(EXIT_ERROR)
     click.echo(rule_markdown(found))
 
@@ -196,13 +196,13 @@ def rule(code: Optional[str], show_all: bool) -> None:
 def show_config(path: Path) -> None:
     """Print the settings that apply to PATH and where they come from."""
     if not os.path.lexists(path):  # a typo must not print some other file's settings with exit 0
-        click.echo(f"gpulint: error: {path}: no such file or directory", err=True)
+        click.echo(printable(f"gpulint: error: {path}: no such file or directory"), err=True)
         sys.exit(EXIT_ERROR)
     try:
         resolver = workflow.WorkflowOptions.current().resolver(CliOverrides())
         click.echo(resolver.describe(path), nl=False)
     except ConfigError as exc:
-        click.echo(f"gpulint: error: {exc}", err=True)
+        click.echo(printable(f"gpulint: error: {exc}"), err=True)
         sys.exit(EXIT_ERROR)
 
 
@@ -260,7 +260,7 @@ def run() -> None:
         click.echo("gpulint: interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
     except Exception as exc:  # pragma: no cover - last resort
-        click.echo(f"gpulint: internal error: {type(exc).__name__}: {exc}", err=True)
+        click.echo(printable(f"gpulint: internal error: {type(exc).__name__}: {exc}"), err=True)
         if verbose:
             traceback.print_exc()
         sys.exit(EXIT_ERROR)

@@ -22,7 +22,7 @@ from gpulint.engine.findings import Finding
 from gpulint.engine.runner import FileReport, Mode, unified_diff
 from gpulint.engine.source import SourceError, decode_source, read_source, write_atomic
 from gpulint.output import FORMATS, HUMAN_FORMATS
-from gpulint.output.context import RenderContext, display_path
+from gpulint.output.context import RenderContext, display_path, escape_surrogates, printable
 from gpulint.output.statistics import render_statistics
 from gpulint.output.text import Summary, concise_line
 
@@ -147,7 +147,7 @@ def no_files(paths: Sequence[Path], found: Sequence[Path]) -> int:
         return EXIT_CLEAN
     where = ", ".join(display_path(str(p)) for p in paths)
     why = "every Python file there is excluded by configuration" if found else "no Python files found"
-    click.echo(f"gpulint: error: {why} in {where} (nothing was checked)", err=True)
+    click.echo(printable(f"gpulint: error: {why} in {where} (nothing was checked)"), err=True)
     return EXIT_ERROR
 
 
@@ -166,6 +166,12 @@ def unreadable_directories(walker: Any) -> list[FileReport]:
 # output
 
 def render(findings: Sequence[Finding], output_format: str, ctx: RenderContext, options: WorkflowOptions) -> str:
+    """The report as text that always encodes (a file name's undecodable bytes are escaped)."""
+    text = _render(findings, output_format, ctx, options)
+    return escape_surrogates(text) if output_format in ("json", "json-lines", "sarif") else printable(text)
+
+
+def _render(findings: Sequence[Finding], output_format: str, ctx: RenderContext, options: WorkflowOptions) -> str:
     if options.statistics:
         return render_statistics(findings, as_json=output_format in ("json", "json-lines"))
     if output_format == "concise" and options.show_fixes:
@@ -253,7 +259,7 @@ def run_stdin(mode: Mode, resolver: SettingsResolver, output_format: str, unsafe
             try:  # the bytes outside the edits are kept exactly, as when writing a file
                 data = source.encode_edited(outcome.text, outcome.changes)
             except SourceError as exc:
-                click.echo(f"gpulint: warning: {name}: {exc}", err=True)
+                click.echo(printable(f"gpulint: warning: {name}: {exc}"), err=True)
                 data, fixed = raw, 0
                 findings = lint_text(Path(name), source.text, settings).findings
                 outcome = replace(outcome, text=source.text)
@@ -270,7 +276,7 @@ def run_stdin(mode: Mode, resolver: SettingsResolver, output_format: str, unsafe
     except InternalError as exc:
         if mode is Mode.FIX:
             stdout.write(raw)
-        click.echo(f"gpulint: internal error: {exc}", err=True)
+        click.echo(printable(f"gpulint: internal error: {exc}"), err=True)
         if verbose:
             click.echo(exc.trace, err=True)
         return EXIT_ERROR

@@ -356,15 +356,36 @@ def _validate(path: Path, table: dict[str, Any]) -> _Layer:
     return _Layer(Path(path), values, per_file, exclude, extend_exclude, extend)
 
 
-def read_table(path: Path) -> Optional[dict[str, Any]]:
-    """The gpulint table of a config file; None for a pyproject.toml without `[tool.gpulint]`."""
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+
+
+def _parse_toml(path: Path) -> dict[str, Any]:
+    """A TOML file's data; any problem is a ConfigError naming the file, never a traceback."""
+    from gpulint.engine.source import SourceError, read_bytes
+
     try:
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
+        raw, _ = read_bytes(path, MAX_CONFIG_BYTES)  # a FIFO or a huge file never blocks or fills memory
+    except SourceError as exc:
+        raise ConfigError(f"{path}: cannot read configuration: {exc}") from None
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ConfigError(f"{path}: the file is UTF-16; TOML files must be UTF-8")
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]  # a UTF-8 BOM, as some Windows editors write: harmless
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not valid UTF-8 (at byte {exc.start}); TOML files must be UTF-8") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read configuration: {exc.strerror or exc}") from None
+    except (RecursionError, MemoryError):
+        raise ConfigError(f"{path}: invalid TOML: nested too deeply to read") from None
+
+
+def read_table(path: Path) -> Optional[dict[str, Any]]:
+    """The gpulint table of a config file; None for a pyproject.toml without `[tool.gpulint]`."""
+    data = _parse_toml(path)
     if path.name != "pyproject.toml":
         return data
     tool = data.get("tool")

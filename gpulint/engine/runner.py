@@ -61,8 +61,11 @@ class Job:
 
 
 def unified_diff(path: str, before: str, after: str) -> str:
-    lines = difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True), fromfile=f"a/{path.lstrip('/')}", tofile=f"b/{path.lstrip('/')}"
+    from gpulint.output.context import quote_path
+
+    lines = difflib.unified_diff(  # names quoted as git quotes them: a name that is not UTF-8 prints
+        before.splitlines(keepends=True), after.splitlines(keepends=True),
+        fromfile=quote_path(f"a/{path.lstrip('/')}"), tofile=quote_path(f"b/{path.lstrip('/')}"),
     )
     out = []
     for line in lines:

@@ -7,6 +7,7 @@ from typing import Sequence
 
 from gpulint.engine.findings import Finding
 from gpulint.engine.fixes import Applicability
+from gpulint.output.context import quote_path
 
 
 def fix_marker(finding: Finding) -> str:
@@ -16,7 +17,7 @@ def fix_marker(finding: Finding) -> str:
 
 def concise_line(finding: Finding) -> str:
     loc = finding.location
-    return f"{finding.path}:{loc.row}:{loc.column}: {finding.code}{fix_marker(finding)} {finding.message}"
+    return f"{quote_path(finding.path)}:{loc.row}:{loc.column}: {finding.code}{fix_marker(finding)} {finding.message}"
 
 
 def render_concise(findings: Sequence[Finding], ctx: object = None) -> str:
