@@ -111,11 +111,19 @@ def _anchors(edits: Iterable[PendingEdit]) -> list[cst.CSTNode]:
     return [node for node in nodes if node is not None]
 
 
+def _indent_unit(module: cst.Module) -> str:
+    """One level of indentation for new blocks. LibCST takes it from the first indented line,
+    form feeds included (`\f    pass`); a form feed in the middle of an indentation would
+    change what Python counts, so new code never gets one."""
+    unit = module.default_indent.replace("\f", "").replace("\v", "")
+    return unit or "    "
+
+
 def _render(module: cst.Module, new: object, indent: tuple[str, ...]) -> str:
     if isinstance(new, str):
         return new
     nodes = [new] if isinstance(new, cst.CSTNode) else list(new)  # type: ignore[call-overload]
-    state = CodegenState(default_indent=module.default_indent, default_newline=module.default_newline,
+    state = CodegenState(default_indent=_indent_unit(module), default_newline=module.default_newline,
                          indent_tokens=list(indent))
     for node in nodes:
         node._codegen(state)

@@ -144,3 +144,30 @@ def test_a_cr_only_file_with_a_coding_cookie_is_read_as_python_reads_it(gl: Gpul
     result = gl.fix(path)
     assert "GPU000" not in result.stdout, result.stdout
     assert path.read_bytes() == text.replace("(ds)", "(ds, pin_memory=True)").encode("cp1252")
+
+
+# found by fuzzing form feeds into every fixture case (2,838 cases, as in the issue) ----------
+
+def test_removing_an_own_line_suppression_keeps_its_form_feed(gl: Gpulint, tmp_path: Path) -> None:
+    path = tmp_path / "train.py"
+    path.write_text("import torch\n\f# gpulint: ignore[GPU201]\nx = torch.zeros(3)\n")
+    gl.fix("--select", "GPU201,GPU900", path)
+    assert path.read_text() == "import torch\n\f\nx = torch.zeros(3)\n"
+
+
+def test_a_form_feed_in_the_first_indentation_never_reaches_new_code(gl: Gpulint, tmp_path: Path) -> None:
+    """LibCST takes its indentation unit from the first indented line, form feeds included."""
+    text = ("import torch\nimport torch.nn as nn\n\n\nclass Base(nn.Module):\n\f\f    pass\n\n\n"
+            "class Block(nn.Module):\n    def __init__(self, d):\n        super().__init__()\n"
+            "        self.fc = nn.Linear(d, d)\n\n    def forward(self, x):\n        return self.fc(x)\n\n\n"
+            "class Net(Base):\n    def __init__(self, d=64):\n        super().__init__()\n"
+            "        self.blocks = nn.Sequential(*[Block(d) for _ in range(12)])\n\n"
+            "    def forward(self, x):\n        return self.blocks(x)\n")
+    path = tmp_path / "model.py"
+    path.write_text(text)
+    result = gl.fix("--unsafe-fixes", "--select", "GPU301", path)
+    assert "internal error" not in result.output
+    fixed = path.read_text()
+    assert fixed != text and "checkpoint" in fixed
+    ast.parse(fixed)
+    assert fixed.count("\f") == 2 and "\f\f    pass" in fixed

@@ -177,7 +177,7 @@ SLOW_FIX = textwrap.dedent("""\
     def slow_fix(path, *args, **kwargs):
         outcome = real(path, *args, **kwargs)
         (markers / f"{os.getpid()}-{Path(path).name}").touch()
-        time.sleep(2)  # the interrupt arrives while files are being fixed
+        time.sleep(1)  # the interrupt arrives while files are being fixed
         return outcome
 
     linter.fix_text = slow_fix

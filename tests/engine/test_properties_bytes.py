@@ -227,7 +227,7 @@ def hostile_programs(draw: st.DrawFn) -> tuple[bytes, bytes]:
             make_hostile(text, Variant(encoding, newline, (), False)))
 
 
-@ci(100)
+@ci(60)
 @given(hostile_programs())
 def test_bytes_outside_the_edits_never_change_on_generated_files(files: tuple[bytes, bytes]) -> None:
     hostile, plain = files
