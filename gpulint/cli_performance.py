@@ -91,11 +91,15 @@ def clean_command(cache_dir: Optional[Path]) -> None:
     """Remove the results cache."""
     directory = cache_dir or default_cache_dir()
     try:
-        removed = clean(directory)
+        cleaned = clean(directory)
     except CacheError as exc:
         click.echo(f"gpulint: error: {exc}", err=True)
         sys.exit(2)
-    if removed is None:
+    if cleaned is None:
         click.echo(f"No cache at {directory}.")
+    elif cleaned.left:
+        noun = "file" if cleaned.left == 1 else "files"
+        click.echo(f"Removed gpulint's {cleaned.removed} files from {cleaned.directory}; left {cleaned.left} "
+                   f"{noun} gpulint did not write.")
     else:
-        click.echo(f"Removed {removed}.")
+        click.echo(f"Removed {cleaned.directory}.")
