@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -17,10 +18,10 @@ from gpulint.engine.files import PathError, Walker
 from gpulint.engine.findings import Finding
 from gpulint.engine.runner import FileReport, Mode, collect_jobs, run_jobs
 from gpulint.output import FORMATS, HUMAN_FORMATS
-from gpulint.output.context import RenderContext
+from gpulint.output.context import RenderContext, printable
 from gpulint.output.text import Summary
 
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def _codes(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[tuple[str, ...]]:
@@ -51,7 +52,19 @@ def lint_options(func):  # noqa: ANN001, ANN201 - click decorator
     return func
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Main(click.Group):
+    """Ctrl-C anywhere in a command: one line and exit 130 (click's own handling says
+    "Aborted!" and exits 1, which a CI gate reads as "findings remain")."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("gpulint: interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="gpulint")
 def main() -> None:
     """Find and fix what leaves your GPU idle in PyTorch training code."""
@@ -66,21 +79,25 @@ def _run(mode: Mode, paths: Sequence[Path], select, extend_select, ignore, previ
         resolver = options.resolver(overrides)
         if workflow.is_stdin(paths, options):
             sys.exit(workflow.run_stdin(mode, resolver, output_format, unsafe_fixes, exit_zero, options, verbose))
-        files = workflow.drop_excluded(list(walker.files(paths or [Path(".")])), paths or [Path(".")], resolver)
+        found = list(walker.files(paths or [Path(".")]))
+        files = workflow.drop_excluded(found, paths or [Path(".")], resolver)
+        if not files and not walker.errors:
+            sys.exit(workflow.no_files(paths or [Path(".")], found))
         speed = PerformanceOptions.current()
         cache = speed.open_cache()
         projects = speed.scan_projects(files, paths or [Path(".")], cache, jobs)
         jobs_list = collect_jobs(files, resolver.for_path, mode, unsafe_fixes, cache=cache,
                                  profile=speed.profile, projects=projects)
     except (PathError, ConfigError) as exc:
-        click.echo(f"gpulint: error: {exc}", err=True)
+        click.echo(printable(f"gpulint: error: {exc}"), err=True)
         sys.exit(EXIT_ERROR)
     before: list[Finding] = []
     if mode is Mode.FIX and options.show_fixes:  # what was there before fixing, to list what got fixed
         before = [f for r in run_jobs(collect_jobs(files, resolver.for_path, Mode.CHECK, projects=projects),
                                       workers=jobs) for f in r.findings]
     speed.start()
-    reports = run_jobs(jobs_list, workers=jobs)
+    reports = sorted(run_jobs(jobs_list, workers=jobs) + workflow.unreadable_directories(walker),
+                     key=lambda r: r.path)
     speed.print_profile(reports, jobs)
     if options.add_noqa:
         sys.exit(_add_noqa(reports, walker, verbose))
@@ -94,7 +111,7 @@ def _add_noqa(reports: list[FileReport], walker: Walker, verbose: bool) -> int:
     code = _report(reports, walker, Mode.CHECK, "concise", False, True, verbose, quiet=True)
     added, problems = workflow.write_noqa(reports)
     for problem in problems:
-        click.echo(f"gpulint: warning: {problem}", err=True)
+        click.echo(printable(f"gpulint: warning: {problem}"), err=True)
     click.echo(f"Added {added} noqa directive{'s' if added != 1 else ''}.")
     return code
 
@@ -104,14 +121,12 @@ def _report(reports: list[FileReport], walker: Walker, mode: Mode, output_format
     findings: list[Finding] = [f for r in reports for f in r.findings]
     fixed = sum(r.fixed for r in reports)
     internal = [r for r in reports if r.internal_error]
-    for path, reason in walker.errors:
-        click.echo(f"gpulint: warning: cannot read {path}: {reason}", err=True)
     for report in reports:
         if report.write_error:
-            click.echo(f"gpulint: warning: {report.path}: {report.write_error}", err=True)
+            click.echo(printable(f"gpulint: warning: {report.path}: {report.write_error}"), err=True)
     for report in internal:
         message, trace = report.internal_error  # type: ignore[misc]
-        click.echo(f"gpulint: internal error: {message}", err=True)
+        click.echo(printable(f"gpulint: internal error: {message}"), err=True)
         if verbose:
             click.echo(trace, err=True)
     if internal and not verbose:
@@ -125,10 +140,13 @@ def _report(reports: list[FileReport], walker: Walker, mode: Mode, output_format
                 click.echo(report.diff, nl=False)
         would = sum(r.fixed for r in reports)
         click.echo(f"Would fix {would} finding{'s' if would != 1 else ''}.", err=True)
+        if internal:
+            click.echo(Summary(0, 0, 0, errors=len(internal)).text().splitlines()[0], err=True)
     elif not quiet:
         click.echo(workflow.render(findings, output_format, RenderContext(), options), nl=False)
-        if human:
-            click.echo(Summary.of(findings, fixed).text(fixing=mode is Mode.FIX, unsafe_enabled=unsafe), nl=False)
+        if human:  # never "All checks passed!" when a file went unchecked
+            summary = Summary.of(findings, fixed, errors=len(internal))
+            click.echo(summary.text(fixing=mode is Mode.FIX, unsafe_enabled=unsafe), nl=False)
     return workflow.exit_code(findings, fixed if mode is Mode.FIX else 0, bool(internal), exit_zero, options)
 
 
@@ -169,7 +187,7 @@ def rule(code: Optional[str], show_all: bool) -> None:
         return
     found = rule_by_code(code)
     if found is None:
-        click.echo(f"gpulint: error: unknown rule {code!r}; see `gpulint rule --all`", err=True)
+        click.echo(printable(f"gpulint: error: unknown rule {code!r}; see `gpulint rule --all`"), err=True)
         sys.exit(EXIT_ERROR)
     click.echo(rule_markdown(found))
 
@@ -179,11 +197,14 @@ def rule(code: Optional[str], show_all: bool) -> None:
 @workflow.config_options
 def show_config(path: Path) -> None:
     """Print the settings that apply to PATH and where they come from."""
+    if not os.path.lexists(path):  # a typo must not print some other file's settings with exit 0
+        click.echo(printable(f"gpulint: error: {path}: no such file or directory"), err=True)
+        sys.exit(EXIT_ERROR)
     try:
         resolver = workflow.WorkflowOptions.current().resolver(CliOverrides())
         click.echo(resolver.describe(path), nl=False)
     except ConfigError as exc:
-        click.echo(f"gpulint: error: {exc}", err=True)
+        click.echo(printable(f"gpulint: error: {exc}"), err=True)
         sys.exit(EXIT_ERROR)
 
 
@@ -250,9 +271,9 @@ def run() -> None:
         raise
     except KeyboardInterrupt:
         click.echo("gpulint: interrupted", err=True)
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except Exception as exc:  # pragma: no cover - last resort
-        click.echo(f"gpulint: internal error: {type(exc).__name__}: {exc}", err=True)
+        click.echo(printable(f"gpulint: internal error: {type(exc).__name__}: {exc}"), err=True)
         if verbose:
             traceback.print_exc()
         sys.exit(EXIT_ERROR)

@@ -49,9 +49,7 @@ class PerformanceOptions:
         from gpulint.engine.project_scan import scan_projects
 
         started = time.perf_counter()
-        views = scan_projects(files, arguments, linter=cache.run_key if cache is not None else "",
-                              cache_dir=cache.directory if cache is not None else None,
-                              workers=jobs or default_jobs())
+        views = scan_projects(files, arguments, cache, workers=jobs or default_jobs())
         self.project_seconds = time.perf_counter() - started
         return views
 
@@ -108,11 +106,15 @@ def clean_command(cache_dir: Optional[Path]) -> None:
     """Remove the results cache."""
     directory = cache_dir or default_cache_dir()
     try:
-        removed = clean(directory)
+        cleaned = clean(directory)
     except CacheError as exc:
         click.echo(f"gpulint: error: {exc}", err=True)
         sys.exit(2)
-    if removed is None:
+    if cleaned is None:
         click.echo(f"No cache at {directory}.")
+    elif cleaned.left:
+        noun = "file" if cleaned.left == 1 else "files"
+        click.echo(f"Removed gpulint's {cleaned.removed} files from {cleaned.directory}; left {cleaned.left} "
+                   f"{noun} gpulint did not write.")
     else:
-        click.echo(f"Removed {removed}.")
+        click.echo(f"Removed {cleaned.directory}.")

@@ -6,21 +6,23 @@ line per command: the options are collected into `WorkflowOptions` on the click 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 import click
 
 from gpulint.config import CliOverrides, SettingsResolver
+from gpulint.engine.files import not_python_reason
 from gpulint.engine.findings import Finding
 from gpulint.engine.runner import FileReport, Mode, unified_diff
 from gpulint.engine.source import SourceError, decode_source, read_source, write_atomic
 from gpulint.output import FORMATS, HUMAN_FORMATS
-from gpulint.output.context import RenderContext, display_path
+from gpulint.output.context import RenderContext, display_path, escape_surrogates, printable
 from gpulint.output.statistics import render_statistics
 from gpulint.output.text import Summary, concise_line
 
@@ -134,10 +136,42 @@ def drop_excluded(files: Sequence[Path], paths: Sequence[Path], resolver: Settin
     return kept
 
 
+def no_files(paths: Sequence[Path], found: Sequence[Path]) -> int:
+    """Nothing to lint. A mistyped CI path must fail (exit 2), not pass. The one exception is
+    pre-commit's: files named one by one that `force-exclude` dropped are a deliberate skip."""
+    explicit_files = all(not p.is_dir() for p in paths)
+    if found and explicit_files:
+        noun = "file" if len(found) == 1 else "files"
+        click.echo(f"gpulint: nothing to lint: the {len(found)} {noun} named are excluded by configuration "
+                   "(force-exclude)", err=True)
+        return EXIT_CLEAN
+    where = ", ".join(display_path(str(p)) for p in paths)
+    why = "every Python file there is excluded by configuration" if found else "no Python files found"
+    click.echo(printable(f"gpulint: error: {why} in {where} (nothing was checked)"), err=True)
+    return EXIT_ERROR
+
+
+def unreadable_directories(walker: Any) -> list[FileReport]:
+    """A directory that cannot be read hides its files: a GPU000 finding, not a warning a CI
+    gate would pass over."""
+    if not walker.errors:
+        return []
+    from gpulint.engine.runner import syntax_finding
+
+    return [FileReport(path, [syntax_finding(path, f"cannot lint directory: {reason}; its files were not checked")])
+            for path, reason in walker.errors]
+
+
 # ---------------------------------------------------------------------------------------------
 # output
 
 def render(findings: Sequence[Finding], output_format: str, ctx: RenderContext, options: WorkflowOptions) -> str:
+    """The report as text that always encodes (a file name's undecodable bytes are escaped)."""
+    text = _render(findings, output_format, ctx, options)
+    return escape_surrogates(text) if output_format in ("json", "json-lines", "sarif") else printable(text)
+
+
+def _render(findings: Sequence[Finding], output_format: str, ctx: RenderContext, options: WorkflowOptions) -> str:
     if options.statistics:
         return render_statistics(findings, as_json=output_format in ("json", "json-lines"))
     if output_format == "concise" and options.show_fixes:
@@ -203,6 +237,9 @@ def run_stdin(mode: Mode, resolver: SettingsResolver, output_format: str, unsafe
         return EXIT_CLEAN
     settings = resolver.for_path(settings_path)
     try:
+        reason = not_python_reason(name, raw)
+        if reason is not None:
+            raise SourceError(reason)
         source = decode_source(raw, settings_path)
     except SourceError as exc:
         findings = [syntax_finding(name, f"cannot lint file: {exc}")]
@@ -219,19 +256,27 @@ def run_stdin(mode: Mode, resolver: SettingsResolver, output_format: str, unsafe
             before = lint_text(Path(name), source.text, settings).findings if options.show_fixes else []
             outcome = fix_text(Path(name), source.text, settings, unsafe)
             findings, fixed = outcome.findings, outcome.applied
+            try:  # the bytes outside the edits are kept exactly, as when writing a file
+                data = source.encode_edited(outcome.text, outcome.changes)
+            except SourceError as exc:
+                click.echo(printable(f"gpulint: warning: {name}: {exc}"), err=True)
+                data, fixed = raw, 0
+                findings = lint_text(Path(name), source.text, settings).findings
+                outcome = replace(outcome, text=source.text)
             if mode is Mode.FIX:
-                stdout.write(source.encode(outcome.text))
+                stdout.write(data)
                 stdout.flush()
                 ctx.sources[name] = outcome.text
                 if options.show_fixes:
                     click.echo(fixed_listing(before, findings), nl=False, err=True)
             else:  # diff
-                click.echo(unified_diff(name, source.text, outcome.text), nl=False)
+                if outcome.text != source.text:
+                    click.echo(unified_diff(name, source.text, outcome.text), nl=False)
                 findings = lint_text(Path(name), source.text, settings).findings
     except InternalError as exc:
         if mode is Mode.FIX:
             stdout.write(raw)
-        click.echo(f"gpulint: internal error: {exc}", err=True)
+        click.echo(printable(f"gpulint: internal error: {exc}"), err=True)
         if verbose:
             click.echo(exc.trace, err=True)
         return EXIT_ERROR
@@ -259,6 +304,10 @@ def write_noqa(reports: Sequence[FileReport]) -> tuple[int, list[str]]:
             source = read_source(Path(report.path))
         except SourceError as exc:
             problems.append(f"{report.path}: {exc}")
+            continue
+        if report.digest is not None and hashlib.sha256(source.raw).hexdigest() != report.digest:
+            # the rows of the findings belong to the version that was linted
+            problems.append(f"{report.path}: file changed since it was linted, skipped (no comments added)")
             continue
         new_text, covered = add_noqa(source.text, report.findings)
         if covered < len([f for f in report.findings if f.code != "GPU900"]):

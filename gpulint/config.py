@@ -12,6 +12,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Optional, Union
 
+from gpulint.codes import selects_something, unknown_selector_message
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python < 3.11 only
@@ -26,6 +28,34 @@ AMP_DTYPES = ("float16", "bfloat16")
 # Test code runs fp32 reference checks and bitwise comparisons, not training: the training-step,
 # loader and optimizer rules stay silent there unless `lint-tests = true`.
 DEFAULT_TEST_PATTERNS = ("test_*.py", "*_test.py", "conftest.py", "tests", "test", "testing", "test_utils")
+DEFAULT_MAX_FILE_SIZE = 2 * 1024 * 1024
+DEFAULT_MAX_FIX_SIZE = 256 * 1024
+_SIZE_UNITS = {"": 1, "b": 1, "kb": 1024, "kib": 1024, "k": 1024, "mb": 1024 ** 2, "mib": 1024 ** 2, "m": 1024 ** 2,
+               "gb": 1024 ** 3, "gib": 1024 ** 3, "g": 1024 ** 3}
+
+
+def parse_size(value: object) -> int:
+    """`2097152`, `"2 MB"`, `"512KB"` -> bytes (1 KB = 1024 bytes); ValueError when not a size."""
+    if isinstance(value, bool):
+        raise ValueError(value)
+    if isinstance(value, int):
+        number = value
+    else:
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(value))
+        if match is None or match.group(2).lower() not in _SIZE_UNITS:
+            raise ValueError(value)
+        number = int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
+    if number < 1:
+        raise ValueError(value)
+    return number
+
+
+def format_size(size: int) -> str:
+    """Bytes as the settings write them: "2 MB", "256 KB", "1000 B"."""
+    for unit, factor in (("GB", 1024 ** 3), ("MB", 1024 ** 2), ("KB", 1024)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor} {unit}"
+    return f"{size} B" if size < 1024 else f"{size / 1024:.1f} KB"
 
 
 def parse_codes(value: str | Iterable[str] | None) -> tuple[str, ...]:
@@ -39,7 +69,10 @@ def parse_codes(value: str | Iterable[str] | None) -> tuple[str, ...]:
         if not code:
             continue
         if code != "ALL" and not (code.startswith("GPU") and code[3:].isdigit() or code == "GPU"):
-            raise ConfigError(f"invalid rule selector {item!r}: expected a code such as GPU101, a prefix such as GPU1, or ALL")
+            raise ConfigError(f"invalid rule selector {str(item).strip()!r}: expected a code such as GPU101, a prefix "
+                              "such as GPU1, or ALL")
+        if not selects_something(code):  # a typo must not silently select (or ignore) nothing
+            raise ConfigError(unknown_selector_message(code))
         out.append(code)
     return tuple(out)
 
@@ -61,6 +94,29 @@ def _matches(selector: str, code: str) -> bool:
     return selector == "ALL" or code.startswith(selector)
 
 
+def _decide(code: str, select: tuple[str, ...], extend_select: tuple[str, ...],
+            ignore: tuple[str, ...]) -> Optional[bool]:
+    """One layer's verdict on `code`: the most specific matching selector wins, ignore wins a
+    tie; None when no selector of the layer matches."""
+    best: Optional[tuple[int, bool]] = None
+    for selector in select + extend_select:
+        if _matches(selector, code) and (best is None or _specificity(selector) > best[0]):
+            best = (_specificity(selector), True)
+    for selector in ignore:
+        if _matches(selector, code) and (best is None or _specificity(selector) >= best[0]):
+            best = (_specificity(selector), False)
+    return None if best is None else best[1]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """A layer of rule selection on top of the configuration's: the command line's."""
+
+    select: Optional[tuple[str, ...]] = None  # given: the selection starts over
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class Settings:
     select: tuple[str, ...] = ()  # empty: every stable rule
@@ -78,24 +134,32 @@ class Settings:
     test_file: bool = False  # this file matches test-patterns (set per file)
     # codes or prefixes off for this one file (per-file-ignores); they beat any selection
     per_file_ignores: tuple[str, ...] = ()
+    # bounds on the work for one file: bigger files are a GPU000 finding naming the setting
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE  # bytes analysed at most
+    max_fix_size: int = DEFAULT_MAX_FIX_SIZE  # bytes fixed at most (fixing parses a file several times)
+    # the command line's selection, applied after the configuration's (it wins)
+    overrides: tuple[Selection, ...] = ()
 
     def is_enabled(self, code: str, preview_rule: bool = False) -> bool:
-        """Ruff's semantics: the most specific selector wins; ignore wins a tie."""
+        """Ruff's semantics: the most specific selector wins; ignore wins a tie. The command
+        line's selection (`overrides`) is a layer on top of the configuration's."""
         if any(_matches(selector, code) for selector in self.per_file_ignores):
             return False
-        if preview_rule and not self.preview:
-            # preview rules run only when opted in, or when selected by their exact code
-            if code not in self.select and code not in self.extend_select:
-                return False
-        best: tuple[int, bool] = (-2, False)
-        selected = self.select or ("ALL",)
-        for selector in selected + self.extend_select:
-            if _matches(selector, code) and _specificity(selector) > best[0]:
-                best = (_specificity(selector), True)
-        for selector in self.ignore:
-            if _matches(selector, code) and _specificity(selector) >= best[0]:
-                best = (_specificity(selector), False)
-        return best[1]
+        enabled = _decide(code, self.select or ("ALL",), self.extend_select, self.ignore)
+        exact = code in self.select or code in self.extend_select
+        for layer in self.overrides:
+            if layer.select is not None:  # starts the selection over
+                enabled = _decide(code, layer.select, layer.extend_select, layer.ignore)
+                exact = code in layer.select or code in layer.extend_select
+            else:  # changes only the rules it names
+                decided = _decide(code, (), layer.extend_select, layer.ignore)
+                if decided is not None:
+                    enabled = decided
+                exact = exact or code in layer.extend_select
+        # preview rules run only when opted in, or when selected by their exact code
+        if preview_rule and not self.preview and not exact:
+            return False
+        return bool(enabled)
 
     def with_overrides(self, **changes: object) -> "Settings":
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
@@ -116,16 +180,14 @@ class CliOverrides:
     lint_tests: Optional[bool] = None
 
     def apply(self, settings: Settings) -> Settings:
+        """A layer on top of the configuration's selection, so the command line always wins:
+        `--select` starts over, `--extend-select` / `--ignore` decide the rules they name."""
         changes: dict[str, object] = {}
         if self.lint_tests is not None:
             changes["lint_tests"] = self.lint_tests
-        if self.select is not None:
-            changes["select"] = self.select
-            changes["extend_select"] = ()
-        if self.extend_select:
-            changes["extend_select"] = tuple(changes.get("extend_select", settings.extend_select)) + self.extend_select  # type: ignore[arg-type]
-        if self.ignore:
-            changes["ignore"] = settings.ignore + self.ignore
+        if self.select is not None or self.extend_select or self.ignore:
+            layer = Selection(self.select, tuple(self.extend_select or ()), tuple(self.ignore or ()))
+            changes["overrides"] = settings.overrides + (layer,)
         if self.preview is not None:
             changes["preview"] = self.preview
         return replace(settings, **changes)  # type: ignore[arg-type]
@@ -140,7 +202,7 @@ _LIST_KEYS = ("select", "extend-select", "ignore", "exclude", "extend-exclude", 
 _BOOL_KEYS = ("preview", "force-exclude", "checkpoint-unknown-depth", "lint-tests", "allow-zero-workers")
 KNOWN_KEYS = frozenset(
     _LIST_KEYS + _BOOL_KEYS + ("extend", "per-file-ignores", "amp-dtype", "num-workers", "checkpoint-min-depth",
-                               "torch-version")
+                               "torch-version", "max-file-size", "max-fix-size")
 )
 # rule options: config key -> Settings field
 OPTION_FIELDS = {
@@ -151,6 +213,8 @@ OPTION_FIELDS = {
     "torch-version": "torch_version",
     "lint-tests": "lint_tests",
     "allow-zero-workers": "allow_zero_workers",
+    "max-file-size": "max_file_size",
+    "max-fix-size": "max_fix_size",
 }
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -289,6 +353,12 @@ def _validate(path: Path, table: dict[str, Any]) -> _Layer:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise _fail(path, key, f"expected an integer >= 1, got {_describe(value)}")
             values[key] = value
+        elif key in ("max-file-size", "max-fix-size"):
+            try:
+                values[key] = parse_size(value)
+            except ValueError:
+                raise _fail(path, key, 'expected a size in bytes or with a unit, such as 2097152 or "2 MB", '
+                            f"got {_describe(value)}") from None
         elif key == "torch-version":
             if not isinstance(value, str):
                 hint = ' (write it as a string, such as "2.4": as a number 2.10 would read as 2.1)'
@@ -299,15 +369,36 @@ def _validate(path: Path, table: dict[str, Any]) -> _Layer:
     return _Layer(Path(path), values, per_file, exclude, extend_exclude, extend)
 
 
-def read_table(path: Path) -> Optional[dict[str, Any]]:
-    """The gpulint table of a config file; None for a pyproject.toml without `[tool.gpulint]`."""
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+
+
+def _parse_toml(path: Path) -> dict[str, Any]:
+    """A TOML file's data; any problem is a ConfigError naming the file, never a traceback."""
+    from gpulint.engine.source import SourceError, read_bytes
+
     try:
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
+        raw, _ = read_bytes(path, MAX_CONFIG_BYTES)  # a FIFO or a huge file never blocks or fills memory
+    except SourceError as exc:
+        raise ConfigError(f"{path}: cannot read configuration: {exc}") from None
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ConfigError(f"{path}: the file is UTF-16; TOML files must be UTF-8")
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]  # a UTF-8 BOM, as some Windows editors write: harmless
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not valid UTF-8 (at byte {exc.start}); TOML files must be UTF-8") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read configuration: {exc.strerror or exc}") from None
+    except (RecursionError, MemoryError):
+        raise ConfigError(f"{path}: invalid TOML: nested too deeply to read") from None
+
+
+def read_table(path: Path) -> Optional[dict[str, Any]]:
+    """The gpulint table of a config file; None for a pyproject.toml without `[tool.gpulint]`."""
+    data = _parse_toml(path)
     if path.name != "pyproject.toml":
         return data
     tool = data.get("tool")
@@ -515,7 +606,7 @@ class SettingsResolver:
         lines = [f"# settings for {path}", f"# configuration: {origin}"]
         version = settings.torch_version
         rows: list[tuple[str, object]] = [
-            ("select", list(settings.select) or ["ALL"]),
+            ("select", list(settings.select) or ["GPU"]),  # the default, as the README documents it
             ("extend-select", list(settings.extend_select)),
             ("ignore", list(settings.ignore)),
             ("per-file-ignores", list(settings.per_file_ignores)),
@@ -529,6 +620,8 @@ class SettingsResolver:
             ("test-patterns", list(project.test_patterns)),
             ("test-file", settings.test_file),
             ("allow-zero-workers", settings.allow_zero_workers),
+            ("max-file-size", format_size(settings.max_file_size)),
+            ("max-fix-size", format_size(settings.max_fix_size)),
             ("exclude", [p.pattern for p in project.exclude]),
             ("extend-exclude", [p.pattern for p in project.extend_exclude]),
             ("force-exclude", self.force_exclude_flag or project.force_exclude),

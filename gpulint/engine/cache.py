@@ -10,13 +10,22 @@ and renamed into place, so concurrent gpulint processes (pre-commit, editors, CI
 only ever see complete entries; two writers of one key write the same content. An entry
 that cannot be read or decoded is a miss, never an error. The directory holds a
 `CACHEDIR.TAG` so backup tools skip it, and a `.gitignore` so it is never committed.
+
+gpulint only ever writes into a directory it created itself, marked by its CACHEDIR.TAG:
+`--cache-dir DIR` naming a directory that does not exist creates it; naming one that exists
+and is not a gpulint cache (`.`, `~/.cache`) puts the cache in `DIR/.gpulint_cache` instead,
+so no file of the user's is ever written, replaced or deleted. `clean` removes the files
+gpulint wrote there and nothing else.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import re
+import stat
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -42,8 +51,24 @@ class CacheError(Exception):
     """The cache directory cannot be used as asked (shown to the user as one line)."""
 
 
+_GITIGNORE = "# created by gpulint\n*\n"
+_ENTRY = re.compile(r"[0-9a-f]{64}\.json")
+_FORMAT_DIR = re.compile(r"v[0-9]+")
+PROJECT_FACTS_DIR = "project-facts"  # one <sha256 of the root>.json per project (engine/project_scan.py)
+_MAX_ENTRY_BYTES = 16 * 1024 * 1024
+
+
 def default_cache_dir() -> Path:
     return Path(os.environ.get(ENV_CACHE_DIR) or CACHE_DIR_NAME)
+
+
+def resolve_cache_dir(requested: Optional[Path] = None) -> Path:
+    """Where the cache for `requested` lives: the directory itself when gpulint created it (or
+    may create it), else gpulint's own subdirectory in it."""
+    requested = Path(requested) if requested is not None else default_cache_dir()
+    if is_gpulint_cache(requested) or not os.path.lexists(requested):
+        return requested
+    return requested / CACHE_DIR_NAME
 
 
 @lru_cache(maxsize=1)
@@ -77,7 +102,7 @@ class ResultCache:
 
     @classmethod
     def open(cls, directory: Optional[Path] = None) -> "ResultCache":
-        directory = Path(directory) if directory is not None else default_cache_dir()
+        directory = resolve_cache_dir(directory)
         # The rule set is part of gpulint's sources (so of linter_fingerprint) and the enabled
         # rules are part of the settings; neither needs the rules imported (and LibCST with
         # them), so a run answered from the cache never loads LibCST.
@@ -98,17 +123,20 @@ class ResultCache:
         return self.directory / FORMAT / key[:2] / f"{key}.json"
 
     def get(self, key: str, path: str) -> Optional[list[Finding]]:
-        """The cached findings for `key`, or None when absent, unreadable or corrupt."""
+        """The cached findings for `key`, or None when absent, unreadable or corrupt in any way."""
+        from gpulint.engine.source import SourceError, read_bytes
+
         try:
-            with open(self._entry(key), "rb") as handle:
-                data = json.loads(handle.read())
+            raw, _ = read_bytes(self._entry(key), _MAX_ENTRY_BYTES)  # never blocks on a FIFO
+            data = json.loads(raw)
             if not isinstance(data, dict) or data.get("key") != key:
                 return None
             items = data["findings"]
-            if not isinstance(items, list):
+            if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
                 return None
             return [Finding.from_dict({**item, "path": path}) for item in items]
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        except (SourceError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError,
+                MemoryError):
             return None
 
     def put(self, key: str, findings: Sequence[Finding]) -> bool:
@@ -138,48 +166,156 @@ class ResultCache:
                 pass
             return False
 
-    def _prepare(self) -> None:
-        """Create the directory with its CACHEDIR.TAG and .gitignore once."""
-        tag = self.directory / "CACHEDIR.TAG"
-        if tag.exists():
-            return
-        self.directory.mkdir(parents=True, exist_ok=True)
-        for name, content in (("CACHEDIR.TAG", CACHEDIR_TAG), (".gitignore", "# created by gpulint\n*\n")):
-            target = self.directory / name
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=self.directory)
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(content)
+    def read_blob(self, name: str, limit: int = _MAX_ENTRY_BYTES) -> Optional[bytes]:
+        """The bytes of a side file of the cache (the project facts), or None: absent, unreadable, too large."""
+        from gpulint.engine.source import SourceError, read_bytes
+
+        try:
+            return read_bytes(self.directory / name, limit)[0]  # never blocks on a FIFO
+        except SourceError:
+            return None
+
+    def write_blob(self, name: str, data: bytes) -> bool:
+        """Store a side file atomically, only inside a directory gpulint owns (as for entries)."""
+        target = self.directory / name
+        try:
+            self._prepare()
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=target.parent)
+        except OSError:
+            return False
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
             os.replace(tmp, target)
+            return True
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            return False
+
+    def _prepare(self) -> None:
+        """Make sure the directory is gpulint's own: create it, tagged, when it does not exist.
+
+        The directory is built under a temporary name and renamed into place, so it never
+        exists without its tag (a concurrent gpulint would otherwise take it for a user's
+        directory); an existing directory without gpulint's tag is never written to.
+        """
+        if is_gpulint_cache(self.directory):
+            return
+        if os.path.lexists(self.directory):
+            raise OSError(f"{self.directory} is not a gpulint cache")  # appeared since open(): not ours
+        parent = self.directory.parent
+        parent.mkdir(parents=True, exist_ok=True)
+        building = tempfile.mkdtemp(prefix=".gpulint-cache-", dir=parent)
+        try:
+            for name, content in (("CACHEDIR.TAG", CACHEDIR_TAG), (".gitignore", _GITIGNORE)):
+                with open(os.path.join(building, name), "w", encoding="utf-8") as handle:
+                    handle.write(content)
+            if os.path.lexists(self.directory):
+                raise FileExistsError(str(self.directory))
+            os.rename(building, self.directory)
+        except OSError:
+            for name in ("CACHEDIR.TAG", ".gitignore"):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(building, name))
+            with contextlib.suppress(OSError):
+                os.rmdir(building)
+            if not is_gpulint_cache(self.directory):  # another gpulint may have won the race
+                raise
 
 
 def is_gpulint_cache(directory: Path) -> bool:
+    """Whether `directory` (not a symlink) holds gpulint's CACHEDIR.TAG: the mark of a directory it created."""
     try:
-        with open(directory / "CACHEDIR.TAG", encoding="utf-8", errors="replace") as handle:
-            return "gpulint" in handle.read()
+        if os.path.islink(directory) or not os.path.isdir(directory):
+            return False
+        tag = Path(directory) / "CACHEDIR.TAG"
+        if not stat.S_ISREG(os.lstat(tag).st_mode):
+            return False
+        with open(tag, encoding="utf-8", errors="replace") as handle:
+            content = handle.read(4096)
+        return content.startswith(CACHEDIR_TAG.splitlines()[0]) and "gpulint" in content
     except OSError:
         return False
 
 
-def clean(directory: Optional[Path] = None) -> Optional[Path]:
-    """Remove a gpulint cache directory; None when there was none.
+@dataclass(frozen=True)
+class Cleaned:
+    directory: Path
+    removed: int  # files
+    left: int  # files gpulint did not write, left in place
 
-    Refuses (CacheError) a directory that lacks gpulint's CACHEDIR.TAG, so a mistyped
-    `--cache-dir` can never delete anything else.
+
+def clean(directory: Optional[Path] = None) -> Optional[Cleaned]:
+    """Remove what gpulint wrote in its cache directory; None when there is no cache.
+
+    Only gpulint's own files go: its tag and .gitignore, its entries and their temporary
+    files; directories are removed only once empty. Anything else (a file a user put there)
+    stays, and so do the directories holding it. A directory without gpulint's tag, or a
+    symlink, is refused (CacheError): a mistyped `--cache-dir` can never delete anything.
     """
-    import shutil
-
-    directory = Path(directory) if directory is not None else default_cache_dir()
-    if not os.path.lexists(directory):
+    requested = Path(directory) if directory is not None else default_cache_dir()
+    if not os.path.lexists(requested):
         return None
-    if directory.is_symlink() or not directory.is_dir():
-        raise CacheError(f"{directory} is not a gpulint cache directory; not removed")
-    if not is_gpulint_cache(directory):
-        raise CacheError(f"{directory} has no gpulint CACHEDIR.TAG; not removed")
-    errors: list[str] = []
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(directory, onexc=lambda func, path, exc: errors.append(f"{path}: {exc}"))
-    else:
-        shutil.rmtree(directory, onerror=lambda func, path, exc: errors.append(f"{path}: {exc[1]}"))
+    if os.path.islink(requested) or not os.path.isdir(requested):
+        raise CacheError(f"{requested} is not a gpulint cache directory; not removed")
+    target = resolve_cache_dir(requested)
+    if target != requested:
+        if not os.path.lexists(target):
+            return None
+        if not is_gpulint_cache(target):
+            raise CacheError(f"{target} is not a gpulint cache directory; not removed")
+    removed, left, errors = 0, 0, []
+
+    def remove(path: str) -> None:
+        nonlocal removed
+        try:
+            os.unlink(path)
+            removed += 1
+        except OSError as exc:
+            errors.append(f"{path}: {exc.strerror or exc}")
+
+    def is_ours(root: str, name: str, top: bool) -> bool:
+        if name.startswith(".tmp-"):
+            return True
+        if top:
+            return name == "CACHEDIR.TAG" or (name == ".gitignore" and _read_small(os.path.join(root, name)) == _GITIGNORE)
+        return _ENTRY.fullmatch(name) is not None
+
+    for entry in sorted(os.listdir(target)):
+        path = os.path.join(target, entry)
+        if os.path.isdir(path) and not os.path.islink(path) and (_FORMAT_DIR.fullmatch(entry)
+                                                                  or entry == PROJECT_FACTS_DIR):
+            for root, dirs, files in os.walk(path, topdown=False):
+                for name in files:
+                    if is_ours(root, name, top=False):
+                        remove(os.path.join(root, name))
+                    else:
+                        left += 1
+                with contextlib.suppress(OSError):
+                    os.rmdir(root)
+        elif entry != "CACHEDIR.TAG" and is_ours(target, entry, top=True):
+            remove(path)
+        elif entry != "CACHEDIR.TAG":
+            left += sum(len(files) for _, _, files in os.walk(path)) if os.path.isdir(path) else 1
     if errors:
-        raise CacheError(f"could not remove all of {directory}: {errors[0]}")
-    return directory
+        raise CacheError(f"could not remove all of {target}: {errors[0]}")
+    # the tag goes last: until then the directory stays recognisably gpulint's
+    remove(os.path.join(target, "CACHEDIR.TAG"))
+    if left == 0:
+        with contextlib.suppress(OSError):
+            os.rmdir(target)
+    if errors:
+        raise CacheError(f"could not remove all of {target}: {errors[0]}")
+    return Cleaned(target, removed, left)
+
+
+def _read_small(path: str) -> Optional[str]:
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read(4096)
+    except OSError:
+        return None

@@ -21,6 +21,28 @@ class PathError(Exception):
     """A path given on the command line that cannot be linted (exit 2)."""
 
 
+_SHEBANG = re.compile(rb"#![^\r\n]*\bpython[0-9.]*\b")
+
+
+def not_python_reason(name: str, raw: bytes) -> Optional[str]:
+    """Why a file named on the command line is not Python source, or None when it is.
+
+    Directories are searched for *.py and *.pyi only; a file named explicitly is linted when
+    it has one of those suffixes (or .pyw), or no suffix and a python shebang, as pre-commit
+    decides what is Python. Anything else (a notebook, JSON, YAML) would parse as Python by
+    accident and pass: it is a GPU000 finding instead.
+    """
+    suffix = os.path.splitext(os.path.basename(name))[1].lower()
+    if suffix in PYTHON_SUFFIXES + (".pyw",) or name == "-":
+        return None
+    if suffix == "" and _SHEBANG.match(raw.lstrip(b"\xef\xbb\xbf")[:256]):
+        return None
+    if suffix == ".ipynb":
+        return "a notebook: gpulint does not lint notebooks yet (only .py and .pyi files)"
+    kind = f"a {suffix} file" if suffix else "no .py suffix and no python shebang"
+    return f"not Python source ({kind}): gpulint lints .py and .pyi files"
+
+
 def _glob_to_regex(pattern: str) -> str:
     out = []
     i = 0
@@ -87,12 +109,16 @@ def parse_gitignore(text: str) -> list[IgnoreRule]:
 
 @lru_cache(maxsize=1024)
 def _gitignore_rules(directory: str) -> tuple[IgnoreRule, ...]:
+    from gpulint.engine.source import SourceError, read_bytes
+
     path = os.path.join(directory, ".gitignore")
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return tuple(parse_gitignore(handle.read()))
-    except OSError:
+    if not os.path.lexists(path):
         return ()
+    try:  # a FIFO or a device named .gitignore must not block the walk
+        raw, _ = read_bytes(Path(path), 4 * 1024 * 1024)
+    except SourceError:
+        return ()
+    return tuple(parse_gitignore(raw.decode("utf-8", errors="replace")))
 
 
 @lru_cache(maxsize=4096)

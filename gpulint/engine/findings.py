@@ -79,16 +79,40 @@ class Finding:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Finding":
+        """The inverse of `to_dict`. Data of any other shape raises TypeError or ValueError (a
+        cache entry that raises is a miss): a wrong type must never reach the output code."""
         fix = None
-        if data.get("fix"):
-            f = data["fix"]
-            fix = FindingFix(
-                Applicability(f["applicability"]),
-                f["message"],
-                tuple(FixEdit(s, e, c, Location(r1, c1), Location(r2, c2)) for s, e, c, r1, c1, r2, c2 in f["edits"]),
-            )
+        if data.get("fix") is not None:
+            f = _typed(data["fix"], dict)
+            edits = []
+            for edit in _typed(f["edits"], list):
+                start, end, content, r1, c1, r2, c2 = _typed(edit, list)
+                if not _natural(start) <= _natural(end):
+                    raise ValueError("edit ends before it starts")
+                edits.append(FixEdit(start, end, _typed(content, str), _location([r1, c1]), _location([r2, c2])))
+            fix = FindingFix(Applicability(f["applicability"]), _typed(f["message"], str), tuple(edits))
+        url = data.get("url")
+        first, last = _typed(data.get("noqa_rows", [0, 0]), list)
         return cls(
-            path=data["path"], code=data["code"], name=data["name"], message=data["message"],
-            location=Location(*data["location"]), end_location=Location(*data["end_location"]),
-            fix=fix, url=data.get("url"), noqa_rows=tuple(data.get("noqa_rows", (0, 0))),  # type: ignore[arg-type]
+            path=_typed(data["path"], str), code=_typed(data["code"], str), name=_typed(data["name"], str),
+            message=_typed(data["message"], str), location=_location(data["location"]),
+            end_location=_location(data["end_location"]), fix=fix, url=None if url is None else _typed(url, str),
+            noqa_rows=(_natural(first, 0), _natural(last, 0)),
         )
+
+
+def _typed(value: Any, kind: type) -> Any:
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise TypeError(f"expected {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def _natural(value: Any, least: int = 0) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not least <= value < 2 ** 63:
+        raise ValueError(f"expected an integer >= {least}, got {value!r}")
+    return value
+
+
+def _location(value: Any) -> Location:
+    row, column = _typed(value, list)
+    return Location(_natural(row, 1), _natural(column, 1))

@@ -24,7 +24,7 @@ from typing import Optional
 
 # Parsing costs about 0.7 GB of memory and 12 s per MB of source with LibCST (and 0.2 GB with
 # `ast`); the largest file in the torch package is 1.4 MB. Bigger files are generated data.
-MAX_CHARS = 2 * 1024 * 1024
+MAX_CHARS = 2 * 1024 * 1024  # the default of the `max-file-size` setting, in bytes
 MAX_DEPTH = 1000  # real code stays under 100 (the installed torch package: at most 94)
 MAX_BRACKETS = 200  # CPython's own limit on nested brackets
 _NESTING_MESSAGES = ("too many nested", "too many levels", "too complex", "nested too deeply")
@@ -78,16 +78,23 @@ def nesting_depth(tree: ast.AST) -> tuple[int, int]:
     return best, row
 
 
-def too_large(text: str) -> Optional[Refusal]:
-    if len(text) <= MAX_CHARS:
+def text_size(text: str) -> int:
+    """The text's size in bytes (as UTF-8), what `max-file-size` bounds."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def too_large(text: str, limit: int = MAX_CHARS) -> Optional[Refusal]:
+    if len(text) <= limit // 4 or text_size(text) <= limit:  # (a character is at most 4 bytes)
         return None
-    return Refusal(f"file is too large to analyse ({len(text) / 2**20:.1f} MB; gpulint reads files up to "
-                   f"{MAX_CHARS / 2**20:.0f} MB)")
+    from gpulint.config import format_size
+
+    return Refusal(f"file is too large to analyse ({text_size(text) / 2**20:.1f} MB; max-file-size is "
+                   f"{format_size(limit)})")
 
 
-def python_check(text: str, before_libcst: bool = True) -> PythonCheck:
+def python_check(text: str, before_libcst: bool = True, limit: int = MAX_CHARS) -> PythonCheck:
     """Parse with CPython; `before_libcst` also measures the depth LibCST would face."""
-    refusal = too_large(text)
+    refusal = too_large(text, limit)
     if refusal is not None:
         return PythonCheck(False, refusal)
     try:

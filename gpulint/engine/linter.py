@@ -18,10 +18,10 @@ from gpulint.config import Settings
 from gpulint.engine import ast_prefilter
 from gpulint.engine.context import FileContext
 from gpulint.engine.findings import Finding, FindingFix, FixEdit, Location
-from gpulint.engine.fixes import Edit, apply_fixes, minimize
-from gpulint.engine.guard import python_check, too_large
+from gpulint.engine.fixes import Change, Edit, apply_edits, compose, minimize, select_edits
+from gpulint.engine.guard import python_check, text_size, too_large
 from gpulint.engine.pending import InsertStatements, PendingEdit, Replace
-from gpulint.engine.positions import LineIndex, Span, compute_spans
+from gpulint.engine.positions import LineIndex, Span, SpanTable, compute_spans
 from gpulint.engine.profile import NO_PROFILE, Profile
 from gpulint.engine.suppressions import apply_suppressions
 from gpulint.engine.walk import trivia_skip, walk
@@ -66,6 +66,12 @@ def _syntax_error_finding(path: Path, text: str, exc: cst.ParserSyntaxError) -> 
     return syntax_finding(str(path), f"SyntaxError: {exc.message}", exc.raw_line, exc.raw_column + 1)
 
 
+def cannot_parse_message(exc: cst.ParserSyntaxError) -> str:
+    reason = " ".join(str(exc.message).split())
+    return (f"gpulint cannot parse this file although Python can (LibCST: {reason}); it was not checked. "
+            "Form feeds or tabs inside the indentation are the usual cause")
+
+
 def parse(text: str) -> cst.Module:
     return cst.parse_module(text)
 
@@ -101,15 +107,33 @@ class _Dispatch(cst.CSTVisitor):
             self.ctx._statement_stack.pop()
 
 
+def _anchors(edits: Iterable[PendingEdit]) -> list[cst.CSTNode]:
+    """The nodes whose positions an edit is built on."""
+    nodes = [edit.node if isinstance(edit, Replace) else edit.anchor for edit in edits]
+    return [node for node in nodes if node is not None]
+
+
+def _indent_unit(module: cst.Module) -> str:
+    """One level of indentation for new blocks. LibCST takes it from the first indented line,
+    form feeds included (`\f    pass`); a form feed in the middle of an indentation would
+    change what Python counts, so new code never gets one."""
+    unit = module.default_indent.replace("\f", "").replace("\v", "")
+    return unit or "    "
+
+
 def _render(module: cst.Module, new: object, indent: tuple[str, ...]) -> str:
     if isinstance(new, str):
         return new
     nodes = [new] if isinstance(new, cst.CSTNode) else list(new)  # type: ignore[call-overload]
-    state = CodegenState(default_indent=module.default_indent, default_newline=module.default_newline,
+    state = CodegenState(default_indent=_indent_unit(module), default_newline=module.default_newline,
                          indent_tokens=list(indent))
     for node in nodes:
         node._codegen(state)
     return "".join(state.tokens)
+
+
+class _Inexact(Exception):
+    """A fix's edit cannot be placed on the file's bytes exactly; the fix is not offered."""
 
 
 class _Placer:
@@ -128,11 +152,8 @@ class _Placer:
                 if isinstance(report.statement, cst.BaseCompoundStatement) and isinstance(body, cst.CSTNode):
                     nodes.append(body)
             if report.fix is not None:
-                for edit in report.fix.edits:
-                    anchor = edit.node if isinstance(edit, Replace) else edit.anchor
-                    if anchor is not None:
-                        nodes.append(anchor)
-        self.spans: dict[int, Span] = compute_spans(ctx.module, nodes)
+                nodes.extend(_anchors(report.fix.edits))
+        self.spans: SpanTable = compute_spans(ctx.module, nodes, ctx.text)
 
     def span(self, node: cst.CSTNode) -> Span:
         return self.spans[id(node)]
@@ -168,12 +189,16 @@ class _Placer:
                 last_row = self.index.location(s_end)[0]
             noqa_rows = (min(first_row, location.row), max(last_row, end_location.row))
         fix = None
+        message = report.message
         if report.fix is not None and report.fix.edits:
-            edits = tuple(self.edit(e) for e in report.fix.edits)
-            fix = FindingFix(report.fix.applicability, report.fix.message, edits)
+            try:
+                edits = tuple(self.edit(e) for e in report.fix.edits)
+                fix = FindingFix(report.fix.applicability, report.fix.message, edits)
+            except _Inexact:  # an edit over text LibCST does not reproduce could touch the wrong bytes
+                message += " (no automatic fix here: gpulint cannot reproduce the whitespace in this code exactly)"
         rule = report.rule
         return Finding(
-            path=str(self.ctx.path), code=rule.code, name=rule.name, message=report.message,
+            path=str(self.ctx.path), code=rule.code, name=rule.name, message=message,
             location=location, end_location=end_location, fix=fix, url=rule.url(), noqa_rows=noqa_rows,
         )
 
@@ -184,16 +209,41 @@ class _Placer:
             Location(*self.index.location(edit.start)), Location(*self.index.location(edit.end)),
         )
 
+    def _mapped_replace(self, span: Span, new: str) -> Edit:
+        """Replace the node's code where the file has whitespace LibCST dropped (form feeds).
+
+        The edit is the smallest difference between the node's generated code and `new`,
+        moved onto the file; it must not cover any dropped whitespace, which it would delete.
+        """
+        offsets = self.spans.offsets
+        assert offsets is not None
+        old = offsets.generated[span.generated_start:span.generated_end]
+        newline = self.ctx.module.default_newline
+        if span.end > len(self.text) and old.endswith(newline):
+            old = old[: -len(newline)]  # the file has no trailing newline (`new` lost it already)
+        local = minimize(old, new, span.generated_start)
+        if offsets.dropped_inside(local.start, local.end):
+            raise _Inexact()
+        start = offsets.to_file(local.start, at_end=False)
+        end = start if local.end == local.start else offsets.to_file(local.end, at_end=True)
+        if self.text[start:end] != old[local.start - span.generated_start:local.end - span.generated_start]:
+            raise _Inexact()
+        return Edit(start, end, local.content)
+
     def _text_edit(self, pending: PendingEdit) -> Edit:
         module = self.ctx.module
         newline = module.default_newline
+        if not self.spans.aligned:
+            raise _Inexact()
         if isinstance(pending, Replace):
             span = self.span(pending.node)
             end = min(span.end, len(self.text))
             new = _render(module, pending.new, span.indent)
             if span.end > len(self.text) and new.endswith(newline):
                 new = new[: -len(newline)]  # the file has no trailing newline
-            return minimize(self.text[span.start:end], new, span.start)
+            if span.generated_start < 0:  # generated code and file agree here
+                return minimize(self.text[span.start:end], new, span.start)
+            return self._mapped_replace(span, new)
         assert isinstance(pending, InsertStatements)
         if pending.anchor is None:
             offset, indent = len(self.text), ""
@@ -203,6 +253,8 @@ class _Placer:
             first = self.index.first_token(span.start)
             line_start = self.index.line_start(first)
             indent = self.text[line_start:first]
+            if "\f" in indent or "\v" in indent:  # not indentation to copy: what Python counts
+                indent = "".join(span.indent)
             prefix = ""
             if pending.after:
                 offset = span.end
@@ -238,13 +290,13 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
             candidates = [r for r in candidates if r.in_tests]  # fp32 references, bitwise checks: not training
         if any(r.target is Target.GPU for r in candidates) and not may_have_gpu_evidence(text, project):
             candidates = [r for r in candidates if r.target is not Target.GPU]  # no GPU evidence possible
-    if not candidates and (not settings.is_enabled(SYNTAX_ERROR.code) or too_large(text)):
+    if not candidates and (not settings.is_enabled(SYNTAX_ERROR.code) or too_large(text, settings.max_file_size)):
         return LintResult()  # too large for any parse, but no rule could match anyway
     # CPython's parser first: cheap, and it keeps input that crashes LibCST away from it.
     # When no rule can match, that is all; a syntax error it reports is confirmed with
     # LibCST below, so syntax newer than this interpreter's is not misreported.
     with profile.phase("parse"):
-        check = python_check(text, before_libcst=bool(candidates))
+        check = python_check(text, before_libcst=bool(candidates), limit=settings.max_file_size)
     if check.refusal is not None:
         refusal = check.refusal
         return LintResult([syntax_finding(str(path), refusal.message, refusal.row, refusal.column)], parsed=False)
@@ -264,6 +316,9 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
         with profile.phase("parse"):
             module = parse(text)
     except cst.ParserSyntaxError as exc:
+        if check.valid:  # Python accepts the file: the limit is LibCST's, not a syntax error
+            return LintResult([syntax_finding(str(path), cannot_parse_message(exc), exc.raw_line,
+                                              exc.raw_column + 1)], parsed=False)
         return LintResult([_syntax_error_finding(path, text, exc)], parsed=False)
     except RecursionError:
         return LintResult([syntax_finding(str(path), "file is nested too deeply to analyse")], parsed=False)
@@ -304,6 +359,10 @@ class FixOutcome:
     applied: int
     findings: list[Finding]  # what remains after fixing
     parsed: bool = True
+    # what the fixes changed, in offsets of the text before fixing: everything else must be
+    # written back unchanged (checked before every write, see engine/source.py)
+    changes: tuple[Change, ...] = ()
+    too_large: bool = False  # not fixed because of max-fix-size (a finding says so; `check` has no such finding)
 
 
 def fix_text(path: Path, text: str, settings: Settings, unsafe: bool,
@@ -311,13 +370,26 @@ def fix_text(path: Path, text: str, settings: Settings, unsafe: bool,
              project: Optional[ProjectView] = None) -> FixOutcome:
     """Apply fixes round after round until none applies, re-parsing after each round."""
     applied_total = 0
+    changes: tuple[Change, ...] = ()
     result = lint_text(path, text, settings, rules, profile, project)
+    if text_size(text) > settings.max_fix_size:  # each fix round parses the file again: bound the work
+        fixable = sum(1 for f in result.findings if f.fix is not None and f.fix.is_applicable(unsafe))
+        if fixable and settings.is_enabled(SYNTAX_ERROR.code):
+            from gpulint.config import format_size
+
+            message = (f"file is too large to fix ({text_size(text) / 1024:.0f} KB; max-fix-size is "
+                       f"{format_size(settings.max_fix_size)}): {fixable} fixable finding"
+                       f"{'s' if fixable != 1 else ''} left unfixed")
+            result.findings.append(syntax_finding(str(path), message))
+            result.findings.sort(key=lambda f: f.sort_key)
+        return FixOutcome(text, 0, result.findings, result.parsed, too_large=True)
     for _ in range(MAX_FIX_ROUNDS):
         fixes = [f.fix.as_fix() for f in result.findings if f.fix is not None and f.fix.is_applicable(unsafe)]
         if not fixes:
             break
         with profile.phase("fixing"):
-            new_text, applied = apply_fixes(text, fixes)
+            edits, applied = select_edits(fixes)
+            new_text = apply_edits(text, edits)
         if applied == 0 or new_text == text:
             break
         try:
@@ -326,7 +398,8 @@ def fix_text(path: Path, text: str, settings: Settings, unsafe: bool,
         except Exception as exc:
             raise InternalError(str(path), f"a fix produced code that does not parse ({exc}); file left unchanged",
                                 traceback.format_exc()) from None
+        changes = compose(changes, text, edits)
         text = new_text
         applied_total += applied
         result = lint_text(path, text, settings, rules, profile, project)
-    return FixOutcome(text, applied_total, result.findings, result.parsed)
+    return FixOutcome(text, applied_total, result.findings, result.parsed, changes)

@@ -241,6 +241,9 @@ def _removal(text: str, directive: Directive) -> tuple[int, int]:
     line_start = text.rfind("\n", 0, start) + 1
     line_start = max(line_start, text.rfind("\r", 0, start) + 1)
     if comment.own_line:
+        page_break = text.rfind("\f", line_start, start)
+        if page_break >= 0:  # a form feed is a page break, not part of the comment: it stays
+            return page_break + 1, comment.end
         end = comment.end
         for newline in ("\r\n", "\n", "\r"):
             if text.startswith(newline, end):

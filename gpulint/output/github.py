@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from gpulint.engine.findings import Finding
-from gpulint.output.context import RenderContext, display_path
+from gpulint.output.context import RenderContext, display_path, quote_path
 
 
 def escape_data(value: str) -> str:
@@ -18,10 +18,16 @@ def escape_property(value: str) -> str:
     return escape_data(value).replace(":", "%3A").replace(",", "%2C")
 
 
+def _file(path: str) -> str:
+    shown = display_path(path, quote=False)
+    return quote_path(shown) if any("\udc80" <= c <= "\udcff" for c in shown) else shown
+
+
 def annotation(finding: Finding) -> str:
     props = {
         "title": f"gpulint ({finding.code})",
-        "file": display_path(finding.path),
+        # GitHub's own escaping carries any text; only bytes that are not UTF-8 need quoting
+        "file": _file(finding.path),
         "line": str(finding.location.row),
         "col": str(finding.location.column),
         "endLine": str(finding.end_location.row),

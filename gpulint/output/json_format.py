@@ -7,6 +7,7 @@ import os
 from typing import Any, Sequence
 
 from gpulint.engine.findings import Finding, Location
+from gpulint.output.context import escape_surrogates
 
 
 def _location(loc: Location) -> dict[str, int]:
@@ -38,8 +39,8 @@ def finding_json(finding: Finding) -> dict[str, Any]:
 
 
 def render_json(findings: Sequence[Finding], ctx: object = None) -> str:
-    return json.dumps([finding_json(f) for f in findings], indent=2, ensure_ascii=False) + "\n"
+    return escape_surrogates(json.dumps([finding_json(f) for f in findings], indent=2, ensure_ascii=False)) + "\n"
 
 
 def render_json_lines(findings: Sequence[Finding], ctx: object = None) -> str:
-    return "".join(json.dumps(finding_json(f), ensure_ascii=False) + "\n" for f in findings)
+    return "".join(escape_surrogates(json.dumps(finding_json(f), ensure_ascii=False)) + "\n" for f in findings)

@@ -10,17 +10,25 @@ from urllib.parse import quote
 
 from gpulint import __version__
 from gpulint.engine.findings import Finding, Location
-from gpulint.output.context import RenderContext, display_path
+from gpulint.output.context import RenderContext, escape_surrogates
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://gpulint.dev"
 
 
 def artifact_uri(path: str) -> str:
-    shown = display_path(path)
-    if os.path.isabs(shown):
-        return Path(shown).as_uri()
-    return quote(shown)
+    """A relative or file:// URI; the name's bytes are percent-encoded, so a name that is not
+    UTF-8 comes back exactly (`unquote_to_bytes`)."""
+    shown = path
+    if os.path.isabs(path):
+        try:
+            relative = os.path.relpath(path)
+        except ValueError:  # pragma: no cover - other drive on Windows
+            relative = ".."
+        if relative.startswith(".."):
+            return Path(path).as_uri()
+        shown = relative
+    return quote(os.fsencode(shown.replace(os.sep, "/")))
 
 
 def _region(start: Location, end: Location) -> dict[str, int]:
@@ -97,4 +105,4 @@ def sarif_log(findings: Sequence[Finding]) -> dict[str, Any]:
 
 
 def render_sarif(findings: Sequence[Finding], ctx: Optional[RenderContext] = None) -> str:
-    return json.dumps(sarif_log(findings), indent=2, ensure_ascii=False) + "\n"
+    return escape_surrogates(json.dumps(sarif_log(findings), indent=2, ensure_ascii=False)) + "\n"

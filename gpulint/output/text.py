@@ -7,6 +7,7 @@ from typing import Sequence
 
 from gpulint.engine.findings import Finding
 from gpulint.engine.fixes import Applicability
+from gpulint.output.context import quote_path
 
 
 def fix_marker(finding: Finding) -> str:
@@ -16,7 +17,7 @@ def fix_marker(finding: Finding) -> str:
 
 def concise_line(finding: Finding) -> str:
     loc = finding.location
-    return f"{finding.path}:{loc.row}:{loc.column}: {finding.code}{fix_marker(finding)} {finding.message}"
+    return f"{quote_path(finding.path)}:{loc.row}:{loc.column}: {finding.code}{fix_marker(finding)} {finding.message}"
 
 
 def render_concise(findings: Sequence[Finding], ctx: object = None) -> str:
@@ -29,19 +30,23 @@ class Summary:
     safe_fixable: int
     unsafe_fixable: int
     fixed: int = 0
+    errors: int = 0  # files that went unchecked because of an internal error
 
     @classmethod
-    def of(cls, findings: Sequence[Finding], fixed: int = 0) -> "Summary":
+    def of(cls, findings: Sequence[Finding], fixed: int = 0, errors: int = 0) -> "Summary":
         safe = sum(1 for f in findings if f.fix is not None and f.fix.applicability is Applicability.SAFE)
         unsafe = sum(1 for f in findings if f.fix is not None and f.fix.applicability is Applicability.UNSAFE)
-        return cls(len(findings), safe, unsafe, fixed)
+        return cls(len(findings), safe, unsafe, fixed, errors)
 
     def text(self, fixing: bool = False, unsafe_enabled: bool = False) -> str:
         lines = []
         if self.fixed:
             lines.append(f"Fixed {self.fixed} finding{'s' if self.fixed != 1 else ''}.")
+        if self.errors:  # never "All checks passed!" when a file went unchecked
+            noun = "file" if self.errors == 1 else "files"
+            lines.append(f"gpulint could not check {self.errors} {noun} (internal error, see above).")
         if self.findings == 0:
-            if not self.fixed:
+            if not self.fixed and not self.errors:
                 lines.append("All checks passed!")
             return "\n".join(lines) + "\n"
         noun = "finding" if self.findings == 1 else "findings"

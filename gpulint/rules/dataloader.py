@@ -174,6 +174,9 @@ class _DataLoaderRule(Rule):
             return ON_DEVICE
         if _preprocessed_rows(dataset, self.ctx.names) or self._built_by_row_function(dataset):
             return IN_MEMORY  # a Hugging Face dataset tokenised up front with .map(): a row lookup per item
+        if isinstance(dataset, cst.BinaryOperation) and isinstance(dataset.operator, cst.Multiply):
+            dataset = next((side for side in (dataset.left, dataset.right)
+                            if isinstance(side, (cst.List, cst.Tuple, cst.ListComp))), dataset)  # `[item] * n`
         if isinstance(dataset, (cst.List, cst.Tuple, cst.ListComp)):
             return IN_MEMORY  # items built before the loader exists
         if isinstance(dataset, cst.Call) and (self.ctx.qualname(dataset.func) or "").startswith(_DATAPIPES):

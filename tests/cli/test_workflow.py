@@ -110,11 +110,14 @@ def test_config_discovery_per_file_ignores_and_exclude(project: Path) -> None:
     assert result.exit_code == 0 and "GPU101" not in result.stdout
     # so is an excluded directory named on the command line
     assert gpulint("check", "legacy").exit_code == 1
-    assert gpulint("check", "--force-exclude", "legacy").exit_code == 0
+    # ... but a directory whose every file is excluded is nothing to check: a mistyped CI path fails
+    result = gpulint("check", "--force-exclude", "legacy")
+    assert result.exit_code == 2 and "every Python file there is excluded" in result.stderr
 
 
 def test_show_config(project: Path) -> None:
     (project / "gpulint.toml").write_text('ignore = ["GPU102"]\ntorch-version = "2.4"\n')
+    (project / "train.py").write_text(FLAGGED)
     result = gpulint("show-config", "train.py")
     assert result.exit_code == 0
     assert f"# configuration: {project / 'gpulint.toml'}" in result.stdout

@@ -53,14 +53,14 @@ def test_extend_inherits_and_overrides(tmp_path: Path) -> None:
           'ignore = ["GPU102"]\nextend-select = ["GPU3"]\namp-dtype = "bfloat16"\nnum-workers = 6\n'
           'extend-exclude = ["gen"]\n')
     write(tmp_path / "app" / "pyproject.toml",
-          '[tool.gpulint]\nextend = "../base/gpulint.toml"\nnum-workers = 2\nextend-select = ["GPU4"]\n'
+          '[tool.gpulint]\nextend = "../base/gpulint.toml"\nnum-workers = 2\nextend-select = ["GPU2"]\n'
           'extend-exclude = ["vendored"]\n')
     resolver = SettingsResolver()
     settings = resolver.for_path(tmp_path / "app" / "x.py")
     assert settings.amp_dtype == "bfloat16"  # inherited
     assert settings.num_workers == 2  # overridden
     assert settings.ignore == ("GPU102",)
-    assert settings.extend_select == ("GPU3", "GPU4")  # extend-select adds up
+    assert settings.extend_select == ("GPU3", "GPU2")  # extend-select adds up
     project = resolver.project_for(tmp_path / "app" / "x.py")
     assert project.sources == (tmp_path / "app" / "pyproject.toml", tmp_path / "base" / "gpulint.toml")
     assert project.is_excluded(tmp_path / "app" / "gen" / "a.py")
@@ -100,11 +100,13 @@ def test_config_flag_and_isolated(tree: Path, tmp_path: Path) -> None:
 def test_command_line_beats_configuration(tree: Path) -> None:
     resolver = SettingsResolver(CliOverrides(select=("GPU102",)))
     settings = resolver.for_path(tree / "pkg" / "train.py")
-    # config ignores GPU102, the command line selects it explicitly: ignore wins a tie, as in ruff
-    assert settings.select == ("GPU102",)
+    # config ignores GPU102, the command line selects it: the command line wins (as in ruff,
+    # whose command-line selection is a layer on top of the configuration's)
+    assert settings.is_enabled("GPU102") and not settings.is_enabled("GPU101")
     resolver = SettingsResolver(CliOverrides(extend_select=("GPU3",), ignore=("GPU201",)))
     settings = resolver.for_path(tree / "pkg" / "train.py")
-    assert settings.ignore == ("GPU102", "GPU201") and settings.extend_select == ("GPU3",)
+    assert not settings.is_enabled("GPU102") and not settings.is_enabled("GPU201")  # config's, and ours
+    assert settings.is_enabled("GPU302") and settings.is_enabled("GPU101")
 
 
 def test_per_file_ignores_relative_to_the_config_file(tmp_path: Path) -> None:

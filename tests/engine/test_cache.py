@@ -196,16 +196,22 @@ def test_cli_cache_dir_from_environment(train: Path, tmp_path: Path, monkeypatch
     assert result.exit_code == 0 and "No cache" in result.output
 
 
-def test_clean_refuses_a_directory_that_is_not_a_gpulint_cache(tmp_path: Path) -> None:
+def test_clean_never_removes_a_directory_that_is_not_a_gpulint_cache(tmp_path: Path) -> None:
     precious = tmp_path / "precious"
     precious.mkdir()
     (precious / "thesis.tex").write_text("years of work")
     result = invoke("clean", "--cache-dir", str(precious))
-    assert result.exit_code == 2
-    assert "not removed" in result.output and "Traceback" not in result.output
+    # gpulint's cache for `--cache-dir precious` would be precious/.gpulint_cache: there is none
+    assert result.exit_code == 0 and "No cache at" in result.output and "Traceback" not in result.output
     assert (precious / "thesis.tex").read_text() == "years of work"
-    with pytest.raises(CacheError):
+    assert clean(precious) is None
+    impostor = precious / ".gpulint_cache"  # gpulint's name, someone else's directory
+    impostor.mkdir()
+    (impostor / "data").write_text("theirs")
+    with pytest.raises(CacheError, match="not a gpulint cache"):
         clean(precious)
+    assert invoke("clean", "--cache-dir", str(precious)).exit_code == 2
+    assert (impostor / "data").read_text() == "theirs"
 
 
 def test_cli_output_is_identical_cold_and_warm(tmp_path: Path) -> None:

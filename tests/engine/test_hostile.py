@@ -1,5 +1,6 @@
 """Hostile input: gpulint answers with one-line messages and exit codes, never a traceback,
-and never loses a byte of the user's files."""
+and never loses a byte of the user's files. Every test runs with the results cache on and off
+(the cache reads files on a path of its own)."""
 
 from __future__ import annotations
 
@@ -20,27 +21,35 @@ from gpulint.engine.guard import MAX_CHARS, MAX_DEPTH
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
+# a torchvision dataset yields CPU tensors, so GPU101's fix is the safe one (docs/fix-safety.md)
 TRAIN = """\
 import torch
 from torch.utils.data import DataLoader
-
+from torchvision.datasets import MNIST
 device = torch.device("cuda")
-loader = DataLoader(dataset, batch_size=32)
+loader = DataLoader(MNIST(), batch_size=32)
 """
 FIXED = TRAIN.replace("batch_size=32)", "batch_size=32, pin_memory=True)")
 
 
+CACHE: list[str] = []  # ["--no-cache"] or [] (the cache on), set for each test by `cache_mode`
+
+
+@pytest.fixture(autouse=True, params=["cache", "no-cache"])
+def cache_mode(request: pytest.FixtureRequest) -> None:
+    CACHE[:] = ["--no-cache"] if request.param == "no-cache" else []
+
+
 def invoke(*args: str):
-    return CliRunner().invoke(cli.main, ["--no-cache" if a == "NOCACHE" else a for a in args],
-                              catch_exceptions=False)
+    return CliRunner().invoke(cli.main, list(args), catch_exceptions=False)
 
 
 def check(*paths: Path, extra: tuple[str, ...] = ()):
-    return invoke("check", "--no-cache", *extra, *map(str, paths))
+    return invoke("check", *CACHE, *extra, *map(str, paths))
 
 
 def fix(*paths: Path, extra: tuple[str, ...] = ()):
-    return invoke("fix", "--no-cache", *extra, *map(str, paths))
+    return invoke("fix", *CACHE, *extra, *map(str, paths))
 
 
 def assert_no_traceback(result) -> None:
@@ -172,7 +181,7 @@ def test_expressions_nested_thousands_deep_never_crash(tmp_path: Path) -> None:
         (tmp_path / name).write_text(header + body)
     (tmp_path / "train.py").write_text(TRAIN)  # still linted alongside
     # in a subprocess: a crash of the native parser would kill pytest itself
-    proc = subprocess.run([sys.executable, "-m", "gpulint", "check", "--no-cache", "-j", "2", str(tmp_path)],
+    proc = subprocess.run([sys.executable, "-m", "gpulint", "check", *CACHE, "-j", "2", str(tmp_path)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == EXIT_FINDINGS, (proc.returncode, proc.stderr[-2000:])
     assert "Traceback" not in proc.stdout + proc.stderr
@@ -214,14 +223,14 @@ def test_symlink_loops_and_dangling_links(tmp_path: Path) -> None:
 
 def _unreadable(monkeypatch: pytest.MonkeyPatch, target: Path) -> None:
     """Make `target` unreadable the way chmod 000 does for a normal user (root reads through it)."""
-    real = Path.read_bytes
+    real = os.open
 
-    def read_bytes(self: Path) -> bytes:
-        if os.path.abspath(self) == os.path.abspath(target):
-            raise PermissionError(13, "Permission denied", str(self))
-        return real(self)
+    def guarded_open(path, flags, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if os.path.abspath(path) == os.path.abspath(target):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, flags, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(os, "open", guarded_open)
 
 
 def test_unreadable_file_is_reported_and_others_are_linted(tmp_path: Path, monkeypatch) -> None:
@@ -248,7 +257,7 @@ def test_unreadable_file_really_chmod_000(tmp_path: Path) -> None:
         secret.chmod(0o644)
 
 
-def test_unreadable_directory_is_a_warning_and_the_rest_is_linted(tmp_path: Path, monkeypatch) -> None:
+def test_unreadable_directory_is_a_finding_and_the_rest_is_linted(tmp_path: Path, monkeypatch) -> None:
     locked = tmp_path / "locked"
     locked.mkdir()
     (locked / "hidden.py").write_text(TRAIN)
@@ -270,7 +279,9 @@ def test_unreadable_directory_is_a_warning_and_the_rest_is_linted(tmp_path: Path
         locked.chmod(0o755)
     assert_no_traceback(result)
     assert result.exit_code == EXIT_FINDINGS
-    assert f"gpulint: warning: cannot read {locked}: Permission denied" in result.stderr
+    # its files went unchecked: a finding every output format shows, not a warning CI passes over
+    assert findings_for(result, locked) == [
+        "GPU000 cannot lint directory: Permission denied; its files were not checked"]
     assert len(findings_for(result, tmp_path / "train.py")) == 2
     assert not findings_for(result, locked / "hidden.py")
 
@@ -313,7 +324,7 @@ def test_file_changed_between_read_and_write_is_skipped_and_reported(tmp_path: P
     _during_fix(monkeypatch, lambda p: p.write_text(theirs))
     result = fix(path)
     assert_no_traceback(result)
-    assert f"gpulint: warning: {path}: file changed while gpulint was fixing it; fix not written" in result.stderr
+    assert f"gpulint: warning: {path}: file changed during fix, skipped (not written)" in result.stderr
     assert path.read_text() == theirs
     assert result.exit_code == EXIT_FINDINGS  # the findings still stand
     assert no_temp_files(tmp_path)
@@ -428,7 +439,7 @@ def test_tab_indented_code_is_fixed_with_tabs(tmp_path: Path) -> None:
             "def make(ds):\n\tif ds:\n\t\treturn DataLoader(\n\t\t\tds,\n\t\t\tbatch_size=8,\n\t\t)\n")
     path = tmp_path / "tabs.py"
     path.write_text(text)
-    fix(path)
+    fix(path, extra=("--unsafe-fixes",))  # the dataset is a parameter: the pin_memory fix is unsafe
     assert path.read_text() == text.replace("\t\t\tbatch_size=8,\n", "\t\t\tbatch_size=8,\n\t\t\tpin_memory=True,\n")
 
 
@@ -454,7 +465,8 @@ def test_fix_keeps_mode_and_replaces_atomically(tmp_path: Path, monkeypatch) -> 
     real_replace = os.replace
 
     def spy(src, dst):  # noqa: ANN001, ANN202
-        replaced.append((os.path.basename(src), os.path.basename(dst)))
+        if os.path.dirname(os.path.abspath(dst)) == str(tmp_path):  # not the cache's own entries
+            replaced.append((os.path.basename(src), os.path.basename(dst)))
         return real_replace(src, dst)
 
     monkeypatch.setattr(source.os, "replace", spy)

@@ -1,0 +1,236 @@
+"""Hostile tests, false greens: a CI gate never passes by mistake.
+
+Issue 10, items 11 (a notebook or JSON named explicitly was parsed as Python and passed),
+12 (unknown codes in --select/--ignore/--extend-select and configuration), 13 (nothing to
+check is exit 2), 15 (no "All checks passed!" after an internal error), 17 (show-config on a
+missing path). Every test runs with the results cache on and off.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpulint.codes import RULE_CODES, suggest
+from gpulint.config import ConfigError, parse_codes
+from tests.conftest import Gpulint
+
+TRAIN = """\
+import torch
+from torch.utils.data import DataLoader
+
+device = torch.device("cuda")
+loader = DataLoader(dataset, batch_size=32)
+"""
+CLEAN = "import torch\nx = torch.zeros(3)\n"
+NOTEBOOK = json.dumps({"cells": [{"cell_type": "code", "source": ["loader = DataLoader(ds)"]}], "nbformat": 4})
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+# -- item 11: files gpulint cannot lint are findings, never a pass -----------------------------
+
+@pytest.mark.parametrize("name, content, reason", [
+    ("nb.ipynb", NOTEBOOK, "a notebook"),
+    ("data.json", '{"a": [1, 2]}', "not Python source (a .json file)"),
+    ("config.yaml", "[1, 2, 3]\n", "not Python source (a .yaml file)"),
+    ("notes.txt", "x = 1\n", "not Python source (a .txt file)"),
+    ("run", "#!/bin/sh\necho hi\n", "no .py suffix and no python shebang"),
+])
+@pytest.mark.parametrize("command", ["check", "fix"])
+def test_a_file_that_is_not_python_is_a_finding(gl: Gpulint, project: Path, name: str, content: str,
+                                               reason: str, command: str) -> None:
+    path = project / name
+    path.write_text(content)
+    result = gl(command, name)
+    assert result.exit_code == 1, result.output
+    assert "All checks passed!" not in result.stdout
+    [line] = [line for line in result.stdout.splitlines() if line.startswith(f"{name}:")]
+    assert "GPU000 cannot lint file:" in line and reason in line
+    assert path.read_text() == content
+
+
+def test_a_notebook_on_stdin_is_a_finding(gl: Gpulint, project: Path) -> None:
+    result = gl("check", "-", "--stdin-filename", "nb.ipynb", input=NOTEBOOK)
+    assert result.exit_code == 1 and "GPU000" in result.stdout and "notebook" in result.stdout
+    fixed = gl("fix", "-", "--stdin-filename", "nb.ipynb", input=NOTEBOOK)
+    assert fixed.stdout == NOTEBOOK and fixed.exit_code == 1
+
+
+@pytest.mark.parametrize("name, content", [
+    ("train", "#!/usr/bin/env python3\n" + TRAIN),
+    ("TRAIN.PY", TRAIN),
+    ("gui.pyw", TRAIN),
+    ("stubs.pyi", "from torch.utils.data import DataLoader\nloader = DataLoader(ds)\n"),
+])
+def test_python_files_without_the_usual_name_are_linted(gl: Gpulint, project: Path, name: str, content: str) -> None:
+    (project / name).write_text(content)
+    result = gl.check(name)
+    assert result.exit_code == 1 and f"{name}:" in result.stdout and "GPU000" not in result.stdout, result.output
+
+
+def test_directories_are_still_searched_for_py_files_only(gl: Gpulint, project: Path) -> None:
+    (project / "nb.ipynb").write_text(NOTEBOOK)
+    (project / "train.py").write_text(CLEAN)
+    result = gl.check(".")
+    assert result.exit_code == 0 and "All checks passed!" in result.stdout
+
+
+# -- item 12: unknown codes are usage errors ---------------------------------------------------
+
+@pytest.mark.parametrize("option", ["--select", "--ignore", "--extend-select"])
+@pytest.mark.parametrize("command", ["check", "fix"])
+def test_an_unknown_code_on_the_command_line_is_exit_2_with_a_suggestion(
+        gl: Gpulint, project: Path, option: str, command: str) -> None:
+    (project / "train.py").write_text(TRAIN)
+    result = gl(command, option, "GPU110", "train.py")
+    assert result.exit_code == 2
+    assert "unknown rule code 'GPU110'" in result.output and "did you mean GPU101?" in result.output
+    assert (project / "train.py").read_text() == TRAIN
+
+
+@pytest.mark.parametrize("value, message", [
+    ("GPU11", "unknown rule prefix 'GPU11': it selects no rule; did you mean GPU10?"),
+    ("GPU1010", "unknown rule code 'GPU1010'; did you mean GPU101?"),
+    ("GPU999", "unknown rule code 'GPU999'"),
+    ("GPU4", "unknown rule prefix 'GPU4': it selects no rule"),
+    ("E501", "invalid rule selector 'E501'"),
+])
+def test_unknown_codes_and_prefixes_are_named(value: str, message: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        parse_codes(f"GPU101, {value}")
+    assert message in str(error.value)
+
+
+@pytest.mark.parametrize("value", ["ALL", "GPU", "GPU1", "GPU10", "GPU101", "gpu101", " GPU3 ", "GPU000", "GPU9"])
+def test_known_codes_and_prefixes_are_accepted(value: str) -> None:
+    assert parse_codes(value) == (value.strip().upper(),)
+
+
+@pytest.mark.parametrize("config", [
+    'select = ["GPU110"]',
+    'ignore = ["GPU110"]',
+    'extend-select = ["GPU110"]',
+    '[tool.gpulint.per-file-ignores]\n"tests/**" = ["GPU110"]',
+])
+def test_an_unknown_code_in_configuration_is_exit_2_naming_file_key_and_code(
+        gl: Gpulint, project: Path, config: str) -> None:
+    header = "" if config.startswith("[") else "[tool.gpulint]\n"
+    (project / "pyproject.toml").write_text(header + config + "\n")
+    (project / "train.py").write_text(TRAIN)
+    result = gl.check("train.py")
+    assert result.exit_code == 2, result.output
+    [line] = result.stderr.splitlines()
+    assert str(project / "pyproject.toml") in line and "'GPU110'" in line and "did you mean GPU101?" in line
+    key = config.split("=")[0].strip().split("\n")[-1].strip('"')
+    assert (key if not config.startswith("[") else "per-file-ignores") in line
+
+
+def test_verify_validates_its_codes_too(project: Path) -> None:
+    (project / "train.py").write_text(TRAIN)
+    result = Gpulint(True, project)("verify", "--select", "GPU110", "train.py")
+    assert result.exit_code == 2 and "did you mean GPU101?" in result.output
+
+
+def test_every_known_code_is_a_rule_and_every_rule_is_known() -> None:
+    from gpulint.rules import DOCUMENTED_RULES
+
+    assert sorted(RULE_CODES) == sorted(rule.code for rule in DOCUMENTED_RULES)
+
+
+def test_suggestions_prefer_a_transposition() -> None:
+    assert suggest("GPU110") == ["GPU101"]
+    assert suggest("GPU210") == ["GPU201"]
+    assert "GPU302" in suggest("GPU3002") and len(suggest("GPU3002")) <= 3
+
+
+def test_validating_codes_does_not_import_libcst() -> None:
+    probe = ("import sys\nfrom gpulint.config import parse_codes, SettingsResolver\n"
+             "parse_codes('GPU101,GPU1')\n"
+             "try:\n    parse_codes('GPU110')\nexcept Exception as exc:\n    print(exc)\n"
+             "print('libcst' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.splitlines()[-1] == "False", proc.stdout + proc.stderr
+    assert "did you mean GPU101?" in proc.stdout
+
+
+# -- item 13: nothing to check is not a pass ---------------------------------------------------
+
+@pytest.mark.parametrize("command", ["check", "fix"])
+def test_an_empty_directory_is_exit_2(gl: Gpulint, project: Path, command: str) -> None:
+    (project / "src").mkdir()
+    (project / "src" / "README.md").write_text("no code here\n")
+    result = gl(command, "src")
+    assert result.exit_code == 2
+    assert "no Python files found in src" in result.stderr and "All checks passed!" not in result.output
+
+
+def test_a_mistyped_path_in_the_current_directory_is_exit_2(gl: Gpulint, project: Path) -> None:
+    result = gl.check()
+    assert result.exit_code == 2 and "no Python files found in ." in result.stderr
+
+
+def test_everything_excluded_is_exit_2(gl: Gpulint, project: Path) -> None:
+    (project / "pyproject.toml").write_text('[tool.gpulint]\nextend-exclude = ["generated"]\n')
+    (project / "generated").mkdir()
+    (project / "generated" / "a.py").write_text(TRAIN)
+    result = gl.check(".")
+    assert result.exit_code == 2 and "every Python file there is excluded" in result.stderr
+
+
+def test_pre_commit_naming_only_excluded_files_is_a_deliberate_skip(gl: Gpulint, project: Path) -> None:
+    (project / "pyproject.toml").write_text('[tool.gpulint]\nextend-exclude = ["generated"]\n')
+    (project / "generated").mkdir()
+    (project / "generated" / "a.py").write_text(TRAIN)
+    result = gl.check("--force-exclude", "generated/a.py")
+    assert result.exit_code == 0 and "excluded by configuration" in result.stderr
+    assert "All checks passed!" not in result.stdout
+
+
+# -- item 15: an internal error is never a pass -----------------------------------------------
+
+@pytest.fixture
+def broken_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpulint.rules.dataloader import DataLoaderPinMemory
+
+    def broken(self, node) -> None:  # noqa: ANN001
+        raise KeyError("simulated bug")
+
+    monkeypatch.setattr(DataLoaderPinMemory, "visit_Call", broken)
+
+
+@pytest.mark.parametrize("args", [("check",), ("fix",), ("fix", "--diff"), ("check", "--exit-zero"),
+                                  ("fix", "--unsafe-fixes", "--exit-zero")])
+def test_an_internal_error_never_says_all_checks_passed(gl: Gpulint, project: Path, broken_rule, args) -> None:
+    (project / "train.py").write_text(TRAIN)
+    (project / "clean.py").write_text(CLEAN)
+    result = gl(*args, ".")
+    assert result.exit_code == 2
+    assert "All checks passed!" not in result.output
+    assert "could not check 1 file" in result.output
+    assert (project / "train.py").read_text() == TRAIN
+
+
+# -- item 17: show-config ----------------------------------------------------------------------
+
+def test_show_config_on_a_missing_path_is_exit_2(gl: Gpulint, project: Path) -> None:
+    result = gl("show-config", "missing.py")
+    assert result.exit_code == 2 and "missing.py: no such file or directory" in result.output
+    assert "select" not in result.stdout
+
+
+def test_show_config_says_the_default_selection_the_readme_documents(gl: Gpulint, project: Path) -> None:
+    (project / "train.py").write_text(TRAIN)
+    result = gl("show-config", "train.py")
+    assert result.exit_code == 0
+    assert 'select = ["GPU"]' in result.stdout.splitlines()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert 'select = ["GPU"]                 # default: every stable rule' in readme
