@@ -84,15 +84,17 @@ def _run(mode: Mode, paths: Sequence[Path], select, extend_select, ignore, previ
         if not files and not walker.errors:
             sys.exit(workflow.no_files(paths or [Path(".")], found))
         speed = PerformanceOptions.current()
-        jobs_list = collect_jobs(files, resolver.for_path, mode, unsafe_fixes, cache=speed.open_cache(),
-                                 profile=speed.profile)
+        cache = speed.open_cache()
+        projects = speed.scan_projects(files, paths or [Path(".")], cache, jobs)
+        jobs_list = collect_jobs(files, resolver.for_path, mode, unsafe_fixes, cache=cache,
+                                 profile=speed.profile, projects=projects)
     except (PathError, ConfigError) as exc:
         click.echo(printable(f"gpulint: error: {exc}"), err=True)
         sys.exit(EXIT_ERROR)
     before: list[Finding] = []
     if mode is Mode.FIX and options.show_fixes:  # what was there before fixing, to list what got fixed
-        before = [f for r in run_jobs(collect_jobs(files, resolver.for_path, Mode.CHECK), workers=jobs)
-                  for f in r.findings]
+        before = [f for r in run_jobs(collect_jobs(files, resolver.for_path, Mode.CHECK, projects=projects),
+                                      workers=jobs) for f in r.findings]
     speed.start()
     reports = sorted(run_jobs(jobs_list, workers=jobs) + workflow.unreadable_directories(walker),
                      key=lambda r: r.path)

@@ -25,6 +25,9 @@ class ConfigError(Exception):
 
 
 AMP_DTYPES = ("float16", "bfloat16")
+# Test code runs fp32 reference checks and bitwise comparisons, not training: the training-step,
+# loader and optimizer rules stay silent there unless `lint-tests = true`.
+DEFAULT_TEST_PATTERNS = ("test_*.py", "*_test.py", "conftest.py", "tests", "test", "testing", "test_utils")
 DEFAULT_MAX_FILE_SIZE = 2 * 1024 * 1024
 DEFAULT_MAX_FIX_SIZE = 256 * 1024
 _SIZE_UNITS = {"": 1, "b": 1, "kb": 1024, "kib": 1024, "k": 1024, "mb": 1024 ** 2, "mib": 1024 ** 2, "m": 1024 ** 2,
@@ -126,6 +129,9 @@ class Settings:
     checkpoint_min_depth: int = 8
     checkpoint_unknown_depth: bool = False
     torch_version: Optional[tuple[int, int]] = None  # oldest torch the project supports
+    lint_tests: bool = False  # run the training-step, loader and optimizer rules on test files too
+    allow_zero_workers: bool = True  # an explicit num_workers=0 is the user's choice (GPU102)
+    test_file: bool = False  # this file matches test-patterns (set per file)
     # codes or prefixes off for this one file (per-file-ignores); they beat any selection
     per_file_ignores: tuple[str, ...] = ()
     # bounds on the work for one file: bigger files are a GPU000 finding naming the setting
@@ -171,11 +177,14 @@ class CliOverrides:
     extend_select: Optional[tuple[str, ...]] = None
     ignore: Optional[tuple[str, ...]] = None
     preview: Optional[bool] = None
+    lint_tests: Optional[bool] = None
 
     def apply(self, settings: Settings) -> Settings:
         """A layer on top of the configuration's selection, so the command line always wins:
         `--select` starts over, `--extend-select` / `--ignore` decide the rules they name."""
         changes: dict[str, object] = {}
+        if self.lint_tests is not None:
+            changes["lint_tests"] = self.lint_tests
         if self.select is not None or self.extend_select or self.ignore:
             layer = Selection(self.select, tuple(self.extend_select or ()), tuple(self.ignore or ()))
             changes["overrides"] = settings.overrides + (layer,)
@@ -189,8 +198,8 @@ class CliOverrides:
 
 CONFIG_FILENAMES = ("gpulint.toml", "pyproject.toml")  # in one directory the first one found wins
 
-_LIST_KEYS = ("select", "extend-select", "ignore", "exclude", "extend-exclude")
-_BOOL_KEYS = ("preview", "force-exclude", "checkpoint-unknown-depth")
+_LIST_KEYS = ("select", "extend-select", "ignore", "exclude", "extend-exclude", "test-patterns")
+_BOOL_KEYS = ("preview", "force-exclude", "checkpoint-unknown-depth", "lint-tests", "allow-zero-workers")
 KNOWN_KEYS = frozenset(
     _LIST_KEYS + _BOOL_KEYS + ("extend", "per-file-ignores", "amp-dtype", "num-workers", "checkpoint-min-depth",
                                "torch-version", "max-file-size", "max-fix-size")
@@ -202,6 +211,8 @@ OPTION_FIELDS = {
     "checkpoint-min-depth": "checkpoint_min_depth",
     "checkpoint-unknown-depth": "checkpoint_unknown_depth",
     "torch-version": "torch_version",
+    "lint-tests": "lint_tests",
+    "allow-zero-workers": "allow_zero_workers",
     "max-file-size": "max_file_size",
     "max-fix-size": "max_fix_size",
 }
@@ -316,6 +327,8 @@ def _validate(path: Path, table: dict[str, Any]) -> _Layer:
             if not isinstance(value, bool):
                 raise _fail(path, key, f"expected true or false, got {_describe(value)}")
             values[key] = value
+        elif key == "test-patterns":
+            values[key] = tuple(_str_list(path, key, value))
         elif key in ("exclude", "extend-exclude"):
             patterns = tuple(PathPattern(base, p) for p in _str_list(path, key, value))
             if key == "exclude":
@@ -408,6 +421,12 @@ class ProjectConfig:
     exclude: tuple[PathPattern, ...] = ()
     extend_exclude: tuple[PathPattern, ...] = ()
     force_exclude: bool = False
+    test_patterns: tuple[str, ...] = DEFAULT_TEST_PATTERNS
+
+    def is_test_file(self, path: PathLike) -> bool:
+        """Matches a test pattern, relative to the configuration's folder (or the working directory)."""
+        base = self.root or os.getcwd()
+        return any(PathPattern(base, pattern).matches(path) for pattern in self.test_patterns)
 
     def ignored_codes(self, path: PathLike) -> tuple[str, ...]:
         codes: list[str] = []
@@ -418,7 +437,8 @@ class ProjectConfig:
 
     def settings_for(self, path: PathLike) -> Settings:
         codes = self.ignored_codes(path)
-        return replace(self.settings, per_file_ignores=codes) if codes else self.settings
+        settings = replace(self.settings, per_file_ignores=codes) if codes else self.settings
+        return replace(settings, test_file=True) if self.is_test_file(path) else settings
 
     def is_excluded(self, path: PathLike) -> bool:
         return any(p.matches(path, self.root) for p in self.exclude + self.extend_exclude)
@@ -459,6 +479,7 @@ def _merge(base: ProjectConfig, layer: _Layer) -> ProjectConfig:
         exclude=layer.exclude if layer.exclude is not None else base.exclude,
         extend_exclude=base.extend_exclude + layer.extend_exclude,
         force_exclude=values.get("force-exclude", base.force_exclude),
+        test_patterns=values.get("test-patterns", base.test_patterns),
     )
 
 
@@ -595,6 +616,10 @@ class SettingsResolver:
             ("checkpoint-min-depth", settings.checkpoint_min_depth),
             ("checkpoint-unknown-depth", settings.checkpoint_unknown_depth),
             ("torch-version", f"{version[0]}.{version[1]}" if version else "any"),
+            ("lint-tests", settings.lint_tests),
+            ("test-patterns", list(project.test_patterns)),
+            ("test-file", settings.test_file),
+            ("allow-zero-workers", settings.allow_zero_workers),
             ("max-file-size", format_size(settings.max_file_size)),
             ("max-fix-size", format_size(settings.max_fix_size)),
             ("exclude", [p.pattern for p in project.exclude]),

@@ -29,6 +29,8 @@ _OPTION_TYPES = {
     "checkpoint-min-depth": int,
     "checkpoint-unknown-depth": lambda v: v.lower() == "true",
     "torch-version": parse_version,
+    "lint-tests": lambda v: v.lower() == "true",
+    "allow-zero-workers": lambda v: v.lower() == "true",
 }
 
 

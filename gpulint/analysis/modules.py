@@ -193,6 +193,15 @@ def int_value(ctx: FileContext, expr: cst.BaseExpression, fn: Optional[cst.Funct
         if isinstance(expr.operator, cst.FloorDivide) and right:
             return left // right
         return None
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and fn is not None \
+            and expr.value.value != self_name(fn):
+        # `config.n_layer` / `args.depth`: the default of a dataclass field or a command-line option
+        # of that name, when the project defines exactly one
+        field = expr.attr.value
+        default = ctx.project.own.argparse_defaults.get(field)
+        if type(default) is int:
+            return default
+        return ctx.project.dataclass_int(field)
     if not isinstance(expr, cst.Name):
         return None
     owner = ctx.names.binding_scope(expr)

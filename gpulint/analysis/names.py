@@ -148,17 +148,17 @@ class _Binder(cst.CSTVisitor):
                 self.scope.bind(top, top)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if node.relative or node.module is None:
-            module = None
-        else:
-            module = dotted(node.module)
+        # a relative import keeps its dots (`from .data import X` -> ".data.X"): never a torch name,
+        # but the project model (analysis/project.py) knows the classes behind it by that spelling
+        base = dotted(node.module) if node.module is not None else ""
+        module = "." * len(node.relative) + (base or "") if base is not None else None
         if isinstance(node.names, cst.ImportStar):
             return
         for alias in node.names:
             name = dotted(alias.name)
             if name is None:
                 continue
-            target = f"{module}.{name}" if module else LOCAL
+            target = (f"{module}.{name}" if base else f"{module}{name}") if module else LOCAL
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                 self.scope.bind(alias.asname.name.value, target)
             else:
@@ -191,8 +191,8 @@ class _Binder(cst.CSTVisitor):
         if node.name is not None:
             self._bind_target(node.name.name, None)
 
-    def visit_Del(self, node: cst.Del) -> None:
-        self._bind_target(node.target, None)
+    def visit_Del(self, node: cst.Del) -> bool:
+        return False  # `del x` after its last use changes no value the rules read
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func

@@ -146,6 +146,37 @@ class TrainingFacts:
     def before(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
         return self.order[id(a)] < self.order[id(b)]
 
+    def value_at(self, name: cst.Name) -> Optional[cst.BaseExpression]:
+        """The value a name holds where it is read: its one assignment, or the last plain assignment
+        before the read whose block also holds the read (`ds = load(); ds = ds.map(f); use(ds)`).
+        None when a branch or a loop between them could leave another value, or when the name is also
+        bound some other way (a parameter, `for ds in ...`)."""
+        single = single_value(name, self.ctx.names)
+        if single is not None:
+            return single
+        owner = self.ctx.names.binding_scope(name)
+        if owner is None or id(name) not in self.order:
+            return None
+        targets = owner.bindings.get(name.value, [])
+        values = owner.values.get(name.value, [])
+        if any(t is not None for t in targets) or not values or any(v is None for v in values):
+            return None
+        earlier = [v for v in values if v is not None and id(v) in self.order and self.before(v, name)]
+        if not earlier:
+            return None
+        last = earlier[-1]
+        statement = self.statement_of(last)
+        block = self.parent(statement) if statement is not None else None
+        if block is None or not self.contains(block, name):
+            return None
+        for loop in self.ancestors(name):  # assigned again later in a loop around the read: not straight-line
+            if isinstance(loop, (cst.For, cst.While)) and any(
+                    v is not last and self.contains(loop, v) and self.before(name, v) for v in values):
+                return None
+            if loop is block:
+                break
+        return last
+
     # -- detection -------------------------------------------------------------
     def _imports_framework(self) -> bool:
         for targets in self.ctx.names.module_scope.bindings.values():
@@ -348,20 +379,18 @@ def training_facts(ctx: FileContext) -> TrainingFacts:
 
 
 def may_gain_grad_scaler(ctx: FileContext) -> bool:
-    """A GradScaler may drive this file's optimizers without the file creating one itself.
-
-    Either gpulint's own float16 AMP fixes (GPU001/GPU002) would add one in the same fix run,
-    or a framework that owns the loop (Accelerate, Lightning, DeepSpeed, ...) scales the loss
-    under fp16. GPU201 must then never offer fused SGD.
+    """gpulint's own float16 mixed-precision fix (GPU001/GPU002) may add a GradScaler to this file in
+    the same fix run: GPU201 then offers no fused-SGD fix, since fused SGD with momentum breaks
+    under a scaler. Once the scaler exists, GPU201 sees it and leaves SGD alone, so the two fixes
+    agree in whichever order they are applied.
     """
     settings = ctx.settings
-    if "backward" not in ctx.text and not any(name in ctx.text for name in FRAMEWORKS):
-        return False
-    facts = ctx.analysis(training_facts)
-    if facts.framework_owned:
-        return True
-    if settings.amp_dtype != "float16":
+    if settings.amp_dtype != "float16" or "backward" not in ctx.text:
         return False
     if not any(settings.is_enabled(code) for code in ("GPU001", "GPU002")):
         return False
-    return any(not b.scaled for step in facts.steps for b in step.backwards)
+    project = ctx.project
+    if project.own.rl or project.mixed_precision and "autocast" not in project.own.mixed_precision:
+        return False  # GPU001 stays silent there (precision handled, or an environment-bound loop)
+    facts = ctx.analysis(training_facts)
+    return not facts.framework_owned and any(not b.scaled for step in facts.steps for b in step.backwards)

@@ -23,9 +23,47 @@ def single_value(expr: cst.BaseExpression, names: NameTable) -> Optional[cst.Bas
     return values[0]
 
 
-def local_class(name: str, module: cst.Module) -> Optional[cst.ClassDef]:
-    """A class of that name defined at the module's top level."""
-    for statement in module.body:
-        if isinstance(statement, cst.ClassDef) and statement.name.value == name:
-            return statement
-    return None
+def self_attribute_value(expr: cst.Attribute, names: NameTable) -> Optional[cst.BaseExpression]:
+    """For `self.x` inside a method: the one value the class ever assigns to `self.x`, else None."""
+    if not isinstance(expr.value, cst.Name):
+        return None
+    function = names.scope_of.get(id(expr.value))
+    if function is None or function.parent is None or not function.parent.is_class:
+        return None
+    cls = function.parent.node
+    if not isinstance(function.node, cst.FunctionDef) or not _is_self(function.node, expr.value.value):
+        return None
+    values: list[Optional[cst.BaseExpression]] = []
+
+    class _Stores(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                if _same_attribute(target.target, expr):
+                    values.append(node.value if len(node.targets) == 1 else None)
+                elif isinstance(target.target, (cst.Tuple, cst.List)) and any(
+                        _same_attribute(e.value, expr) for e in target.target.elements):
+                    # `self.a, self.b = split(ds, ...)`: the call whose result is unpacked
+                    values.append(node.value if isinstance(node.value, cst.Call) and len(node.targets) == 1 else None)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            if _same_attribute(node.target, expr):
+                values.append(node.value)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            if _same_attribute(node.target, expr):
+                values.append(None)
+
+    cls.visit(_Stores())
+    return values[0] if len(values) == 1 else None
+
+
+def _is_self(function: cst.FunctionDef, name: str) -> bool:
+    params = list(function.params.posonly_params) + list(function.params.params)
+    return bool(params) and params[0].name.value == name
+
+
+def _same_attribute(target: cst.BaseExpression, expr: cst.Attribute) -> bool:
+    return (isinstance(target, cst.Attribute) and target.attr.value == expr.attr.value
+            and isinstance(target.value, cst.Name) and isinstance(expr.value, cst.Name)
+            and target.value.value == expr.value.value)
+

@@ -54,6 +54,7 @@ class CacheError(Exception):
 _GITIGNORE = "# created by gpulint\n*\n"
 _ENTRY = re.compile(r"[0-9a-f]{64}\.json")
 _FORMAT_DIR = re.compile(r"v[0-9]+")
+PROJECT_FACTS_DIR = "project-facts"  # one <sha256 of the root>.json per project (engine/project_scan.py)
 _MAX_ENTRY_BYTES = 16 * 1024 * 1024
 
 
@@ -108,11 +109,13 @@ class ResultCache:
         run_key = hashlib.sha256(f"{FORMAT}|{linter_fingerprint()}".encode()).hexdigest()
         return cls(directory, run_key)
 
-    def key(self, path: Path, raw: bytes, settings: Settings) -> str:
+    def key(self, path: Path, raw: bytes, settings: Settings, project: str = "") -> str:
+        """`project`: the fingerprint of the project facts the file's rules may use."""
         digest = hashlib.sha256()
         digest.update(self.run_key.encode())
         digest.update(b"\0" + str(path).encode("utf-8", "surrogateescape") + b"\0")
         digest.update(settings.fingerprint().encode() + b"\0")
+        digest.update(project.encode() + b"\0")
         digest.update(raw)
         return digest.hexdigest()
 
@@ -161,6 +164,34 @@ class ResultCache:
                 os.unlink(tmp)
             except OSError:
                 pass
+            return False
+
+    def read_blob(self, name: str, limit: int = _MAX_ENTRY_BYTES) -> Optional[bytes]:
+        """The bytes of a side file of the cache (the project facts), or None: absent, unreadable, too large."""
+        from gpulint.engine.source import SourceError, read_bytes
+
+        try:
+            return read_bytes(self.directory / name, limit)[0]  # never blocks on a FIFO
+        except SourceError:
+            return None
+
+    def write_blob(self, name: str, data: bytes) -> bool:
+        """Store a side file atomically, only inside a directory gpulint owns (as for entries)."""
+        target = self.directory / name
+        try:
+            self._prepare()
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=target.parent)
+        except OSError:
+            return False
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(tmp, target)
+            return True
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
             return False
 
     def _prepare(self) -> None:
@@ -254,7 +285,8 @@ def clean(directory: Optional[Path] = None) -> Optional[Cleaned]:
 
     for entry in sorted(os.listdir(target)):
         path = os.path.join(target, entry)
-        if os.path.isdir(path) and not os.path.islink(path) and _FORMAT_DIR.fullmatch(entry):
+        if os.path.isdir(path) and not os.path.islink(path) and (_FORMAT_DIR.fullmatch(entry)
+                                                                  or entry == PROJECT_FACTS_DIR):
             for root, dirs, files in os.walk(path, topdown=False):
                 for name in files:
                     if is_ours(root, name, top=False):

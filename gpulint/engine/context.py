@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 import libcst as cst
 
 from gpulint.analysis.device import DeviceFacts, device_facts
+from gpulint.analysis.facts import FileFacts
 from gpulint.analysis.kwargs import KeywordArgs, keyword_args
 from gpulint.analysis.names import NameTable
+from gpulint.analysis.project import ProjectView
 from gpulint.engine.pending import ImportPlanner, PendingFix
 
 if TYPE_CHECKING:
@@ -21,8 +23,11 @@ T = TypeVar("T")
 
 
 class FileContext:
-    def __init__(self, path: Path, text: str, module: cst.Module, settings: "Settings") -> None:
+    def __init__(self, path: Path, text: str, module: cst.Module, settings: "Settings",
+                 project: Optional[ProjectView] = None) -> None:
         self.path = path
+        # the other files of the project, as far as they matter here (a file alone: its own facts)
+        self.project = project if project is not None else ProjectView.alone(FileFacts())
         self.text = text
         self.module = module
         self.settings = settings
@@ -34,7 +39,7 @@ class FileContext:
 
     @cached_property
     def device(self) -> DeviceFacts:
-        return device_facts(self.module, self.names)
+        return device_facts(self.project)
 
     def analysis(self, compute: Callable[["FileContext"], T]) -> T:
         """Run a whole-file analysis once and share its result between rules."""

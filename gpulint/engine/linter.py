@@ -11,7 +11,9 @@ from typing import Iterable, Optional, Sequence
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
-from gpulint.analysis.device import GPU_EVIDENCE_NEEDLES
+from gpulint.analysis.device import may_have_gpu_evidence
+from gpulint.analysis.facts import FileFacts, scan
+from gpulint.analysis.project import ProjectView
 from gpulint.config import Settings
 from gpulint.engine import ast_prefilter
 from gpulint.engine.context import FileContext
@@ -275,12 +277,18 @@ class LintResult:
 
 
 def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequence[type[Rule]]] = None,
-              profile: Profile = NO_PROFILE) -> LintResult:
-    """Findings for one file's decoded text. Raises InternalError on a bug in a rule."""
+              profile: Profile = NO_PROFILE, project: Optional[ProjectView] = None) -> LintResult:
+    """Findings for one file's decoded text. Raises InternalError on a bug in a rule.
+
+    `project` carries facts from the other files of the project (engine/project_scan.py);
+    without it the file is judged alone.
+    """
     with profile.phase("prefilter"):
         active = enabled_rules(settings) if rules is None else list(rules)
         candidates = [r for r in active if r.may_match(text)]
-        if any(r.target is Target.GPU for r in candidates) and not any(n in text for n in GPU_EVIDENCE_NEEDLES):
+        if settings.test_file and not settings.lint_tests:
+            candidates = [r for r in candidates if r.in_tests]  # fp32 references, bitwise checks: not training
+        if any(r.target is Target.GPU for r in candidates) and not may_have_gpu_evidence(text, project):
             candidates = [r for r in candidates if r.target is not Target.GPU]  # no GPU evidence possible
     if not candidates and (not settings.is_enabled(SYNTAX_ERROR.code) or too_large(text, settings.max_file_size)):
         return LintResult()  # too large for any parse, but no rule could match anyway
@@ -296,9 +304,13 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
         # the second prefilter: only rules whose needles the `ast` tree meets are worth LibCST
         with profile.phase("prefilter"):
             candidates = ast_prefilter.narrow(text, check.tree, candidates)
-    check = replace(check, tree=None)  # the `ast` tree is not needed past here: free it before LibCST
     if check.valid and not candidates:
         return LintResult()
+    with profile.phase("analysis"):
+        # the file's own facts come from the text being linted (a fix round changes it)
+        own = scan(check.tree) if check.tree is not None else FileFacts()
+        view = project.with_own(own) if project is not None else ProjectView.alone(own)
+    check = replace(check, tree=None)  # the `ast` tree is not needed past here: free it before LibCST
     profile.count("parsed")
     try:
         with profile.phase("parse"):
@@ -315,7 +327,7 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
     current = "analysis"
     try:
         with profile.phase("analysis"):
-            ctx = FileContext(path, text, module, settings)
+            ctx = FileContext(path, text, module, settings, view)
             instances = []
             for rule_type in candidates:
                 current = rule_type.code
@@ -354,11 +366,12 @@ class FixOutcome:
 
 
 def fix_text(path: Path, text: str, settings: Settings, unsafe: bool,
-             rules: Optional[Sequence[type[Rule]]] = None, profile: Profile = NO_PROFILE) -> FixOutcome:
+             rules: Optional[Sequence[type[Rule]]] = None, profile: Profile = NO_PROFILE,
+             project: Optional[ProjectView] = None) -> FixOutcome:
     """Apply fixes round after round until none applies, re-parsing after each round."""
     applied_total = 0
     changes: tuple[Change, ...] = ()
-    result = lint_text(path, text, settings, rules, profile)
+    result = lint_text(path, text, settings, rules, profile, project)
     if text_size(text) > settings.max_fix_size:  # each fix round parses the file again: bound the work
         fixable = sum(1 for f in result.findings if f.fix is not None and f.fix.is_applicable(unsafe))
         if fixable and settings.is_enabled(SYNTAX_ERROR.code):
@@ -388,5 +401,5 @@ def fix_text(path: Path, text: str, settings: Settings, unsafe: bool,
         changes = compose(changes, text, edits)
         text = new_text
         applied_total += applied
-        result = lint_text(path, text, settings, rules, profile)
+        result = lint_text(path, text, settings, rules, profile, project)
     return FixOutcome(text, applied_total, result.findings, result.parsed, changes)

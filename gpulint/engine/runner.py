@@ -17,6 +17,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence
 
+from gpulint.analysis.project import ProjectView
 from gpulint.config import Settings
 from gpulint.engine.cache import ResultCache
 from gpulint.engine.files import not_python_reason
@@ -58,6 +59,12 @@ class Job:
     unsafe: bool = False
     cache: Optional[ResultCache] = None
     profile: bool = False
+    project: Optional[ProjectView] = None  # facts from the rest of the project (engine/project_scan.py)
+
+    def cache_key(self, raw: bytes) -> str:
+        assert self.cache is not None
+        extra = self.project.fingerprint() if self.project is not None else ""
+        return self.cache.key(self.path, raw, self.settings, extra)
 
 
 def unified_diff(path: str, before: str, after: str) -> str:
@@ -90,9 +97,9 @@ def run_source(path: Path, source: SourceFile, job: Job, profile: Profile = NO_P
     lint_text = linter.lint_text
     try:
         if job.mode is Mode.CHECK:
-            report.findings = lint_text(path, source.text, job.settings, profile=profile).findings
+            report.findings = lint_text(path, source.text, job.settings, profile=profile, project=job.project).findings
             return report
-        outcome = linter.fix_text(path, source.text, job.settings, job.unsafe, profile=profile)
+        outcome = linter.fix_text(path, source.text, job.settings, job.unsafe, profile=profile, project=job.project)
     except linter.InternalError as exc:
         report.internal_error = (str(exc), exc.trace)
         return report
@@ -108,7 +115,7 @@ def run_source(path: Path, source: SourceFile, job: Job, profile: Profile = NO_P
             if job.mode is Mode.DIFF:
                 report.diff = unified_diff(str(path), source.text, outcome.text)
                 # in diff mode nothing is written, so the fixed findings still stand
-                report.findings = lint_text(path, source.text, job.settings).findings
+                report.findings = lint_text(path, source.text, job.settings, project=job.project).findings
             elif _interrupted:
                 raise SourceError("interrupted; fix not written")
             else:
@@ -119,7 +126,7 @@ def run_source(path: Path, source: SourceFile, job: Job, profile: Profile = NO_P
             report.write_error = str(exc)
             report.fixed = 0
             report.fixed_text = None
-            report.findings = lint_text(path, source.text, job.settings).findings
+            report.findings = lint_text(path, source.text, job.settings, project=job.project).findings
     return report
 
 
@@ -149,7 +156,7 @@ def cached_report(job: Job) -> Optional[FileReport]:
     if not_python_reason(str(job.path), raw) is not None:
         return None
     with profile.phase("cache"):
-        cached = job.cache.get(job.cache.key(job.path, raw, job.settings), str(job.path))
+        cached = job.cache.get(job.cache_key(raw), str(job.path))
     if cached is None or _needs_fixing(cached, job):
         return None
     profile.count("cached")
@@ -169,7 +176,7 @@ def _run_job(job: Job, profile: Profile) -> FileReport:
     cache, key = job.cache, ""
     if cache is not None:
         with profile.phase("cache"):
-            key = cache.key(job.path, source.raw, job.settings)
+            key = job.cache_key(source.raw)
             cached = cache.get(key, str(job.path))
         # a hit answers `check`, and `fix` too when none of its findings has a fix to apply
         if cached is not None and not _needs_fixing(cached, job):
@@ -187,7 +194,7 @@ def _run_job(job: Job, profile: Profile) -> FileReport:
         with profile.phase("cache"):
             if report.written is not None:
                 # the file now holds the fixed text, and the findings describe it
-                key = cache.key(job.path, report.written, job.settings)
+                key = job.cache_key(report.written)
             cache.put(key, report.findings)
     report.written = None  # not sent back from workers
     return report
@@ -337,5 +344,7 @@ def _crashed(job: Job, code: int) -> FileReport:
 
 
 def collect_jobs(paths: Iterable[Path], settings_for: Callable[[Path], Settings], mode: Mode,
-                 unsafe: bool = False, cache: Optional[ResultCache] = None, profile: bool = False) -> list[Job]:
-    return [Job(path, settings_for(path), mode, unsafe, cache, profile) for path in paths]
+                 unsafe: bool = False, cache: Optional[ResultCache] = None, profile: bool = False,
+                 projects: Optional[dict[str, ProjectView]] = None) -> list[Job]:
+    views = projects or {}
+    return [Job(path, settings_for(path), mode, unsafe, cache, profile, views.get(str(path))) for path in paths]

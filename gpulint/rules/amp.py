@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
 import libcst as cst
@@ -14,8 +15,8 @@ from gpulint.analysis.amp import (
     DEPRECATED_AMP_MODULES,
     FLOAT16,
     OLD_AUTOCAST_ORDER,
-    creates_grad_scaler,
 )
+from gpulint.analysis.guards import version_guarded
 from gpulint.analysis.names import dotted
 from gpulint.analysis.training import (
     Backward,
@@ -28,12 +29,19 @@ from gpulint.analysis.training import (
 from gpulint.analysis.values import single_value
 from gpulint.engine.context import FileContext
 from gpulint.engine.fixes import Applicability
-from gpulint.engine.pending import PendingFix
+from gpulint.engine.pending import PendingEdit, PendingFix
 from gpulint.engine.rewrite import is_literal
 from gpulint.rules.amp_rewrite import (
+    Region,
+    ScalerHome,
+    ScalerPlan,
     StepRewrite,
     autocast_region,
+    refused_ops,
+    scaler_home,
+    step_edits,
     device_type_code,
+    loss_passed_in,
     loss_statement,
     scaler_anchor,
     scaler_name,
@@ -45,6 +53,8 @@ from gpulint.rules.amp_uses import DeprecatedAmpFixes
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 GRAD_SCALER_SINCE = (2, 3)
+SHARDED_SCALER_MODULE = "torch.distributed.fsdp.sharded_grad_scaler"
+FLOAT16_DTYPE, MAYBE_FLOAT16 = "float16", "float16 or another dtype"
 # a training step needs a backward call and an optimizer step (analysis/training.py)
 TRAINING_STEP_NEEDLES = ((".backward(", "torch.autograd.backward"), (".step(",))
 AUTOCAST_SINCE = (1, 10)
@@ -59,6 +69,8 @@ def _string(expr: Optional[cst.BaseExpression]) -> Optional[str]:
 
 class _StepRule(Rule):
     """Shared: find the training step a backward call belongs to."""
+
+    in_tests = False
 
     def step_at(self, node: cst.Call) -> Optional[tuple[TrainingFacts, TrainingStep, Backward]]:
         facts = self.ctx.analysis(training_facts)
@@ -118,22 +130,38 @@ class MissingAutocast(_StepRule):
             scaler.update()
         """,
         fix_safety="""
-        Unsafe: numerics change (16-bit activations), and ops that autocast refuses on CUDA
-        (`F.binary_cross_entropy` on probabilities) raise. The fix wraps the statements from
-        the first one the loss depends on through the loss assignment; `backward()` stays
-        outside. The dtype comes from the `amp-dtype` setting: `float16` (default, every
-        CUDA GPU) also creates one `torch.amp.GradScaler` before the loop and routes
-        backward, gradient clipping (`unscale_`) and the optimizer step through it, on the
-        accumulation boundary when the step is conditional; `bfloat16` (Ampere and newer)
-        needs no scaler. The device type is the script's own (`device.type`) when it can be
-        seen, else `"cuda"`. Not reported when the file uses autocast in a way gpulint
-        cannot link to the step, when a framework (Lightning, Accelerate, Fabric,
-        DeepSpeed) owns the loop, or when the model is already cast to 16 bits.
-        Needs torch >= 2.3 for `torch.amp.GradScaler`; with an older `torch-version`
-        floor no float16 fix is offered. No float16 fix either when the step is too irregular
-        to rewrite exactly (several backward calls or optimizers, the loss computed inline in
-        the backward call, gradients clipped on every micro-step but stepped on a boundary)
-        or the optimizer is fused SGD with momentum, which a skipped scaled step corrupts.
+        Unsafe: numerics change (16-bit activations). The fix wraps the forward pass and the
+        loss: from the first statement that calls the model and that the loss depends on,
+        through the loss assignment. Building a model or an optimizer and waiting on futures
+        are never inside; when such a line sits between forward statements, or the loss is
+        computed inside the `backward()` call, no fix is offered. `backward()` stays outside.
+        The dtype comes from the `amp-dtype` setting: `float16` (default, every CUDA GPU) also
+        routes backward, gradient clipping (`unscale_`) and the optimizer step through one
+        GradScaler, on the accumulation boundary when the step is conditional; `bfloat16`
+        (Ampere and newer) needs none. The scaler lives as long as the optimizer: beside a
+        global optimizer; or, when `train()` receives the optimizer from a function of the
+        file, created there, passed in (`scaler=None` keeps other callers working) and saved
+        and loaded with the optimizer's state in checkpoint dicts; else before the step's
+        loop, and the message says what to move. Sharded parameters (FSDP) get
+        `ShardedGradScaler`, which agrees on inf/NaN across ranks; tensor-parallel (DTensor)
+        parameters get bfloat16 and no scaler. `nn.BCELoss` / `F.binary_cross_entropy`, which
+        CUDA autocast refuses ("unsafe to autocast"), stay outside the region with their
+        inputs cast to float32; inside a helper of the step, no fix. The device type is the
+        script's own (`device.type`, `torch.device(args.device).type`) when it can be seen,
+        else `"cuda"`. No float16 fix with a `torch-version` floor below 2.3, when the step is
+        too irregular for one scaler path (several backward calls or optimizers, gradients
+        clipped on every micro-step but stepped on a boundary), or when fused SGD with
+        momentum, which a skipped scaled step corrupts, is built in the file or a module of
+        the project around it.
+
+        Not reported in test files (`lint-tests`), when mixed precision is done another way in
+        the file, its callers or the modules either imports (a GradScaler, FSDP
+        `MixedPrecision`/`MixedPrecisionPolicy`, a model cast to 16 bits, layers computing in
+        their input's dtype, apex, DeepSpeed), when the file uses autocast in a way gpulint
+        cannot link to the step, when a framework (Lightning, Accelerate, Fabric, DeepSpeed)
+        owns the loop, in a function handed the loss (a loss scaler's `__call__`), in
+        reinforcement-learning loops (the file imports an environment package), or with sparse
+        tensors, which autocast does not cover. One finding per training step.
         """,
     )
 
@@ -142,45 +170,116 @@ class MissingAutocast(_StepRule):
         if found is None:
             return
         facts, step, backward = found
-        if facts.low_precision_model:
+        if step.backwards[0] is not backward:
+            return  # one finding per training step, at its first backward()
+        if facts.low_precision_model or self._precision_handled():
             return
-        statement = loss_statement(facts, step, backward)
-        if statement is None or facts.coverage(statement).coverage is not Coverage.NOT_COVERED:
-            return
+        for each in step.backwards:
+            statement = loss_statement(facts, step, each)
+            if statement is None or facts.coverage(statement).coverage is not Coverage.NOT_COVERED:
+                return
+            if loss_passed_in(facts, each):
+                return  # a helper handed the loss (a loss scaler's __call__): the forward pass is the caller's
+        fix, note = self._fix(facts, step, backward)
         self.report(
             node,
             "training step computes its forward pass and loss in fp32: wrap them in torch.autocast "
-            "(mixed precision is up to 3x faster on tensor-core GPUs)",
-            self._fix(facts, step, backward),
+            f"(mixed precision is up to 3x faster on tensor-core GPUs){note}",
+            fix,
         )
 
-    def _fix(self, facts: TrainingFacts, step: TrainingStep, backward: Backward) -> Optional[PendingFix]:
+    def _precision_handled(self) -> bool:
+        """16-bit training done another way in or around the file, or a loop bound by its environment."""
+        project = self.ctx.project
+        if project.own.rl:
+            return True  # the step waits on a simulator; small policy nets gain nothing (AMP recipe)
+        if project.own.sparse:
+            return True  # sparse kernels are outside autocast: mixing them with 16-bit activations fails
+        # a GradScaler, FSDP MixedPrecision(Policy), a model cast to 16 bits, layers that compute in
+        # their input's dtype, apex, DeepSpeed: here, in a caller, or in a module either imports
+        return bool(project.mixed_precision)
+
+    def _fix(self, facts: TrainingFacts, step: TrainingStep, backward: Backward) -> tuple[Optional[PendingFix], str]:
+        """The rewrite, or None and the reason (appended to the message) when no rewrite is right."""
         settings = self.ctx.settings
         dtype = settings.amp_dtype
         floor = settings.torch_version
+        parallel = self.ctx.project.parallelism
+        if "tensor-parallel" in parallel:
+            dtype = "bfloat16"  # DTensor gradients: a GradScaler would not agree on inf/NaN across ranks
         region = autocast_region(facts, step, backward)
         if region is None:
-            return None
+            return None, "; no fix: the forward pass and the loss cannot be told apart from the rest of the step"
+        region, float_calls, why = _outside_autocast(facts, region)
+        if region is None:
+            return None, why
         plan = None
         if dtype == "float16":
             if floor is not None and floor < GRAD_SCALER_SINCE:
-                return None
+                return None, f"; no float16 fix: torch.amp.GradScaler needs torch 2.3 (torch-version is {_floor(floor)})"
             if not backward.scaled:
                 plan = scaler_plan(facts, step, backward)
                 if plan is None:
-                    return None
+                    return None, ("; no float16 fix: the step's backward/optimizer calls are too irregular for a "
+                                  "GradScaler, or fused SGD with momentum (unsafe under one) is built nearby")
         elif floor is not None and floor < AUTOCAST_SINCE:
-            return None
+            return None, ""
         anchor = scaler_anchor(facts, step.node)
         torch = self.ctx.imports.module_alias("torch")
+        name = scaler_name(self.ctx)
+        scaler_class, class_edit = _scaler_class(self.ctx, torch.expr, parallel)
+        home = scaler_home(facts, step, plan, torch.expr, name) if plan is not None else None
         rewrite = StepRewrite(
-            anchor=anchor, torch=torch.expr, device=device_type_code(facts, step, anchor), region=region,
-            dtype=dtype, scaler=plan, scaler_name=scaler_name(self.ctx),
+            anchor=anchor, torch=torch.expr, device=device_type_code(facts, step, anchor, torch.expr),
+            region=region, dtype=dtype, scaler=plan, scaler_name=name, scaler_class=scaler_class, home=home,
+            float_calls=float_calls,
         )
         message = f"Wrap the forward pass and loss in `torch.autocast` ({dtype})"
         if plan is not None:
-            message += " and scale the loss with a GradScaler"
-        return PendingFix.unsafe(message, torch.edit, step_edit(facts, rewrite))
+            message += f" and scale the loss with a {scaler_class.rsplit('.', 1)[-1]}"
+        if float_calls:
+            message += "; binary_cross_entropy stays outside autocast, in float32"
+        note = self._lifetime_note(step, plan, home)
+        return PendingFix.unsafe(message, torch.edit, class_edit, *step_edits(facts, rewrite)), note
+
+    def _lifetime_note(self, step: TrainingStep, plan: Optional[ScalerPlan], home: Optional[ScalerHome]) -> str:
+        facts = self.ctx.analysis(training_facts)
+        function = facts.scope_of(step.node)
+        if plan is None or home is not None or not isinstance(function, cst.FunctionDef) \
+                or isinstance(step.node, cst.FunctionDef):
+            return ""
+        return (f"; the fix creates the GradScaler each time {function.name.value}() runs: create it once where "
+                "the optimizer is made, pass it in, and save scaler.state_dict() with the optimizer's")
+
+
+def _scaler_class(ctx: FileContext, torch: str, parallel: frozenset[str]) -> tuple[str, Optional[PendingEdit]]:
+    """`torch.amp.GradScaler`, or FSDP's ShardedGradScaler, which agrees on inf/NaN across ranks."""
+    if "fsdp" in parallel:
+        reference = ctx.imports.reference(SHARDED_SCALER_MODULE, "ShardedGradScaler", prefer_from=True)
+        return reference.expr, reference.edit
+    return f"{torch}.amp.GradScaler", None
+
+
+def _floor(version: tuple[int, int]) -> str:
+    return f"{version[0]}.{version[1]}"
+
+
+def _outside_autocast(facts: TrainingFacts, region: Region) -> tuple[Optional[Region], tuple[cst.Call, ...], str]:
+    """Keep what CUDA autocast refuses (binary_cross_entropy) out of the region, or say why that is impossible."""
+    body = region.container.body
+    refusal = "; no fix: binary_cross_entropy raises under CUDA autocast (\"unsafe to autocast\")"
+    for index in range(region.start, region.end + 1):
+        found = refused_ops(facts, body[index])
+        if found.indirect:
+            return None, (), f"{refusal}, and {found.indirect[0]}() computes it inside the step: call it on float32 " \
+                             "tensors outside the autocast region, or use binary_cross_entropy_with_logits"
+        if found.direct and index != region.end:
+            return None, (), f"{refusal} and is mixed into the forward pass here"
+        if found.direct:
+            if index == region.start:
+                return None, (), f"{refusal} and is computed in the same statement as the forward pass"
+            return Region(region.container, region.start, region.end - 1), found.direct, ""
+    return region, (), ""
 
 
 class Fp16WithoutGradScaler(_StepRule):
@@ -225,13 +324,17 @@ class Fp16WithoutGradScaler(_StepRule):
         """,
         fix_safety="""
         Unsafe: the optimizer now skips steps whose scaled gradients overflow (a few at the
-        start while the scale calibrates). The fix creates one `torch.amp.GradScaler` before
-        the loop, adds `scaler.unscale_(opt)` before gradient clipping or other `.grad`
-        use, and keeps `step`/`update` on the accumulation boundary; not offered for fused
-        SGD with momentum, whose momentum buffer a skipped first step leaves uninitialised
-        (weights blew up within 3 steps on torch 2.14). Needs torch >= 2.3;
-        with an older `torch-version` floor no fix is offered. Not reported when the file
-        creates a GradScaler elsewhere or uses another loss scaler (apex `scale_loss`).
+        start while the scale calibrates). The fix creates one GradScaler, as long-lived as
+        the optimizer (see GPU001), adds `scaler.unscale_(opt)` before gradient clipping or
+        other `.grad` use, and keeps `step`/`update` on the accumulation boundary. A dtype
+        chosen at run time from a table that includes float16 (`{"float16": torch.float16,
+        ...}[dtype]`) gets a scaler enabled only for float16 (`enabled=(ptdtype ==
+        torch.float16)`). Under FSDP the scaler is `ShardedGradScaler`; with tensor-parallel
+        parameters no fix is offered (prefer bfloat16). Not offered for fused SGD with momentum
+        built nearby, whose momentum buffer a skipped first step leaves uninitialised (weights
+        blew up within 3 steps on torch 2.14), nor with a `torch-version` floor below 2.3. Not
+        reported when the file or a caller creates a GradScaler, uses another loss scaler (apex
+        `scale_loss`), or in test files.
         """,
     )
 
@@ -248,16 +351,21 @@ class Fp16WithoutGradScaler(_StepRule):
         cover = facts.coverage(statement)
         if cover.coverage is not Coverage.COVERED or not cover.calls:
             return
-        if not all(self._autocast_dtype(c) == "float16" for c in cover.calls):
+        dtypes = {self._autocast_dtype(c) for c in cover.calls}
+        if not dtypes <= {FLOAT16_DTYPE, MAYBE_FLOAT16}:
             return
-        if self.ctx.analysis(creates_grad_scaler):
-            return  # a scaler elsewhere in the file: this backward may well go through it
-        self.report(
-            node,
-            "float16 autocast without a GradScaler: small gradients underflow to zero; "
-            "scale the loss with torch.amp.GradScaler",
-            self._fix(facts, step, backward, cover.calls[0]),
-        )
+        if self.ctx.project.scaler:
+            return  # a scaler elsewhere in the file or in a caller: this backward may well go through it
+        if MAYBE_FLOAT16 in dtypes:
+            chosen = self._dtype_expression(cover.calls[0])
+            message = ("autocast dtype chosen at run time from a table that includes float16, without a GradScaler: "
+                       "on the float16 path small gradients underflow to zero; add a GradScaler enabled for float16")
+            fix = self._fix(facts, step, backward, cover.calls[0], enabled=chosen) if chosen else None
+        else:
+            message = ("float16 autocast without a GradScaler: small gradients underflow to zero; "
+                       "scale the loss with torch.amp.GradScaler")
+            fix = self._fix(facts, step, backward, cover.calls[0])
+        self.report(node, message, fix)
 
     # -- what the autocast does ------------------------------------------------
     def _device_type(self, expr: Optional[cst.BaseExpression]) -> Optional[str]:
@@ -282,14 +390,35 @@ class Fp16WithoutGradScaler(_StepRule):
 
     def _dtype(self, expr: cst.BaseExpression) -> Optional[str]:
         target = self.ctx.qualname(expr)
+        value: Optional[cst.BaseExpression] = expr
         if target is None and isinstance(expr, cst.Name):
             value = single_value(expr, self.ctx.names)
             target = self.ctx.qualname(value) if value is not None else None
         if target in FLOAT16:
-            return "float16"
+            return FLOAT16_DTYPE
         if target in BFLOAT16:
             return "bfloat16"
+        if isinstance(value, cst.Subscript) and self._table_has_float16(value.value):
+            return MAYBE_FLOAT16  # `{"float16": torch.float16, ...}[dtype]` (nanoGPT's bench.py)
         return None
+
+    def _table_has_float16(self, table: cst.BaseExpression) -> bool:
+        if isinstance(table, cst.Name):
+            table = single_value(table, self.ctx.names)  # type: ignore[assignment]
+        if not isinstance(table, cst.Dict):
+            return False
+        return any(isinstance(e, cst.DictElement) and self.ctx.qualname(e.value) in FLOAT16 for e in table.elements)
+
+    def _dtype_expression(self, autocast: cst.BaseExpression) -> Optional[str]:
+        """`(ptdtype == torch.float16)` for the scaler's `enabled=`, when the dtype is a plain name."""
+        assert isinstance(autocast, cst.Call)
+        dtype = (self._arguments(autocast) or {}).get("dtype")
+        if not isinstance(dtype, cst.Name):
+            return None
+        torch = self.ctx.imports.module_alias("torch")
+        if torch.edit is not None:
+            return None
+        return f"{dtype.value} == {torch.expr}.float16"
 
     def _arguments(self, call: cst.Call) -> Optional[dict[str, cst.BaseExpression]]:
         kwargs = self.ctx.kwargs(call)
@@ -337,20 +466,33 @@ class Fp16WithoutGradScaler(_StepRule):
         return '"cuda"'
 
     def _fix(self, facts: TrainingFacts, step: TrainingStep, backward: Backward,
-             autocast: cst.BaseExpression) -> Optional[PendingFix]:
+             autocast: cst.BaseExpression, enabled: Optional[str] = None) -> Optional[PendingFix]:
         floor = self.ctx.settings.torch_version
         if floor is not None and floor < GRAD_SCALER_SINCE:
             return None
+        parallel = self.ctx.project.parallelism
+        if "tensor-parallel" in parallel:
+            return None  # DTensor gradients: prefer bfloat16 autocast, which needs no scaler
         plan = scaler_plan(facts, step, backward)
         if plan is None:
             return None
         anchor = scaler_anchor(facts, step.node)
         torch = self.ctx.imports.module_alias("torch")
+        if enabled is not None and not _visible_name(facts, enabled.split(" ", 1)[0], anchor):
+            return None  # the dtype is chosen after the point where the scaler is created
+        name = scaler_name(self.ctx)
+        scaler_class, class_edit = _scaler_class(self.ctx, torch.expr, parallel)
+        home = scaler_home(facts, step, plan, torch.expr, name) if enabled is None else None
+        device = self._scaler_device(facts, autocast, anchor)
+        if home is not None and device.startswith(("'", '"')):
+            home = dataclasses.replace(home, device=device)  # the autocast's own device type, spelled out
         rewrite = StepRewrite(
-            anchor=anchor, torch=torch.expr, device=self._scaler_device(facts, autocast, anchor),
-            scaler=plan, scaler_name=scaler_name(self.ctx),
+            anchor=anchor, torch=torch.expr, device=device,
+            scaler=plan, scaler_name=name, scaler_enabled=enabled, scaler_class=scaler_class, home=home,
         )
-        return PendingFix.unsafe("Scale the loss with a GradScaler", torch.edit, step_edit(facts, rewrite))
+        message = f"Scale the loss with a {scaler_class.rsplit('.', 1)[-1]}" + (
+            " enabled for float16" if enabled else "")
+        return PendingFix.unsafe(message, torch.edit, class_edit, *step_edits(facts, rewrite))
 
 
 class DeprecatedCudaAmp(Rule):
@@ -395,7 +537,10 @@ class DeprecatedCudaAmp(Rule):
         Replacements need torch 1.10 (`torch.amp.autocast`), 2.3 (`torch.amp.GradScaler`)
         and 2.4 (`torch.amp.custom_fwd/custom_bwd`): with a lower `torch-version` floor those
         rewrites are not offered. Uses other than calls and decorators (passing the class
-        around, subclassing it) are reported without a fix.
+        around, subclassing it) are reported without a fix. Code kept for an older torch is
+        not reported: the fallback of `try: ... except (ImportError, AttributeError,
+        TypeError)`, and the branches of a torch version test (`is_torch_version(...)`,
+        `_TORCH_GREATER_EQUAL_2_4`, `hasattr(torch, "amp")`, `version.parse(torch.__version__)`).
         """,
     )
 
@@ -411,10 +556,16 @@ class DeprecatedCudaAmp(Rule):
     def leave_Import(self, original_node: cst.Import) -> None:
         self._in_import -= 1
 
+    def _guarded(self, node: cst.CSTNode) -> bool:
+        """Inside code kept for an older torch (try/except ImportError, a version test): deliberate."""
+        return version_guarded(self.ctx.analysis(training_facts), node)
+
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         self._in_import += 1
         module = dotted(node.module) if node.module is not None and not node.relative else None
         if module not in DEPRECATED_AMP_MODULES or isinstance(node.names, cst.ImportStar):
+            return
+        if self._guarded(node):
             return
         for alias in node.names:
             name = dotted(alias.name)
@@ -445,6 +596,8 @@ class DeprecatedCudaAmp(Rule):
         if target not in DEPRECATED_AMP:
             return
         self._handled.add(id(node.func))
+        if self._guarded(node):
+            return
         self.report(node, self._message(target), self.fixes.for_call(node, target))
 
     def visit_Decorator(self, node: cst.Decorator) -> None:
@@ -455,11 +608,26 @@ class DeprecatedCudaAmp(Rule):
         if target not in DEPRECATED_AMP:
             return
         self._handled.add(id(expr))
+        if self._guarded(expr):
+            return
         self.report(expr, self._message(target), self.fixes.for_bare_decorator(expr, target))
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if self._in_import or id(node) in self._handled:
             return
         target = self.ctx.qualname(node)
-        if target in DEPRECATED_AMP:
+        if target in DEPRECATED_AMP and not self._guarded(node):
             self.report(node, self._message(target))
+
+
+def _visible_name(facts: TrainingFacts, name: str, anchor: cst.CSTNode) -> bool:
+    """A module-level or enclosing-function name assigned once, before `anchor`."""
+    for line in facts.ctx.module.body:
+        if facts.before(anchor, line):
+            break
+        if isinstance(line, cst.SimpleStatementLine):
+            for small in line.body:
+                if isinstance(small, cst.Assign) and any(
+                        isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets):
+                    return True
+    return False

@@ -8,6 +8,8 @@ the fix lands in one replacement that the engine reduces to the changed text.
 
 from __future__ import annotations
 
+import builtins
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Union
 
@@ -15,10 +17,10 @@ import libcst as cst
 
 from gpulint.analysis.names import dotted
 from gpulint.analysis.training import Backward, OptimizerStep, TrainingFacts, TrainingStep, positional
-from gpulint.analysis.values import single_value
+from gpulint.analysis.values import self_attribute_value, single_value
 from gpulint.engine.context import FileContext
 from gpulint.engine.pending import Replace
-from gpulint.engine.rewrite import is_literal
+from gpulint.engine.rewrite import add_keyword, is_literal
 
 Container = Union[cst.IndentedBlock, cst.Module]
 
@@ -181,6 +183,21 @@ def loss_statement(facts: TrainingFacts, step: TrainingStep, backward: Backward)
     return last if last is not None else statement
 
 
+def loss_passed_in(facts: TrainingFacts, backward: Backward) -> bool:
+    """The loss is a parameter of the function calling backward, never assigned there."""
+    names = _loss_names(backward.loss)
+    if not names:
+        return False
+    function = next((a for a in facts.ancestors(backward.call) if isinstance(a, (cst.FunctionDef, cst.Lambda))), None)
+    if not isinstance(function, cst.FunctionDef):
+        return False
+    params = {p.name.value for p in (*function.params.posonly_params, *function.params.params,
+                                     *function.params.kwonly_params)}
+    if not names <= params:
+        return False
+    return not _lines_writing(function, names)
+
+
 def _lines_writing(node: cst.CSTNode, names: set[str]) -> list[cst.SimpleStatementLine]:
     lines: list[cst.SimpleStatementLine] = []
 
@@ -210,12 +227,83 @@ def autocast_region(facts: TrainingFacts, step: TrainingStep, backward: Backward
             ends = [k for k in range(position) if uses[k].writes & names]
             if ends:
                 end = max(ends)
-                return Region(ancestor, _slice_start(body, uses, end), end)
+                start = _slice_start(body, uses, end)
+                needed = _slice_members(uses, end)
+                while start < end and (start not in needed or _not_forward(facts, body[start])
+                                       or not _calls_model(facts, body[start])):
+                    start += 1  # `model = SimpleMLP()`, `x = torch.randn(...)`, `futures.wait_all(...)`
+                if any(_not_forward(facts, body[k]) for k in range(start, end + 1)):
+                    return None  # construction or waiting between forward statements: cannot wrap only the forward
+                return Region(ancestor, start, end)
         elif isinstance(ancestor, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
             child = ancestor
         if ancestor is step.node or isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             return None
     return None
+
+
+_BUILTINS = frozenset(dir(builtins))
+_WAITS = frozenset({"wait", "wait_all", "to_here", "rpc_sync", "rpc_async", "collect_all"})
+# tensor methods that make or reshape data: a line calling only these (and torch functions) builds a
+# batch, it does not run the model
+_TENSOR_METHODS = _MOVING_METHODS | frozenset({
+    "argmax", "argmin", "sum", "mean", "max", "min", "abs", "exp", "log", "pow", "sqrt", "clamp", "softmax",
+    "log_softmax", "sigmoid", "tanh", "round", "floor", "ceil", "masked_fill", "gather", "scatter", "index_select",
+    "transpose", "t", "expand", "repeat", "split", "chunk", "detach", "clone", "type", "half", "bfloat16",
+    "numpy", "tolist", "item", "size", "normal_", "uniform_", "fill_", "zero_", "manual_seed",
+})
+
+
+def _calls_model(facts: TrainingFacts, statement: cst.CSTNode) -> bool:
+    """The statement calls something other than torch, builtins and tensor methods: a model or a loss."""
+    for call in facts.calls:
+        if not facts.contains(statement, call):
+            continue
+        func = call.func
+        qualified = facts.ctx.qualname(func)
+        if qualified is not None:
+            if qualified.split(".", 1)[0] in ("torch", "numpy", "math", "random"):
+                continue
+            return True
+        if isinstance(func, cst.Name):
+            if func.value in _BUILTINS and facts.ctx.names.binding_scope(func) is None:
+                continue  # `len(...)`, `range(...)`, `zip(...)`
+            return True
+        if isinstance(func, cst.Attribute) and func.attr.value in _TENSOR_METHODS:
+            continue
+        return True
+    return False
+
+
+def _not_forward(facts: TrainingFacts, statement: cst.CSTNode) -> bool:
+    """A line that builds a model or an optimizer, or waits on futures: never part of the forward pass."""
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    for small in statement.body:
+        value = small.value if isinstance(small, (cst.Assign, cst.AnnAssign, cst.Expr)) else None
+        if not isinstance(value, cst.Call):
+            return False
+        while isinstance(value.func, cst.Attribute) and value.func.attr.value in _MOVING_METHODS \
+                and isinstance(value.func.value, cst.Call):
+            value = value.func.value  # `SimpleMLP().to(device)`: judged by what is built
+        func = value.func
+        last = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else "")
+        qualified = facts.ctx.qualname(func) or ""
+        constructs = last[:1].isupper() and not qualified.startswith("torch.Tensor")
+        if not (constructs or last in _WAITS):
+            return False
+    return True
+
+
+def _slice_members(uses: list[_NameUse], end: int) -> set[int]:
+    """Indices of the statements the one at `end` depends on (itself included)."""
+    needed = set(uses[end].reads)
+    members = {end}
+    for k in range(end - 1, -1, -1):
+        if uses[k].writes & needed:
+            needed |= uses[k].reads
+            members.add(k)
+    return members
 
 
 def _slice_start(body: list, uses: list[_NameUse], end: int) -> int:
@@ -227,6 +315,54 @@ def _slice_start(body: list, uses: list[_NameUse], end: int) -> int:
             if not _moves_data_only(body[k]):
                 start = k
     return start
+
+
+# -- ops CUDA autocast refuses ----------------------------------------------------------
+BCE_FUNCTIONS = frozenset({"torch.nn.functional.binary_cross_entropy", "torch.binary_cross_entropy"})
+BCE_MODULES = frozenset({"torch.nn.BCELoss", "torch.nn.modules.loss.BCELoss"})
+_BCE_TEXT = re.compile(r"\bbinary_cross_entropy\s*\(|\bBCELoss\s*\(")
+
+
+@dataclass(frozen=True)
+class RefusedOps:
+    """binary_cross_entropy in a region: CUDA autocast raises "unsafe to autocast" on it."""
+
+    direct: tuple[cst.Call, ...]  # F.binary_cross_entropy(...) or a BCELoss instance called here
+    indirect: tuple[str, ...]  # functions of this file called here that compute it inside
+
+
+def refused_ops(facts: TrainingFacts, statement: cst.CSTNode) -> RefusedOps:
+    ctx = facts.ctx
+    direct: list[cst.Call] = []
+    indirect: list[str] = []
+    module_functions = {s.name.value: s for s in ctx.module.body if isinstance(s, cst.FunctionDef)}
+    for call in facts.calls:
+        if not facts.contains(statement, call):
+            continue
+        func = call.func
+        if ctx.qualname(func) in BCE_FUNCTIONS:
+            direct.append(call)
+            continue
+        value: Optional[cst.BaseExpression] = None
+        if isinstance(func, cst.Name):
+            value = single_value(func, ctx.names)
+            target = module_functions.get(func.value)
+            if target is not None and ctx.names.binding_scope(func) is ctx.names.module_scope \
+                    and _BCE_TEXT.search(ctx.code(target)):
+                indirect.append(func.value)
+        elif isinstance(func, cst.Attribute):
+            value = self_attribute_value(func, ctx.names)
+        if isinstance(value, cst.Call) and ctx.qualname(value.func) in BCE_MODULES:
+            direct.append(call)
+    return RefusedOps(tuple(direct), tuple(indirect))
+
+
+def as_float(expr: cst.BaseExpression) -> cst.Call:
+    """`expr.float()`, parenthesised when `expr` binds looser than an attribute."""
+    if not isinstance(expr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) or getattr(expr, "lpar", ()):
+        expr = expr.with_changes(lpar=(cst.LeftParen(),), rpar=(cst.RightParen(),)) if not getattr(
+            expr, "lpar", ()) else expr
+    return cst.Call(func=cst.Attribute(value=expr, attr=cst.Name("float")))
 
 
 # -- the GradScaler part ----------------------------------------------------------------
@@ -260,8 +396,8 @@ def scaler_plan(facts: TrainingFacts, step: TrainingStep, backward: Backward) ->
     call = opt_step.call
     if opt_step.via_scaler or call.args or not facts.before(backward.call, call):
         return None
-    if _fused_sgd_with_momentum(facts, opt_step.optimizer):
-        return None
+    if _fused_sgd_with_momentum(facts, opt_step.optimizer) or facts.ctx.project.fused_sgd:
+        return None  # fused SGD with momentum here or in a module of the project: unsafe under a scaler
     if not isinstance(facts.parent(call), cst.Expr):
         return None
     if backward.autograd and (len(backward.call.args) != 1 or backward.call.args[0].keyword is not None
@@ -333,7 +469,8 @@ def scaler_anchor(facts: TrainingFacts, node: cst.CSTNode) -> cst.BaseStatement:
 # -- device type ----------------------------------------------------------------------
 def _device_kind(value: Optional[cst.BaseExpression], ctx: FileContext) -> Optional[str]:
     """"device" for a torch.device, "string" for a "cuda"/"cpu" string, else None."""
-    if isinstance(value, cst.Call) and ctx.qualname(value.func) == "torch.device":
+    if isinstance(value, cst.Call) and ctx.qualname(value.func) in ("torch.device",
+                                                                     "torch.accelerator.current_accelerator"):
         return "device"
     if isinstance(value, cst.SimpleString) and value.evaluated_value in _DEVICE_TYPES:
         return "string"
@@ -354,29 +491,68 @@ def visible_at(facts: TrainingFacts, name: cst.Name, anchor: cst.CSTNode) -> boo
     return owner.node is facts.ctx.module or facts.contains(owner.node, anchor)
 
 
-def device_type_code(facts: TrainingFacts, step: TrainingStep, anchor: cst.CSTNode) -> str:
-    """`device.type`, `device` or `"cuda"`: the script's own device where it can be seen."""
-    candidates: list[cst.Name] = []
-    for node in (step.node, facts.scope_of(step.node)):
-        for call in facts.calls:
-            if not facts.contains(node, call) or not isinstance(call.func, cst.Attribute) \
-                    or call.func.attr.value != "to":
-                continue
-            args = positional(call)
-            target = args[0] if args else next(
-                (a.value for a in call.args if a.keyword is not None and a.keyword.value == "device"), None)
+def _parameter_visible(facts: TrainingFacts, name: cst.Name, anchor: cst.CSTNode) -> bool:
+    """`name` is a parameter of a function that holds `anchor` (never rebound there)."""
+    owner = facts.ctx.names.binding_scope(name)
+    if owner is None or not isinstance(owner.node, cst.FunctionDef) or not facts.contains(owner.node, anchor):
+        return False
+    targets = owner.bindings.get(name.value, [])
+    values = owner.values.get(name.value, [])
+    params = {p.name.value for p in (*owner.node.params.posonly_params, *owner.node.params.params,
+                                     *owner.node.params.kwonly_params)}
+    return name.value in params and len(targets) == 1 and values == [None]
+
+
+def _looks_like_device(name: cst.Name) -> bool:
+    """`device`, `dev`, `local_rank`, `gpu`: a name that holds a device, never a dtype."""
+    lowered = name.value.lower()
+    return "dtype" not in lowered and (
+        "device" in lowered or lowered in ("dev", "rank", "local_rank", "gpu", "gpu_id"))
+
+
+def _device_targets(facts: TrainingFacts, scope: cst.CSTNode) -> list[cst.BaseExpression]:
+    """What `.to(X)` / `.to(device=X)` move tensors to inside `scope`."""
+    found: list[cst.BaseExpression] = []
+    for call in facts.calls:
+        if not facts.contains(scope, call) or not isinstance(call.func, cst.Attribute) \
+                or call.func.attr.value != "to":
+            continue
+        args = positional(call)
+        target = args[0] if args else next(
+            (a.value for a in call.args if a.keyword is not None and a.keyword.value == "device"), None)
+        if isinstance(target, (cst.Name, cst.Attribute)):
+            found.append(target)
+    return found
+
+
+def device_code_in(facts: TrainingFacts, scopes: tuple[cst.CSTNode, ...], anchor: cst.CSTNode, torch: str) -> str:
+    """The script's own device type as code valid at `anchor`: `device.type`, `device`,
+    `torch.device(args.device).type`, or `"cuda"` when the scopes move tensors nowhere visible."""
+    for scope in scopes:
+        found: dict[str, str] = {}
+        for target in _device_targets(facts, scope):
+            code = facts.ctx.code(target)
             if isinstance(target, cst.Name):
-                candidates.append(target)
-        if candidates:
+                kind = _device_kind(single_value(target, facts.ctx.names), facts.ctx)
+                if kind is not None and visible_at(facts, target, anchor):
+                    found[code] = f"{code}.type" if kind == "device" else code
+                elif _looks_like_device(target) and (
+                        visible_at(facts, target, anchor) or _parameter_visible(facts, target, anchor)):
+                    found[code] = f"{torch}.device({code}).type"  # a str, an index or a torch.device: all work
+            elif isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and \
+                    "device" in target.attr.value.lower() and (
+                        _parameter_visible(facts, target.value, anchor) or visible_at(facts, target.value, anchor)):
+                found[code] = f"{torch}.device({code}).type"  # `args.device`, `self.device`
+        if len(found) == 1:
+            return next(iter(found.values()))
+        if found:
             break
-    found: dict[str, str] = {}
-    for name in candidates:
-        kind = _device_kind(single_value(name, facts.ctx.names), facts.ctx)
-        if kind is not None and visible_at(facts, name, anchor):
-            found[name.value] = f"{name.value}.type" if kind == "device" else name.value
-    if len(found) == 1:
-        return next(iter(found.values()))
     return '"cuda"'
+
+
+def device_type_code(facts: TrainingFacts, step: TrainingStep, anchor: cst.CSTNode, torch: str = "torch") -> str:
+    """`device.type`, `device` or `"cuda"`: the script's own device where it can be seen."""
+    return device_code_in(facts, (step.node, facts.scope_of(step.node)), anchor, torch)
 
 
 def scaler_name(ctx: FileContext) -> str:
@@ -462,6 +638,221 @@ def _strip_parens(expr: cst.BaseExpression) -> cst.BaseExpression:
 
 
 @dataclass(frozen=True)
+class ScalerHome:
+    """Where the run's one GradScaler is created: next to the optimizer, so it lives as long.
+
+    A scaler created inside a per-epoch `train()` recalibrates its scale every epoch and is
+    never saved. When the optimizer is a module global, the scaler is created beside it; when
+    `train()` receives the optimizer from a function of this file, that function creates the
+    scaler and passes it in (`train()` keeps a `scaler=None` fallback for other callers).
+    """
+
+    creation: cst.BaseStatement  # the scaler is created right after this statement
+    device: str  # device-type code valid there
+    function: Optional[cst.FunctionDef] = None  # the step's function, which gains `scaler=None`
+    calls: tuple[cst.Call, ...] = ()  # its calls that pass the scaler in
+    saves: tuple[cst.Dict, ...] = ()  # checkpoint dicts holding the optimizer's state
+    loads: tuple[tuple[cst.SimpleStatementLine, str], ...] = ()  # optimizer state loads, with the dict's code
+
+
+def _function_of(facts: TrainingFacts, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+    scope = facts.scope_of(node)
+    return scope if isinstance(scope, cst.FunctionDef) else None
+
+
+def scaler_home(facts: TrainingFacts, step: TrainingStep, plan: ScalerPlan, torch: str,
+                name: str) -> Optional[ScalerHome]:
+    """Where the scaler should live, or None to create it before the step's loop (same lifetime there)."""
+    optimizer = plan.step.optimizer
+    function = _function_of(facts, step.node)
+    if not isinstance(optimizer, cst.Name) or function is None or isinstance(step.node, cst.FunctionDef):
+        return None
+    names = facts.ctx.names
+    owner = names.binding_scope(optimizer)
+    if owner is None:
+        return None
+    if owner is names.module_scope:  # a global optimizer: the scaler becomes a global beside it
+        value = single_value(optimizer, names)
+        creation = facts.statement_of(value) if value is not None else None
+        if not isinstance(creation, cst.SimpleStatementLine) or _function_of(facts, creation) is not None:
+            return None
+        device = device_code_in(facts, (function, facts.ctx.module), creation, torch)
+        saves, loads = _checkpoints(facts, optimizer, owner, creation, None)
+        return ScalerHome(creation, device, saves=saves, loads=loads)
+    if owner is not names.scopes.get(id(function)) or not _parameter_visible(facts, optimizer, step.node):
+        return None
+    return _caller_home(facts, function, optimizer.value, torch, name)
+
+
+def _caller_home(facts: TrainingFacts, function: cst.FunctionDef, parameter: str, torch: str,
+                 name: str) -> Optional[ScalerHome]:
+    names = facts.ctx.names
+    params = [*function.params.posonly_params, *function.params.params]
+    if any(p.name.value == name for p in (*params, *function.params.kwonly_params)):
+        return None
+    if names.module_scope.bindings.get(function.name.value) != [None] or _function_of(facts, function) is not None:
+        return None  # not a plain module-level function
+    position = next((i for i, p in enumerate(params) if p.name.value == parameter), None)
+    calls = [c for c in facts.calls if isinstance(c.func, cst.Name) and c.func.value == function.name.value
+             and names.binding_scope(c.func) is names.module_scope]
+    if not calls:
+        return None
+    home_scope = facts.scope_of(calls[0])
+    creation: Optional[cst.BaseStatement] = None
+    passed: Optional[cst.Name] = None
+    for call in calls:
+        if facts.scope_of(call) is not home_scope or home_scope is function:
+            return None
+        argument = _argument(call, parameter, position)
+        if not isinstance(argument, cst.Name) or names.binding_scope(argument) is not names.scopes.get(id(home_scope)):
+            return None
+        value = single_value(argument, names)
+        statement = facts.statement_of(value) if value is not None else None
+        if statement is None or (creation is not None and statement is not creation):
+            return None
+        if not facts.before(statement, call):
+            return None
+        creation, passed = statement, argument
+    assert creation is not None and passed is not None
+    if not isinstance(creation, cst.SimpleStatementLine):
+        return None
+    device = device_code_in(facts, (home_scope,), creation, torch)
+    if device == '"cuda"':
+        device = _device_through_call(facts, function, calls[0], creation, torch)
+    saves, loads = _checkpoints(facts, passed, names.binding_scope(passed), creation, home_scope)
+    return ScalerHome(creation, device, function, tuple(calls), saves, loads)
+
+
+def _argument(call: cst.Call, parameter: str, position: Optional[int]) -> Optional[cst.BaseExpression]:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == parameter:
+            return arg.value
+    positional = [a for a in call.args if a.keyword is None]
+    if position is None or any(a.star for a in positional[:position + 1]) or len(positional) <= position:
+        return None
+    return positional[position].value
+
+
+def _device_through_call(facts: TrainingFacts, function: cst.FunctionDef, call: cst.Call,
+                         creation: cst.CSTNode, torch: str) -> str:
+    """The device the caller passes to the step function's device parameter, as code at `creation`."""
+    inside = device_code_in(facts, (function,), function.body, torch)
+    params = [*function.params.posonly_params, *function.params.params]
+    for index, param in enumerate(params):
+        if inside not in (f"{param.name.value}.type", f"{torch}.device({param.name.value}).type"):
+            continue
+        argument = _argument(call, param.name.value, index)
+        if isinstance(argument, cst.Name) and visible_at(facts, argument, creation):
+            kind = _device_kind(single_value(argument, facts.ctx.names), facts.ctx)
+            if kind == "device":
+                return f"{argument.value}.type"
+            return argument.value if kind == "string" else f"{torch}.device({argument.value}).type"
+    return '"cuda"'
+
+
+def _checkpoints(facts: TrainingFacts, optimizer: cst.Name, owner: object, creation: cst.CSTNode,
+                 scope: Optional[cst.CSTNode]) -> tuple[tuple[cst.Dict, ...], tuple[tuple[cst.SimpleStatementLine, str], ...]]:
+    """Checkpoint dicts holding this optimizer's state, and statements loading it back (after `creation`)."""
+    names = facts.ctx.names
+    saves: list[cst.Dict] = []
+    loads: list[tuple[cst.SimpleStatementLine, str]] = []
+
+    def same(expr: cst.BaseExpression) -> bool:
+        return isinstance(expr, cst.Name) and expr.value == optimizer.value and names.binding_scope(expr) is owner
+
+    for call in facts.calls:
+        if scope is not None and not facts.contains(scope, call):
+            continue
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and same(func.value)):
+            continue
+        if func.attr.value == "state_dict" and not call.args:
+            element = facts.parent(call)
+            holder = facts.parent(element) if isinstance(element, cst.DictElement) else None
+            if isinstance(holder, cst.Dict) and facts.before(creation, holder) and all(
+                    isinstance(e, cst.DictElement) for e in holder.elements):
+                saves.append(holder)
+        elif func.attr.value == "load_state_dict" and len(call.args) == 1:
+            source = call.args[0].value
+            line = facts.statement_of(call)
+            if isinstance(source, cst.Subscript) and isinstance(source.value, cst.Name) and isinstance(
+                    facts.parent(call), cst.Expr) and isinstance(line, cst.SimpleStatementLine) \
+                    and len(line.body) == 1 and facts.before(creation, line):
+                loads.append((line, source.value.value))
+    return tuple(dict.fromkeys(saves)), tuple(loads)
+
+
+def home_edits(facts: TrainingFacts, home: ScalerHome, torch: str, name: str, scaler_class: str) -> list[Replace]:
+    """The edits outside the step's loop: create the scaler at home, pass it in, save and load its state."""
+    creation = cst.parse_statement(f"{name} = {scaler_class}({home.device})\n")
+    edits: list[Replace] = [Replace(home.creation, [home.creation, creation])]
+    if home.function is not None:
+        edits.append(Replace(home.function.params, _with_scaler_parameter(home.function.params, name)))
+        edits.extend(Replace(call, add_keyword(call, name, name)) for call in home.calls)
+    taken = [edit.node for edit in edits]
+    for holder in home.saves:
+        if any(facts.contains(other, holder) or facts.contains(holder, other) for other in taken):
+            continue
+        edits.append(Replace(holder, _with_entry(holder, name)))
+        taken.append(holder)
+    for line, checkpoint in home.loads:
+        if any(facts.contains(other, line) or facts.contains(line, other) for other in taken):
+            continue
+        guard = cst.parse_statement(
+            f"if {_quoted(name)} in {checkpoint}:\n    {name}.load_state_dict({checkpoint}[{_quoted(name)}])\n")
+        edits.append(Replace(line, [line, guard]))
+        taken.append(line)
+    return edits
+
+
+def _quoted(key: str) -> str:
+    return f'"{key}"'
+
+
+def _with_scaler_parameter(params: cst.Parameters, name: str) -> cst.Parameters:
+    """`def train(a, b)` -> `def train(a, b, scaler=None)` (keyword-only after `*args`)."""
+    new = cst.Param(name=cst.Name(name), default=cst.Name("None"), equal=cst.AssignEqual(
+        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+    if isinstance(params.star_arg, cst.Param) or params.kwonly_params:
+        return params.with_changes(kwonly_params=[*params.kwonly_params, new])
+    if params.star_kwarg is not None or params.params or params.posonly_params:
+        return params.with_changes(params=[*params.params, new])
+    return params.with_changes(params=[new])
+
+
+def _with_entry(holder: cst.Dict, name: str) -> cst.Dict:
+    """Add `"scaler": scaler.state_dict()` after the last entry, in the dict's own quote style and layout."""
+    quote = "'"
+    for element in holder.elements:
+        if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString):
+            quote = element.key.quote[-1]
+            break
+    entry = cst.DictElement(
+        key=cst.SimpleString(f"{quote}{name}{quote}"), value=cst.parse_expression(f"{name}.state_dict()"),
+        whitespace_before_colon=cst.SimpleWhitespace(""), whitespace_after_colon=cst.SimpleWhitespace(" "))
+    elements = list(holder.elements)
+    last = elements[-1]
+    if isinstance(last.comma, cst.Comma):
+        entry = entry.with_changes(comma=cst.Comma(whitespace_after=last.comma.whitespace_after))
+        separator = _element_separator(holder)
+        elements[-1] = last.with_changes(comma=last.comma.with_changes(whitespace_after=separator))
+    else:
+        elements[-1] = last.with_changes(comma=cst.Comma(whitespace_after=_element_separator(holder)))
+    elements.append(entry)
+    return holder.with_changes(elements=elements)
+
+
+def _element_separator(holder: cst.Dict) -> cst.BaseParenthesizableWhitespace:
+    for element in holder.elements[:-1]:
+        if isinstance(element.comma, cst.Comma):
+            ws = element.comma.whitespace_after
+            if isinstance(ws, cst.ParenthesizedWhitespace):
+                return ws.with_changes(first_line=ws.first_line.with_changes(comment=None), empty_lines=())
+            return ws
+    return cst.SimpleWhitespace(" ")
+
+
+@dataclass(frozen=True)
 class StepRewrite:
     """Everything the fix writes, decided by the rule."""
 
@@ -472,16 +863,34 @@ class StepRewrite:
     dtype: Optional[str] = None  # "float16" / "bfloat16" for the autocast written
     scaler: Optional[ScalerPlan] = None
     scaler_name: str = "scaler"
+    scaler_enabled: Optional[str] = None  # `enabled=` for a scaler needed only on a float16 path
+    scaler_class: str = ""  # code of the scaler's class (default: torch.amp.GradScaler)
+    home: Optional[ScalerHome] = None  # created next to the optimizer instead of before the loop
+    float_calls: tuple[cst.Call, ...] = ()  # calls kept out of autocast whose tensor inputs become float32
+
+
+def step_edits(facts: TrainingFacts, rewrite: StepRewrite) -> list[Replace]:
+    """The replacement of the anchor statement carrying the step's rewrite, and the scaler's home."""
+    edits = [step_edit(facts, rewrite)]
+    if rewrite.home is not None and rewrite.scaler is not None:
+        edits += home_edits(facts, rewrite.home, rewrite.torch, rewrite.scaler_name, _scaler_class(rewrite))
+    return edits
+
+
+def _scaler_class(rewrite: StepRewrite) -> str:
+    return rewrite.scaler_class or f"{rewrite.torch}.amp.GradScaler"
 
 
 def step_edit(facts: TrainingFacts, rewrite: StepRewrite) -> Replace:
-    """One replacement of the anchor statement carrying the whole rewrite."""
+    """One replacement of the anchor statement carrying the whole rewrite of the step."""
     plan = _Plan()
     torch, name = rewrite.torch, rewrite.scaler_name
     if rewrite.region is not None:
         plan.wrap = rewrite.region
         plan.with_item = cst.parse_expression(
             f"{torch}.autocast(device_type={rewrite.device}, dtype={torch}.{rewrite.dtype})")
+    for call in rewrite.float_calls:
+        plan.calls[id(call)] = _float_inputs
     scaler = rewrite.scaler
     new_statements: list[cst.BaseStatement] = []
     if scaler is not None:
@@ -511,7 +920,12 @@ def step_edit(facts: TrainingFacts, rewrite: StepRewrite) -> Replace:
             plan.small_after[id(expr)] = [cst.Expr(cst.parse_expression(f"{name}.update()"))]
         if scaler.unscale_before is not None:
             plan.before[id(scaler.unscale_before)] = [cst.parse_statement(f"{name}.unscale_({optimizer_code})\n")]
-        new_statements.append(cst.parse_statement(f"{name} = {torch}.amp.GradScaler({rewrite.device})\n"))
+        enabled = f", enabled=({rewrite.scaler_enabled})" if rewrite.scaler_enabled else ""
+        creation = f"{name} = {_scaler_class(rewrite)}({rewrite.device}{enabled})"
+        if rewrite.home is None:
+            new_statements.append(cst.parse_statement(creation + "\n"))
+        elif rewrite.home.function is not None:  # a fallback for callers that pass no scaler
+            new_statements.append(cst.parse_statement(f"if {name} is None:\n    {creation}\n"))
     anchor = rewrite.anchor
     transformed = anchor.visit(_Rewriter(plan))
     if not new_statements:
@@ -525,3 +939,12 @@ def step_edit(facts: TrainingFacts, rewrite: StepRewrite) -> Replace:
     transformed = transformed.with_changes(leading_lines=blank)
     return Replace(anchor, [*new_statements, transformed])
 
+
+def _float_inputs(call: cst.Call) -> cst.Call:
+    """binary_cross_entropy(input, target, ...): both computed in float32, outside autocast."""
+    args = list(call.args)
+    positional = [i for i, a in enumerate(args) if a.keyword is None and not a.star][:2]
+    keywords = [i for i, a in enumerate(args) if a.keyword is not None and a.keyword.value in ("input", "target")]
+    for index in positional + keywords:
+        args[index] = args[index].with_changes(value=as_float(args[index].value))
+    return call.with_changes(args=args)

@@ -72,6 +72,9 @@ class Rule:
     fix: ClassVar[Optional[Applicability]] = None  # the fix the rule offers, for docs
     fix_detail: ClassVar[Optional[str]] = None  # when safety depends on the case, e.g. per optimizer
     preview: ClassVar[bool] = False  # new rules start opt-in so upgrades never turn CI red
+    # False for rules about training steps, loaders and optimizers: test code runs fp32 references
+    # and bitwise checks, so they stay silent in test files unless `lint-tests = true`
+    in_tests: ClassVar[bool] = True
 
     def __init__(self, ctx: "FileContext") -> None:
         self.ctx = ctx

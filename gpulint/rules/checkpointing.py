@@ -24,6 +24,8 @@ from gpulint.analysis.modules import (
     stack_use,
     stacks_in,
 )
+from gpulint.analysis.guards import version_guarded
+from gpulint.analysis.training import training_facts
 from gpulint.engine.fixes import Applicability
 from gpulint.engine.pending import PendingEdit, PendingFix, Reference, Replace
 from gpulint.engine.rewrite import add_keyword, is_literal, set_keyword
@@ -56,6 +58,7 @@ class DeepStackWithoutCheckpointing(Rule):
     ast_needles = (tuple(sorted(NN_MODULE)), (f"torch.nn.*{SEQUENTIAL}", f"torch.nn.*{MODULE_LIST}"))
     target = Target.NOT_CPU_ONLY
     fix = Applicability.UNSAFE
+    in_tests = False
     preview = True  # an opportunity, not a defect: it only pays when activations dominate memory
     docs = RuleDocs(
         what="""
@@ -75,8 +78,15 @@ class DeepStackWithoutCheckpointing(Rule):
 
         The depth must be visible: literal children, `*[Block() for _ in range(24)]`,
         `range(N)` with `N` a literal or a module-level constant, a default parameter value
-        (`def __init__(self, depth=16)`), or `append`s in such loops. A depth read from a
-        config object at run time is reported only with `checkpoint-unknown-depth = true`.
+        (`def __init__(self, depth=16)`), the default of a dataclass field or command-line
+        option of that name (`config.n_layer` with `n_layer: int = 12` defined once in the
+        project), or `append`s in such loops. Any other depth read at run time is reported
+        only with `checkpoint-unknown-depth = true`.
+
+        Only models the project trains are reported: the class (or a registry or factory
+        that builds it, or its whole module used as a registry, `models.__dict__[name]`) is
+        named in a file that runs a training step or builds an optimizer, this one or one
+        that imports it.
 
         Not reported: shallow stacks; stacks (or their blocks) already passed to
         `checkpoint`/`checkpoint_sequential`; classes that handle checkpointing their own way
@@ -144,6 +154,8 @@ class DeepStackWithoutCheckpointing(Rule):
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         ctx = self.ctx
+        if node.name.value not in ctx.project.trained:
+            return  # no file of the project trains it (an inference-only model, a library's zoo)
         if not is_module_class(ctx, node) or mentions_checkpointing(ctx, node):
             return
         if checkpointed_elsewhere(ctx) or inference_only_file(ctx):
@@ -321,7 +333,9 @@ class CheckpointWithoutUseReentrant(Rule):
         detached or modified in place inside the block behave differently, and the block's
         parameters now do get gradients when its inputs do not require grad). The strictly
         behaviour-preserving choice is `use_reentrant=True`, which silences the warning and
-        keeps the trap; write it yourself if you need it (e.g. for DeepSpeed ZeRO-3).
+        keeps the trap; write it yourself if you need it (e.g. for DeepSpeed ZeRO-3). Calls in
+        code kept for an older torch (the branches of a torch version test, `try/except
+        ImportError`) are not reported: `use_reentrant` may not exist there.
         """,
     )
 
@@ -334,6 +348,11 @@ class CheckpointWithoutUseReentrant(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.ctx.qualname(node.func)
+        if qualified not in CHECKPOINT_FUNCTIONS and not (
+                isinstance(node.func, cst.Attribute) and node.func.attr.value == HF_ENABLE):
+            return
+        if version_guarded(self.ctx.analysis(training_facts), node):
+            return  # the branch an older torch takes: use_reentrant may not exist there
         if qualified in CHECKPOINT_FUNCTIONS:
             self._torch_checkpoint(node, qualified == CHECKPOINT_SEQUENTIAL)
         elif isinstance(node.func, cst.Attribute) and node.func.attr.value == HF_ENABLE and not self._own_hf_method:

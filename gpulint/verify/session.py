@@ -190,7 +190,9 @@ class Verifier:
         self.options = options
         self.echo = echo
         try:
-            self.resolver = SettingsResolver(CliOverrides(select=options.select, preview=options.preview))
+            # a script named for verification is rewritten even where linting treats it as test code
+            self.resolver = SettingsResolver(CliOverrides(select=options.select, preview=options.preview,
+                                                          lint_tests=True))
         except ConfigError as exc:
             raise UsageError(str(exc)) from None
         self.keep = options.workdir is not None

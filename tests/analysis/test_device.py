@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-import libcst as cst
 import pytest
 
-from gpulint.analysis.device import device_facts
-from gpulint.analysis.names import NameTable
+from gpulint.analysis.device import GPU_EVIDENCE_TEXT, DeviceFacts, device_facts
+from gpulint.analysis.facts import facts_of_text
+from gpulint.analysis.project import ProjectView
 
 
-def facts(source: str):
-    module = cst.parse_module(source)
-    return device_facts(module, NameTable(module))
+def facts(source: str) -> DeviceFacts:
+    found = facts_of_text(source)
+    assert found is not None
+    if found.gpu:
+        assert GPU_EVIDENCE_TEXT.search(source), "the text prefilter would hide this evidence"
+    return device_facts(ProjectView.alone(found))
 
 
 @pytest.mark.parametrize(
@@ -25,6 +28,11 @@ def facts(source: str):
         "import torch\nd = torch.accelerator.current_accelerator()\n",
         "import torch.distributed as dist\ndist.init_process_group('nccl')\n",
         "model = DDP(model, device_ids=[rank])\n",
+        "import os\nlocal_rank = int(os.environ['LOCAL_RANK'])\n",
+        "import torch\ndevice = torch.device(0)\n",
+        "model = model.to(0)\n",
+        "x = make(device=0)\n",
+        "device = 'cuda:0'\n",
     ],
 )
 def test_gpu_evidence(source: str) -> None:
@@ -61,3 +69,11 @@ def test_neither(source: str) -> None:
 
 def test_a_users_own_cuda_module_is_not_evidence() -> None:
     assert not facts("from mylib import cuda\nok = cuda.is_available()\n").gpu_evidence
+
+
+def test_a_callers_evidence_counts() -> None:
+    found = facts_of_text("def train(model, loader):\n    pass\n")
+    assert found is not None
+    alone = device_facts(ProjectView.alone(found))
+    called = device_facts(ProjectView(own=found, gpu_callers=True))
+    assert not alone.gpu_evidence and called.gpu_evidence

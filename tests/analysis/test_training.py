@@ -386,9 +386,10 @@ def test_no_region_for_an_inline_loss() -> None:
     ('device = "cuda" if torch.cuda.is_available() else "cpu"', "device"),
     ('device = "cuda"', "device"),
     ('device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")', "device.type"),
-    ('device = torch.device("cuda") if ok else "cpu"', '"cuda"'),  # a mix: neither spelling works for both
-    ('device = "cuda:0"', '"cuda"'),  # not a device type
-    ("device = args.device", '"cuda"'),
+    # a mix, an index, a value from elsewhere: torch.device(...).type works for every one of them
+    ('device = torch.device("cuda") if ok else "cpu"', "torch.device(device).type"),
+    ('device = "cuda:0"', "torch.device(device).type"),
+    ("device = args.device", "torch.device(device).type"),
 ])
 def test_device_type_code(setup: str, expected: str) -> None:
     facts = facts_of(f"""
@@ -403,7 +404,7 @@ def test_device_type_code(setup: str, expected: str) -> None:
     assert device_type_code(facts, step, scaler_anchor(facts, step.node)) == expected
 
 
-def test_device_bound_after_the_loop_is_not_used() -> None:
+def test_a_device_parameter_is_the_scripts_own_device() -> None:
     facts = facts_of("""
         import torch
         def train(device):
@@ -411,6 +412,32 @@ def test_device_bound_after_the_loop_is_not_used() -> None:
                 loss = model(x.to(device)).mean()
                 loss.backward()
                 opt.step()
+    """)
+    step = only_step(facts)
+    assert device_type_code(facts, step, scaler_anchor(facts, step.node)) == "torch.device(device).type"
+
+
+def test_a_dtype_is_not_a_device() -> None:
+    facts = facts_of("""
+        import torch
+        dtype = torch.bfloat16
+        for x in loader:
+            loss = model(x.to(dtype)).mean()
+            loss.backward()
+            opt.step()
+    """)
+    step = only_step(facts)
+    assert device_type_code(facts, step, scaler_anchor(facts, step.node)) == '"cuda"'
+
+
+def test_device_bound_after_the_loop_is_not_used() -> None:
+    facts = facts_of("""
+        import torch
+        for x in loader:
+            loss = model(x.to(device)).mean()
+            loss.backward()
+            opt.step()
+        device = torch.device("cuda")
     """)
     step = only_step(facts)
     assert device_type_code(facts, step, scaler_anchor(facts, step.node)) == '"cuda"'

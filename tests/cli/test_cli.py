@@ -16,12 +16,13 @@ from gpulint.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# a torchvision dataset yields CPU tensors, so GPU101's fix is the safe one (see docs/fix-safety.md)
 TRAIN = """\
 import torch
 from torch.utils.data import DataLoader
-
+from torchvision.datasets import MNIST
 device = torch.device("cuda")
-loader = DataLoader(dataset, batch_size=32)
+loader = DataLoader(MNIST(), batch_size=32)
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 """
 CLEAN = """\
@@ -116,7 +117,7 @@ def test_fix_applies_safe_fixes_only_and_is_idempotent(project: Path) -> None:
     result = invoke("fix", str(target))
     assert result.exit_code == 1  # the unsafe GPU102 fix was not applied, so a finding remains
     text = target.read_text()
-    assert "DataLoader(dataset, batch_size=32, pin_memory=True)" in text
+    assert "DataLoader(MNIST(), batch_size=32, pin_memory=True)" in text
     assert "lr=1e-3, fused=True)" in text
     assert "Fixed 2 findings." in result.output
     assert "Found 1 finding remaining." in result.output
@@ -129,7 +130,7 @@ def test_fix_with_unsafe_fixes_leaves_nothing(project: Path) -> None:
     target = project / "train.py"
     result = invoke("fix", "--unsafe-fixes", str(target))
     assert result.exit_code == 0
-    assert "num_workers=4" in target.read_text()
+    assert "num_workers=min(4, os.cpu_count() or 1)" in target.read_text()
     assert invoke("check", str(target)).exit_code == 0
 
 
@@ -137,8 +138,8 @@ def test_diff_writes_nothing(project: Path) -> None:
     target = project / "train.py"
     result = invoke("check", "--diff", str(target))
     assert target.read_text() == TRAIN
-    assert "+loader = DataLoader(dataset, batch_size=32, pin_memory=True)" in result.output
-    assert "-loader = DataLoader(dataset, batch_size=32)" in result.output
+    assert "+loader = DataLoader(MNIST(), batch_size=32, pin_memory=True)" in result.output
+    assert "-loader = DataLoader(MNIST(), batch_size=32)" in result.output
     assert "num_workers" not in result.output  # unsafe fixes are not shown without --unsafe-fixes
 
 

@@ -15,8 +15,10 @@ from click.testing import CliRunner, Result
 from gpulint.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-FLAGGED = "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, num_workers=2)\n"
-FIXED = "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, num_workers=2, pin_memory=True)\n"
+# a torchvision dataset yields CPU tensors, so GPU101's fix is the safe one (see docs/fix-safety.md)
+IMPORTS = "import torch\nfrom torch.utils.data import DataLoader; from torchvision.datasets import MNIST as ds\n"
+FLAGGED = IMPORTS + "loader = DataLoader(ds(), num_workers=2)\n"
+FIXED = IMPORTS + "loader = DataLoader(ds(), num_workers=2, pin_memory=True)\n"
 UNSAFE_ONLY = "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, pin_memory=True)\n"
 CLEAN = "import torch\nx = torch.zeros(3)\n"
 
@@ -201,7 +203,7 @@ def test_add_noqa_then_gate_only_new_code(project: Path) -> None:
     result = gpulint("check", "--add-noqa", ".")
     assert result.exit_code == 0 and "Added 2 noqa directives." in result.stdout
     assert (project / "old.py").read_text().splitlines()[2:] == [
-        "loader = DataLoader(ds, num_workers=2)  # noqa: GPU101",
+        "loader = DataLoader(ds(), num_workers=2)  # noqa: GPU101",
         "opt = torch.optim.Adam(p)  # noqa: GPU201",
     ]
     assert gpulint("check", ".").exit_code == 0

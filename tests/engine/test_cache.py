@@ -16,12 +16,13 @@ from gpulint.engine import linter, runner
 from gpulint.engine.cache import CacheError, ResultCache, clean, is_gpulint_cache
 from gpulint.engine.runner import Job, Mode, cached_report, run_jobs
 
+# a torchvision dataset yields CPU tensors, so GPU101's fix is the safe one (see docs/fix-safety.md)
 TRAIN = """\
 import torch
 from torch.utils.data import DataLoader
-
+from torchvision.datasets import MNIST
 device = torch.device("cuda")
-loader = DataLoader(dataset, batch_size=32)
+loader = DataLoader(MNIST(), batch_size=32)
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 """
 
@@ -163,7 +164,7 @@ def test_fix_skips_files_whose_cached_findings_have_no_fix_to_apply(tmp_path: Pa
     assert fixed.findings == checked.findings and fixed.fixed == 0
     monkeypatch.undo()
     unsafe = run_jobs([Job(path, Settings(), Mode.FIX, unsafe=True, cache=cache)])[0]
-    assert unsafe.fixed == 1 and "num_workers=4" in path.read_text()
+    assert unsafe.fixed == 1 and "num_workers=min(4, os.cpu_count() or 1)" in path.read_text()
 
 
 def test_fix_stores_the_fixed_files_findings(train: Path, tmp_path: Path, monkeypatch) -> None:

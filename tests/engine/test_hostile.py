@@ -21,12 +21,13 @@ from gpulint.engine.guard import MAX_CHARS, MAX_DEPTH
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
+# a torchvision dataset yields CPU tensors, so GPU101's fix is the safe one (docs/fix-safety.md)
 TRAIN = """\
 import torch
 from torch.utils.data import DataLoader
-
+from torchvision.datasets import MNIST
 device = torch.device("cuda")
-loader = DataLoader(dataset, batch_size=32)
+loader = DataLoader(MNIST(), batch_size=32)
 """
 FIXED = TRAIN.replace("batch_size=32)", "batch_size=32, pin_memory=True)")
 
@@ -438,7 +439,7 @@ def test_tab_indented_code_is_fixed_with_tabs(tmp_path: Path) -> None:
             "def make(ds):\n\tif ds:\n\t\treturn DataLoader(\n\t\t\tds,\n\t\t\tbatch_size=8,\n\t\t)\n")
     path = tmp_path / "tabs.py"
     path.write_text(text)
-    fix(path)
+    fix(path, extra=("--unsafe-fixes",))  # the dataset is a parameter: the pin_memory fix is unsafe
     assert path.read_text() == text.replace("\t\t\tbatch_size=8,\n", "\t\t\tbatch_size=8,\n\t\t\tpin_memory=True,\n")
 
 

@@ -12,12 +12,13 @@ from click.testing import CliRunner
 
 from gpulint.cli import main
 
+# a torchvision dataset yields CPU tensors, so GPU101's fix is the safe one (docs/fix-safety.md)
 TRAIN = """\
 import torch
 from torch.utils.data import DataLoader
-
+from torchvision.datasets import MNIST
 device = torch.device("cuda")
-loader = DataLoader(dataset, batch_size=32)
+loader = DataLoader(MNIST(), batch_size=32)
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 """
 

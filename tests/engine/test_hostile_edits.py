@@ -19,7 +19,8 @@ from gpulint.engine.linter import fix_text
 from tests.conftest import Gpulint
 
 ALL = Settings(preview=True)
-HEAD = "import torch\nfrom torch.utils.data import DataLoader\n"
+# a torchvision dataset yields CPU tensors, so GPU101's fix is the safe one (docs/fix-safety.md)
+HEAD = "import torch\nfrom torch.utils.data import DataLoader\nfrom torchvision.datasets import MNIST\nds = MNIST('data')\n"
 LOOP = ("device = torch.device('cuda')\nmodel = model.to(device)\n"
         "opt = torch.optim.AdamW(model.parameters())\n"
         "for x, y in DataLoader(ds):\n    loss = model(x).sum()\n    loss.backward()\n    opt.step()\n")
@@ -162,7 +163,9 @@ def test_a_form_feed_in_the_first_indentation_never_reaches_new_code(gl: Gpulint
             "        self.fc = nn.Linear(d, d)\n\n    def forward(self, x):\n        return self.fc(x)\n\n\n"
             "class Net(Base):\n    def __init__(self, d=64):\n        super().__init__()\n"
             "        self.blocks = nn.Sequential(*[Block(d) for _ in range(12)])\n\n"
-            "    def forward(self, x):\n        return self.blocks(x)\n")
+            "    def forward(self, x):\n        return self.blocks(x)\n\n\n"
+            "model = Net().cuda()\nopt = torch.optim.AdamW(model.parameters())\n"  # GPU301 reports trained models
+            "model(torch.randn(8, 64)).sum().backward()\nopt.step()\n")
     path = tmp_path / "model.py"
     path.write_text(text)
     result = gl.fix("--unsafe-fixes", "--select", "GPU301", path)

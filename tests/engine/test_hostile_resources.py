@@ -23,12 +23,13 @@ import pytest
 from gpulint.engine import runner
 from tests.conftest import Gpulint
 
+# a torchvision dataset yields CPU tensors, so GPU101's fix is the safe one (docs/fix-safety.md)
 TRAIN = """\
 import torch
 from torch.utils.data import DataLoader
-
+from torchvision.datasets import MNIST
 device = torch.device("cuda")
-loader = DataLoader(dataset, batch_size=32)
+loader = DataLoader(MNIST(), batch_size=32)
 """
 FIXED = TRAIN.replace("batch_size=32)", "batch_size=32, pin_memory=True)")
 HANG_GUARD_S = 120  # a regression would hang forever; this only ends the test

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import libcst as cst
 from hypothesis import given
 
-from gpulint.analysis.device import GPU_EVIDENCE_NEEDLES, device_facts
-from gpulint.analysis.names import NameTable
+from gpulint.analysis.device import GPU_EVIDENCE_TEXT
+from gpulint.analysis.facts import facts_of_text
 from gpulint.config import Settings
 from gpulint.engine import linter
 from gpulint.engine.linter import lint_text
@@ -42,9 +41,9 @@ def test_gpu_only_rules_still_fire_with_gpu_evidence() -> None:
 @ci(150)
 @given(training_programs())
 def test_gpu_evidence_always_spells_a_needle(text: str) -> None:
-    module = cst.parse_module(text)
-    if device_facts(module, NameTable(module)).gpu_evidence:
-        assert any(needle in text for needle in GPU_EVIDENCE_NEEDLES)
+    facts = facts_of_text(text)
+    if facts is not None and facts.gpu:
+        assert GPU_EVIDENCE_TEXT.search(text)
 
 
 @ci(150)

@@ -15,7 +15,9 @@ from gpulint.engine.source import SourceError, decode_source
 BODY = (
     "import torch\n"
     "from torch.utils.data import DataLoader\n"
+    "from torchvision.datasets import MNIST\n"
     "# caf\u00e9 \u2014 donn\u00e9es\n"
+    "ds = MNIST('data')  # CPU tensors: GPU101's fix is the safe one\n"
     "loader = DataLoader(ds)\n"
 )
 

@@ -27,8 +27,8 @@ SCHEMA = Path(__file__).resolve().parent.parent / "data" / "sarif-2.1.0-subset.s
 SOURCE = """\
 import torch
 from torch.utils.data import DataLoader
-
-loader = DataLoader(ds,
+from torchvision.datasets import MNIST
+loader = DataLoader(MNIST(),
                     batch_size=8)
 opt = torch.optim.Adam(model.parameters())
 """

@@ -19,7 +19,9 @@ import pytest
 from gpulint.output.context import quote_path
 from tests.conftest import Gpulint
 
-TRAIN = b"import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds)\n"
+# MNIST yields CPU tensors: GPU101's fix is the safe one, so `fix --diff` has a diff to show
+TRAIN = (b"import torch\nfrom torch.utils.data import DataLoader\nfrom torchvision.datasets import MNIST\n"
+         b"loader = DataLoader(MNIST('data'))\n")
 NAME = b"caf\xe9 \"x\"\\.py"  # latin-1 e-acute, a quote and a backslash: every escaping matters
 
 

@@ -16,6 +16,15 @@ from tests.fixture_cases import FIXTURES
 
 PATH = Path("model.py")
 BOTH = Settings(select=("GPU301", "GPU302"), preview=True)
+# GPU301 reports only models the project trains: the sources below train theirs
+TRAIN = """
+
+def train(loader, optimizer):
+    model = Model()
+    for x in loader:
+        model(x).sum().backward()
+        optimizer.step()
+"""
 
 
 def _model(depth_expr: str, header: str = "") -> str:
@@ -32,7 +41,7 @@ def _model(depth_expr: str, header: str = "") -> str:
             def forward(self, x):
                 x = self.blocks(x)
                 return x
-        """)
+        """) + TRAIN
 
 
 def _codes(text: str, settings: Settings = BOTH) -> list[str]:
@@ -81,6 +90,13 @@ def test_message_states_depth_and_trade() -> None:
 def test_gpu301_is_preview_only() -> None:
     assert _codes(_model("16"), Settings()) == []
     assert _codes(_model("16"), Settings(preview=True)) == ["GPU301"]
+
+
+def test_gpu301_reports_only_models_the_project_trains() -> None:
+    untrained = _model("16").replace(TRAIN, "")
+    assert _codes(untrained) == []
+    evaluated = untrained + "\nmodel = Model().eval()\nout = model(x)\n"
+    assert _codes(evaluated) == []
 
 
 def test_gpu301_fix_leaves_nothing_for_gpu302() -> None:
@@ -132,7 +148,7 @@ def test_self_parameter_with_another_name() -> None:
                 for layer in me.layers:
                     x = layer(x)
                 return x
-        """)
+        """) + TRAIN
     fixed = fix_text(PATH, text, BOTH, unsafe=True).text
     assert "checkpoint(layer, x, use_reentrant=False) if me.training and torch.is_grad_enabled() else layer(x)" in fixed
 

@@ -8,6 +8,7 @@ tests through module-scoped fixtures and kept to a dozen steps. Speed is never a
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import statistics
 from pathlib import Path
@@ -73,11 +74,12 @@ def test_dataloader_fixture_verifies_with_a_passing_loss_verdict(dataloader_run)
     assert {"GPU101", "GPU102"} <= set(script["rules_applied"])
     assert script["verdict"] == "PASS" and script["passed"] is True
     assert script["comparison"]["loss"]["passed"] is True
-    assert "num_workers=4" in script["diff"] and "pin_memory=True" in script["diff"]
+    assert "num_workers=min(4, os.cpu_count() or 1)" in script["diff"] and "pin_memory=True" in script["diff"]
     assert "loss: PASS" in output and "speed: not measured (numerics-only check)" in output
     rules = {r["code"]: r for r in script["rules"]}
     assert rules["GPU101"]["status"] == rules["GPU102"]["status"] == "exercised"
-    assert "DataLoader (num_workers=4, pin_memory=True) at image_classifier.py:" in rules["GPU102"]["detail"]
+    workers = min(4, os.cpu_count() or 1)  # what the rewrite's num_workers=min(4, os.cpu_count() or 1) gives here
+    assert f"DataLoader (num_workers={workers}, pin_memory=True) at image_classifier.py:" in rules["GPU102"]["detail"]
     training = script["comparison"]["training"]
     assert training["original"]["trained"] and training["rewritten"]["trained"]
 

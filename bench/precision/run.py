@@ -1,0 +1,230 @@
+"""Run gpulint over the corpus repositories present locally and score its findings.
+
+    python bench/precision/run.py                      # lint, then print the tables
+    python bench/precision/run.py --write              # also rewrite the tables in RESULTS.md
+    python bench/precision/run.py --unlabelled         # list findings that have no verdict yet
+    python bench/precision/run.py --gpulint ../old     # score another checkout (for recall today)
+
+Each repository present in the corpus directory (`--corpus`, env GPULINT_CORPUS, default
+~/.cache/gpulint/corpus; see prepare.py) is linted cold (`--no-cache --isolated --preview`,
+every rule including preview ones), its findings are joined with labels.tsv, and recall is
+measured on recall.tsv. Absent repositories are skipped; nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+sys.path.insert(0, str(HERE))
+
+from corpus import DEFAULT_CORPUS, Key, Label, Repo, finding_key, load_labels, load_recall, load_repos  # noqa: E402
+
+STABLE = ("GPU001", "GPU002", "GPU003", "GPU101", "GPU102", "GPU201", "GPU302")
+PREVIEW = ("GPU301",)
+_PROJECT = re.compile(r"gpulint profile: ([\d.]+) s finding files and configuration, ([\d.]+) s project pass")
+_WALL = re.compile(r"gpulint profile: ([\d.]+) s wall, (\d+) workers?; times below are summed over files \(([\d.]+) s\)")
+_PHASE = re.compile(r"^\s+(parse|analysis|rules|placing|prefilter)\s+([\d.]+)", re.MULTILINE)
+
+
+@dataclass
+class RepoRun:
+    repo: Repo
+    findings: list[tuple[Key, str]] = field(default_factory=list)  # (key, message)
+    files: int = 0
+    wall_s: float = 0.0
+    project_s: float = 0.0
+    lint_cpu_s: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)
+    error: str = ""
+
+
+def lint(repo: Repo, corpus: Path, gpulint_path: Path) -> RepoRun:
+    run = RepoRun(repo)
+    env = dict(os.environ, PYTHONPATH=str(gpulint_path))
+    command = [sys.executable, "-m", "gpulint", "check", "--isolated", "--preview", "--no-cache", "--exit-zero",
+               "--output-format", "json", "--profile", repo.slug]
+    started = time.perf_counter()
+    result = subprocess.run(command, cwd=corpus, env=env, capture_output=True, text=True)
+    run.wall_s = time.perf_counter() - started
+    if result.returncode != 0:
+        run.error = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else f"exit {result.returncode}"
+        return run
+    for item in json.loads(result.stdout or "[]"):
+        key = finding_key(repo.slug, item["filename"], item["location"]["row"], item["code"], corpus)
+        if key is not None:
+            run.findings.append((key, item["message"]))
+    project = _PROJECT.search(result.stderr)
+    if project:
+        run.project_s = float(project.group(2))
+    wall = _WALL.search(result.stderr)
+    if wall:
+        run.lint_cpu_s = float(wall.group(3))
+    run.phases = {name: float(seconds) for name, seconds in _PHASE.findall(result.stderr)}
+    files = re.search(r"files: (\d+) linted", result.stderr)
+    run.files = int(files.group(1)) if files else 0
+    return run
+
+
+def present(repos: Sequence[Repo], corpus: Path) -> list[Repo]:
+    return [r for r in repos if (corpus / r.slug).is_dir()]
+
+
+# ---------------------------------------------------------------------------------------------
+# scoring
+
+def precision_table(runs: Sequence[RepoRun], labels: dict[Key, Label]) -> tuple[str, dict[str, Counter]]:
+    """Markdown: findings / TP / FP per repository and rule, then the totals with precision."""
+    codes = STABLE + PREVIEW
+    totals: dict[str, Counter] = defaultdict(Counter)
+    lines = ["| repository | " + " | ".join(codes) + " |", "|---|" + "---:|" * len(codes)]
+    for run in runs:
+        cells = []
+        for code in codes:
+            keys = [k for k, _ in run.findings if k.code == code]
+            counts = Counter(labels[k].verdict if k in labels else "unlabelled" for k in keys)
+            totals[code].update(counts)
+            totals[code]["findings"] += len(keys)
+            if not keys:
+                cells.append("")
+            else:
+                cell = f"{len(keys)}: {counts['TP']} TP"
+                if counts["FP"]:
+                    cell += f", **{counts['FP']} FP**"
+                if counts["unlabelled"]:
+                    cell += f", {counts['unlabelled']} ?"
+                cells.append(cell)
+        lines.append(f"| {run.repo.name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines), totals
+
+
+def recall_of(runs: Sequence[RepoRun], recall: Sequence[tuple[Key, str]]) -> dict[str, tuple[int, int]]:
+    found_keys = {k for run in runs for k, _ in run.findings}
+    scanned = {run.repo.slug for run in runs}
+    out: dict[str, tuple[int, int]] = {}
+    for code in STABLE + PREVIEW:
+        sample = [k for k, _ in recall if k.code == code and k.repo in scanned]
+        out[code] = (sum(1 for k in sample if k in found_keys), len(sample))
+    return out
+
+
+def summary_table(totals: dict[str, Counter], recall: dict[str, tuple[int, int]],
+                  baseline: Optional[dict[str, tuple[int, int]]] = None) -> str:
+    lines = ["| rule | status | findings | TP | FP | precision | recall (sample) |"
+             + (" recall before |" if baseline else ""),
+             "|---|---|---:|---:|---:|---:|---:|" + ("---:|" if baseline else "")]
+    for code in STABLE + PREVIEW:
+        counts = totals.get(code, Counter())
+        labelled = counts["TP"] + counts["FP"]
+        precision = f"{100 * counts['TP'] / labelled:.1f} %" if labelled else "-"
+        found, sample = recall.get(code, (0, 0))
+        row = (f"| {code} | {'preview' if code in PREVIEW else 'stable'} | {counts['findings']} | {counts['TP']} | "
+               f"{counts['FP']} | {precision} | {found}/{sample}"
+               + (f" ({100 * found / sample:.0f} %)" if sample else "") + " |")
+        if baseline:
+            b_found, b_sample = baseline.get(code, (0, 0))
+            row += f" {b_found}/{b_sample} |"
+        lines.append(row)
+    return "\n".join(lines)
+
+
+def timing_table(runs: Sequence[RepoRun]) -> str:
+    lines = ["| repository | files | wall | project pass | parse (ast + LibCST) | rules and analysis |",
+             "|---|---:|---:|---:|---:|---:|"]
+    total = Counter()
+    for run in runs:
+        parse = run.phases.get("parse", 0.0)
+        rest = sum(run.phases.get(p, 0.0) for p in ("analysis", "rules", "placing"))
+        lines.append(f"| {run.repo.name} | {run.files} | {run.wall_s:.2f} s | {run.project_s:.2f} s | "
+                     f"{parse:.2f} s | {rest:.2f} s |")
+        total.update({"files": run.files, "wall": run.wall_s, "project": run.project_s, "parse": parse,
+                      "rest": rest})
+    lines.append(f"| **all** | {total['files']} | {total['wall']:.1f} s | {total['project']:.1f} s | "
+                 f"{total['parse']:.1f} s | {total['rest']:.1f} s |")
+    return "\n".join(lines)
+
+
+def false_positive_list(runs: Sequence[RepoRun], labels: dict[Key, Label]) -> str:
+    lines = []
+    for run in runs:
+        for key, _ in run.findings:
+            label = labels.get(key)
+            if label is not None and label.verdict == "FP":
+                lines.append(f"- {key.code} `{run.repo.name}/{key.location}`: {label.reason}")
+    return "\n".join(lines) if lines else "(none)"
+
+
+def replace_block(text: str, name: str, body: str) -> str:
+    begin, end = f"<!-- {name}:BEGIN -->", f"<!-- {name}:END -->"
+    if begin not in text:
+        return text + f"\n{begin}\n{body}\n{end}\n"
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{begin}\n{body}\n{end}{tail}"
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=Path, default=Path(os.environ.get("GPULINT_CORPUS", DEFAULT_CORPUS)))
+    parser.add_argument("--gpulint", type=Path, default=ROOT, help="checkout whose gpulint to run (PYTHONPATH)")
+    parser.add_argument("--baseline", type=Path, default=None, help="also measure recall of this checkout")
+    parser.add_argument("--only", nargs="*", default=None, help="repository slugs to run (default: all present)")
+    parser.add_argument("--write", action="store_true", help="rewrite the generated tables in RESULTS.md")
+    parser.add_argument("--unlabelled", action="store_true", help="list findings without a verdict")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / ".work" / "precision")
+    parser.add_argument("--repos", type=Path, default=HERE / "repos.toml")
+    parser.add_argument("--labels", type=Path, default=HERE / "labels.tsv")
+    parser.add_argument("--recall", type=Path, default=HERE / "recall.tsv")
+    parser.add_argument("--results", type=Path, default=HERE / "RESULTS.md")
+    args = parser.parse_args(argv)
+    corpus = args.corpus.expanduser()
+    repos = present(load_repos(args.repos), corpus)
+    if args.only:
+        repos = [r for r in repos if r.slug in args.only or r.name in args.only]
+    if not repos:
+        print(f"no corpus repository under {corpus}: run prepare.py first")
+        return 0
+    labels, recall = load_labels(args.labels), load_recall(args.recall)
+    runs = [lint(repo, corpus, args.gpulint) for repo in repos]
+    args.out.mkdir(parents=True, exist_ok=True)
+    for run in runs:
+        if run.error:
+            print(f"{run.repo.name}: gpulint failed: {run.error}", file=sys.stderr)
+        (args.out / f"{run.repo.slug}.json").write_text(
+            json.dumps([{"key": [k.repo, k.location, k.code], "message": m} for k, m in run.findings], indent=1))
+    table, totals = precision_table(runs, labels)
+    measured = recall_of(runs, recall)
+    baseline = None
+    if args.baseline is not None:
+        baseline = recall_of([lint(repo, corpus, args.baseline) for repo in repos], recall)
+    summary = summary_table(totals, measured, baseline)
+    print(summary + "\n\n" + table + "\n\n" + timing_table(runs))
+    if args.unlabelled:
+        for run in runs:
+            for key, message in run.findings:
+                if key not in labels:
+                    print(f"{key.repo}\t{key.location}\t{key.code}\t?\t{message[:90]}")
+    if args.write:
+        results = args.results
+        text = results.read_text(encoding="utf-8") if results.exists() else "# Precision on real code\n"
+        text = replace_block(text, "SUMMARY", summary)
+        text = replace_block(text, "PER-REPOSITORY", table)
+        text = replace_block(text, "TIMING", timing_table(runs))
+        text = replace_block(text, "FALSE-POSITIVES", false_positive_list(runs, labels))
+        results.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

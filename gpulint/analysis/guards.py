@@ -1,0 +1,60 @@
+"""Code that exists to support an old torch: a deprecated call there is deliberate.
+
+`try: new API / except (ImportError, AttributeError, TypeError): old API`, and the branches of
+`if is_torch_version(...)`, `if hasattr(torch, "amp")`, `X if TORCH_GREATER_EQUAL_2_4 else Y`,
+`version.parse(torch.__version__) >= ...` keep a project working on the torch versions it
+supports. Rewriting the old call there breaks exactly the versions that branch was written
+for, so the rules about deprecated or version-dependent API (GPU003, GPU302) stay silent inside.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Optional
+
+import libcst as cst
+
+from gpulint.analysis.training import TrainingFacts
+
+# exceptions an older torch raises for an API it does not have yet
+_FALLBACK_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError", "TypeError", "NameError"})
+# a condition about the installed torch: it names torch and a version test or an attribute probe
+# (`is_torch_version(">=", "2.4")`, `_TORCH_GREATER_EQUAL_2_4`, `hasattr(torch, "amp")`,
+# `version.parse(torch.__version__)`), not merely `torch.cuda.is_available()`
+_TORCH = re.compile(r"torch", re.IGNORECASE)
+_VERSION_TEST = re.compile(r"version|hasattr|greater|less|_\d+_\d+|\d+\.\d+", re.IGNORECASE)
+
+
+def version_guarded(facts: TrainingFacts, node: cst.CSTNode) -> bool:
+    """`node` sits in a branch that only some torch versions take."""
+    child: cst.CSTNode = node
+    for ancestor in facts.ancestors(node):
+        if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test:
+            test = facts.ctx.code(ancestor.test)
+            if _TORCH.search(test) and _VERSION_TEST.search(test):
+                return True
+        elif isinstance(ancestor, cst.Try) and _catches_fallback(facts, ancestor.handlers):
+            return True
+        elif isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        child = ancestor
+    return False
+
+
+def _catches_fallback(facts: TrainingFacts, handlers: Iterable[cst.ExceptHandler]) -> bool:
+    for handler in handlers:
+        if handler.type is None:
+            return True  # a bare `except:` around an API call: a fallback of some kind
+        if _names(handler.type) & _FALLBACK_ERRORS:
+            return True
+    return False
+
+
+def _names(expr: Optional[cst.BaseExpression]) -> set[str]:
+    if isinstance(expr, cst.Name):
+        return {expr.value}
+    if isinstance(expr, cst.Attribute):
+        return {expr.attr.value}
+    if isinstance(expr, cst.Tuple):
+        return {name for element in expr.elements for name in _names(element.value)}
+    return set()

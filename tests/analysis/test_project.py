@@ -1,0 +1,310 @@
+"""The project model: facts from the files around a file change what its rules say.
+
+Each test writes a small project of its own to a temporary directory and runs the real CLI on
+it, the way a user runs `gpulint check`, with and without the results cache.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Optional
+
+import pytest
+from click.testing import CliRunner
+
+from gpulint.analysis.facts import IN_MEMORY, NOTHING, WORK, facts_of_text
+from gpulint.analysis.project import Project
+from gpulint.cli import main
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "pyproject.toml").write_text("[project]\nname = 'demo'\n", encoding="utf-8")
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+
+
+def findings(root: Path, *args: str, cache: Optional[Path] = None) -> list[tuple[str, int, str]]:
+    options = ["--no-cache"] if cache is None else ["--cache-dir", str(cache)]
+    result = CliRunner().invoke(main, ["check", "--output-format", "json", "--preview", *options, *args, str(root)])
+    assert result.exit_code in (0, 1), result.output
+    out = json.loads(result.stdout)
+    return sorted((Path(f["filename"]).relative_to(root).as_posix(), f["location"]["row"], f["code"]) for f in out)
+
+
+def codes(found: list[tuple[str, int, str]], path: str) -> list[str]:
+    return [code for name, _, code in found if name == path]
+
+
+TRAIN_STEP = """\
+def train(model, loader, optimizer):
+    for x, y in loader:
+        loss = model(x).sub(y).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+# ---------------------------------------------------------------------------------------------
+# callers decide the device and the loss scaling
+
+def test_grad_scaler_in_the_caller_keeps_fused_sgd_away(tmp_path: Path) -> None:
+    """yolov5: SGD with momentum is built in utils/, the GradScaler lives in train.py."""
+    write(tmp_path, {
+        "utils/__init__.py": "",
+        "utils/torch_utils.py": """\
+            import torch
+
+            def smart_optimizer(model, momentum):
+                return torch.optim.SGD(model.parameters(), lr=0.01, momentum=momentum, nesterov=True)
+
+            def plain_optimizer(model):
+                return torch.optim.SGD(model.parameters(), lr=0.01)
+            """,
+        "train.py": """\
+            import torch
+            from utils.torch_utils import smart_optimizer
+
+            scaler = torch.amp.GradScaler("cuda")
+            optimizer = smart_optimizer(model.cuda(), 0.937)
+            """,
+    })
+    found = findings(tmp_path, "--select", "GPU201")
+    # the SGD with momentum is silent; the one without momentum keeps no buffer and is reported
+    assert [(name, row) for name, row, _ in found] == [("utils/torch_utils.py", 7)]
+
+
+def test_gpu_evidence_comes_from_the_caller(tmp_path: Path) -> None:
+    """pytorch/examples FSDP: the step runs in utils/train_utils.py, the device is chosen in main.py."""
+    write(tmp_path, {"steps.py": "import torch\n\n" + TRAIN_STEP, "lib.py": "import torch\n\n" + TRAIN_STEP})
+    alone = findings(tmp_path, "--select", "GPU001")
+    assert alone == []
+    (tmp_path / "main.py").write_text("import torch\nfrom steps import train\n\ntrain(Net().cuda(), loader, opt)\n",
+                                      encoding="utf-8")
+    with_caller = findings(tmp_path, "--select", "GPU001")
+    assert with_caller == [("steps.py", 6, "GPU001")]  # lib.py has no caller with a GPU
+
+
+def test_mixed_precision_in_an_imported_model_silences_gpu001(tmp_path: Path) -> None:
+    """nanochat: layers cast their weights to the input dtype; the script trains without autocast."""
+    write(tmp_path, {
+        "model.py": """\
+            import torch.nn.functional as F
+            from torch import nn
+
+            class Linear(nn.Linear):
+                def forward(self, x):
+                    return F.linear(x, self.weight.to(dtype=x.dtype))
+            """,
+        "train.py": "import torch\nfrom model import Linear\n\nmodel = Linear(8, 8).cuda()\n\n" + TRAIN_STEP,
+        "other.py": "import torch\n\nmodel = Net().cuda()\n\n" + TRAIN_STEP,
+    })
+    assert findings(tmp_path, "--select", "GPU001") == [("other.py", 8, "GPU001")]
+
+
+def test_fsdp_policy_in_the_entry_script_silences_the_step_module(tmp_path: Path) -> None:
+    write(tmp_path, {
+        "train_utils.py": "import torch\n\n" + TRAIN_STEP,
+        "main.py": """\
+            import torch
+            from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, MixedPrecision
+            from train_utils import train
+
+            model = FSDP(Net().cuda(), mixed_precision=MixedPrecision(param_dtype=torch.bfloat16))
+            train(model, loader, opt)
+            """,
+    })
+    assert codes(findings(tmp_path, "--select", "GPU001"), "train_utils.py") == []
+
+
+# ---------------------------------------------------------------------------------------------
+# dataset classes defined in other files
+
+DATASETS = """\
+    import torch
+    from torch.utils.data import Dataset
+
+    class InMemory(Dataset):
+        def __init__(self, n):
+            self.data = torch.randn(n, 8)
+        def __len__(self):
+            return len(self.data)
+        def __getitem__(self, i):
+            return self.data[i]
+
+    class Prompts(Dataset):
+        def __init__(self, prompt, n):
+            self.prompt, self.n = prompt, n
+        def __len__(self):
+            return self.n
+        def __getitem__(self, i):
+            return {"prompt": self.prompt, "index": i}
+
+    class Files(Dataset):
+        def __init__(self, paths):
+            self.paths = paths
+        def __len__(self):
+            return len(self.paths)
+        def __getitem__(self, i):
+            return torch.load(self.paths[i])
+    """
+
+
+@pytest.mark.parametrize("importing", [
+    "from data import InMemory, Prompts, Files",
+    "from data import *",
+    "import data\nInMemory, Prompts, Files = data.InMemory, data.Prompts, data.Files",
+])
+def test_dataset_classes_are_read_where_they_are_defined(tmp_path: Path, importing: str) -> None:
+    write(tmp_path, {"data.py": DATASETS, "train.py": f"""\
+import torch
+from torch.utils.data import DataLoader
+{importing}
+
+device = torch.device("cuda")
+a = DataLoader(InMemory(64), batch_size=8)
+b = DataLoader(Prompts("a dog", 4), batch_size=1)
+c = DataLoader(Files(paths), batch_size=8)
+"""})
+    found = [(row, code) for name, row, code in findings(tmp_path, "--select", "GPU101,GPU102") if name == "train.py"]
+    offset = importing.count("\n")
+    a, b, c = 6 + offset, 7 + offset, 8 + offset
+    if importing.startswith("import data"):
+        # `InMemory = data.InMemory` is an assignment of an attribute: the class is not followed
+        assert (a, "GPU101") in found and (c, "GPU102") in found
+        return
+    assert found == sorted([(a, "GPU101"), (c, "GPU101"), (c, "GPU102")])
+    assert not any(row == b for row, _ in found)
+
+
+def test_relative_imports_inside_a_package(tmp_path: Path) -> None:
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/data.py": DATASETS, "pkg/train.py": """\
+        import torch
+        from torch.utils.data import DataLoader
+        from .data import InMemory, Files
+
+        device = torch.device("cuda")
+        a = DataLoader(InMemory(64), batch_size=8, pin_memory=True)
+        c = DataLoader(Files(paths), batch_size=8, pin_memory=True)
+        """})
+    assert findings(tmp_path, "--select", "GPU102") == [("pkg/train.py", 7, "GPU102")]
+
+
+def test_dataset_kinds() -> None:
+    facts = facts_of_text(textwrap.dedent(DATASETS) + textwrap.dedent("""
+        class Windows(Dataset):
+            def __getitem__(self, index):
+                start = index * self.block
+                return self.data[start:start + self.block], self.data[start + 1:start + self.block + 1]
+
+        class RandomTokens(Dataset):
+            def __getitem__(self, index):
+                return {"input_ids": torch.randint(0, 100, (64,))}
+
+        class Configured(Dataset):
+            def __getitem__(self, index):
+                return {"size": self.config["size"], "index": index}
+        """))
+    assert facts is not None
+    assert {name: c.dataset for name, c in facts.classes.items()} == {
+        "InMemory": IN_MEMORY, "Prompts": NOTHING, "Files": WORK, "Windows": IN_MEMORY,
+        "RandomTokens": IN_MEMORY, "Configured": NOTHING}
+
+
+# ---------------------------------------------------------------------------------------------
+# test files, GPU301's trained models, and the cache
+
+def test_test_files_are_silent_for_training_rules_unless_asked(tmp_path: Path) -> None:
+    step = ("import torch\n\nLEGACY = torch.cuda.amp.GradScaler\nmodel = Net().cuda()\n"
+            "opt = torch.optim.Adam(model.parameters())\n\n" + TRAIN_STEP)
+    write(tmp_path, {"tests/test_train.py": step, "conftest.py": step, "train_test.py": step})
+    found = findings(tmp_path)
+    # only the name-based rule (the deprecated import) reports in test code
+    assert {code for _, _, code in found} == {"GPU003"}
+    (tmp_path / "pyproject.toml").write_text("[tool.gpulint]\nlint-tests = true\n", encoding="utf-8")
+    assert {"GPU001", "GPU201"} <= {code for _, _, code in findings(tmp_path)}
+
+
+def test_gpu301_reports_models_a_training_script_uses_through_a_registry(tmp_path: Path) -> None:
+    """DiT: train.py picks `DiT_models[args.model]`, a registry of factories that build `DiT`."""
+    write(tmp_path, {
+        "models.py": """\
+            from torch import nn
+
+            class DiT(nn.Module):
+                def __init__(self, depth=28):
+                    super().__init__()
+                    self.blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(depth)])
+                def forward(self, x):
+                    for block in self.blocks:
+                        x = block(x)
+                    return x
+
+            class Unused(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.blocks = nn.Sequential(*[nn.Linear(8, 8) for _ in range(16)])
+                def forward(self, x):
+                    return self.blocks(x)
+
+            def DiT_XL_2(**kwargs):
+                return DiT(depth=28, **kwargs)
+
+            DiT_models = {"DiT-XL/2": DiT_XL_2}
+            """,
+        "train.py": "import torch\nfrom models import DiT_models\n\nmodel = DiT_models[name]().cuda()\n\n"
+                    + TRAIN_STEP,
+    })
+    assert codes(findings(tmp_path, "--select", "GPU301"), "models.py") == ["GPU301"]
+
+
+def test_gpu301_reports_models_of_a_module_used_as_a_registry(tmp_path: Path) -> None:
+    """MAE and DINO: `models_mae.__dict__[args.model]()` picks the model by name from the module."""
+    write(tmp_path, {
+        "models_mae.py": """            from torch import nn
+
+            class MaskedAutoencoder(nn.Module):
+                def __init__(self, depth=24):
+                    super().__init__()
+                    self.blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(depth)])
+                def forward(self, x):
+                    for block in self.blocks:
+                        x = block(x)
+                    return x
+            """,
+        "main_pretrain.py": "import torch\nimport models_mae\n\nmodel = models_mae.__dict__[name]().cuda()\n\n"
+                            + TRAIN_STEP,
+    })
+    assert codes(findings(tmp_path, "--select", "GPU301"), "models_mae.py") == ["GPU301"]
+
+
+def test_a_changed_fact_elsewhere_invalidates_the_cached_result(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    cache = tmp_path / "cache"
+    write(project, {
+        "opt.py": "import torch\n\ndef make(model):\n    return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)\n",
+        "train.py": "import torch\nfrom opt import make\n\nscaler = torch.amp.GradScaler('cuda')\nopt = make(Net().cuda())\n",
+    })
+    assert findings(project, "--select", "GPU201", cache=cache) == []
+    assert findings(project, "--select", "GPU201", cache=cache) == []  # from the cache
+    (project / "train.py").write_text("import torch\nfrom opt import make\n\nopt = make(Net().cuda())\n",
+                                      encoding="utf-8")
+    assert findings(project, "--select", "GPU201", cache=cache) == [("opt.py", 4, "GPU201")]
+
+
+def test_callers_are_transitive_and_cycles_terminate() -> None:
+    sources = {
+        "a.py": "import b\n",
+        "b.py": "import c\n",
+        "c.py": "import b\nimport torch\n",  # b <-> c form a cycle
+        "d.py": "x = 1\n",
+    }
+    facts = {name: facts_of_text(text) for name, text in sources.items()}
+    project = Project(Path("/"), {k: v for k, v in facts.items() if v is not None})
+    assert project.callers("c.py") == {"a.py", "b.py"}
+    assert project.callers("b.py") == {"a.py", "c.py"}
+    assert project.callers("d.py") == frozenset()
