@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gpulint.output.docs import rules_table  # noqa: E402
-from gpulint.rules import DOCUMENTED_RULES  # noqa: E402
+from gpulint.rules import all_rules  # noqa: E402
 
 BEGIN, END = "<!-- RULES:BEGIN -->", "<!-- RULES:END -->"
 
@@ -21,7 +21,7 @@ def rules_section() -> str:
         "`safe` fixes keep behaviour and are applied by `gpulint fix`; `unsafe` fixes may change numerics or\n"
         "semantics and are applied only with `--unsafe-fixes`. `preview` rules run only with `--preview` or when\n"
         "selected by their code. `gpulint rule CODE` prints a rule's full documentation, with the measured figure\n"
-        "behind it and its source.\n\n" + rules_table(DOCUMENTED_RULES) + "\n"
+        "behind it and its source.\n\n" + rules_table(all_rules()) + "\n"
     )
 
 

@@ -16,23 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from gpulint.config import Settings, parse_codes, parse_version
+from gpulint.core.settings import Settings
+from gpulint.rules import all_options
+from gpulint.selectors import parse_codes
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "rules"
 _EXPECT = re.compile(r"^#\s*expect:\s*(\d+):(\d+)\s+(GPU\d+)\s*$")
 _SETTINGS = re.compile(r"^#\s*gpulint-test:\s*(.*)$")
-
-_OPTION_TYPES = {
-    "amp-dtype": str,
-    "num-workers": int,
-    "checkpoint-min-depth": int,
-    "checkpoint-unknown-depth": lambda v: v.lower() == "true",
-    "torch-version": parse_version,
-    "lint-tests": lambda v: v.lower() == "true",
-    "allow-zero-workers": lambda v: v.lower() == "true",
-}
-
 
 @dataclass(frozen=True)
 class Case:
@@ -53,6 +44,7 @@ def load_case(path: Path) -> Case:
     code = path.parent.name
     select = (code,)
     options: dict[str, object] = {}
+    known = {option.key: option for option in all_options()}
     expected = []
     for line in path.read_text(encoding="utf-8").splitlines():
         if not line.startswith("#"):
@@ -70,8 +62,8 @@ def load_case(path: Path) -> Case:
                 if key == "select":
                     select = parse_codes(value)
                 else:
-                    options[key.replace("-", "_")] = _OPTION_TYPES[key](value)
-    settings = Settings(select=select, preview=True, **options)  # type: ignore[arg-type]
+                    options[key] = known[key].kind.from_text(value)  # any option, typed by its kind
+    settings = Settings(select=select, preview=True).with_values(options)
     return Case(path, settings, tuple(sorted(expected)))
 
 

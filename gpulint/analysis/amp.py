@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from gpulint.engine.context import FileContext
+from gpulint.core.context import FileContext
 
 AUTOCAST = frozenset({"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"})
 AUTOCAST_DEPRECATED = frozenset({

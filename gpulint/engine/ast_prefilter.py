@@ -9,7 +9,7 @@ cost of LibCST. One walk over that tree collects what the rules' `ast_needles` a
 - the names of attributes that are called (`loss.backward()` -> `backward`).
 
 Scopes, shadowing and rebinding are ignored on purpose: the alias table LibCST's rules use
-(analysis/names.py) resolves a name only through an import binding and only when every
+(core/names.py) resolves a name only through an import binding and only when every
 binding agrees, so the set collected here is a superset of what it can resolve. When a name
 might resolve, the file goes through; only a file where no needle group of a rule can be
 met is kept from LibCST for that rule.

@@ -86,7 +86,7 @@ def text_size(text: str) -> int:
 def too_large(text: str, limit: int = MAX_CHARS) -> Optional[Refusal]:
     if len(text) <= limit // 4 or text_size(text) <= limit:  # (a character is at most 4 bytes)
         return None
-    from gpulint.config import format_size
+    from gpulint.core.options import format_size
 
     return Refusal(f"file is too large to analyse ({text_size(text) / 2**20:.1f} MB; max-file-size is "
                    f"{format_size(limit)})")

@@ -38,9 +38,11 @@ def rule_markdown(rule: type[Rule]) -> str:
         "",
         "## Fix safety",
         docs.section("fix_safety"),
-        "",
-        f"Docs: {rule.url()}",
     ]
+    if rule.options:
+        parts += ["", "## Options", ""]
+        parts += [f"- `{option.key}` (default `{option.show()}`): {option.help}" for option in rule.options]
+    parts += ["", f"Docs: {rule.url()}"]
     return "\n".join(parts)
 
 

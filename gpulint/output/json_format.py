@@ -6,8 +6,8 @@ import json
 import os
 from typing import Any, Sequence
 
-from gpulint.engine.findings import Finding, Location
-from gpulint.output.context import escape_surrogates
+from gpulint.core.findings import Finding, Location
+from gpulint.output.display import escape_surrogates
 
 
 def _location(loc: Location) -> dict[str, int]:

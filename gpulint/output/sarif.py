@@ -9,8 +9,8 @@ from typing import Any, Optional, Sequence
 from urllib.parse import quote
 
 from gpulint import __version__
-from gpulint.engine.findings import Finding, Location
-from gpulint.output.context import RenderContext, escape_surrogates
+from gpulint.core.findings import Finding, Location
+from gpulint.output.display import RenderContext, escape_surrogates
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://gpulint.dev"
@@ -37,6 +37,7 @@ def _region(start: Location, end: Location) -> dict[str, int]:
 
 def rule_descriptor(rule: Any) -> dict[str, Any]:
     from gpulint.output.docs import rule_markdown
+    from gpulint.rules.gpu000_invalid_file import InvalidFile
 
     markdown = rule_markdown(rule)
     return {
@@ -47,7 +48,7 @@ def rule_descriptor(rule: Any) -> dict[str, Any]:
         "help": {"text": markdown, "markdown": markdown},
         "helpUri": rule.url(),
         "defaultConfiguration": {"level": "error", "enabled": not rule.preview},
-        "properties": {"tags": ["performance", "pytorch"] if rule.code != "GPU000" else ["correctness"],
+        "properties": {"tags": ["performance", "pytorch"] if rule is not InvalidFile else ["correctness"],
                        "fix": rule.fix.value if rule.fix is not None else "none"},
     }
 
@@ -82,9 +83,9 @@ def _result(finding: Finding, index: dict[str, int]) -> dict[str, Any]:
 
 
 def sarif_log(findings: Sequence[Finding]) -> dict[str, Any]:
-    from gpulint.rules import DOCUMENTED_RULES
+    from gpulint.rules import all_rules
 
-    rules = sorted(DOCUMENTED_RULES, key=lambda r: r.code)
+    rules = all_rules()
     index = {rule.code: i for i, rule in enumerate(rules)}
     return {
         "$schema": SARIF_SCHEMA,

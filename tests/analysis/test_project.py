@@ -14,9 +14,9 @@ from typing import Optional
 import pytest
 from click.testing import CliRunner
 
-from gpulint.analysis.facts import IN_MEMORY, NOTHING, WORK, facts_of_text
-from gpulint.analysis.project import Project
 from gpulint.cli import main
+from gpulint.project.facts import IN_MEMORY, NOTHING, WORK, facts_of_text
+from gpulint.project.view import Project
 
 
 def write(root: Path, files: dict[str, str]) -> None:

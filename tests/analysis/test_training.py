@@ -10,9 +10,15 @@ import pytest
 
 from gpulint.analysis.amp import ANY_AUTOCAST
 from gpulint.analysis.training import Coverage, TrainingFacts, training_facts
-from gpulint.config import Settings
-from gpulint.engine.context import FileContext
-from gpulint.rules.amp_rewrite import autocast_region, device_type_code, loss_statement, scaler_anchor, scaler_name
+from gpulint.core.context import FileContext
+from gpulint.core.settings import Settings
+from gpulint.rewrites.mixed_precision import (
+    autocast_region,
+    device_type_code,
+    loss_statement,
+    scaler_anchor,
+    scaler_name,
+)
 
 
 def facts_of(source: str) -> TrainingFacts:

@@ -17,13 +17,13 @@ from typing import Callable
 import pytest
 from hypothesis import given
 
-from gpulint.config import Settings
+from gpulint.core.findings import Finding
+from gpulint.core.settings import Settings
 from gpulint.engine import ast_prefilter, linter
 from gpulint.engine.ast_prefilter import AstFacts, scan, text_may_meet
-from gpulint.engine.findings import Finding
 from gpulint.engine.guard import MAX_DEPTH
 from gpulint.engine.linter import lint_text
-from gpulint.rules import ALL_RULES
+from gpulint.rules import all_rules
 from tests.engine.test_properties import ci, training_programs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,7 +92,7 @@ def test_resolves_through_every_import_form(code: str, qualified: str) -> None:
     "from ..torch import optim\noptim.Adam(p)",
 ])
 def test_relative_imports_resolve_to_nothing(code: str) -> None:
-    # the alias table never resolves a relative import either (analysis/names.py)
+    # the alias table never resolves a relative import either (core/names.py)
     assert not facts(code).has("torch.optim.Adam")
 
 
@@ -137,7 +137,7 @@ def test_text_cooccurrence_follows_the_needles() -> None:
 
 
 def test_every_rule_needle_is_well_formed() -> None:
-    for rule in ALL_RULES:
+    for rule in all_rules():
         for group in rule.ast_needles or ():
             assert group, rule.code
             for needle in group:

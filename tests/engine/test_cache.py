@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from gpulint.cli import main
-from gpulint.config import Settings
+from gpulint.core.settings import Settings
 from gpulint.engine import linter, runner
 from gpulint.engine.cache import CacheError, ResultCache, clean, is_gpulint_cache
 from gpulint.engine.runner import Job, Mode, cached_report, run_jobs
@@ -78,7 +78,7 @@ def test_key_changes_with_content_settings_path_and_linter(train: Path, tmp_path
     base = cache.key(train, raw, Settings())
     assert cache.key(train, raw, Settings()) == base
     assert cache.key(train, raw + b"\n", Settings()) != base
-    assert cache.key(train, raw, Settings(num_workers=8)) != base
+    assert cache.key(train, raw, Settings().with_values({"num-workers": 8})) != base
     assert cache.key(train, raw, Settings(ignore=("GPU101",))) != base
     assert cache.key(tmp_path / "other.py", raw, Settings()) != base
     other_linter = ResultCache(cache.directory, "another gpulint build")

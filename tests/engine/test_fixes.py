@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpulint.engine.fixes import Applicability, Edit, Fix, apply_fixes, minimize
+from gpulint.core.edits import Applicability, Edit, Fix, apply_fixes, minimize
 
 
 def fix(*edits: Edit) -> Fix:

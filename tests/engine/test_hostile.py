@@ -15,7 +15,9 @@ import pytest
 from click.testing import CliRunner
 
 import gpulint.cli as cli
-from gpulint.engine import linter, source
+import gpulint.cli.lint as cli_lint
+from gpulint.core import source
+from gpulint.engine import linter
 from gpulint.engine.guard import MAX_CHARS, MAX_DEPTH
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -290,14 +292,14 @@ def test_path_that_vanishes_before_it_is_read(tmp_path: Path, monkeypatch) -> No
     for i in range(10):  # enough for the process pool
         (tmp_path / f"train_{i}.py").write_text(TRAIN)
     gone = tmp_path / "train_3.py"
-    collect = cli.collect_jobs
+    collect = cli_lint.collect_jobs
 
     def collect_then_delete(*args, **kwargs):
         jobs = collect(*args, **kwargs)
         gone.unlink()
         return jobs
 
-    monkeypatch.setattr(cli, "collect_jobs", collect_then_delete)
+    monkeypatch.setattr(cli_lint, "collect_jobs", collect_then_delete)
     result = check(tmp_path, extra=("-j", "2"))
     assert_no_traceback(result)
     assert result.exit_code == EXIT_FINDINGS
@@ -479,7 +481,7 @@ def test_fix_keeps_mode_and_replaces_atomically(tmp_path: Path, monkeypatch) -> 
 # -- gpulint's own bugs ------------------------------------------------------------------------
 
 def test_internal_error_is_one_line_and_v_shows_the_traceback(tmp_path: Path, monkeypatch) -> None:
-    from gpulint.rules.dataloader import DataLoaderPinMemory
+    from gpulint.rules.gpu101_dataloader_without_pin_memory import DataLoaderPinMemory
 
     def broken(self, node) -> None:  # noqa: ANN001
         raise KeyError("simulated bug")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpulint.config import Settings
+from gpulint.core.settings import Settings
 from gpulint.engine import linter
 from gpulint.engine.linter import fix_text
 from tests.conftest import Gpulint

@@ -7,10 +7,10 @@ from pathlib import Path
 from hypothesis import given
 
 from gpulint.analysis.device import GPU_EVIDENCE_TEXT
-from gpulint.analysis.facts import facts_of_text
-from gpulint.config import Settings
+from gpulint.core.settings import Settings
 from gpulint.engine import linter
 from gpulint.engine.linter import lint_text
+from gpulint.project.facts import facts_of_text
 from tests.engine.test_properties import ALL, ci, training_programs
 
 PATH = Path("train.py")

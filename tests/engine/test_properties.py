@@ -24,9 +24,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpulint.config import Settings
+from gpulint.core.edits import apply_fixes
+from gpulint.core.settings import Settings
 from gpulint.engine.cache import ResultCache
-from gpulint.engine.fixes import apply_fixes
 from gpulint.engine.linter import MAX_FIX_ROUNDS, fix_text, lint_text
 from gpulint.engine.runner import Job, Mode, run_jobs
 
@@ -181,7 +181,7 @@ def _fix_rounds(text: str) -> str:
     """fix_text's loop, checking after every round that nothing outside the edits changed."""
     for _ in range(MAX_FIX_ROUNDS):
         findings = lint_text(PATH, text, ALL).findings
-        fixes = [f.fix.as_fix() for f in findings if f.fix is not None]
+        fixes = [f.fix for f in findings if f.fix is not None]
         if not fixes:
             return text
         new_text, applied = apply_fixes(text, fixes)

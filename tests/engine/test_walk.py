@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from gpulint.engine.walk import TRIVIA, trivia_skip, walk
+from gpulint.core.walk import TRIVIA, trivia_skip, walk
 
 SOURCE = '''\
 """Doc."""

@@ -1,0 +1,99 @@
+"""A finding as every output format sees it: plain data, picklable and cacheable."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from gpulint.core.edits import Applicability, Edit, Fix
+
+
+@dataclass(frozen=True, order=True)
+class Location:
+    row: int
+    column: int
+
+
+@dataclass(frozen=True)
+class FixEdit(Edit):
+    """A text edit with the positions output formats print."""
+
+    location: Location
+    end_location: Location
+
+
+@dataclass(frozen=True)
+class Finding:
+    path: str
+    code: str
+    name: str
+    message: str
+    location: Location
+    end_location: Location
+    fix: Optional[Fix[FixEdit]] = None
+    url: Optional[str] = None
+    # rows a suppression comment may sit on: the reported statement's lines
+    noqa_rows: tuple[int, int] = (0, 0)
+
+    @property
+    def sort_key(self) -> tuple:
+        return (self.path, self.location.row, self.location.column, self.code, self.message)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for the cache and for worker processes."""
+        fix = None
+        if self.fix is not None:
+            fix = {
+                "applicability": self.fix.applicability.value,
+                "message": self.fix.message,
+                "edits": [
+                    [e.start, e.end, e.content, e.location.row, e.location.column, e.end_location.row, e.end_location.column]
+                    for e in self.fix.edits
+                ],
+            }
+        return {
+            "path": self.path, "code": self.code, "name": self.name, "message": self.message,
+            "location": [self.location.row, self.location.column],
+            "end_location": [self.end_location.row, self.end_location.column],
+            "fix": fix, "url": self.url, "noqa_rows": list(self.noqa_rows),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Finding":
+        """The inverse of `to_dict`. Data of any other shape raises TypeError or ValueError (a
+        cache entry that raises is a miss): a wrong type must never reach the output code."""
+        fix = None
+        if data.get("fix") is not None:
+            f = _typed(data["fix"], dict)
+            edits = []
+            for edit in _typed(f["edits"], list):
+                start, end, content, r1, c1, r2, c2 = _typed(edit, list)
+                if not _natural(start) <= _natural(end):
+                    raise ValueError("edit ends before it starts")
+                edits.append(FixEdit(start, end, _typed(content, str), _location([r1, c1]), _location([r2, c2])))
+            fix = Fix(Applicability(f["applicability"]), _typed(f["message"], str), tuple(edits))
+        url = data.get("url")
+        first, last = _typed(data.get("noqa_rows", [0, 0]), list)
+        return cls(
+            path=_typed(data["path"], str), code=_typed(data["code"], str), name=_typed(data["name"], str),
+            message=_typed(data["message"], str), location=_location(data["location"]),
+            end_location=_location(data["end_location"]), fix=fix, url=None if url is None else _typed(url, str),
+            noqa_rows=(_natural(first, 0), _natural(last, 0)),
+        )
+
+
+def _typed(value: Any, kind: type) -> Any:
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise TypeError(f"expected {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def _natural(value: Any, least: int = 0) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not least <= value < 2 ** 63:
+        raise ValueError(f"expected an integer >= {least}, got {value!r}")
+    return value
+
+
+def _location(value: Any) -> Location:
+    row, column = _typed(value, list)
+    return Location(_natural(row, 1), _natural(column, 1))
