@@ -241,6 +241,7 @@ class DataLoaderPinMemory(_DataLoaderRule):
     summary = "DataLoader without pin_memory=True"
     impact = "asynchronous host-to-device copies (PyTorch Tuning Guide)"
     fix = Applicability.SAFE
+    fix_detail = "safe (dataset known to yield CPU tensors); unsafe (otherwise)"
     docs = RuleDocs(
         what="""
         Checks for `torch.utils.data.DataLoader(...)` calls that do not pass `pin_memory`,
@@ -331,7 +332,8 @@ class DataLoaderNumWorkers(_DataLoaderRule):
     code = "GPU102"
     name = "dataloader-without-workers"
     summary = "DataLoader loads batches in the training process (num_workers=0)"
-    impact = "1.65-1.80x with GPU101 on the shipped image-classifier fixture, 2 CPU cores (bench/verify_dataloader.py)"
+    impact = ("1.65-1.80x with GPU101 on the shipped image-classifier fixture when a CPU core is free; "
+              "0.87-1.17x with both cores busy (bench/verify_dataloader.py)")
     fix = Applicability.UNSAFE
     docs = RuleDocs(
         what="""
