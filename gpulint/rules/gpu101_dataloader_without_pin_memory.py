@@ -9,7 +9,7 @@ from gpulint.analysis.datasets import (
     DATALOADER_NEEDLES,
     dataloader_call,
 )
-from gpulint.core.arguments import positional_args
+from gpulint.core.arguments import KeywordArgs, positional_args
 from gpulint.core.edits import Applicability
 from gpulint.core.pending import PendingFix, Replace
 from gpulint.core.rewrite import add_keyword
@@ -31,6 +31,7 @@ class DataLoaderPinMemory(Rule):
     target = Target.NOT_CPU_ONLY
     in_tests = False
     fix = Applicability.SAFE
+    fix_detail = "safe (dataset known to yield CPU tensors); unsafe (otherwise)"
     verification = Verification(NEUTRAL, ("dataloader",), "the DataLoader with pin_memory=True yields batches",
                                 lambda kind, details: details.get("pin_memory") is True)
     docs = RuleDocs(
@@ -74,9 +75,22 @@ class DataLoaderPinMemory(Rule):
         change. Not reported when the dataset visibly holds tensors on the GPU (`.to(device)`
         or `device=` when built, also through the names it is built from), when its items
         carry no tensors (a prompt and an index), for batches that feed JAX, for a loader used
-        for one batch (`next(iter(DataLoader(...)))`), or in test files.
+        for one batch (`next(iter(DataLoader(...)))`), when the `collate_fn` comes from a module that
+        defines a batch container with `.to()` but no `.pin_memory()` (DETR's NestedTensor: the pin
+        thread passes it through unpinned), on a TPU (`torch_xla`), or in test files.
         """,
     )
+
+    def _collate_returns_unpinnable(self, kwargs: KeywordArgs) -> bool:
+        """`collate_fn=` a function of a module that defines a batch container without `pin_memory()`."""
+        collate = kwargs.get("collate_fn") if kwargs.has("collate_fn") else None
+        if collate is None:
+            return False
+        project = self.ctx.project
+        if isinstance(collate, cst.Name) and self.ctx.names.binding_scope(collate) is self.ctx.names.module_scope \
+                and collate.value in project.own.unpinned_collates:
+            return True
+        return self.ctx.qualname(collate) in project.unpinned_collates
 
     def visit_Call(self, node: cst.Call) -> None:
         loader = dataloader_call(self.ctx, node)
@@ -93,6 +107,8 @@ class DataLoaderPinMemory(Rule):
             return  # a dataset class the file neither defines nor imports
         if self.ctx.project.own.jax:
             return  # batches feed JAX as NumPy arrays: torch's pinned memory does not reach them
+        if self._collate_returns_unpinnable(loader.kwargs):
+            return  # the pin thread passes the batch's container through unpinned: the flag would do nothing
         edit = Replace(node, add_keyword(node, "pin_memory", "True"))
         if kind in (IN_MEMORY, WORK) or loader.library_dataset:
             fix = PendingFix.safe("Add `pin_memory=True`", edit)

@@ -33,7 +33,8 @@ class DataLoaderNumWorkers(Rule):
     code = "GPU102"
     name = "dataloader-without-workers"
     summary = "DataLoader loads batches in the training process (num_workers=0)"
-    impact = "1.65-1.80x with GPU101 on the shipped image-classifier fixture, 2 CPU cores (bench/verify_dataloader.py)"
+    impact = ("1.65-1.80x with GPU101 on the shipped image-classifier fixture when a CPU core is free; "
+              "0.87-1.17x with both cores busy (bench/verify_dataloader.py)")
     needles = DATALOADER_NEEDLES
     ast_needles = DATALOADER_AST_NEEDLES
     target = Target.NOT_CPU_ONLY
