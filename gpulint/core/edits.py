@@ -53,16 +53,6 @@ def _overlaps(a: Edit, b: Edit) -> bool:
     )
 
 
-def apply_fixes(text: str, fixes: Iterable[Fix[Any]]) -> tuple[str, int]:
-    """Apply every fix whose edits do not collide with an earlier accepted fix.
-
-    Returns the new text and how many fixes were applied. Colliding fixes are left
-    for the next round: the caller lints the result again and repeats.
-    """
-    accepted, applied = select_edits(fixes)
-    return apply_edits(text, accepted), applied
-
-
 def select_edits(fixes: Iterable[Fix[Any]]) -> tuple[list[Edit], int]:
     """The edits of every fix that does not collide with an earlier one, and how many fixes that is."""
     ordered = sorted(fixes, key=lambda f: (min((e.start for e in f.edits), default=0), f.message))

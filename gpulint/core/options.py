@@ -80,8 +80,6 @@ class Choice:
     def show(self, value: Any) -> object:
         return value
 
-    def expects(self) -> str:
-        return " or ".join(f'"{v}"' for v in self.values)
 
 
 @dataclass(frozen=True)
@@ -102,8 +100,6 @@ class Integer:
     def show(self, value: Any) -> object:
         return value
 
-    def expects(self) -> str:
-        return f"an integer >= {self.minimum}"
 
 
 @dataclass(frozen=True)
@@ -121,8 +117,6 @@ class Flag:
     def show(self, value: Any) -> object:
         return value
 
-    def expects(self) -> str:
-        return "true or false"
 
 
 @dataclass(frozen=True)
@@ -140,8 +134,6 @@ class Size:
     def show(self, value: Any) -> object:
         return format_size(value)
 
-    def expects(self) -> str:
-        return 'bytes, or a size with a unit ("2 MB")'
 
 
 @dataclass(frozen=True)
@@ -162,8 +154,6 @@ class Version:
     def show(self, value: Any) -> object:
         return f"{value[0]}.{value[1]}" if value else "any"
 
-    def expects(self) -> str:
-        return 'MAJOR.MINOR ("2.4")'
 
 
 Kind = Union[Choice, Integer, Flag, Size, Version]

@@ -148,18 +148,18 @@ def _write(result: FileResult, path: Path, source: SourceFile, job: Job, profile
 
 def run_job(job: Job) -> FileResult:
     profile = Profile() if job.profile else NO_PROFILE
-    report = _run_job(job, profile)
+    result = _run_job(job, profile)
     if profile.enabled:
-        report.timings = profile.to_dict()
-    return report
+        result.timings = profile.to_dict()
+    return result
 
 
 def _needs_fixing(findings: list[Finding], job: Job) -> bool:
     return job.mode is not Mode.CHECK and any(f.fix is not None and f.fix.is_applicable(job.unsafe) for f in findings)
 
 
-def cached_report(job: Job) -> Optional[FileResult]:
-    """The job's report straight from the cache, or None: no cache, a miss, or fixes to apply."""
+def cached_result(job: Job) -> Optional[FileResult]:
+    """The job's result straight from the cache, or None: no cache, a miss, or fixes to apply."""
     if job.cache is None:
         return None
     profile = Profile() if job.profile else NO_PROFILE
@@ -168,7 +168,7 @@ def cached_report(job: Job) -> Optional[FileResult]:
             # the same guarded read as linting: a FIFO or a device named *.py must not block here
             raw, _ = read_bytes(job.path, max(READ_LIMIT, job.settings.max_file_size))
     except SourceError:
-        return None  # the worker reports why
+        return None  # the worker says why
     if not_python_reason(str(job.path), raw) is not None:
         return None
     with profile.phase("cache"):
@@ -199,18 +199,18 @@ def _run_job(job: Job, profile: Profile) -> FileResult:
             profile.count("cached")
             return FileResult(str(job.path), cached, digest=_digest(source.raw))
     profile.count("linted")
-    report = _guarded(job.path, source, job, profile)
-    if report.data is not None:
-        report = _write(report, job.path, source, job, profile)
-    report.digest = _digest(report.written if report.written is not None else source.raw)
-    if cache is not None and report.internal_error is None and report.cacheable:
+    result = _guarded(job.path, source, job, profile)
+    if result.data is not None:
+        result = _write(result, job.path, source, job, profile)
+    result.digest = _digest(result.written if result.written is not None else source.raw)
+    if cache is not None and result.internal_error is None and result.cacheable:
         with profile.phase("cache"):
-            if report.written is not None:
+            if result.written is not None:
                 # the file now holds the fixed text, and the findings describe it
-                key = job.cache_key(report.written)
-            cache.put(key, report.findings)
-    report.written = report.data = None  # not sent back from workers
-    return report
+                key = job.cache_key(result.written)
+            cache.put(key, result.findings)
+    result.written = result.data = None  # not sent back from workers
+    return result
 
 
 def _guarded(path: Path, source: SourceFile, job: Job, profile: Profile = NO_PROFILE) -> FileResult:
@@ -262,24 +262,24 @@ def run_jobs(
 ) -> list[FileResult]:
     """Run every job; the result never depends on the number of workers."""
     workers = default_jobs() if workers is None else max(1, workers)
-    reports: list[FileResult] = []
+    results: list[FileResult] = []
     misses: list[Job] = []
     for job in jobs:  # cache hits are answered here: no worker process for an unchanged tree
-        hit = cached_report(job) if worker is run_job else None
+        hit = cached_result(job) if worker is run_job else None
         if hit is None:
             misses.append(job)
         else:
-            reports.append(hit)
+            results.append(hit)
     ordered = sorted(misses, key=lambda j: -_size(j.path))  # largest first: no straggler at the end
     workers = min(workers, len(ordered))  # never more processes than files to lint
     if workers <= 1 or len(ordered) < POOL_THRESHOLD:
-        reports += [worker(job) for job in ordered]
+        results += [worker(job) for job in ordered]
     else:
-        reports += _run_pool(ordered, workers, worker)
-    reports.sort(key=lambda r: r.path)
-    for report in reports:
-        report.findings.sort(key=lambda f: f.sort_key)
-    return reports
+        results += _run_pool(ordered, workers, worker)
+    results.sort(key=lambda r: r.path)
+    for result in results:
+        result.findings.sort(key=lambda f: f.sort_key)
+    return results
 
 
 def _context() -> multiprocessing.context.BaseContext:
@@ -294,20 +294,20 @@ def _run_pool(jobs: Sequence[Job], workers: int, worker: Callable[[Job], FileRes
     """
     _linter()  # load LibCST once here, so forked workers share it
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=_context(), initializer=_worker_started)
-    reports: list[FileResult] = []
+    results: list[FileResult] = []
     unfinished: list[Job] = []
     try:
         futures = [(pool.submit(_pool_task, worker, job), job) for job in jobs]
         for future, job in futures:
             try:
-                reports.append(future.result())
+                results.append(future.result())
             except BrokenProcessPool:
                 unfinished.append(job)
     except BaseException:
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
-    return reports + _run_isolated(unfinished, workers, worker)
+    return results + _run_isolated(unfinished, workers, worker)
 
 
 _interrupted = False
@@ -319,13 +319,9 @@ def _note_interrupt(signum: int, frame: object) -> None:
 
 
 def _worker_started() -> None:
-    """In a worker, Ctrl-C is only noted: the main process stops the run and reports it once,
+    """In a worker, Ctrl-C is only noted: the main process stops the run and says so once,
     and a file being fixed is not written after the user asked to stop."""
     signal.signal(signal.SIGINT, _note_interrupt)
-
-
-def interrupted() -> bool:
-    return _interrupted
 
 
 def _pool_task(worker: Callable[[Job], FileResult], job: Job) -> FileResult:
@@ -337,11 +333,11 @@ def _pool_task(worker: Callable[[Job], FileResult], job: Job) -> FileResult:
 def _isolated_child(worker: Callable[[Job], FileResult], job: Job, connection: Connection) -> None:
     _worker_started()
     try:
-        report = worker(job)
+        result = worker(job)
     except BaseException as exc:  # noqa: BLE001 - reported, never raised in a child
-        report = FileResult(str(job.path), internal_error=(f"{job.path}: {type(exc).__name__}: {exc}",
+        result = FileResult(str(job.path), internal_error=(f"{job.path}: {type(exc).__name__}: {exc}",
                                                             traceback.format_exc()))
-    connection.send(report)
+    connection.send(result)
     connection.close()
 
 
@@ -350,7 +346,7 @@ def _run_isolated(jobs: Sequence[Job], workers: int, worker: Callable[[Job], Fil
     context = _context()
     pending = list(jobs)
     running: dict[Connection, tuple[multiprocessing.process.BaseProcess, Job]] = {}
-    reports: list[FileResult] = []
+    results: list[FileResult] = []
     while pending or running:
         while pending and len(running) < workers:
             job = pending.pop(0)
@@ -362,13 +358,13 @@ def _run_isolated(jobs: Sequence[Job], workers: int, worker: Callable[[Job], Fil
         for reader in wait(list(running)):
             process, job = running.pop(reader)  # type: ignore[index]
             try:
-                report: Optional[FileResult] = reader.recv()  # type: ignore[union-attr]
+                result: Optional[FileResult] = reader.recv()  # type: ignore[union-attr]
             except EOFError:
-                report = None
+                result = None
             reader.close()  # type: ignore[union-attr]
             process.join()
-            reports.append(report if report is not None else _crashed(job, process.exitcode or 0))
-    return reports
+            results.append(result if result is not None else _crashed(job, process.exitcode or 0))
+    return results
 
 
 def _crashed(job: Job, code: int) -> FileResult:

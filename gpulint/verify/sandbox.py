@@ -38,7 +38,6 @@ class MirrorStats:
     copied_bytes: int = 0
     linked_files: int = 0
     linked_dirs: int = 0
-    rewritten_files: int = 0
     roots: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
@@ -219,7 +218,6 @@ class Sandbox:
         target.write_bytes(data)
         if mode is not None:
             os.chmod(target, mode | stat.S_IRUSR | stat.S_IWUSR)
-        self.stats.rewritten_files += 1
 
     # --- removing ---------------------------------------------------------------------------------
     def remove_mirror(self) -> Optional[str]:

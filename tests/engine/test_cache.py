@@ -14,7 +14,7 @@ from gpulint.cli import main
 from gpulint.core.settings import Settings
 from gpulint.engine import linter, runner
 from gpulint.engine.cache import CacheError, ResultCache, clean, is_gpulint_cache
-from gpulint.engine.runner import Job, Mode, cached_report, run_jobs
+from gpulint.engine.runner import Job, Mode, cached_result, run_jobs
 
 # a torchvision dataset yields CPU tensors, so GPU101's fix is the safe one (see docs/fix-safety.md)
 TRAIN = """\
@@ -111,7 +111,7 @@ def test_corrupt_entry_is_a_miss_and_gets_replaced(train: Path, tmp_path: Path, 
     key = entry.stem
     entry.write_bytes(damage.replace(b"KEY", key.encode()))
     assert cache.get(key, str(train)) is None
-    assert cached_report(check_job(train, cache)) is None
+    assert cached_result(check_job(train, cache)) is None
     assert run_jobs([check_job(train, cache)])[0].findings == expected
     assert cache.get(key, str(train)) == expected, "the damaged entry was not rewritten"
 

@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpulint.core.edits import apply_fixes
+from gpulint.core.edits import apply_edits, select_edits
 from gpulint.core.settings import Settings
 from gpulint.engine.cache import ResultCache
 from gpulint.engine.linter import MAX_FIX_ROUNDS, fix_text, lint_text
@@ -184,7 +184,8 @@ def _fix_rounds(text: str) -> str:
         fixes = [f.fix for f in findings if f.fix is not None]
         if not fixes:
             return text
-        new_text, applied = apply_fixes(text, fixes)
+        edits, applied = select_edits(fixes)
+        new_text = apply_edits(text, edits)
         if applied == 0 or new_text == text:
             return text
         edits = [e for fix in fixes for e in fix.edits]

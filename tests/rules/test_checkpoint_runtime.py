@@ -31,7 +31,7 @@ def _train(module: ModuleType, model_name: str) -> tuple[list[float], list[int]]
     import torch
     import torch.nn.functional as F
 
-    from gpulint.verify.memory import saved_tensor_bytes
+    from tests.saved_memory import saved_tensor_bytes
 
     torch.manual_seed(0)
     model: Any = getattr(module, model_name)()
@@ -69,7 +69,7 @@ def test_fixed_model_trains_identically_with_less_saved_memory(
 def test_fixed_model_evaluates_without_checkpointing(versions: tuple[ModuleType, ModuleType], model_name: str) -> None:
     import torch
 
-    from gpulint.verify.memory import saved_tensor_bytes
+    from tests.saved_memory import saved_tensor_bytes
 
     outputs = []
     for module in versions:

@@ -180,7 +180,7 @@ def test_gpu302_bad_syntax_is_a_gpu000_not_a_crash() -> None:
 @pytest.mark.torch
 def test_saved_tensor_bytes_counts_unique_storages_exactly() -> None:
     torch = pytest.importorskip("torch")
-    from gpulint.verify.memory import saved_tensor_bytes
+    from tests.saved_memory import saved_tensor_bytes
 
     weight = torch.randn(8, 8, requires_grad=True)
     x = torch.randn(4, 8, requires_grad=True)

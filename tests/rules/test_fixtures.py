@@ -39,3 +39,10 @@ def test_every_rule_has_cases() -> None:
     covered = {c.path.parent.name for c in CASES}
     missing = [r.code for r in all_rules() if r is not InvalidFile and r.code not in covered]
     assert not missing, f"rules without fixture cases: {missing}"
+
+
+def test_a_case_named_not_flagged_expects_no_finding() -> None:
+    """The name is the first thing a reader sees: `*_not_flagged` must mean no finding, and no fix."""
+    misnamed = [c.id for c in CASES if c.path.stem.endswith("_not_flagged") and (c.expected or c.fixed_path.exists())]
+    assert misnamed == []
+    assert any(c.path.stem.endswith("_not_flagged") for c in CASES)

@@ -146,3 +146,14 @@ def test_a_module_with_fixes_that_no_script_imports_is_not_a_pass(tmp_path: Path
     assert result.exit_code == 3, result.output
     assert "not verified (INCONCLUSIVE)" in result.output
     assert "helpers.py: a module with fixes; no script in its project imports it" in result.output
+
+
+def test_the_verify_command_imports_no_torch() -> None:
+    """torch loads only in the runs' subprocesses: `gpulint verify` starts, and says 'no torch', without it."""
+    import subprocess
+    import sys
+
+    probe = ("import sys\nimport gpulint.cli, gpulint.verify.session, gpulint.verify.report, gpulint.verify.project\n"
+             "print('torch' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "False", proc.stdout + proc.stderr
