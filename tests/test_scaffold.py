@@ -84,7 +84,8 @@ def test_the_new_rule_passes_the_generic_rule_tests(copy: Path) -> None:
     """Registry, docs, documented examples and fixture cases: what every rule must pass, the new one included."""
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", CODE,
                            "tests/rules/test_registry.py", "tests/rules/test_fixtures.py"],
-                          cwd=copy, capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONPATH=str(copy)))
+                          cwd=copy, capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, PYTHONPATH=str(copy)))
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert " passed" in proc.stdout and "failed" not in proc.stdout
 

@@ -38,7 +38,8 @@ for _device in ("cuda", "cpu"):
     for _where in ("", ".autocast_mode"):
         DEPRECATED_AMP[f"torch.{_device}.amp{_where}.autocast"] = Replacement("torch.amp", "autocast", _device, (1, 10))
     for _where in ("", ".grad_scaler"):
-        DEPRECATED_AMP[f"torch.{_device}.amp{_where}.GradScaler"] = Replacement("torch.amp", "GradScaler", _device, (2, 3))
+        DEPRECATED_AMP[f"torch.{_device}.amp{_where}.GradScaler"] = Replacement(
+            "torch.amp", "GradScaler", _device, (2, 3))
 for _name in ("custom_fwd", "custom_bwd"):
     for _where in ("", ".autocast_mode"):
         DEPRECATED_AMP[f"torch.cuda.amp{_where}.{_name}"] = Replacement("torch.amp", _name, "cuda", (2, 4))

@@ -87,10 +87,12 @@ def dataloader_call(ctx: FileContext, node: cst.Call) -> Optional["LoaderCall"]:
 
 def _one_batch(ctx: FileContext, node: cst.Call) -> bool:
     facts = ctx.analysis(training_facts)
-    holder = facts.parent(facts.parent(node)) if facts.parent(node) is not None else None  # Arg -> Call
+    arg = facts.parent(node)
+    holder = facts.parent(arg) if arg is not None else None  # Arg -> Call
     if not (isinstance(holder, cst.Call) and isinstance(holder.func, cst.Name) and holder.func.value == "iter"):
         return False
-    outer = facts.parent(facts.parent(holder)) if facts.parent(holder) is not None else None
+    outer_arg = facts.parent(holder)
+    outer = facts.parent(outer_arg) if outer_arg is not None else None
     return isinstance(outer, cst.Call) and isinstance(outer.func, cst.Name) and outer.func.value == "next"
 
 
@@ -221,7 +223,8 @@ class LoaderCall:
         defines nor imports: nothing says what it holds."""
         if self.dataset_undefined:
             return True
-        expr = self.kwargs.get("dataset") if self.kwargs.has("dataset") else next(iter(positional_args(self.node) or []), None)
+        expr = (self.kwargs.get("dataset") if self.kwargs.has("dataset")
+                else next(iter(positional_args(self.node) or []), None))
         names = self.ctx.names
         while isinstance(expr, cst.Name):
             owner = names.binding_scope(expr)

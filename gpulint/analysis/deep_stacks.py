@@ -155,7 +155,7 @@ def stacks_in(ctx: FileContext, cls: cst.ClassDef) -> list[Stack]:
         return []
     tree = function_tree(init)
     assigned: dict[str, int] = {}
-    found: list[tuple[str, str, cst.Call, cst.BaseStatement]] = []
+    found: list[tuple[str, str, cst.Call, cst.SimpleStatementLine]] = []
     for node in tree.nodes:
         targets: list[cst.BaseExpression] = []
         value: Optional[cst.BaseExpression] = None
@@ -170,9 +170,9 @@ def stacks_in(ctx: FileContext, cls: cst.ClassDef) -> list[Stack]:
             assigned[attr] = assigned.get(attr, 0) + 1
             if isinstance(node, cst.Assign) and len(targets) == 1 and isinstance(value, cst.Call):
                 layer = _container(ctx, value)
-                statement = next((a for a in ancestors_in(tree, node) if isinstance(a, cst.SimpleStatementLine)), None)
-                if layer is not None and statement is not None:
-                    found.append((attr, layer, value, statement))
+                line = next((a for a in ancestors_in(tree, node) if isinstance(a, cst.SimpleStatementLine)), None)
+                if layer is not None and line is not None:
+                    found.append((attr, layer, value, line))
     out = []
     for attr, layer, call, statement in found:
         if assigned[attr] != 1:
@@ -276,7 +276,7 @@ def _list_mutations(ctx: FileContext, fn: cst.FunctionDef, tree: FunctionTree, n
 
 def _appends(ctx: FileContext, fn: cst.FunctionDef, tree: FunctionTree, me: str, attr: str, depth: Depth) -> bool:
     """Blocks appended to `self.<attr>` in __init__ (ModuleList built by a loop)."""
-    calls = []
+    calls: list[cst.CSTNode] = []
     for node in tree.nodes:
         if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
             continue
@@ -378,7 +378,8 @@ def _classify(ctx: FileContext, tree: FunctionTree, fn: cst.FunctionDef, ref: cs
                 return
     use.unclear = True
 
-def _loop_runs(ctx: FileContext, tree: FunctionTree, fn: cst.FunctionDef, loop: cst.For, var: str, use: StackUse) -> None:
+def _loop_runs(ctx: FileContext, tree: FunctionTree, fn: cst.FunctionDef, loop: cst.For, var: str,
+               use: StackUse) -> None:
     for node in tree.nodes:
         if not isinstance(node, cst.Name) or node.value != var:
             continue

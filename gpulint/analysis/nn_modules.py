@@ -126,8 +126,8 @@ def int_value(ctx: FileContext, expr: cst.BaseExpression, fn: Optional[cst.Funct
     if depth > MAX_EVAL_DEPTH:
         return None
     if isinstance(expr, cst.Integer):
-        value = expr.evaluated_value
-        return value if isinstance(value, int) else None
+        number = expr.evaluated_value
+        return number if isinstance(number, int) else None
     if isinstance(expr, cst.BinaryOperation):
         left = int_value(ctx, expr.left, fn, depth + 1)
         right = int_value(ctx, expr.right, fn, depth + 1)

@@ -170,7 +170,8 @@ class TrainingFacts:
             return None
         for loop in self.ancestors(name):  # assigned again later in a loop around the read: not straight-line
             if isinstance(loop, (cst.For, cst.While)) and any(
-                    v is not last and self.contains(loop, v) and self.before(name, v) for v in values):
+                    v is not None and v is not last and self.contains(loop, v) and self.before(name, v)
+                    for v in values):
                 return None
             if loop is block:
                 break
@@ -209,7 +210,8 @@ class TrainingFacts:
                 return None  # `accelerator.backward(loss)`, `fabric.backward(loss)`: the framework's own
             receiver = func.value
             if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) \
-                    and receiver.func.attr.value == "scale" and len(positional_args(receiver, ignore_starred=True)) == 1:
+                    and receiver.func.attr.value == "scale" \
+                    and len(positional_args(receiver, ignore_starred=True)) == 1:
                 return Backward(call, positional_args(receiver, ignore_starred=True)[0], scaled=True, autograd=False)
             return Backward(call, receiver, scaled=False, autograd=False)
         return None
@@ -342,8 +344,9 @@ class TrainingFacts:
             if target is not None:
                 return not target.startswith(_KNOWN_CONTEXTS)
             values = owner.values.get(expr.value, [])
-            if values and all(v is not None for v in values):
-                return any(self.autocast_in(v) or self._might_be_autocast(v, depth + 1) for v in values)
+            plain = [v for v in values if v is not None]
+            if values and len(plain) == len(values):
+                return any(self.autocast_in(v) or self._might_be_autocast(v, depth + 1) for v in plain)
             local = [t for t in owner.bindings.get(expr.value, []) if t is None]
             if local and not any(values):  # a def or class of this file (it would mention autocast)
                 return bool(_LOOKS_LIKE_AMP.search(expr.value))

@@ -145,7 +145,9 @@ def verify(paths: tuple[Path, ...], steps: int, warmup: int, repeats: int, devic
            select: Optional[tuple[str, ...]], preview: Optional[bool], json_path: Optional[Path],
            plot_path: Optional[Path], min_speedup: Optional[float], timeout: float, threads: Optional[int],
            workdir: Optional[Path], no_diff: bool) -> None:
-    """Run each script and its rewrite in sandboxes; compare speed, memory and loss. Arguments after -- go to the script.
+    """Run each script and its rewrite in sandboxes; compare speed, memory and loss.
+
+    Arguments after -- go to the script.
 
     Exit codes: 0 PASS (or nothing to rewrite), 1 FAIL, 2 usage or internal error, 3 INCONCLUSIVE
     (the runs do not show the rewrite was tested: no training, a rule NOT EXERCISED, a run cut short).
@@ -195,7 +197,7 @@ def run() -> None:
     except KeyboardInterrupt:
         click.echo("gpulint: interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
-    except Exception as exc:  # pragma: no cover - last resort
+    except Exception as exc:  # noqa: BLE001 - last resort: one line and exit 2, never a traceback
         click.echo(printable(f"gpulint: internal error: {type(exc).__name__}: {exc}"), err=True)
         if verbose:
             traceback.print_exc()

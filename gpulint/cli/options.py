@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import click
 
@@ -18,6 +18,7 @@ from gpulint.output import FORMATS
 from gpulint.selectors import parse_codes
 
 STDIN = "-"
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
 @dataclass(frozen=True)
@@ -87,13 +88,13 @@ def codes_option(*decls: str, help: str) -> Callable[[Callable[..., Any]], Calla
     return click.option(*decls, callback=_codes, help=help)
 
 
-CONFIG_OPTIONS = [
+CONFIG_OPTIONS: list[Decorator] = [
     click.option("--config", type=click.Path(path_type=Path, dir_okay=False),
                  help="Use this configuration file for every file (no discovery)."),
     click.option("--isolated", is_flag=True, default=None, help="Ignore all configuration files."),
 ]
 
-LINT_OPTIONS = [
+LINT_OPTIONS: list[Decorator] = [
     click.argument("paths", nargs=-1, type=click.Path(path_type=Path)),
     codes_option("--select", help="Rule codes or prefixes to enable, comma-separated (GPU1,GPU201)."),
     codes_option("--extend-select", help="Codes or prefixes to enable on top of the selection."),
@@ -119,7 +120,8 @@ LINT_OPTIONS = [
                  help="Lint every file again; do not read or write the results cache."),
     click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), envvar=ENV_CACHE_DIR,
                  help=f"Where results are cached (default: ./.gpulint_cache; env {ENV_CACHE_DIR})."),
-    click.option("--profile", is_flag=True, default=None, help="Print the time spent per phase and per rule to stderr."),
+    click.option("--profile", is_flag=True, default=None,
+                 help="Print the time spent per phase and per rule to stderr."),
 ]
 
 ADD_NOQA_OPTION = click.option("--add-noqa", is_flag=True, default=None,
@@ -127,7 +129,7 @@ ADD_NOQA_OPTION = click.option("--add-noqa", is_flag=True, default=None,
 FIX_OPTION = click.option("--fix", "apply_fix", is_flag=True, help="Apply safe fixes (same as `gpulint fix`).")
 
 
-def _apply(options: list[Callable[[Any], Any]], func: Callable[..., Any]) -> Callable[..., Any]:
+def _apply(options: Sequence[Decorator], func: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(options):
         func = option(func)
     return func

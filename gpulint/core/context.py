@@ -36,7 +36,7 @@ class FileContext:
         """Run a whole-file analysis once and share its result between rules."""
         if compute not in self._analyses:
             self._analyses[compute] = compute(self)
-        return self._analyses[compute]  # type: ignore[no-any-return]
+        return self._analyses[compute]
 
     def qualname(self, expr: cst.CSTNode) -> Optional[str]:
         return self.names.qualified_name(expr)

@@ -47,7 +47,8 @@ class Finding:
                 "applicability": self.fix.applicability.value,
                 "message": self.fix.message,
                 "edits": [
-                    [e.start, e.end, e.content, e.location.row, e.location.column, e.end_location.row, e.end_location.column]
+                    [e.start, e.end, e.content, e.location.row, e.location.column, e.end_location.row,
+                     e.end_location.column]
                     for e in self.fix.edits
                 ],
             }

@@ -327,7 +327,7 @@ class NameUses(cst.CSTVisitor):
         self._bind(node.target)
 
     def visit_AsName(self, node: cst.AsName) -> bool:
-        self._bind(node.name)  # type: ignore[arg-type]
+        self._bind(node.name)
         return False
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> bool:

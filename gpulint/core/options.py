@@ -178,7 +178,7 @@ class Option(Generic[T]):
         return self.kind.show(self.default if value is None else value)
 
     def to_json(self) -> dict[str, Any]:
-        kind = {"kind": next(name for name, cls in _KINDS.items() if isinstance(self.kind, cls))}
+        kind: dict[str, Any] = {"kind": next(name for name, cls in _KINDS.items() if isinstance(self.kind, cls))}
         if isinstance(self.kind, Choice):
             kind["values"] = list(self.kind.values)
         elif isinstance(self.kind, Integer):

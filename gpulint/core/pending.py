@@ -8,7 +8,7 @@ resolves them into `Finding`s with text edits (core/findings.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Protocol, Sequence, Union
+from typing import ClassVar, Optional, Protocol, Sequence, Union
 
 import libcst as cst
 
@@ -60,8 +60,8 @@ class PendingFix:
 class Reporter(Protocol):
     """What a finding needs to know of the rule that reported it."""
 
-    code: str
-    name: str
+    code: ClassVar[str]
+    name: ClassVar[str]
 
     def url(self) -> str: ...
 

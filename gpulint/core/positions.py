@@ -102,7 +102,7 @@ class OffsetMap:
         return index < len(self._positions) and self._positions[index] < end
 
 
-class SpanTable(dict):  # type: ignore[type-arg]
+class SpanTable(dict):
     """Spans by id(node); `offsets` is set when the generated code differs from the file."""
 
     offsets: Optional[OffsetMap] = None

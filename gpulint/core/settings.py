@@ -77,7 +77,7 @@ class Settings:
         """The option's value for this file: the configured one, else its default."""
         for key, value in self.values:
             if key == option.key:
-                return value  # type: ignore[no-any-return]
+                return value
         return option.default
 
     def with_values(self, values: Mapping[str, Any]) -> "Settings":

@@ -31,7 +31,7 @@ TRIVIA: frozenset[type] = frozenset({
     cst.LeftCurlyBrace, cst.RightCurlyBrace, cst.ImportStar,
 })
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
+_FIELDS: dict[type[cst.CSTNode], tuple[str, ...]] = {}
 
 
 class Visitor(Protocol):
@@ -40,7 +40,7 @@ class Visitor(Protocol):
     def on_leave(self, original_node: cst.CSTNode) -> None: ...
 
 
-def child_fields(node_type: type) -> tuple[str, ...]:
+def child_fields(node_type: type[cst.CSTNode]) -> tuple[str, ...]:
     """The fields of `node_type` that may hold child nodes, in LibCST's visiting order."""
     fields = _FIELDS.get(node_type)
     if fields is None:

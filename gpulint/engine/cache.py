@@ -298,22 +298,23 @@ def clean(directory: Optional[Path] = None) -> Optional[Cleaned]:
         if name.startswith(".tmp-"):
             return True
         if top:
-            return name == "CACHEDIR.TAG" or (name == ".gitignore" and _read_small(os.path.join(root, name)) == _GITIGNORE)
+            return name == "CACHEDIR.TAG" or (
+                name == ".gitignore" and _read_small(os.path.join(root, name)) == _GITIGNORE)
         return _ENTRY.fullmatch(name) is not None
 
     for entry in sorted(os.listdir(target)):
         path = os.path.join(target, entry)
         if os.path.isdir(path) and not os.path.islink(path) and (_FORMAT_DIR.fullmatch(entry)
                                                                   or entry in (PROJECT_FACTS_DIR, RULE_OPTIONS_DIR)):
-            for root, dirs, files in os.walk(path, topdown=False):
+            for root, _dirs, files in os.walk(path, topdown=False):
                 for name in files:
-                    if is_ours(root, name, top=False):
+                    if is_ours(str(root), name, top=False):
                         remove(os.path.join(root, name))
                     else:
                         left += 1
                 with contextlib.suppress(OSError):
                     os.rmdir(root)
-        elif entry != "CACHEDIR.TAG" and is_ours(target, entry, top=True):
+        elif entry != "CACHEDIR.TAG" and is_ours(str(target), entry, top=True):
             remove(path)
         elif entry != "CACHEDIR.TAG":
             left += sum(len(files) for _, _, files in os.walk(path)) if os.path.isdir(path) else 1

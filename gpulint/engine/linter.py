@@ -195,7 +195,7 @@ class _Placer:
             s_start, s_end = self.node_range(statement)
             first_row = self.index.location(s_start)[0]
             if isinstance(statement, cst.BaseCompoundStatement):
-                body_start = self.span(statement.body).start  # type: ignore[attr-defined]
+                body_start = self.span(statement.body).start
                 last_row = self.index.location(min(body_start, len(self.text)))[0]
             else:
                 last_row = self.index.location(s_end)[0]
@@ -425,7 +425,7 @@ def fix_text(path: Path, text: str, settings: Settings, unsafe: bool,
         try:
             with profile.phase("fixing"):
                 parse(new_text)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever LibCST raises, the file is never written
             raise InternalError(str(path), f"a fix produced code that does not parse ({exc}); file left unchanged",
                                 traceback.format_exc()) from None
         changes = compose(changes, text, edits)

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Sequence
+from types import ModuleType
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 from gpulint.core.findings import Finding
 from gpulint.core.settings import Settings
@@ -77,7 +78,7 @@ class Job:
         return self.cache.key(self.path, raw, self.settings, extra)
 
 
-def _linter():  # noqa: ANN202 - the module
+def _linter() -> ModuleType:
     """The linter, imported on first use: a run answered from the cache never loads LibCST."""
     from gpulint.engine import linter
 
@@ -282,7 +283,7 @@ def run_jobs(
     return results
 
 
-def _context() -> multiprocessing.context.BaseContext:
+def _context() -> Any:  # a fork or spawn context (the stubs give their common base no Process)
     return multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
 
 
@@ -355,13 +356,15 @@ def _run_isolated(jobs: Sequence[Job], workers: int, worker: Callable[[Job], Fil
             process.start()
             writer.close()
             running[reader] = (process, job)
-        for reader in wait(list(running)):
-            process, job = running.pop(reader)  # type: ignore[index]
+        for ready in wait(list(running)):
+            reader = ready if isinstance(ready, Connection) else None
+            assert reader is not None  # wait() returns the connections it was given
+            process, job = running.pop(reader)
             try:
-                result: Optional[FileResult] = reader.recv()  # type: ignore[union-attr]
+                result: Optional[FileResult] = reader.recv()
             except EOFError:
                 result = None
-            reader.close()  # type: ignore[union-attr]
+            reader.close()
             process.join()
             results.append(result if result is not None else _crashed(job, process.exitcode or 0))
     return results

@@ -57,7 +57,8 @@ XLA_PACKAGES = frozenset({"torch_xla"})  # TPU training: CUDA-only advice (fused
 # sharded or tensor-parallel training: a plain GradScaler does not agree on inf/NaN across ranks
 FSDP_WRAPPERS = frozenset({
     "torch.distributed.fsdp.FullyShardedDataParallel", "torch.distributed.fsdp.fully_shard",
-    "torch.distributed._composable.fsdp.fully_shard", "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel",
+    "torch.distributed._composable.fsdp.fully_shard",
+    "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel",
 })
 TENSOR_PARALLEL = frozenset({
     "torch.distributed.tensor.parallel.parallelize_module", "torch.distributed.tensor.distribute_tensor",
@@ -86,7 +87,7 @@ _LIGHT_METHODS = frozenset({
     # elementwise and reduction tensor arithmetic: cheap next to a training step
     "add", "sub", "mul", "div", "neg", "abs", "exp", "log", "sqrt", "pow", "clamp", "clip", "mean", "std",
     "sum", "max", "min", "argmax", "flip", "roll", "expand", "repeat", "narrow", "split", "chunk", "to",
-    "masked_fill", "fill_", "zero_", "add_", "sub_", "mul_", "div_", "sub_", "long", "byte",
+    "masked_fill", "fill_", "zero_", "add_", "sub_", "mul_", "div_", "byte",
 })
 _LIGHT_TORCH = frozenset({
     "torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.stack", "torch.cat", "torch.LongTensor",
@@ -163,7 +164,8 @@ class FileFacts:
             "argparse_defaults": self.argparse_defaults, "dataclass_ints": self.dataclass_ints,
             "classes": {k: {"bases": list(v.bases), "dataset": v.dataset, "iterable": v.iterable, "sharded": v.sharded}
                         for k, v in self.classes.items()},
-            "refs": {k: list(v) for k, v in self.refs.items()}, "optimizers": {k: list(v) for k, v in self.optimizers.items()},
+            "refs": {k: list(v) for k, v in self.refs.items()},
+            "optimizers": {k: list(v) for k, v in self.optimizers.items()},
             "names": list(self.names), "row_functions": list(self.row_functions),
             "dict_lookups": list(self.dict_lookups), "xla": self.xla,
             "unpinned_collates": list(self.unpinned_collates),
@@ -510,14 +512,16 @@ class _Scanner:
             elif attr == "initialize" and isinstance(func.value, ast.Name) and func.value.id == "amp":
                 self.mixed.add("apex")
         first = call.args[0] if call.args else None
-        if _string(first) == "cpu" and (qualified & {"torch.device"} or (isinstance(func, ast.Attribute) and func.attr == "to")):
+        moves_to = isinstance(func, ast.Attribute) and func.attr == "to"
+        if _string(first) == "cpu" and (qualified & {"torch.device"} or moves_to):
             self.cpu = True
         for keyword in call.keywords:
             if keyword.arg in ("device", "accelerator") and _string(keyword.value) == "cpu":
                 self.cpu = True
             if keyword.arg == "device_ids":
                 self.gpu = True
-            elif keyword.arg == "device" and isinstance(keyword.value, ast.Constant) and type(keyword.value.value) is int:
+            elif keyword.arg == "device" and isinstance(keyword.value, ast.Constant) \
+                    and type(keyword.value.value) is int:
                 self.gpu = True
             elif keyword.arg in ("mp_policy", "mixed_precision") and not _is_none(keyword.value):
                 if any(q.startswith("torch.distributed") for q in qualified):

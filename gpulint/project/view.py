@@ -234,7 +234,7 @@ class Project:
             if module:
                 found.append(module)
             if ref.name not in (None, "*"):
-                sub = self._module_file(directory, f"{ref.module}.{ref.name}" if ref.module else ref.name)  # type: ignore[arg-type]
+                sub = self._module_file(directory, f"{ref.module}.{ref.name}" if ref.module else ref.name)
                 if sub:
                     found.append(sub)
             if found:
@@ -388,9 +388,9 @@ class Project:
                 for name, cls in self._exported_datasets(target).items():
                     out.setdefault(name, cls)
             elif ref.name is not None:
-                cls = self._exported_datasets(target).get(ref.name)
-                if cls is not None:
-                    out[ref.local] = cls
+                found = self._exported_datasets(target).get(ref.name)
+                if found is not None:
+                    out[ref.local] = found
         out.update({name: cls for name, cls in self.facts[path].classes.items() if cls.dataset is not None})
         self._exported[path] = out
         return out

@@ -48,7 +48,8 @@ def _prepend(call: cst.Call, value: str, args: list[cst.Arg]) -> cst.Call:
     return call.with_changes(args=[first, *args])
 
 
-def converted_call(call: cst.Call, replacement: Replacement, func: Optional[cst.BaseExpression] = None) -> Optional[cst.Call]:
+def converted_call(call: cst.Call, replacement: Replacement,
+                   func: Optional[cst.BaseExpression] = None) -> Optional[cst.Call]:
     """The same call against the torch.amp object, or None if it cannot be converted exactly."""
     device = f'"{replacement.device}"'
     keywords = {a.keyword.value for a in call.args if a.keyword is not None}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Union
+from typing import Callable, Optional, Sequence, Union
 
 import libcst as cst
 
@@ -223,7 +223,8 @@ def _not_forward(facts: TrainingFacts, statement: cst.CSTNode) -> bool:
                 and isinstance(value.func.value, cst.Call):
             value = value.func.value  # `SimpleMLP().to(device)`: judged by what is built
         func = value.func
-        last = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else "")
+        last = func.attr.value if isinstance(func, cst.Attribute) else (
+            func.value if isinstance(func, cst.Name) else "")
         qualified = facts.ctx.qualname(func) or ""
         constructs = last[:1].isupper() and not qualified.startswith("torch.Tensor")
         if not (constructs or last in _WAITS):
@@ -295,9 +296,9 @@ def refused_ops(facts: TrainingFacts, statement: cst.CSTNode) -> RefusedOps:
 
 def as_float(expr: cst.BaseExpression) -> cst.Call:
     """`expr.float()`, parenthesised when `expr` binds looser than an attribute."""
-    if not isinstance(expr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) or getattr(expr, "lpar", ()):
-        expr = expr.with_changes(lpar=(cst.LeftParen(),), rpar=(cst.RightParen(),)) if not getattr(
-            expr, "lpar", ()) else expr
+    parenthesised = bool(getattr(expr, "lpar", None))
+    if not isinstance(expr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) or parenthesised:
+        expr = expr.with_changes(lpar=(cst.LeftParen(),), rpar=(cst.RightParen(),)) if not parenthesised else expr
     return cst.Call(func=cst.Attribute(value=expr, attr=cst.Name("float")))
 
 
@@ -523,7 +524,8 @@ class _Rewriter(cst.CSTTransformer):
         rewrite = self.plan.calls.get(id(original_node))
         return rewrite(updated_node) if rewrite is not None else updated_node
 
-    def _statements(self, original: cst.CSTNode, original_body: tuple, updated_body: tuple) -> list:
+    def _statements(self, original: cst.CSTNode, original_body: Sequence[cst.BaseStatement],
+                    updated_body: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
         plan = self.plan
         wrap = plan.wrap if plan.wrap is not None and plan.wrap.container is original else None
         out: list = []
@@ -541,10 +543,12 @@ class _Rewriter(cst.CSTTransformer):
             index += 1
         return out
 
-    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock,
+                            updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
         return updated_node.with_changes(body=self._statements(original_node, original_node.body, updated_node.body))
 
-    def _small(self, original_body: tuple, updated_body: tuple) -> list:
+    def _small(self, original_body: Sequence[cst.BaseSmallStatement],
+               updated_body: Sequence[cst.BaseSmallStatement]) -> list[cst.BaseSmallStatement]:
         out: list = []
         for o, u in zip(original_body, updated_body):
             out.append(u)
@@ -562,6 +566,7 @@ class _Rewriter(cst.CSTTransformer):
 
 def _with_statement(item: cst.BaseExpression, group: list[cst.BaseStatement]) -> cst.With:
     first = group[0]
+    assert isinstance(first, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
     leading = first.leading_lines
     group[0] = first.with_changes(leading_lines=())
     return cst.With(items=[cst.WithItem(item=item)], body=cst.IndentedBlock(body=group), leading_lines=leading)
@@ -687,7 +692,8 @@ def _device_through_call(facts: TrainingFacts, function: cst.FunctionDef, call: 
 
 
 def _checkpoints(facts: TrainingFacts, optimizer: cst.Name, owner: object, creation: cst.CSTNode,
-                 scope: Optional[cst.CSTNode]) -> tuple[tuple[cst.Dict, ...], tuple[tuple[cst.SimpleStatementLine, str], ...]]:
+                 scope: Optional[cst.CSTNode],
+                 ) -> tuple[tuple[cst.Dict, ...], tuple[tuple[cst.SimpleStatementLine, str], ...]]:
     """Checkpoint dicts holding this optimizer's state, and statements loading it back (after `creation`)."""
     names = facts.ctx.names
     saves: list[cst.Dict] = []
@@ -864,6 +870,7 @@ def step_edit(facts: TrainingFacts, rewrite: StepRewrite) -> Replace:
             new_statements.append(cst.parse_statement(f"if {name} is None:\n    {creation}\n"))
     anchor = rewrite.anchor
     transformed = anchor.visit(_Rewriter(plan))
+    assert isinstance(transformed, cst.CSTNode)  # the rewriter replaces statements, it never removes one
     if not new_statements:
         return Replace(anchor, transformed)
     assert isinstance(transformed, (cst.SimpleStatementLine, cst.BaseCompoundStatement))

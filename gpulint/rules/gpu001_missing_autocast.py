@@ -72,8 +72,9 @@ class MissingAutocast(Rule):
         precision matters: the PyTorch Performance Tuning Guide quotes "up to 3x overall
         speedup on Volta and newer GPU architectures", the PyTorch AMP recipe 2-3x, and the
         PyTorch AMP blog (2020) measured 1.5x-5.5x on V100 over fp32. Activations saved
-        for backward are mostly stored in 16 bits, which also lowers memory use. On CPU with torch 2.14, fp16 + GradScaler and bf16
-        training of small MLPs and CNNs tracked fp32 within 0.7 % per step over 50 steps.
+        for backward are mostly stored in 16 bits, which also lowers memory use. On CPU with
+        torch 2.14, fp16 + GradScaler and bf16 training of small MLPs and CNNs tracked fp32
+        within 0.7 % per step over 50 steps.
         """,
         example="""
         device = torch.device("cuda")
@@ -189,7 +190,8 @@ class MissingAutocast(Rule):
         plan = None
         if dtype == "float16":
             if floor is not None and floor < GRAD_SCALER_SINCE:
-                return None, f"; no float16 fix: torch.amp.GradScaler needs torch 2.3 (torch-version is {_floor(floor)})"
+                return None, ("; no float16 fix: torch.amp.GradScaler needs torch 2.3 "
+                              f"(torch-version is {_floor(floor)})")
             if not backward.scaled:
                 plan = scaler_plan(facts, step, backward)
                 if plan is None:

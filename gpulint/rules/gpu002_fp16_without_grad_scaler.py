@@ -154,10 +154,10 @@ class Fp16WithoutGradScaler(Rule):
         if isinstance(expr, cst.IfExp):
             kinds = {self._device_type(expr.body), self._device_type(expr.orelse)}
             return "cuda" if "cuda" in kinds else None
-        value = string_value(expr)
-        if value is None:
+        text = string_value(expr)
+        if text is None:
             return None
-        kind = value.split(":")[0]
+        kind = text.split(":")[0]
         return kind if kind in ("cuda", "cpu") else None
 
     def _dtype(self, expr: cst.BaseExpression) -> Optional[str]:
@@ -199,9 +199,9 @@ class Fp16WithoutGradScaler(Rule):
         deprecated = self.ctx.qualname(call.func) in AUTOCAST_DEPRECATED
         order = OLD_AUTOCAST_ORDER if deprecated else ("device_type", "dtype", "enabled", "cache_enabled")
         out: dict[str, cst.BaseExpression] = {}
-        for index, value in enumerate(positional_args(call, ignore_starred=True)):
+        for index, argument in enumerate(positional_args(call, ignore_starred=True)):
             if index < len(order):
-                out[order[index]] = value
+                out[order[index]] = argument
         for key, value in kwargs.values.items():
             if value is None:
                 return None

@@ -106,7 +106,8 @@ class DeprecatedCudaAmp(Rule):
     def _message(self, target: str) -> str:
         replacement = DEPRECATED_AMP[target]
         new = f"torch.amp.{replacement.name}"
-        how = {"autocast": f'{new}("{replacement.device}", ...)', "GradScaler": f'{new}("{replacement.device}", ...)'}.get(
+        constructed = f'{new}("{replacement.device}", ...)'
+        how = {"autocast": constructed, "GradScaler": constructed}.get(
             replacement.name, f'{new}(..., device_type="{replacement.device}")')
         return f"{target} is deprecated (FutureWarning since torch 2.4): use {how}"
 

@@ -112,16 +112,16 @@ class DataLoaderNumWorkers(Rule):
         workers = self.ctx.settings.value(NUM_WORKERS)
         # capped by the machine's cores: more workers than cores is slower, and torch warns about it
         os_module = self.ctx.imports.module_alias("os")
-        value = f"min({workers}, {os_module.expr}.cpu_count() or 1)"
+        capped = f"min({workers}, {os_module.expr}.cpu_count() or 1)"
         fix = None
         if not explicit:
-            new = add_keyword(node, "num_workers", value)
+            new = add_keyword(node, "num_workers", capped)
         elif "num_workers" in kwargs.values and "num_workers" not in kwargs.from_splat:
-            new = set_keyword(node, "num_workers", value)
+            new = set_keyword(node, "num_workers", capped)
         else:
             new = None
         if new is not None:
-            fix = PendingFix.unsafe(f"Set `num_workers={value}`", os_module.edit, Replace(node, new))
+            fix = PendingFix.unsafe(f"Set `num_workers={capped}`", os_module.edit, Replace(node, new))
         self.report(
             node,
             "DataLoader without worker processes: batches are prepared between GPU steps; "

@@ -161,7 +161,8 @@ class NonFusedOptimizer(Rule):
             spelled = self.ctx.qualname(func.value)
             if spelled is not None:
                 return list(project.optimizer_classes(spelled))
-            if isinstance(func.value, cst.Name) and self.ctx.names.binding_scope(func.value) is self.ctx.names.module_scope:
+            names = self.ctx.names
+            if isinstance(func.value, cst.Name) and names.binding_scope(func.value) is names.module_scope:
                 return list(project.own.optimizers.get(func.value.value, ()))
             return []
         if not isinstance(func, cst.Name):

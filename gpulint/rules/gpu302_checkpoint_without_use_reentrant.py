@@ -136,7 +136,8 @@ class CheckpointWithoutUseReentrant(Rule):
                 return  # hidden in a `**dict`
             keys = _dict_literal_keys(value) if isinstance(value, cst.Dict) else None
             if isinstance(value, cst.Name) and not is_literal(value, "None"):
-                keys = visible_dict_keys(value, self.ctx.names)
+                visible = visible_dict_keys(value, self.ctx.names)
+                keys = set(visible) if visible is not None else None
             if keys is None and not is_literal(value, "None"):
                 return  # a dict we cannot see
             if keys is not None and "use_reentrant" in keys:

@@ -20,7 +20,7 @@ import tempfile
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Optional
+from typing import Callable, Iterable, Mapping, Optional
 
 COPY_MAX_BYTES = 1 << 20  # files up to this size are copied into the sandbox
 COPY_BUDGET_BYTES = 64 << 20  # at most this much is copied per run; the rest is linked
@@ -231,7 +231,7 @@ class Sandbox:
 
 
 def remove_tree(folder: Path) -> Optional[str]:
-    def retry(func, path, exc_info):  # noqa: ANN001 - shutil's onerror signature
+    def retry(func: Callable[[str], object], path: str, exc_info: object) -> None:  # shutil's onerror
         try:
             os.chmod(os.path.dirname(path), 0o700)
             if os.path.isdir(path) and not os.path.islink(path):

@@ -29,8 +29,9 @@ from typing import Any, Callable, Optional, Union
 import click
 
 from gpulint.config import CliOverrides, SettingsResolver
-from gpulint.core.settings import ConfigError
+from gpulint.core.settings import ConfigError, Settings
 from gpulint.core.source import SourceError
+from gpulint.core.verification import Verification
 from gpulint.engine.files import PathError, Walker
 from gpulint.engine.linter import InternalError
 from gpulint.rules.gpu000_invalid_file import InvalidFile
@@ -182,7 +183,7 @@ class Verifier:
             raise UsageError("no Python files found in " + ", ".join(map(str, self.options.paths)))
         return files, any(Path(p).is_dir() for p in self.options.paths)
 
-    def settings(self, path: Path):  # noqa: ANN201 - the engine's Settings
+    def settings(self, path: Path) -> Settings:
         try:
             return self.resolver.for_path(path)
         except ConfigError as exc:
@@ -516,7 +517,8 @@ class Verifier:
             result.doubts.append("neither run trains, so matching losses prove nothing: the weights did not move "
                                  "(a learning rate of 0, frozen parameters, or every step skipped)")
         elif not old.trained and not new.trained:
-            steps = min(len(result.original.steps), len(result.rewritten.steps)) if result.rewritten else 0
+            steps = (min(len(result.original.steps), len(result.rewritten.steps))
+                     if result.original and result.rewritten else 0)
             result.doubts.append(f"neither run shows a significant loss decrease over {steps} steps (original: "
                                  f"{old.describe()}; rewritten: {new.describe()}), so matching losses do not show "
                                  "that the rewrite trains the same; run more --steps")
@@ -637,16 +639,7 @@ def exercise(result: ScriptResult, record: RunRecord) -> list[RuleStatus]:
         tied = any(ranges.values())
         kinds = [s for s in record.sites.values() if s.kind in rule.constructs]
 
-        def rewritten_here(site: events.Site) -> bool:
-            if not tied:
-                return rule.expected(site.kind, site.details)
-            for path, line in site.frames:
-                for start, end in ranges.get(os.path.realpath(path), []):
-                    if start <= line <= end:
-                        return True
-            return False
-
-        matched = [s for s in kinds if rewritten_here(s)]
+        matched = [s for s in kinds if _rewritten_here(s, rule, ranges if tied else None)]
         timed = sum(record.uses.get(s.id, {}).get(events.PHASE_TIMED, 0) for s in matched)
         if timed:
             used = [s for s in matched if record.uses.get(s.id, {}).get(events.PHASE_TIMED)]
@@ -669,6 +662,18 @@ def exercise(result: ScriptResult, record: RunRecord) -> list[RuleStatus]:
                 detail += "; the run used " + ", ".join(f"{_describe_site(s)} at {s.where()}" for s in others[:3])
         statuses.append(RuleStatus(code, NOT_EXERCISED, f"{detail} ({rule.evidence}: not seen)"))
     return statuses
+
+
+def _rewritten_here(site: events.Site, rule: Verification, ranges: Optional[dict[str, list[tuple[int, int]]]]) -> bool:
+    """The construct was built by the rewritten lines (`ranges`, by real path), or, when the rule's edits
+    cannot be tied to lines (None), it looks like what the rule writes."""
+    if ranges is None:
+        return rule.expected(site.kind, site.details)
+    for path, line in site.frames:
+        for start, end in ranges.get(os.path.realpath(path), []):
+            if start <= line <= end:
+                return True
+    return False
 
 
 def _describe_site(site: events.Site) -> str:

@@ -329,8 +329,10 @@ def test_a_changed_fact_elsewhere_invalidates_the_cached_result(tmp_path: Path) 
     project = tmp_path / "project"
     cache = tmp_path / "cache"
     write(project, {
-        "opt.py": "import torch\n\ndef make(model):\n    return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)\n",
-        "train.py": "import torch\nfrom opt import make\n\nscaler = torch.amp.GradScaler('cuda')\nopt = make(Net().cuda())\n",
+        "opt.py": ("import torch\n\ndef make(model):\n"
+                   "    return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)\n"),
+        "train.py": ("import torch\nfrom opt import make\n\n"
+                     "scaler = torch.amp.GradScaler('cuda')\nopt = make(Net().cuda())\n"),
     })
     assert findings(project, "--select", "GPU201", cache=cache) == []
     assert findings(project, "--select", "GPU201", cache=cache) == []  # from the cache

@@ -9,7 +9,7 @@ import libcst as cst
 import pytest
 
 from gpulint.analysis.amp import ANY_AUTOCAST
-from gpulint.analysis.training import Coverage, TrainingFacts, training_facts
+from gpulint.analysis.training import AutocastCover, Coverage, TrainingFacts, TrainingStep, training_facts
 from gpulint.core.context import FileContext
 from gpulint.core.settings import Settings
 from gpulint.rewrites.mixed_precision import (
@@ -31,7 +31,7 @@ def code(facts: TrainingFacts, node: cst.CSTNode) -> str:
     return facts.ctx.code(node).strip()
 
 
-def only_step(facts: TrainingFacts):
+def only_step(facts: TrainingFacts) -> TrainingStep:
     assert len(facts.steps) == 1, f"expected one training step, found {len(facts.steps)}"
     return facts.steps[0]
 
@@ -244,7 +244,7 @@ def test_half_model_is_low_precision() -> None:
 
 
 # -- autocast coverage --------------------------------------------------------------
-def coverage_of(source: str):
+def coverage_of(source: str) -> AutocastCover:
     facts = facts_of(source)
     step = only_step(facts)
     backward = step.backwards[0]

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from gpulint.cli import main
 
@@ -32,7 +32,7 @@ x = torch.zeros(3)
 """
 
 
-def invoke(*args: str, input: str | None = None):
+def invoke(*args: str, input: str | None = None) -> Result:
     return CliRunner().invoke(main, list(args), input=input, catch_exceptions=False)
 
 

@@ -182,12 +182,14 @@ SHADOWING_CASES = [
     # a local `torch` in one function must not hide the module-level import used elsewhere
     "import torch\ndef helper():\n    torch = None\n    return torch\nopt = torch.optim.Adam(model.parameters())\n",
     # a parameter named like the alias, and the alias used in another function
-    "import torch.optim as optim\ndef f(optim):\n    return optim\ndef g(model):\n    return optim.Adam(model.parameters())\n",
+    ("import torch.optim as optim\ndef f(optim):\n    return optim\n"
+     "def g(model):\n    return optim.Adam(model.parameters())\n"),
     # the same name imported in two functions from two places
     ("def a(model):\n    from torch.optim import Adam\n    return Adam(model.parameters())\n"
      "def b():\n    from mylib import Adam\n    return Adam\n"),
     # a class attribute shadowing nothing at module level
-    "import torch\nclass Trainer:\n    torch = 1\n    def opt(self, m):\n        return torch.optim.Adam(m.parameters())\n",
+    ("import torch\nclass Trainer:\n    torch = 1\n"
+     "    def opt(self, m):\n        return torch.optim.Adam(m.parameters())\n"),
 ]
 
 

@@ -6,9 +6,10 @@ import json
 import multiprocessing
 import os
 from pathlib import Path
+from typing import Any, Optional
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from gpulint.cli import main
 from gpulint.core.settings import Settings
@@ -27,7 +28,7 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 """
 
 
-def invoke(*args: str):
+def invoke(*args: str) -> Result:
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
@@ -42,17 +43,18 @@ def train(tmp_path: Path) -> Path:
     return path
 
 
-def check_job(path: Path, cache: ResultCache, settings: Settings = Settings(), mode: Mode = Mode.CHECK) -> Job:
-    return Job(path, settings, mode, cache=cache)
+def check_job(path: Path, cache: ResultCache, settings: Optional[Settings] = None, mode: Mode = Mode.CHECK) -> Job:
+    return Job(path, settings or Settings(), mode, cache=cache)
 
 
-def test_hit_returns_the_same_findings_without_linting(train: Path, tmp_path: Path, monkeypatch) -> None:
+def test_hit_returns_the_same_findings_without_linting(train: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     cache = ResultCache.open(tmp_path / "cache")
     first = run_jobs([check_job(train, cache)])[0]
     assert [f.code for f in first.findings] == ["GPU101", "GPU102", "GPU201"]
     assert len(entries(tmp_path / "cache")) == 1
 
-    def no_linting(*args, **kwargs):
+    def no_linting(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a cache hit must not lint")
 
     monkeypatch.setattr(linter, "lint_text", no_linting)
@@ -148,7 +150,8 @@ def test_concurrent_processes_share_one_cache(train: Path, tmp_path: Path) -> No
     assert not [p for p in directory.rglob("*") if p.name.startswith(".tmp-")]
 
 
-def test_fix_skips_files_whose_cached_findings_have_no_fix_to_apply(tmp_path: Path, monkeypatch) -> None:
+def test_fix_skips_files_whose_cached_findings_have_no_fix_to_apply(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "train.py"
     path.write_text(TRAIN.replace("torch.optim.AdamW(model.parameters(), lr=1e-3)", "make_optimizer()")
                     .replace("batch_size=32)", "batch_size=32, pin_memory=True)"))
@@ -156,7 +159,7 @@ def test_fix_skips_files_whose_cached_findings_have_no_fix_to_apply(tmp_path: Pa
     checked = run_jobs([check_job(path, cache)])[0]
     assert [f.code for f in checked.findings] == ["GPU102"]  # its fix is unsafe
 
-    def no_fixing(*args, **kwargs):
+    def no_fixing(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("nothing to fix: the cache answers")
 
     monkeypatch.setattr(linter, "fix_text", no_fixing)
@@ -167,7 +170,7 @@ def test_fix_skips_files_whose_cached_findings_have_no_fix_to_apply(tmp_path: Pa
     assert unsafe.fixed == 1 and "num_workers=min(4, os.cpu_count() or 1)" in path.read_text()
 
 
-def test_fix_stores_the_fixed_files_findings(train: Path, tmp_path: Path, monkeypatch) -> None:
+def test_fix_stores_the_fixed_files_findings(train: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = ResultCache.open(tmp_path / "cache")
     fixed = run_jobs([check_job(train, cache, mode=Mode.FIX)])[0]
     assert fixed.fixed == 2
@@ -184,7 +187,7 @@ def test_cli_no_cache_writes_nothing_and_cache_dir_option(train: Path, tmp_path:
     assert result.exit_code == 1 and len(entries(directory)) == 1
 
 
-def test_cli_cache_dir_from_environment(train: Path, tmp_path: Path, monkeypatch) -> None:
+def test_cli_cache_dir_from_environment(train: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     directory = tmp_path / "from-env"
     monkeypatch.setenv("GPULINT_CACHE_DIR", str(directory))
     assert invoke("check", str(train)).exit_code == 1

@@ -210,7 +210,8 @@ def broken_rule(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("args", [("check",), ("fix",), ("fix", "--diff"), ("check", "--exit-zero"),
                                   ("fix", "--unsafe-fixes", "--exit-zero")])
-def test_an_internal_error_never_says_all_checks_passed(gl: Gpulint, project: Path, broken_rule, args) -> None:
+def test_an_internal_error_never_says_all_checks_passed(gl: Gpulint, project: Path, broken_rule: None,
+                                                        args: tuple[str, ...]) -> None:
     (project / "train.py").write_text(TRAIN)
     (project / "clean.py").write_text(CLEAN)
     result = gl(*args, ".")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 
 from gpulint.analysis.device import GPU_EVIDENCE_TEXT
@@ -24,7 +25,7 @@ for x, y in loader:
 """
 
 
-def test_gpu_only_rules_do_not_parse_files_without_gpu_evidence(monkeypatch) -> None:
+def test_gpu_only_rules_do_not_parse_files_without_gpu_evidence(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_parse(text: str):  # noqa: ANN202
         raise AssertionError("parsed a file no rule can match")
 

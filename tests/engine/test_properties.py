@@ -136,7 +136,7 @@ def generated_programs() -> st.SearchStrategy[str]:
 def parses(text: str) -> bool:
     try:
         cst.parse_module(text)
-    except Exception:
+    except Exception:  # noqa: BLE001 - any refusal of LibCST's means "does not parse"
         return False
     return True
 

@@ -12,7 +12,7 @@ import pytest
 from gpulint.core.settings import Settings
 from gpulint.engine.linter import fix_text, lint_text
 from gpulint.rules.gpu001_missing_autocast import AMP_DTYPE, MissingAutocast
-from tests.fixture_cases import all_cases
+from tests.fixture_cases import Case, all_cases
 
 AMP = ("GPU001", "GPU002", "GPU003")
 
@@ -34,10 +34,11 @@ def fix(source: str, *codes: str, **options: object) -> str:
 
 @pytest.mark.parametrize("case", [c for c in all_cases() if c.path.parent.name == "GPU001" and c.fixed_path.exists()],
                          ids=lambda c: c.id)
-def test_gpu001_fix_leaves_nothing_for_gpu002(case) -> None:
+def test_gpu001_fix_leaves_nothing_for_gpu002(case: Case) -> None:
     """The float16 rewrite comes with its GradScaler, so GPU002 has nothing to say afterwards."""
     fixed = case.fixed_path.read_text(encoding="utf-8")
-    assert lint_text(case.path, fixed, settings("GPU001", "GPU002", amp_dtype=case.settings.value(AMP_DTYPE))).findings == []
+    both = settings("GPU001", "GPU002", amp_dtype=case.settings.value(AMP_DTYPE))
+    assert lint_text(case.path, fixed, both).findings == []
 
 
 def test_the_issue_example_end_to_end() -> None:

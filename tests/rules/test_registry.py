@@ -35,7 +35,8 @@ def test_no_rule_class_lives_outside_the_rules_package() -> None:
     def subclasses(cls: type) -> list[type]:
         return [s for c in cls.__subclasses__() for s in [c, *subclasses(c)]]
 
-    outside = [r for r in subclasses(Rule) if "code" in vars(r) and r not in RULES and r.__module__.startswith("gpulint")]
+    outside = [r for r in subclasses(Rule)
+               if "code" in vars(r) and r not in RULES and r.__module__.startswith("gpulint")]
     assert outside == []
 
 

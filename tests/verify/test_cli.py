@@ -117,7 +117,8 @@ def test_syntax_error_is_reported_not_run(tmp_path: Path) -> None:
     assert "cannot parse the script" in result.output
 
 
-def test_a_folder_of_modules_names_the_scripts_that_import_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_folder_of_modules_names_the_scripts_that_import_them(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 13 item 9: `gpulint verify mingpt/` called model.py "not a training script" after running it."""
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
     lib = tmp_path / "lib"

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from gpulint.core.verification import FUSED_OPTIMIZER, MIXED_PRECISION, NEUTRAL
+from gpulint.core.verification import FUSED_OPTIMIZER, MIXED_PRECISION, NEUTRAL, Tolerance
 from gpulint.verify.compare import build_timing, check_losses, check_run_losses, compare
 from gpulint.verify.events import RunRecord, StepRecord
 from gpulint.verify.rules import tolerance_for, verifications
@@ -28,7 +28,7 @@ CURVE = [2.3, 2.1, 1.9, 1.8, 1.7, 1.6, 1.55, 1.5, 1.45, 1.4, 1.38, 1.36]
         ([], NEUTRAL),
     ],
 )
-def test_tolerance_is_the_loosest_any_applied_rule_needs(codes: list[str], expected) -> None:
+def test_tolerance_is_the_loosest_any_applied_rule_needs(codes: list[str], expected: Tolerance) -> None:
     assert tolerance_for(codes).tolerance == expected
 
 
