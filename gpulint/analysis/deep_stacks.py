@@ -35,6 +35,7 @@ from gpulint.analysis.nn_modules import (
 from gpulint.core.context import FileContext
 from gpulint.core.names import NameUses
 from gpulint.core.values import single_value
+from gpulint.core.walk import walk
 
 SEQUENTIAL = "Sequential"
 
@@ -439,7 +440,7 @@ def mentions_checkpointing(ctx: FileContext, cls: cst.ClassDef) -> bool:
     """
     text = ctx.code(cls)
     calls = _TorchCheckpointCalls(ctx)
-    cls.visit(calls)
+    walk(cls, calls)
     for code in calls.code:
         text = text.replace(code, "", 1)
     return _CHECKPOINT_WORDS.search(text) is not None

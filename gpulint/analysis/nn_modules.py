@@ -14,6 +14,7 @@ import libcst as cst
 from gpulint.core.context import FileContext
 from gpulint.core.names import LOCAL
 from gpulint.core.values import single_value
+from gpulint.core.walk import walk
 
 NN_MODULE = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module", "torch.nn.modules.Module"})
 
@@ -97,7 +98,7 @@ class FunctionTree(cst.CSTVisitor):
 
 def function_tree(fn: cst.FunctionDef) -> FunctionTree:
     walker = FunctionTree(fn)
-    fn.visit(walker)
+    walk(fn, walker, skip=None)  # every node, layout included, as LibCST's visit gives them
     return walker
 
 def ancestors_in(tree: FunctionTree, node: cst.CSTNode) -> Iterator[cst.CSTNode]:

@@ -310,7 +310,7 @@ class TrainingFacts:
                 if names.qualified_name(node.func) in ANY_AUTOCAST:
                     found.append(node)
 
-        expr.visit(_Find())
+        walk(expr, _Find())
         if not found and names.qualified_name(expr) in ANY_AUTOCAST:
             found.append(expr)
         return found

@@ -280,7 +280,7 @@ class NameUses(cst.CSTVisitor):
     def of(cls, *nodes: cst.CSTNode) -> "NameUses":
         uses = cls()
         for node in nodes:
-            node.visit(uses)
+            walk(node, uses)
         return uses
 
     def _bind(self, target: cst.BaseExpression) -> None:
@@ -292,18 +292,18 @@ class NameUses(cst.CSTVisitor):
         elif isinstance(target, cst.StarredElement):
             self._bind(target.value)
         else:
-            target.visit(self)  # `x[i] = ...`, `obj.attr = ...` read their base
+            walk(target, self)  # `x[i] = ...`, `obj.attr = ...` read their base
 
     def visit_Name(self, node: cst.Name) -> None:
         self.reads.add(node.value)
         self.loaded.append(node)
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)
+        walk(node.value, self)
         return False
 
     def visit_Arg(self, node: cst.Arg) -> bool:
-        node.value.visit(self)
+        walk(node.value, self)
         return False
 
     def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
@@ -313,14 +313,14 @@ class NameUses(cst.CSTVisitor):
     def visit_AnnAssign(self, node: cst.AnnAssign) -> bool:
         self._bind(node.target)
         if node.value is not None:
-            node.value.visit(self)
+            walk(node.value, self)
         return False
 
     def visit_AugAssign(self, node: cst.AugAssign) -> bool:
         self._bind(node.target)
         if isinstance(node.target, cst.Name):
             self.reads.add(node.target.value)
-        node.value.visit(self)
+        walk(node.value, self)
         return False
 
     def visit_For(self, node: cst.For) -> None:
@@ -332,7 +332,7 @@ class NameUses(cst.CSTVisitor):
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> bool:
         self._bind(node.target)
-        node.value.visit(self)
+        walk(node.value, self)
         return False
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:

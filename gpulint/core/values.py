@@ -7,6 +7,7 @@ from typing import Optional
 import libcst as cst
 
 from gpulint.core.names import NameTable
+from gpulint.core.walk import walk
 
 
 def string_value(expr: Optional[cst.BaseExpression]) -> Optional[str]:
@@ -61,7 +62,7 @@ def self_attribute_value(expr: cst.Attribute, names: NameTable) -> Optional[cst.
             if _same_attribute(node.target, expr):
                 values.append(None)
 
-    cls.visit(_Stores())
+    walk(cls, _Stores())
     return values[0] if len(values) == 1 else None
 
 

@@ -340,6 +340,12 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
         # the file's own facts come from the text being linted (a fix round changes it)
         own = scan(check.tree) if check.tree is not None else FileFacts()
         view = project.with_own(own) if project is not None else ProjectView.alone(own)
+        # the third prefilter: rules the project facts already silence (device scope, GPU301's
+        # untrained models, GPU001 where 16-bit training is done another way) cost no LibCST parse
+        if ast_prefilter.ENABLED:
+            candidates = [r for r in candidates if r.may_report(view)]
+    if check.valid and not candidates:
+        return LintResult()
     check = replace(check, tree=None)  # the `ast` tree is not needed past here: free it before LibCST
     profile.count("parsed")
     try:

@@ -293,7 +293,7 @@ def _run_pool(jobs: Sequence[Job], workers: int, worker: Callable[[Job], FileRes
     each, so the file that kills its process is named and every other file still gets linted.
     On Ctrl-C, queued jobs are cancelled and running ones finish without writing.
     """
-    _linter()  # load LibCST once here, so forked workers share it
+    _linter().all_rules()  # load LibCST and the rules once here, so forked workers share them
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=_context(), initializer=_worker_started)
     results: list[FileResult] = []
     unfinished: list[Job] = []

@@ -27,6 +27,7 @@ from gpulint.core.names import NameUses, dotted
 from gpulint.core.pending import PendingEdit, Replace
 from gpulint.core.rewrite import add_keyword, is_literal
 from gpulint.core.values import self_attribute_value, single_value
+from gpulint.core.walk import walk
 
 Container = Union[cst.IndentedBlock, cst.Module]
 
@@ -52,7 +53,7 @@ def _moves_data_only(statement: cst.BaseStatement) -> bool:
         def visit_Call(self, node: cst.Call) -> None:
             calls.append(node)
 
-    statement.visit(_Calls())
+    walk(statement, _Calls())
     for call in calls:
         func = call.func
         if isinstance(func, cst.Attribute) and func.attr.value in _MOVING_METHODS:
@@ -143,7 +144,7 @@ def _lines_writing(node: cst.CSTNode, names: set[str]) -> list[cst.SimpleStateme
                 lines.append(line)
             return False
 
-    node.visit(_Lines())
+    walk(node, _Lines())
     return lines
 
 
@@ -345,7 +346,7 @@ def scaler_plan(facts: TrainingFacts, step: TrainingStep, backward: Backward) ->
     if not isinstance(container, (cst.IndentedBlock, cst.SimpleStatementSuite, cst.Module)):
         return None
     uses = _GradUses()
-    step.node.visit(uses)
+    walk(step.node, uses)
     first: Optional[cst.BaseStatement] = None
     for node in uses.nodes:
         if not (facts.before(backward.call, node) and facts.before(node, call)):

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from gpulint.core.context import FileContext
     from gpulint.core.pending import PendingFix
+    from gpulint.project.view import ProjectView
 
 DOCS_URL = "https://gpulint.dev/rules/"
 
@@ -96,14 +97,20 @@ class Rule:
     def may_match(cls, text: str) -> bool:
         return not cls.needles or any(needle in text for needle in cls.needles)
 
-    def applies(self) -> bool:
-        """Whether the rule runs on this file at all (device scope)."""
-        if self.target is Target.ANY:
+    @classmethod
+    def may_report(cls, project: "ProjectView") -> bool:
+        """Whether the rule can report anything in a file with these project facts. Decided from the
+        facts alone, before LibCST parses the file: a rule that cannot report is not worth a parse."""
+        if cls.target is Target.ANY:
             return True
-        facts = device_facts(self.ctx.project)
-        if self.target is Target.GPU:
+        facts = device_facts(project)
+        if cls.target is Target.GPU:
             return facts.gpu_evidence
         return not facts.cpu_only
+
+    def applies(self) -> bool:
+        """Whether the rule runs on this file at all (device scope)."""
+        return self.may_report(self.ctx.project)
 
     def report(
         self,

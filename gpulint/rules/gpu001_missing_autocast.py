@@ -19,6 +19,7 @@ from gpulint.core.edits import Applicability
 from gpulint.core.options import Choice, Option
 from gpulint.core.pending import PendingFix
 from gpulint.core.verification import MIXED_PRECISION, Verification, construct_enabled
+from gpulint.project.view import ProjectView
 from gpulint.rewrites.mixed_precision import (
     GRAD_SCALER_SINCE,
     Region,
@@ -146,7 +147,7 @@ class MissingAutocast(Rule):
         facts, step, backward = found
         if step.backwards[0] is not backward:
             return  # one finding per training step, at its first backward()
-        if facts.low_precision_model or self._precision_handled():
+        if facts.low_precision_model or _precision_handled(self.ctx.project):
             return
         for each in step.backwards:
             statement = loss_statement(facts, step, each)
@@ -162,16 +163,9 @@ class MissingAutocast(Rule):
             fix,
         )
 
-    def _precision_handled(self) -> bool:
-        """16-bit training done another way in or around the file, or a loop bound by its environment."""
-        project = self.ctx.project
-        if project.own.rl:
-            return True  # the step waits on a simulator; small policy nets gain nothing (AMP recipe)
-        if project.own.sparse:
-            return True  # sparse kernels are outside autocast: mixing them with 16-bit activations fails
-        # a GradScaler, FSDP MixedPrecision(Policy), a model cast to 16 bits, layers that compute in
-        # their input's dtype, apex, DeepSpeed: here, in a caller, or in a module either imports
-        return bool(project.mixed_precision)
+    @classmethod
+    def may_report(cls, project: ProjectView) -> bool:
+        return super().may_report(project) and not _precision_handled(project)
 
     def _fix(self, facts: TrainingFacts, step: TrainingStep, backward: Backward) -> tuple[Optional[PendingFix], str]:
         """The rewrite, or None and the reason (appended to the message) when no rewrite is right."""
@@ -225,6 +219,17 @@ class MissingAutocast(Rule):
             return ""
         return (f"; the fix creates the GradScaler each time {function.name.value}() runs: create it once where "
                 "the optimizer is made, pass it in, and save scaler.state_dict() with the optimizer's")
+
+
+def _precision_handled(project: ProjectView) -> bool:
+    """16-bit training done another way in or around the file, or a loop bound by its environment."""
+    if project.own.rl:
+        return True  # the step waits on a simulator; small policy nets gain nothing (AMP recipe)
+    if project.own.sparse:
+        return True  # sparse kernels are outside autocast: mixing them with 16-bit activations fails
+    # a GradScaler, FSDP MixedPrecision(Policy), a model cast to 16 bits, layers that compute in
+    # their input's dtype, apex, DeepSpeed: here, in a caller, or in a module either imports
+    return bool(project.mixed_precision)
 
 
 def _floor(version: tuple[int, int]) -> str:

@@ -25,6 +25,7 @@ from gpulint.core.options import Flag, Integer, Option
 from gpulint.core.pending import PendingEdit, PendingFix, Reference, Replace
 from gpulint.core.rewrite import add_keyword
 from gpulint.core.verification import NEUTRAL, Verification
+from gpulint.project.view import ProjectView
 from gpulint.rules.base import Rule, RuleDocs, Target
 from gpulint.rules.gpu302_checkpoint_without_use_reentrant import (
     CHECKPOINT_MODULE,
@@ -163,6 +164,11 @@ class DeepStackWithoutCheckpointing(Rule):
         not follow.
         """,
     )
+
+    @classmethod
+    def may_report(cls, project: ProjectView) -> bool:
+        """Only classes the project trains are reported: with none in this file, nothing is."""
+        return super().may_report(project) and bool(project.trained)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         ctx = self.ctx

@@ -15,6 +15,7 @@ from gpulint.core.edits import Applicability
 from gpulint.core.pending import PendingFix, Replace
 from gpulint.core.rewrite import add_keyword, is_literal, set_keyword
 from gpulint.core.verification import NEUTRAL, Verification
+from gpulint.core.walk import walk
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 CHECKPOINT_MODULE = "torch.utils.checkpoint"
@@ -166,7 +167,7 @@ def _all_functions(module: cst.Module) -> list[cst.FunctionDef]:
         def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
             found.append(node)
 
-    module.visit(_Defs())
+    walk(module, _Defs())
     return found
 
 
