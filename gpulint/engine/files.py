@@ -27,18 +27,18 @@ _SHEBANG = re.compile(rb"#![^\r\n]*\bpython[0-9.]*\b")
 def not_python_reason(name: str, raw: bytes) -> Optional[str]:
     """Why a file named on the command line is not Python source, or None when it is.
 
-    Directories are searched for *.py and *.pyi only; a file named explicitly is linted when
-    it has one of those suffixes (or .pyw), or no suffix and a python shebang, as pre-commit
-    decides what is Python. Anything else (a notebook, JSON, YAML) would parse as Python by
-    accident and pass: it is a GPU000 finding instead.
+    A file named explicitly is linted when it has one of the suffixes directories are searched
+    for (.py, .pyi, .ipynb) or .pyw, or no suffix and a python shebang, as pre-commit decides
+    what is Python. Anything else (JSON, YAML) would parse as Python by accident and pass: it
+    is a GPU000 finding instead.
     """
     suffix = os.path.splitext(os.path.basename(name))[1].lower()
     if suffix in PYTHON_SUFFIXES + (".pyw",) or name == "-":
         return None
     if suffix == "" and _SHEBANG.match(raw.lstrip(b"\xef\xbb\xbf")[:256]):
         return None
-    if suffix == ".ipynb":
-        return "a notebook: gpulint does not lint notebooks yet (only .py and .pyi files)"
+    if suffix == ".ipynb":  # read as a notebook (gpulint/notebook/), never as Python
+        return None
     kind = f"a {suffix} file" if suffix else "no .py suffix and no python shebang"
     return f"not Python source ({kind}): gpulint lints .py and .pyi files"
 

@@ -24,6 +24,7 @@ from gpulint.engine.files import not_python_reason
 from gpulint.engine.findings import Finding
 from gpulint.engine.profile import NO_PROFILE, Profile
 from gpulint.engine.source import READ_LIMIT, SourceError, SourceFile, read_bytes, read_source, write_bytes
+from gpulint.notebook import is_notebook
 
 POOL_THRESHOLD = 8  # below this many files a process pool costs more than it saves
 
@@ -92,6 +93,8 @@ def syntax_finding(path: str, message: str) -> Finding:
 
 
 def run_source(path: Path, source: SourceFile, job: Job, profile: Profile = NO_PROFILE) -> FileReport:
+    if is_notebook(str(path)):
+        return _run_notebook(path, source, job, profile)
     report = FileReport(str(path))
     linter = _linter()
     lint_text = linter.lint_text
@@ -127,6 +130,39 @@ def run_source(path: Path, source: SourceFile, job: Job, profile: Profile = NO_P
             report.fixed = 0
             report.fixed_text = None
             report.findings = lint_text(path, source.text, job.settings, project=job.project).findings
+    return report
+
+
+def _run_notebook(path: Path, source: SourceFile, job: Job, profile: Profile) -> FileReport:
+    """A notebook: its code cells linted as one program (gpulint/notebook/), written as `run_source` writes."""
+    from gpulint.notebook.job import run_notebook
+
+    report = FileReport(str(path))
+    linter = _linter()
+
+    def findings_before() -> list[Finding]:
+        return run_notebook(path, source.raw, job.settings, False, job.unsafe, job.project).findings
+
+    try:
+        result = run_notebook(path, source.raw, job.settings, job.mode is not Mode.CHECK, job.unsafe, job.project,
+                              profile)
+        report.findings, report.cacheable, report.write_error = result.findings, result.cacheable, result.error
+        if result.data is None:
+            return report
+        if job.mode is Mode.DIFF:  # nothing is written: the findings before fixing still stand
+            report.diff, report.fixed, report.findings = result.diff, result.fixed, findings_before()
+            return report
+        try:
+            if _interrupted:
+                raise SourceError("interrupted; fix not written")
+            with profile.phase("writing"):
+                write_bytes(source, result.data)
+            report.written, report.fixed = result.data, result.fixed
+        except SourceError as exc:
+            report.write_error = str(exc)
+            report.findings = findings_before()
+    except linter.InternalError as exc:
+        report.internal_error = (str(exc), exc.trace)
     return report
 
 

@@ -25,6 +25,19 @@ class RenderContext:
                 return None
         return self.sources[path]
 
+    def cell_text(self, path: str, number: Optional[int]) -> Optional[str]:
+        """The source of a notebook's cell `number` (1-based), or the file's text when None."""
+        text = self.text_of(path)
+        if number is None or text is None:
+            return text
+        from gpulint.notebook.model import NotebookError, load_notebook
+
+        try:
+            cells = load_notebook(text.encode("utf-8")).cells
+        except NotebookError:
+            return None
+        return cells[number - 1].source if 0 < number <= len(cells) else None
+
 
 def display_path(path: str, quote: bool = True) -> str:
     """The path relative to the working directory when it lies below it (what CI tools expect),

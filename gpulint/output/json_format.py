@@ -6,12 +6,20 @@ import json
 import os
 from typing import Any, Sequence
 
-from gpulint.engine.findings import Finding, Location
+from gpulint.engine.findings import Finding, FixEdit, Location
 from gpulint.output.context import escape_surrogates
 
 
 def _location(loc: Location) -> dict[str, int]:
     return {"column": loc.column, "row": loc.row}
+
+
+def _edit(edit: FixEdit) -> dict[str, Any]:
+    out: dict[str, Any] = {"content": edit.content, "end_location": _location(edit.end_location),
+                           "location": _location(edit.location)}
+    if edit.cell is not None:  # a notebook's fix may edit another cell than the finding's (an import)
+        out["cell"] = edit.cell
+    return out
 
 
 def finding_json(finding: Finding) -> dict[str, Any]:
@@ -20,13 +28,13 @@ def finding_json(finding: Finding) -> dict[str, Any]:
         fix = {
             "applicability": finding.fix.applicability.value,
             "message": finding.fix.message,
-            "edits": [
-                {"content": e.content, "end_location": _location(e.end_location), "location": _location(e.location)}
-                for e in finding.fix.edits
-            ],
+            "edits": [_edit(e) for e in finding.fix.edits],
         }
+    cell = finding.cell
+    extra = {"cell_id": cell.id} if cell is not None else {}  # notebooks only: ruff's schema for .py files
     return {
-        "cell": None,
+        "cell": cell.number if cell is not None else None,
+        **extra,
         "code": finding.code,
         "end_location": _location(finding.end_location),
         "filename": os.path.abspath(finding.path) if finding.path != "-" else finding.path,

@@ -11,6 +11,7 @@ from urllib.parse import quote
 from gpulint import __version__
 from gpulint.engine.findings import Finding, Location
 from gpulint.output.context import RenderContext, escape_surrogates
+from gpulint.output.text import position
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://gpulint.dev"
@@ -52,22 +53,35 @@ def rule_descriptor(rule: Any) -> dict[str, Any]:
     }
 
 
+def _location(finding: Finding, uri: str) -> dict[str, Any]:
+    cell = finding.cell
+    if cell is None:
+        return {"physicalLocation": {"artifactLocation": {"uri": uri},
+                                     "region": _region(finding.location, finding.end_location)}}
+    # a notebook: the region is the .ipynb file's lines that hold the code; the cell and the
+    # position in its source are properties (SARIF has no notion of cells)
+    return {
+        "physicalLocation": {"artifactLocation": {"uri": uri},
+                             "region": {"startLine": cell.file_row, "endLine": cell.file_end_row}},
+        "properties": {"cell": cell.number, "cellId": cell.id,
+                       "cellRegion": _region(finding.location, finding.end_location)},
+    }
+
+
 def _result(finding: Finding, index: dict[str, int]) -> dict[str, Any]:
     uri = artifact_uri(finding.path)
+    message = finding.message
+    if finding.cell is not None:
+        message = f"{position(finding)}: {message}"
     result: dict[str, Any] = {
         "ruleId": finding.code,
         "level": "error",
-        "message": {"text": finding.message},
-        "locations": [{
-            "physicalLocation": {
-                "artifactLocation": {"uri": uri},
-                "region": _region(finding.location, finding.end_location),
-            }
-        }],
+        "message": {"text": message},
+        "locations": [_location(finding, uri)],
     }
     if finding.code in index:
         result["ruleIndex"] = index[finding.code]
-    if finding.fix is not None:
+    if finding.fix is not None and finding.cell is None:  # a notebook's edits are in cell coordinates
         result["fixes"] = [{
             "description": {"text": f"{finding.fix.message} ({finding.fix.applicability.value} fix)"},
             "artifactChanges": [{

@@ -1,0 +1,16 @@
+"""Jupyter notebooks: their code cells linted as one program, fixed without touching other bytes.
+
+Light on purpose: the file walk and the runner ask `is_notebook` for every file, and must not
+load LibCST or the notebook machinery to do it.
+"""
+
+from __future__ import annotations
+
+import os
+
+NOTEBOOK_SUFFIX = ".ipynb"
+
+
+def is_notebook(name: str) -> bool:
+    """Whether `name` is a notebook by its suffix (the content is checked when it is read)."""
+    return os.path.splitext(name)[1].lower() == NOTEBOOK_SUFFIX
