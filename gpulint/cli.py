@@ -14,7 +14,7 @@ from gpulint import __version__
 from gpulint import cli_workflow as workflow
 from gpulint.cli_performance import PerformanceOptions, clean_command, performance_options
 from gpulint.config import CliOverrides, ConfigError, parse_codes
-from gpulint.engine.files import PathError, Walker
+from gpulint.engine.files import LINT_SUFFIXES, PathError, Walker
 from gpulint.engine.findings import Finding
 from gpulint.engine.runner import FileReport, Mode, collect_jobs, run_jobs
 from gpulint.output import FORMATS, HUMAN_FORMATS
@@ -74,7 +74,7 @@ def _run(mode: Mode, paths: Sequence[Path], select, extend_select, ignore, previ
          unsafe_fixes: bool, jobs: Optional[int], exit_zero: bool, verbose: bool) -> None:
     options = workflow.WorkflowOptions.current()
     overrides = CliOverrides(select=select, extend_select=extend_select, ignore=ignore, preview=preview)
-    walker = Walker()
+    walker = Walker(suffixes=LINT_SUFFIXES)
     try:
         resolver = options.resolver(overrides)
         if workflow.is_stdin(paths, options):

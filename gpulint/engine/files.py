@@ -15,6 +15,7 @@ DEFAULT_EXCLUDES = frozenset({
     ".ipynb_checkpoints", "site-packages",
 })
 PYTHON_SUFFIXES = (".py", ".pyi")
+LINT_SUFFIXES = PYTHON_SUFFIXES + (".ipynb",)  # what `check` and `fix` look for in directories
 
 
 class PathError(Exception):
@@ -155,6 +156,7 @@ class Walker:
     respect_gitignore: bool = True
     extra_excludes: tuple[str, ...] = ()
     errors: list[tuple[str, str]] = field(default_factory=list)
+    suffixes: tuple[str, ...] = PYTHON_SUFFIXES  # the files a directory is searched for
 
     def is_gitignored(self, path: Path, is_dir: bool) -> bool:
         if not self.respect_gitignore:
@@ -199,7 +201,7 @@ class Walker:
                 if not self.excluded_name(d) and not self.is_gitignored(base / d, is_dir=True)
             )
             for name in sorted(filenames):
-                if not name.endswith(PYTHON_SUFFIXES) or self.excluded_name(name):
+                if not name.endswith(self.suffixes) or self.excluded_name(name):
                     continue
                 path = base / name
                 if self.is_gitignored(path, is_dir=False):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import traceback
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 from gpulint.analysis.project import ProjectView
 from gpulint.config import Settings
@@ -14,7 +14,7 @@ from gpulint.engine.fixes import Edit, apply_edits, select_edits
 from gpulint.engine.guard import text_size
 from gpulint.engine.linter import MAX_FIX_ROUNDS, InternalError, lint_text, parse, syntax_finding
 from gpulint.engine.profile import NO_PROFILE, Profile
-from gpulint.notebook.model import Cell, Notebook
+from gpulint.notebook.model import Cell, Notebook, NotebookError
 from gpulint.notebook.program import Placement, Program, build_program, row_column
 from gpulint.rules import SYNTAX_ERROR
 
@@ -60,6 +60,19 @@ def _map_finding(program: Program, notebook: Notebook, finding: Finding) -> Find
     return replace(finding, message=message, location=Location(*row_column(source, start)),
                    end_location=Location(*row_column(source, end)), fix=fix, noqa_rows=rows,
                    cell=cell_ref(notebook, placement.cell, start, end))
+
+
+def to_program(program: Program, finding: Finding) -> Optional[Finding]:
+    """A finding in cell coordinates back in the program's (a code line is one source line)."""
+    cell = finding.cell
+    placement = next((p for p in program.placements if cell is not None and p.cell.number == cell.number), None)
+    if placement is None:
+        return None
+    first_row = row_column(program.text, placement.start)[0] - 1
+    first, last = finding.noqa_rows
+    return replace(finding, location=Location(first_row + finding.location.row, finding.location.column),
+                   end_location=Location(first_row + finding.end_location.row, finding.end_location.column),
+                   noqa_rows=(first_row + first, first_row + last) if first > 0 else (0, 0), cell=None)
 
 
 def _cell_row(program: Program, placement: Placement, row: int) -> int:
@@ -129,7 +142,7 @@ def fix_notebook(path: Path, notebook: Notebook, settings: Settings, unsafe: boo
             break
         with profile.phase("fixing"):
             edits, applied = select_edits(fixes)
-            changed = _apply(program, edits)
+            changed = apply_to_cells(program, edits)
         if applied == 0 or not changed:
             break
         outcome.sources.update(changed)
@@ -147,12 +160,14 @@ def fix_notebook(path: Path, notebook: Notebook, settings: Settings, unsafe: boo
     return outcome
 
 
-def _apply(program: Program, edits: list[Edit]) -> dict[int, str]:
-    """The program's edits applied to the cells they fall in: new sources by cell index."""
+def apply_to_cells(program: Program, edits: Sequence[Edit]) -> dict[int, str]:
+    """The program's edits applied to the cells they fall in: new sources by cell index.
+    NotebookError when an edit does not fall in one cell's own text."""
     per_cell: dict[int, list[Edit]] = {}
     for edit in edits:
         mapped = program.map_edit(edit.start, edit.end, edit.content)
-        assert mapped is not None  # only fixes whose edits all map were selected
+        if mapped is None:
+            raise NotebookError("an edit falls on a magic line or between cells; not written")
         per_cell.setdefault(mapped.cell.index, []).append(Edit(mapped.start, mapped.end, mapped.content))
     sources = {p.cell.index: p.source for p in program.placements}
     changed = {}

@@ -26,6 +26,8 @@ STATEMENT_MAGICS = frozenset({"time", "timeit"})
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)?")
 _ASSIGNED_MAGIC = re.compile(r"[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*\s*=\s*[!%]")
 _MAGIC_NAME = re.compile(r"%%?([A-Za-z_][\w.]*)")
+# IPython's help: `model?`, `torch.nn??`, `?obj`, `*Loader*?` (a name, or a pattern, and question marks)
+_HELP = re.compile(r"\?{0,2}[A-Za-z_*][\w.*]*(?:\(\))?\?{0,2}")
 
 
 @dataclass(frozen=True)
@@ -124,9 +126,7 @@ def is_magic_line(line: str) -> bool:
         return True
     if _ASSIGNED_MAGIC.match(stripped):
         return True
-    code = stripped.split("#", 1)[0].rstrip() if "#" in stripped and "'" not in stripped and '"' not in stripped \
-        else stripped
-    return code.endswith("?")
+    return "?" in stripped and _HELP.fullmatch(stripped) is not None
 
 
 def compiles(code: str) -> bool:
@@ -167,9 +167,12 @@ def transform(source: str) -> CellCode:
     for row, line in enumerate(lines[start:], start=start + 1):
         if continuing_magic or (scanner.at_statement_start and is_magic_line(line)):
             body = line.rstrip("\r\n")
-            continuing_magic = body.endswith("\\")
             out.magics.append((row, body))
-            _replace_magic(out, line, offset)
+            if continuing_magic:  # the rest of a magic continued with a backslash: an empty line
+                out.add(_newline(line), offset, copied=False)
+            else:
+                _replace_magic(out, line, offset)
+            continuing_magic = body.endswith("\\")
         else:
             scanner.feed(line)
             out.add(line, offset)

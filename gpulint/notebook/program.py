@@ -18,7 +18,6 @@ from typing import Mapping, Optional, Sequence
 from gpulint.notebook.magics import CellCode, Piece, split_lines, transform
 from gpulint.notebook.model import Cell, Notebook
 
-SEPARATOR = "\n"
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
@@ -35,13 +34,17 @@ class Placement:
 
     @property
     def added_newline(self) -> bool:
-        return self.stop - self.end > len(SEPARATOR)
+        return self.stop - self.end > len(self.newline)
 
     @property
     def newline(self) -> str:
-        """The cell's own line ending, for code written into it."""
-        match = _NEWLINE.search(self.source)
-        return match.group() if match else "\n"
+        """The cell's own line ending, for code written into it (and the lines added after it)."""
+        return newline_of(self.source)
+
+
+def newline_of(source: str) -> str:
+    match = _NEWLINE.search(source)
+    return match.group() if match else "\n"
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,15 @@ class Program:
                     text = text[:-len(placement.newline)]
                 return CellEdit(placement.cell, len(placement.source), len(placement.source), text)
             return None
+        newline = placement.newline
+        if placement.added_newline and end == placement.end + len(newline):
+            # the edit ends with the line break gpulint added after the cell's last line: the
+            # same edit without it (a deleted last line takes the line break before it along)
+            mapped = self.map_edit(start, placement.end, content[:-len(newline)] if content.endswith(newline)
+                                   else content)
+            if mapped is not None and not mapped.content and placement.source[:mapped.start].endswith(newline):
+                mapped = CellEdit(mapped.cell, mapped.start - len(newline), mapped.end, "")
+            return mapped
         if end > placement.end:
             return None
         local_start, local_end = start - placement.start, end - placement.start
@@ -178,9 +190,10 @@ def build_program(notebook: Notebook, sources: Optional[Mapping[int, str]] = Non
             continue
         text = code.text
         end = length + len(text)
+        newline = newline_of(source)  # a CRLF cell stays CRLF throughout, for the fixes' new lines too
         if not text.endswith(("\n", "\r")):
-            text += "\n"
-        text += SEPARATOR
+            text += newline
+        text += newline
         placements.append(Placement(cell, source, code, length, end, length + len(text)))
         parts.append(text)
         length += len(text)
