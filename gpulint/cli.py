@@ -259,6 +259,19 @@ def verify(paths, steps, warmup, repeats, device, nproc, select, preview, json_p
     sys.exit(verify_main(options))
 
 
+@main.command()
+def server() -> None:
+    """Run the language server on stdin/stdout, for editors (needs the `server` extra: pygls)."""
+    import importlib.util
+
+    if importlib.util.find_spec("pygls") is None:
+        click.echo("gpulint: error: gpulint server needs pygls: pip install 'gpulint[server]'", err=True)
+        sys.exit(EXIT_ERROR)
+    from gpulint.server.lsp import serve
+
+    serve()
+
+
 main.add_command(clean_command)
 
 
