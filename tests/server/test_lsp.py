@@ -156,7 +156,7 @@ async def test_a_configuration_file_change_takes_effect(client: LanguageClient, 
     (tmp_path / "pyproject.toml").write_text('[tool.gpulint]\n[tool.gpulint.per-file-ignores]\n"train.py" = ["GPU"]\n')
     client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(
         [types.FileEvent(uri=config.as_uri(), type=types.FileChangeType.Changed)]))
-    assert await _until(client, uri, lambda d: d == []) == []
+    assert not await _until(client, uri, lambda d: not d)
 
 
 @pytest.mark.asyncio
