@@ -8,6 +8,11 @@ and compares it with the target from the verify issue (H200). Every verdict must
 speed target is met only when the lower bound of the speedup's 95% interval reaches it. The
 DDP fixture runs through torchrun with 2 processes when the machine has 2 GPUs, else 1 (on the
 CPU dry run: 2 processes with gloo).
+
+Then every script in fixtures/runtime is fixed with `gpulint fix --unsafe-fixes` in a scratch
+copy and run on the device: it must exit 0 and its loss must go down. On the CPU the test suite
+does this (tests/rules/test_rewrites_train.py); here it is the same rewrites on CUDA, where
+autocast refuses binary_cross_entropy and pinning CUDA tensors raises.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -24,6 +31,9 @@ from typing import Any, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "fixtures" / "scripts"
+RUNTIME = ROOT / "fixtures" / "runtime"
+# scripts that take arguments: one tuple per run ({dir}: the scratch copy)
+RUNTIME_RUNS = {"epochs_with_checkpoint.py": (("{dir}/checkpoint.pt", "2"), ("{dir}/checkpoint.pt", "4"))}
 
 
 @dataclass(frozen=True)
@@ -186,6 +196,59 @@ def markdown(outcomes: list[dict[str, Any]], size: str, device: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def runtime_checks(device: str, work: Path, timeout: int) -> list[dict[str, Any]]:
+    """Fix each fixtures/runtime script (all rules, unsafe fixes too) and run it: it must train."""
+    results = []
+    scratch = work / "runtime"
+    shutil.rmtree(scratch, ignore_errors=True)
+    shutil.copytree(RUNTIME, scratch)
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    if device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    for entry in sorted(scratch.iterdir()):
+        script = entry / "train.py" if entry.is_dir() else entry
+        if entry.suffix != ".py" and not entry.is_dir():
+            continue
+        fixed = subprocess.run([sys.executable, "-m", "gpulint", "fix", "--unsafe-fixes", "--isolated", "--no-cache",
+                                str(entry)], cwd=ROOT, capture_output=True, text=True)
+        outcome: dict[str, Any] = {"script": entry.name, "fix_exit_code": fixed.returncode}
+        print(f"== runtime: {entry.name} (fix exit {fixed.returncode})", file=sys.stderr, flush=True)
+        losses: list[float] = []
+        try:
+            for args in RUNTIME_RUNS.get(entry.name, ((),)):  # a resumed script runs twice on one checkpoint
+                ran = subprocess.run([sys.executable, str(script), *(a.format(dir=scratch) for a in args)],
+                                     cwd=script.parent, capture_output=True, text=True, env=env, timeout=timeout)
+                outcome["exit_code"], outcome["stderr_tail"] = ran.returncode, ran.stderr[-2000:]
+                if ran.returncode != 0:
+                    losses = []
+                    break
+                losses += json.loads(ran.stdout.strip().splitlines()[-1])
+        except (subprocess.TimeoutExpired, ValueError, IndexError) as exc:
+            losses, outcome["exit_code"], outcome["stderr_tail"] = [], None, f"{type(exc).__name__}: {exc}"
+        first = sum(losses[:5]) / 5 if len(losses) >= 10 else None
+        last = sum(losses[-5:]) / 5 if len(losses) >= 10 else None
+        outcome["first_loss"], outcome["last_loss"] = first, last
+        outcome["trained"] = (fixed.returncode in (0, 1) and outcome["exit_code"] == 0 and first is not None
+                              and last is not None and last < 0.8 * first)
+        results.append(outcome)
+    return results
+
+
+def runtime_markdown(results: list[dict[str, Any]]) -> str:
+    lines = ["", "## The rewrites train (fixtures/runtime, `gpulint fix --unsafe-fixes`, then run)", "",
+             "| script | fix exit | run exit | mean loss, first 5 steps | last 5 steps | trained |",
+             "|---|---|---|---|---|---|"]
+    for r in results:
+        first = "-" if r["first_loss"] is None else f"{r['first_loss']:.3f}"
+        last = "-" if r["last_loss"] is None else f"{r['last_loss']:.3f}"
+        lines.append(f"| {r['script']} | {r['fix_exit_code']} | {r['exit_code']} | {first} | {last} "
+                     f"| {'yes' if r['trained'] else 'NO'} |")
+    failed = [r for r in results if not r["trained"]]
+    for r in failed:
+        lines += ["", f"{r['script']} stderr (tail):", "```", r["stderr_tail"].strip(), "```"]
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", choices=("gpu", "tiny"), default="gpu")
@@ -194,6 +257,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=int, default=240, help="seconds per training run")
     parser.add_argument("--only", default=None, help="run only checks whose name contains this text")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each version per check")
+    parser.add_argument("--no-runtime", action="store_true", help="skip the fixtures/runtime training runs")
     args = parser.parse_args()
     args.out_dir.mkdir(parents=True, exist_ok=True)
     work = args.out_dir / "verification-runs"
@@ -206,16 +270,20 @@ def main() -> int:
         outcome["met"], outcome["why"] = judge(check, outcome)
         outcome["_check"] = check
         outcomes.append(outcome)
-    (args.out_dir / "verification.md").write_text(markdown(outcomes, args.size, args.device), encoding="utf-8")
+    runtime = [] if args.no_runtime else runtime_checks(args.device, work, args.timeout)
+    text = markdown(outcomes, args.size, args.device) + (runtime_markdown(runtime) if runtime else "")
+    (args.out_dir / "verification.md").write_text(text, encoding="utf-8")
     combined = {"size": args.size, "device": args.device,
-                "checks": [{k: v for k, v in o.items() if k != "_check"} for o in outcomes]}
+                "checks": [{k: v for k, v in o.items() if k != "_check"} for o in outcomes], "runtime": runtime}
     (args.out_dir / "verification.json").write_text(json.dumps(combined, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {args.out_dir / 'verification.md'} and {args.out_dir / 'verification.json'}", file=sys.stderr)
     print((args.out_dir / "verification.md").read_text())
     for outcome in outcomes:
         print(f"{outcome['check']}: {'met' if outcome['met'] else 'NOT met: ' + outcome['why']} "
               f"({outcome['wall_s']} s)", file=sys.stderr)
-    return 0 if all(o["met"] for o in outcomes) else 1
+    for result in runtime:
+        print(f"runtime {result['script']}: {'trained' if result['trained'] else 'DID NOT TRAIN'}", file=sys.stderr)
+    return 0 if all(o["met"] for o in outcomes) and all(r["trained"] for r in runtime) else 1
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One prepared command for the GPU check of `gpulint verify` (issues 5 and 13): runs verify on every fixture
 # training script at --size gpu on CUDA, the DDP fixture through torchrun (2 processes when the machine has
-# 2 GPUs, else 1), and writes docs/verification.json and docs/verification.md (date, GPU, torch, numbers,
-# targets). Extra arguments go to scripts/gpu_verify.py (e.g. --only "mixed precision", --timeout 300,
+# 2 GPUs, else 1), then fixes and runs every fixtures/runtime script (each must still train), and writes
+# docs/verification.json and docs/verification.md (date, GPU, torch, numbers, targets). Extra arguments go to scripts/gpu_verify.py (e.g. --only "mixed precision", --timeout 300,
 # --repeats 5, --out-dir /tmp/out).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,6 +1,7 @@
 """Extract the pinned commit of each repository in repos.toml into a local corpus directory.
 
     python bench/precision/prepare.py --git-dirs /path/to/clones --corpus ~/.cache/gpulint/corpus
+    python bench/precision/prepare.py --git-dirs /path/to/clones --repos bench/precision/holdout.toml
 
 `--git-dirs` holds one git directory (a clone, bare or not) per repository, named `owner+name`
 or `name`, optionally with the clone under `owner+name/repo`. Only the files gpulint reads
@@ -59,8 +60,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--git-dirs", type=Path, required=True)
     parser.add_argument("--corpus", type=Path, default=Path(os.environ.get("GPULINT_CORPUS", DEFAULT_CORPUS)))
+    parser.add_argument("--repos", type=Path, default=HERE / "repos.toml", help="repos.toml or holdout.toml")
     args = parser.parse_args(argv)
-    for repo in load_repos():
+    for repo in load_repos(args.repos):
         target = args.corpus.expanduser() / repo.slug
         if target.exists():
             print(f"{repo.name}: already in {target}")

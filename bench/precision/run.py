@@ -2,6 +2,7 @@
 
     python bench/precision/run.py                      # lint, then print the tables
     python bench/precision/run.py --write              # also rewrite the tables in RESULTS.md
+    python bench/precision/run.py --holdout --write    # the hold-out repositories' tables
     python bench/precision/run.py --unlabelled         # list findings that have no verdict yet
     python bench/precision/run.py --gpulint ../old     # score another checkout (for recall today)
 
@@ -119,8 +120,18 @@ def recall_of(runs: Sequence[RepoRun], recall: Sequence[tuple[Key, str]]) -> dic
     return out
 
 
-def summary_table(totals: dict[str, Counter], recall: dict[str, tuple[int, int]],
+def summary_table(totals: dict[str, Counter], recall: Optional[dict[str, tuple[int, int]]],
                   baseline: Optional[dict[str, tuple[int, int]]] = None) -> str:
+    """Per rule: findings, verdicts, precision; recall columns only when a recall sample was measured."""
+    if recall is None:
+        lines = ["| rule | status | findings | TP | FP | precision |", "|---|---|---:|---:|---:|---:|"]
+        for code in STABLE + PREVIEW:
+            counts = totals.get(code, Counter())
+            labelled = counts["TP"] + counts["FP"]
+            precision = f"{100 * counts['TP'] / labelled:.1f} %" if labelled else "-"
+            lines.append(f"| {code} | {'preview' if code in PREVIEW else 'stable'} | {counts['findings']} | "
+                         f"{counts['TP']} | {counts['FP']} | {precision} |")
+        return "\n".join(lines)
     lines = ["| rule | status | findings | TP | FP | precision | recall (sample) |"
              + (" recall before |" if baseline else ""),
              "|---|---|---:|---:|---:|---:|---:|" + ("---:|" if baseline else "")]
@@ -187,7 +198,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--labels", type=Path, default=HERE / "labels.tsv")
     parser.add_argument("--recall", type=Path, default=HERE / "recall.tsv")
     parser.add_argument("--results", type=Path, default=HERE / "RESULTS.md")
+    parser.add_argument("--holdout", action="store_true",
+                        help="lint the hold-out repositories (holdout.toml) and write their HOLDOUT-* blocks")
     args = parser.parse_args(argv)
+    if args.holdout and args.repos == HERE / "repos.toml":
+        args.repos = HERE / "holdout.toml"
+    prefix = "HOLDOUT-" if args.holdout else ""
     corpus = args.corpus.expanduser()
     repos = present(load_repos(args.repos), corpus)
     if args.only:
@@ -208,7 +224,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     baseline = None
     if args.baseline is not None:
         baseline = recall_of([lint(repo, corpus, args.baseline) for repo in repos], recall)
-    summary = summary_table(totals, measured, baseline)
+    summary = summary_table(totals, None if args.holdout else measured, baseline)
     print(summary + "\n\n" + table + "\n\n" + timing_table(runs))
     if args.unlabelled:
         for run in runs:
@@ -218,10 +234,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.write:
         results = args.results
         text = results.read_text(encoding="utf-8") if results.exists() else "# Precision on real code\n"
-        text = replace_block(text, "SUMMARY", summary)
-        text = replace_block(text, "PER-REPOSITORY", table)
-        text = replace_block(text, "TIMING", timing_table(runs))
-        text = replace_block(text, "FALSE-POSITIVES", false_positive_list(runs, labels))
+        text = replace_block(text, prefix + "SUMMARY", summary)
+        text = replace_block(text, prefix + "PER-REPOSITORY", table)
+        if not args.holdout:
+            text = replace_block(text, "TIMING", timing_table(runs))
+        text = replace_block(text, prefix + "FALSE-POSITIVES", false_positive_list(runs, labels))
         results.write_text(text, encoding="utf-8")
     return 0
 

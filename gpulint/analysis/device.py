@@ -27,15 +27,17 @@ GPU_EVIDENCE_TEXT = re.compile(
 class DeviceFacts:
     gpu_evidence: bool
     pins_cpu: bool
+    tpu: bool = False  # torch_xla: the accelerator is a TPU, and CUDA advice does not apply
 
     @property
     def cpu_only(self) -> bool:
-        """Pins its device to "cpu" and shows no sign of a GPU."""
-        return self.pins_cpu and not self.gpu_evidence
+        """Pins its device to "cpu" and shows no sign of a GPU, or runs on a TPU: no GPU rule applies."""
+        return self.tpu or (self.pins_cpu and not self.gpu_evidence)
 
 
 def device_facts(view: ProjectView) -> DeviceFacts:
-    return DeviceFacts(gpu_evidence=view.gpu, pins_cpu=view.own.cpu_pinned)
+    tpu = view.own.xla
+    return DeviceFacts(gpu_evidence=view.gpu and not tpu, pins_cpu=view.own.cpu_pinned, tpu=tpu)
 
 
 def may_have_gpu_evidence(text: str, view: "ProjectView | None") -> bool:

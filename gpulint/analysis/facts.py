@@ -16,7 +16,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Optional, Union
 
-FACTS_VERSION = 1
+FACTS_VERSION = 2
 
 DATASET_BASES = frozenset({
     "torch.utils.data.Dataset", "torch.utils.data.dataset.Dataset",
@@ -53,6 +53,7 @@ RL_PACKAGES = frozenset({
     "supersuit", "minigrid", "atari_py", "ale_py", "mujoco_py", "brax",
 })
 JAX_PACKAGES = frozenset({"jax", "flax", "optax"})
+XLA_PACKAGES = frozenset({"torch_xla"})  # TPU training: CUDA-only advice (fused, pinned memory, AMP) does not apply
 # sharded or tensor-parallel training: a plain GradScaler does not agree on inf/NaN across ranks
 FSDP_WRAPPERS = frozenset({
     "torch.distributed.fsdp.FullyShardedDataParallel", "torch.distributed.fsdp.fully_shard",
@@ -147,6 +148,10 @@ class FileFacts:
     # top-level functions that build a dataset whose rows are computed up front (`.map(...)`, no
     # per-item transform): a loader over what they return does no per-item work
     row_functions: tuple[str, ...] = ()
+    xla: bool = False  # imports torch_xla or Lightning's XLA accelerator/strategies: the device is a TPU
+    # top-level functions of a module that defines a batch container (a class with `.to()` and no
+    # `.pin_memory()`, like DETR's NestedTensor): used as collate_fn, their batches are never pinned
+    unpinned_collates: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -160,7 +165,8 @@ class FileFacts:
                         for k, v in self.classes.items()},
             "refs": {k: list(v) for k, v in self.refs.items()}, "optimizers": {k: list(v) for k, v in self.optimizers.items()},
             "names": list(self.names), "row_functions": list(self.row_functions),
-            "dict_lookups": list(self.dict_lookups),
+            "dict_lookups": list(self.dict_lookups), "xla": self.xla,
+            "unpinned_collates": list(self.unpinned_collates),
         }
 
     @classmethod
@@ -179,7 +185,8 @@ class FileFacts:
             refs={k: tuple(v) for k, v in data["refs"].items()},
             optimizers={k: tuple(v) for k, v in data["optimizers"].items()},
             names=tuple(data["names"]), row_functions=tuple(data["row_functions"]),
-            dict_lookups=tuple(data["dict_lookups"]),
+            dict_lookups=tuple(data["dict_lookups"]), xla=bool(data["xla"]),
+            unpinned_collates=tuple(data["unpinned_collates"]),
         )
 
 
@@ -352,6 +359,22 @@ def _defined_names(statement: ast.stmt) -> list[str]:
     return []
 
 
+_LIGHTNING = frozenset({"lightning", "pytorch_lightning", "lightning_fabric"})
+
+
+def _is_batch_container(node: ast.ClassDef) -> bool:
+    """A plain class that moves itself with `.to(device)` but has no `.pin_memory()`: the DataLoader's
+    pin thread passes such objects through unpinned (DETR's NestedTensor)."""
+    methods = {n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    if "to" not in methods or "pin_memory" in methods:
+        return False
+    for base in node.bases:  # a module, a tensor or a mapping subclass is not such a container
+        name = base.attr if isinstance(base, ast.Attribute) else (base.id if isinstance(base, ast.Name) else "")
+        if name not in ("object", ""):
+            return False
+    return True
+
+
 class _Scanner:
     def __init__(self, tree: ast.Module) -> None:
         self.tree = tree
@@ -433,7 +456,17 @@ class _Scanner:
             dict_lookups=tuple(sorted(dict_lookups)),
             row_functions=tuple(n.name for n in self.tree.body
                                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and _maps_rows(n)),
+            xla=bool(roots & XLA_PACKAGES) or any(
+                ref.name is not None and ref.name.startswith("XLA") and ref.module.split(".", 1)[0] in _LIGHTNING
+                for ref in self.imports),
+            unpinned_collates=self._unpinned_collates(),
         )
+
+    def _unpinned_collates(self) -> tuple[str, ...]:
+        body = self.tree.body
+        if not any(isinstance(n, ast.ClassDef) and _is_batch_container(n) for n in body):
+            return ()
+        return tuple(n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
 
     # -- calls ----------------------------------------------------------------------------------
     def _call(self, call: ast.Call) -> None:
@@ -461,6 +494,9 @@ class _Scanner:
                 self.steps = True
             elif attr in ("half", "bfloat16") and not call.args:
                 self.mixed.add("model-cast")
+            elif attr == "from_pretrained" and any(
+                    k.arg in ("torch_dtype", "dtype") and _is_dtype_16(k.value, aliases) for k in call.keywords):
+                self.mixed.add("model-cast")  # a Hugging Face model loaded in 16 bits
             elif attr == "to":
                 args = list(call.args) + [k.value for k in call.keywords if k.arg == "dtype"]
                 if any(_is_dtype_16(a, aliases) for a in args):

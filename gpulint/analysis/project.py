@@ -67,6 +67,9 @@ class ProjectView:
     trained_by_callers: frozenset[str] = frozenset()  # top-level classes of this file a caller trains
     # imported project functions that build datasets with rows computed up front, spelled as imported
     row_functions: frozenset[str] = frozenset()
+    # imported project functions whose batches hold a container the pin thread cannot pin, spelled as
+    # imported ("util.misc.collate_fn" for `import util.misc as utils`, or the name a `from` import binds)
+    unpinned_collates: frozenset[str] = frozenset()
     scanned: bool = False  # built from a project scan; False: the file alone
 
     @classmethod
@@ -80,6 +83,7 @@ class ProjectView:
     def fingerprint(self) -> str:
         data = asdict(self)
         data["trained_by_callers"] = sorted(self.trained_by_callers)
+        data["unpinned_collates"] = sorted(self.unpinned_collates)
         return hashlib.sha256(json.dumps(data, sort_keys=True, default=list).encode()).hexdigest()[:24]
 
     # -- merged own + project facts -------------------------------------------------------------
@@ -301,6 +305,20 @@ class Project:
             "." * ref.level + ref.module + ("." if ref.module else "") + ref.name
             for target, ref in self.edges.get(rel, ())
             if ref.name not in (None, "*") and ref.name in self.facts[target].row_functions)
+        collates: set[str] = set()
+        for target, ref in self.edges.get(rel, ()):
+            found = self.facts[target].unpinned_collates
+            spelled_module = "." * ref.level + ref.module
+            if not found:
+                continue
+            if ref.name is None:  # `import util.misc as utils`: reached as `util.misc.collate_fn`
+                collates.update(f"{spelled_module}.{name}" for name in found)
+                continue
+            spelled = f"{spelled_module}.{ref.name}" if ref.module else "." * ref.level + ref.name
+            if ref.name in found:
+                collates.add(spelled)
+            elif _is_submodule(target, ref.name):  # `from util import misc`: reached as `util.misc.collate_fn`
+                collates.update(f"{spelled}.{name}" for name in found)
         ints: dict[str, dict[str, int]] = {}
         for source in sorted(self._closure(rel, depth=2)):
             for name, by_class in self.facts[source].dataclass_ints.items():
@@ -318,7 +336,7 @@ class Project:
                 self.facts[p].fused_sgd_momentum for p in self._closure(rel, depth=2)),
             mixed_elsewhere=elsewhere, imported_classes=classes, star_classes=star,
             imported_optimizers=optimizers, imported_ints=ints, trained_by_callers=trained,
-            row_functions=row_functions, scanned=True,
+            row_functions=row_functions, unpinned_collates=frozenset(collates), scanned=True,
         )
 
     def _closure(self, path: str, depth: int) -> set[str]:
@@ -351,8 +369,7 @@ class Project:
             spelled = f"{spelled_module}.{ref.name}" if ref.module else "." * ref.level + ref.name
             if ref.name in exported:
                 classes[spelled] = exported[ref.name]
-            if target.endswith((f"/{ref.name}.py", f"/{ref.name}/__init__.py")) or target in (
-                    f"{ref.name}.py", f"{ref.name}/__init__.py"):  # `from pkg import data`: a submodule
+            if _is_submodule(target, ref.name):  # `from pkg import data`: a submodule
                 for name, facts in exported.items():
                     classes[f"{spelled}.{name}"] = facts
             if ref.name in module_facts.optimizers:
@@ -377,6 +394,11 @@ class Project:
         out.update({name: cls for name, cls in self.facts[path].classes.items() if cls.dataset is not None})
         self._exported[path] = out
         return out
+
+
+def _is_submodule(target: str, name: str) -> bool:
+    """`from pkg import name` resolved to the file of the submodule `name` (not a name inside pkg)."""
+    return target.endswith((f"/{name}.py", f"/{name}/__init__.py")) or target in (f"{name}.py", f"{name}/__init__.py")
 
 
 def _strongly_connected(graph: list[list[int]]) -> list[list[int]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import bisect
 import traceback
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -230,6 +231,24 @@ class _Placer:
             raise _Inexact()
         return Edit(start, end, local.content)
 
+    def _above_own_comments(self, anchor: cst.BaseStatement, line_start: int) -> int:
+        """Where code inserted before `anchor` goes: above the comment lines directly over it, which
+        describe it (or suppress its findings), so they stay attached to it."""
+        leading = getattr(anchor, "leading_lines", ())
+        count = 0
+        for line in reversed(leading):
+            if line.comment is None:
+                break  # a blank line ends the comment block that belongs to the statement
+            count += 1
+        starts = self.index.starts
+        row = bisect.bisect_right(starts, line_start) - 1
+        if count == 0 or row - count < 0:
+            return line_start
+        for above in range(row - count, row):
+            if not self.index.line_text(above + 1).lstrip(" \t\f").startswith("#"):
+                return line_start  # the text does not show those comment lines: stay put
+        return starts[row - count]
+
     def _text_edit(self, pending: PendingEdit) -> Edit:
         module = self.ctx.module
         newline = module.default_newline
@@ -262,7 +281,7 @@ class _Placer:
                     offset = min(offset, len(self.text))
                     prefix = newline
             else:
-                offset = line_start
+                offset = self._above_own_comments(pending.anchor, line_start)
         lines = pending.code.splitlines()
         body = "".join((indent + line if line.strip() else "") + newline for line in lines)
         if prefix and body.endswith(newline):

@@ -156,7 +156,8 @@ class MissingAutocast(_StepRule):
 
         Not reported in test files (`lint-tests`), when mixed precision is done another way in
         the file, its callers or the modules either imports (a GradScaler, FSDP
-        `MixedPrecision`/`MixedPrecisionPolicy`, a model cast to 16 bits, layers computing in
+        `MixedPrecision`/`MixedPrecisionPolicy`, a model cast or loaded in 16 bits
+        (`from_pretrained(..., torch_dtype=torch.bfloat16)`), layers computing in
         their input's dtype, apex, DeepSpeed), when the file uses autocast in a way gpulint
         cannot link to the step, when a framework (Lightning, Accelerate, Fabric, DeepSpeed)
         owns the loop, in a function handed the loss (a loss scaler's `__call__`), in

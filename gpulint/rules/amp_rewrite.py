@@ -931,12 +931,16 @@ def step_edit(facts: TrainingFacts, rewrite: StepRewrite) -> Replace:
     if not new_statements:
         return Replace(anchor, transformed)
     assert isinstance(transformed, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
-    leading = transformed.leading_lines
-    new_statements[0] = new_statements[0].with_changes(leading_lines=leading)
-    blank = [line for line in leading if line.comment is None][:2]
+    leading = list(transformed.leading_lines)
+    split = len(leading)
+    while split > 0 and leading[split - 1].comment is not None:
+        split -= 1  # the comments directly above the statement describe it (or suppress it): they stay
+    head, own = leading[:split], leading[split:]
+    new_statements[0] = new_statements[0].with_changes(leading_lines=head)
+    blank = [line for line in head if line.comment is None][:2]
     if not isinstance(anchor, (cst.FunctionDef, cst.ClassDef)):
         blank = []
-    transformed = transformed.with_changes(leading_lines=blank)
+    transformed = transformed.with_changes(leading_lines=[*blank, *own])
     return Replace(anchor, [*new_statements, transformed])
 
 

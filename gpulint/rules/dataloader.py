@@ -241,6 +241,7 @@ class DataLoaderPinMemory(_DataLoaderRule):
     summary = "DataLoader without pin_memory=True"
     impact = "asynchronous host-to-device copies (PyTorch Tuning Guide)"
     fix = Applicability.SAFE
+    fix_detail = "safe (dataset known to yield CPU tensors); unsafe (otherwise)"
     docs = RuleDocs(
         what="""
         Checks for `torch.utils.data.DataLoader(...)` calls that do not pass `pin_memory`,
@@ -276,9 +277,22 @@ class DataLoaderPinMemory(_DataLoaderRule):
         change. Not reported when the dataset visibly holds tensors on the GPU (`.to(device)`
         or `device=` when built, also through the names it is built from), when its items
         carry no tensors (a prompt and an index), for batches that feed JAX, for a loader used
-        for one batch (`next(iter(DataLoader(...)))`), or in test files.
+        for one batch (`next(iter(DataLoader(...)))`), when the `collate_fn` comes from a module that
+        defines a batch container with `.to()` but no `.pin_memory()` (DETR's NestedTensor: the pin
+        thread passes it through unpinned), on a TPU (`torch_xla`), or in test files.
         """,
     )
+
+    def _collate_returns_unpinnable(self, kwargs: KeywordArgs) -> bool:
+        """`collate_fn=` a function of a module that defines a batch container without `pin_memory()`."""
+        collate = kwargs.get("collate_fn") if kwargs.has("collate_fn") else None
+        if collate is None:
+            return False
+        project = self.ctx.project
+        if isinstance(collate, cst.Name) and self.ctx.names.binding_scope(collate) is self.ctx.names.module_scope \
+                and collate.value in project.own.unpinned_collates:
+            return True
+        return self.ctx.qualname(collate) in project.unpinned_collates
 
     def visit_Call(self, node: cst.Call) -> None:
         kwargs = self.dataloader_call(node)
@@ -295,6 +309,8 @@ class DataLoaderPinMemory(_DataLoaderRule):
             return  # a dataset class the file neither defines nor imports
         if self.ctx.project.own.jax:
             return  # batches feed JAX as NumPy arrays: torch's pinned memory does not reach them
+        if self._collate_returns_unpinnable(kwargs):
+            return  # the pin thread passes the batch's container through unpinned: the flag would do nothing
         edit = Replace(node, add_keyword(node, "pin_memory", "True"))
         if kind in (IN_MEMORY, WORK) or self._library_dataset(node, kwargs):
             fix = PendingFix.safe("Add `pin_memory=True`", edit)
@@ -331,7 +347,8 @@ class DataLoaderNumWorkers(_DataLoaderRule):
     code = "GPU102"
     name = "dataloader-without-workers"
     summary = "DataLoader loads batches in the training process (num_workers=0)"
-    impact = "1.65-1.80x with GPU101 on the shipped image-classifier fixture, 2 CPU cores (bench/verify_dataloader.py)"
+    impact = ("1.65-1.80x with GPU101 on the shipped image-classifier fixture when a CPU core is free; "
+              "0.87-1.17x with both cores busy (bench/verify_dataloader.py)")
     fix = Applicability.UNSAFE
     docs = RuleDocs(
         what="""

@@ -74,7 +74,8 @@ class NonFusedOptimizer(Rule):
         may be another library's optimizer (`optimizer_class = bnb.optim.AdamW8bit` on one
         branch: it has no `fused`). Not reported with `differentiable=True`, with sparse
         gradients (`sparse=True` embeddings), for a single tensor optimised on its own, for
-        optimizers MS-AMP replaces, in test files, and never for SGD with momentum where a
+        optimizers MS-AMP replaces, on a TPU (`torch_xla`: fused kernels are CUDA/CPU only), in
+        test files, and never for SGD with momentum where a
         GradScaler exists in the file or in a module that imports it, or where a framework
         that may scale the loss (Accelerate, Lightning, DeepSpeed) runs the loop: fused SGD
         with momentum leaves its momentum buffer uninitialised when the first scaled step

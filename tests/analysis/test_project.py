@@ -181,6 +181,49 @@ c = DataLoader(Files(paths), batch_size=8)
     assert not any(row == b for row, _ in found)
 
 
+UTIL_MISC = """\
+import torch
+
+
+class NestedTensor(object):
+    def __init__(self, tensors, mask):
+        self.tensors, self.mask = tensors, mask
+
+    def to(self, device):
+        return NestedTensor(self.tensors.to(device), self.mask.to(device))
+
+
+def collate_fn(batch):
+    images, targets = zip(*batch)
+    return NestedTensor(torch.stack(images), None), targets
+"""
+
+
+@pytest.mark.parametrize("importing, spelled", [
+    ("import util.misc as utils", "utils.collate_fn"),
+    ("from util.misc import collate_fn", "collate_fn"),
+    ("from util import misc", "misc.collate_fn"),
+])
+def test_a_collate_building_an_unpinnable_container_in_another_module(tmp_path: Path, importing: str,
+                                                                      spelled: str) -> None:
+    """DETR: util/misc.py's collate_fn returns a NestedTensor the pin thread cannot pin."""
+    write(tmp_path, {"util/__init__.py": "", "util/misc.py": UTIL_MISC, "main.py": f"""\
+import torch
+from torch.utils.data import DataLoader
+from torchvision.datasets import CocoDetection
+{importing}
+
+device = torch.device("cuda")
+a = DataLoader(CocoDetection("i", "a.json"), batch_size=2, collate_fn={spelled}, num_workers=2)
+b = DataLoader(CocoDetection("i", "a.json"), batch_size=2, num_workers=2)
+"""})
+    assert findings(tmp_path, "--select", "GPU101") == [("main.py", 8, "GPU101")]
+    # the container gains pin_memory(): the loader that uses it is reported again
+    (tmp_path / "util" / "misc.py").write_text(UTIL_MISC.replace(
+        "    def to(self, device):", "    def pin_memory(self):\n        return self\n\n    def to(self, device):"))
+    assert findings(tmp_path, "--select", "GPU101") == [("main.py", 7, "GPU101"), ("main.py", 8, "GPU101")]
+
+
 def test_relative_imports_inside_a_package(tmp_path: Path) -> None:
     write(tmp_path, {"pkg/__init__.py": "", "pkg/data.py": DATASETS, "pkg/train.py": """\
         import torch
