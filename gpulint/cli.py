@@ -20,6 +20,7 @@ from gpulint.engine.runner import FileReport, Mode, collect_jobs, run_jobs
 from gpulint.output import FORMATS, HUMAN_FORMATS
 from gpulint.output.context import RenderContext, printable
 from gpulint.output.text import Summary
+from gpulint.progress import file_progress
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -96,8 +97,9 @@ def _run(mode: Mode, paths: Sequence[Path], select, extend_select, ignore, previ
         before = [f for r in run_jobs(collect_jobs(files, resolver.for_path, Mode.CHECK, projects=projects),
                                       workers=jobs) for f in r.findings]
     speed.start()
-    reports = sorted(run_jobs(jobs_list, workers=jobs) + workflow.unreadable_directories(walker),
-                     key=lambda r: r.path)
+    with file_progress(len(jobs_list), "Fixing" if mode is Mode.FIX else "Checking") as advance:
+        reports = sorted(run_jobs(jobs_list, workers=jobs, advance=advance) + workflow.unreadable_directories(walker),
+                         key=lambda r: r.path)
     speed.print_profile(reports, jobs)
     if options.add_noqa:
         sys.exit(_add_noqa(reports, walker, verbose))

@@ -258,8 +258,10 @@ def run_jobs(
     jobs: Sequence[Job],
     workers: Optional[int] = None,
     worker: Callable[[Job], FileReport] = run_job,
+    advance: Callable[[int], None] = lambda n: None,
 ) -> list[FileReport]:
-    """Run every job; the result never depends on the number of workers."""
+    """Run every job; the result never depends on the number of workers. `advance(n)` is told
+    as files are done (a progress bar)."""
     workers = default_jobs() if workers is None else max(1, workers)
     reports: list[FileReport] = []
     misses: list[Job] = []
@@ -269,12 +271,15 @@ def run_jobs(
             misses.append(job)
         else:
             reports.append(hit)
+    advance(len(reports))
     ordered = sorted(misses, key=lambda j: -_size(j.path))  # largest first: no straggler at the end
     workers = min(workers, len(ordered))  # never more processes than files to lint
     if workers <= 1 or len(ordered) < POOL_THRESHOLD:
-        reports += [worker(job) for job in ordered]
+        for job in ordered:
+            reports.append(worker(job))
+            advance(1)
     else:
-        reports += _run_pool(ordered, workers, worker)
+        reports += _run_pool(ordered, workers, worker, advance)
     reports.sort(key=lambda r: r.path)
     for report in reports:
         report.findings.sort(key=lambda f: f.sort_key)
@@ -285,7 +290,8 @@ def _context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
 
 
-def _run_pool(jobs: Sequence[Job], workers: int, worker: Callable[[Job], FileReport]) -> list[FileReport]:
+def _run_pool(jobs: Sequence[Job], workers: int, worker: Callable[[Job], FileReport],
+              advance: Callable[[int], None] = lambda n: None) -> list[FileReport]:
     """Run jobs in worker processes. A worker that dies (a crash in LibCST's native parser, the
     OOM killer) takes the pool down: the jobs it left unfinished then run again one process
     each, so the file that kills its process is named and every other file still gets linted.
@@ -302,6 +308,7 @@ def _run_pool(jobs: Sequence[Job], workers: int, worker: Callable[[Job], FileRep
                 reports.append(future.result())
             except BrokenProcessPool:
                 unfinished.append(job)
+            advance(1)
     except BaseException:
         pool.shutdown(wait=True, cancel_futures=True)
         raise

@@ -34,6 +34,7 @@ from gpulint.engine.files import PathError, Walker
 from gpulint.engine.linter import InternalError
 from gpulint.engine.source import SourceError, SourceFile, decode_source
 from gpulint.notebook import is_notebook
+from gpulint.progress import progress_wanted
 from gpulint.rules import SYNTAX_ERROR
 from gpulint.verify import events, guard
 from gpulint.verify.compare import Comparison, Timing, build_timing, compare
@@ -385,7 +386,7 @@ class Verifier:
     # --- running --------------------------------------------------------------------------------------
     def progress(self, label: str, total: int) -> Optional[Callable[[int], None]]:
         stream = sys.stderr
-        if not stream.isatty():
+        if not progress_wanted(stream):  # a terminal only: never in CI or a pipe
             return None
 
         def show(done: int) -> None:
@@ -406,7 +407,7 @@ class Verifier:
         record = run_harness(spec, self.progress(label, result.steps), self.site_folder)
         words = events.STATUS_WORDS.get(record.status, record.status)
         line = f"  {label:<22} {words}: {len(record.steps)} of {result.steps} steps in {record.wall_s or 0:.1f} s"
-        if sys.stderr.isatty():
+        if progress_wanted():
             line = "\r" + line + " " * 12
         self.echo(line, err=True)
         return record
