@@ -250,7 +250,7 @@ def test_hook_manifest_is_valid_for_pre_commit() -> None:
     hooks = {h["id"]: h for h in load_manifest(ROOT / ".pre-commit-hooks.yaml")}
     assert set(hooks) == {"gpulint", "gpulint-fix"}
     for hook in hooks.values():
-        assert hook["types_or"] == ["python", "pyi"] and hook["require_serial"] is True
+        assert hook["types_or"] == ["python", "pyi", "jupyter"] and hook["require_serial"] is True
         assert "--force-exclude" in hook["entry"] and hook["language"] == "python"
     assert hooks["gpulint"]["entry"].startswith("gpulint check")
     assert hooks["gpulint-fix"]["entry"].startswith("gpulint fix")

@@ -1,0 +1,28 @@
+"""The shipped examples run: each script and the notebook are verified next to their rewrite on the CPU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpulint.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.slow
+@pytest.mark.torch
+@pytest.mark.parametrize("target", ["examples/", "examples/churn.ipynb"])
+def test_every_example_passes_verify_on_the_cpu(target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")  # a guard only: CI installs torch
+    monkeypatch.chdir(ROOT)
+    report = tmp_path / "report.json"
+    result = CliRunner().invoke(main, ["verify", target, "--steps", "12", "--warmup", "2", "--repeats", "0",
+                                       "--no-diff", "--threads", "1", "--json", str(report)])
+    scripts = json.loads(report.read_text())["scripts"]
+    assert result.exit_code == 0, result.output
+    assert [s["verdict"] for s in scripts] == ["PASS"] * (3 if target == "examples/" else 1)
+    assert all(r["status"] == "exercised" for s in scripts for r in s["rules"] if r["code"] != "GPU003")
