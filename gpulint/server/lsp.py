@@ -229,7 +229,8 @@ def create_server() -> GpulintServer:
         ls.publish_all()
 
     @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
-        code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.SourceFixAll, FIX_ALL_KIND]))
+        code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.SourceFixAll, FIX_ALL_KIND],
+        resolve_provider=True))
     def code_action(ls: GpulintServer, params: types.CodeActionParams) -> list[types.CodeAction]:
         uri = params.text_document.uri
         document = ls.workspace.get_text_document(uri)
@@ -241,11 +242,19 @@ def create_server() -> GpulintServer:
         if not only or any(str(kind).startswith("quickfix") for kind in only):
             actions += _quick_fixes(ls, uri, document.version, positions, params.range)
         if not only or any(FIX_ALL_KIND.startswith(str(kind)) for kind in only):
-            edits = fix_all_edits(ls.path_of(uri), document.source, ls.editor, ls.projects.get(uri))
-            if edits:
-                actions.append(types.CodeAction(title="gpulint: fix all safe fixes", kind=FIX_ALL_KIND,
-                                                edit=_workspace_edit(uri, document.version, positions, edits)))
+            action = types.CodeAction(title="gpulint: fix all safe fixes", kind=FIX_ALL_KIND,
+                                      data={"uri": uri, "version": document.version})
+            if _resolves_edits(ls):  # the edits are computed when the action is chosen, not on every request
+                actions.append(action)
+            else:
+                resolved = _fix_all(ls, action)
+                if resolved.edit is not None:
+                    actions.append(resolved)
         return actions
+
+    @server.feature(types.CODE_ACTION_RESOLVE)
+    def resolve_code_action(ls: GpulintServer, action: types.CodeAction) -> types.CodeAction:
+        return _fix_all(ls, action) if action.kind == FIX_ALL_KIND else action
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     def hover(ls: GpulintServer, params: types.HoverParams) -> Optional[types.Hover]:
@@ -262,6 +271,25 @@ def create_server() -> GpulintServer:
         return types.Hover(types.MarkupContent(types.MarkupKind.Markdown, "\n\n---\n\n".join(docs)))
 
     return server
+
+
+def _resolves_edits(ls: GpulintServer) -> bool:
+    code_action = ls.client_capabilities.text_document and ls.client_capabilities.text_document.code_action
+    support = code_action and code_action.resolve_support
+    return bool(support and "edit" in support.properties)
+
+
+def _fix_all(ls: GpulintServer, action: types.CodeAction) -> types.CodeAction:
+    """The "fix all safe fixes" action with its edits, for the buffer as it is now."""
+    uri = (action.data or {}).get("uri") if isinstance(action.data, dict) else None
+    document = ls.workspace.get_text_document(uri) if uri else None
+    if document is None:
+        return action
+    edits = fix_all_edits(ls.path_of(uri), document.source, ls.editor, ls.projects.get(uri))
+    if edits:
+        positions = Positions(document.source, ls.encoding())
+        action.edit = _workspace_edit(uri, document.version, positions, edits)
+    return action
 
 
 def _quick_fixes(ls: GpulintServer, uri: str, version: Optional[int], positions: Positions,

@@ -47,11 +47,13 @@ async def client(lsp_client: LanguageClient, tmp_path: Path):
             configuration=False),
         text_document=types.TextDocumentClientCapabilities(
             code_action=types.CodeActionClientCapabilities(code_action_literal_support=types.ClientCodeActionLiteralOptions(
-                code_action_kind=types.ClientCodeActionKindOptions(value_set=[types.CodeActionKind.QuickFix])))),
+                code_action_kind=types.ClientCodeActionKindOptions(value_set=[types.CodeActionKind.QuickFix])),
+                resolve_support=types.ClientCodeActionResolveOptions(properties=["edit"]))),
     )
-    await lsp_client.initialize_session(types.InitializeParams(
+    result = await lsp_client.initialize_session(types.InitializeParams(
         capabilities=capabilities, root_uri=tmp_path.as_uri(),
         workspace_folders=[types.WorkspaceFolder(uri=tmp_path.as_uri(), name="project")]))
+    assert result.capabilities.code_action_provider.resolve_provider  # clients resolve "fix all" when chosen
     yield
     await lsp_client.shutdown_session()
 
@@ -123,6 +125,8 @@ async def test_code_actions_fix_and_label_unsafe_fixes(client: LanguageClient, t
     assert unsafe.kind == types.CodeActionKind.QuickFix and not unsafe.is_preferred
     assert "gpulint: suppress GPU101 on this line (# noqa)" in by_title
     [fix_all] = [a for a in actions if a.kind == "source.fixAll.gpulint"]
+    assert fix_all.edit is None  # the client resolves it when chosen
+    fix_all = await client.code_action_resolve_async(fix_all)
     [change] = safe.edit.document_changes
     fixed = _apply(TRAIN, change.edits)
     assert 'tag = "🚀"; loader = DataLoader(ds, batch_size=8, pin_memory=True)\n' in fixed
