@@ -153,7 +153,7 @@ def fix_notebook(path: Path, notebook: Notebook, settings: Settings, unsafe: boo
                 raise SyntaxError(broken[0].message)
             with profile.phase("fixing"):
                 parse(program.text)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any parser error: the fix is a bug, never written
             raise InternalError(str(path), f"a fix produced code that does not parse ({exc}); notebook left "
                                            "unchanged", traceback.format_exc()) from None
         outcome.applied += applied

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from json.decoder import scanstring
-from typing import Any, Optional
+from json.decoder import scanstring  # type: ignore[attr-defined]  # not in typeshed; stdlib since 2.6
+from typing import Any, Callable, Generator, Optional
 
 BOM = b"\xef\xbb\xbf"
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
@@ -153,7 +153,7 @@ def _expect(text: str, position: int, char: str) -> int:
     return position + 1
 
 
-def _members(text: str, position: int):  # noqa: ANN202 - generator of (key, value start)
+def _members(text: str, position: int) -> Generator[tuple[str, int], int, int]:
     """The members of the object starting at `position`: yields (key, value start); the caller
     sends back the value's end."""
     position = _expect(text, position, "{")
@@ -174,7 +174,7 @@ def _value_end(text: str, position: int) -> int:
     return _DECODER.raw_decode(text, position)[1]
 
 
-def _walk_object(text: str, position: int, visit) -> int:  # noqa: ANN001 - visit(key, start) -> end or None
+def _walk_object(text: str, position: int, visit: Callable[[str, int], Optional[int]]) -> int:
     """Walk an object's members; `visit` returns a member's end when it read the value itself."""
     members = _members(text, position)
     seen: set[str] = set()

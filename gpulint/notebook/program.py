@@ -212,7 +212,8 @@ def _syntax_problem(cell: Cell, source: str, code: CellCode) -> Optional[CellPro
         local = min(rows[row - 1] + max((exc.offset or 1) - 1, 0), len(code.text))
         piece = _piece_at(code.pieces, local, at_end=False)
         offset = piece.source_start + (local - piece.code_start if piece.copied else 0) if piece else len(source)
-        return CellProblem(cell, source, f"SyntaxError: {exc.msg} (the cell was not linted; the other cells were)", offset)
+        message = f"SyntaxError: {exc.msg} (the cell was not linted; the other cells were)"
+        return CellProblem(cell, source, message, offset)
     except (ValueError, RecursionError, MemoryError) as exc:
         return CellProblem(cell, source, f"cannot parse the cell ({type(exc).__name__}); it was not linted", 0)
     return None

@@ -128,7 +128,7 @@ def _project_view(path: Path) -> Optional[ProjectView]:
         cache = None
     try:
         return scan_projects([path], [path], cache).get(str(path))
-    except Exception:  # noqa: BLE001 - the project pass sharpens precision; it never stops the server
+    except Exception:  # the project pass sharpens precision; it never stops the server
         log.exception("project pass failed")
         return None
 
@@ -281,10 +281,10 @@ def _resolves_edits(ls: GpulintServer) -> bool:
 
 def _fix_all(ls: GpulintServer, action: types.CodeAction) -> types.CodeAction:
     """The "fix all safe fixes" action with its edits, for the buffer as it is now."""
-    uri = (action.data or {}).get("uri") if isinstance(action.data, dict) else None
-    document = ls.workspace.get_text_document(uri) if uri else None
-    if document is None:
+    uri = action.data.get("uri") if isinstance(action.data, dict) else None
+    if not isinstance(uri, str):
         return action
+    document = ls.workspace.get_text_document(uri)
     edits = fix_all_edits(ls.path_of(uri), document.source, ls.editor, ls.projects.get(uri))
     if edits:
         positions = Positions(document.source, ls.encoding())

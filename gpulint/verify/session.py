@@ -267,8 +267,8 @@ class Verifier:
         named = {os.path.realpath(p) for p in self.options.paths if Path(p).is_file()}
         plans: list[Union[Plan, ScriptResult]] = []
         inputs = list(files)
-        files = [self._as_script(p, plans) if is_notebook(str(p)) else p for p in files]
-        files = [p for p in files if p is not None]
+        scripts_of = [self._as_script(p, plans) if is_notebook(str(p)) else p for p in files]
+        files = [p for p in scripts_of if p is not None]
         kinds = {path: True if path in self.scripts else classify(path) for path in files}
         scripts = [p for p in files if kinds[p] is not False]
         modules = [p for p in files if kinds[p] is False]

@@ -15,6 +15,7 @@ import os
 import shutil
 import stat
 from pathlib import Path
+from typing import Any, Union
 
 import nbformat
 import pytest
@@ -46,6 +47,12 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A copy of the notebooks outside tests/ (where test-file rules would stay silent)."""
     for name in NAMES:
         shutil.copy(NOTEBOOKS / f"{name}.ipynb", tmp_path / f"{name}.ipynb")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
+def cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -127,8 +134,7 @@ def test_diff_shows_cells_and_writes_nothing(gl: Gpulint, here: Path) -> None:
     assert (here / "jupyterlab.ipynb").read_bytes() == before
 
 
-def test_noqa_works_in_cells_and_never_across_cells(gl: Gpulint, tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.chdir(tmp_path)
+def test_noqa_works_in_cells_and_never_across_cells(gl: Gpulint, tmp_path: Path, cwd: Path) -> None:
     head = "import torch\nfrom torch.utils.data import DataLoader\ndevice = torch.device('cuda')\n"
     nb = tmp_path / "nb.ipynb"
     nb.write_text(notebook([
@@ -146,8 +152,7 @@ def test_noqa_works_in_cells_and_never_across_cells(gl: Gpulint, tmp_path: Path,
     assert fixed.exit_code == 0 and sources_of(nb.read_text())[1].endswith("\nb = DataLoader(ds, num_workers=2)")
 
 
-def test_a_file_wide_suppression_in_the_first_cell(gl: Gpulint, tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.chdir(tmp_path)
+def test_a_file_wide_suppression_in_the_first_cell(gl: Gpulint, tmp_path: Path, cwd: Path) -> None:
     (tmp_path / "nb.ipynb").write_text(notebook([
         "%pip install torch\n# gpulint: noqa: GPU101\nimport torch\nfrom torch.utils.data import DataLoader",
         "device = torch.device('cuda')\nloader = DataLoader(ds, num_workers=2)",
@@ -155,9 +160,7 @@ def test_a_file_wide_suppression_in_the_first_cell(gl: Gpulint, tmp_path: Path, 
     assert gl.check("nb.ipynb").exit_code == 0
 
 
-def test_a_cell_that_does_not_parse_is_reported_and_the_others_linted(gl: Gpulint, tmp_path: Path,
-                                                                      monkeypatch) -> None:
-    monkeypatch.chdir(tmp_path)
+def test_a_cell_that_does_not_parse_is_reported_and_the_others_linted(gl: Gpulint, tmp_path: Path, cwd: Path) -> None:
     (tmp_path / "nb.ipynb").write_text(notebook([
         "import torch\nfrom torch.utils.data import DataLoader\ndevice = torch.device('cuda')",
         "def broken(:\n    pass",
@@ -168,8 +171,7 @@ def test_a_cell_that_does_not_parse_is_reported_and_the_others_linted(gl: Gpulin
     assert "the cell was not linted; the other cells were" in result.stdout
 
 
-def test_a_cell_magic_that_is_not_python_is_not_linted(gl: Gpulint, tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.chdir(tmp_path)
+def test_a_cell_magic_that_is_not_python_is_not_linted(gl: Gpulint, tmp_path: Path, cwd: Path) -> None:
     (tmp_path / "nb.ipynb").write_text(notebook([
         "%%writefile train.py\nimport torch\ntorch.device('cuda')\nfrom torch.utils.data import DataLoader\n"
         "loader = DataLoader(ds)",
@@ -191,9 +193,8 @@ def test_a_cell_magic_that_is_not_python_is_not_linted(gl: Gpulint, tmp_path: Pa
     ('{"cells": [], "nbformat": 4, "metadata": {"kernelspec": {"language": "R"}}}', "its kernel runs r, not Python"),
 ])
 @pytest.mark.parametrize("command", ["check", "fix"])
-def test_a_notebook_gpulint_cannot_read_is_a_finding(gl: Gpulint, tmp_path: Path, monkeypatch, command: str,
-                                                     content, message: str) -> None:
-    monkeypatch.chdir(tmp_path)
+def test_a_notebook_gpulint_cannot_read_is_a_finding(gl: Gpulint, tmp_path: Path, cwd: Path, command: str,
+                                                     content: Union[str, bytes], message: str) -> None:
     path = tmp_path / "nb.ipynb"
     data = content if isinstance(content, bytes) else content.encode()
     path.write_bytes(data)
@@ -228,7 +229,7 @@ def test_fix_keeps_the_mode_and_refuses_a_notebook_changed_meanwhile(gl: Gpulint
 
     real = job.run_notebook
 
-    def save_meanwhile(*args, **kwargs):  # an editor saves the notebook while gpulint fixes it
+    def save_meanwhile(*args: Any, **kwargs: Any) -> Any:  # an editor saves the notebook while gpulint fixes it
         result = real(*args, **kwargs)
         path.write_bytes(path.read_bytes().replace(b"Fine-tuning", b"Fine tuning"))
         return result

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import AsyncIterator, Callable
 
 import pytest
 import pytest_lsp
@@ -30,11 +30,10 @@ opt = torch.optim.SGD(model.parameters(), lr=0.1)
 # GPU101 on the DataLoader call (a safe fix: a TensorDataset of CPU tensors); the emoji before it
 # is two UTF-16 code units, so the call starts at character 21, not 20. GPU201 on SGD (unsafe fix).
 CALL = types.Range(types.Position(5, 21), types.Position(5, 49))
-SGD = types.Range(types.Position(7, 6), types.Position(7, 49))
 
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "gpulint", "server"]))
-async def client(lsp_client: LanguageClient, tmp_path: Path):
+async def client(lsp_client: LanguageClient, tmp_path: Path) -> AsyncIterator[None]:
     registered: list[str] = []
 
     @lsp_client.feature(types.CLIENT_REGISTER_CAPABILITY)
