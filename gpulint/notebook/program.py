@@ -31,20 +31,18 @@ class Placement:
     start: int  # program offset of the cell's first character
     end: int  # program offset after its code; then an added newline (when it has none) and the separator
     stop: int
+    # the cell's own line ending, for code written into it (and the lines added after it); a cell
+    # of one line has none of its own and takes the notebook's
+    newline: str = "\n"
 
     @property
     def added_newline(self) -> bool:
         return self.stop - self.end > len(self.newline)
 
-    @property
-    def newline(self) -> str:
-        """The cell's own line ending, for code written into it (and the lines added after it)."""
-        return newline_of(self.source)
 
-
-def newline_of(source: str) -> str:
+def newline_of(source: str, default: str = "\n") -> str:
     match = _NEWLINE.search(source)
-    return match.group() if match else "\n"
+    return match.group() if match else default
 
 
 @dataclass(frozen=True)
@@ -128,7 +126,7 @@ class Program:
                 return None
             if start == placement.end:
                 return CellEdit(placement.cell, len(placement.source), len(placement.source), content)
-            if placement.added_newline and start == placement.end + 1:
+            if placement.added_newline and start == placement.end + len(placement.newline):
                 # the cell has no final newline: the inserted lines start with one instead
                 text = placement.newline + content
                 if text.endswith(placement.newline):
@@ -176,8 +174,12 @@ def build_program(notebook: Notebook, sources: Optional[Mapping[int, str]] = Non
     placements: list[Placement] = []
     problems: list[CellProblem] = []
     skipped: list[tuple[Cell, str]] = []
-    for cell in notebook.code_cells:
-        source = sources.get(cell.index, cell.source) if sources else cell.source
+    cells = notebook.code_cells
+    # the notebook's line ending: the first one any code cell has (a notebook saved on Windows
+    # has CRLF in every cell of more than one line)
+    texts = [sources.get(cell.index, cell.source) if sources else cell.source for cell in cells]
+    default = next((newline_of(t, "") for t in texts if newline_of(t, "")), "\n")
+    for cell, source in zip(cells, texts):
         code = transform(source)
         if code.skipped is not None:
             skipped.append((cell, code.skipped))
@@ -190,11 +192,11 @@ def build_program(notebook: Notebook, sources: Optional[Mapping[int, str]] = Non
             continue
         text = code.text
         end = length + len(text)
-        newline = newline_of(source)  # a CRLF cell stays CRLF throughout, for the fixes' new lines too
+        newline = newline_of(source, default)  # a CRLF cell stays CRLF throughout, for the fixes' new lines too
         if not text.endswith(("\n", "\r")):
             text += newline
         text += newline
-        placements.append(Placement(cell, source, code, length, end, length + len(text)))
+        placements.append(Placement(cell, source, code, length, end, length + len(text), newline))
         parts.append(text)
         length += len(text)
     return Program("".join(parts), placements, problems, skipped)

@@ -20,17 +20,24 @@ from tests.notebook.nbfiles import assert_only_sources_changed, notebook, source
 CASES = all_cases()
 
 
-def _as_notebook(case: Case, trailing_newline: bool = True) -> tuple[list[str], bytes]:
+def _text(case: Case, crlf: bool = False) -> str:
+    text = case.path.read_text(encoding="utf-8")
+    return text.replace("\n", "\r\n") if crlf else text
+
+
+def _as_notebook(case: Case, trailing_newline: bool = True, crlf: bool = False) -> tuple[list[str], bytes]:
     """The case cut into cells; without `trailing_newline` each cell's last newline is dropped,
-    as Jupyter stores cells (joined with a newline, the cells are the file again)."""
-    chunks = split_statements(case.path.read_text(encoding="utf-8"))
+    as Jupyter stores cells (joined with a newline, the cells are the file again); with `crlf`
+    every line ends in CRLF, as in notebooks saved on Windows."""
+    chunks = split_statements(_text(case, crlf))
     if not trailing_newline:
-        chunks = [c[:-1] if c.endswith("\n") and i < len(chunks) - 1 else c for i, c in enumerate(chunks)]
+        newline = "\r\n" if crlf else "\n"
+        chunks = [c[:-len(newline)] if c.endswith(newline) and i < len(chunks) - 1 else c for i, c in enumerate(chunks)]
     return chunks, notebook(chunks).encode("utf-8")
 
 
-def _joined(sources: list[str], trailing_newline: bool) -> str:
-    return "".join(sources) if trailing_newline else "\n".join(sources)
+def _joined(sources: list[str], trailing_newline: bool, crlf: bool = False) -> str:
+    return "".join(sources) if trailing_newline else ("\r\n" if crlf else "\n").join(sources)
 
 
 @pytest.mark.parametrize("trailing_newline", [True, False], ids=["newline", "jupyter"])
@@ -49,16 +56,19 @@ def test_findings_are_the_files_findings(case: Case, trailing_newline: bool) -> 
     assert tuple(sorted(got)) == case.expected
 
 
-@pytest.mark.parametrize("trailing_newline", [True, False], ids=["newline", "jupyter"])
+@pytest.mark.parametrize("trailing_newline, crlf", [(True, False), (False, False), (False, True)],
+                         ids=["newline", "jupyter", "jupyter-crlf"])
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_fixes_are_the_files_fixes(case: Case, trailing_newline: bool) -> None:
-    text = case.path.read_text(encoding="utf-8")
-    _, raw = _as_notebook(case, trailing_newline)
+def test_fixes_are_the_files_fixes(case: Case, trailing_newline: bool, crlf: bool) -> None:
+    text = _text(case, crlf)
+    _, raw = _as_notebook(case, trailing_newline, crlf)
     nb = load_notebook(raw)
     outcome = fix_notebook(Path("case.ipynb"), nb, case.settings, unsafe=True)
     fixed = splice_sources(nb, outcome.sources)
     expected = case.fixed_path.read_text(encoding="utf-8") if case.fixed_path.exists() else text
-    assert _joined(sources_of(fixed.decode("utf-8")), trailing_newline) == expected
+    if crlf:
+        expected = expected.replace("\r\n", "\n").replace("\n", "\r\n")
+    assert _joined(sources_of(fixed.decode("utf-8")), trailing_newline, crlf) == expected
     assert_only_sources_changed(raw, fixed)
     again = fix_notebook(Path("case.ipynb"), load_notebook(fixed), case.settings, unsafe=True)
     assert again.sources == {} and again.applied == 0
