@@ -237,6 +237,7 @@ def run_stdin(mode: Mode, resolver: SettingsResolver, output_format: str, unsafe
             stdout.write(raw)
         return EXIT_CLEAN
     settings = resolver.for_path(settings_path)
+    site = resolver.docs_site(settings_path)
     try:
         reason = not_python_reason(name, raw)
         if reason is not None:
@@ -246,9 +247,10 @@ def run_stdin(mode: Mode, resolver: SettingsResolver, output_format: str, unsafe
         findings = [syntax_finding(name, f"cannot lint file: {exc}")]
         if mode is Mode.FIX:
             stdout.write(raw)
-        click.echo(render(findings, output_format, RenderContext(), options), nl=False, err=mode is Mode.FIX)
+        click.echo(render(findings, output_format, RenderContext(docs_site=site), options), nl=False,
+                   err=mode is Mode.FIX)
         return exit_code(findings, 0, False, exit_zero, options)
-    ctx = RenderContext(sources={name: source.text})
+    ctx = RenderContext(sources={name: source.text}, docs_site=site)
     fixed = 0
     try:
         if is_notebook(name):

@@ -203,7 +203,7 @@ _LIST_KEYS = ("select", "extend-select", "ignore", "exclude", "extend-exclude", 
 _BOOL_KEYS = ("preview", "force-exclude", "checkpoint-unknown-depth", "lint-tests", "allow-zero-workers")
 KNOWN_KEYS = frozenset(
     _LIST_KEYS + _BOOL_KEYS + ("extend", "per-file-ignores", "amp-dtype", "num-workers", "checkpoint-min-depth",
-                               "torch-version", "max-file-size", "max-fix-size")
+                               "torch-version", "max-file-size", "max-fix-size", "docs-url")
 )
 # rule options: config key -> Settings field
 OPTION_FIELDS = {
@@ -364,6 +364,13 @@ def _validate(path: Path, table: dict[str, Any]) -> _Layer:
             except ValueError:
                 raise _fail(path, key, 'expected a size in bytes or with a unit, such as 2097152 or "2 MB", '
                             f"got {_describe(value)}") from None
+        elif key == "docs-url":
+            from gpulint.docs_url import valid_docs_url
+
+            if not isinstance(value, str) or not valid_docs_url(value):
+                raise _fail(path, key, "expected the http(s) URL of the site built from gpulint's docs/, such as "
+                            f'"https://<where you host it>", got {_describe(value)}')
+            values[key] = value.strip()
         elif key == "torch-version":
             if not isinstance(value, str):
                 hint = ' (write it as a string, such as "2.4": as a number 2.10 would read as 2.1)'
@@ -428,6 +435,7 @@ class ProjectConfig:
     force_exclude: bool = False
     test_patterns: tuple[str, ...] = DEFAULT_TEST_PATTERNS
     include: Optional[tuple[PathPattern, ...]] = None  # None: every file a directory search finds
+    docs_url: Optional[str] = None  # the site rule links point to (see gpulint/docs_url.py)
 
     def is_included(self, path: PathLike) -> bool:
         """Whether `include` lets this file be linted (`include = ["*.py"]` leaves notebooks out);
@@ -492,6 +500,7 @@ def _merge(base: ProjectConfig, layer: _Layer) -> ProjectConfig:
         force_exclude=values.get("force-exclude", base.force_exclude),
         test_patterns=values.get("test-patterns", base.test_patterns),
         include=layer.include if layer.include is not None else base.include,
+        docs_url=values.get("docs-url", base.docs_url),
     )
 
 
@@ -605,6 +614,12 @@ class SettingsResolver:
             return False
         return project.is_excluded(path) or not project.is_included(path)
 
+    def docs_site(self, path: PathLike) -> Optional[str]:
+        """The site rule links point to for `path`: `docs-url`, else the package metadata's, else None."""
+        from gpulint.docs_url import docs_site
+
+        return docs_site(self.project_for(path).docs_url)
+
     def describe(self, path: PathLike) -> str:
         """The settings that apply to `path`, as TOML-like text (`gpulint show-config`)."""
         from gpulint.rules import DOCUMENTED_RULES
@@ -640,6 +655,7 @@ class SettingsResolver:
             ("extend-exclude", [p.pattern for p in project.extend_exclude]),
             ("force-exclude", self.force_exclude_flag or project.force_exclude),
             ("excluded", project.is_excluded(path) or not project.is_included(path)),
+            ("docs-url", self.docs_site(path) or ""),  # "": no site, so no rule links
             ("enabled-rules", [r.code for r in DOCUMENTED_RULES if r.code != "GPU000"
                                and settings.is_enabled(r.code, r.preview)]),
         ]

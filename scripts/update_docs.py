@@ -124,8 +124,7 @@ def readme_page(page: str, title: str, names: tuple[str, ...]) -> str:
 def rule_page(rule: type) -> str:
     from gpulint.output.docs import rule_markdown
 
-    text = rule_markdown(rule)
-    text = re.sub(r"\n+Docs: \S+\s*$", "", text)  # this page is the docs
+    text = rule_markdown(rule)  # no site given: no "Docs:" link, this page is the docs
     return GENERATED.format(source=f"the rule class of {rule.code}") + text.rstrip("\n") + "\n"
 
 

@@ -73,7 +73,6 @@ class Finding:
     location: Location
     end_location: Location
     fix: Optional[FindingFix] = None
-    url: Optional[str] = None
     # rows a suppression comment may sit on: the reported statement's lines
     noqa_rows: tuple[int, int] = (0, 0)
     cell: Optional[CellRef] = None  # a notebook's cell; rows and columns are then the cell's
@@ -100,7 +99,7 @@ class Finding:
             "path": self.path, "code": self.code, "name": self.name, "message": self.message,
             "location": [self.location.row, self.location.column],
             "end_location": [self.end_location.row, self.end_location.column],
-            "fix": fix, "url": self.url, "noqa_rows": list(self.noqa_rows),
+            "fix": fix, "noqa_rows": list(self.noqa_rows),
             "cell": self.cell.to_list() if self.cell is not None else None,
         }
 
@@ -121,12 +120,11 @@ class Finding:
                 edits.append(FixEdit(start, end, _typed(content, str), _location([r1, c1]), _location([r2, c2]),
                                      _natural(cell[0], 1) if cell else None))
             fix = FindingFix(Applicability(f["applicability"]), _typed(f["message"], str), tuple(edits))
-        url = data.get("url")
         first, last = _typed(data.get("noqa_rows", [0, 0]), list)
         return cls(
             path=_typed(data["path"], str), code=_typed(data["code"], str), name=_typed(data["name"], str),
             message=_typed(data["message"], str), location=_location(data["location"]),
-            end_location=_location(data["end_location"]), fix=fix, url=None if url is None else _typed(url, str),
+            end_location=_location(data["end_location"]), fix=fix,
             noqa_rows=(_natural(first, 0), _natural(last, 0)),
             cell=CellRef.from_list(data["cell"]) if data.get("cell") is not None else None,
         )

@@ -16,6 +16,7 @@ class RenderContext:
     # texts of linted files that are not on disk as linted (stdin); others are read when needed
     sources: dict[str, str] = field(default_factory=dict)
     show_fixes: bool = False
+    docs_site: Optional[str] = None  # where rule links point; None: no links (gpulint/docs_url.py)
 
     def text_of(self, path: str) -> Optional[str]:
         if path not in self.sources:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from gpulint.engine.findings import Finding, FixEdit, Location
+from gpulint.docs_url import rule_url
 from gpulint.output.context import escape_surrogates
 
 
@@ -22,7 +23,13 @@ def _edit(edit: FixEdit) -> dict[str, Any]:
     return out
 
 
-def finding_json(finding: Finding) -> dict[str, Any]:
+def _site(ctx: object) -> Optional[str]:
+    return getattr(ctx, "docs_site", None)
+
+
+def finding_json(finding: Finding, site: Optional[str] = None) -> dict[str, Any]:
+    """One finding; `url` is its rule's page on the docs site, null when no site is named (as ruff's
+    is for a rule without docs)."""
     fix = None
     if finding.fix is not None:
         fix = {
@@ -42,13 +49,13 @@ def finding_json(finding: Finding) -> dict[str, Any]:
         "location": _location(finding.location),
         "message": finding.message,
         "noqa_row": finding.location.row,
-        "url": finding.url,
+        "url": rule_url(finding.code, site),
     }
 
 
 def render_json(findings: Sequence[Finding], ctx: object = None) -> str:
-    return escape_surrogates(json.dumps([finding_json(f) for f in findings], indent=2, ensure_ascii=False)) + "\n"
+    return escape_surrogates(json.dumps([finding_json(f, _site(ctx)) for f in findings], indent=2, ensure_ascii=False)) + "\n"
 
 
 def render_json_lines(findings: Sequence[Finding], ctx: object = None) -> str:
-    return "".join(escape_surrogates(json.dumps(finding_json(f), ensure_ascii=False)) + "\n" for f in findings)
+    return "".join(escape_surrogates(json.dumps(finding_json(f, _site(ctx)), ensure_ascii=False)) + "\n" for f in findings)

@@ -14,7 +14,6 @@ from gpulint.output.context import RenderContext, escape_surrogates
 from gpulint.output.text import position
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
-INFORMATION_URI = "https://gpulint.dev"
 
 
 def artifact_uri(path: str) -> str:
@@ -36,21 +35,25 @@ def _region(start: Location, end: Location) -> dict[str, int]:
     return {"startLine": start.row, "startColumn": start.column, "endLine": end.row, "endColumn": end.column}
 
 
-def rule_descriptor(rule: Any) -> dict[str, Any]:
+def rule_descriptor(rule: Any, site: Optional[str] = None) -> dict[str, Any]:
+    """The rule's SARIF descriptor; `helpUri` only when a docs site is named (never a dead link)."""
     from gpulint.output.docs import rule_markdown
 
-    markdown = rule_markdown(rule)
-    return {
+    markdown = rule_markdown(rule, site)
+    descriptor: dict[str, Any] = {
         "id": rule.code,
         "name": rule.name,
         "shortDescription": {"text": rule.summary},
         "fullDescription": {"text": rule.docs.section("what")},
         "help": {"text": markdown, "markdown": markdown},
-        "helpUri": rule.url(),
         "defaultConfiguration": {"level": "error", "enabled": not rule.preview},
         "properties": {"tags": ["performance", "pytorch"] if rule.code != "GPU000" else ["correctness"],
                        "fix": rule.fix.value if rule.fix is not None else "none"},
     }
+    url = rule.url(site)
+    if url is not None:
+        descriptor["helpUri"] = url
+    return descriptor
 
 
 def _location(finding: Finding, uri: str) -> dict[str, Any]:
@@ -95,22 +98,20 @@ def _result(finding: Finding, index: dict[str, int]) -> dict[str, Any]:
     return result
 
 
-def sarif_log(findings: Sequence[Finding]) -> dict[str, Any]:
+def sarif_log(findings: Sequence[Finding], site: Optional[str] = None) -> dict[str, Any]:
     from gpulint.rules import DOCUMENTED_RULES
 
     rules = sorted(DOCUMENTED_RULES, key=lambda r: r.code)
     index = {rule.code: i for i, rule in enumerate(rules)}
+    driver: dict[str, Any] = {"name": "gpulint", "version": __version__, "semanticVersion": __version__}
+    if site is not None:
+        driver["informationUri"] = site
+    driver["rules"] = [rule_descriptor(r, site) for r in rules]
     return {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
         "runs": [{
-            "tool": {"driver": {
-                "name": "gpulint",
-                "version": __version__,
-                "semanticVersion": __version__,
-                "informationUri": INFORMATION_URI,
-                "rules": [rule_descriptor(r) for r in rules],
-            }},
+            "tool": {"driver": driver},
             # our columns count code points, not SARIF's default UTF-16 code units
             "columnKind": "unicodeCodePoints",
             "results": [_result(f, index) for f in findings],
@@ -119,4 +120,4 @@ def sarif_log(findings: Sequence[Finding]) -> dict[str, Any]:
 
 
 def render_sarif(findings: Sequence[Finding], ctx: Optional[RenderContext] = None) -> str:
-    return escape_surrogates(json.dumps(sarif_log(findings), indent=2, ensure_ascii=False)) + "\n"
+    return escape_surrogates(json.dumps(sarif_log(findings, ctx.docs_site if ctx else None), indent=2, ensure_ascii=False)) + "\n"

@@ -175,10 +175,21 @@ def codes_at(text: str, positions: Positions, offset: int, findings: Sequence[Fi
     return []
 
 
-def rule_docs(code: str) -> Optional[str]:
+def docs_site(path: Path, editor: EditorSettings) -> Optional[str]:
+    """The docs site rule links point to for `path` (`docs-url`, else the package metadata's), as
+    the CLI decides; None: no links. A configuration error is reported by linting, not here."""
+    from gpulint.docs_url import docs_site as default_site
+
+    try:
+        return editor.resolver().docs_site(path)
+    except ConfigError:
+        return default_site(None)
+
+
+def rule_docs(code: str, site: Optional[str] = None) -> Optional[str]:
     """A rule's documentation as Markdown, as `gpulint rule CODE` prints it."""
     from gpulint.output.docs import rule_markdown
     from gpulint.rules import rule_by_code
 
     rule = rule_by_code(code)
-    return rule_markdown(rule) if rule is not None else None
+    return rule_markdown(rule, site) if rule is not None else None

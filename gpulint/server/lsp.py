@@ -27,6 +27,7 @@ from pygls.lsp.server import LanguageServer
 from gpulint import __version__
 from gpulint.analysis.project import ProjectView
 from gpulint.config import ConfigError
+from gpulint.docs_url import rule_url
 from gpulint.engine.findings import Finding
 from gpulint.engine.fixes import Applicability, Edit
 from gpulint.engine.linter import InternalError
@@ -34,6 +35,7 @@ from gpulint.server.analysis import (
     EditorSettings,
     Positions,
     codes_at,
+    docs_site,
     fix_all_edits,
     fix_title,
     lint_buffer,
@@ -102,7 +104,8 @@ class GpulintServer(LanguageServer):
             self.window_show_message(types.ShowMessageParams(types.MessageType.Error, f"gpulint: {report.error}"))
         self.findings[uri], self.linted_text[uri] = report.findings, text
         positions = Positions(text, self.encoding())
-        diagnostics = [_diagnostic(f, positions) for f in report.findings]
+        site = docs_site(self.path_of(uri), self.editor)
+        diagnostics = [_diagnostic(f, positions, site) for f in report.findings]
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri, diagnostics, document.version))
 
     def publish_all(self) -> None:
@@ -137,14 +140,16 @@ def _range(positions: Positions, start: int, end: int) -> types.Range:
     return types.Range(types.Position(*positions.position(start)), types.Position(*positions.position(end)))
 
 
-def _diagnostic(finding: Finding, positions: Positions) -> types.Diagnostic:
+def _diagnostic(finding: Finding, positions: Positions, site: Optional[str]) -> types.Diagnostic:
+    """The finding as a diagnostic; it links to the rule's page only when a docs site is named."""
     start = positions.location_offset(finding.location.row, finding.location.column)
     end = positions.location_offset(finding.end_location.row, finding.end_location.column)
     severity = types.DiagnosticSeverity.Error if finding.code == "GPU000" else types.DiagnosticSeverity.Warning
+    url = rule_url(finding.code, site)
     return types.Diagnostic(
         range=_range(positions, start, end), message=finding.message, severity=severity, code=finding.code,
         source="gpulint",
-        code_description=types.CodeDescription(href=finding.url) if finding.url else None,
+        code_description=types.CodeDescription(href=url) if url else None,
         tags=[types.DiagnosticTag.Unnecessary] if finding.code == "GPU900" else None,
     )
 
@@ -264,7 +269,8 @@ def create_server() -> GpulintServer:
             return None
         positions = Positions(document.source, ls.encoding())
         offset = positions.offset(params.position.line, params.position.character)
-        docs = [d for d in (rule_docs(c) for c in codes_at(document.source, positions, offset,
+        site = docs_site(ls.path_of(uri), ls.editor)
+        docs = [d for d in (rule_docs(c, site) for c in codes_at(document.source, positions, offset,
                                                               ls.current_findings(uri))) if d]
         if not docs:
             return None
@@ -297,12 +303,13 @@ def _quick_fixes(ls: GpulintServer, uri: str, version: Optional[int], positions:
     low = positions.offset(wanted.start.line, wanted.start.character)
     high = positions.offset(wanted.end.line, wanted.end.character)
     actions = []
+    site = docs_site(ls.path_of(uri), ls.editor)
     for finding in ls.current_findings(uri):
         start = positions.location_offset(finding.location.row, finding.location.column)
         end = positions.location_offset(finding.end_location.row, finding.end_location.column)
         if end < low or start > high:
             continue
-        diagnostic = _diagnostic(finding, positions)
+        diagnostic = _diagnostic(finding, positions, site)
         if finding.fix is not None:
             safe = finding.fix.applicability is Applicability.SAFE
             edits = [e.as_edit() for e in finding.fix.edits]

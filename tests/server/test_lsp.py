@@ -146,6 +146,19 @@ async def test_hover_shows_the_rule_docs(client: LanguageClient, tmp_path: Path)
     on_noqa = await client.text_document_hover_async(types.HoverParams(
         types.TextDocumentIdentifier(uri), types.Position(0, 3)))
     assert on_noqa is None  # `import`: nothing to say
+    assert "http" not in hover.contents.value and "Docs:" not in hover.contents.value  # no site: no link
+
+
+@pytest.mark.asyncio
+async def test_a_docs_url_links_diagnostics_and_hover_to_the_rule_pages(client: LanguageClient,
+                                                                        tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.gpulint]\ndocs-url = "https://docs.example.org/gpulint/"\n')
+    uri = await _open(client, tmp_path / "train.py")
+    by_code = {d.code: d for d in client.diagnostics[uri]}
+    assert by_code["GPU101"].code_description.href == "https://docs.example.org/gpulint/rules/GPU101/"
+    hover = await client.text_document_hover_async(types.HoverParams(
+        types.TextDocumentIdentifier(uri), types.Position(5, 30)))
+    assert hover.contents.value.rstrip().endswith("Docs: https://docs.example.org/gpulint/rules/GPU101/")
 
 
 @pytest.mark.asyncio
