@@ -125,3 +125,13 @@ def test_the_checks_catch_what_they_should(tmp_path: Path) -> None:
     assert _check_target(page, "#exit-codes") is None and _check_target(page, "examples/README.md") is None
     assert _REPO_PATH.findall("see docs/workflows.md, gpulint/cli.py") == ["docs/workflows.md", "gpulint/cli.py"]
     assert _slug("What gpulint will never do to your files") == "what-gpulint-will-never-do-to-your-files"
+
+
+def test_every_kind_of_reference_is_covered() -> None:
+    """The files whose references must resolve are all checked: README, docs/, examples/README.md,
+    the pre-commit manifest, pyproject.toml (its URLs and paths) and mkdocs.yml."""
+    checked = {str(p.relative_to(ROOT)) for p in DOCS}
+    for name in ("README.md", "examples/README.md", ".pre-commit-hooks.yaml", "pyproject.toml", "mkdocs.yml",
+                 "docs/index.md", "docs/workflows.md", "docs/rules/GPU101.md"):
+        assert name in checked, name
+    assert all(str(p.relative_to(ROOT)) in checked for p in (ROOT / "docs").rglob("*.md") if p in FILES)
