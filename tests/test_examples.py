@@ -26,3 +26,9 @@ def test_every_example_passes_verify_on_the_cpu(target: str, tmp_path: Path, mon
     assert result.exit_code == 0, result.output
     assert [s["verdict"] for s in scripts] == ["PASS"] * (3 if target == "examples/" else 1)
     assert all(r["status"] == "exercised" for s in scripts for r in s["rules"] if r["code"] != "GPU003")
+    for script in scripts:  # a real PASS: a rewrite ran next to the original and their losses were compared
+        assert script["rules_applied"], script["path"]
+        loss = script["comparison"]["loss"]
+        assert loss["passed"] and loss["compared_steps"] >= 10 and loss["max_step_deviation"] is not None, loss
+        losses = script["runs"]["original"]["losses"]
+        assert len(losses) >= 10 and all(isinstance(x, float) for x in losses), script["path"]

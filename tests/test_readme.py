@@ -36,6 +36,9 @@ def test_quickstart_claims_are_what_gpulint_prints_on_the_examples(monkeypatch) 
     assert result.exit_code == 1
     lines = [line for line in result.stdout.splitlines() if line.startswith("examples/")]
     files = {line.split(":")[0] for line in lines}
+    # findings, and none of the fixture suite's noise (cases meant to stay silent, expected fixes)
+    assert lines and result.stdout.count(": GPU") == len(lines)
+    assert not re.search(r"fixtures/|_not_flagged|\.fixed\.py|tests/", result.stdout), result.stdout
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     claim = re.search(r"it prints (\d+) findings in (\d+) files", readme)
     assert claim is not None and (int(claim.group(1)), int(claim.group(2))) == (len(lines), len(files))
