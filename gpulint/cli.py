@@ -14,12 +14,13 @@ from gpulint import __version__
 from gpulint import cli_workflow as workflow
 from gpulint.cli_performance import PerformanceOptions, clean_command, performance_options
 from gpulint.config import CliOverrides, ConfigError, parse_codes
-from gpulint.engine.files import PathError, Walker
+from gpulint.engine.files import LINT_SUFFIXES, PathError, Walker
 from gpulint.engine.findings import Finding
 from gpulint.engine.runner import FileReport, Mode, collect_jobs, run_jobs
 from gpulint.output import FORMATS, HUMAN_FORMATS
 from gpulint.output.context import RenderContext, printable
 from gpulint.output.text import Summary
+from gpulint.progress import file_progress
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -74,7 +75,7 @@ def _run(mode: Mode, paths: Sequence[Path], select, extend_select, ignore, previ
          unsafe_fixes: bool, jobs: Optional[int], exit_zero: bool, verbose: bool) -> None:
     options = workflow.WorkflowOptions.current()
     overrides = CliOverrides(select=select, extend_select=extend_select, ignore=ignore, preview=preview)
-    walker = Walker()
+    walker = Walker(suffixes=LINT_SUFFIXES)
     try:
         resolver = options.resolver(overrides)
         if workflow.is_stdin(paths, options):
@@ -96,12 +97,14 @@ def _run(mode: Mode, paths: Sequence[Path], select, extend_select, ignore, previ
         before = [f for r in run_jobs(collect_jobs(files, resolver.for_path, Mode.CHECK, projects=projects),
                                       workers=jobs) for f in r.findings]
     speed.start()
-    reports = sorted(run_jobs(jobs_list, workers=jobs) + workflow.unreadable_directories(walker),
-                     key=lambda r: r.path)
+    with file_progress(len(jobs_list), "Fixing" if mode is Mode.FIX else "Checking") as advance:
+        reports = sorted(run_jobs(jobs_list, workers=jobs, advance=advance) + workflow.unreadable_directories(walker),
+                         key=lambda r: r.path)
     speed.print_profile(reports, jobs)
     if options.add_noqa:
         sys.exit(_add_noqa(reports, walker, verbose))
-    code = _report(reports, walker, mode, output_format, unsafe_fixes, exit_zero, verbose)
+    code = _report(reports, walker, mode, output_format, unsafe_fixes, exit_zero, verbose,
+                   docs_site=resolver.docs_site(Path(".")))
     if options.show_fixes and mode is Mode.FIX:
         click.echo(workflow.fixed_listing(before, [f for r in reports for f in r.findings]), nl=False, err=True)
     sys.exit(code)
@@ -117,7 +120,7 @@ def _add_noqa(reports: list[FileReport], walker: Walker, verbose: bool) -> int:
 
 
 def _report(reports: list[FileReport], walker: Walker, mode: Mode, output_format: str, unsafe: bool,
-            exit_zero: bool, verbose: bool, quiet: bool = False) -> int:
+            exit_zero: bool, verbose: bool, quiet: bool = False, docs_site: Optional[str] = None) -> int:
     findings: list[Finding] = [f for r in reports for f in r.findings]
     fixed = sum(r.fixed for r in reports)
     internal = [r for r in reports if r.internal_error]
@@ -143,7 +146,7 @@ def _report(reports: list[FileReport], walker: Walker, mode: Mode, output_format
         if internal:
             click.echo(Summary(0, 0, 0, errors=len(internal)).text().splitlines()[0], err=True)
     elif not quiet:
-        click.echo(workflow.render(findings, output_format, RenderContext(), options), nl=False)
+        click.echo(workflow.render(findings, output_format, RenderContext(docs_site=docs_site), options), nl=False)
         if human:  # never "All checks passed!" when a file went unchecked
             summary = Summary.of(findings, fixed, errors=len(internal))
             click.echo(summary.text(fixing=mode is Mode.FIX, unsafe_enabled=unsafe), nl=False)
@@ -177,8 +180,10 @@ def fix(paths, select, extend_select, ignore, preview, output_format, unsafe_fix
 @main.command()
 @click.argument("code", required=False)
 @click.option("--all", "show_all", is_flag=True, help="Table of all rules.")
+@workflow.config_options
 def rule(code: Optional[str], show_all: bool) -> None:
-    """Show a rule's documentation (gpulint rule GPU101), or all rules (--all)."""
+    """Show a rule's documentation (gpulint rule GPU101), or all rules (--all); it links to the
+    rule's page only when `docs-url` (or the package metadata) names a docs site."""
     from gpulint.output.docs import rule_markdown, rules_table
     from gpulint.rules import DOCUMENTED_RULES, rule_by_code  # LibCST: loaded only where needed
 
@@ -189,7 +194,12 @@ def rule(code: Optional[str], show_all: bool) -> None:
     if found is None:
         click.echo(printable(f"gpulint: error: unknown rule {code!r}; see `gpulint rule --all`"), err=True)
         sys.exit(EXIT_ERROR)
-    click.echo(rule_markdown(found))
+    try:
+        site = workflow.WorkflowOptions.current().resolver(CliOverrides()).docs_site(Path("."))
+    except ConfigError as exc:
+        click.echo(printable(f"gpulint: error: {exc}"), err=True)
+        sys.exit(EXIT_ERROR)
+    click.echo(rule_markdown(found, site))
 
 
 @main.command("show-config")
@@ -257,6 +267,19 @@ def verify(paths, steps, warmup, repeats, device, nproc, select, preview, json_p
         threads=threads, show_diff=not no_diff, repeats=repeats, nproc=nproc, workdir=workdir,
     )
     sys.exit(verify_main(options))
+
+
+@main.command()
+def server() -> None:
+    """Run the language server on stdin/stdout, for editors (needs the `server` extra: pygls)."""
+    import importlib.util
+
+    if importlib.util.find_spec("pygls") is None:
+        click.echo("gpulint: error: gpulint server needs pygls: pip install 'gpulint[server]'", err=True)
+        sys.exit(EXIT_ERROR)
+    from gpulint.server.lsp import serve
+
+    serve()
 
 
 main.add_command(clean_command)

@@ -21,6 +21,7 @@ from gpulint.engine.files import not_python_reason
 from gpulint.engine.findings import Finding
 from gpulint.engine.runner import FileReport, Mode, unified_diff
 from gpulint.engine.source import SourceError, decode_source, read_source, write_atomic
+from gpulint.notebook import is_notebook
 from gpulint.output import FORMATS, HUMAN_FORMATS
 from gpulint.output.context import RenderContext, display_path, escape_surrogates, printable
 from gpulint.output.statistics import render_statistics
@@ -236,6 +237,7 @@ def run_stdin(mode: Mode, resolver: SettingsResolver, output_format: str, unsafe
             stdout.write(raw)
         return EXIT_CLEAN
     settings = resolver.for_path(settings_path)
+    site = resolver.docs_site(settings_path)
     try:
         reason = not_python_reason(name, raw)
         if reason is not None:
@@ -245,12 +247,15 @@ def run_stdin(mode: Mode, resolver: SettingsResolver, output_format: str, unsafe
         findings = [syntax_finding(name, f"cannot lint file: {exc}")]
         if mode is Mode.FIX:
             stdout.write(raw)
-        click.echo(render(findings, output_format, RenderContext(), options), nl=False, err=mode is Mode.FIX)
+        click.echo(render(findings, output_format, RenderContext(docs_site=site), options), nl=False,
+                   err=mode is Mode.FIX)
         return exit_code(findings, 0, False, exit_zero, options)
-    ctx = RenderContext(sources={name: source.text})
+    ctx = RenderContext(sources={name: source.text}, docs_site=site)
     fixed = 0
     try:
-        if mode is Mode.CHECK:
+        if is_notebook(name):
+            findings, fixed = _stdin_notebook(mode, name, raw, settings, unsafe, ctx)
+        elif mode is Mode.CHECK:
             findings = lint_text(Path(name), source.text, settings).findings
         else:
             before = lint_text(Path(name), source.text, settings).findings if options.show_fixes else []
@@ -288,6 +293,27 @@ def run_stdin(mode: Mode, resolver: SettingsResolver, output_format: str, unsafe
     return exit_code(findings, fixed if mode is Mode.FIX else 0, False, exit_zero, options)
 
 
+def _stdin_notebook(mode: Mode, name: str, raw: bytes, settings: Any, unsafe: bool,
+                    ctx: RenderContext) -> tuple[list[Finding], int]:
+    """A notebook on stdin: `fix -` prints the fixed notebook, `--diff` the changed cells."""
+    from gpulint.notebook.job import run_notebook
+
+    result = run_notebook(Path(name), raw, settings, mode is not Mode.CHECK, unsafe)
+    if result.error:
+        click.echo(printable(f"gpulint: warning: {name}: {result.error}"), err=True)
+    if mode is Mode.CHECK:
+        return result.findings, 0
+    if mode is Mode.DIFF:
+        click.echo(result.diff, nl=False)
+        return run_notebook(Path(name), raw, settings, False, unsafe).findings, 0
+    data = result.data if result.data is not None else raw
+    stdout = _binary(sys.stdout)
+    stdout.write(data)
+    stdout.flush()
+    ctx.sources[name] = data.decode("utf-8", errors="replace")
+    return result.findings, result.fixed
+
+
 # ---------------------------------------------------------------------------------------------
 # --add-noqa
 
@@ -309,6 +335,9 @@ def write_noqa(reports: Sequence[FileReport]) -> tuple[int, list[str]]:
             # the rows of the findings belong to the version that was linted
             problems.append(f"{report.path}: file changed since it was linted, skipped (no comments added)")
             continue
+        if is_notebook(report.path):
+            added += _noqa_notebook(source, report.findings, problems)
+            continue
         new_text, covered = add_noqa(source.text, report.findings)
         if covered < len([f for f in report.findings if f.code != "GPU900"]):
             problems.append(f"{report.path}: {len(report.findings) - covered} finding(s) sit where a comment "
@@ -326,4 +355,22 @@ def write_noqa(reports: Sequence[FileReport]) -> tuple[int, list[str]]:
             continue
         added += covered
     return added, problems
+
+
+def _noqa_notebook(source: Any, findings: Sequence[Finding], problems: list[str]) -> int:
+    from gpulint.engine.source import write_bytes
+    from gpulint.notebook.model import NotebookError
+    from gpulint.notebook.noqa import notebook_with_noqa
+
+    try:
+        data, covered = notebook_with_noqa(source.raw, findings)
+        if data is not None:
+            write_bytes(source, data)
+    except (NotebookError, SourceError) as exc:
+        problems.append(f"{source.path}: {exc}")
+        return 0
+    if covered < len([f for f in findings if f.code != "GPU900"]):
+        problems.append(f"{source.path}: {len(findings) - covered} finding(s) sit where a comment cannot go "
+                        "(inside a string or after a line continuation)")
+    return covered
 

@@ -28,6 +28,7 @@ AMP_DTYPES = ("float16", "bfloat16")
 # Test code runs fp32 reference checks and bitwise comparisons, not training: the training-step,
 # loader and optimizer rules stay silent there unless `lint-tests = true`.
 DEFAULT_TEST_PATTERNS = ("test_*.py", "*_test.py", "conftest.py", "tests", "test", "testing", "test_utils")
+DEFAULT_INCLUDE = ("*.py", "*.pyi", "*.ipynb")  # what a directory search finds (engine/files.py)
 DEFAULT_MAX_FILE_SIZE = 2 * 1024 * 1024
 DEFAULT_MAX_FIX_SIZE = 256 * 1024
 _SIZE_UNITS = {"": 1, "b": 1, "kb": 1024, "kib": 1024, "k": 1024, "mb": 1024 ** 2, "mib": 1024 ** 2, "m": 1024 ** 2,
@@ -198,11 +199,11 @@ class CliOverrides:
 
 CONFIG_FILENAMES = ("gpulint.toml", "pyproject.toml")  # in one directory the first one found wins
 
-_LIST_KEYS = ("select", "extend-select", "ignore", "exclude", "extend-exclude", "test-patterns")
+_LIST_KEYS = ("select", "extend-select", "ignore", "exclude", "extend-exclude", "include", "test-patterns")
 _BOOL_KEYS = ("preview", "force-exclude", "checkpoint-unknown-depth", "lint-tests", "allow-zero-workers")
 KNOWN_KEYS = frozenset(
     _LIST_KEYS + _BOOL_KEYS + ("extend", "per-file-ignores", "amp-dtype", "num-workers", "checkpoint-min-depth",
-                               "torch-version", "max-file-size", "max-fix-size")
+                               "torch-version", "max-file-size", "max-fix-size", "docs-url")
 )
 # rule options: config key -> Settings field
 OPTION_FIELDS = {
@@ -278,6 +279,7 @@ class _Layer:
     exclude: Optional[tuple[PathPattern, ...]] = None
     extend_exclude: tuple[PathPattern, ...] = ()
     extend: Optional[Path] = None
+    include: Optional[tuple[PathPattern, ...]] = None
 
 
 def _fail(path: Path, key: str, problem: str) -> ConfigError:
@@ -313,6 +315,7 @@ def _validate(path: Path, table: dict[str, Any]) -> _Layer:
     exclude: Optional[tuple[PathPattern, ...]] = None
     extend_exclude: tuple[PathPattern, ...] = ()
     extend: Optional[Path] = None
+    include: Optional[tuple[PathPattern, ...]] = None
     for key, value in table.items():
         if key not in KNOWN_KEYS:
             hint = ""
@@ -329,10 +332,12 @@ def _validate(path: Path, table: dict[str, Any]) -> _Layer:
             values[key] = value
         elif key == "test-patterns":
             values[key] = tuple(_str_list(path, key, value))
-        elif key in ("exclude", "extend-exclude"):
+        elif key in ("exclude", "extend-exclude", "include"):
             patterns = tuple(PathPattern(base, p) for p in _str_list(path, key, value))
             if key == "exclude":
                 exclude = patterns
+            elif key == "include":
+                include = patterns
             else:
                 extend_exclude = patterns
         elif key == "per-file-ignores":
@@ -359,6 +364,13 @@ def _validate(path: Path, table: dict[str, Any]) -> _Layer:
             except ValueError:
                 raise _fail(path, key, 'expected a size in bytes or with a unit, such as 2097152 or "2 MB", '
                             f"got {_describe(value)}") from None
+        elif key == "docs-url":
+            from gpulint.docs_url import valid_docs_url
+
+            if not isinstance(value, str) or not valid_docs_url(value):
+                raise _fail(path, key, "expected the http(s) URL of the site built from gpulint's docs/, such as "
+                            f'"https://<where you host it>", got {_describe(value)}')
+            values[key] = value.strip()
         elif key == "torch-version":
             if not isinstance(value, str):
                 hint = ' (write it as a string, such as "2.4": as a number 2.10 would read as 2.1)'
@@ -366,7 +378,7 @@ def _validate(path: Path, table: dict[str, Any]) -> _Layer:
             if not re.fullmatch(r"\s*\d+\.\d+(\.\d+)?\s*", value):
                 raise _fail(path, key, f"expected MAJOR.MINOR such as \"2.4\", got {value!r}")
             values[key] = parse_version(value)
-    return _Layer(Path(path), values, per_file, exclude, extend_exclude, extend)
+    return _Layer(Path(path), values, per_file, exclude, extend_exclude, extend, include)
 
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
@@ -422,6 +434,13 @@ class ProjectConfig:
     extend_exclude: tuple[PathPattern, ...] = ()
     force_exclude: bool = False
     test_patterns: tuple[str, ...] = DEFAULT_TEST_PATTERNS
+    include: Optional[tuple[PathPattern, ...]] = None  # None: every file a directory search finds
+    docs_url: Optional[str] = None  # the site rule links point to (see gpulint/docs_url.py)
+
+    def is_included(self, path: PathLike) -> bool:
+        """Whether `include` lets this file be linted (`include = ["*.py"]` leaves notebooks out);
+        it chooses among files, so a directory is always included."""
+        return self.include is None or os.path.isdir(path) or any(p.matches(path, self.root) for p in self.include)
 
     def is_test_file(self, path: PathLike) -> bool:
         """Matches a test pattern, relative to the configuration's folder (or the working directory)."""
@@ -480,6 +499,8 @@ def _merge(base: ProjectConfig, layer: _Layer) -> ProjectConfig:
         extend_exclude=base.extend_exclude + layer.extend_exclude,
         force_exclude=values.get("force-exclude", base.force_exclude),
         test_patterns=values.get("test-patterns", base.test_patterns),
+        include=layer.include if layer.include is not None else base.include,
+        docs_url=values.get("docs-url", base.docs_url),
     )
 
 
@@ -591,7 +612,13 @@ class SettingsResolver:
         project = self.project_for(path)
         if explicit and not (self.force_exclude_flag or project.force_exclude):
             return False
-        return project.is_excluded(path)
+        return project.is_excluded(path) or not project.is_included(path)
+
+    def docs_site(self, path: PathLike) -> Optional[str]:
+        """The site rule links point to for `path`: `docs-url`, else the package metadata's, else None."""
+        from gpulint.docs_url import docs_site
+
+        return docs_site(self.project_for(path).docs_url)
 
     def describe(self, path: PathLike) -> str:
         """The settings that apply to `path`, as TOML-like text (`gpulint show-config`)."""
@@ -622,10 +649,13 @@ class SettingsResolver:
             ("allow-zero-workers", settings.allow_zero_workers),
             ("max-file-size", format_size(settings.max_file_size)),
             ("max-fix-size", format_size(settings.max_fix_size)),
+            ("include", [p.pattern for p in project.include] if project.include is not None else
+             list(DEFAULT_INCLUDE)),
             ("exclude", [p.pattern for p in project.exclude]),
             ("extend-exclude", [p.pattern for p in project.extend_exclude]),
             ("force-exclude", self.force_exclude_flag or project.force_exclude),
-            ("excluded", project.is_excluded(path)),
+            ("excluded", project.is_excluded(path) or not project.is_included(path)),
+            ("docs-url", self.docs_site(path) or ""),  # "": no site, so no rule links
             ("enabled-rules", [r.code for r in DOCUMENTED_RULES if r.code != "GPU000"
                                and settings.is_enabled(r.code, r.preview)]),
         ]

@@ -50,7 +50,7 @@ def syntax_finding(path: str, message: str, row: int = 1, column: int = 1) -> Fi
     return Finding(
         path=path, code=SYNTAX_ERROR.code, name=SYNTAX_ERROR.name, message=message,
         location=Location(row, column), end_location=Location(row, column),
-        url=SYNTAX_ERROR.url(), noqa_rows=(row, row),
+        noqa_rows=(row, row),
     )
 
 
@@ -200,7 +200,7 @@ class _Placer:
         rule = report.rule
         return Finding(
             path=str(self.ctx.path), code=rule.code, name=rule.name, message=message,
-            location=location, end_location=end_location, fix=fix, url=rule.url(), noqa_rows=noqa_rows,
+            location=location, end_location=end_location, fix=fix, noqa_rows=noqa_rows,
         )
 
     def edit(self, pending: PendingEdit) -> FixEdit:

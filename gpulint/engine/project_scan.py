@@ -21,6 +21,7 @@ from gpulint.analysis.project import FactsSource, Project, ProjectView, find_roo
 from gpulint.engine.cache import PROJECT_FACTS_DIR, ResultCache
 from gpulint.engine.files import Walker
 from gpulint.engine.source import SourceError, decode_source, read_bytes
+from gpulint.notebook import is_notebook, notebook_code
 
 MAX_FACTS_BYTES = 2 * 1024 * 1024  # larger files are generated data: no facts worth reading
 MAX_STORE_BYTES = 512 * 1024 * 1024  # a project's facts file larger than this is damaged: start over
@@ -116,9 +117,10 @@ def _facts_json_of(name: str) -> tuple[str, Optional[dict]]:
         return "", None
     digest = hashlib.sha256(raw).hexdigest()
     try:
-        facts = facts_of_text(decode_source(raw, Path(name)).text)
+        text = notebook_code(raw) if is_notebook(name) else decode_source(raw, Path(name)).text
     except SourceError:
         return digest, None
+    facts = facts_of_text(text) if text is not None else None
     return digest, (facts.to_json() if facts is not None else None)
 
 

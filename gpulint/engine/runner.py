@@ -24,6 +24,7 @@ from gpulint.engine.files import not_python_reason
 from gpulint.engine.findings import Finding
 from gpulint.engine.profile import NO_PROFILE, Profile
 from gpulint.engine.source import READ_LIMIT, SourceError, SourceFile, read_bytes, read_source, write_bytes
+from gpulint.notebook import is_notebook
 
 POOL_THRESHOLD = 8  # below this many files a process pool costs more than it saves
 
@@ -92,6 +93,8 @@ def syntax_finding(path: str, message: str) -> Finding:
 
 
 def run_source(path: Path, source: SourceFile, job: Job, profile: Profile = NO_PROFILE) -> FileReport:
+    if is_notebook(str(path)):
+        return _run_notebook(path, source, job, profile)
     report = FileReport(str(path))
     linter = _linter()
     lint_text = linter.lint_text
@@ -127,6 +130,39 @@ def run_source(path: Path, source: SourceFile, job: Job, profile: Profile = NO_P
             report.fixed = 0
             report.fixed_text = None
             report.findings = lint_text(path, source.text, job.settings, project=job.project).findings
+    return report
+
+
+def _run_notebook(path: Path, source: SourceFile, job: Job, profile: Profile) -> FileReport:
+    """A notebook: its code cells linted as one program (gpulint/notebook/), written as `run_source` writes."""
+    from gpulint.notebook.job import run_notebook
+
+    report = FileReport(str(path))
+    linter = _linter()
+
+    def findings_before() -> list[Finding]:
+        return run_notebook(path, source.raw, job.settings, False, job.unsafe, job.project).findings
+
+    try:
+        result = run_notebook(path, source.raw, job.settings, job.mode is not Mode.CHECK, job.unsafe, job.project,
+                              profile)
+        report.findings, report.cacheable, report.write_error = result.findings, result.cacheable, result.error
+        if result.data is None:
+            return report
+        if job.mode is Mode.DIFF:  # nothing is written: the findings before fixing still stand
+            report.diff, report.fixed, report.findings = result.diff, result.fixed, findings_before()
+            return report
+        try:
+            if _interrupted:
+                raise SourceError("interrupted; fix not written")
+            with profile.phase("writing"):
+                write_bytes(source, result.data)
+            report.written, report.fixed = result.data, result.fixed
+        except SourceError as exc:
+            report.write_error = str(exc)
+            report.findings = findings_before()
+    except linter.InternalError as exc:
+        report.internal_error = (str(exc), exc.trace)
     return report
 
 
@@ -222,8 +258,10 @@ def run_jobs(
     jobs: Sequence[Job],
     workers: Optional[int] = None,
     worker: Callable[[Job], FileReport] = run_job,
+    advance: Callable[[int], None] = lambda n: None,
 ) -> list[FileReport]:
-    """Run every job; the result never depends on the number of workers."""
+    """Run every job; the result never depends on the number of workers. `advance(n)` is told
+    as files are done (a progress bar)."""
     workers = default_jobs() if workers is None else max(1, workers)
     reports: list[FileReport] = []
     misses: list[Job] = []
@@ -233,12 +271,15 @@ def run_jobs(
             misses.append(job)
         else:
             reports.append(hit)
+    advance(len(reports))
     ordered = sorted(misses, key=lambda j: -_size(j.path))  # largest first: no straggler at the end
     workers = min(workers, len(ordered))  # never more processes than files to lint
     if workers <= 1 or len(ordered) < POOL_THRESHOLD:
-        reports += [worker(job) for job in ordered]
+        for job in ordered:
+            reports.append(worker(job))
+            advance(1)
     else:
-        reports += _run_pool(ordered, workers, worker)
+        reports += _run_pool(ordered, workers, worker, advance)
     reports.sort(key=lambda r: r.path)
     for report in reports:
         report.findings.sort(key=lambda f: f.sort_key)
@@ -249,7 +290,8 @@ def _context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
 
 
-def _run_pool(jobs: Sequence[Job], workers: int, worker: Callable[[Job], FileReport]) -> list[FileReport]:
+def _run_pool(jobs: Sequence[Job], workers: int, worker: Callable[[Job], FileReport],
+              advance: Callable[[int], None] = lambda n: None) -> list[FileReport]:
     """Run jobs in worker processes. A worker that dies (a crash in LibCST's native parser, the
     OOM killer) takes the pool down: the jobs it left unfinished then run again one process
     each, so the file that kills its process is named and every other file still gets linted.
@@ -266,6 +308,7 @@ def _run_pool(jobs: Sequence[Job], workers: int, worker: Callable[[Job], FileRep
                 reports.append(future.result())
             except BrokenProcessPool:
                 unfinished.append(job)
+            advance(1)
     except BaseException:
         pool.shutdown(wait=True, cancel_futures=True)
         raise
