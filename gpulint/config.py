@@ -28,6 +28,7 @@ else:  # pragma: no cover - exercised on Python < 3.11 only
 # Test code runs fp32 reference checks and bitwise comparisons, not training: the training-step,
 # loader and optimizer rules stay silent there unless `lint-tests = true`.
 DEFAULT_TEST_PATTERNS = ("test_*.py", "*_test.py", "conftest.py", "tests", "test", "testing", "test_utils")
+DEFAULT_INCLUDE = ("*.py", "*.pyi", "*.ipynb")  # what a directory search finds (engine/files.py)
 
 
 @dataclass
@@ -60,7 +61,7 @@ CONFIG_FILENAMES = ("gpulint.toml", "pyproject.toml")  # in one directory the fi
 
 # the keys that shape the run rather than hold an option's value
 STRUCTURE_KEYS = ("select", "extend-select", "ignore", "preview", "exclude", "extend-exclude", "force-exclude",
-                  "per-file-ignores", "test-patterns", "extend")
+                  "per-file-ignores", "test-patterns", "extend", "include", "docs-url")
 
 
 def options_by_key() -> dict[str, Option[Any]]:
@@ -135,6 +136,7 @@ class _Layer:
     exclude: Optional[tuple[PathPattern, ...]] = None
     extend_exclude: tuple[PathPattern, ...] = ()
     extend: Optional[Path] = None
+    include: Optional[tuple[PathPattern, ...]] = None
 
 
 def _fail(path: Path, key: str, problem: str) -> ConfigError:
@@ -167,6 +169,7 @@ def _validate(path: Path, table: dict[str, Any]) -> _Layer:
     extend_exclude: tuple[PathPattern, ...] = ()
     extend: Optional[Path] = None
     options = options_by_key()
+    include: Optional[tuple[PathPattern, ...]] = None
     for key, value in table.items():
         if key in options:
             try:
@@ -190,10 +193,12 @@ def _validate(path: Path, table: dict[str, Any]) -> _Layer:
             values[key] = value
         elif key == "test-patterns":
             values[key] = tuple(_str_list(path, key, value))
-        elif key in ("exclude", "extend-exclude"):
+        elif key in ("exclude", "extend-exclude", "include"):
             patterns = tuple(PathPattern(base, p) for p in _str_list(path, key, value))
             if key == "exclude":
                 exclude = patterns
+            elif key == "include":
+                include = patterns
             else:
                 extend_exclude = patterns
         elif key == "per-file-ignores":
@@ -206,7 +211,14 @@ def _validate(path: Path, table: dict[str, Any]) -> _Layer:
             if not isinstance(value, str) or not value.strip():
                 raise _fail(path, key, f"expected the path of another configuration file, got {describe_value(value)}")
             extend = Path(base) / os.path.expanduser(value)
-    return _Layer(Path(path), values, per_file, exclude, extend_exclude, extend)
+        elif key == "docs-url":
+            from gpulint.core.docs_url import valid_docs_url
+
+            if not isinstance(value, str) or not valid_docs_url(value):
+                raise _fail(path, key, "expected the http(s) URL of the site built from gpulint's docs/, such as "
+                            f'"https://<where you host it>", got {describe_value(value)}')
+            values[key] = value.strip()
+    return _Layer(Path(path), values, per_file, exclude, extend_exclude, extend, include)
 
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
@@ -262,6 +274,13 @@ class ProjectConfig:
     extend_exclude: tuple[PathPattern, ...] = ()
     force_exclude: bool = False
     test_patterns: tuple[str, ...] = DEFAULT_TEST_PATTERNS
+    include: Optional[tuple[PathPattern, ...]] = None  # None: every file a directory search finds
+    docs_url: Optional[str] = None  # the site rule links point to (see gpulint/core/docs_url.py)
+
+    def is_included(self, path: PathLike) -> bool:
+        """Whether `include` lets this file be linted (`include = ["*.py"]` leaves notebooks out);
+        it chooses among files, so a directory is always included."""
+        return self.include is None or os.path.isdir(path) or any(p.matches(path, self.root) for p in self.include)
 
     def is_test_file(self, path: PathLike) -> bool:
         """Matches a test pattern, relative to the configuration's folder (or the working directory)."""
@@ -318,6 +337,8 @@ def _merge(base: ProjectConfig, layer: _Layer) -> ProjectConfig:
         extend_exclude=base.extend_exclude + layer.extend_exclude,
         force_exclude=values.get("force-exclude", base.force_exclude),
         test_patterns=values.get("test-patterns", base.test_patterns),
+        include=layer.include if layer.include is not None else base.include,
+        docs_url=values.get("docs-url", base.docs_url),
     )
 
 
@@ -429,7 +450,13 @@ class SettingsResolver:
         project = self.project_for(path)
         if explicit and not (self.force_exclude_flag or project.force_exclude):
             return False
-        return project.is_excluded(path)
+        return project.is_excluded(path) or not project.is_included(path)
+
+    def docs_site(self, path: PathLike) -> Optional[str]:
+        """The site rule links point to for `path`: `docs-url`, else the package metadata's, else None."""
+        from gpulint.core.docs_url import docs_site
+
+        return docs_site(self.project_for(path).docs_url)
 
     def describe(self, path: PathLike) -> str:
         """The settings that apply to `path`, as TOML-like text (`gpulint show-config`)."""
@@ -454,10 +481,13 @@ class SettingsResolver:
         rows += [
             ("test-patterns", list(project.test_patterns)),
             ("test-file", settings.test_file),
+            ("include", [p.pattern for p in project.include] if project.include is not None else
+             list(DEFAULT_INCLUDE)),
             ("exclude", [p.pattern for p in project.exclude]),
             ("extend-exclude", [p.pattern for p in project.extend_exclude]),
             ("force-exclude", self.force_exclude_flag or project.force_exclude),
-            ("excluded", project.is_excluded(path)),
+            ("excluded", project.is_excluded(path) or not project.is_included(path)),
+            ("docs-url", self.docs_site(path) or ""),  # "": no site, so no rule links
             ("enabled-rules", [rule.code for rule in all_rules()
                                if rule is not InvalidFile and settings.is_enabled(rule.code, rule.preview)]),
         ]

@@ -25,8 +25,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gpulint.analysis",),  # facts rules share: training steps, datasets, model structure
     ("gpulint.rewrites",),  # code transformations several rules' fixes share
     ("gpulint.rules",),  # one module per rule, and the registry
-    ("gpulint.engine", "gpulint.config", "gpulint.selectors"),  # the pipeline: linter, runner, cache, suppressions
-    ("gpulint.output",),  # output formats and rule docs
+    # the pipeline: linter, runner, cache, suppressions; notebooks linted as one program per notebook
+    ("gpulint.engine", "gpulint.notebook", "gpulint.config", "gpulint.selectors"),
+    ("gpulint.output",),  # output formats, rule docs, diffs, the progress bar
+    ("gpulint.server",),  # the language server
     ("gpulint.cli", "gpulint.verify"),  # the commands
     ("gpulint.__main__",),
 )
@@ -187,6 +189,8 @@ def test_the_scan_sees_the_imports_it_must() -> None:
     assert ("gpulint.cli", "gpulint.verify.session") in pairs  # inside the `verify` command's function
     assert ("gpulint.engine.runner", "gpulint.engine.linter") in pairs  # `from gpulint.engine import linter`
     assert ("gpulint.output", "gpulint.output.sarif") in pairs  # FORMATS names it; importlib imports it
+    assert ("gpulint.cli", "gpulint.server.lsp") in pairs  # inside the `server` command's function
+    assert ("gpulint.engine.runner", "gpulint.notebook.job") in pairs  # inside the notebook branch
 
 
 def test_the_scan_reads_every_way_of_importing() -> None:

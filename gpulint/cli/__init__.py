@@ -72,8 +72,12 @@ def fix(**parsed: Any) -> None:
 @main.command()
 @click.argument("code", required=False)
 @click.option("--all", "show_all", is_flag=True, help="Table of all rules.")
-def rule(code: Optional[str], show_all: bool) -> None:
-    """Show a rule's documentation (gpulint rule GPU101), or all rules (--all)."""
+@config_options
+def rule(code: Optional[str], show_all: bool, **parsed: Any) -> None:
+    """Show a rule's documentation (gpulint rule GPU101), or all rules (--all); it links to the
+    rule's page only when `docs-url` (or the package metadata) names a docs site."""
+    from gpulint.cli.lint import resolver_for
+    from gpulint.core.settings import ConfigError
     from gpulint.output.docs import rule_markdown, rules_table
     from gpulint.rules import (  # LibCST: loaded only where needed
         all_rules,
@@ -87,7 +91,12 @@ def rule(code: Optional[str], show_all: bool) -> None:
     if found is None:
         click.echo(printable(f"gpulint: error: unknown rule {code!r}; see `gpulint rule --all`"), err=True)
         sys.exit(EXIT_ERROR)
-    click.echo(rule_markdown(found))
+    try:
+        site = resolver_for(LintOptions.of(**parsed)).docs_site(Path("."))
+    except ConfigError as exc:
+        click.echo(printable(f"gpulint: error: {exc}"), err=True)
+        sys.exit(EXIT_ERROR)
+    click.echo(rule_markdown(found, site))
 
 
 @main.command("show-config")
@@ -185,6 +194,19 @@ def clean_command(cache_dir: Optional[Path]) -> None:
                    f"{noun} gpulint did not write.")
     else:
         click.echo(f"Removed {cleaned.directory}.")
+
+
+@main.command()
+def server() -> None:
+    """Run the language server on stdin/stdout, for editors (needs the `server` extra: pygls)."""
+    import importlib.util
+
+    if importlib.util.find_spec("pygls") is None:
+        click.echo("gpulint: error: gpulint server needs pygls: pip install 'gpulint[server]'", err=True)
+        sys.exit(EXIT_ERROR)
+    from gpulint.server.lsp import serve
+
+    serve()
 
 
 def run() -> None:

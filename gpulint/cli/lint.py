@@ -23,7 +23,7 @@ from gpulint.core.findings import Finding
 from gpulint.core.settings import ConfigError
 from gpulint.core.source import SourceError, read_source, write_atomic
 from gpulint.engine.cache import ResultCache
-from gpulint.engine.files import PathError, Walker
+from gpulint.engine.files import LINT_SUFFIXES, PathError, Walker
 from gpulint.engine.profile import Profile
 from gpulint.engine.runner import (
     POOL_THRESHOLD,
@@ -34,6 +34,7 @@ from gpulint.engine.runner import (
     default_jobs,
     run_jobs,
 )
+from gpulint.notebook import is_notebook
 from gpulint.output import HUMAN_FORMATS, renderer
 from gpulint.output.display import (
     RenderContext,
@@ -41,6 +42,7 @@ from gpulint.output.display import (
     escape_surrogates,
     printable,
 )
+from gpulint.output.progress import file_progress
 from gpulint.output.text import Summary, concise_line
 from gpulint.rules.gpu000_invalid_file import InvalidFile
 from gpulint.rules.gpu900_unused_suppression import UnusedSuppression
@@ -72,7 +74,7 @@ def lint_command(options: LintOptions) -> int:
         resolver = resolver_for(options)
         if options.reads_stdin:
             return _lint_stdin(options, resolver, cache)
-        walker = Walker()
+        walker = Walker(suffixes=LINT_SUFFIXES)
         found = list(walker.files(options.targets))
         files = drop_excluded(found, options.targets, resolver)
         if not files and not walker.errors:
@@ -91,7 +93,9 @@ def lint_command(options: LintOptions) -> int:
         before = [f for r in run_jobs(collect_jobs(files, resolver.for_path, Mode.CHECK, projects=projects),
                                       workers=options.jobs) for f in r.findings]
     linting = time.perf_counter()
-    results = sorted(run_jobs(jobs, workers=options.jobs) + unreadable_directories(walker), key=lambda r: r.path)
+    with file_progress(len(jobs), "Fixing" if mode is Mode.FIX else "Checking") as advance:
+        results = sorted(run_jobs(jobs, workers=options.jobs, advance=advance) + unreadable_directories(walker),
+                         key=lambda r: r.path)
     if options.profile:
         _print_profile(results, options, linting - started - project_seconds, project_seconds,
                        time.perf_counter() - linting)
@@ -99,7 +103,7 @@ def lint_command(options: LintOptions) -> int:
         cache.store_rule_options()
     if options.add_noqa:
         return _add_noqa(results, options)
-    code = print_results(results, mode, options)
+    code = print_results(results, mode, options, docs_site=resolver.docs_site(Path(".")))
     if options.show_fixes and mode is Mode.FIX:
         click.echo(fixed_listing(before, [f for r in results for f in r.findings]), nl=False, err=True)
     return code
@@ -175,10 +179,11 @@ def unreadable_directories(walker: Walker) -> list[FileResult]:
 # printing
 
 def print_results(results: Sequence[FileResult], mode: Mode, options: LintOptions, quiet: bool = False,
-                  ctx: Optional[RenderContext] = None) -> int:
+                  ctx: Optional[RenderContext] = None, docs_site: Optional[str] = None) -> int:
     """Warnings, internal errors, then the report (or the diff) and the summary; the exit code.
 
-    For stdin (`ctx` given) the report goes to stderr when the fixed code goes to stdout."""
+    For stdin (`ctx` given) the report goes to stderr when the fixed code goes to stdout. Rules link
+    to `docs_site` (None: no links; core/docs_url.py)."""
     findings: list[Finding] = [f for r in results for f in r.findings]
     fixed = sum(r.fixed for r in results)
     internal = [r for r in results if r.internal_error]
@@ -197,6 +202,8 @@ def print_results(results: Sequence[FileResult], mode: Mode, options: LintOption
         from gpulint.output.diff import unified_diff
 
         for result in results:
+            for label, before, after in result.cell_changes:  # a notebook: its changed cells
+                click.echo(unified_diff(label, before, after), nl=False)
             if result.original_text is not None and result.fixed_text is not None:
                 click.echo(unified_diff(result.path, result.original_text, result.fixed_text), nl=False)
     if mode is Mode.DIFF and ctx is None:
@@ -205,7 +212,7 @@ def print_results(results: Sequence[FileResult], mode: Mode, options: LintOption
         if internal:
             click.echo(Summary(0, 0, 0, errors=len(internal)).text().splitlines()[0], err=True)
     elif not quiet:
-        click.echo(render(findings, options, ctx or RenderContext()), nl=False, err=to_stderr)
+        click.echo(render(findings, options, ctx or RenderContext(docs_site=docs_site)), nl=False, err=to_stderr)
         if options.output_format in HUMAN_FORMATS:  # never "All checks passed!" when a file went unchecked
             summary = Summary.of(findings, fixed, errors=len(internal) if ctx is None else 0)
             click.echo(summary.text(fixing=mode is Mode.FIX, unsafe_enabled=options.unsafe_fixes), nl=False,
@@ -292,7 +299,7 @@ def _lint_stdin(options: LintOptions, resolver: SettingsResolver, cache: Optiona
     if mode is Mode.FIX:
         stdout.write(result.data if result.data is not None else raw)
         stdout.flush()
-    ctx = RenderContext()
+    ctx = RenderContext(docs_site=resolver.docs_site(Path(name)))
     text = result.fixed_text if mode is Mode.FIX and result.fixed_text is not None else result.original_text
     if text is None and not result.internal_error:
         try:
@@ -348,6 +355,9 @@ def write_noqa(results: Sequence[FileResult]) -> tuple[int, list[str]]:
             # the rows of the findings belong to the version that was linted
             problems.append(f"{result.path}: file changed since it was linted, skipped (no comments added)")
             continue
+        if is_notebook(result.path):
+            added += _noqa_notebook(source, result.findings, problems)
+            continue
         new_text, covered = add_noqa(source.text, result.findings)
         if covered < len([f for f in result.findings if f.code != UnusedSuppression.code]):
             problems.append(f"{result.path}: {len(result.findings) - covered} finding(s) sit where a comment "
@@ -365,3 +375,22 @@ def write_noqa(results: Sequence[FileResult]) -> tuple[int, list[str]]:
             continue
         added += covered
     return added, problems
+
+
+def _noqa_notebook(source: Any, findings: Sequence[Finding], problems: list[str]) -> int:
+    """`--add-noqa` in a notebook: the comments go into its cells, the JSON around them kept byte for byte."""
+    from gpulint.core.source import write_bytes
+    from gpulint.notebook.model import NotebookError
+    from gpulint.notebook.noqa import notebook_with_noqa
+
+    try:
+        data, covered = notebook_with_noqa(source.raw, findings)
+        if data is not None:
+            write_bytes(source, data)
+    except (NotebookError, SourceError) as exc:
+        problems.append(f"{source.path}: {exc}")
+        return 0
+    if covered < len([f for f in findings if f.code != UnusedSuppression.code]):
+        problems.append(f"{source.path}: {len(findings) - covered} finding(s) sit where a comment cannot go "
+                        "(inside a string or after a line continuation)")
+    return covered

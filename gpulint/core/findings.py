@@ -20,6 +20,29 @@ class FixEdit(Edit):
 
     location: Location
     end_location: Location
+    cell: Optional[int] = None  # in a notebook: the cell edited (offsets and locations are that cell's)
+
+
+@dataclass(frozen=True)
+class CellRef:
+    """Where a notebook finding is: the cell (1 = the notebook's first cell, markdown included),
+    its id when the notebook has one, and the lines of the .ipynb file that hold the finding
+    (for tools that show the raw file: GitHub annotations, SARIF). Location rows and columns
+    are then counted in the cell's source."""
+
+    number: int
+    id: Optional[str] = None
+    file_row: int = 1
+    file_end_row: int = 1
+
+    def to_list(self) -> list:
+        return [self.number, self.id, self.file_row, self.file_end_row]
+
+    @classmethod
+    def from_list(cls, data: Any) -> "CellRef":
+        number, cell_id, row, end_row = _typed(data, list)
+        return cls(_natural(number, 1), None if cell_id is None else _typed(cell_id, str), _natural(row, 1),
+                   _natural(end_row, 1))
 
 
 @dataclass(frozen=True)
@@ -31,13 +54,14 @@ class Finding:
     location: Location
     end_location: Location
     fix: Optional[Fix[FixEdit]] = None
-    url: Optional[str] = None
     # rows a suppression comment may sit on: the reported statement's lines
     noqa_rows: tuple[int, int] = (0, 0)
+    cell: Optional[CellRef] = None  # a notebook's cell; rows and columns are then the cell's
 
     @property
     def sort_key(self) -> tuple:
-        return (self.path, self.location.row, self.location.column, self.code, self.message)
+        cell = self.cell.number if self.cell is not None else 0
+        return (self.path, cell, self.location.row, self.location.column, self.code, self.message)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for the cache and for worker processes."""
@@ -48,7 +72,7 @@ class Finding:
                 "message": self.fix.message,
                 "edits": [
                     [e.start, e.end, e.content, e.location.row, e.location.column, e.end_location.row,
-                     e.end_location.column]
+                     e.end_location.column] + ([e.cell] if e.cell is not None else [])
                     for e in self.fix.edits
                 ],
             }
@@ -56,7 +80,8 @@ class Finding:
             "path": self.path, "code": self.code, "name": self.name, "message": self.message,
             "location": [self.location.row, self.location.column],
             "end_location": [self.end_location.row, self.end_location.column],
-            "fix": fix, "url": self.url, "noqa_rows": list(self.noqa_rows),
+            "fix": fix, "noqa_rows": list(self.noqa_rows),
+            "cell": self.cell.to_list() if self.cell is not None else None,
         }
 
     @classmethod
@@ -68,18 +93,21 @@ class Finding:
             f = _typed(data["fix"], dict)
             edits = []
             for edit in _typed(f["edits"], list):
-                start, end, content, r1, c1, r2, c2 = _typed(edit, list)
+                start, end, content, r1, c1, r2, c2, *cell = _typed(edit, list)
                 if not _natural(start) <= _natural(end):
                     raise ValueError("edit ends before it starts")
-                edits.append(FixEdit(start, end, _typed(content, str), _location([r1, c1]), _location([r2, c2])))
+                if len(cell) > 1:
+                    raise ValueError("an edit has too many fields")
+                edits.append(FixEdit(start, end, _typed(content, str), _location([r1, c1]), _location([r2, c2]),
+                                     _natural(cell[0], 1) if cell else None))
             fix = Fix(Applicability(f["applicability"]), _typed(f["message"], str), tuple(edits))
-        url = data.get("url")
         first, last = _typed(data.get("noqa_rows", [0, 0]), list)
         return cls(
             path=_typed(data["path"], str), code=_typed(data["code"], str), name=_typed(data["name"], str),
             message=_typed(data["message"], str), location=_location(data["location"]),
-            end_location=_location(data["end_location"]), fix=fix, url=None if url is None else _typed(url, str),
+            end_location=_location(data["end_location"]), fix=fix,
             noqa_rows=(_natural(first, 0), _natural(last, 0)),
+            cell=CellRef.from_list(data["cell"]) if data.get("cell") is not None else None,
         )
 
 

@@ -63,8 +63,6 @@ class Reporter(Protocol):
     code: ClassVar[str]
     name: ClassVar[str]
 
-    def url(self) -> str: ...
-
 
 @dataclass
 class PendingFinding:

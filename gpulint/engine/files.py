@@ -15,6 +15,7 @@ DEFAULT_EXCLUDES = frozenset({
     ".ipynb_checkpoints", "site-packages",
 })
 PYTHON_SUFFIXES = (".py", ".pyi")
+LINT_SUFFIXES = PYTHON_SUFFIXES + (".ipynb",)  # what `check` and `fix` look for in directories
 
 
 class PathError(Exception):
@@ -27,18 +28,18 @@ _SHEBANG = re.compile(rb"#![^\r\n]*\bpython[0-9.]*\b")
 def not_python_reason(name: str, raw: bytes) -> Optional[str]:
     """Why a file named on the command line is not Python source, or None when it is.
 
-    Directories are searched for *.py and *.pyi only; a file named explicitly is linted when
-    it has one of those suffixes (or .pyw), or no suffix and a python shebang, as pre-commit
-    decides what is Python. Anything else (a notebook, JSON, YAML) would parse as Python by
-    accident and pass: it is a GPU000 finding instead.
+    A file named explicitly is linted when it has one of the suffixes directories are searched
+    for (.py, .pyi, .ipynb) or .pyw, or no suffix and a python shebang, as pre-commit decides
+    what is Python. Anything else (JSON, YAML) would parse as Python by accident and pass: it
+    is a GPU000 finding instead.
     """
     suffix = os.path.splitext(os.path.basename(name))[1].lower()
     if suffix in PYTHON_SUFFIXES + (".pyw",) or name == "-":
         return None
     if suffix == "" and _SHEBANG.match(raw.lstrip(b"\xef\xbb\xbf")[:256]):
         return None
-    if suffix == ".ipynb":
-        return "a notebook: gpulint does not lint notebooks yet (only .py and .pyi files)"
+    if suffix == ".ipynb":  # read as a notebook (gpulint/notebook/), never as Python
+        return None
     kind = f"a {suffix} file" if suffix else "no .py suffix and no python shebang"
     return f"not Python source ({kind}): gpulint lints .py and .pyi files"
 
@@ -155,6 +156,7 @@ class Walker:
     respect_gitignore: bool = True
     extra_excludes: tuple[str, ...] = ()
     errors: list[tuple[str, str]] = field(default_factory=list)
+    suffixes: tuple[str, ...] = PYTHON_SUFFIXES  # the files a directory is searched for
 
     def is_gitignored(self, path: Path, is_dir: bool) -> bool:
         if not self.respect_gitignore:
@@ -199,7 +201,7 @@ class Walker:
                 if not self.excluded_name(d) and not self.is_gitignored(base / d, is_dir=True)
             )
             for name in sorted(filenames):
-                if not name.endswith(PYTHON_SUFFIXES) or self.excluded_name(name):
+                if not name.endswith(self.suffixes) or self.excluded_name(name):
                     continue
                 path = base / name
                 if self.is_gitignored(path, is_dir=False):

@@ -61,7 +61,7 @@ def syntax_finding(path: str, message: str, row: int = 1, column: int = 1) -> Fi
     return Finding(
         path=path, code=InvalidFile.code, name=InvalidFile.name, message=message,
         location=Location(row, column), end_location=Location(row, column),
-        url=InvalidFile.url(), noqa_rows=(row, row),
+        noqa_rows=(row, row),
     )
 
 
@@ -211,7 +211,7 @@ class _Placer:
         rule = report.rule
         return Finding(
             path=str(self.ctx.path), code=rule.code, name=rule.name, message=message,
-            location=location, end_location=end_location, fix=fix, url=rule.url(), noqa_rows=noqa_rows,
+            location=location, end_location=end_location, fix=fix, noqa_rows=noqa_rows,
         )
 
     def edit(self, pending: PendingEdit) -> FixEdit:

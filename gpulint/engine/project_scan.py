@@ -19,6 +19,7 @@ from typing import Optional, Sequence
 from gpulint.core.source import SourceError, decode_source, read_bytes
 from gpulint.engine.cache import PROJECT_FACTS_DIR, ResultCache
 from gpulint.engine.files import Walker
+from gpulint.notebook import is_notebook, notebook_code
 from gpulint.project.facts import FACTS_VERSION, FileFacts, facts_of_text
 from gpulint.project.view import (
     FactsSource,
@@ -122,9 +123,10 @@ def _facts_json_of(name: str) -> tuple[str, Optional[dict]]:
         return "", None
     digest = hashlib.sha256(raw).hexdigest()
     try:
-        facts = facts_of_text(decode_source(raw, Path(name)).text)
+        text = notebook_code(raw) if is_notebook(name) else decode_source(raw, Path(name)).text
     except SourceError:
         return digest, None
+    facts = facts_of_text(text) if text is not None else None
     return digest, (facts.to_json() if facts is not None else None)
 
 

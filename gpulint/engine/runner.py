@@ -31,6 +31,7 @@ from gpulint.core.source import (
 from gpulint.engine.cache import ResultCache
 from gpulint.engine.files import not_python_reason
 from gpulint.engine.profile import NO_PROFILE, Profile
+from gpulint.notebook import is_notebook
 from gpulint.project.view import ProjectView
 
 POOL_THRESHOLD = 8  # below this many files a process pool costs more than it saves
@@ -51,6 +52,8 @@ class FileResult:
     fixed: int = 0
     original_text: Optional[str] = None  # `--diff`: the text the fixes apply to
     fixed_text: Optional[str] = None
+    # `--diff` of a notebook: (label, source before, source after) per changed code cell
+    cell_changes: tuple[tuple[str, str, str], ...] = ()
     data: Optional[bytes] = field(default=None, repr=False)  # `fix`: the bytes to write, checked and encoded
     write_error: Optional[str] = None  # fix computed but not written (read-only, changed, ...)
     internal_error: Optional[tuple[str, str]] = None  # (message, traceback)
@@ -92,6 +95,8 @@ def syntax_finding(path: str, message: str) -> Finding:
 def run_source(path: Path, source: SourceFile, job: Job, profile: Profile = NO_PROFILE) -> FileResult:
     """Lint or fix one file's text. Nothing is written here: in `fix` mode `result.data` holds the
     bytes to write (the caller writes them to the file, or to stdout for `fix -`)."""
+    if is_notebook(str(path)):
+        return _run_notebook(path, source, job, profile)
     result = FileResult(str(path))
     linter = _linter()
     try:
@@ -144,6 +149,39 @@ def _write(result: FileResult, path: Path, source: SourceFile, job: Job, profile
     except SourceError as exc:
         return not_fixed(result, str(exc), path, source, job)
     result.written = result.data
+    return result
+
+
+def _run_notebook(path: Path, source: SourceFile, job: Job, profile: Profile) -> FileResult:
+    """A notebook: its code cells linted as one program (gpulint/notebook/), written as `run_source` writes."""
+    from gpulint.notebook.job import run_notebook
+
+    result = FileResult(str(path))
+    linter = _linter()
+
+    def findings_before() -> list[Finding]:
+        return run_notebook(path, source.raw, job.settings, False, job.unsafe, job.project).findings
+
+    try:
+        outcome = run_notebook(path, source.raw, job.settings, job.mode is not Mode.CHECK, job.unsafe, job.project,
+                               profile)
+        result.findings, result.cacheable, result.write_error = outcome.findings, outcome.cacheable, outcome.error
+        if outcome.data is None:
+            return result
+        if job.mode is Mode.DIFF:  # nothing is written: the findings before fixing still stand
+            result.cell_changes, result.fixed, result.findings = outcome.changes, outcome.fixed, findings_before()
+            return result
+        try:
+            if _interrupted:
+                raise SourceError("interrupted; fix not written")
+            with profile.phase("writing"):
+                write_bytes(source, outcome.data)
+            result.written, result.fixed = outcome.data, outcome.fixed
+        except SourceError as exc:
+            result.write_error = str(exc)
+            result.findings = findings_before()
+    except linter.InternalError as exc:
+        result.internal_error = (str(exc), exc.trace)
     return result
 
 
@@ -232,10 +270,32 @@ def run_stdin(name: str, raw: bytes, job: Job) -> FileResult:
         reason = not_python_reason(name, raw)
         if reason is not None:  # never parse a notebook or JSON as Python and call it clean
             raise SourceError(reason)
+        if is_notebook(name):
+            return _stdin_notebook(path, raw, job)
         source = decode_source(raw, path)
     except SourceError as exc:
         return FileResult(name, [syntax_finding(name, f"cannot lint file: {exc}")])
     return _guarded(path, source, job)
+
+
+def _stdin_notebook(path: Path, raw: bytes, job: Job) -> FileResult:
+    """A notebook on stdin: `fix -` gets the fixed notebook's bytes in `data`, `--diff` its changed cells."""
+    from gpulint.notebook.job import run_notebook
+
+    linter = _linter()
+    result = FileResult(str(path))
+    try:
+        outcome = run_notebook(path, raw, job.settings, job.mode is not Mode.CHECK, job.unsafe)
+        result.findings, result.write_error = outcome.findings, outcome.error
+        if job.mode is Mode.DIFF:  # nothing is written: the findings before fixing still stand
+            result.cell_changes, result.fixed = outcome.changes, outcome.fixed
+            result.findings = run_notebook(path, raw, job.settings, False, job.unsafe).findings
+        elif job.mode is Mode.FIX and outcome.data is not None:
+            result.data, result.fixed = outcome.data, outcome.fixed
+            result.fixed_text = outcome.data.decode("utf-8", errors="replace")  # what the report quotes
+    except linter.InternalError as exc:
+        result.internal_error = (str(exc), exc.trace)
+    return result
 
 
 def _digest(raw: bytes) -> str:
@@ -260,8 +320,10 @@ def run_jobs(
     jobs: Sequence[Job],
     workers: Optional[int] = None,
     worker: Callable[[Job], FileResult] = run_job,
+    advance: Callable[[int], None] = lambda n: None,
 ) -> list[FileResult]:
-    """Run every job; the result never depends on the number of workers."""
+    """Run every job; the result never depends on the number of workers. `advance(n)` is told
+    as files are done (a progress bar)."""
     workers = default_jobs() if workers is None else max(1, workers)
     results: list[FileResult] = []
     misses: list[Job] = []
@@ -271,12 +333,15 @@ def run_jobs(
             misses.append(job)
         else:
             results.append(hit)
+    advance(len(results))
     ordered = sorted(misses, key=lambda j: -_size(j.path))  # largest first: no straggler at the end
     workers = min(workers, len(ordered))  # never more processes than files to lint
     if workers <= 1 or len(ordered) < POOL_THRESHOLD:
-        results += [worker(job) for job in ordered]
+        for job in ordered:
+            results.append(worker(job))
+            advance(1)
     else:
-        results += _run_pool(ordered, workers, worker)
+        results += _run_pool(ordered, workers, worker, advance)
     results.sort(key=lambda r: r.path)
     for result in results:
         result.findings.sort(key=lambda f: f.sort_key)
@@ -287,7 +352,8 @@ def _context() -> Any:  # a fork or spawn context (the stubs give their common b
     return multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
 
 
-def _run_pool(jobs: Sequence[Job], workers: int, worker: Callable[[Job], FileResult]) -> list[FileResult]:
+def _run_pool(jobs: Sequence[Job], workers: int, worker: Callable[[Job], FileResult],
+              advance: Callable[[int], None] = lambda n: None) -> list[FileResult]:
     """Run jobs in worker processes. A worker that dies (a crash in LibCST's native parser, the
     OOM killer) takes the pool down: the jobs it left unfinished then run again one process
     each, so the file that kills its process is named and every other file still gets linted.
@@ -304,6 +370,7 @@ def _run_pool(jobs: Sequence[Job], workers: int, worker: Callable[[Job], FileRes
                 results.append(future.result())
             except BrokenProcessPool:
                 unfinished.append(job)
+            advance(1)
     except BaseException:
         pool.shutdown(wait=True, cancel_futures=True)
         raise

@@ -285,7 +285,7 @@ def _unused_finding(path: str, text: str, index: LineIndex, directive: Directive
     location = Location(*index.location(directive.start))
     return Finding(
         path=path, code=UNUSED.code, name=UNUSED.name, message=message, location=location,
-        end_location=Location(*index.location(directive.end)), fix=fix, url=UNUSED.url(),
+        end_location=Location(*index.location(directive.end)), fix=fix,
         noqa_rows=(location.row, location.row),
     )
 

@@ -16,6 +16,7 @@ class RenderContext:
     # texts of linted files that are not on disk as linted (stdin); others are read when needed
     sources: dict[str, str] = field(default_factory=dict)
     show_fixes: bool = False
+    docs_site: Optional[str] = None  # where rule links point; None: no links (gpulint/core/docs_url.py)
 
     def text_of(self, path: str) -> Optional[str]:
         if path not in self.sources:
@@ -24,6 +25,19 @@ class RenderContext:
             except (SourceError, OSError, ValueError):
                 return None
         return self.sources[path]
+
+    def cell_text(self, path: str, number: Optional[int]) -> Optional[str]:
+        """The source of a notebook's cell `number` (1-based), or the file's text when None."""
+        text = self.text_of(path)
+        if number is None or text is None:
+            return text
+        from gpulint.notebook.model import NotebookError, load_notebook
+
+        try:
+            cells = load_notebook(text.encode("utf-8")).cells
+        except NotebookError:
+            return None
+        return cells[number - 1].source if 0 < number <= len(cells) else None
 
 
 def display_path(path: str, quote: bool = True) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 from gpulint.rules.base import Rule
 
@@ -13,7 +13,8 @@ def fix_label(rule: type[Rule]) -> str:
     return rule.fix.value if rule.fix is not None else "none"
 
 
-def rule_markdown(rule: type[Rule]) -> str:
+def rule_markdown(rule: type[Rule], site: Optional[str] = None) -> str:
+    """The rule's documentation; it ends with a link to its page only when a docs site is named."""
     docs = rule.docs
     parts = [
         f"# {rule.name} ({rule.code})",
@@ -42,7 +43,9 @@ def rule_markdown(rule: type[Rule]) -> str:
     if rule.options:
         parts += ["", "## Options", ""]
         parts += [f"- `{option.key}` (default `{option.show()}`): {option.help}" for option in rule.options]
-    parts += ["", f"Docs: {rule.url()}"]
+    url = rule.url(site)
+    if url is not None:
+        parts += ["", f"Docs: {url}"]
     return "\n".join(parts)
 
 

@@ -6,7 +6,7 @@ import difflib
 from typing import Optional, Sequence
 
 from gpulint.core.edits import apply_edits
-from gpulint.core.findings import Finding
+from gpulint.core.findings import Finding, FixEdit
 from gpulint.output.display import RenderContext
 from gpulint.output.text import concise_line
 
@@ -46,23 +46,38 @@ def snippet(finding: Finding, lines: list[str]) -> list[str]:
     return out
 
 
-def fix_diff(finding: Finding, text: str) -> list[str]:
+def fix_diff(finding: Finding, text: str, edits: Optional[Sequence[FixEdit]] = None) -> list[str]:
     assert finding.fix is not None
-    after = apply_edits(text, finding.fix.edits)
+    after = apply_edits(text, finding.fix.edits if edits is None else edits)
     diff = difflib.unified_diff(text.splitlines(), after.splitlines(), lineterm="", n=1)
     return [line for line in diff if not line.startswith(("---", "+++"))]
 
 
+def _fix_lines(finding: Finding, ctx: RenderContext) -> list[str]:
+    """The fix as a diff; a notebook's fix, one diff per cell it edits, each named."""
+    assert finding.fix is not None
+    own = finding.cell.number if finding.cell is not None else None
+    cells = sorted({e.cell for e in finding.fix.edits}, key=lambda c: (c is not None, c or 0))
+    out = []
+    for cell in cells:
+        text = ctx.cell_text(finding.path, cell if cell is not None else own)
+        if text is None:
+            continue
+        if cell is not None and (cell != own or len(cells) > 1):
+            out.append(f"cell {cell}:")
+        out.extend(fix_diff(finding, text, [e for e in finding.fix.edits if e.cell == cell]))
+    return out
+
+
 def render_finding(finding: Finding, ctx: RenderContext) -> str:
     out = [concise_line(finding)]
-    text: Optional[str] = ctx.text_of(finding.path)
+    text: Optional[str] = ctx.cell_text(finding.path, finding.cell.number if finding.cell is not None else None)
     if text is not None:
         out.extend("  " + line if line else "" for line in snippet(finding, text.splitlines()))
     if finding.fix is not None:
         label = "Safe fix" if finding.fix.applicability.value == "safe" else "Unsafe fix (needs --unsafe-fixes)"
         out.append(f"  = {label}: {finding.fix.message}")
-        if text is not None:
-            out.extend("    " + line for line in fix_diff(finding, text))
+        out.extend("    " + line for line in _fix_lines(finding, ctx))
     return "\n".join(out) + "\n"
 
 

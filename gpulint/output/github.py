@@ -6,6 +6,7 @@ from typing import Optional, Sequence
 
 from gpulint.core.findings import Finding
 from gpulint.output.display import RenderContext, display_path, quote_path
+from gpulint.output.text import position
 
 
 def escape_data(value: str) -> str:
@@ -33,8 +34,13 @@ def annotation(finding: Finding) -> str:
         "endLine": str(finding.end_location.row),
         "endColumn": str(finding.end_location.column),
     }
+    message = f"{finding.code} {finding.message}"
+    if finding.cell is not None:  # the annotation goes on the .ipynb file's own lines; the text names the cell
+        props.update(line=str(finding.cell.file_row), endLine=str(finding.cell.file_end_row))
+        del props["col"], props["endColumn"]
+        message = f"{finding.code} {position(finding)}: {finding.message}"
     joined = ",".join(f"{key}={escape_property(value)}" for key, value in props.items())
-    return f"::error {joined}::{escape_data(f'{finding.code} {finding.message}')}"
+    return f"::error {joined}::{escape_data(message)}"
 
 
 def render_github(findings: Sequence[Finding], ctx: Optional[RenderContext] = None) -> str:

@@ -12,6 +12,7 @@ from typing import Optional, Sequence
 
 from gpulint.core.findings import Finding
 from gpulint.output.display import RenderContext, display_path
+from gpulint.output.text import position
 
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
@@ -33,11 +34,12 @@ def render_junit(findings: Sequence[Finding], ctx: Optional[RenderContext] = Non
         suite = ET.SubElement(root, "testsuite", name=shown, tests=str(len(items)), failures=str(len(items)),
                               errors="0", skipped="0")
         for finding in items:
-            loc = finding.location
-            case = ET.SubElement(suite, "testcase", name=f"{finding.code} {loc.row}:{loc.column}", classname=shown,
-                                 file=shown, line=str(loc.row))
+            where = position(finding)
+            line = finding.cell.file_row if finding.cell is not None else finding.location.row
+            case = ET.SubElement(suite, "testcase", name=f"{finding.code} {where}", classname=shown,
+                                 file=shown, line=str(line))
             failure = ET.SubElement(case, "failure", message=_clean(f"{finding.code} {finding.message}"),
                                     type=finding.code)
-            failure.text = _clean(f"{shown}:{loc.row}:{loc.column}: {finding.code} {finding.message}")
+            failure.text = _clean(f"{shown}:{where}: {finding.code} {finding.message}")
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

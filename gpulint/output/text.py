@@ -15,9 +15,15 @@ def fix_marker(finding: Finding) -> str:
     return " [*]" if fix is not None and fix.applicability is Applicability.SAFE else ""
 
 
-def concise_line(finding: Finding) -> str:
+def position(finding: Finding) -> str:
+    """`row:column`, or `cell N:row:column` in a notebook (rows counted in the cell, as ruff does)."""
     loc = finding.location
-    return f"{quote_path(finding.path)}:{loc.row}:{loc.column}: {finding.code}{fix_marker(finding)} {finding.message}"
+    cell = f"cell {finding.cell.number}:" if finding.cell is not None else ""
+    return f"{cell}{loc.row}:{loc.column}"
+
+
+def concise_line(finding: Finding) -> str:
+    return f"{quote_path(finding.path)}:{position(finding)}: {finding.code}{fix_marker(finding)} {finding.message}"
 
 
 def render_concise(findings: Sequence[Finding], ctx: object = None) -> str:

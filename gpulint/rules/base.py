@@ -31,9 +31,6 @@ if TYPE_CHECKING:
     from gpulint.core.pending import PendingFix
     from gpulint.project.view import ProjectView
 
-DOCS_URL = "https://gpulint.dev/rules/"
-
-
 class Target(Enum):
     """Which files a rule looks at, by what they say about their device."""
 
@@ -90,8 +87,11 @@ class Rule:
         self.ctx = ctx
 
     @classmethod
-    def url(cls) -> str:
-        return DOCS_URL + cls.code.lower()
+    def url(cls, site: Optional[str]) -> Optional[str]:
+        """The rule's page on the docs site, or None when no site is named (gpulint/core/docs_url.py)."""
+        from gpulint.core.docs_url import rule_url
+
+        return rule_url(cls.code, site)
 
     @classmethod
     def may_match(cls, text: str) -> bool:

@@ -137,8 +137,10 @@ def _skipped(path: Path, root: Path) -> bool:
     return any(part in SKIP_PARTS for part in relative.parts)
 
 
-def imported_project_files(script: Path, root: Path, extra_search: Iterable[Path] = ()) -> list[Path]:
-    """Files under `root` that `script` imports, directly or through each other (static, conservative)."""
+def imported_project_files(script: Path, root: Path, extra_search: Iterable[Path] = (),
+                           source: Optional[bytes] = None) -> list[Path]:
+    """Files under `root` that `script` imports, directly or through each other (static, conservative);
+    `source` is the script's code when it is not on disk (a notebook's cells)."""
     script = Path(os.path.realpath(script))
     search = [script.parent, root]
     for entry in extra_search:
@@ -150,7 +152,7 @@ def imported_project_files(script: Path, root: Path, extra_search: Iterable[Path
     while queue and len(seen) < MAX_MODULES:
         path, package = queue.pop(0)
         try:
-            tree = ast.parse(path.read_bytes())
+            tree = ast.parse(source if path == script and source is not None else path.read_bytes())
         except (SyntaxError, ValueError, OSError):
             continue
         for name in sorted(_imported_names(tree, package)):
@@ -195,7 +197,11 @@ def rewrite_file(path: Path, settings: Any) -> RewrittenFile:
     Raises SourceError (unreadable) and the engine's InternalError; a file that does not parse
     comes back unchanged with `parsed` findings left to the caller.
     """
-    source = read_source(path)
+    return rewrite_source(path, read_source(path), settings)
+
+
+def rewrite_source(path: Path, source: SourceFile, settings: Any) -> RewrittenFile:
+    """`rewrite_file` of text that is not read from `path` (a notebook's cells as a script)."""
     outcome = fix_text(path, source.text, settings, unsafe=True)
     before = _fixable(path, source.text, settings)
     after = Counter(f.code for f in _fixable(path, outcome.text, settings)) if outcome.text != source.text else None

@@ -30,10 +30,12 @@ import click
 
 from gpulint.config import CliOverrides, SettingsResolver
 from gpulint.core.settings import ConfigError, Settings
-from gpulint.core.source import SourceError
+from gpulint.core.source import SourceError, SourceFile, decode_source
 from gpulint.core.verification import Verification
 from gpulint.engine.files import PathError, Walker
 from gpulint.engine.linter import InternalError
+from gpulint.notebook import is_notebook
+from gpulint.output.progress import progress_wanted
 from gpulint.rules.gpu000_invalid_file import InvalidFile
 from gpulint.verify import events, guard
 from gpulint.verify.compare import Timing, build_timing, compare
@@ -47,6 +49,7 @@ from gpulint.verify.project import (
     needs_torchrun,
     project_root,
     rewrite_file,
+    rewrite_source,
 )
 from gpulint.verify.results import (
     ERROR,
@@ -150,6 +153,9 @@ class Verifier:
         self.machine: Optional[Machine] = None
         self.uncovered: list[str] = []  # modules with fixes that no verified script imports
         self.site_folder: Optional[str] = None
+        # notebooks run as scripts: the script's path (beside the notebook, never written there) -> its code
+        self.scripts: dict[Path, SourceFile] = {}
+        self.script_notes: dict[Path, list[str]] = {}
         self.device = "cpu"  # decided in start(), from --device and the machine
 
     # --- work folder --------------------------------------------------------------------------------
@@ -191,6 +197,8 @@ class Verifier:
 
     def rewrite(self, path: Path) -> RewrittenFile:
         try:
+            if path in self.scripts:
+                return rewrite_source(path, self.scripts[path], self.settings(path))
             return rewrite_file(path, self.settings(path))
         except InternalError as exc:
             self.internal_error = True
@@ -206,11 +214,13 @@ class Verifier:
         """
         files, _ = self.candidates()
         named = {os.path.realpath(p) for p in self.options.paths if Path(p).is_file()}
-        kinds = {path: classify(path) for path in files}
+        plans: list[Union[Plan, ScriptResult]] = []
+        inputs = list(files)
+        scripts_of = [self._as_script(p, plans) if is_notebook(str(p)) else p for p in files]
+        files = [p for p in scripts_of if p is not None]
+        kinds = {path: True if path in self.scripts else classify(path) for path in files}
         scripts = [p for p in files if kinds[p] is not False]
         modules = [p for p in files if kinds[p] is False]
-        inputs = list(files)
-        plans: list[Union[Plan, ScriptResult]] = []
         covered: set[str] = set()
         for script in scripts:
             result = self._plan_one(script)
@@ -235,6 +245,27 @@ class Verifier:
                              "(definitions, no top-level code); their fixes are verified through a script that "
                              "imports them. " + " ".join(self.uncovered))
         return plans, inputs
+
+    def _as_script(self, notebook: Path, plans: list[Union[Plan, ScriptResult]]) -> Optional[Path]:
+        """The notebook's code cells as a script beside it (only in the sandboxes), or its ERROR verdict."""
+        from gpulint.notebook.model import NotebookError, load_notebook
+        from gpulint.notebook.script import notebook_script
+
+        try:
+            raw = notebook.read_bytes()
+            exported = notebook_script(load_notebook(raw), notebook.name)
+        except (OSError, NotebookError) as exc:
+            plans.append(ScriptResult(str(notebook), verdict=ERROR, reasons=[f"cannot read the notebook: {exc}"]))
+            return None
+        if exported.refusal is not None:
+            plans.append(ScriptResult(str(notebook), verdict=ERROR,
+                                      reasons=[f"cannot run the notebook as a script: {exported.refusal}"]))
+            return None
+        script = notebook.with_name(notebook.name + ".py")
+        self.scripts[script] = decode_source(exported.text.encode("utf-8"), script)
+        self.script_notes[script] = [f"{notebook.name} runs as {script.name}: its code cells in order, in its "
+                                     "folder"] + exported.notes
+        return script
 
     def _describe_uncovered(self, module: Path) -> str:
         root = project_root(module)
@@ -276,7 +307,8 @@ class Verifier:
         root = project_root(script)
         search = self._search(root)
         modules = []
-        imported = imported_project_files(script, root, search)
+        virtual = self.scripts.get(script)
+        imported = imported_project_files(script, root, search, virtual.raw if virtual is not None else None)
         for path in imported:
             try:
                 rewritten = self.rewrite(path)
@@ -291,9 +323,10 @@ class Verifier:
             if folder != real_script_dir and any(Path(os.path.realpath(m.path)).is_relative_to(folder)
                                                  for m in modules) and folder not in sys_path:
                 sys_path += (folder,)
-        distributed = any(needs_torchrun(tree) for tree in _trees([script, *imported]))
+        distributed = any(needs_torchrun(tree) for tree in _trees([script, *imported], self.scripts))
         plan = Plan(script, root, [entry, *modules], sys_path, nproc=self.options.nproc if distributed else 1,
                     torchrun=distributed)
+        plan.notes += self.script_notes.get(script, [])
         if self.options.nproc > 1 and not distributed:
             plan.notes.append(f"--nproc-per-node {self.options.nproc} ignored: the script does not join a process "
                               "group from torchrun's environment (it starts its own processes, or none)")
@@ -302,7 +335,7 @@ class Verifier:
     # --- running --------------------------------------------------------------------------------------
     def progress(self, label: str, total: int) -> Optional[Callable[[int], None]]:
         stream = sys.stderr
-        if not stream.isatty():
+        if not progress_wanted(stream):  # a terminal only: never in CI or a pipe
             return None
 
         def show(done: int) -> None:
@@ -323,7 +356,7 @@ class Verifier:
         record = run_harness(spec, self.progress(label, result.steps), self.site_folder)
         words = events.STATUS_WORDS.get(record.status, record.status)
         line = f"  {label:<22} {words}: {len(record.steps)} of {result.steps} steps in {record.wall_s or 0:.1f} s"
-        if sys.stderr.isatty():
+        if progress_wanted():
             line = "\r" + line + " " * 12
         self.echo(line, err=True)
         return record
@@ -614,11 +647,11 @@ class _RewriteError(Exception):
     pass
 
 
-def _trees(paths: list[Path]) -> list[ast.Module]:
+def _trees(paths: list[Path], scripts: Optional[dict[Path, SourceFile]] = None) -> list[ast.Module]:
     trees = []
     for path in paths:
         try:
-            trees.append(ast.parse(path.read_bytes()))
+            trees.append(ast.parse(scripts[path].raw if scripts and path in scripts else path.read_bytes()))
         except (SyntaxError, ValueError, OSError):
             continue
     return trees

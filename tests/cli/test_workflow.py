@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -250,7 +251,7 @@ def test_hook_manifest_is_valid_for_pre_commit() -> None:
     hooks = {h["id"]: h for h in load_manifest(ROOT / ".pre-commit-hooks.yaml")}
     assert set(hooks) == {"gpulint", "gpulint-fix"}
     for hook in hooks.values():
-        assert hook["types_or"] == ["python", "pyi"] and hook["require_serial"] is True
+        assert hook["types_or"] == ["python", "pyi", "jupyter"] and hook["require_serial"] is True
         assert "--force-exclude" in hook["entry"] and hook["language"] == "python"
     assert hooks["gpulint"]["entry"].startswith("gpulint check")
     assert hooks["gpulint-fix"]["entry"].startswith("gpulint fix")
@@ -359,6 +360,12 @@ def test_docs_yaml_snippets(tmp_path: Path) -> None:
     remote = pre_commit_configs[0]["repos"][0]
     manifest = {h["id"] for h in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())}
     assert {h["id"] for h in remote["hooks"]} <= manifest
+    # no release is published: the snippet points at the reader's checkout, never at a tag that
+    # does not exist or a hosted repository that is not there
+    assert not re.match(r"[a-z]+://", remote["repo"]), remote["repo"]
+    tags = subprocess.run(["git", "tag"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    if re.fullmatch(r"v?\d+(\.\d+)*", str(remote["rev"])):
+        assert remote["rev"] in tags, f"the README's pre-commit snippet pins rev {remote['rev']}, which is no tag"
     actions = next(b for b in blocks if "jobs" in b)
     steps = actions["jobs"]["gpulint"]["steps"]
     upload = next(s for s in steps if s.get("uses", "").startswith("github/codeql-action/upload-sarif"))

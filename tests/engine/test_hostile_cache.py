@@ -51,7 +51,6 @@ DAMAGE = {
     "fix-edit-backwards": lambda k: _with(k, fix={"applicability": "safe", "message": "m",
                                                   "edits": [[9, 2, "x", 1, 1, 1, 1]]}),
     "noqa-rows-string": lambda k: _with(k, noqa_rows="ab"),
-    "url-int": lambda k: _with(k, url=5),
     "finding-list": lambda k: json.dumps({"key": k, "findings": [[1, 2]]}).encode(),
     "findings-dict": lambda k: json.dumps({"key": k, "findings": {"a": 1}}).encode(),
     "deep": lambda k: b'{"key": "' + k.encode() + b'", "findings": ' + b"[" * 100000 + b"]" * 100000 + b"}",

@@ -1,6 +1,7 @@
 """Hostile tests, false greens: a CI gate never passes by mistake.
 
-Issue 10, items 11 (a notebook or JSON named explicitly was parsed as Python and passed),
+Issue 10, items 11 (a notebook or JSON named explicitly was parsed as Python and passed; notebooks
+are now read as notebooks, tests/notebook/),
 12 (unknown codes in --select/--ignore/--extend-select and configuration), 13 (nothing to
 check is exit 2), 15 (no "All checks passed!" after an internal error), 17 (show-config on a
 missing path). Every test runs with the results cache on and off.
@@ -28,7 +29,9 @@ device = torch.device("cuda")
 loader = DataLoader(dataset, batch_size=32)
 """
 CLEAN = "import torch\nx = torch.zeros(3)\n"
-NOTEBOOK = json.dumps({"cells": [{"cell_type": "code", "source": ["loader = DataLoader(ds)"]}], "nbformat": 4})
+NOTEBOOK = json.dumps({"cells": [{"cell_type": "code", "source": ["import torch\n", "from torch.utils.data import "
+                                                                  "DataLoader\n", "torch.device('cuda')\n",
+                                                                  "loader = DataLoader(ds)"]}], "nbformat": 4})
 
 
 @pytest.fixture
@@ -40,7 +43,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 # -- item 11: files gpulint cannot lint are findings, never a pass -----------------------------
 
 @pytest.mark.parametrize("name, content, reason", [
-    ("nb.ipynb", NOTEBOOK, "a notebook"),
+    ("nb.ipynb", '{"cells": [], "nbformat": 3}', "nbformat 3 notebook"),
     ("data.json", '{"a": [1, 2]}', "not Python source (a .json file)"),
     ("config.yaml", "[1, 2, 3]\n", "not Python source (a .yaml file)"),
     ("notes.txt", "x = 1\n", "not Python source (a .txt file)"),
@@ -55,15 +58,19 @@ def test_a_file_that_is_not_python_is_a_finding(gl: Gpulint, project: Path, name
     assert result.exit_code == 1, result.output
     assert "All checks passed!" not in result.stdout
     [line] = [line for line in result.stdout.splitlines() if line.startswith(f"{name}:")]
-    assert "GPU000 cannot lint file:" in line and reason in line
+    assert "GPU000 cannot lint " in line and reason in line
     assert path.read_text() == content
 
 
-def test_a_notebook_on_stdin_is_a_finding(gl: Gpulint, project: Path) -> None:
+def test_a_notebook_on_stdin_is_read_as_a_notebook(gl: Gpulint, project: Path) -> None:
+    """A notebook's JSON is a valid Python expression: read as Python, it passed."""
     result = gl("check", "-", "--stdin-filename", "nb.ipynb", input=NOTEBOOK)
-    assert result.exit_code == 1 and "GPU000" in result.stdout and "notebook" in result.stdout
-    fixed = gl("fix", "-", "--stdin-filename", "nb.ipynb", input=NOTEBOOK)
-    assert fixed.stdout == NOTEBOOK and fixed.exit_code == 1
+    assert result.exit_code == 1 and "nb.ipynb:cell 1:4:10: GPU101" in result.stdout, result.output
+    broken = NOTEBOOK[:-1]
+    checked = gl("check", "-", "--stdin-filename", "nb.ipynb", input=broken)
+    assert checked.exit_code == 1 and "GPU000 cannot lint notebook: not a notebook: invalid JSON" in checked.stdout
+    fixed = gl("fix", "-", "--stdin-filename", "nb.ipynb", input=broken)
+    assert fixed.stdout == broken and fixed.exit_code == 1
 
 
 @pytest.mark.parametrize("name, content", [
@@ -78,11 +85,14 @@ def test_python_files_without_the_usual_name_are_linted(gl: Gpulint, project: Pa
     assert result.exit_code == 1 and f"{name}:" in result.stdout and "GPU000" not in result.stdout, result.output
 
 
-def test_directories_are_still_searched_for_py_files_only(gl: Gpulint, project: Path) -> None:
-    (project / "nb.ipynb").write_text(NOTEBOOK)
+def test_directories_are_searched_for_python_files_and_notebooks_only(gl: Gpulint, project: Path) -> None:
+    (project / "data.json").write_text('{"a": 1}')
+    (project / "notes.txt").write_text(TRAIN)
     (project / "train.py").write_text(CLEAN)
+    assert gl.check(".").exit_code == 0
+    (project / "nb.ipynb").write_text(NOTEBOOK)
     result = gl.check(".")
-    assert result.exit_code == 0 and "All checks passed!" in result.stdout
+    assert result.exit_code == 1 and "nb.ipynb:cell 1:4:10: GPU101" in result.stdout, result.output
 
 
 # -- item 12: unknown codes are usage errors ---------------------------------------------------

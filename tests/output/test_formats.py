@@ -83,7 +83,7 @@ def test_json_round_trip(findings: list[Finding], tmp_path: Path) -> None:
         assert (item["location"]["row"], item["location"]["column"]) == (finding.location.row, finding.location.column)
         assert (item["end_location"]["row"], item["end_location"]["column"]) == (
             finding.end_location.row, finding.end_location.column)
-        assert item["url"] == finding.url
+        assert item["url"] is None  # no docs site named: no link (tests/test_docs_url.py)
         if finding.fix is None:
             assert item["fix"] is None
         else:
@@ -150,6 +150,8 @@ def test_sarif_validates_against_schema(findings: list[Finding]) -> None:
     assert not errors, errors[0]
     empty = sarif_log([])
     assert not list(validator.iter_errors(empty))
+    linked = json.loads(renderer("sarif")(findings, RenderContext(docs_site="https://docs.example.org")))
+    assert not list(validator.iter_errors(linked))  # helpUri and informationUri, when a site is named
 
 
 def test_schema_rejects_what_it_should() -> None:
@@ -169,8 +171,9 @@ def test_sarif_rules_results_and_fixes(findings: list[Finding]) -> None:
     run = log["runs"][0]
     rules = run["tool"]["driver"]["rules"]
     assert {r["id"] for r in rules} == {r.code for r in all_rules()}
+    assert "informationUri" not in run["tool"]["driver"]  # no docs site named: no links
     for rule in rules:
-        assert rule["helpUri"].startswith("https://")
+        assert "helpUri" not in rule
         assert rule["help"]["markdown"].startswith("# ")
     assert run["columnKind"] == "unicodeCodePoints"
     results = run["results"]

@@ -1,0 +1,1 @@
+"""The language server (`gpulint server`); needs the `server` extra (pygls)."""

@@ -1,0 +1,62 @@
+"""IPython syntax in cells: which lines are magics, and positions that survive them."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from gpulint.config import Settings
+from gpulint.notebook.lint import lint_notebook
+from gpulint.notebook.magics import transform
+from gpulint.notebook.model import load_notebook
+from tests.notebook.nbfiles import notebook
+
+
+@pytest.mark.parametrize("source, code", [
+    ("%matplotlib inline\nx = 1", "\nx = 1"),
+    ("!pip install torch \\\n    torchvision\nx = 1", "\n\nx = 1"),
+    ("files = !ls\nx, y = %who_ls\nx = 1", "\n\nx = 1"),
+    ("model?\n??torch.nn\nx = 1", "\n\nx = 1"),
+    ("for i in range(3):\n    !echo $i\n", "for i in range(3):\n    pass\n"),
+    ("%time y = f(x)\n", "y = f(x)\n"),
+    ("if a:\n    %timeit -n 3 f()\n", "if a:\n    pass\n"),
+    ("%%time\nfor x in y:\n    f(x)", "\nfor x in y:\n    f(x)"),
+    ("%%capture out\nf()", "\nf()"),
+])
+def test_magic_lines_become_placeholders_on_their_rows(source: str, code: str) -> None:
+    out = transform(source)
+    assert out.text == code and out.skipped is None
+    ast.parse(out.text)
+    assert out.text.count("\n") == source.count("\n")  # every row stays where it was
+
+
+@pytest.mark.parametrize("source", [
+    'msg = """Is this a question?\n%not a magic\n!nor this\n"""\n%matplotlib inline',
+    "x = [\n    1,\n    2 %\n    3,\n]\n%env A=1",
+    "s = 'why?'  # a comment?\n%load_ext x",
+    "y = f(a,\n      b)?\n",
+])
+def test_lines_inside_strings_and_brackets_are_not_magics(source: str) -> None:
+    out = transform(source)
+    kept = [line for _, line in out.magics]
+    assert all(line.lstrip().startswith(("%matplotlib", "%env", "%load_ext")) for line in kept), kept
+    assert "Is this a question?" in out.text or "2 %" in out.text or "why?" in out.text or "b)?" in out.text
+
+
+def test_cell_magics_that_are_not_python_skip_the_cell() -> None:
+    assert transform("%%bash\nls -la").skipped == "cell magic %%bash"
+    assert transform("%%writefile train.py\nimport torch").skipped == "cell magic %%writefile"
+
+
+def test_a_statement_after_time_keeps_its_columns() -> None:
+    raw = notebook([
+        "import torch\nfrom torch.utils.data import DataLoader\ndevice = torch.device('cuda')",
+        "%time loader = DataLoader(ds, num_workers=2)",
+        "for i in range(2):\n    %time  other = DataLoader(ds, num_workers=2)",
+    ]).encode()
+    findings = lint_notebook(Path("nb.ipynb"), load_notebook(raw), Settings(select=("GPU101",)))
+    assert [(f.cell.number, f.location.row, f.location.column) for f in findings] == [(2, 1, 16), (3, 2, 20)]
+    fixes = [f.fix.edits[0] for f in findings]
+    assert [(e.location.row, e.location.column) for e in fixes] == [(1, 44), (2, 48)]
