@@ -120,7 +120,8 @@ def torchfix_venv() -> Path:
         subprocess.run([base_python, "-m", "venv", str(venv)], check=True)
         subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", f"torchfix=={TORCHFIX_VERSION}"],
                        check=True)
-    probe = subprocess.run([str(venv / "bin" / "python"), "-c", "import importlib.util as u; print(u.find_spec('torch'))"],
+    find_torch = "import importlib.util as u; print(u.find_spec('torch'))"
+    probe = subprocess.run([str(venv / "bin" / "python"), "-c", find_torch],
                            capture_output=True, text=True, check=True)
     if probe.stdout.strip() != "None":
         sys.exit(f"bench: torch got installed into {venv}; TorchFix must not pull torch (remove the venv)")
@@ -157,7 +158,8 @@ def median_runs(label: str, cmd: Sequence[str], runs: int, before=None) -> list[
         if result.returncode not in (0, 1):
             sys.exit(f"bench: {label} failed (exit {result.returncode}):\n{result.stderr[-2000:]}")
         results.append(result)
-        print(f"  {label:<22} run {i + 1}/{runs}: {result.seconds:8.3f} s  peak {result.max_rss_mb:7.1f} MB", flush=True)
+        print(f"  {label:<22} run {i + 1}/{runs}: {result.seconds:8.3f} s  peak {result.max_rss_mb:7.1f} MB",
+              flush=True)
     return results
 
 

@@ -1,173 +1,34 @@
-"""Effective settings for a file: which rules run and the typed rule options."""
+"""Configuration files and the command line: the settings each file is linted with.
+
+`[tool.gpulint]` in pyproject.toml or a gpulint.toml, the closest one to each file, with its
+`extend` chain; then the command line's selection on top. The options a file may set are the
+general ones and every rule's own (`gpulint.rules.all_options`), validated by their kinds.
+"""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import sys
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Optional, Union
+from typing import Any, Optional, Union
 
-from gpulint.codes import selects_something, unknown_selector_message
+from gpulint.core.options import LINT_TESTS, Option, OptionError, describe_value
+from gpulint.core.settings import ConfigError, Selection, Settings
+from gpulint.selectors import parse_codes
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python < 3.11 only
     import tomli as tomllib
 
-
-class ConfigError(Exception):
-    """A bad setting; the message names the key and where it came from."""
-
-
-AMP_DTYPES = ("float16", "bfloat16")
 # Test code runs fp32 reference checks and bitwise comparisons, not training: the training-step,
 # loader and optimizer rules stay silent there unless `lint-tests = true`.
 DEFAULT_TEST_PATTERNS = ("test_*.py", "*_test.py", "conftest.py", "tests", "test", "testing", "test_utils")
 DEFAULT_INCLUDE = ("*.py", "*.pyi", "*.ipynb")  # what a directory search finds (engine/files.py)
-DEFAULT_MAX_FILE_SIZE = 2 * 1024 * 1024
-DEFAULT_MAX_FIX_SIZE = 256 * 1024
-_SIZE_UNITS = {"": 1, "b": 1, "kb": 1024, "kib": 1024, "k": 1024, "mb": 1024 ** 2, "mib": 1024 ** 2, "m": 1024 ** 2,
-               "gb": 1024 ** 3, "gib": 1024 ** 3, "g": 1024 ** 3}
-
-
-def parse_size(value: object) -> int:
-    """`2097152`, `"2 MB"`, `"512KB"` -> bytes (1 KB = 1024 bytes); ValueError when not a size."""
-    if isinstance(value, bool):
-        raise ValueError(value)
-    if isinstance(value, int):
-        number = value
-    else:
-        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(value))
-        if match is None or match.group(2).lower() not in _SIZE_UNITS:
-            raise ValueError(value)
-        number = int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
-    if number < 1:
-        raise ValueError(value)
-    return number
-
-
-def format_size(size: int) -> str:
-    """Bytes as the settings write them: "2 MB", "256 KB", "1000 B"."""
-    for unit, factor in (("GB", 1024 ** 3), ("MB", 1024 ** 2), ("KB", 1024)):
-        if size >= factor and size % factor == 0:
-            return f"{size // factor} {unit}"
-    return f"{size} B" if size < 1024 else f"{size / 1024:.1f} KB"
-
-
-def parse_codes(value: str | Iterable[str] | None) -> tuple[str, ...]:
-    """`"GPU1, GPU201"` or a list -> ("GPU1", "GPU201"), validated as codes or prefixes."""
-    if value is None:
-        return ()
-    items = value.split(",") if isinstance(value, str) else list(value)
-    out = []
-    for item in items:
-        code = str(item).strip().upper()
-        if not code:
-            continue
-        if code != "ALL" and not (code.startswith("GPU") and code[3:].isdigit() or code == "GPU"):
-            raise ConfigError(f"invalid rule selector {str(item).strip()!r}: expected a code such as GPU101, a prefix "
-                              "such as GPU1, or ALL")
-        if not selects_something(code):  # a typo must not silently select (or ignore) nothing
-            raise ConfigError(unknown_selector_message(code))
-        out.append(code)
-    return tuple(out)
-
-
-def parse_version(value: str) -> tuple[int, int]:
-    parts = str(value).strip().split(".")
-    try:
-        major, minor = int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
-    except ValueError:
-        raise ConfigError(f"invalid torch-version {value!r}: expected MAJOR.MINOR such as 2.4") from None
-    return major, minor
-
-
-def _specificity(selector: str) -> int:
-    return -1 if selector == "ALL" else len(selector)
-
-
-def _matches(selector: str, code: str) -> bool:
-    return selector == "ALL" or code.startswith(selector)
-
-
-def _decide(code: str, select: tuple[str, ...], extend_select: tuple[str, ...],
-            ignore: tuple[str, ...]) -> Optional[bool]:
-    """One layer's verdict on `code`: the most specific matching selector wins, ignore wins a
-    tie; None when no selector of the layer matches."""
-    best: Optional[tuple[int, bool]] = None
-    for selector in select + extend_select:
-        if _matches(selector, code) and (best is None or _specificity(selector) > best[0]):
-            best = (_specificity(selector), True)
-    for selector in ignore:
-        if _matches(selector, code) and (best is None or _specificity(selector) >= best[0]):
-            best = (_specificity(selector), False)
-    return None if best is None else best[1]
-
-
-@dataclass(frozen=True)
-class Selection:
-    """A layer of rule selection on top of the configuration's: the command line's."""
-
-    select: Optional[tuple[str, ...]] = None  # given: the selection starts over
-    extend_select: tuple[str, ...] = ()
-    ignore: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Settings:
-    select: tuple[str, ...] = ()  # empty: every stable rule
-    extend_select: tuple[str, ...] = ()
-    ignore: tuple[str, ...] = ()
-    preview: bool = False
-    # rule options
-    amp_dtype: str = "float16"
-    num_workers: int = 4
-    checkpoint_min_depth: int = 8
-    checkpoint_unknown_depth: bool = False
-    torch_version: Optional[tuple[int, int]] = None  # oldest torch the project supports
-    lint_tests: bool = False  # run the training-step, loader and optimizer rules on test files too
-    allow_zero_workers: bool = True  # an explicit num_workers=0 is the user's choice (GPU102)
-    test_file: bool = False  # this file matches test-patterns (set per file)
-    # codes or prefixes off for this one file (per-file-ignores); they beat any selection
-    per_file_ignores: tuple[str, ...] = ()
-    # bounds on the work for one file: bigger files are a GPU000 finding naming the setting
-    max_file_size: int = DEFAULT_MAX_FILE_SIZE  # bytes analysed at most
-    max_fix_size: int = DEFAULT_MAX_FIX_SIZE  # bytes fixed at most (fixing parses a file several times)
-    # the command line's selection, applied after the configuration's (it wins)
-    overrides: tuple[Selection, ...] = ()
-
-    def is_enabled(self, code: str, preview_rule: bool = False) -> bool:
-        """Ruff's semantics: the most specific selector wins; ignore wins a tie. The command
-        line's selection (`overrides`) is a layer on top of the configuration's."""
-        if any(_matches(selector, code) for selector in self.per_file_ignores):
-            return False
-        enabled = _decide(code, self.select or ("ALL",), self.extend_select, self.ignore)
-        exact = code in self.select or code in self.extend_select
-        for layer in self.overrides:
-            if layer.select is not None:  # starts the selection over
-                enabled = _decide(code, layer.select, layer.extend_select, layer.ignore)
-                exact = code in layer.select or code in layer.extend_select
-            else:  # changes only the rules it names
-                decided = _decide(code, (), layer.extend_select, layer.ignore)
-                if decided is not None:
-                    enabled = decided
-                exact = exact or code in layer.extend_select
-        # preview rules run only when opted in, or when selected by their exact code
-        if preview_rule and not self.preview and not exact:
-            return False
-        return bool(enabled)
-
-    def with_overrides(self, **changes: object) -> "Settings":
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
-
-    def fingerprint(self) -> str:
-        data = asdict(self)
-        return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -183,15 +44,14 @@ class CliOverrides:
     def apply(self, settings: Settings) -> Settings:
         """A layer on top of the configuration's selection, so the command line always wins:
         `--select` starts over, `--extend-select` / `--ignore` decide the rules they name."""
-        changes: dict[str, object] = {}
         if self.lint_tests is not None:
-            changes["lint_tests"] = self.lint_tests
+            settings = settings.with_values({LINT_TESTS.key: self.lint_tests})
         if self.select is not None or self.extend_select or self.ignore:
             layer = Selection(self.select, tuple(self.extend_select or ()), tuple(self.ignore or ()))
-            changes["overrides"] = settings.overrides + (layer,)
+            settings = replace(settings, overrides=settings.overrides + (layer,))
         if self.preview is not None:
-            changes["preview"] = self.preview
-        return replace(settings, **changes)  # type: ignore[arg-type]
+            settings = replace(settings, preview=self.preview)
+        return settings
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,33 +59,30 @@ class CliOverrides:
 
 CONFIG_FILENAMES = ("gpulint.toml", "pyproject.toml")  # in one directory the first one found wins
 
-_LIST_KEYS = ("select", "extend-select", "ignore", "exclude", "extend-exclude", "include", "test-patterns")
-_BOOL_KEYS = ("preview", "force-exclude", "checkpoint-unknown-depth", "lint-tests", "allow-zero-workers")
-KNOWN_KEYS = frozenset(
-    _LIST_KEYS + _BOOL_KEYS + ("extend", "per-file-ignores", "amp-dtype", "num-workers", "checkpoint-min-depth",
-                               "torch-version", "max-file-size", "max-fix-size", "docs-url")
-)
-# rule options: config key -> Settings field
-OPTION_FIELDS = {
-    "amp-dtype": "amp_dtype",
-    "num-workers": "num_workers",
-    "checkpoint-min-depth": "checkpoint_min_depth",
-    "checkpoint-unknown-depth": "checkpoint_unknown_depth",
-    "torch-version": "torch_version",
-    "lint-tests": "lint_tests",
-    "allow-zero-workers": "allow_zero_workers",
-    "max-file-size": "max_file_size",
-    "max-fix-size": "max_fix_size",
-}
+# the keys that shape the run rather than hold an option's value
+STRUCTURE_KEYS = ("select", "extend-select", "ignore", "preview", "exclude", "extend-exclude", "force-exclude",
+                  "per-file-ignores", "test-patterns", "extend", "include", "docs-url")
+
+
+def options_by_key() -> dict[str, Option[Any]]:
+    """Every option a configuration may set (the general ones and every rule's), by key."""
+    from gpulint.rules import all_options
+
+    return {option.key: option for option in all_options()}
+
+
+def known_keys() -> frozenset[str]:
+    return frozenset(STRUCTURE_KEYS) | frozenset(options_by_key())
+
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 
 @lru_cache(maxsize=512)
 def _glob_regex(pattern: str) -> "re.Pattern[str]":
-    from gpulint.engine.files import _glob_to_regex
+    from gpulint.engine.files import glob_to_regex
 
-    return re.compile(_glob_to_regex(pattern))
+    return re.compile(glob_to_regex(pattern))
 
 
 def _relative(path: str, base: str) -> Optional[str]:
@@ -290,13 +147,9 @@ def table_name(path: Path) -> str:
     return "[tool.gpulint]" if path.name == "pyproject.toml" else "(top level)"
 
 
-def _describe(value: object) -> str:
-    return f"{type(value).__name__} {value!r}"
-
-
 def _str_list(path: Path, key: str, value: object) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise _fail(path, key, f"expected a list of strings, got {_describe(value)}")
+        raise _fail(path, key, f"expected a list of strings, got {describe_value(value)}")
     return list(value)
 
 
@@ -315,20 +168,28 @@ def _validate(path: Path, table: dict[str, Any]) -> _Layer:
     exclude: Optional[tuple[PathPattern, ...]] = None
     extend_exclude: tuple[PathPattern, ...] = ()
     extend: Optional[Path] = None
+    options = options_by_key()
     include: Optional[tuple[PathPattern, ...]] = None
     for key, value in table.items():
-        if key not in KNOWN_KEYS:
+        if key in options:
+            try:
+                values[key] = options[key].read(value)
+            except OptionError as exc:
+                raise _fail(path, key, str(exc)) from None
+            continue
+        if key not in STRUCTURE_KEYS:
+            known = known_keys()
             hint = ""
-            if key.replace("_", "-") in KNOWN_KEYS:
+            if key.replace("_", "-") in known:
                 hint = f"; did you mean {key.replace('_', '-')!r}?"
             elif isinstance(value, dict):
                 hint = "; gpulint has no sub-tables other than per-file-ignores"
-            raise _fail(path, key, f"unknown key{hint} (known keys: {', '.join(sorted(KNOWN_KEYS))})")
+            raise _fail(path, key, f"unknown key{hint} (known keys: {', '.join(sorted(known))})")
         if key in ("select", "extend-select", "ignore"):
             values[key] = _codes_of(path, key, value)
-        elif key in _BOOL_KEYS:
+        elif key in ("preview", "force-exclude"):
             if not isinstance(value, bool):
-                raise _fail(path, key, f"expected true or false, got {_describe(value)}")
+                raise _fail(path, key, f"expected true or false, got {describe_value(value)}")
             values[key] = value
         elif key == "test-patterns":
             values[key] = tuple(_str_list(path, key, value))
@@ -342,42 +203,21 @@ def _validate(path: Path, table: dict[str, Any]) -> _Layer:
                 extend_exclude = patterns
         elif key == "per-file-ignores":
             if not isinstance(value, dict):
-                raise _fail(path, key, f"expected a table of glob = [codes], got {_describe(value)}")
+                raise _fail(path, key, f"expected a table of glob = [codes], got {describe_value(value)}")
             per_file = tuple(
                 (PathPattern(base, glob), _codes_of(path, f"{key}.{glob!r}", codes)) for glob, codes in value.items()
             )
         elif key == "extend":
             if not isinstance(value, str) or not value.strip():
-                raise _fail(path, key, f"expected the path of another configuration file, got {_describe(value)}")
+                raise _fail(path, key, f"expected the path of another configuration file, got {describe_value(value)}")
             extend = Path(base) / os.path.expanduser(value)
-        elif key == "amp-dtype":
-            if value not in AMP_DTYPES:
-                raise _fail(path, key, f"expected one of {', '.join(map(repr, AMP_DTYPES))}, got {_describe(value)}")
-            values[key] = value
-        elif key in ("num-workers", "checkpoint-min-depth"):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise _fail(path, key, f"expected an integer >= 1, got {_describe(value)}")
-            values[key] = value
-        elif key in ("max-file-size", "max-fix-size"):
-            try:
-                values[key] = parse_size(value)
-            except ValueError:
-                raise _fail(path, key, 'expected a size in bytes or with a unit, such as 2097152 or "2 MB", '
-                            f"got {_describe(value)}") from None
         elif key == "docs-url":
-            from gpulint.docs_url import valid_docs_url
+            from gpulint.core.docs_url import valid_docs_url
 
             if not isinstance(value, str) or not valid_docs_url(value):
                 raise _fail(path, key, "expected the http(s) URL of the site built from gpulint's docs/, such as "
-                            f'"https://<where you host it>", got {_describe(value)}')
+                            f'"https://<where you host it>", got {describe_value(value)}')
             values[key] = value.strip()
-        elif key == "torch-version":
-            if not isinstance(value, str):
-                hint = ' (write it as a string, such as "2.4": as a number 2.10 would read as 2.1)'
-                raise _fail(path, key, f"expected a version string such as \"2.4\", got {_describe(value)}{hint}")
-            if not re.fullmatch(r"\s*\d+\.\d+(\.\d+)?\s*", value):
-                raise _fail(path, key, f"expected MAJOR.MINOR such as \"2.4\", got {value!r}")
-            values[key] = parse_version(value)
     return _Layer(Path(path), values, per_file, exclude, extend_exclude, extend, include)
 
 
@@ -386,7 +226,7 @@ MAX_CONFIG_BYTES = 4 * 1024 * 1024
 
 def _parse_toml(path: Path) -> dict[str, Any]:
     """A TOML file's data; any problem is a ConfigError naming the file, never a traceback."""
-    from gpulint.engine.source import SourceError, read_bytes
+    from gpulint.core.source import SourceError, read_bytes
 
     try:
         raw, _ = read_bytes(path, MAX_CONFIG_BYTES)  # a FIFO or a huge file never blocks or fills memory
@@ -435,7 +275,7 @@ class ProjectConfig:
     force_exclude: bool = False
     test_patterns: tuple[str, ...] = DEFAULT_TEST_PATTERNS
     include: Optional[tuple[PathPattern, ...]] = None  # None: every file a directory search finds
-    docs_url: Optional[str] = None  # the site rule links point to (see gpulint/docs_url.py)
+    docs_url: Optional[str] = None  # the site rule links point to (see gpulint/core/docs_url.py)
 
     def is_included(self, path: PathLike) -> bool:
         """Whether `include` lets this file be linted (`include = ["*.py"]` leaves notebooks out);
@@ -487,12 +327,10 @@ def _merge(base: ProjectConfig, layer: _Layer) -> ProjectConfig:
             changes["ignore"] = values["ignore"]
     if "preview" in values:
         changes["preview"] = values["preview"]
-    for key, name in OPTION_FIELDS.items():
-        if key in values:
-            changes[name] = values[key]
+    options = {key: value for key, value in values.items() if key not in STRUCTURE_KEYS}
     return ProjectConfig(
         path=layer.path,
-        settings=replace(settings, **changes),
+        settings=replace(settings, **changes).with_values(options),
         sources=(layer.path,) + base.sources,
         per_file_ignores=layer.per_file_ignores if layer.per_file_ignores is not None else base.per_file_ignores,
         exclude=layer.exclude if layer.exclude is not None else base.exclude,
@@ -600,7 +438,7 @@ class SettingsResolver:
             self._by_directory[key] = found
         return found
 
-    def for_path(self, path) -> Settings:  # noqa: ANN001 - str or Path
+    def for_path(self, path: PathLike) -> Settings:
         key = str(path)
         if key not in self._cache:
             self._cache[key] = self.overrides.apply(self.project_for(path).settings_for(path))
@@ -616,13 +454,14 @@ class SettingsResolver:
 
     def docs_site(self, path: PathLike) -> Optional[str]:
         """The site rule links point to for `path`: `docs-url`, else the package metadata's, else None."""
-        from gpulint.docs_url import docs_site
+        from gpulint.core.docs_url import docs_site
 
         return docs_site(self.project_for(path).docs_url)
 
     def describe(self, path: PathLike) -> str:
         """The settings that apply to `path`, as TOML-like text (`gpulint show-config`)."""
-        from gpulint.rules import DOCUMENTED_RULES
+        from gpulint.rules import all_options, all_rules
+        from gpulint.rules.gpu000_invalid_file import InvalidFile
 
         project = self.project_for(path)
         settings = self.for_path(path)
@@ -631,24 +470,17 @@ class SettingsResolver:
         else:
             origin = " extends ".join(str(p) for p in project.sources)
         lines = [f"# settings for {path}", f"# configuration: {origin}"]
-        version = settings.torch_version
         rows: list[tuple[str, object]] = [
             ("select", list(settings.select) or ["GPU"]),  # the default, as the README documents it
             ("extend-select", list(settings.extend_select)),
             ("ignore", list(settings.ignore)),
             ("per-file-ignores", list(settings.per_file_ignores)),
             ("preview", settings.preview),
-            ("amp-dtype", settings.amp_dtype),
-            ("num-workers", settings.num_workers),
-            ("checkpoint-min-depth", settings.checkpoint_min_depth),
-            ("checkpoint-unknown-depth", settings.checkpoint_unknown_depth),
-            ("torch-version", f"{version[0]}.{version[1]}" if version else "any"),
-            ("lint-tests", settings.lint_tests),
+        ]
+        rows += [(option.key, option.show(settings.value(option))) for option in all_options()]
+        rows += [
             ("test-patterns", list(project.test_patterns)),
             ("test-file", settings.test_file),
-            ("allow-zero-workers", settings.allow_zero_workers),
-            ("max-file-size", format_size(settings.max_file_size)),
-            ("max-fix-size", format_size(settings.max_fix_size)),
             ("include", [p.pattern for p in project.include] if project.include is not None else
              list(DEFAULT_INCLUDE)),
             ("exclude", [p.pattern for p in project.exclude]),
@@ -656,8 +488,8 @@ class SettingsResolver:
             ("force-exclude", self.force_exclude_flag or project.force_exclude),
             ("excluded", project.is_excluded(path) or not project.is_included(path)),
             ("docs-url", self.docs_site(path) or ""),  # "": no site, so no rule links
-            ("enabled-rules", [r.code for r in DOCUMENTED_RULES if r.code != "GPU000"
-                               and settings.is_enabled(r.code, r.preview)]),
+            ("enabled-rules", [rule.code for rule in all_rules()
+                               if rule is not InvalidFile and settings.is_enabled(rule.code, rule.preview)]),
         ]
         lines.extend(f"{key} = {_as_toml(value)}" for key, value in rows)
         return "\n".join(lines) + "\n"

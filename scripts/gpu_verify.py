@@ -178,7 +178,8 @@ def markdown(outcomes: list[dict[str, Any]], size: str, device: str) -> str:
         ratio = memory.get("ratio")
         met, why = outcome["met"], outcome["why"]
         lines.append(
-            f"| {check.name} | {check.script} {' '.join(check.args)} | {', '.join(script.get('rules_applied', [])) or '-'} "
+            f"| {check.name} | {check.script} {' '.join(check.args)} "
+            f"| {', '.join(script.get('rules_applied', [])) or '-'} "
             f"| {check.steps} ({check.warmup} warm-up) | {_ms(times.get('original'))} | {_ms(times.get('rewritten'))} "
             f"| {_speed(speed)} | {memory.get('metric') or '-'} "
             f"| {_gib(memory.get('original_bytes'))} | {_gib(memory.get('rewritten_bytes'))} "

@@ -130,19 +130,19 @@ def rule_page(rule: type) -> str:
 
 def render_all() -> dict[Path, str]:
     """Every generated page, by path."""
-    from gpulint.rules import DOCUMENTED_RULES
+    from gpulint.rules import all_rules
 
     pages = {DOCS / page: readme_page(page, title, names) for page, title, names in PAGES}
-    for rule in DOCUMENTED_RULES:
+    for rule in all_rules():
         pages[DOCS / "rules" / f"{rule.code}.md"] = rule_page(rule)
     return pages
 
 
 def stale_rule_pages() -> list[Path]:
     """Rule pages of rules that no longer exist."""
-    from gpulint.rules import DOCUMENTED_RULES
+    from gpulint.rules import all_rules
 
-    codes = {r.code for r in DOCUMENTED_RULES}
+    codes = {r.code for r in all_rules()}
     return [p for p in sorted((DOCS / "rules").glob("GPU*.md")) if p.stem not in codes]
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gpulint.engine.linter import fix_text  # noqa: E402
-from tests.fixture_cases import load_case  # noqa: E402
+from gpulint.engine.linter import fix_text
+from tests.fixture_cases import load_case
 
 
 def main(paths: list[str]) -> None:

@@ -16,23 +16,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from gpulint.config import Settings, parse_codes, parse_version
+from gpulint.core.settings import Settings
+from gpulint.rules import all_options
+from gpulint.selectors import parse_codes
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "rules"
 _EXPECT = re.compile(r"^#\s*expect:\s*(\d+):(\d+)\s+(GPU\d+)\s*$")
 _SETTINGS = re.compile(r"^#\s*gpulint-test:\s*(.*)$")
+_ANY_EXPECT = re.compile(r"#\s*expect\b", re.IGNORECASE)  # what a reader takes for an expectation
 
-_OPTION_TYPES = {
-    "amp-dtype": str,
-    "num-workers": int,
-    "checkpoint-min-depth": int,
-    "checkpoint-unknown-depth": lambda v: v.lower() == "true",
-    "torch-version": parse_version,
-    "lint-tests": lambda v: v.lower() == "true",
-    "allow-zero-workers": lambda v: v.lower() == "true",
-}
 
+class CaseError(Exception):
+    """An expectation the loader would otherwise drop without a word: malformed, or below the header."""
 
 @dataclass(frozen=True)
 class Case:
@@ -53,16 +49,20 @@ def load_case(path: Path) -> Case:
     code = path.parent.name
     select = (code,)
     options: dict[str, object] = {}
+    known = {option.key: option for option in all_options()}
     expected = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.startswith("#"):
-            if line.strip():
-                break
-            continue
+    lines = path.read_text(encoding="utf-8").splitlines()
+    header = next((i for i, line in enumerate(lines) if line.strip() and not line.startswith("#")), len(lines))
+    for number, line in enumerate(lines[header:], header + 1):
+        if _ANY_EXPECT.search(line):
+            raise CaseError(f"{path}:{number}: an expectation below the header is never read")
+    for number, line in enumerate(lines[:header], 1):
         m = _EXPECT.match(line)
         if m:
             expected.append((int(m.group(1)), int(m.group(2)), m.group(3)))
             continue
+        if _ANY_EXPECT.search(line):
+            raise CaseError(f"{path}:{number}: not `# expect: ROW:COL GPUnnn`: {line!r}")
         m = _SETTINGS.match(line)
         if m:
             for item in m.group(1).split():
@@ -70,8 +70,8 @@ def load_case(path: Path) -> Case:
                 if key == "select":
                     select = parse_codes(value)
                 else:
-                    options[key.replace("-", "_")] = _OPTION_TYPES[key](value)
-    settings = Settings(select=select, preview=True, **options)  # type: ignore[arg-type]
+                    options[key] = known[key].kind.from_text(value)  # any option, typed by its kind
+    settings = Settings(select=select, preview=True).with_values(options)
     return Case(path, settings, tuple(sorted(expected)))
 
 

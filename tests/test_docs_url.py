@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gpulint import docs_url
-from gpulint.docs_url import docs_site, rule_url
+from gpulint.core import docs_url
+from gpulint.core.docs_url import docs_site, rule_url
 from tests.conftest import Gpulint
 
 TRAIN = """\

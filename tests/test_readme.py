@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from scripts.update_readme import render
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,7 +27,7 @@ def test_quickstart_has_the_two_setup_commands_ci_runs() -> None:
     assert commands[1] in ci.splitlines(), ".ci/run must run the README's test command verbatim"
 
 
-def test_quickstart_claims_are_what_gpulint_prints_on_the_examples(monkeypatch) -> None:
+def test_quickstart_claims_are_what_gpulint_prints_on_the_examples(monkeypatch: pytest.MonkeyPatch) -> None:
     """The first command's promised output (README and examples/README.md) is the real one."""
     from click.testing import CliRunner
 

@@ -35,7 +35,8 @@ from corpus import DEFAULT_CORPUS, Key, Label, Repo, finding_key, load_labels, l
 STABLE = ("GPU001", "GPU002", "GPU003", "GPU101", "GPU102", "GPU201", "GPU302")
 PREVIEW = ("GPU301",)
 _PROJECT = re.compile(r"gpulint profile: ([\d.]+) s finding files and configuration, ([\d.]+) s project pass")
-_WALL = re.compile(r"gpulint profile: ([\d.]+) s wall, (\d+) workers?; times below are summed over files \(([\d.]+) s\)")
+_WALL = re.compile(r"gpulint profile: ([\d.]+) s wall, (\d+) workers?; "
+                   r"times below are summed over files \(([\d.]+) s\)")
 _PHASE = re.compile(r"^\s+(parse|analysis|rules|placing|prefilter)\s+([\d.]+)", re.MULTILINE)
 
 

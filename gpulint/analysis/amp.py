@@ -4,10 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import libcst as cst
-
-from gpulint.engine.context import FileContext
-
 AUTOCAST = frozenset({"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"})
 AUTOCAST_DEPRECATED = frozenset({
     "torch.cuda.amp.autocast", "torch.cuda.amp.autocast_mode.autocast",
@@ -20,24 +16,6 @@ GRAD_SCALER_DEPRECATED = frozenset({
 SHARDED_GRAD_SCALER = frozenset({"torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler"})
 ANY_GRAD_SCALER = GRAD_SCALER | GRAD_SCALER_DEPRECATED | SHARDED_GRAD_SCALER
 
-
-class _ScalerCalls(cst.CSTVisitor):
-    def __init__(self, ctx: FileContext) -> None:
-        self.ctx = ctx
-        self.found = False
-
-    def visit_Call(self, node: cst.Call) -> None:
-        if not self.found and self.ctx.qualname(node.func) in ANY_GRAD_SCALER:
-            self.found = True
-
-
-def creates_grad_scaler(ctx: FileContext) -> bool:
-    """The file constructs a GradScaler (any flavour) somewhere."""
-    if "GradScaler" not in ctx.text:
-        return False
-    scan = _ScalerCalls(ctx)
-    ctx.module.visit(scan)
-    return scan.found
 
 FLOAT16 = frozenset({"torch.float16", "torch.half"})
 BFLOAT16 = frozenset({"torch.bfloat16"})
@@ -60,7 +38,8 @@ for _device in ("cuda", "cpu"):
     for _where in ("", ".autocast_mode"):
         DEPRECATED_AMP[f"torch.{_device}.amp{_where}.autocast"] = Replacement("torch.amp", "autocast", _device, (1, 10))
     for _where in ("", ".grad_scaler"):
-        DEPRECATED_AMP[f"torch.{_device}.amp{_where}.GradScaler"] = Replacement("torch.amp", "GradScaler", _device, (2, 3))
+        DEPRECATED_AMP[f"torch.{_device}.amp{_where}.GradScaler"] = Replacement(
+            "torch.amp", "GradScaler", _device, (2, 3))
 for _name in ("custom_fwd", "custom_bwd"):
     for _where in ("", ".autocast_mode"):
         DEPRECATED_AMP[f"torch.cuda.amp{_where}.{_name}"] = Replacement("torch.amp", _name, "cuda", (2, 4))

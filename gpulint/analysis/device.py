@@ -3,7 +3,7 @@
 GPU-only rules fire only where a GPU is plausible: a file with GPU evidence of its own, a file
 imported by one that has it (the device is chosen in `main.py`, the step runs in `train.py`),
 or (for the rules that say so) any file that does not pin itself to the CPU. The evidence is
-read from the project facts (analysis/facts.py), not from the LibCST tree.
+read from the project facts (project/facts.py), not from the LibCST tree.
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpulint.analysis.project import ProjectView
+from gpulint.project.view import ProjectView
 
 # Every kind of GPU evidence the facts scan accepts spells one of these in the file's text
 # (a "cuda..."/"nccl" string, torch.cuda / torch.accelerator, `.cuda(`, `device_ids=`,
 # "LOCAL_RANK", an integer device index), so a file without any of them and without a caller
 # that has evidence cannot have it: the engine skips GPU-only rules there before parsing. Keep
-# this in step with analysis/facts.py.
+# this in step with project/facts.py.
 GPU_EVIDENCE_TEXT = re.compile(
     r"cuda|nccl|accelerator|device_ids|LOCAL_RANK|\.to\(\s*\d|device\s*=\s*\d|device\(\s*\d"
 )

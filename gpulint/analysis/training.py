@@ -17,10 +17,11 @@ from typing import Iterator, Optional, Union
 import libcst as cst
 
 from gpulint.analysis.amp import ANY_AUTOCAST, ANY_GRAD_SCALER, BFLOAT16, FLOAT16
-from gpulint.analysis.names import dotted
-from gpulint.analysis.values import single_value
-from gpulint.engine.context import FileContext
-from gpulint.engine.walk import walk
+from gpulint.core.arguments import positional_args
+from gpulint.core.context import FileContext
+from gpulint.core.names import dotted
+from gpulint.core.values import single_value
+from gpulint.core.walk import walk
 
 # names under which an unseen context manager may well be autocast
 _LOOKS_LIKE_AMP = re.compile(r"autocast|(?<![a-z])amp|ctx|context|precision|mixed", re.IGNORECASE)
@@ -28,6 +29,8 @@ _LOOKS_LIKE_AMP = re.compile(r"autocast|(?<![a-z])amp|ctx|context|precision|mixe
 _KNOWN_CONTEXTS = ("torch.", "contextlib.", "builtins.", "tqdm.", "time.", "threading.", "warnings.")
 StepNode = Union[cst.For, cst.While, cst.FunctionDef]
 _SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.Module)
+# what a training step spells, as `Rule.ast_needles`: a backward call and an optimizer step
+TRAINING_STEP_NEEDLES = ((".backward(", "torch.autograd.backward"), (".step(",))
 # packages that run the training loop and own precision themselves
 FRAMEWORKS = ("accelerate", "lightning", "pytorch_lightning", "lightning_fabric", "deepspeed", "mmengine",
               "transformers.Trainer", "transformers.trainer")
@@ -94,10 +97,6 @@ class _Index(cst.CSTVisitor):
         self.stack.pop()
 
 
-def positional(call: cst.Call) -> list[cst.BaseExpression]:
-    return [a.value for a in call.args if a.keyword is None and not a.star]
-
-
 class TrainingFacts:
     """Training steps of one file, and the tree facts the AMP rules and fixes need."""
 
@@ -107,7 +106,7 @@ class TrainingFacts:
         self.order: dict[int, int] = {}
         self.calls: list[cst.Call] = []
         self.mentions_autocast = False
-        walk(ctx.module, _Index(self))  # engine/walk.py: a read-only walk, ~4x cheaper than visit
+        walk(ctx.module, _Index(self))  # core/walk.py: a read-only walk, ~4x cheaper than visit
         self.framework_owned = self._imports_framework()
         self.low_precision_model = any(self._casts_to_half(c) for c in self.calls)
         self.steps: list[TrainingStep] = []
@@ -171,7 +170,8 @@ class TrainingFacts:
             return None
         for loop in self.ancestors(name):  # assigned again later in a loop around the read: not straight-line
             if isinstance(loop, (cst.For, cst.While)) and any(
-                    v is not last and self.contains(loop, v) and self.before(name, v) for v in values):
+                    v is not None and v is not last and self.contains(loop, v) and self.before(name, v)
+                    for v in values):
                 return None
             if loop is block:
                 break
@@ -199,19 +199,20 @@ class TrainingFacts:
     def backward_of(self, call: cst.Call) -> Optional[Backward]:
         func = call.func
         if self.ctx.qualname(func) == "torch.autograd.backward":
-            args = positional(call)
+            args = positional_args(call, ignore_starred=True)
             loss = args[0] if args else next(
                 (a.value for a in call.args if a.keyword is not None and a.keyword.value == "tensors"), None)
             if loss is None:
                 return None
             return Backward(call, loss, scaled=False, autograd=True)
         if isinstance(func, cst.Attribute) and func.attr.value == "backward":
-            if positional(call) or any(a.star for a in call.args):
+            if positional_args(call, ignore_starred=True) or any(a.star for a in call.args):
                 return None  # `accelerator.backward(loss)`, `fabric.backward(loss)`: the framework's own
             receiver = func.value
             if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) \
-                    and receiver.func.attr.value == "scale" and len(positional(receiver)) == 1:
-                return Backward(call, positional(receiver)[0], scaled=True, autograd=False)
+                    and receiver.func.attr.value == "scale" \
+                    and len(positional_args(receiver, ignore_starred=True)) == 1:
+                return Backward(call, positional_args(receiver, ignore_starred=True)[0], scaled=True, autograd=False)
             return Backward(call, receiver, scaled=False, autograd=False)
         return None
 
@@ -250,7 +251,7 @@ class TrainingFacts:
         func = call.func
         if not isinstance(func, cst.Attribute) or func.attr.value != "step":
             return None
-        args = positional(call)
+        args = positional_args(call, ignore_starred=True)
         if len(args) == 1 and self._is_scaler(func.value):
             return OptimizerStep(call, args[0], via_scaler=True)
         if len(args) <= 1 and self._is_optimizer(func.value):
@@ -309,7 +310,7 @@ class TrainingFacts:
                 if names.qualified_name(node.func) in ANY_AUTOCAST:
                     found.append(node)
 
-        expr.visit(_Find())
+        walk(expr, _Find())
         if not found and names.qualified_name(expr) in ANY_AUTOCAST:
             found.append(expr)
         return found
@@ -343,8 +344,9 @@ class TrainingFacts:
             if target is not None:
                 return not target.startswith(_KNOWN_CONTEXTS)
             values = owner.values.get(expr.value, [])
-            if values and all(v is not None for v in values):
-                return any(self.autocast_in(v) or self._might_be_autocast(v, depth + 1) for v in values)
+            plain = [v for v in values if v is not None]
+            if values and len(plain) == len(values):
+                return any(self.autocast_in(v) or self._might_be_autocast(v, depth + 1) for v in plain)
             local = [t for t in owner.bindings.get(expr.value, []) if t is None]
             if local and not any(values):  # a def or class of this file (it would mention autocast)
                 return bool(_LOOKS_LIKE_AMP.search(expr.value))
@@ -378,19 +380,10 @@ def training_facts(ctx: FileContext) -> TrainingFacts:
     return TrainingFacts(ctx)
 
 
-def may_gain_grad_scaler(ctx: FileContext) -> bool:
-    """gpulint's own float16 mixed-precision fix (GPU001/GPU002) may add a GradScaler to this file in
-    the same fix run: GPU201 then offers no fused-SGD fix, since fused SGD with momentum breaks
-    under a scaler. Once the scaler exists, GPU201 sees it and leaves SGD alone, so the two fixes
-    agree in whichever order they are applied.
-    """
-    settings = ctx.settings
-    if settings.amp_dtype != "float16" or "backward" not in ctx.text:
-        return False
-    if not any(settings.is_enabled(code) for code in ("GPU001", "GPU002")):
-        return False
-    project = ctx.project
-    if project.own.rl or project.mixed_precision and "autocast" not in project.own.mixed_precision:
-        return False  # GPU001 stays silent there (precision handled, or an environment-bound loop)
+def training_step_of(ctx: FileContext, backward: cst.Call) -> Optional[tuple[TrainingFacts, TrainingStep, Backward]]:
+    """The training step a backward call belongs to; None outside a step, or where a framework owns the loop."""
     facts = ctx.analysis(training_facts)
-    return not facts.framework_owned and any(not b.scaled for step in facts.steps for b in step.backwards)
+    entry = facts.by_backward.get(id(backward))
+    if entry is None or facts.framework_owned:
+        return None
+    return facts, entry[0], entry[1]

@@ -9,7 +9,7 @@ cost of LibCST. One walk over that tree collects what the rules' `ast_needles` a
 - the names of attributes that are called (`loss.backward()` -> `backward`).
 
 Scopes, shadowing and rebinding are ignored on purpose: the alias table LibCST's rules use
-(analysis/names.py) resolves a name only through an import binding and only when every
+(core/names.py) resolves a name only through an import binding and only when every
 binding agrees, so the set collected here is a superset of what it can resolve. When a name
 might resolve, the file goes through; only a file where no needle group of a rule can be
 met is kept from LibCST for that rule.
@@ -29,10 +29,13 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, Sequence, TypeVar
 
+from gpulint.project.facts import fast_walk
+
 if TYPE_CHECKING:
     from gpulint.rules.base import Rule
 
-# Module-level switch: the correctness tests compare findings with and without this filter.
+# Module-level switch for the prefilters after the text check (this one, and the project facts'
+# `Rule.may_report` in engine/linter.py): the correctness tests compare findings with and without them.
 ENABLED = True
 
 AstNeedles = tuple[tuple[str, ...], ...]
@@ -82,7 +85,7 @@ def scan(tree: ast.AST) -> AstFacts:
     called: set[str] = set()
     targets: set[str] = set()
     Attribute, Call, Import, ImportFrom = ast.Attribute, ast.Call, ast.Import, ast.ImportFrom
-    for node in ast.walk(tree):
+    for node in fast_walk(tree):  # the order does not matter: everything lands in sets
         kind = type(node)
         if kind is Attribute:
             parts = _dotted(node)  # type: ignore[arg-type]

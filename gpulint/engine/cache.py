@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from gpulint import __version__
-from gpulint.config import Settings
-from gpulint.engine.findings import Finding
+from gpulint.core.findings import Finding
+from gpulint.core.settings import Settings
 
 CACHE_DIR_NAME = ".gpulint_cache"
 ENV_CACHE_DIR = "GPULINT_CACHE_DIR"
@@ -55,6 +55,7 @@ _GITIGNORE = "# created by gpulint\n*\n"
 _ENTRY = re.compile(r"[0-9a-f]{64}\.json")
 _FORMAT_DIR = re.compile(r"v[0-9]+")
 PROJECT_FACTS_DIR = "project-facts"  # one <sha256 of the root>.json per project (engine/project_scan.py)
+RULE_OPTIONS_DIR = "rule-options"  # one <sha256 of the run key>.json per gpulint build: the options it knows
 _MAX_ENTRY_BYTES = 16 * 1024 * 1024
 
 
@@ -124,7 +125,7 @@ class ResultCache:
 
     def get(self, key: str, path: str) -> Optional[list[Finding]]:
         """The cached findings for `key`, or None when absent, unreadable or corrupt in any way."""
-        from gpulint.engine.source import SourceError, read_bytes
+        from gpulint.core.source import SourceError, read_bytes
 
         try:
             raw, _ = read_bytes(self._entry(key), _MAX_ENTRY_BYTES)  # never blocks on a FIFO
@@ -147,28 +148,42 @@ class ResultCache:
             item.pop("path", None)
             items.append(item)
         payload = json.dumps({"key": key, "findings": items}, separators=(",", ":")).encode()
-        entry = self._entry(key)
-        try:
-            self._prepare()
-            entry.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=entry.parent)
-        except OSError:
+        return self._write(self._entry(key), payload)
+
+    def _rule_options_blob(self) -> str:
+        return f"{RULE_OPTIONS_DIR}/{hashlib.sha256(self.run_key.encode()).hexdigest()}.json"
+
+    def use_rule_options(self) -> bool:
+        """Hand the registry the configuration options a previous run of this very build saved, so
+        validating a configuration needs no rule imported (and no LibCST); False: none saved."""
+        from gpulint.core.options import Option
+        from gpulint.rules import use_options
+
+        raw = self.read_blob(self._rule_options_blob())
+        if raw is None:
             return False
         try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(payload)
-            os.replace(tmp, entry)
-            return True
-        except OSError:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+            data = json.loads(raw)
+            if not isinstance(data, dict) or data.get("key") != self.run_key:
+                return False
+            options = [Option.from_json(item) for item in data["options"]]
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError, MemoryError):
             return False
+        use_options(options)
+        return True
+
+    def store_rule_options(self) -> None:
+        """Save the options for the next run, when this run loaded the rules anyway."""
+        from gpulint.rules import all_options, all_rules
+
+        if not all_rules.cache_info().currsize:
+            return  # nothing imported them: the next run can do the same
+        payload = {"key": self.run_key, "options": [o.to_json() for o in all_options()]}
+        self.write_blob(self._rule_options_blob(), json.dumps(payload, separators=(",", ":")).encode())
 
     def read_blob(self, name: str, limit: int = _MAX_ENTRY_BYTES) -> Optional[bytes]:
         """The bytes of a side file of the cache (the project facts), or None: absent, unreadable, too large."""
-        from gpulint.engine.source import SourceError, read_bytes
+        from gpulint.core.source import SourceError, read_bytes
 
         try:
             return read_bytes(self.directory / name, limit)[0]  # never blocks on a FIFO
@@ -177,7 +192,10 @@ class ResultCache:
 
     def write_blob(self, name: str, data: bytes) -> bool:
         """Store a side file atomically, only inside a directory gpulint owns (as for entries)."""
-        target = self.directory / name
+        return self._write(self.directory / name, data)
+
+    def _write(self, target: Path, data: bytes) -> bool:
+        """Write atomically (a temporary file renamed into place); False when the cache is not writable."""
         try:
             self._prepare()
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -280,22 +298,23 @@ def clean(directory: Optional[Path] = None) -> Optional[Cleaned]:
         if name.startswith(".tmp-"):
             return True
         if top:
-            return name == "CACHEDIR.TAG" or (name == ".gitignore" and _read_small(os.path.join(root, name)) == _GITIGNORE)
+            return name == "CACHEDIR.TAG" or (
+                name == ".gitignore" and _read_small(os.path.join(root, name)) == _GITIGNORE)
         return _ENTRY.fullmatch(name) is not None
 
     for entry in sorted(os.listdir(target)):
         path = os.path.join(target, entry)
         if os.path.isdir(path) and not os.path.islink(path) and (_FORMAT_DIR.fullmatch(entry)
-                                                                  or entry == PROJECT_FACTS_DIR):
-            for root, dirs, files in os.walk(path, topdown=False):
+                                                                  or entry in (PROJECT_FACTS_DIR, RULE_OPTIONS_DIR)):
+            for root, _dirs, files in os.walk(path, topdown=False):
                 for name in files:
-                    if is_ours(root, name, top=False):
+                    if is_ours(str(root), name, top=False):
                         remove(os.path.join(root, name))
                     else:
                         left += 1
                 with contextlib.suppress(OSError):
                     os.rmdir(root)
-        elif entry != "CACHEDIR.TAG" and is_ours(target, entry, top=True):
+        elif entry != "CACHEDIR.TAG" and is_ours(str(target), entry, top=True):
             remove(path)
         elif entry != "CACHEDIR.TAG":
             left += sum(len(files) for _, _, files in os.walk(path)) if os.path.isdir(path) else 1

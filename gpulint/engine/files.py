@@ -44,7 +44,7 @@ def not_python_reason(name: str, raw: bytes) -> Optional[str]:
     return f"not Python source ({kind}): gpulint lints .py and .pyi files"
 
 
-def _glob_to_regex(pattern: str) -> str:
+def glob_to_regex(pattern: str) -> str:
     out = []
     i = 0
     while i < len(pattern):
@@ -102,7 +102,7 @@ def parse_gitignore(text: str) -> list[IgnoreRule]:
             continue
         anchored = "/" in line
         line = line.lstrip("/")
-        body = _glob_to_regex(line)
+        body = glob_to_regex(line)
         regex = re.compile(("^" if anchored else "^(?:.*/)?") + body + "$")
         rules.append(IgnoreRule(regex, negate, dir_only))
     return rules
@@ -110,7 +110,7 @@ def parse_gitignore(text: str) -> list[IgnoreRule]:
 
 @lru_cache(maxsize=1024)
 def _gitignore_rules(directory: str) -> tuple[IgnoreRule, ...]:
-    from gpulint.engine.source import SourceError, read_bytes
+    from gpulint.core.source import SourceError, read_bytes
 
     path = os.path.join(directory, ".gitignore")
     if not os.path.lexists(path):
@@ -175,7 +175,7 @@ class Walker:
         return ignored
 
     def excluded_name(self, name: str) -> bool:
-        return name in DEFAULT_EXCLUDES or any(re.fullmatch(_glob_to_regex(p), name) for p in self.extra_excludes)
+        return name in DEFAULT_EXCLUDES or any(re.fullmatch(glob_to_regex(p), name) for p in self.extra_excludes)
 
     def files(self, paths: Iterable[Path]) -> Iterator[Path]:
         seen: set[str] = set()

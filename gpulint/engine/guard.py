@@ -63,18 +63,32 @@ def bracket_depth(text: str) -> int:
 
 
 def nesting_depth(tree: ast.AST) -> tuple[int, int]:
-    """(depth, row) of the deepest node, counting a chain of `and`/`or` as LibCST nests it."""
+    """(depth, row) of the deepest node, counting a chain of `and`/`or` as LibCST nests it.
+
+    `ast.iter_child_nodes` inlined (same children, same order): this walk runs on every file
+    a rule may match, and the generator costs more than the work."""
     best, row = 0, 1
     stack: list[tuple[ast.AST, int]] = [(tree, 1)]
-    children = ast.iter_child_nodes
+    pop, push = stack.pop, stack.append
+    node_type, bool_op = ast.AST, ast.BoolOp
     while stack:
-        node, depth = stack.pop()
-        if isinstance(node, ast.BoolOp):
+        node, depth = pop()
+        if type(node) is bool_op:
             depth += len(node.values)
         if depth > best:
             best, row = depth, getattr(node, "lineno", row)
-        for child in children(node):
-            stack.append((child, depth + 1))
+        depth += 1
+        for name in node._fields:
+            try:
+                value = getattr(node, name)
+            except AttributeError:
+                continue
+            if isinstance(value, node_type):
+                push((value, depth))
+            elif isinstance(value, list):
+                for item in value:
+                    if isinstance(item, node_type):
+                        push((item, depth))
     return best, row
 
 
@@ -86,7 +100,7 @@ def text_size(text: str) -> int:
 def too_large(text: str, limit: int = MAX_CHARS) -> Optional[Refusal]:
     if len(text) <= limit // 4 or text_size(text) <= limit:  # (a character is at most 4 bytes)
         return None
-    from gpulint.config import format_size
+    from gpulint.core.options import format_size
 
     return Refusal(f"file is too large to analyse ({text_size(text) / 2**20:.1f} MB; max-file-size is "
                    f"{format_size(limit)})")

@@ -13,21 +13,30 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState
 
 from gpulint.analysis.device import may_have_gpu_evidence
-from gpulint.analysis.facts import FileFacts, scan
-from gpulint.analysis.project import ProjectView
-from gpulint.config import Settings
+from gpulint.core.context import FileContext
+from gpulint.core.edits import (
+    Change,
+    Edit,
+    Fix,
+    apply_edits,
+    compose,
+    minimize,
+    select_edits,
+)
+from gpulint.core.findings import Finding, FixEdit, Location
+from gpulint.core.pending import InsertStatements, PendingEdit, PendingFinding, Replace
+from gpulint.core.positions import LineIndex, Span, SpanTable, compute_spans
+from gpulint.core.settings import Settings
+from gpulint.core.walk import trivia_skip, walk
 from gpulint.engine import ast_prefilter
-from gpulint.engine.context import FileContext
-from gpulint.engine.findings import Finding, FindingFix, FixEdit, Location
-from gpulint.engine.fixes import Change, Edit, apply_edits, compose, minimize, select_edits
 from gpulint.engine.guard import python_check, text_size, too_large
-from gpulint.engine.pending import InsertStatements, PendingEdit, Replace
-from gpulint.engine.positions import LineIndex, Span, SpanTable, compute_spans
 from gpulint.engine.profile import NO_PROFILE, Profile
 from gpulint.engine.suppressions import apply_suppressions
-from gpulint.engine.walk import trivia_skip, walk
-from gpulint.rules import ALL_RULES, SYNTAX_ERROR
-from gpulint.rules.base import Report, Rule, Target
+from gpulint.project.facts import FileFacts, scan
+from gpulint.project.view import ProjectView
+from gpulint.rules import all_rules
+from gpulint.rules.base import Rule, Target
+from gpulint.rules.gpu000_invalid_file import InvalidFile
 
 MAX_FIX_ROUNDS = 10
 
@@ -42,13 +51,15 @@ class InternalError(Exception):
         self.trace = trace
 
 
-def enabled_rules(settings: Settings, rules: Sequence[type[Rule]] = ALL_RULES) -> list[type[Rule]]:
-    return [r for r in rules if settings.is_enabled(r.code, r.preview)]
+def enabled_rules(settings: Settings, rules: Optional[Sequence[type[Rule]]] = None) -> list[type[Rule]]:
+    """The rules that run on a file with these settings (GPU000 is the engine's own: never a visitor)."""
+    candidates = [r for r in all_rules() if r is not InvalidFile] if rules is None else rules
+    return [r for r in candidates if settings.is_enabled(r.code, r.preview)]
 
 
 def syntax_finding(path: str, message: str, row: int = 1, column: int = 1) -> Finding:
     return Finding(
-        path=path, code=SYNTAX_ERROR.code, name=SYNTAX_ERROR.name, message=message,
+        path=path, code=InvalidFile.code, name=InvalidFile.name, message=message,
         location=Location(row, column), end_location=Location(row, column),
         noqa_rows=(row, row),
     )
@@ -96,7 +107,7 @@ class _Dispatch(cst.CSTVisitor):
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-            self.ctx._statement_stack.append(node)
+            self.ctx.statements.append(node)
         for visit in self.visitors.get(type(node), ()):
             visit(node)
         return True
@@ -105,7 +116,7 @@ class _Dispatch(cst.CSTVisitor):
         for leave in self.leavers.get(type(original_node), ()):
             leave(original_node)
         if isinstance(original_node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-            self.ctx._statement_stack.pop()
+            self.ctx.statements.pop()
 
 
 def _anchors(edits: Iterable[PendingEdit]) -> list[cst.CSTNode]:
@@ -140,7 +151,7 @@ class _Inexact(Exception):
 class _Placer:
     """Turns reports into findings once the spans of the nodes involved are known."""
 
-    def __init__(self, ctx: FileContext, reports: list[Report]) -> None:
+    def __init__(self, ctx: FileContext, reports: list[PendingFinding]) -> None:
         self.ctx = ctx
         self.text = ctx.text
         self.index = LineIndex(ctx.text)
@@ -174,7 +185,7 @@ class _Placer:
                 end = self.index.last_token_end(start, end - 1)
         return start, end
 
-    def finding(self, report: Report) -> Finding:
+    def finding(self, report: PendingFinding) -> Finding:
         start, end = self.node_range(report.node)
         location = Location(*self.index.location(start))
         end_location = Location(*self.index.location(end))
@@ -184,7 +195,7 @@ class _Placer:
             s_start, s_end = self.node_range(statement)
             first_row = self.index.location(s_start)[0]
             if isinstance(statement, cst.BaseCompoundStatement):
-                body_start = self.span(statement.body).start  # type: ignore[attr-defined]
+                body_start = self.span(statement.body).start
                 last_row = self.index.location(min(body_start, len(self.text)))[0]
             else:
                 last_row = self.index.location(s_end)[0]
@@ -194,7 +205,7 @@ class _Placer:
         if report.fix is not None and report.fix.edits:
             try:
                 edits = tuple(self.edit(e) for e in report.fix.edits)
-                fix = FindingFix(report.fix.applicability, report.fix.message, edits)
+                fix = Fix(report.fix.applicability, report.fix.message, edits)
             except _Inexact:  # an edit over text LibCST does not reproduce could touch the wrong bytes
                 message += " (no automatic fix here: gpulint cannot reproduce the whitespace in this code exactly)"
         rule = report.rule
@@ -309,7 +320,7 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
             candidates = [r for r in candidates if r.in_tests]  # fp32 references, bitwise checks: not training
         if any(r.target is Target.GPU for r in candidates) and not may_have_gpu_evidence(text, project):
             candidates = [r for r in candidates if r.target is not Target.GPU]  # no GPU evidence possible
-    if not candidates and (not settings.is_enabled(SYNTAX_ERROR.code) or too_large(text, settings.max_file_size)):
+    if not candidates and (not settings.is_enabled(InvalidFile.code) or too_large(text, settings.max_file_size)):
         return LintResult()  # too large for any parse, but no rule could match anyway
     # CPython's parser first: cheap, and it keeps input that crashes LibCST away from it.
     # When no rule can match, that is all; a syntax error it reports is confirmed with
@@ -329,6 +340,12 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
         # the file's own facts come from the text being linted (a fix round changes it)
         own = scan(check.tree) if check.tree is not None else FileFacts()
         view = project.with_own(own) if project is not None else ProjectView.alone(own)
+        # the third prefilter: rules the project facts already silence (device scope, GPU301's
+        # untrained models, GPU001 where 16-bit training is done another way) cost no LibCST parse
+        if ast_prefilter.ENABLED:
+            candidates = [r for r in candidates if r.may_report(view)]
+    if check.valid and not candidates:
+        return LintResult()
     check = replace(check, tree=None)  # the `ast` tree is not needed past here: free it before LibCST
     profile.count("parsed")
     try:
@@ -360,8 +377,8 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
                 walk(module, dispatch, dispatch.skip)
         current = "placing findings"
         with profile.phase("placing"):
-            placer = _Placer(ctx, ctx.reports)
-            findings = [placer.finding(r) for r in ctx.reports]
+            placer = _Placer(ctx, ctx.findings)
+            findings = [placer.finding(r) for r in ctx.findings]
         current = "suppressions"
         findings = apply_suppressions(path, text, findings, (r.code for r in active))
     except RecursionError:
@@ -379,7 +396,7 @@ class FixOutcome:
     findings: list[Finding]  # what remains after fixing
     parsed: bool = True
     # what the fixes changed, in offsets of the text before fixing: everything else must be
-    # written back unchanged (checked before every write, see engine/source.py)
+    # written back unchanged (checked before every write, see core/source.py)
     changes: tuple[Change, ...] = ()
     too_large: bool = False  # not fixed because of max-fix-size (a finding says so; `check` has no such finding)
 
@@ -393,8 +410,8 @@ def fix_text(path: Path, text: str, settings: Settings, unsafe: bool,
     result = lint_text(path, text, settings, rules, profile, project)
     if text_size(text) > settings.max_fix_size:  # each fix round parses the file again: bound the work
         fixable = sum(1 for f in result.findings if f.fix is not None and f.fix.is_applicable(unsafe))
-        if fixable and settings.is_enabled(SYNTAX_ERROR.code):
-            from gpulint.config import format_size
+        if fixable and settings.is_enabled(InvalidFile.code):
+            from gpulint.core.options import format_size
 
             message = (f"file is too large to fix ({text_size(text) / 1024:.0f} KB; max-fix-size is "
                        f"{format_size(settings.max_fix_size)}): {fixable} fixable finding"
@@ -403,7 +420,7 @@ def fix_text(path: Path, text: str, settings: Settings, unsafe: bool,
             result.findings.sort(key=lambda f: f.sort_key)
         return FixOutcome(text, 0, result.findings, result.parsed, too_large=True)
     for _ in range(MAX_FIX_ROUNDS):
-        fixes = [f.fix.as_fix() for f in result.findings if f.fix is not None and f.fix.is_applicable(unsafe)]
+        fixes = [f.fix for f in result.findings if f.fix is not None and f.fix.is_applicable(unsafe)]
         if not fixes:
             break
         with profile.phase("fixing"):
@@ -414,7 +431,7 @@ def fix_text(path: Path, text: str, settings: Settings, unsafe: bool,
         try:
             with profile.phase("fixing"):
                 parse(new_text)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever LibCST raises, the file is never written
             raise InternalError(str(path), f"a fix produced code that does not parse ({exc}); file left unchanged",
                                 traceback.format_exc()) from None
         changes = compose(changes, text, edits)

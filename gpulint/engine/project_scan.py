@@ -1,7 +1,7 @@
 """The project pass: every file's facts, read once per content and remembered between runs.
 
 Before the files are linted, each project they belong to is scanned with CPython's `ast`
-(analysis/facts.py). A file's facts are keyed by the SHA-256 of its bytes, so a warm run reads
+(project/facts.py). A file's facts are keyed by the SHA-256 of its bytes, so a warm run reads
 and hashes the project's files but parses only those that changed. The facts of one project
 live in one JSON file in the results cache directory, written atomically.
 """
@@ -16,12 +16,18 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Optional, Sequence
 
-from gpulint.analysis.facts import FACTS_VERSION, FileFacts, facts_of_text
-from gpulint.analysis.project import FactsSource, Project, ProjectView, find_root, scan_files
+from gpulint.core.source import SourceError, decode_source, read_bytes
 from gpulint.engine.cache import PROJECT_FACTS_DIR, ResultCache
 from gpulint.engine.files import Walker
-from gpulint.engine.source import SourceError, decode_source, read_bytes
 from gpulint.notebook import is_notebook, notebook_code
+from gpulint.project.facts import FACTS_VERSION, FileFacts, facts_of_text
+from gpulint.project.view import (
+    FactsSource,
+    Project,
+    ProjectView,
+    find_root,
+    scan_files,
+)
 
 MAX_FACTS_BYTES = 2 * 1024 * 1024  # larger files are generated data: no facts worth reading
 MAX_STORE_BYTES = 512 * 1024 * 1024  # a project's facts file larger than this is damaged: start over

@@ -27,10 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
-from gpulint.engine.findings import Finding, FindingFix, FixEdit, Location
-from gpulint.engine.fixes import Applicability
-from gpulint.engine.positions import LineIndex
-from gpulint.rules.unused_suppression import UnusedSuppression
+from gpulint.core.edits import Applicability, Fix
+from gpulint.core.findings import Finding, FixEdit, Location
+from gpulint.core.positions import LineIndex
+from gpulint.rules import rule_codes
+from gpulint.rules.gpu000_invalid_file import InvalidFile
+from gpulint.rules.gpu900_unused_suppression import (
+    NAMES_GPULINT_CODES,
+    UnusedSuppression,
+)
 
 UNUSED = UnusedSuppression
 _CODE = r"[A-Z]+[0-9]+"
@@ -39,10 +44,9 @@ _NOQA = re.compile(rf"#[ \t]*noqa(?::[ \t]*(?P<codes>{_CODE_LIST})|(?![\w:-]))",
 _IGNORE = re.compile(r"#[ \t]*gpulint:[ \t]*ignore(?:\[(?P<codes>[^\]\r\n]*)\]|(?![\w\[-]))")
 _FILE = re.compile(rf"#[ \t]*gpulint:[ \t]*noqa(?::[ \t]*(?P<codes>{_CODE_LIST})|(?![\w:-]))")
 _SPLIT = re.compile(r"[\s,]+")
-UNSUPPRESSIBLE = frozenset({"GPU000"})
-# cheap pre-checks on the raw text before tokenizing: a directive that names gpulint codes, and
-# a bare `# noqa` (it matters only when there are findings to hide)
-_OURS = re.compile(r"#[ \t]*noqa:[^\r\n]*GPU[0-9]|#[ \t]*gpulint:", re.IGNORECASE)
+UNSUPPRESSIBLE = frozenset({InvalidFile.code})
+# a cheap pre-check on the raw text before tokenizing (with GPU900's NAMES_GPULINT_CODES): a bare
+# `# noqa` (it matters only when there are findings to hide)
 _BARE = re.compile(r"#[ \t]*noqa(?![\w:-])", re.IGNORECASE)
 
 
@@ -259,7 +263,7 @@ def _unused_finding(path: str, text: str, index: LineIndex, directive: Directive
                     unused: Sequence[str], known: frozenset) -> Finding:
     shown = text[directive.start:directive.end]
     unknown = [c for c in unused if c not in known and re.fullmatch(_CODE, c)]
-    fix: Optional[FindingFix] = None
+    fix: Optional[Fix[FixEdit]] = None
     if directive.kind == "file" and not directive.in_header:
         message = f"File-level `{shown}` below the first statement has no effect; move it to the top of the file"
     else:
@@ -277,19 +281,13 @@ def _unused_finding(path: str, text: str, index: LineIndex, directive: Directive
         if unknown:
             message += f" ({', '.join(unknown)}: no such gpulint rule)"
         edit = FixEdit(start, end, content, Location(*index.location(start)), Location(*index.location(end)))
-        fix = FindingFix(Applicability.SAFE, fix_message, (edit,))
+        fix = Fix(Applicability.SAFE, fix_message, (edit,))
     location = Location(*index.location(directive.start))
     return Finding(
         path=path, code=UNUSED.code, name=UNUSED.name, message=message, location=location,
         end_location=Location(*index.location(directive.end)), fix=fix,
         noqa_rows=(location.row, location.row),
     )
-
-
-def _known_codes() -> frozenset:
-    from gpulint.rules import DOCUMENTED_RULES
-
-    return frozenset(r.code for r in DOCUMENTED_RULES)
 
 
 def unused_codes(directive: Directive, known: frozenset, enabled: frozenset) -> list[str]:
@@ -310,7 +308,7 @@ def unused_codes(directive: Directive, known: frozenset, enabled: frozenset) -> 
 
 def apply_suppressions(path: Path, text: str, findings: list[Finding], enabled_codes: Iterable[str]) -> list[Finding]:
     """Drop suppressed findings; add GPU900 findings for directives that hid nothing."""
-    if not _OURS.search(text) and not (findings and _BARE.search(text)):
+    if not NAMES_GPULINT_CODES.search(text) and not (findings and _BARE.search(text)):
         return findings
     index = LineIndex(text)
     scanned = scan(text, index)
@@ -321,7 +319,7 @@ def apply_suppressions(path: Path, text: str, findings: list[Finding], enabled_c
     enabled = frozenset(enabled_codes)
     if UNUSED.code not in enabled:
         return kept
-    known = _known_codes()
+    known = frozenset(rule_codes())
     extra = []
     for directive in directives:
         unused = unused_codes(directive, known, enabled)
@@ -341,7 +339,7 @@ def add_noqa(text: str, findings: Sequence[Finding]) -> tuple[str, int]:
     The comment goes on the flagged line when a comment can end it, else on another line of
     the statement; an existing `# noqa: ...` on that line gets the code appended.
     """
-    from gpulint.engine.fixes import Edit, apply_edits
+    from gpulint.core.edits import Edit, apply_edits
 
     wanted = [f for f in findings if f.code not in UNSUPPRESSIBLE and f.code != UNUSED.code]
     if not wanted:

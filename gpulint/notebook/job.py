@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from gpulint.analysis.project import ProjectView
-from gpulint.config import Settings
-from gpulint.engine.findings import Finding
+from gpulint.core.findings import Finding
+from gpulint.core.settings import Settings
 from gpulint.engine.linter import syntax_finding
 from gpulint.engine.profile import NO_PROFILE, Profile
 from gpulint.notebook.lint import fix_notebook, lint_notebook
 from gpulint.notebook.model import Notebook, NotebookError, is_python, load_notebook
 from gpulint.notebook.write import splice_sources
+from gpulint.project.view import ProjectView
 
 
 def unreadable(path: Path, raw: bytes) -> tuple[Optional[Notebook], list[Finding]]:
@@ -34,15 +34,11 @@ def unreadable(path: Path, raw: bytes) -> tuple[Optional[Notebook], list[Finding
     return notebook, []
 
 
-def cell_diff(path: str, before: Notebook, after: Notebook) -> str:
-    """A unified diff per changed code cell, labelled `nb.ipynb:cell N`."""
-    from gpulint.engine.runner import unified_diff
-
-    out = []
-    for old, new in zip(before.cells, after.cells):
-        if old.source != new.source:
-            out.append(unified_diff(f"{path}:cell {old.number}", old.source, new.source))
-    return "".join(out)
+def changed_cells(path: str, before: Notebook, after: Notebook) -> tuple[tuple[str, str, str], ...]:
+    """(label, source before, source after) per changed code cell, labelled `nb.ipynb:cell N`; the
+    command line prints them as unified diffs."""
+    return tuple((f"{path}:cell {old.number}", old.source, new.source)
+                 for old, new in zip(before.cells, after.cells) if old.source != new.source)
 
 
 @dataclass
@@ -50,7 +46,7 @@ class NotebookResult:
     findings: list[Finding]
     fixed: int = 0
     data: Optional[bytes] = None  # the fixed notebook's bytes, when fixing changed it
-    diff: str = ""
+    changes: tuple[tuple[str, str, str], ...] = ()  # the changed cells (see changed_cells)
     error: Optional[str] = None  # a fix computed but refused (left unwritten)
     cacheable: bool = True
 
@@ -75,4 +71,4 @@ def run_notebook(path: Path, raw: bytes, settings: Settings, fixing: bool, unsaf
     except NotebookError as exc:
         return NotebookResult(lint_notebook(path, notebook, settings, profile, project), error=str(exc))
     return NotebookResult(lint_notebook(path, fixed, settings, profile, project), outcome.applied, data,
-                          cell_diff(str(path), notebook, fixed))
+                          changed_cells(str(path), notebook, fixed))

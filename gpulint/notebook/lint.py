@@ -7,16 +7,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional, Sequence
 
-from gpulint.analysis.project import ProjectView
-from gpulint.config import Settings
-from gpulint.engine.findings import CellRef, Finding, FindingFix, FixEdit, Location
-from gpulint.engine.fixes import Edit, apply_edits, select_edits
+from gpulint.core.edits import Edit, Fix, apply_edits, select_edits
+from gpulint.core.findings import CellRef, Finding, FixEdit, Location
+from gpulint.core.settings import Settings
 from gpulint.engine.guard import text_size
 from gpulint.engine.linter import MAX_FIX_ROUNDS, InternalError, lint_text, parse, syntax_finding
 from gpulint.engine.profile import NO_PROFILE, Profile
 from gpulint.notebook.model import Cell, Notebook, NotebookError
 from gpulint.notebook.program import Placement, Program, build_program, row_column
-from gpulint.rules import SYNTAX_ERROR
+from gpulint.project.view import ProjectView
+from gpulint.rules.gpu000_invalid_file import InvalidFile
 
 NO_FIX_HERE = " (no automatic fix in a notebook here: it would edit a magic line or span two cells)"
 
@@ -52,7 +52,7 @@ def _map_finding(program: Program, notebook: Notebook, finding: Finding) -> Find
         if edits is None:
             fix, message = None, message + NO_FIX_HERE
         else:
-            fix = FindingFix(fix.applicability, fix.message, edits)
+            fix = Fix(fix.applicability, fix.message, edits)
     first, last = finding.noqa_rows
     rows = (0, 0)
     if first > 0:
@@ -95,7 +95,7 @@ def _mapped_edits(program: Program, edits: tuple[FixEdit, ...]) -> Optional[tupl
 
 
 def _problems(path: Path, program: Program, notebook: Notebook, settings: Settings) -> list[Finding]:
-    if not settings.is_enabled(SYNTAX_ERROR.code):
+    if not settings.is_enabled(InvalidFile.code):
         return []
     out = []
     for problem in program.problems:
@@ -128,15 +128,15 @@ def fix_notebook(path: Path, notebook: Notebook, settings: Settings, unsafe: boo
     outcome = NotebookFix()
     program = build_program(notebook)
     if text_size(program.text) > settings.max_fix_size:
-        from gpulint.config import format_size
+        from gpulint.core.options import format_size
 
-        if settings.is_enabled(SYNTAX_ERROR.code):
+        if settings.is_enabled(InvalidFile.code):
             outcome.too_large = syntax_finding(str(path), f"notebook code is too large to fix (max-fix-size is "
                                                           f"{format_size(settings.max_fix_size)}); left unfixed")
         return outcome
     for _ in range(MAX_FIX_ROUNDS):
         result = lint_text(path, program.text, settings, profile=profile, project=project)
-        fixes = [f.fix.as_fix() for f in result.findings if f.fix is not None and f.fix.is_applicable(unsafe)
+        fixes = [f.fix for f in result.findings if f.fix is not None and f.fix.is_applicable(unsafe)
                  and _mapped_edits(program, f.fix.edits) is not None]
         if not fixes:
             break

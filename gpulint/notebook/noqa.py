@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from gpulint.engine.findings import Finding
-from gpulint.engine.fixes import diff_changes, minimize
+from gpulint.core.edits import diff_changes, minimize
+from gpulint.core.findings import Finding
 from gpulint.engine.suppressions import add_noqa
 from gpulint.notebook.lint import apply_to_cells, to_program
 from gpulint.notebook.model import NotebookError, load_notebook

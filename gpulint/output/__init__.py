@@ -1,28 +1,35 @@
-"""Output formats. Each takes the findings of a run and returns the text to print."""
+"""Output formats. Each takes the findings of a run and returns the text to print.
+
+A format's module is imported only when it is used, so a run prints its report without
+loading the other formats (SARIF imports the rules, for their docs).
+"""
 
 from __future__ import annotations
 
+import importlib
 from typing import Callable, Optional, Sequence
 
-from gpulint.engine.findings import Finding
-from gpulint.output.context import RenderContext
-from gpulint.output.full import render_full
-from gpulint.output.github import render_github
-from gpulint.output.json_format import render_json, render_json_lines
-from gpulint.output.junit import render_junit
-from gpulint.output.sarif import render_sarif
-from gpulint.output.text import render_concise
+from gpulint.core.findings import Finding
+from gpulint.output.display import RenderContext
 
 # render(findings, ctx=None): ctx carries file texts not on disk (stdin) and display options
 Renderer = Callable[[Sequence[Finding], Optional[RenderContext]], str]
 
-FORMATS: dict[str, Renderer] = {
-    "concise": render_concise,
-    "full": render_full,
-    "json": render_json,
-    "json-lines": render_json_lines,
-    "github": render_github,
-    "sarif": render_sarif,
-    "junit": render_junit,
+# format name -> (module, function)
+FORMATS: dict[str, tuple[str, str]] = {
+    "concise": ("gpulint.output.text", "render_concise"),
+    "full": ("gpulint.output.full", "render_full"),
+    "json": ("gpulint.output.json_format", "render_json"),
+    "json-lines": ("gpulint.output.json_format", "render_json_lines"),
+    "github": ("gpulint.output.github", "render_github"),
+    "sarif": ("gpulint.output.sarif", "render_sarif"),
+    "junit": ("gpulint.output.junit", "render_junit"),
 }
 HUMAN_FORMATS = frozenset({"concise", "full"})  # followed by the summary
+
+
+def renderer(name: str) -> Renderer:
+    """The render function of the format `name` (one of FORMATS)."""
+    module, function = FORMATS[name]
+    render: Renderer = getattr(importlib.import_module(module), function)
+    return render

@@ -40,6 +40,9 @@ def rule_markdown(rule: type[Rule], site: Optional[str] = None) -> str:
         "## Fix safety",
         docs.section("fix_safety"),
     ]
+    if rule.options:
+        parts += ["", "## Options", ""]
+        parts += [f"- `{option.key}` (default `{option.show()}`): {option.help}" for option in rule.options]
     url = rule.url(site)
     if url is not None:
         parts += ["", f"Docs: {url}"]

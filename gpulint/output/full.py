@@ -5,9 +5,9 @@ from __future__ import annotations
 import difflib
 from typing import Optional, Sequence
 
-from gpulint.engine.findings import Finding, FixEdit
-from gpulint.engine.fixes import apply_edits
-from gpulint.output.context import RenderContext
+from gpulint.core.edits import apply_edits
+from gpulint.core.findings import Finding, FixEdit
+from gpulint.output.display import RenderContext
 from gpulint.output.text import concise_line
 
 CONTEXT_LINES = 1
@@ -48,7 +48,7 @@ def snippet(finding: Finding, lines: list[str]) -> list[str]:
 
 def fix_diff(finding: Finding, text: str, edits: Optional[Sequence[FixEdit]] = None) -> list[str]:
     assert finding.fix is not None
-    after = apply_edits(text, [e.as_edit() for e in (finding.fix.edits if edits is None else edits)])
+    after = apply_edits(text, finding.fix.edits if edits is None else edits)
     diff = difflib.unified_diff(text.splitlines(), after.splitlines(), lineterm="", n=1)
     return [line for line in diff if not line.startswith(("---", "+++"))]
 

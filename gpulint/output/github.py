@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from gpulint.engine.findings import Finding
-from gpulint.output.context import RenderContext, display_path, quote_path
+from gpulint.core.findings import Finding
+from gpulint.output.display import RenderContext, display_path, quote_path
 from gpulint.output.text import position
 
 

@@ -6,9 +6,9 @@ import json
 import os
 from typing import Any, Optional, Sequence
 
-from gpulint.engine.findings import Finding, FixEdit, Location
-from gpulint.docs_url import rule_url
-from gpulint.output.context import escape_surrogates
+from gpulint.core.docs_url import rule_url
+from gpulint.core.findings import Finding, FixEdit, Location
+from gpulint.output.display import escape_surrogates
 
 
 def _location(loc: Location) -> dict[str, int]:
@@ -54,8 +54,10 @@ def finding_json(finding: Finding, site: Optional[str] = None) -> dict[str, Any]
 
 
 def render_json(findings: Sequence[Finding], ctx: object = None) -> str:
-    return escape_surrogates(json.dumps([finding_json(f, _site(ctx)) for f in findings], indent=2, ensure_ascii=False)) + "\n"
+    site = _site(ctx)
+    return escape_surrogates(json.dumps([finding_json(f, site) for f in findings], indent=2, ensure_ascii=False)) + "\n"
 
 
 def render_json_lines(findings: Sequence[Finding], ctx: object = None) -> str:
-    return "".join(escape_surrogates(json.dumps(finding_json(f, _site(ctx)), ensure_ascii=False)) + "\n" for f in findings)
+    site = _site(ctx)
+    return "".join(escape_surrogates(json.dumps(finding_json(f, site), ensure_ascii=False)) + "\n" for f in findings)

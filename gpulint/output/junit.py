@@ -10,8 +10,8 @@ import xml.etree.ElementTree as ET
 from itertools import groupby
 from typing import Optional, Sequence
 
-from gpulint.engine.findings import Finding
-from gpulint.output.context import RenderContext, display_path
+from gpulint.core.findings import Finding
+from gpulint.output.display import RenderContext, display_path
 from gpulint.output.text import position
 
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")

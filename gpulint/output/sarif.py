@@ -9,8 +9,8 @@ from typing import Any, Optional, Sequence
 from urllib.parse import quote
 
 from gpulint import __version__
-from gpulint.engine.findings import Finding, Location
-from gpulint.output.context import RenderContext, escape_surrogates
+from gpulint.core.findings import Finding, Location
+from gpulint.output.display import RenderContext, escape_surrogates
 from gpulint.output.text import position
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -38,6 +38,7 @@ def _region(start: Location, end: Location) -> dict[str, int]:
 def rule_descriptor(rule: Any, site: Optional[str] = None) -> dict[str, Any]:
     """The rule's SARIF descriptor; `helpUri` only when a docs site is named (never a dead link)."""
     from gpulint.output.docs import rule_markdown
+    from gpulint.rules.gpu000_invalid_file import InvalidFile
 
     markdown = rule_markdown(rule, site)
     descriptor: dict[str, Any] = {
@@ -47,7 +48,7 @@ def rule_descriptor(rule: Any, site: Optional[str] = None) -> dict[str, Any]:
         "fullDescription": {"text": rule.docs.section("what")},
         "help": {"text": markdown, "markdown": markdown},
         "defaultConfiguration": {"level": "error", "enabled": not rule.preview},
-        "properties": {"tags": ["performance", "pytorch"] if rule.code != "GPU000" else ["correctness"],
+        "properties": {"tags": ["performance", "pytorch"] if rule is not InvalidFile else ["correctness"],
                        "fix": rule.fix.value if rule.fix is not None else "none"},
     }
     url = rule.url(site)
@@ -99,9 +100,9 @@ def _result(finding: Finding, index: dict[str, int]) -> dict[str, Any]:
 
 
 def sarif_log(findings: Sequence[Finding], site: Optional[str] = None) -> dict[str, Any]:
-    from gpulint.rules import DOCUMENTED_RULES
+    from gpulint.rules import all_rules
 
-    rules = sorted(DOCUMENTED_RULES, key=lambda r: r.code)
+    rules = all_rules()
     index = {rule.code: i for i, rule in enumerate(rules)}
     driver: dict[str, Any] = {"name": "gpulint", "version": __version__, "semanticVersion": __version__}
     if site is not None:
@@ -120,4 +121,5 @@ def sarif_log(findings: Sequence[Finding], site: Optional[str] = None) -> dict[s
 
 
 def render_sarif(findings: Sequence[Finding], ctx: Optional[RenderContext] = None) -> str:
-    return escape_surrogates(json.dumps(sarif_log(findings, ctx.docs_site if ctx else None), indent=2, ensure_ascii=False)) + "\n"
+    log = sarif_log(findings, ctx.docs_site if ctx else None)
+    return escape_surrogates(json.dumps(log, indent=2, ensure_ascii=False)) + "\n"

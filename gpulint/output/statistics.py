@@ -6,8 +6,8 @@ import json
 from collections import Counter
 from typing import Any, Sequence
 
-from gpulint.engine.findings import Finding
-from gpulint.engine.fixes import Applicability
+from gpulint.core.edits import Applicability
+from gpulint.core.findings import Finding
 
 
 def statistics(findings: Sequence[Finding]) -> list[dict[str, Any]]:

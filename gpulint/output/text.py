@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from gpulint.engine.findings import Finding
-from gpulint.engine.fixes import Applicability
-from gpulint.output.context import quote_path
+from gpulint.core.edits import Applicability
+from gpulint.core.findings import Finding
+from gpulint.output.display import quote_path
 
 
 def fix_marker(finding: Finding) -> str:

@@ -1,8 +1,15 @@
-"""What a rule is: code, name, docs, the nodes it visits, and `report`.
+"""What a rule is: one class that holds everything about it.
 
-A rule is a small self-contained class. The engine instantiates it once per file with a
-`FileContext`, walks the tree once for all rules, and calls the `visit_<Node>` /
-`leave_<Node>` methods each rule defines (LibCST node class names).
+A rule module (`gpulint/rules/gpuNNN_<name>.py`, written by `scripts/new_rule.py`) defines one
+`Rule` subclass: its code, name and docs with examples, the needles that keep it off files it
+cannot match, the files it targets, its fix safety, its typed options, and what `gpulint
+verify` checks for its rewrite. The registry (`gpulint/rules/__init__.py`) finds it; nothing
+else lists it. The engine instantiates the rule once per file with a `FileContext`, walks the
+tree once for all rules, and calls the `visit_<Node>` / `leave_<Node>` methods each rule
+defines (LibCST node class names).
+
+This module does not import LibCST, so the rules that only carry metadata (GPU000, GPU900)
+can be named by the parts of gpulint that run before any file is parsed.
 """
 
 from __future__ import annotations
@@ -10,15 +17,19 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, ClassVar, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
-import libcst as cst
-
-from gpulint.engine.fixes import Applicability
-from gpulint.engine.pending import PendingFix
+from gpulint.analysis.device import device_facts
+from gpulint.core.edits import Applicability
+from gpulint.core.options import Option
+from gpulint.core.verification import Verification
 
 if TYPE_CHECKING:
-    from gpulint.engine.context import FileContext
+    import libcst as cst
+
+    from gpulint.core.context import FileContext
+    from gpulint.core.pending import PendingFix
+    from gpulint.project.view import ProjectView
 
 class Target(Enum):
     """Which files a rule looks at, by what they say about their device."""
@@ -30,7 +41,11 @@ class Target(Enum):
 
 @dataclass(frozen=True)
 class RuleDocs:
-    """Rule documentation, in ruff's shape. Text is dedented on access."""
+    """Rule documentation, in ruff's shape. Text is dedented on access.
+
+    `example` is code the rule flags and `use_instead` code it leaves alone: both are linted
+    by the tests (tests/rules/test_registry.py), so the docs cannot drift from the rule.
+    """
 
     what: str
     why: str  # with a measured figure and where it comes from
@@ -40,15 +55,6 @@ class RuleDocs:
 
     def section(self, field: str) -> str:
         return textwrap.dedent(getattr(self, field)).strip("\n")
-
-
-@dataclass
-class Report:
-    rule: "Rule"
-    node: cst.CSTNode
-    message: str
-    fix: Optional[PendingFix]
-    statement: Optional[cst.CSTNode]
 
 
 class Rule:
@@ -72,14 +78,18 @@ class Rule:
     # False for rules about training steps, loaders and optimizers: test code runs fp32 references
     # and bitwise checks, so they stay silent in test files unless `lint-tests = true`
     in_tests: ClassVar[bool] = True
+    # the rule's own configuration keys (read with `self.ctx.settings.value(OPTION)`)
+    options: ClassVar[tuple[Option[Any], ...]] = ()
+    # what `gpulint verify` checks for the rewrite; None: the rule has no fix to verify
+    verification: ClassVar[Optional[Verification]] = None
 
     def __init__(self, ctx: "FileContext") -> None:
         self.ctx = ctx
 
     @classmethod
     def url(cls, site: Optional[str]) -> Optional[str]:
-        """The rule's page on the docs site, or None when no site is named (gpulint/docs_url.py)."""
-        from gpulint.docs_url import rule_url
+        """The rule's page on the docs site, or None when no site is named (gpulint/core/docs_url.py)."""
+        from gpulint.core.docs_url import rule_url
 
         return rule_url(cls.code, site)
 
@@ -87,21 +97,27 @@ class Rule:
     def may_match(cls, text: str) -> bool:
         return not cls.needles or any(needle in text for needle in cls.needles)
 
-    def applies(self) -> bool:
-        """Whether the rule runs on this file at all (device scope)."""
-        if self.target is Target.ANY:
+    @classmethod
+    def may_report(cls, project: "ProjectView") -> bool:
+        """Whether the rule can report anything in a file with these project facts. Decided from the
+        facts alone, before LibCST parses the file: a rule that cannot report is not worth a parse."""
+        if cls.target is Target.ANY:
             return True
-        facts = self.ctx.device
-        if self.target is Target.GPU:
+        facts = device_facts(project)
+        if cls.target is Target.GPU:
             return facts.gpu_evidence
         return not facts.cpu_only
 
+    def applies(self) -> bool:
+        """Whether the rule runs on this file at all (device scope)."""
+        return self.may_report(self.ctx.project)
+
     def report(
         self,
-        node: cst.CSTNode,
+        node: "cst.CSTNode",
         message: str,
-        fix: Optional[PendingFix] = None,
-        statement: Optional[cst.CSTNode] = None,
+        fix: Optional["PendingFix"] = None,
+        statement: Optional["cst.CSTNode"] = None,
     ) -> None:
         """Report `node`. `statement` (default: the statement being visited) scopes `# noqa`."""
-        self.ctx.add_report(self, node, message, fix, statement)
+        self.ctx.add_finding(self, node, message, fix, statement)

@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from gpulint.analysis.project import ProjectView
-from gpulint.config import CliOverrides, ConfigError, Settings, SettingsResolver, parse_codes
-from gpulint.engine.findings import Finding
-from gpulint.engine.fixes import Applicability, Edit, diff_changes, minimize
-from gpulint.engine.positions import LineIndex
+from gpulint.config import CliOverrides, SettingsResolver
+from gpulint.core.edits import Applicability, Edit, diff_changes, minimize
+from gpulint.core.findings import Finding
+from gpulint.core.positions import LineIndex
+from gpulint.core.settings import ConfigError, Settings
+from gpulint.project.view import ProjectView
+from gpulint.selectors import parse_codes
 
 _CODE = re.compile(r"GPU\d{3}")
 
@@ -178,7 +180,7 @@ def codes_at(text: str, positions: Positions, offset: int, findings: Sequence[Fi
 def docs_site(path: Path, editor: EditorSettings) -> Optional[str]:
     """The docs site rule links point to for `path` (`docs-url`, else the package metadata's), as
     the CLI decides; None: no links. A configuration error is reported by linting, not here."""
-    from gpulint.docs_url import docs_site as default_site
+    from gpulint.core.docs_url import docs_site as default_site
 
     try:
         return editor.resolver().docs_site(path)

@@ -25,12 +25,14 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from gpulint import __version__
-from gpulint.analysis.project import ProjectView
-from gpulint.config import ConfigError
-from gpulint.docs_url import rule_url
-from gpulint.engine.findings import Finding
-from gpulint.engine.fixes import Applicability, Edit
+from gpulint.core.docs_url import rule_url
+from gpulint.core.edits import Applicability, Edit
+from gpulint.core.findings import Finding
+from gpulint.core.settings import ConfigError
 from gpulint.engine.linter import InternalError
+from gpulint.project.view import ProjectView
+from gpulint.rules.gpu000_invalid_file import InvalidFile
+from gpulint.rules.gpu900_unused_suppression import UnusedSuppression
 from gpulint.server.analysis import (
     EditorSettings,
     Positions,
@@ -144,13 +146,13 @@ def _diagnostic(finding: Finding, positions: Positions, site: Optional[str]) -> 
     """The finding as a diagnostic; it links to the rule's page only when a docs site is named."""
     start = positions.location_offset(finding.location.row, finding.location.column)
     end = positions.location_offset(finding.end_location.row, finding.end_location.column)
-    severity = types.DiagnosticSeverity.Error if finding.code == "GPU000" else types.DiagnosticSeverity.Warning
+    severity = types.DiagnosticSeverity.Error if finding.code == InvalidFile.code else types.DiagnosticSeverity.Warning
     url = rule_url(finding.code, site)
     return types.Diagnostic(
         range=_range(positions, start, end), message=finding.message, severity=severity, code=finding.code,
         source="gpulint",
         code_description=types.CodeDescription(href=url) if url else None,
-        tags=[types.DiagnosticTag.Unnecessary] if finding.code == "GPU900" else None,
+        tags=[types.DiagnosticTag.Unnecessary] if finding.code == UnusedSuppression.code else None,
     )
 
 
@@ -312,11 +314,11 @@ def _quick_fixes(ls: GpulintServer, uri: str, version: Optional[int], positions:
         diagnostic = _diagnostic(finding, positions, site)
         if finding.fix is not None:
             safe = finding.fix.applicability is Applicability.SAFE
-            edits = [e.as_edit() for e in finding.fix.edits]
+            edits: list[Edit] = list(finding.fix.edits)
             actions.append(types.CodeAction(title=fix_title(finding), kind=types.CodeActionKind.QuickFix,
                                             diagnostics=[diagnostic], is_preferred=safe,
                                             edit=_workspace_edit(uri, version, positions, edits)))
-        noqa = noqa_edits(positions.text, finding) if finding.code != "GPU900" else []
+        noqa = noqa_edits(positions.text, finding) if finding.code != UnusedSuppression.code else []
         if noqa:
             actions.append(types.CodeAction(title=f"gpulint: suppress {finding.code} on this line (# noqa)",
                                             kind=types.CodeActionKind.QuickFix, diagnostics=[diagnostic],

@@ -1,7 +1,7 @@
 """Decide whether a rewrite trains the same, and by how much it is faster or leaner.
 
 The loss tolerance follows from what the applied fixes change (figures from CPU runs of an
-MLP and a CNN over 50 steps and 3-5 seeds, see docs/pytorch-performance-facts.md):
+MLP and a CNN over 50 steps and 3-5 seeds, see gpulint/core/verification.py):
 numerics-neutral rewrites reproduce the loss bit for bit with deterministic settings (1e-6
 relative allowed), fused optimizers differ in the last bits (1e-4), and mixed precision
 deviated at most 0.7 % per step (2e-2 per step, mean of the last 10 losses within 1 %).
@@ -16,30 +16,11 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
+from gpulint.core.verification import Tolerance
 from gpulint.verify.events import RunRecord
 from gpulint.verify.stats import Speedup, Trend, mann_kendall
 from gpulint.verify.stats import speedup as stats_speedup
 
-
-@dataclass(frozen=True)
-class Tolerance:
-    name: str
-    per_step: float  # relative deviation allowed at every compared step
-    mean_last: Optional[float] = None  # relative deviation allowed for the mean of the last `last_n` losses
-    last_n: int = 10
-    grace_steps: int = 0  # steps left out of the per-step check when a GradScaler skipped a step
-    rank: int = 0  # larger is looser; a combination of fixes takes the loosest it needs
-
-    def describe(self) -> str:
-        text = f"{self.name}: {self.per_step:g} relative per step"
-        if self.mean_last is not None:
-            text += f", mean of the last {self.last_n} within {self.mean_last:.0%}"
-        return text
-
-
-NEUTRAL = Tolerance("numerics-neutral", 1e-6, rank=0)
-FUSED_OPTIMIZER = Tolerance("fused optimizer", 1e-4, rank=1)
-MIXED_PRECISION = Tolerance("mixed precision", 2e-2, mean_last=1e-2, grace_steps=5, rank=2)
 
 def relative(a: float, b: float) -> float:
     if a == b:

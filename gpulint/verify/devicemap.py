@@ -121,7 +121,7 @@ class CpuAdapter:
             def is_available() -> bool:
                 self.note("torch.cuda.is_available() answered False")
                 return False
-            torch.cuda.is_available = is_available  # type: ignore[assignment]
+            torch.cuda.is_available = is_available
         self._patch_tensor_moves()
         self._patch_factories()
         if self.hide_cuda or not cuda_present:
@@ -168,12 +168,12 @@ class CpuAdapter:
         def record_stream(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> None:
             adapter.note("Tensor.record_stream() skipped")
 
-        torch.Tensor.to = to  # type: ignore[method-assign]
-        torch.nn.Module.to = module_to  # type: ignore[method-assign]
-        torch.Tensor.cuda = tensor_cuda  # type: ignore[method-assign]
-        torch.nn.Module.cuda = module_cuda  # type: ignore[method-assign]
-        torch.Tensor.pin_memory = pin_memory  # type: ignore[method-assign]
-        torch.Tensor.record_stream = record_stream  # type: ignore[method-assign]
+        torch.Tensor.to = to  # type: ignore[assignment, method-assign]
+        torch.nn.Module.to = module_to  # type: ignore[assignment, method-assign]
+        torch.Tensor.cuda = tensor_cuda  # type: ignore[assignment, method-assign]
+        torch.nn.Module.cuda = module_cuda  # type: ignore[assignment, method-assign]
+        torch.Tensor.pin_memory = pin_memory  # type: ignore[assignment, method-assign]
+        torch.Tensor.record_stream = record_stream  # type: ignore[assignment, method-assign]
 
         original_default = torch.set_default_device
 
@@ -237,13 +237,13 @@ class CpuAdapter:
                                             lambda *a, **k: [])
         cuda.set_rng_state = self._const("torch.cuda.set_rng_state() skipped", None)
         cuda.set_rng_state_all = self._const("torch.cuda.set_rng_state_all() skipped", None)
-        cuda.Event = self._class("torch.cuda.Event timed on the CPU clock", _CpuEvent)
-        cuda.Stream = self._class("torch.cuda.Stream ran synchronously", _CpuStream)
+        cuda.Event = self._class("torch.cuda.Event timed on the CPU clock", _CpuEvent)  # type: ignore[assignment, misc]
+        cuda.Stream = self._class("torch.cuda.Stream ran synchronously", _CpuStream)  # type: ignore[assignment, misc]
         stream = _CpuStream()
         cuda.current_stream = self._const("torch.cuda.current_stream() ran synchronously", stream)
         cuda.default_stream = self._const("torch.cuda.default_stream() ran synchronously", stream)
         cuda.stream = self._call("torch.cuda.stream() ran synchronously", lambda *a, **k: contextlib.nullcontext())
-        cuda.device = self._call("torch.cuda.device() context skipped", lambda *a, **k: contextlib.nullcontext())
+        cuda.device = self._call("torch.cuda.device() context skipped", lambda *a, **k: contextlib.nullcontext())  # type: ignore[assignment, misc]
         nvtx = getattr(cuda, "nvtx", None)
         if nvtx is not None:
             nvtx.range_push = self._const("torch.cuda.nvtx ranges skipped", 0)
@@ -266,7 +266,7 @@ class CpuAdapter:
     def _class(self, what: str, cls: type) -> type:
         adapter = self
 
-        class Mapped(cls):  # type: ignore[misc, valid-type]
+        class Mapped(cls):
             def __init__(self, *args: Any, **kwargs: Any) -> None:
                 adapter.note(what)
                 super().__init__(*args, **kwargs)
@@ -291,7 +291,7 @@ class CpuAdapter:
                 adapter.note("autocast float16 ran as CPU bfloat16")
             original_init(ctx, device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
-        autocast.__init__ = __init__  # type: ignore[method-assign]
+        autocast.__init__ = __init__  # type: ignore[assignment, method-assign]
 
     def _patch_grad_scaler(self) -> None:
         scaler = torch.amp.grad_scaler.GradScaler
@@ -305,7 +305,7 @@ class CpuAdapter:
                 adapter.note("GradScaler('cuda') ran as a working CPU GradScaler")
             original_init(obj, device, *args, **kwargs)
 
-        scaler.__init__ = __init__  # type: ignore[method-assign]
+        scaler.__init__ = __init__  # type: ignore[assignment, method-assign]
 
     def _patch_load(self) -> None:
         original_load = torch.load
@@ -360,4 +360,4 @@ class CpuAdapter:
                         adapter.note("DistributedDataParallel device_ids dropped for a CPU module")
             original_ddp(module_self, module, *args, **kwargs)
 
-        DistributedDataParallel.__init__ = ddp_init
+        DistributedDataParallel.__init__ = ddp_init  # type: ignore[assignment, method-assign]

@@ -86,7 +86,7 @@ class RunRecord:
     uses: dict[int, dict[str, int]] = field(default_factory=dict)  # site id -> phase -> count
     training: dict[str, Any] = field(default_factory=dict)  # parameter change (checked runs)
     guard: dict[str, list[str]] = field(default_factory=dict)  # blocked / copied-on-write paths
-    imported: list[str] = field(default_factory=list)  # the project's own modules the run imported
+    imported: list[dict[str, Any]] = field(default_factory=list)  # the project's own modules the run imported
     rank: int = 0
     world_size: int = 1
     load_before: Optional[float] = None  # 1-minute load average when the run started (parent)

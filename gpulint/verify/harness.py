@@ -141,7 +141,7 @@ class Recorder:
             original = self.user_path(filename)
             if original is not None:
                 frames.append((original, frame.f_lineno))
-            frame = frame.f_back
+            frame = frame.f_back  # type: ignore[assignment]
         return frames
 
     def user_path(self, filename: str) -> Optional[str]:
@@ -261,7 +261,7 @@ class Recorder:
         if name not in ("DivBackward0", "MulBackward0"):
             return None
         try:
-            other = node._saved_other
+            other = node._saved_other  # type: ignore[union-attr]  # AttributeError is handled
         except (AttributeError, RuntimeError):
             return None
         if getattr(other, "numel", lambda: 2)() != 1 or getattr(other, "requires_grad", True):
@@ -489,7 +489,7 @@ def _install_construct_hooks(torch: Any, recorder: Recorder) -> None:
                                            "pin_memory": getattr(self, "pin_memory", None),
                                            "persistent_workers": getattr(self, "persistent_workers", None)})
 
-    dl.DataLoader.__init__ = loader_init_hook
+    dl.DataLoader.__init__ = loader_init_hook  # type: ignore[method-assign]
 
     iter_init, iter_next = dl._BaseDataLoaderIter.__init__, dl._BaseDataLoaderIter.__next__
 
@@ -506,8 +506,8 @@ def _install_construct_hooks(torch: Any, recorder: Recorder) -> None:
         recorder.use_obj(self)  # counted when a batch arrives: an exhausted loader used nothing
         return result
 
-    dl._BaseDataLoaderIter.__init__ = iter_init_hook
-    dl._BaseDataLoaderIter.__next__ = iter_next_hook
+    dl._BaseDataLoaderIter.__init__ = iter_init_hook  # type: ignore[method-assign]
+    dl._BaseDataLoaderIter.__next__ = iter_next_hook  # type: ignore[method-assign]
 
     autocast = torch.amp.autocast_mode.autocast
     autocast_init, autocast_enter = autocast.__init__, autocast.__enter__

@@ -152,11 +152,6 @@ def end_descendants(root: int, token: Optional[str], grace: float = 1.0) -> int:
     return len(found)
 
 
-def _alive(pid: int) -> bool:
-    info = _stat(pid)
-    return info is not None and info[0] != "Z"
-
-
 def kill_group(pgid: int, sig: int) -> None:
     try:
         os.killpg(pgid, sig)

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from gpulint.core.source import SourceError, SourceFile, read_source
 from gpulint.engine.linter import fix_text, lint_text
-from gpulint.engine.runner import unified_diff
-from gpulint.engine.source import SourceError, SourceFile, read_source
+from gpulint.output.diff import unified_diff
 
 ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 SKIP_PARTS = frozenset({"site-packages", "dist-packages", ".venv", "venv", ".tox", ".nox", "node_modules",

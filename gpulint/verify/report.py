@@ -14,7 +14,8 @@ from gpulint import __version__
 from gpulint.verify import events
 
 if TYPE_CHECKING:
-    from gpulint.verify.session import ScriptResult, Verifier, VerifyOptions
+    from gpulint.verify.probe import Machine
+    from gpulint.verify.results import ScriptResult, VerifyOptions
 
 JSON_SCHEMA_VERSION = 2
 
@@ -240,14 +241,13 @@ def result_json(result: "ScriptResult") -> dict[str, Any]:
     }
 
 
-def report_json(results: Sequence["ScriptResult"], options: "VerifyOptions",
-                verifier: Optional["Verifier"] = None) -> dict[str, Any]:
+def report_json(results: Sequence["ScriptResult"], options: "VerifyOptions", machine: Optional["Machine"] = None,
+                uncovered: Sequence[str] = ()) -> dict[str, Any]:
     environment: dict[str, Any] = {}
     for r in results:
         if r.original is not None and r.original.environment:
             environment = dict(r.original.environment)
             break
-    machine = verifier.machine.to_json() if verifier is not None and verifier.machine is not None else None
     verdicts = [r.verdict for r in results]
     return _clean({
         "schema_version": JSON_SCHEMA_VERSION,
@@ -260,18 +260,18 @@ def report_json(results: Sequence["ScriptResult"], options: "VerifyOptions",
             "seed": options.seed, "script_args": list(options.script_args),
         },
         "environment": environment,
-        "machine": machine,
+        "machine": machine.to_json() if machine is not None else None,
         "passed": bool(results) and all(r.passed or r.verdict == "SKIP" for r in results)
-        and not (verifier is not None and verifier.uncovered),
+        and not uncovered,
         "verdicts": {v: verdicts.count(v) for v in sorted(set(verdicts))},
-        "not_verified": list(verifier.uncovered) if verifier is not None else [],
+        "not_verified": list(uncovered),
         "scripts": [result_json(r) for r in results],
     })
 
 
 def write_json(path: Path, results: Sequence["ScriptResult"], options: "VerifyOptions",
-               verifier: Optional["Verifier"] = None) -> None:
-    path.write_text(json.dumps(report_json(results, options, verifier), indent=2) + "\n", encoding="utf-8")
+               machine: Optional["Machine"] = None, uncovered: Sequence[str] = ()) -> None:
+    path.write_text(json.dumps(report_json(results, options, machine, uncovered), indent=2) + "\n", encoding="utf-8")
 
 
 def write_plot(path: Path, results: Sequence["ScriptResult"]) -> None:

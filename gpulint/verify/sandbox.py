@@ -20,7 +20,7 @@ import tempfile
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Optional
+from typing import Callable, Iterable, Mapping, Optional
 
 COPY_MAX_BYTES = 1 << 20  # files up to this size are copied into the sandbox
 COPY_BUDGET_BYTES = 64 << 20  # at most this much is copied per run; the rest is linked
@@ -38,7 +38,6 @@ class MirrorStats:
     copied_bytes: int = 0
     linked_files: int = 0
     linked_dirs: int = 0
-    rewritten_files: int = 0
     roots: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
@@ -219,7 +218,6 @@ class Sandbox:
         target.write_bytes(data)
         if mode is not None:
             os.chmod(target, mode | stat.S_IRUSR | stat.S_IWUSR)
-        self.stats.rewritten_files += 1
 
     # --- removing ---------------------------------------------------------------------------------
     def remove_mirror(self) -> Optional[str]:
@@ -233,7 +231,7 @@ class Sandbox:
 
 
 def remove_tree(folder: Path) -> Optional[str]:
-    def retry(func, path, exc_info):  # noqa: ANN001 - shutil's onerror signature
+    def retry(func: Callable[[str], object], path: str, exc_info: object) -> None:  # shutil's onerror
         try:
             os.chmod(os.path.dirname(path), 0o700)
             if os.path.isdir(path) and not os.path.islink(path):

@@ -23,21 +23,22 @@ import signal
 import sys
 import tempfile
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
 import click
 
-from gpulint.config import CliOverrides, ConfigError, SettingsResolver
+from gpulint.config import CliOverrides, SettingsResolver
+from gpulint.core.settings import ConfigError, Settings
+from gpulint.core.source import SourceError, SourceFile, decode_source
+from gpulint.core.verification import Verification
 from gpulint.engine.files import PathError, Walker
 from gpulint.engine.linter import InternalError
-from gpulint.engine.source import SourceError, SourceFile, decode_source
 from gpulint.notebook import is_notebook
-from gpulint.progress import progress_wanted
-from gpulint.rules import SYNTAX_ERROR
+from gpulint.output.progress import progress_wanted
+from gpulint.rules.gpu000_invalid_file import InvalidFile
 from gpulint.verify import events, guard
-from gpulint.verify.compare import Comparison, Timing, build_timing, compare
+from gpulint.verify.compare import Timing, build_timing, compare
 from gpulint.verify.events import RunRecord
 from gpulint.verify.probe import Machine, ProbeError, probe
 from gpulint.verify.process import RunSpec, describe_failure, run_harness
@@ -50,85 +51,33 @@ from gpulint.verify.project import (
     rewrite_file,
     rewrite_source,
 )
-from gpulint.verify.rules import RULES, ToleranceChoice, mixed_precision, tolerance_for
+from gpulint.verify.results import (
+    ERROR,
+    EXERCISED,
+    FAIL,
+    INCONCLUSIVE,
+    NO_EFFECT,
+    NOT_EXERCISED,
+    NOT_TRACKED,
+    PASS,
+    SKIP,
+    Plan,
+    RuleStatus,
+    ScriptResult,
+    VerifyOptions,
+)
+from gpulint.verify.rules import (
+    mixed_precision,
+    rule_for,
+    tolerance_for,
+)
 from gpulint.verify.sandbox import changes, fingerprint, remove_tree
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 NUMERICS_ONLY_STEPS = 12  # checked steps when mixed precision is emulated on this CPU (no speed measured)
 
-PASS, FAIL, INCONCLUSIVE, SKIP, ERROR = "PASS", "FAIL", "INCONCLUSIVE", "SKIP", "ERROR"
-EXERCISED, NOT_EXERCISED, NO_EFFECT, NOT_TRACKED = "exercised", "NOT EXERCISED", "no runtime effect", "not tracked"
-
-
 class UsageError(Exception):
     """Bad options or a missing dependency: exit 2 with the message."""
-
-
-@dataclass(frozen=True)
-class VerifyOptions:
-    paths: tuple[Path, ...]
-    script_args: tuple[str, ...] = ()
-    steps: int = 60
-    warmup: int = 10
-    device: str = "auto"
-    select: Optional[tuple[str, ...]] = None
-    preview: Optional[bool] = None
-    json_path: Optional[Path] = None
-    plot_path: Optional[Path] = None
-    min_speedup: Optional[float] = None
-    timeout: float = 600.0
-    threads: Optional[int] = None
-    seed: int = 0
-    workdir: Optional[Path] = None  # keep rewrites, logs and events here (default: a temp folder, deleted)
-    show_diff: bool = True
-    repeats: int = 3  # timed runs of each script; 0: numerics only
-    nproc: int = 1  # > 1: run through torchrun --nproc-per-node
-
-
-@dataclass
-class RuleStatus:
-    code: str
-    status: str  # EXERCISED, NOT_EXERCISED, NO_EFFECT or NOT_TRACKED
-    detail: str
-
-    def to_json(self) -> dict:
-        return {"code": self.code, "status": self.status, "detail": self.detail}
-
-
-@dataclass
-class Plan:
-    """One entry script, the files its verification rewrites, and how the runs must be set up."""
-
-    script: Path
-    root: Path
-    files: list[RewrittenFile] = field(default_factory=list)  # entry first, then changed project modules
-    sys_path: tuple[Path, ...] = ()
-    nproc: int = 1  # processes under torchrun (1 with torchrun when the script needs its environment)
-    torchrun: bool = False
-    notes: list[str] = field(default_factory=list)
-
-
-@dataclass
-class ScriptResult:
-    path: str
-    applied: tuple[str, ...] = ()
-    files: list[RewrittenFile] = field(default_factory=list)
-    diff: str = ""
-    rewritten_path: Optional[str] = None  # kept only with --workdir
-    tolerance: Optional[ToleranceChoice] = None
-    original: Optional[RunRecord] = None  # checked runs
-    rewritten: Optional[RunRecord] = None
-    comparison: Optional[Comparison] = None
-    rules: list[RuleStatus] = field(default_factory=list)
-    passed: bool = False
-    verdict: str = "PENDING"  # then PASS, FAIL, INCONCLUSIVE, SKIP (nothing to rewrite) or ERROR
-    reasons: list[str] = field(default_factory=list)  # why it failed
-    doubts: list[str] = field(default_factory=list)  # why it is inconclusive
-    notes: list[str] = field(default_factory=list)
-    isolation: dict[str, Any] = field(default_factory=dict)  # the user's files compared before and after
-    steps: int = 0  # steps asked of each run (after adapting to this machine)
-    warmup: int = 0
-    repeats: int = 0
 
 
 def adapt_warmup(steps: int, warmup: int) -> tuple[int, Optional[str]]:
@@ -240,7 +189,7 @@ class Verifier:
             raise UsageError("no Python files found in " + ", ".join(map(str, self.options.paths)))
         return files, any(Path(p).is_dir() for p in self.options.paths)
 
-    def settings(self, path: Path):  # noqa: ANN201 - the engine's Settings
+    def settings(self, path: Path) -> Settings:
         try:
             return self.resolver.for_path(path)
         except ConfigError as exc:
@@ -349,7 +298,7 @@ class Verifier:
             parsed = self.settings(script)
             from gpulint.engine.linter import lint_text
 
-            if any(f.code == SYNTAX_ERROR.code for f in lint_text(script, entry.source.text, parsed).findings):
+            if any(f.code == InvalidFile.code for f in lint_text(script, entry.source.text, parsed).findings):
                 return ScriptResult(str(script), verdict=ERROR,
                                     reasons=["gpulint cannot parse the script (syntax error)"])
         except InternalError as exc:
@@ -562,9 +511,10 @@ class Verifier:
         partial = [(label, r) for label, r in (("original", original), ("rewritten", rewritten)) if not r.completed]
         if loss is not None and not loss.passed:
             reason = loss.reason
-            if "GPU102" in result.applied and loss.tolerance.rank == 0:
-                reason += ("; with worker processes a Dataset that draws from the global RNG in __getitem__ gets "
-                           "different random numbers (seed a generator per item to make them reproducible)")
+            for code in result.applied:  # what a mismatch may mean when this rule set the tolerance
+                verification = rule_for(code)
+                if verification is not None and verification.mismatch_hint and verification.tolerance == loss.tolerance:
+                    reason += f"; {verification.mismatch_hint}"
             result.reasons.append(reason)
         for label, record in partial:
             if record.status == events.CRASHED and label == "rewritten":
@@ -600,7 +550,8 @@ class Verifier:
             result.doubts.append("neither run trains, so matching losses prove nothing: the weights did not move "
                                  "(a learning rate of 0, frozen parameters, or every step skipped)")
         elif not old.trained and not new.trained:
-            steps = min(len(result.original.steps), len(result.rewritten.steps)) if result.rewritten else 0
+            steps = (min(len(result.original.steps), len(result.rewritten.steps))
+                     if result.original and result.rewritten else 0)
             result.doubts.append(f"neither run shows a significant loss decrease over {steps} steps (original: "
                                  f"{old.describe()}; rewritten: {new.describe()}), so matching losses do not show "
                                  "that the rewrite trains the same; run more --steps")
@@ -710,7 +661,7 @@ def exercise(result: ScriptResult, record: RunRecord) -> list[RuleStatus]:
     """For each applied rule: did the construct it rewrote run inside the timed steps of the rewritten run?"""
     statuses = []
     for code in result.applied:
-        rule = RULES.get(code)
+        rule = rule_for(code)
         if rule is None:
             statuses.append(RuleStatus(code, NOT_TRACKED, "verify has no record of what this rule's rewrite runs"))
             continue
@@ -721,16 +672,7 @@ def exercise(result: ScriptResult, record: RunRecord) -> list[RuleStatus]:
         tied = any(ranges.values())
         kinds = [s for s in record.sites.values() if s.kind in rule.constructs]
 
-        def rewritten_here(site: events.Site) -> bool:
-            if not tied:
-                return rule.expected(site.kind, site.details)
-            for path, line in site.frames:
-                for start, end in ranges.get(os.path.realpath(path), []):
-                    if start <= line <= end:
-                        return True
-            return False
-
-        matched = [s for s in kinds if rewritten_here(s)]
+        matched = [s for s in kinds if _rewritten_here(s, rule, ranges if tied else None)]
         timed = sum(record.uses.get(s.id, {}).get(events.PHASE_TIMED, 0) for s in matched)
         if timed:
             used = [s for s in matched if record.uses.get(s.id, {}).get(events.PHASE_TIMED)]
@@ -753,6 +695,18 @@ def exercise(result: ScriptResult, record: RunRecord) -> list[RuleStatus]:
                 detail += "; the run used " + ", ".join(f"{_describe_site(s)} at {s.where()}" for s in others[:3])
         statuses.append(RuleStatus(code, NOT_EXERCISED, f"{detail} ({rule.evidence}: not seen)"))
     return statuses
+
+
+def _rewritten_here(site: events.Site, rule: Verification, ranges: Optional[dict[str, list[tuple[int, int]]]]) -> bool:
+    """The construct was built by the rewritten lines (`ranges`, by real path), or, when the rule's edits
+    cannot be tied to lines (None), it looks like what the rule writes."""
+    if ranges is None:
+        return rule.expected(site.kind, site.details)
+    for path, line in site.frames:
+        for start, end in ranges.get(os.path.realpath(path), []):
+            if start <= line <= end:
+                return True
+    return False
 
 
 def _describe_site(site: events.Site) -> str:
@@ -803,7 +757,7 @@ def verify_main(options: VerifyOptions, echo: Callable[..., None] = click.echo) 
         echo(report.text_report(results, options, verifier.uncovered))
         try:
             if options.json_path is not None:
-                report.write_json(options.json_path, results, options, verifier)
+                report.write_json(options.json_path, results, options, verifier.machine, verifier.uncovered)
                 echo(f"wrote {options.json_path}", err=True)
             if options.plot_path is not None:
                 report.write_plot(options.plot_path, results)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gpulint.analysis.device import GPU_EVIDENCE_TEXT, DeviceFacts, device_facts
-from gpulint.analysis.facts import facts_of_text
-from gpulint.analysis.project import ProjectView
+from gpulint.project.facts import facts_of_text
+from gpulint.project.view import ProjectView
 
 
 def facts(source: str) -> DeviceFacts:

@@ -7,8 +7,8 @@ import textwrap
 import libcst as cst
 import pytest
 
-from gpulint.analysis.kwargs import keyword_args
-from gpulint.analysis.names import NameTable
+from gpulint.core.arguments import keyword_args
+from gpulint.core.names import NameTable
 
 
 def calls(source: str) -> tuple[NameTable, list[cst.Call]]:

@@ -14,9 +14,9 @@ from typing import Optional
 import pytest
 from click.testing import CliRunner
 
-from gpulint.analysis.facts import IN_MEMORY, NOTHING, WORK, facts_of_text
-from gpulint.analysis.project import Project
 from gpulint.cli import main
+from gpulint.project.facts import IN_MEMORY, NOTHING, WORK, facts_of_text
+from gpulint.project.view import Project
 
 
 def write(root: Path, files: dict[str, str]) -> None:
@@ -329,8 +329,10 @@ def test_a_changed_fact_elsewhere_invalidates_the_cached_result(tmp_path: Path) 
     project = tmp_path / "project"
     cache = tmp_path / "cache"
     write(project, {
-        "opt.py": "import torch\n\ndef make(model):\n    return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)\n",
-        "train.py": "import torch\nfrom opt import make\n\nscaler = torch.amp.GradScaler('cuda')\nopt = make(Net().cuda())\n",
+        "opt.py": ("import torch\n\ndef make(model):\n"
+                   "    return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)\n"),
+        "train.py": ("import torch\nfrom opt import make\n\n"
+                     "scaler = torch.amp.GradScaler('cuda')\nopt = make(Net().cuda())\n"),
     })
     assert findings(project, "--select", "GPU201", cache=cache) == []
     assert findings(project, "--select", "GPU201", cache=cache) == []  # from the cache

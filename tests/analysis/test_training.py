@@ -9,10 +9,16 @@ import libcst as cst
 import pytest
 
 from gpulint.analysis.amp import ANY_AUTOCAST
-from gpulint.analysis.training import Coverage, TrainingFacts, training_facts
-from gpulint.config import Settings
-from gpulint.engine.context import FileContext
-from gpulint.rules.amp_rewrite import autocast_region, device_type_code, loss_statement, scaler_anchor, scaler_name
+from gpulint.analysis.training import AutocastCover, Coverage, TrainingFacts, TrainingStep, training_facts
+from gpulint.core.context import FileContext
+from gpulint.core.settings import Settings
+from gpulint.rewrites.mixed_precision import (
+    autocast_region,
+    device_type_code,
+    loss_statement,
+    scaler_anchor,
+    scaler_name,
+)
 
 
 def facts_of(source: str) -> TrainingFacts:
@@ -25,7 +31,7 @@ def code(facts: TrainingFacts, node: cst.CSTNode) -> str:
     return facts.ctx.code(node).strip()
 
 
-def only_step(facts: TrainingFacts):
+def only_step(facts: TrainingFacts) -> TrainingStep:
     assert len(facts.steps) == 1, f"expected one training step, found {len(facts.steps)}"
     return facts.steps[0]
 
@@ -238,7 +244,7 @@ def test_half_model_is_low_precision() -> None:
 
 
 # -- autocast coverage --------------------------------------------------------------
-def coverage_of(source: str):
+def coverage_of(source: str) -> AutocastCover:
     facts = facts_of(source)
     step = only_step(facts)
     backward = step.backwards[0]

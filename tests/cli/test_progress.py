@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpulint.progress import PROGRESS_MIN_FILES
+from gpulint.output.progress import PROGRESS_MIN_FILES
 
 FILES = PROGRESS_MIN_FILES + 10
 

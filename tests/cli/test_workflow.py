@@ -84,7 +84,7 @@ def test_syntax_error_is_a_finding_and_other_files_are_linted(project: Path) -> 
 
 
 def test_internal_error_exits_2(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpulint.rules.dataloader import DataLoaderPinMemory
+    from gpulint.rules.gpu101_dataloader_without_pin_memory import DataLoaderPinMemory
 
     def boom(self, node):  # noqa: ANN001, ANN202
         raise RuntimeError("rule bug")

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
-from gpulint.config import CliOverrides, ConfigError, Settings, SettingsResolver
+from gpulint.config import CliOverrides, SettingsResolver
+from gpulint.core.settings import ConfigError, Settings
+from gpulint.rules.gpu001_missing_autocast import AMP_DTYPE
+from gpulint.rules.gpu102_dataloader_without_workers import NUM_WORKERS
 
 
 def write(path: Path, text: str) -> Path:
@@ -30,10 +34,10 @@ def tree(tmp_path: Path) -> Path:
 def test_closest_config_wins(tree: Path) -> None:
     resolver = SettingsResolver()
     root = resolver.for_path(tree / "pkg" / "train.py")
-    assert root.ignore == ("GPU102",) and root.num_workers == 8
+    assert root.ignore == ("GPU102",) and root.value(NUM_WORKERS) == 8
     nested = resolver.for_path(tree / "nested" / "deep" / "train.py")
     # the nested file does not merge with the root one: defaults for everything it does not say
-    assert nested.select == ("GPU201",) and nested.ignore == () and nested.num_workers == 4
+    assert nested.select == ("GPU201",) and nested.ignore == () and nested.value(NUM_WORKERS) == 4
     assert resolver.project_for(tree / "nested" / "deep" / "train.py").path == tree / "nested" / "gpulint.toml"
 
 
@@ -45,7 +49,7 @@ def test_pyproject_without_table_is_skipped(tree: Path) -> None:
 def test_gpulint_toml_beats_pyproject_in_the_same_directory(tmp_path: Path) -> None:
     write(tmp_path / "pyproject.toml", '[tool.gpulint]\nnum-workers = 2\n')
     write(tmp_path / "gpulint.toml", "num-workers = 3\n")
-    assert SettingsResolver().for_path(tmp_path / "a.py").num_workers == 3
+    assert SettingsResolver().for_path(tmp_path / "a.py").value(NUM_WORKERS) == 3
 
 
 def test_extend_inherits_and_overrides(tmp_path: Path) -> None:
@@ -57,8 +61,8 @@ def test_extend_inherits_and_overrides(tmp_path: Path) -> None:
           'extend-exclude = ["vendored"]\n')
     resolver = SettingsResolver()
     settings = resolver.for_path(tmp_path / "app" / "x.py")
-    assert settings.amp_dtype == "bfloat16"  # inherited
-    assert settings.num_workers == 2  # overridden
+    assert settings.value(AMP_DTYPE) == "bfloat16"  # inherited
+    assert settings.value(NUM_WORKERS) == 2  # overridden
     assert settings.ignore == ("GPU102",)
     assert settings.extend_select == ("GPU3", "GPU2")  # extend-select adds up
     project = resolver.project_for(tmp_path / "app" / "x.py")
@@ -89,8 +93,8 @@ def test_extend_cycle_and_missing_file_are_errors(tmp_path: Path) -> None:
 def test_config_flag_and_isolated(tree: Path, tmp_path: Path) -> None:
     explicit = write(tmp_path / "elsewhere" / "ci.toml", "num-workers = 16\n")
     resolver = SettingsResolver(config_file=explicit)
-    assert resolver.for_path(tree / "nested" / "deep" / "train.py").num_workers == 16
-    assert resolver.for_path(tree / "pkg" / "train.py").num_workers == 16
+    assert resolver.for_path(tree / "nested" / "deep" / "train.py").value(NUM_WORKERS) == 16
+    assert resolver.for_path(tree / "pkg" / "train.py").value(NUM_WORKERS) == 16
     isolated = SettingsResolver(isolated=True)
     assert isolated.for_path(tree / "pkg" / "train.py") == Settings()
     with pytest.raises(ConfigError, match="not found"):
@@ -119,7 +123,7 @@ def test_per_file_ignores_relative_to_the_config_file(tmp_path: Path) -> None:
     assert resolver.for_path(tmp_path / "src" / "tests.py").per_file_ignores == ()
     settings = resolver.for_path(tmp_path / "tests" / "t.py")
     # a per-file ignore beats even an exact selection
-    assert not settings.with_overrides(select=("GPU101",)).is_enabled("GPU101")
+    assert not dataclasses.replace(settings, select=("GPU101",)).is_enabled("GPU101")
 
 
 def test_exclude_and_force_exclude(tmp_path: Path) -> None:

@@ -17,12 +17,12 @@ from typing import Optional
 
 import pytest
 
-from gpulint.codes import RULE_CODES
 from gpulint.config import CliOverrides, SettingsResolver
+from gpulint.rules import rule_codes
 from tests.conftest import Gpulint
 
 PREVIEW = {"GPU301"}
-STABLE = [code for code in RULE_CODES if code not in PREVIEW]
+STABLE = [code for code in rule_codes() if code not in PREVIEW]
 
 CONFIG_SELECT = [None, ("GPU1",), ("GPU101",), ("GPU2",), ("ALL",)]
 CONFIG_IGNORE = [None, ("GPU101",), ("GPU1",)]

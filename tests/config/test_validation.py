@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from gpulint.config import ConfigError, SettingsResolver
+from gpulint.config import SettingsResolver
+from gpulint.core.settings import ConfigError
+from gpulint.rules.gpu001_missing_autocast import AMP_DTYPE
+from gpulint.rules.gpu102_dataloader_without_workers import NUM_WORKERS
+from gpulint.rules.gpu301_deep_stack_without_checkpointing import (
+    CHECKPOINT_MIN_DEPTH,
+    CHECKPOINT_UNKNOWN_DEPTH,
+)
 
 
 def resolve(tmp_path: Path, body: str, name: str = "pyproject.toml"):  # noqa: ANN201
@@ -33,9 +40,9 @@ force-exclude = true
 "x.py" = ["GPU1"]
 ''')
     assert settings.select == ("GPU1", "GPU201")
-    assert settings.preview is True and settings.amp_dtype == "bfloat16"
-    assert settings.num_workers == 2 and settings.checkpoint_min_depth == 12
-    assert settings.checkpoint_unknown_depth is True
+    assert settings.preview is True and settings.value(AMP_DTYPE) == "bfloat16"
+    assert settings.value(NUM_WORKERS) == 2 and settings.value(CHECKPOINT_MIN_DEPTH) == 12
+    assert settings.value(CHECKPOINT_UNKNOWN_DEPTH) is True
     assert settings.torch_version == (2, 10)
 
 
@@ -72,7 +79,7 @@ def test_bad_per_file_codes_name_the_glob(tmp_path: Path) -> None:
 def test_gpulint_toml_uses_top_level_keys(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"gpulint\.toml: \(top level\) tool: unknown key"):
         resolve(tmp_path, "[tool.gpulint]\nnum-workers = 2\n", name="gpulint.toml")
-    assert resolve(tmp_path, "num-workers = 3\n", name="gpulint.toml").num_workers == 3
+    assert resolve(tmp_path, "num-workers = 3\n", name="gpulint.toml").value(NUM_WORKERS) == 3
 
 
 def test_invalid_toml_names_the_file(tmp_path: Path) -> None:

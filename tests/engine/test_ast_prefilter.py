@@ -17,13 +17,13 @@ from typing import Callable
 import pytest
 from hypothesis import given
 
-from gpulint.config import Settings
+from gpulint.core.findings import Finding
+from gpulint.core.settings import Settings
 from gpulint.engine import ast_prefilter, linter
 from gpulint.engine.ast_prefilter import AstFacts, scan, text_may_meet
-from gpulint.engine.findings import Finding
 from gpulint.engine.guard import MAX_DEPTH
 from gpulint.engine.linter import lint_text
-from gpulint.rules import ALL_RULES
+from gpulint.rules import all_rules
 from tests.engine.test_properties import ci, training_programs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,7 +92,7 @@ def test_resolves_through_every_import_form(code: str, qualified: str) -> None:
     "from ..torch import optim\noptim.Adam(p)",
 ])
 def test_relative_imports_resolve_to_nothing(code: str) -> None:
-    # the alias table never resolves a relative import either (analysis/names.py)
+    # the alias table never resolves a relative import either (core/names.py)
     assert not facts(code).has("torch.optim.Adam")
 
 
@@ -137,7 +137,7 @@ def test_text_cooccurrence_follows_the_needles() -> None:
 
 
 def test_every_rule_needle_is_well_formed() -> None:
-    for rule in ALL_RULES:
+    for rule in all_rules():
         for group in rule.ast_needles or ():
             assert group, rule.code
             for needle in group:
@@ -182,12 +182,14 @@ SHADOWING_CASES = [
     # a local `torch` in one function must not hide the module-level import used elsewhere
     "import torch\ndef helper():\n    torch = None\n    return torch\nopt = torch.optim.Adam(model.parameters())\n",
     # a parameter named like the alias, and the alias used in another function
-    "import torch.optim as optim\ndef f(optim):\n    return optim\ndef g(model):\n    return optim.Adam(model.parameters())\n",
+    ("import torch.optim as optim\ndef f(optim):\n    return optim\n"
+     "def g(model):\n    return optim.Adam(model.parameters())\n"),
     # the same name imported in two functions from two places
     ("def a(model):\n    from torch.optim import Adam\n    return Adam(model.parameters())\n"
      "def b():\n    from mylib import Adam\n    return Adam\n"),
     # a class attribute shadowing nothing at module level
-    "import torch\nclass Trainer:\n    torch = 1\n    def opt(self, m):\n        return torch.optim.Adam(m.parameters())\n",
+    ("import torch\nclass Trainer:\n    torch = 1\n"
+     "    def opt(self, m):\n        return torch.optim.Adam(m.parameters())\n"),
 ]
 
 

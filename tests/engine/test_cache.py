@@ -6,15 +6,16 @@ import json
 import multiprocessing
 import os
 from pathlib import Path
+from typing import Any, Optional
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from gpulint.cli import main
-from gpulint.config import Settings
+from gpulint.core.settings import Settings
 from gpulint.engine import linter, runner
 from gpulint.engine.cache import CacheError, ResultCache, clean, is_gpulint_cache
-from gpulint.engine.runner import Job, Mode, cached_report, run_jobs
+from gpulint.engine.runner import Job, Mode, cached_result, run_jobs
 
 # a torchvision dataset yields CPU tensors, so GPU101's fix is the safe one (see docs/fix-safety.md)
 TRAIN = """\
@@ -27,7 +28,7 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 """
 
 
-def invoke(*args: str):
+def invoke(*args: str) -> Result:
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
@@ -42,17 +43,18 @@ def train(tmp_path: Path) -> Path:
     return path
 
 
-def check_job(path: Path, cache: ResultCache, settings: Settings = Settings(), mode: Mode = Mode.CHECK) -> Job:
-    return Job(path, settings, mode, cache=cache)
+def check_job(path: Path, cache: ResultCache, settings: Optional[Settings] = None, mode: Mode = Mode.CHECK) -> Job:
+    return Job(path, settings or Settings(), mode, cache=cache)
 
 
-def test_hit_returns_the_same_findings_without_linting(train: Path, tmp_path: Path, monkeypatch) -> None:
+def test_hit_returns_the_same_findings_without_linting(train: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     cache = ResultCache.open(tmp_path / "cache")
     first = run_jobs([check_job(train, cache)])[0]
     assert [f.code for f in first.findings] == ["GPU101", "GPU102", "GPU201"]
     assert len(entries(tmp_path / "cache")) == 1
 
-    def no_linting(*args, **kwargs):
+    def no_linting(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a cache hit must not lint")
 
     monkeypatch.setattr(linter, "lint_text", no_linting)
@@ -78,7 +80,7 @@ def test_key_changes_with_content_settings_path_and_linter(train: Path, tmp_path
     base = cache.key(train, raw, Settings())
     assert cache.key(train, raw, Settings()) == base
     assert cache.key(train, raw + b"\n", Settings()) != base
-    assert cache.key(train, raw, Settings(num_workers=8)) != base
+    assert cache.key(train, raw, Settings().with_values({"num-workers": 8})) != base
     assert cache.key(train, raw, Settings(ignore=("GPU101",))) != base
     assert cache.key(tmp_path / "other.py", raw, Settings()) != base
     other_linter = ResultCache(cache.directory, "another gpulint build")
@@ -111,7 +113,7 @@ def test_corrupt_entry_is_a_miss_and_gets_replaced(train: Path, tmp_path: Path, 
     key = entry.stem
     entry.write_bytes(damage.replace(b"KEY", key.encode()))
     assert cache.get(key, str(train)) is None
-    assert cached_report(check_job(train, cache)) is None
+    assert cached_result(check_job(train, cache)) is None
     assert run_jobs([check_job(train, cache)])[0].findings == expected
     assert cache.get(key, str(train)) == expected, "the damaged entry was not rewritten"
 
@@ -148,7 +150,8 @@ def test_concurrent_processes_share_one_cache(train: Path, tmp_path: Path) -> No
     assert not [p for p in directory.rglob("*") if p.name.startswith(".tmp-")]
 
 
-def test_fix_skips_files_whose_cached_findings_have_no_fix_to_apply(tmp_path: Path, monkeypatch) -> None:
+def test_fix_skips_files_whose_cached_findings_have_no_fix_to_apply(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "train.py"
     path.write_text(TRAIN.replace("torch.optim.AdamW(model.parameters(), lr=1e-3)", "make_optimizer()")
                     .replace("batch_size=32)", "batch_size=32, pin_memory=True)"))
@@ -156,7 +159,7 @@ def test_fix_skips_files_whose_cached_findings_have_no_fix_to_apply(tmp_path: Pa
     checked = run_jobs([check_job(path, cache)])[0]
     assert [f.code for f in checked.findings] == ["GPU102"]  # its fix is unsafe
 
-    def no_fixing(*args, **kwargs):
+    def no_fixing(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("nothing to fix: the cache answers")
 
     monkeypatch.setattr(linter, "fix_text", no_fixing)
@@ -167,7 +170,7 @@ def test_fix_skips_files_whose_cached_findings_have_no_fix_to_apply(tmp_path: Pa
     assert unsafe.fixed == 1 and "num_workers=min(4, os.cpu_count() or 1)" in path.read_text()
 
 
-def test_fix_stores_the_fixed_files_findings(train: Path, tmp_path: Path, monkeypatch) -> None:
+def test_fix_stores_the_fixed_files_findings(train: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = ResultCache.open(tmp_path / "cache")
     fixed = run_jobs([check_job(train, cache, mode=Mode.FIX)])[0]
     assert fixed.fixed == 2
@@ -184,7 +187,7 @@ def test_cli_no_cache_writes_nothing_and_cache_dir_option(train: Path, tmp_path:
     assert result.exit_code == 1 and len(entries(directory)) == 1
 
 
-def test_cli_cache_dir_from_environment(train: Path, tmp_path: Path, monkeypatch) -> None:
+def test_cli_cache_dir_from_environment(train: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     directory = tmp_path / "from-env"
     monkeypatch.setenv("GPULINT_CACHE_DIR", str(directory))
     assert invoke("check", str(train)).exit_code == 1

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gpulint.config import Settings
+from gpulint.core.settings import Settings
 from gpulint.engine.guard import python_check
 from gpulint.engine.runner import Job, Mode, run_jobs
 

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
-from gpulint.engine.fixes import Applicability, Edit, Fix, apply_fixes, minimize
+from gpulint.core.edits import (
+    Applicability,
+    Edit,
+    Fix,
+    apply_edits,
+    minimize,
+    select_edits,
+)
 
 
-def fix(*edits: Edit) -> Fix:
+def apply_fixes(text: str, fixes: list[Fix[Edit]]) -> tuple[str, int]:
+    """What one fix round does: the edits of the fixes that do not collide, applied together."""
+    edits, applied = select_edits(fixes)
+    return apply_edits(text, edits), applied
+
+
+def fix(*edits: Edit) -> Fix[Edit]:
     return Fix(Applicability.SAFE, "fix", tuple(edits))
 
 

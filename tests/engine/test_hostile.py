@@ -10,12 +10,15 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 import gpulint.cli as cli
-from gpulint.engine import linter, source
+import gpulint.cli.lint as cli_lint
+from gpulint.core import source
+from gpulint.engine import linter
 from gpulint.engine.guard import MAX_CHARS, MAX_DEPTH
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -40,24 +43,24 @@ def cache_mode(request: pytest.FixtureRequest) -> None:
     CACHE[:] = ["--no-cache"] if request.param == "no-cache" else []
 
 
-def invoke(*args: str):
+def invoke(*args: str) -> Result:
     return CliRunner().invoke(cli.main, list(args), catch_exceptions=False)
 
 
-def check(*paths: Path, extra: tuple[str, ...] = ()):
+def check(*paths: Path, extra: tuple[str, ...] = ()) -> Result:
     return invoke("check", *CACHE, *extra, *map(str, paths))
 
 
-def fix(*paths: Path, extra: tuple[str, ...] = ()):
+def fix(*paths: Path, extra: tuple[str, ...] = ()) -> Result:
     return invoke("fix", *CACHE, *extra, *map(str, paths))
 
 
-def assert_no_traceback(result) -> None:
+def assert_no_traceback(result: Result) -> None:
     assert "Traceback" not in result.output, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
 
 
-def findings_for(result, path: Path) -> list[str]:
+def findings_for(result: Result, path: Path) -> list[str]:
     """`CODE message` of every finding line for `path` in concise output."""
     out = []
     for line in result.stdout.splitlines():
@@ -233,7 +236,7 @@ def _unreadable(monkeypatch: pytest.MonkeyPatch, target: Path) -> None:
     monkeypatch.setattr(os, "open", guarded_open)
 
 
-def test_unreadable_file_is_reported_and_others_are_linted(tmp_path: Path, monkeypatch) -> None:
+def test_unreadable_file_is_reported_and_others_are_linted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     secret = tmp_path / "secret.py"
     secret.write_text(TRAIN)
     (tmp_path / "train.py").write_text(TRAIN)
@@ -257,7 +260,8 @@ def test_unreadable_file_really_chmod_000(tmp_path: Path) -> None:
         secret.chmod(0o644)
 
 
-def test_unreadable_directory_is_a_finding_and_the_rest_is_linted(tmp_path: Path, monkeypatch) -> None:
+def test_unreadable_directory_is_a_finding_and_the_rest_is_linted(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     locked = tmp_path / "locked"
     locked.mkdir()
     (locked / "hidden.py").write_text(TRAIN)
@@ -286,18 +290,18 @@ def test_unreadable_directory_is_a_finding_and_the_rest_is_linted(tmp_path: Path
     assert not findings_for(result, locked / "hidden.py")
 
 
-def test_path_that_vanishes_before_it_is_read(tmp_path: Path, monkeypatch) -> None:
+def test_path_that_vanishes_before_it_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for i in range(10):  # enough for the process pool
         (tmp_path / f"train_{i}.py").write_text(TRAIN)
     gone = tmp_path / "train_3.py"
-    collect = cli.collect_jobs
+    collect = cli_lint.collect_jobs
 
-    def collect_then_delete(*args, **kwargs):
+    def collect_then_delete(*args: Any, **kwargs: Any) -> Any:
         jobs = collect(*args, **kwargs)
         gone.unlink()
         return jobs
 
-    monkeypatch.setattr(cli, "collect_jobs", collect_then_delete)
+    monkeypatch.setattr(cli_lint, "collect_jobs", collect_then_delete)
     result = check(tmp_path, extra=("-j", "2"))
     assert_no_traceback(result)
     assert result.exit_code == EXIT_FINDINGS
@@ -309,7 +313,7 @@ def _during_fix(monkeypatch: pytest.MonkeyPatch, action) -> None:  # noqa: ANN00
     """Run `action(path)` after gpulint read a file and computed its fixes, before it writes."""
     real = linter.fix_text
 
-    def fix_text(path, *args, **kwargs):  # noqa: ANN001, ANN202
+    def fix_text(path: Any, *args: Any, **kwargs: Any) -> Any:
         outcome = real(path, *args, **kwargs)
         action(Path(path))
         return outcome
@@ -317,7 +321,8 @@ def _during_fix(monkeypatch: pytest.MonkeyPatch, action) -> None:  # noqa: ANN00
     monkeypatch.setattr(linter, "fix_text", fix_text)
 
 
-def test_file_changed_between_read_and_write_is_skipped_and_reported(tmp_path: Path, monkeypatch) -> None:
+def test_file_changed_between_read_and_write_is_skipped_and_reported(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "train.py"
     path.write_text(TRAIN)
     theirs = TRAIN + "# saved by the editor meanwhile\n"
@@ -330,7 +335,7 @@ def test_file_changed_between_read_and_write_is_skipped_and_reported(tmp_path: P
     assert no_temp_files(tmp_path)
 
 
-def test_file_deleted_between_read_and_write_is_not_recreated(tmp_path: Path, monkeypatch) -> None:
+def test_file_deleted_between_read_and_write_is_not_recreated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "train.py"
     path.write_text(TRAIN)
     _during_fix(monkeypatch, lambda p: p.unlink())
@@ -355,13 +360,14 @@ def test_read_only_file_is_not_written(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("failure", ["mkstemp", "write", "fsync", "chmod", "replace"])
-def test_any_write_failure_leaves_the_original_byte_identical(tmp_path: Path, monkeypatch, failure: str) -> None:
+def test_any_write_failure_leaves_the_original_byte_identical(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch, failure: str) -> None:
     path = tmp_path / "train.py"
     path.write_bytes(TRAIN.encode())
     path.chmod(0o640)
     before = snapshot(tmp_path)
 
-    def boom(*args, **kwargs):
+    def boom(*args: Any, **kwargs: Any) -> Any:
         raise OSError(28, "No space left on device")
 
     if failure == "mkstemp":
@@ -457,7 +463,7 @@ def test_non_ascii_identifiers_and_strings(tmp_path: Path) -> None:
     assert path.read_text(encoding="utf-8") == text.replace("batch_size=2)", "batch_size=2, pin_memory=True)")
 
 
-def test_fix_keeps_mode_and_replaces_atomically(tmp_path: Path, monkeypatch) -> None:
+def test_fix_keeps_mode_and_replaces_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "train.py"
     path.write_text(TRAIN)
     path.chmod(0o751)
@@ -478,8 +484,8 @@ def test_fix_keeps_mode_and_replaces_atomically(tmp_path: Path, monkeypatch) -> 
 
 # -- gpulint's own bugs ------------------------------------------------------------------------
 
-def test_internal_error_is_one_line_and_v_shows_the_traceback(tmp_path: Path, monkeypatch) -> None:
-    from gpulint.rules.dataloader import DataLoaderPinMemory
+def test_internal_error_is_one_line_and_v_shows_the_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpulint.rules.gpu101_dataloader_without_pin_memory import DataLoaderPinMemory
 
     def broken(self, node) -> None:  # noqa: ANN001
         raise KeyError("simulated bug")

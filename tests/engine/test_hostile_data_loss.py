@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gpulint.engine import source as source_module
+from gpulint.core import source as source_module
 from tests.conftest import Gpulint
 
 # a torchvision dataset yields CPU tensors, so GPU101's fix is the safe one (docs/fix-safety.md)
@@ -191,7 +191,7 @@ def test_save_during_an_in_place_write_is_not_overwritten(gl: Gpulint, tmp_path:
 
 def test_add_noqa_skips_a_file_changed_after_it_was_linted(gl: Gpulint, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    import gpulint.cli as cli
+    import gpulint.cli.lint as cli
 
     path = tmp_path / "train.py"
     path.write_text(TRAIN)

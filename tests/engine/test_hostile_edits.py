@@ -13,14 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from gpulint.config import Settings
+from gpulint.core.settings import Settings
 from gpulint.engine import linter
 from gpulint.engine.linter import fix_text
 from tests.conftest import Gpulint
 
 ALL = Settings(preview=True)
 # a torchvision dataset yields CPU tensors, so GPU101's fix is the safe one (docs/fix-safety.md)
-HEAD = "import torch\nfrom torch.utils.data import DataLoader\nfrom torchvision.datasets import MNIST\nds = MNIST('data')\n"
+HEAD = ("import torch\nfrom torch.utils.data import DataLoader\nfrom torchvision.datasets import MNIST\n"
+        "ds = MNIST('data')\n")
 LOOP = ("device = torch.device('cuda')\nmodel = model.to(device)\n"
         "opt = torch.optim.AdamW(model.parameters())\n"
         "for x, y in DataLoader(ds):\n    loss = model(x).sum()\n    loss.backward()\n    opt.step()\n")
@@ -90,7 +91,7 @@ def stray_edit(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(linter, "apply_edits", apply_edits)
 
 
-def test_a_fix_that_changes_bytes_outside_its_edits_is_refused(gl: Gpulint, tmp_path: Path, stray_edit) -> None:
+def test_a_fix_that_changes_bytes_outside_its_edits_is_refused(gl: Gpulint, tmp_path: Path, stray_edit: None) -> None:
     path = tmp_path / "train.py"
     raw = (HEAD + "loader = DataLoader(ds)\n").encode()
     path.write_bytes(raw)
@@ -101,7 +102,7 @@ def test_a_fix_that_changes_bytes_outside_its_edits_is_refused(gl: Gpulint, tmp_
     assert "GPU101" in result.stdout  # the finding still stands
 
 
-def test_the_invariant_holds_for_diff_and_stdin_too(gl: Gpulint, tmp_path: Path, stray_edit) -> None:
+def test_the_invariant_holds_for_diff_and_stdin_too(gl: Gpulint, tmp_path: Path, stray_edit: None) -> None:
     path = tmp_path / "train.py"
     raw = (HEAD + "loader = DataLoader(ds)\n").encode()
     path.write_bytes(raw)
@@ -139,7 +140,8 @@ def test_valid_python_libcst_rejects_is_not_called_a_syntax_error(gl: Gpulint, t
 
 def test_a_cr_only_file_with_a_coding_cookie_is_read_as_python_reads_it(gl: Gpulint, tmp_path: Path) -> None:
     """Found by the byte-invariant property test: the cookie went unseen without a \\n."""
-    text = "# -*- coding: cp1252 -*-\r# \u201csmart\u201d \u20ac\r" + (HEAD + "loader = DataLoader(ds)\n").replace("\n", "\r")
+    header = "# -*- coding: cp1252 -*-\r# \u201csmart\u201d \u20ac\r"
+    text = header + (HEAD + "loader = DataLoader(ds)\n").replace("\n", "\r")
     path = tmp_path / "train.py"
     path.write_bytes(text.encode("cp1252"))
     result = gl.fix(path)

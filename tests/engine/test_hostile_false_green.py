@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from gpulint.codes import RULE_CODES, suggest
-from gpulint.config import ConfigError, parse_codes
+from gpulint.core.settings import ConfigError
+from gpulint.rules import rule_codes
+from gpulint.selectors import parse_codes, suggest
 from tests.conftest import Gpulint
 
 TRAIN = """\
@@ -151,9 +152,9 @@ def test_verify_validates_its_codes_too(project: Path) -> None:
 
 
 def test_every_known_code_is_a_rule_and_every_rule_is_known() -> None:
-    from gpulint.rules import DOCUMENTED_RULES
+    from gpulint.rules import all_rules
 
-    assert sorted(RULE_CODES) == sorted(rule.code for rule in DOCUMENTED_RULES)
+    assert sorted(rule_codes()) == sorted(rule.code for rule in all_rules())
 
 
 def test_suggestions_prefer_a_transposition() -> None:
@@ -163,7 +164,7 @@ def test_suggestions_prefer_a_transposition() -> None:
 
 
 def test_validating_codes_does_not_import_libcst() -> None:
-    probe = ("import sys\nfrom gpulint.config import parse_codes, SettingsResolver\n"
+    probe = ("import sys\nfrom gpulint.selectors import parse_codes\n"
              "parse_codes('GPU101,GPU1')\n"
              "try:\n    parse_codes('GPU110')\nexcept Exception as exc:\n    print(exc)\n"
              "print('libcst' in sys.modules)\n")
@@ -209,7 +210,7 @@ def test_pre_commit_naming_only_excluded_files_is_a_deliberate_skip(gl: Gpulint,
 
 @pytest.fixture
 def broken_rule(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpulint.rules.dataloader import DataLoaderPinMemory
+    from gpulint.rules.gpu101_dataloader_without_pin_memory import DataLoaderPinMemory
 
     def broken(self, node) -> None:  # noqa: ANN001
         raise KeyError("simulated bug")
@@ -219,7 +220,8 @@ def broken_rule(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("args", [("check",), ("fix",), ("fix", "--diff"), ("check", "--exit-zero"),
                                   ("fix", "--unsafe-fixes", "--exit-zero")])
-def test_an_internal_error_never_says_all_checks_passed(gl: Gpulint, project: Path, broken_rule, args) -> None:
+def test_an_internal_error_never_says_all_checks_passed(gl: Gpulint, project: Path, broken_rule: None,
+                                                        args: tuple[str, ...]) -> None:
     (project / "train.py").write_text(TRAIN)
     (project / "clean.py").write_text(CLEAN)
     result = gl(*args, ".")

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import libcst as cst
 
-from gpulint.analysis.names import NameTable
-from gpulint.config import Settings
-from gpulint.engine.context import FileContext
-from gpulint.engine.fixes import apply_edits
+from gpulint.core.context import FileContext
+from gpulint.core.edits import apply_edits
+from gpulint.core.names import NameTable
+from gpulint.core.pending import ImportPlanner
+from gpulint.core.settings import Settings
 from gpulint.engine.linter import _Placer
-from gpulint.engine.pending import ImportPlanner
 
 
 def plan(source: str, module: str, name: str, prefer_from: bool = False) -> tuple[str, str]:
@@ -24,7 +24,7 @@ def plan(source: str, module: str, name: str, prefer_from: bool = False) -> tupl
         return ref.expr, text
     ctx = FileContext(Path("x.py"), text, tree, Settings())
     placer = _Placer(ctx, [])
-    placer.spans.update(__import__("gpulint.engine.positions", fromlist=["compute_spans"]).compute_spans(
+    placer.spans.update(__import__("gpulint.core.positions", fromlist=["compute_spans"]).compute_spans(
         tree, [ref.edit.anchor] if ref.edit.anchor is not None else []))
     edit = placer._text_edit(ref.edit)
     return ref.expr, apply_edits(text, [edit])

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 
 from gpulint.analysis.device import GPU_EVIDENCE_TEXT
-from gpulint.analysis.facts import facts_of_text
-from gpulint.config import Settings
+from gpulint.core.settings import Settings
 from gpulint.engine import linter
 from gpulint.engine.linter import lint_text
+from gpulint.project.facts import facts_of_text
 from tests.engine.test_properties import ALL, ci, training_programs
 
 PATH = Path("train.py")
@@ -24,7 +25,7 @@ for x, y in loader:
 """
 
 
-def test_gpu_only_rules_do_not_parse_files_without_gpu_evidence(monkeypatch) -> None:
+def test_gpu_only_rules_do_not_parse_files_without_gpu_evidence(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_parse(text: str):  # noqa: ANN202
         raise AssertionError("parsed a file no rule can match")
 

@@ -24,9 +24,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpulint.config import Settings
+from gpulint.core.edits import apply_edits, select_edits
+from gpulint.core.settings import Settings
 from gpulint.engine.cache import ResultCache
-from gpulint.engine.fixes import apply_fixes
 from gpulint.engine.linter import MAX_FIX_ROUNDS, fix_text, lint_text
 from gpulint.engine.runner import Job, Mode, run_jobs
 
@@ -136,7 +136,7 @@ def generated_programs() -> st.SearchStrategy[str]:
 def parses(text: str) -> bool:
     try:
         cst.parse_module(text)
-    except Exception:
+    except Exception:  # noqa: BLE001 - any refusal of LibCST's means "does not parse"
         return False
     return True
 
@@ -181,10 +181,11 @@ def _fix_rounds(text: str) -> str:
     """fix_text's loop, checking after every round that nothing outside the edits changed."""
     for _ in range(MAX_FIX_ROUNDS):
         findings = lint_text(PATH, text, ALL).findings
-        fixes = [f.fix.as_fix() for f in findings if f.fix is not None]
+        fixes = [f.fix for f in findings if f.fix is not None]
         if not fixes:
             return text
-        new_text, applied = apply_fixes(text, fixes)
+        edits, applied = select_edits(fixes)
+        new_text = apply_edits(text, edits)
         if applied == 0 or new_text == text:
             return text
         edits = [e for fix in fixes for e in fix.edits]

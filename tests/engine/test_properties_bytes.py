@@ -30,10 +30,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpulint.config import Settings
+from gpulint.core.edits import Change, Edit, apply_changes, apply_edits, compose
+from gpulint.core.settings import Settings
+from gpulint.core.source import FixRefused, decode_source
 from gpulint.engine import linter
-from gpulint.engine.fixes import Change, Edit, apply_changes, apply_edits, compose
-from gpulint.engine.source import FixRefused, decode_source
 from tests.engine.test_properties import ci, training_programs
 from tests.fixture_cases import all_cases
 

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from gpulint.cli import main
-from gpulint.engine.source import SourceError, decode_source
+from gpulint.core.source import SourceError, decode_source
 
 BODY = (
     "import torch\n"

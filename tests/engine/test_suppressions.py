@@ -8,7 +8,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from gpulint.config import Settings
+from gpulint.core.settings import Settings
 from gpulint.engine.linter import fix_text, lint_text
 from gpulint.engine.suppressions import add_noqa
 

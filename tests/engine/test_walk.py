@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from gpulint.engine.walk import TRIVIA, trivia_skip, walk
+from gpulint.core.walk import TRIVIA, trivia_skip, walk
 
 SOURCE = '''\
 """Doc."""
@@ -99,3 +99,58 @@ def test_deep_trees_do_not_recurse(depth: int) -> None:
     count = Recorder()
     walk(node, count)
     assert count.events.count(("visit", "UnaryOperation")) == depth
+
+
+class Typed(cst.CSTVisitor):
+    """LibCST's own dispatch (no on_visit override): `visit_<Type>` / `leave_<Type>` methods, one
+    that prunes, one that is a staticmethod, and a node type nothing handles."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.events.append(f"visit Call {type(node.func).__name__}")
+
+    def leave_Call(self, original_node: cst.Call) -> None:
+        self.events.append("leave Call")
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        self.events.append("visit Lambda (pruned)")
+        return False
+
+    def leave_Lambda(self, original_node: cst.Lambda) -> None:
+        self.events.append("leave Lambda")
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.events.append(f"Name {node.value}")
+
+    @staticmethod
+    def visit_Integer(node: cst.Integer) -> None:
+        SEEN_INTEGERS.append(node.value)
+
+
+SEEN_INTEGERS: list[str] = []
+
+
+def test_typed_dispatch_matches_libcst_visit() -> None:
+    """walk() looks a visitor's `visit_<Type>` up once per class and type; what it calls, and in what
+    order, must stay LibCST's."""
+    module = cst.parse_module(SOURCE + "f(lambda q=g(1): h(q), 2)\n")
+    theirs, ours = Typed(), Typed()
+    SEEN_INTEGERS.clear()
+    module.visit(theirs)
+    their_integers = list(SEEN_INTEGERS)
+    SEEN_INTEGERS.clear()
+    walk(module, ours)
+    assert ours.events == theirs.events and SEEN_INTEGERS == their_integers
+    assert "visit Lambda (pruned)" in ours.events and "Name h" not in ours.events
+    assert their_integers  # the staticmethod was called
+
+
+def test_an_on_visit_of_the_instance_is_honoured() -> None:
+    """A visitor whose on_visit is replaced on the instance keeps it (no cached class dispatch)."""
+    visitor = Typed()
+    seen: list[str] = []
+    visitor.on_visit = lambda node: seen.append(type(node).__name__) or True  # type: ignore[method-assign]
+    walk(cst.parse_module("f(x)\n"), visitor)
+    assert "Call" in seen and visitor.events == ["leave Call"]

@@ -16,7 +16,7 @@ from urllib.parse import unquote_to_bytes, urlparse
 
 import pytest
 
-from gpulint.output.context import quote_path
+from gpulint.output.display import quote_path
 from tests.conftest import Gpulint
 
 # MNIST yields CPU tensors: GPU101's fix is the safe one, so `fix --diff` has a diff to show

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ STEPS = 24
 
 
 def _fixed(amp_dtype: str) -> str:
-    settings = dataclasses.replace(CASE.settings, amp_dtype=amp_dtype)
+    settings = CASE.settings.with_values({"amp-dtype": amp_dtype})
     original = CASE.path.read_text(encoding="utf-8")
     outcome = fix_text(Path(CASE.path), original, settings, unsafe=True)
     assert outcome.applied >= 1 and not outcome.findings

@@ -31,7 +31,7 @@ def _train(module: ModuleType, model_name: str) -> tuple[list[float], list[int]]
     import torch
     import torch.nn.functional as F
 
-    from gpulint.verify.memory import saved_tensor_bytes
+    from tests.saved_memory import saved_tensor_bytes
 
     torch.manual_seed(0)
     model: Any = getattr(module, model_name)()
@@ -42,7 +42,7 @@ def _train(module: ModuleType, model_name: str) -> tuple[list[float], list[int]]
     for _ in range(STEPS):
         x, y = torch.randn(32, 8, generator=data), torch.randn(32, 1, generator=data)
         optimizer.zero_grad()
-        measured = saved_tensor_bytes(lambda: F.mse_loss(model(x), y), exclude=list(model.parameters()))
+        measured = saved_tensor_bytes(lambda: F.mse_loss(model(x), y), exclude=list(model.parameters()))  # noqa: B023 - called here
         measured.result.backward()
         optimizer.step()
         losses.append(measured.result.item())
@@ -69,7 +69,7 @@ def test_fixed_model_trains_identically_with_less_saved_memory(
 def test_fixed_model_evaluates_without_checkpointing(versions: tuple[ModuleType, ModuleType], model_name: str) -> None:
     import torch
 
-    from gpulint.verify.memory import saved_tensor_bytes
+    from tests.saved_memory import saved_tensor_bytes
 
     outputs = []
     for module in versions:
@@ -77,7 +77,7 @@ def test_fixed_model_evaluates_without_checkpointing(versions: tuple[ModuleType,
         model = getattr(module, model_name)().eval()
         x = torch.randn(4, 8, generator=torch.Generator().manual_seed(2))
         # in eval mode with grad enabled the rewritten forward takes the plain branch: same saved bytes
-        measured = saved_tensor_bytes(lambda: model(x), exclude=list(model.parameters()))
+        measured = saved_tensor_bytes(lambda: model(x), exclude=list(model.parameters()))  # noqa: B023 - called here
         outputs.append((measured.result.detach(), measured.bytes))
     (out_before, bytes_before), (out_after, bytes_after) = outputs
     assert torch.equal(out_before, out_after)

@@ -8,10 +8,8 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from gpulint.config import Settings
+from gpulint.core.settings import Settings
 from gpulint.engine.linter import fix_text, lint_text
-from gpulint.rules import ALL_RULES
-from gpulint.rules.checkpointing import CheckpointWithoutUseReentrant, DeepStackWithoutCheckpointing
 from tests.fixture_cases import FIXTURES
 
 PATH = Path("model.py")
@@ -48,11 +46,6 @@ def _codes(text: str, settings: Settings = BOTH) -> list[str]:
     return [f.code for f in lint_text(PATH, text, settings).findings]
 
 
-def test_both_rules_are_registered() -> None:
-    assert DeepStackWithoutCheckpointing in ALL_RULES
-    assert CheckpointWithoutUseReentrant in ALL_RULES
-
-
 @pytest.mark.parametrize(("depth", "segments"), [(8, 3), (9, 3), (12, 3), (16, 4), (24, 5), (50, 7)])
 def test_segments_are_rounded_square_root_of_depth(depth: int, segments: int) -> None:
     fixed = fix_text(PATH, _model(str(depth)), BOTH, unsafe=True).text
@@ -61,7 +54,7 @@ def test_segments_are_rounded_square_root_of_depth(depth: int, segments: int) ->
 
 @pytest.mark.parametrize("minimum", [4, 8, 12])
 def test_min_depth_is_inclusive(minimum: int) -> None:
-    settings = Settings(select=("GPU301",), preview=True, checkpoint_min_depth=minimum)
+    settings = Settings(select=("GPU301",), preview=True).with_values({"checkpoint-min-depth": minimum})
     assert _codes(_model(str(minimum)), settings) == ["GPU301"]
     assert _codes(_model(str(minimum - 1)), settings) == []
 
@@ -75,7 +68,7 @@ def test_depth_arithmetic_on_module_constants() -> None:
 def test_reassigned_constant_is_not_a_known_depth() -> None:
     text = _model("LAYERS", header="LAYERS = 16; LAYERS = 2")
     assert _codes(text) == []
-    unknown = Settings(select=("GPU301",), preview=True, checkpoint_unknown_depth=True)
+    unknown = Settings(select=("GPU301",), preview=True).with_values({"checkpoint-unknown-depth": True})
     assert _codes(text, unknown) == ["GPU301"]
     fixed = fix_text(PATH, text, unknown, unsafe=True).text
     assert "checkpoint_sequential(self.blocks, round(len(self.blocks) ** 0.5), x, use_reentrant=False)" in fixed
@@ -187,7 +180,7 @@ def test_gpu302_bad_syntax_is_a_gpu000_not_a_crash() -> None:
 @pytest.mark.torch
 def test_saved_tensor_bytes_counts_unique_storages_exactly() -> None:
     torch = pytest.importorskip("torch")
-    from gpulint.verify.memory import saved_tensor_bytes
+    from tests.saved_memory import saved_tensor_bytes
 
     weight = torch.randn(8, 8, requires_grad=True)
     x = torch.randn(4, 8, requires_grad=True)

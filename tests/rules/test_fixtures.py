@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import libcst as cst
 import pytest
 
 from gpulint.engine.linter import fix_text, lint_text
-from tests.fixture_cases import Case, all_cases
+from gpulint.rules import all_rules
+from gpulint.rules.gpu000_invalid_file import InvalidFile
+from tests.fixture_cases import Case, CaseError, all_cases, load_case
 
 CASES = all_cases()
 
@@ -33,8 +38,41 @@ def test_fix_output(case: Case) -> None:
 
 
 def test_every_rule_has_cases() -> None:
-    from gpulint.rules import ALL_RULES
-
+    """GPU000 is the engine's own (a file that does not parse): tests/engine/test_hostile*.py cover it."""
     covered = {c.path.parent.name for c in CASES}
-    missing = [r.code for r in ALL_RULES if r.code not in covered]
+    missing = [r.code for r in all_rules() if r is not InvalidFile and r.code not in covered]
     assert not missing, f"rules without fixture cases: {missing}"
+
+
+def test_a_case_named_not_flagged_expects_no_finding() -> None:
+    """The name is the first thing a reader sees: `*_not_flagged` must mean no finding, and no fix.
+    The file is read as text, so an `expect:` line the loader would not parse counts too."""
+    not_flagged = [c for c in CASES if c.path.stem.endswith("_not_flagged")]
+    misnamed = [c.id for c in not_flagged if c.expected or c.fixed_path.exists()
+                or re.search(r"expect\s*:", c.path.read_text(encoding="utf-8"), re.IGNORECASE)]
+    assert misnamed == []
+    assert len(not_flagged) >= len({c.path.parent.name for c in not_flagged}) >= 5
+
+
+@pytest.mark.parametrize("header, problem", [
+    ("# expect: 3:1 GPU101 (the loader)\n", "not `# expect: ROW:COL GPUnnn`"),
+    ("# Expect: 3 GPU101\n", "not `# expect: ROW:COL GPUnnn`"),
+    ("# gpulint-test: select=GPU101\nimport torch\n# expect: 3:1 GPU101\n", "below the header"),
+])
+def test_an_expectation_the_loader_cannot_read_is_an_error(tmp_path: Path, header: str, problem: str) -> None:
+    """A dropped `expect:` line would turn a flagged case into a clean one without a word."""
+    case = tmp_path / "GPU101" / "dropped.py"
+    case.parent.mkdir()
+    case.write_text(header + "x = 1\n", encoding="utf-8")
+    with pytest.raises(CaseError, match=re.escape(problem)):
+        load_case(case)
+
+
+def test_the_loader_reads_expectations_and_settings(tmp_path: Path) -> None:
+    case = tmp_path / "GPU102" / "two.py"
+    case.parent.mkdir()
+    case.write_text("# gpulint-test: select=GPU101,GPU102\n# expect: 9:5 GPU102\n# expect: 4:1 GPU101\n\nx = 1\n",
+                    encoding="utf-8")
+    loaded = load_case(case)
+    assert loaded.expected == ((4, 1, "GPU101"), (9, 5, "GPU102"))
+    assert loaded.settings.select == ("GPU101", "GPU102")

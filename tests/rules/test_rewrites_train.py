@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from gpulint.cli import main
 
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
 RUNTIME = Path(__file__).resolve().parents[2] / "fixtures" / "runtime"
 # the one warning a CPU-only machine must give: pinned memory needs an accelerator

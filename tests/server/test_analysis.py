@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gpulint.config import ConfigError
-from gpulint.engine.fixes import apply_edits
+from gpulint.core.edits import apply_edits
 from gpulint.server.analysis import EditorSettings, Positions, fix_all_edits, lint_buffer, noqa_edits
 
 TEXT = 'x = "🚀é"; y = 1\r\nz = 2\n'

@@ -117,7 +117,8 @@ def test_syntax_error_is_reported_not_run(tmp_path: Path) -> None:
     assert "cannot parse the script" in result.output
 
 
-def test_a_folder_of_modules_names_the_scripts_that_import_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_folder_of_modules_names_the_scripts_that_import_them(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 13 item 9: `gpulint verify mingpt/` called model.py "not a training script" after running it."""
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
     lib = tmp_path / "lib"
@@ -146,3 +147,14 @@ def test_a_module_with_fixes_that_no_script_imports_is_not_a_pass(tmp_path: Path
     assert result.exit_code == 3, result.output
     assert "not verified (INCONCLUSIVE)" in result.output
     assert "helpers.py: a module with fixes; no script in its project imports it" in result.output
+
+
+def test_the_verify_command_imports_no_torch() -> None:
+    """torch loads only in the runs' subprocesses: `gpulint verify` starts, and says 'no torch', without it."""
+    import subprocess
+    import sys
+
+    probe = ("import sys\nimport gpulint.cli, gpulint.verify.session, gpulint.verify.report, gpulint.verify.project\n"
+             "print('torch' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "False", proc.stdout + proc.stderr

@@ -6,17 +6,10 @@ import math
 
 import pytest
 
-from gpulint.verify.compare import (
-    FUSED_OPTIMIZER,
-    MIXED_PRECISION,
-    NEUTRAL,
-    build_timing,
-    check_losses,
-    check_run_losses,
-    compare,
-)
+from gpulint.core.verification import FUSED_OPTIMIZER, MIXED_PRECISION, NEUTRAL, Tolerance
+from gpulint.verify.compare import build_timing, check_losses, check_run_losses, compare
 from gpulint.verify.events import RunRecord, StepRecord
-from gpulint.verify.rules import RULES, tolerance_for
+from gpulint.verify.rules import tolerance_for, verifications
 
 CURVE = [2.3, 2.1, 1.9, 1.8, 1.7, 1.6, 1.55, 1.5, 1.45, 1.4, 1.38, 1.36]
 
@@ -35,7 +28,7 @@ CURVE = [2.3, 2.1, 1.9, 1.8, 1.7, 1.6, 1.55, 1.5, 1.45, 1.4, 1.38, 1.36]
         ([], NEUTRAL),
     ],
 )
-def test_tolerance_is_the_loosest_any_applied_rule_needs(codes: list[str], expected) -> None:
+def test_tolerance_is_the_loosest_any_applied_rule_needs(codes: list[str], expected: Tolerance) -> None:
     assert tolerance_for(codes).tolerance == expected
 
 
@@ -94,13 +87,15 @@ def _run(times: list[float], losses: list[float] = CURVE, **memory: int) -> RunR
     return RunRecord(status="stopped", steps=steps, memory=dict(memory))
 
 
-def test_every_rule_has_one_row_in_the_verify_table() -> None:
-    """Rule codes live in one table: its tolerance and its runtime evidence (issue 14 moves them to the rules)."""
-    from gpulint.rules import ALL_RULES
+def test_every_rule_with_a_fix_says_what_verify_checks() -> None:
+    """A rule without a verification would be NOT TRACKED by verify; one without constructs could never be
+    exercised, unless its fix has no runtime effect (GPU900 removes a comment)."""
+    from gpulint.rules import all_rules
 
-    fixable = {rule.code for rule in ALL_RULES}
-    assert fixable - {"GPU000"} <= set(RULES), "a rule without a verify row would be NOT TRACKED"
-    assert all(r.constructs or r.code == "GPU900" for r in RULES.values())
+    fixable = {rule.code for rule in all_rules() if rule.fix is not None}
+    assert fixable and fixable <= set(verifications())
+    no_effect = {code for code, check in verifications().items() if not check.constructs}
+    assert no_effect == {"GPU900"}
 
 
 def test_memory_and_losses_come_from_the_checked_runs() -> None:

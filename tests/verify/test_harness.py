@@ -11,7 +11,7 @@ from gpulint.verify import events
 from gpulint.verify.process import RunSpec, run_harness
 
 pytest.importorskip("torch")
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
@@ -78,7 +78,8 @@ def test_step_limit_holds_through_a_bare_except(cuda_only_run: tuple[events.RunR
     assert "finished all" not in record.log_tail
 
 
-def test_cuda_only_script_runs_on_the_cpu_with_the_loss_it_reports(cuda_only_run: tuple[events.RunRecord, Path]) -> None:
+def test_cuda_only_script_runs_on_the_cpu_with_the_loss_it_reports(cuda_only_run: tuple[events.RunRecord,
+                                                                   Path]) -> None:
     """Issue 13 items 11 and 12: pin_memory(), torch.cuda.* calls mapped and reported; the accumulated loss."""
     record, own = cuda_only_run
     assert record.status == events.STOPPED, record.message + record.log_tail

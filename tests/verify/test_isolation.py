@@ -24,7 +24,7 @@ from gpulint.verify import events, guard, process, sandbox
 from gpulint.verify.process import RunSpec, run_harness
 
 pytest.importorskip("torch")
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
@@ -66,7 +66,8 @@ def user_project(tmp_path: Path) -> tuple[Path, Path, Path]:
     return user, work, proj
 
 
-def test_verify_leaves_every_user_file_byte_identical(user_project, monkeypatch: pytest.MonkeyPatch,
+def test_verify_leaves_every_user_file_byte_identical(user_project: tuple[Path, Path, Path],
+                                                      monkeypatch: pytest.MonkeyPatch,
                                                       tmp_path: Path) -> None:
     """Copies (small files), links to large files and links to folders (beyond the entry budget) in one run."""
     user, work, proj = user_project

@@ -84,6 +84,7 @@ def test_the_project_and_the_modules_a_script_imports_are_found(project: Path) -
 
 
 @pytest.mark.torch
+@pytest.mark.slow
 def test_fixes_in_an_imported_module_are_verified_through_the_entry_script(project: Path, tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(project)

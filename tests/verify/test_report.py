@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gpulint.core.verification import MIXED_PRECISION
 from gpulint.verify import events
-from gpulint.verify.compare import MIXED_PRECISION, compare
+from gpulint.verify.compare import compare
 from gpulint.verify.events import RunRecord, StepRecord
 from gpulint.verify.report import script_table
+from gpulint.verify.results import ScriptResult, VerifyOptions
 from gpulint.verify.rules import tolerance_for
-from gpulint.verify.session import ScriptResult, VerifyOptions
 
 
 def _record(status: str, count: int) -> RunRecord:

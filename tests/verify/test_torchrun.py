@@ -29,7 +29,8 @@ def test_ddp_script_verifies_through_torchrun_with_two_cpu_processes(tmp_path: P
     report = tmp_path / "report.json"
     result = CliRunner().invoke(main, ["verify", str(FIXTURE), "--nproc-per-node", "2", "--device", "cpu",
                                        "--steps", "8", "--warmup", "2", "--repeats", "0", "--threads", "1",
-                                       "--select", "GPU201", "--no-diff", "--json", str(report), "--", "--size", "tiny"])
+                                       "--select", "GPU201", "--no-diff", "--json", str(report),
+                                       "--", "--size", "tiny"])
     data = json.loads(report.read_text())["scripts"][0]
     assert result.exit_code == 0, result.output
     assert data["verdict"] == "PASS"

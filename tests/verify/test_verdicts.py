@@ -18,7 +18,7 @@ from gpulint.cli import main
 from gpulint.verify.session import EXIT_INCONCLUSIVE
 
 pytest.importorskip("torch")
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
 SCRIPTS = Path(__file__).parent / "scripts"
 

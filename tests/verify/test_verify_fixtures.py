@@ -22,7 +22,7 @@ from gpulint.verify import events
 from gpulint.verify.process import RunSpec, run_harness
 
 pytest.importorskip("torch")
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "fixtures" / "scripts"
@@ -67,7 +67,8 @@ def transformer_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str,
     return _verify(tmp_path_factory.mktemp("transformer"), "transformer_lm.py", "--device", "cpu")
 
 
-def test_dataloader_fixture_verifies_with_a_passing_loss_verdict(dataloader_run) -> None:
+def test_dataloader_fixture_verifies_with_a_passing_loss_verdict(dataloader_run: tuple[int, str, dict[str,
+                                                                 Any], Path]) -> None:
     code, output, data, _ = dataloader_run
     assert code == 0, output
     (script,) = data["scripts"]
@@ -84,7 +85,8 @@ def test_dataloader_fixture_verifies_with_a_passing_loss_verdict(dataloader_run)
     assert training["original"]["trained"] and training["rewritten"]["trained"]
 
 
-def test_report_json_carries_curves_times_memory_and_environment(dataloader_run) -> None:
+def test_report_json_carries_curves_times_memory_and_environment(dataloader_run: tuple[int, str, dict[str,
+                                                                 Any], Path]) -> None:
     _, _, data, plot = dataloader_run
     assert data["schema_version"] == 2
     assert data["settings"]["steps"] == STEPS and data["settings"]["warmup"] == WARMUP
@@ -109,7 +111,7 @@ def test_report_json_carries_curves_times_memory_and_environment(dataloader_run)
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_transformer_fixture_matches_under_cpu_bf16_autocast(transformer_run) -> None:
+def test_transformer_fixture_matches_under_cpu_bf16_autocast(transformer_run: tuple[int, str, dict[str, Any]]) -> None:
     code, output, data = transformer_run
     (script,) = data["scripts"]
     if "GPU001" not in script["rules_applied"]:
@@ -138,7 +140,8 @@ def test_checkpointing_fixture_saves_less_activation_memory_with_the_same_loss(t
     assert loss["passed"] is True and loss["tolerance"]["per_step"] == 1e-6
 
 
-def test_fixed_fixtures_still_train(fixed_copies: Path, dataloader_run, transformer_run, tmp_path: Path) -> None:
+def test_fixed_fixtures_still_train(fixed_copies: Path, dataloader_run: tuple[int, str, dict[str, Any], Path],
+                                    transformer_run: tuple[int, str, dict[str, Any]], tmp_path: Path) -> None:
     """Issue 3 end to end: `gpulint fix --unsafe-fixes` output runs on this machine and its loss goes down."""
     for name, run in (("image_classifier.py", dataloader_run), ("transformer_lm.py", transformer_run)):
         script = run[2]["scripts"][0]

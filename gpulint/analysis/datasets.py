@@ -1,0 +1,255 @@
+"""What a DataLoader call loads: the dataset behind it, and what each item costs to make.
+
+Shared by the DataLoader rules (GPU101 pinned memory, GPU102 worker processes): whether the
+dataset holds tensors already on a device, items that are computed up front, or work done per
+item, read from the call, the names it is built from, and the project's dataset classes.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cached_property
+from typing import Optional
+
+import libcst as cst
+
+from gpulint.analysis.training import training_facts
+from gpulint.core.arguments import KeywordArgs, positional_args
+from gpulint.core.context import FileContext
+from gpulint.core.names import NameTable, NameUses
+from gpulint.core.values import self_attribute_value, single_value
+from gpulint.project.facts import IN_MEMORY, ON_DEVICE, ClassFacts
+
+DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+# what the DataLoader rules need, as `Rule.needles` and `Rule.ast_needles`
+DATALOADER_NEEDLES = ("DataLoader",)
+DATALOADER_AST_NEEDLES = (tuple(sorted(DATALOADER)),)
+TENSOR_DATASET = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
+
+_ON_DEVICE = re.compile(r"\.cuda\(|\.to\(|device\s*=")
+# torch wrappers whose items are their first argument's items
+_WRAPPERS = frozenset({
+    "torch.utils.data.Subset", "torch.utils.data.dataset.Subset",
+    "torch.utils.data.ConcatDataset", "torch.utils.data.dataset.ConcatDataset",
+})
+_SPLITS = frozenset({"torch.utils.data.random_split", "torch.utils.data.dataset.random_split"})
+_DATAPIPES = ("torchtext.datasets.", "torchdata.datapipes.")
+# datasets these libraries build hold CPU data (PIL images, NumPy, Arrow): pinning cannot raise
+_CPU_LIBRARIES = ("torchvision.datasets.", "datasets.load_dataset", "datasets.load_from_disk", "datasets.Dataset.")
+_CPU_DATASET_METHODS = frozenset({"with_transform", "set_transform", "map", "select", "shuffle", "filter",
+                                  "rename_column", "remove_columns", "with_format", "train_test_split"})
+UNSHARDED = "unsharded-iterable"
+
+
+def _first_argument(call: cst.Call) -> Optional[cst.BaseExpression]:
+    positional = positional_args(call) or []
+    if positional:
+        return positional[0]
+    return next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "dataset"), None)
+
+
+def _preprocessed_rows(dataset: cst.BaseExpression, names: NameTable) -> bool:
+    """`tokenized["train"]` where `tokenized = raw.map(tokenize, ...)` (then perhaps `.select(...)`):
+    rows computed up front, no per-item transform."""
+    methods: set[str] = set()
+    pending: list[cst.BaseExpression] = [dataset]
+    seen: set[int] = set()
+    while pending and len(seen) < 16:
+        expr = pending.pop()
+        if id(expr) in seen:
+            continue
+        seen.add(id(expr))
+        while isinstance(expr, cst.Subscript):
+            expr = expr.value
+        if isinstance(expr, cst.Name):
+            owner = names.binding_scope(expr)
+            if owner is not None:
+                pending.extend(v for v in owner.values.get(expr.value, []) if v is not None)
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            methods.add(expr.func.attr.value)
+            pending.append(expr.func.value)  # `ds.map(f).select(...)`: the receiver's history too
+    return "map" in methods and not {"with_transform", "set_transform"} & methods
+
+
+
+
+def dataloader_call(ctx: FileContext, node: cst.Call) -> Optional["LoaderCall"]:
+    """A torch DataLoader call whose arguments we can see completely, else None."""
+    if ctx.qualname(node.func) not in DATALOADER:
+        return None
+    if _one_batch(ctx, node):
+        return None  # `next(iter(DataLoader(...)))`: one batch, then the loader is gone
+    kwargs = ctx.kwargs(node)
+    if not kwargs.complete or positional_args(node) is None:
+        return None
+    return LoaderCall(ctx, node, kwargs)
+
+
+def _one_batch(ctx: FileContext, node: cst.Call) -> bool:
+    facts = ctx.analysis(training_facts)
+    arg = facts.parent(node)
+    holder = facts.parent(arg) if arg is not None else None  # Arg -> Call
+    if not (isinstance(holder, cst.Call) and isinstance(holder.func, cst.Name) and holder.func.value == "iter"):
+        return False
+    outer_arg = facts.parent(holder)
+    outer = facts.parent(outer_arg) if outer_arg is not None else None
+    return isinstance(outer, cst.Call) and isinstance(outer.func, cst.Name) and outer.func.value == "next"
+
+
+class LoaderCall:
+    """One DataLoader call and what gpulint can tell about the dataset it loads from."""
+
+    def __init__(self, ctx: FileContext, node: cst.Call, kwargs: KeywordArgs) -> None:
+        self.ctx = ctx
+        self.node = node
+        self.kwargs = kwargs
+
+    @cached_property
+    def dataset(self) -> Optional[cst.BaseExpression]:
+        """The dataset expression, followed through plain assignments (of names and of `self.x`) and
+        through the wrappers that keep their items (`Subset`, `random_split`, `ConcatDataset`)."""
+        expr = self.kwargs.get("dataset") if self.kwargs.has("dataset") else None
+        if expr is None:
+            positional = positional_args(self.node) or []
+            expr = positional[0] if positional else None
+        names = self.ctx.names
+        facts = self.ctx.analysis(training_facts)
+        for _ in range(6):
+            if expr is None:
+                return None
+            if isinstance(expr, cst.Name):
+                expr = facts.value_at(expr)
+            elif isinstance(expr, cst.Attribute) and self.ctx.qualname(expr) is None:
+                value = self_attribute_value(expr, names)
+                if value is None:
+                    return expr
+                expr = value
+            elif isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Call) \
+                    and self.ctx.qualname(expr.value.func) in _SPLITS:
+                expr = _first_argument(expr.value)  # random_split(ds, ...)[0]
+            elif isinstance(expr, cst.Call) and self.ctx.qualname(expr.func) in _SPLITS:
+                expr = _first_argument(expr)  # `self.train, self.val = random_split(ds, ...)`
+            elif isinstance(expr, cst.Call) and self.ctx.qualname(expr.func) in _WRAPPERS:
+                first = _first_argument(expr)
+                if isinstance(first, (cst.List, cst.Tuple)) and first.elements:
+                    first = first.elements[0].value  # ConcatDataset([a, b]): judged by its first part
+                expr = first
+            else:
+                return expr
+        return expr
+
+    @cached_property
+    def dataset_class(self) -> Optional[ClassFacts]:
+        """What the project knows of the dataset's class: defined in this file or imported from the project."""
+        dataset = self.dataset
+        if not isinstance(dataset, cst.Call):
+            return None
+        func = dataset.func
+        qualified = self.ctx.qualname(func)
+        if qualified in TENSOR_DATASET:
+            on_device = any(self._on_device(arg.value) for arg in dataset.args)
+            return ClassFacts((qualified,), ON_DEVICE if on_device else IN_MEMORY)
+        project = self.ctx.project
+        if qualified is not None:
+            return project.class_facts(qualified)
+        if isinstance(func, cst.Name):
+            owner = self.ctx.names.binding_scope(func)
+            if owner is None:
+                return project.star_classes.get(func.value)  # from a `from module import *`
+            if owner is self.ctx.names.module_scope:
+                return project.own.classes.get(func.value)
+        return None
+
+    @cached_property
+    def dataset_kind(self) -> Optional[str]:
+        found = self.dataset_class
+        if found is not None and found.dataset is not None:
+            return found.dataset
+        dataset = self.dataset
+        if dataset is None:
+            return None
+        if self._on_device(dataset):
+            return ON_DEVICE
+        if _preprocessed_rows(dataset, self.ctx.names) or self._built_by_row_function(dataset):
+            return IN_MEMORY  # a Hugging Face dataset tokenised up front with .map(): a row lookup per item
+        if isinstance(dataset, cst.BinaryOperation) and isinstance(dataset.operator, cst.Multiply):
+            dataset = next((side for side in (dataset.left, dataset.right)
+                            if isinstance(side, (cst.List, cst.Tuple, cst.ListComp))), dataset)  # `[item] * n`
+        if isinstance(dataset, (cst.List, cst.Tuple, cst.ListComp)):
+            return IN_MEMORY  # items built before the loader exists
+        if isinstance(dataset, cst.Call) and (self.ctx.qualname(dataset.func) or "").startswith(_DATAPIPES):
+            return UNSHARDED  # torchtext's iterable datapipes: every worker would yield the whole stream
+        return None
+
+    @cached_property
+    def library_dataset(self) -> bool:
+        """A dataset from a library that loads into CPU memory: torchvision, Hugging Face datasets."""
+        dataset = self.dataset
+        while isinstance(dataset, cst.Subscript):
+            dataset = dataset.value  # `raw["train"]`
+        while isinstance(dataset, cst.Call) and isinstance(dataset.func, cst.Attribute) \
+                and dataset.func.attr.value in _CPU_DATASET_METHODS and self.ctx.qualname(dataset.func) is None:
+            dataset = dataset.func.value  # `load_dataset(...)["train"].with_transform(f)`
+            while isinstance(dataset, cst.Subscript):
+                dataset = dataset.value
+        if isinstance(dataset, cst.Name):
+            dataset = single_value(dataset, self.ctx.names)
+            while isinstance(dataset, cst.Subscript):
+                dataset = dataset.value
+        if not isinstance(dataset, cst.Call):
+            return False
+        return (self.ctx.qualname(dataset.func) or "").startswith(_CPU_LIBRARIES)
+
+    def _built_by_row_function(self, dataset: cst.BaseExpression) -> bool:
+        """`get_dataset(...)`, a project function that tokenises with `.map()` and returns the result."""
+        if not (isinstance(dataset, cst.Call) and isinstance(dataset.func, cst.Name)):
+            return False
+        project = self.ctx.project
+        if self.ctx.names.binding_scope(dataset.func) is self.ctx.names.module_scope \
+                and dataset.func.value in project.own.row_functions:
+            return True
+        return self.ctx.qualname(dataset.func) in project.row_functions
+
+    @cached_property
+    def dataset_undefined(self) -> bool:
+        """A call of a name the file neither defines nor imports (and no `import *` could bring)."""
+        dataset = self.dataset
+        return (isinstance(dataset, cst.Call) and isinstance(dataset.func, cst.Name)
+                and self.ctx.names.binding_scope(dataset.func) is None and "import *" not in self.ctx.text)
+
+    @cached_property
+    def dataset_unresolved(self) -> bool:
+        """The dataset is a parameter, a lambda argument or a loop variable, or a class the file never
+        defines nor imports: nothing says what it holds."""
+        if self.dataset_undefined:
+            return True
+        expr = (self.kwargs.get("dataset") if self.kwargs.has("dataset")
+                else next(iter(positional_args(self.node) or []), None))
+        names = self.ctx.names
+        while isinstance(expr, cst.Name):
+            owner = names.binding_scope(expr)
+            if owner is None:
+                return False
+            values = owner.values.get(expr.value, [])
+            if values and all(v is None for v in values) and all(t is None for t in owner.bindings[expr.value]):
+                return True  # bound only as a parameter or a loop target
+            expr = single_value(expr, names)
+        return False
+
+    def _on_device(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
+        """The tensors already live on a device: `.cuda()`, `.to(device)`, `device=` at creation, here
+        or in any value assigned to a name the expression uses (`x = x.to(device)`, then
+        `TensorDataset(torch.stack([x] * n))`)."""
+        if _ON_DEVICE.search(self.ctx.code(expr)):
+            return True
+        if depth >= 3:
+            return False
+        names = self.ctx.names
+        for name in NameUses.of(expr).loaded:
+            owner = names.binding_scope(name)
+            if owner is None:
+                continue
+            for value in owner.values.get(name.value, []):
+                if value is not None and value is not expr and self._on_device(value, depth + 1):
+                    return True
+        return False

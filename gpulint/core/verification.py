@@ -1,0 +1,57 @@
+"""What `gpulint verify` checks for a rule's rewrite: how far the loss may drift, and what must run.
+
+A rule declares one `Verification` (`Rule.verification`). `tolerance` says how far the
+rewritten loss may drift from the original (measured on CPU runs of an MLP and a CNN over 50
+steps and 3-5 seeds: numerics-neutral rewrites reproduce the loss bit for bit with
+deterministic settings, fused optimizers differ in the last bits, mixed precision deviated at
+most 0.7 % per step). `constructs` are the harness events that show the rewrite ran (an
+optimizer stepping, a DataLoader yielding a batch, an autocast region entered, a
+checkpointed forward); `expected` tells the rewritten construct from the others of its kind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+Details = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    name: str
+    per_step: float  # relative deviation allowed at every compared step
+    mean_last: Optional[float] = None  # relative deviation allowed for the mean of the last `last_n` losses
+    last_n: int = 10
+    grace_steps: int = 0  # steps left out of the per-step check when a GradScaler skipped a step
+    rank: int = 0  # larger is looser; a combination of fixes takes the loosest it needs
+
+    def describe(self) -> str:
+        text = f"{self.name}: {self.per_step:g} relative per step"
+        if self.mean_last is not None:
+            text += f", mean of the last {self.last_n} within {self.mean_last:.0%}"
+        return text
+
+
+NEUTRAL = Tolerance("numerics-neutral", 1e-6, rank=0)
+FUSED_OPTIMIZER = Tolerance("fused optimizer", 1e-4, rank=1)
+MIXED_PRECISION = Tolerance("mixed precision", 2e-2, mean_last=1e-2, grace_steps=5, rank=2)
+
+
+def any_construct(kind: str, details: Details) -> bool:
+    return True
+
+
+def construct_enabled(kind: str, details: Details) -> bool:
+    """An autocast region or GradScaler that is not switched off (`enabled=False`)."""
+    return details.get("enabled", True) is not False
+
+
+@dataclass(frozen=True)
+class Verification:
+    tolerance: Tolerance
+    constructs: tuple[str, ...]  # harness construct kinds; empty: the fix has no runtime effect
+    evidence: str  # what must happen inside the timed steps, in words
+    expected: Callable[[str, Details], bool] = any_construct
+    mixed_precision: bool = False  # numerics in 16 bits: on an emulating CPU, checked but not timed
+    mismatch_hint: str = ""  # what a loss mismatch may mean when this rule's tolerance was the one applied

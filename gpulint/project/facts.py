@@ -1,0 +1,750 @@
+"""Per-file facts for the project model, read from CPython's `ast` tree (cheap, cached by content).
+
+A rule looking at one file often needs facts from the files around it: the GradScaler lives
+in `train.py` while the optimizer is built in `utils/torch_utils.py`; the device is chosen in
+`main.py` and the step runs in `train.py`; the dataset class a DataLoader reads is defined in
+`data.py`. This module reduces one file to the handful of facts other files may ask about.
+Everything here is plain data (JSON round-trip) so it can be cached and sent to workers.
+
+Names are resolved through the file's module-level imports only (no scopes): the facts are
+evidence, and every consumer treats a missing fact as "not known", never as a finding.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Optional, Union
+
+FACTS_VERSION = 2
+
+DATASET_BASES = frozenset({
+    "torch.utils.data.Dataset", "torch.utils.data.dataset.Dataset",
+    "torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset",
+    "torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset",
+})
+ITERABLE_BASES = frozenset({"torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset"})
+GRAD_SCALERS = frozenset({
+    "torch.GradScaler", "torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler",
+    "torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler", "torch.cpu.amp.GradScaler",
+    "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
+    "torch.distributed.fsdp.ShardedGradScaler",
+})
+AUTOCASTS = frozenset({
+    "torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast",
+    "torch.cuda.amp.autocast", "torch.cuda.amp.autocast_mode.autocast",
+    "torch.cpu.amp.autocast", "torch.cpu.amp.autocast_mode.autocast",
+})
+# FSDP's own mixed-precision policies: the sharded parameters already compute in 16 bits
+FSDP_MIXED_PRECISION = frozenset({
+    "torch.distributed.fsdp.MixedPrecision", "torch.distributed.fsdp.fully_sharded_data_parallel.MixedPrecision",
+    "torch.distributed.fsdp.api.MixedPrecision",
+    "torch.distributed.fsdp.MixedPrecisionPolicy", "torch.distributed._composable.fsdp.MixedPrecisionPolicy",
+    "torch.distributed.fsdp._fully_shard.MixedPrecisionPolicy",
+})
+HALF_DTYPES = frozenset({"torch.float16", "torch.half", "torch.bfloat16"})
+OPTIMIZER_CLASSES = frozenset({
+    "torch.optim.Adam", "torch.optim.AdamW", "torch.optim.SGD", "torch.optim.Adagrad",
+    "torch.optim.adam.Adam", "torch.optim.adamw.AdamW", "torch.optim.sgd.SGD", "torch.optim.adagrad.Adagrad",
+})
+# packages whose environments make a training loop wait on a simulator, not on the GPU
+RL_PACKAGES = frozenset({
+    "gym", "gymnasium", "envpool", "pettingzoo", "procgen", "isaacgym", "isaacgymenvs", "dm_control",
+    "supersuit", "minigrid", "atari_py", "ale_py", "mujoco_py", "brax",
+})
+JAX_PACKAGES = frozenset({"jax", "flax", "optax"})
+XLA_PACKAGES = frozenset({"torch_xla"})  # TPU training: CUDA-only advice (fused, pinned memory, AMP) does not apply
+# sharded or tensor-parallel training: a plain GradScaler does not agree on inf/NaN across ranks
+FSDP_WRAPPERS = frozenset({
+    "torch.distributed.fsdp.FullyShardedDataParallel", "torch.distributed.fsdp.fully_shard",
+    "torch.distributed._composable.fsdp.fully_shard",
+    "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel",
+})
+TENSOR_PARALLEL = frozenset({
+    "torch.distributed.tensor.parallel.parallelize_module", "torch.distributed.tensor.distribute_tensor",
+    "torch.distributed.tensor.distribute_module", "torch.distributed._tensor.distribute_tensor",
+    "torch.distributed.tensor.parallel.api.parallelize_module",
+})
+# packages that replace a torch optimizer with their own implementation (MS-AMP's LBAdam)
+OPTIMIZER_REPLACERS = frozenset({"msamp"})
+
+# item kinds a Dataset class yields (see `dataset_kind`)
+ON_DEVICE = "on-device"  # its tensors already live on a device: nothing to pin, workers would re-init CUDA
+NOTHING = "nothing"  # per-item values that are not data (a prompt string, the index): nothing to pin or load
+IN_MEMORY = "in-memory"  # indexes data held in memory, no per-item work: workers only add copies
+WORK = "work"  # loads, decodes or transforms per item: workers and pinning pay off
+UNKNOWN = "unknown"
+
+# calls that neither load nor transform: an item built only with these is cheap
+_LIGHT_FUNCTIONS = frozenset({
+    "len", "int", "float", "str", "bool", "range", "isinstance", "min", "max", "abs", "dict", "list", "tuple",
+    "zip", "enumerate", "super", "slice", "divmod", "round", "hasattr", "getattr", "sorted", "sum", "type",
+})
+_LIGHT_METHODS = frozenset({
+    "get", "keys", "values", "items", "copy", "float", "long", "int", "half", "double", "bool", "clone",
+    "view", "reshape", "squeeze", "unsqueeze", "permute", "contiguous", "flatten", "detach", "numpy",
+    "tolist", "item", "size", "dim", "format", "append", "update", "index", "transpose", "t", "type",
+    # elementwise and reduction tensor arithmetic: cheap next to a training step
+    "add", "sub", "mul", "div", "neg", "abs", "exp", "log", "sqrt", "pow", "clamp", "clip", "mean", "std",
+    "sum", "max", "min", "argmax", "flip", "roll", "expand", "repeat", "narrow", "split", "chunk", "to",
+    "masked_fill", "fill_", "zero_", "add_", "sub_", "mul_", "div_", "byte",
+})
+_LIGHT_TORCH = frozenset({
+    "torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.stack", "torch.cat", "torch.LongTensor",
+    "torch.FloatTensor", "torch.Tensor", "torch.zeros", "torch.ones", "torch.full", "torch.arange",
+    "torch.zeros_like", "torch.ones_like", "torch.empty", "numpy.array", "numpy.asarray",
+    # synthetic data: drawing random numbers per item costs nothing a worker would save
+    "torch.rand", "torch.randn", "torch.randint", "torch.randperm", "torch.normal",
+})
+_FACTORIES_ON_DEVICE = frozenset({
+    "torch.tensor", "torch.as_tensor", "torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.arange",
+    "torch.rand", "torch.randn", "torch.randint", "torch.randperm", "torch.linspace", "torch.eye", "torch.normal",
+})
+
+
+@dataclass(frozen=True)
+class ClassFacts:
+    """A top-level class: its bases, and for a Dataset what each item costs."""
+
+    bases: tuple[str, ...]  # qualified through the imports where possible, else as written
+    dataset: Optional[str] = None  # a kind above for Dataset subclasses, else None
+    iterable: bool = False  # an IterableDataset
+    sharded: bool = False  # mentions get_worker_info (an IterableDataset that splits work between workers)
+
+
+@dataclass(frozen=True)
+class ImportRef:
+    """One module-level binding made by an import: `local` names `name` of `module` (or the module)."""
+
+    local: str
+    module: str  # as written, without the leading dots of a relative import
+    level: int  # dots of a relative import
+    name: Optional[str]  # None: the module itself (`import a.b as c`); "*" for a star import
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    imports: tuple[ImportRef, ...] = ()
+    gpu: bool = False  # GPU evidence (a cuda/nccl string, torch.cuda, .cuda(), device_ids=, LOCAL_RANK, ...)
+    cpu_pinned: bool = False  # pins a device to "cpu" somewhere (device="cpu", torch.device("cpu"), .to("cpu"))
+    scaler: bool = False  # creates a GradScaler (any kind) or scales a loss through one
+    mixed_precision: tuple[str, ...] = ()  # evidence of 16-bit training done some way (kinds, sorted)
+    training: bool = False  # calls .backward() and steps something
+    rl: bool = False  # imports a reinforcement-learning environment package
+    sparse: bool = False  # makes sparse tensors (autocast does not cover sparse kernels)
+    jax: bool = False  # imports jax / flax / optax
+    replaces_optimizers: bool = False  # imports a package that swaps torch optimizers for its own
+    parallelism: tuple[str, ...] = ()  # "fsdp" and/or "tensor-parallel": how parameters are sharded
+    fused_sgd_momentum: bool = False  # builds SGD with fused=True and momentum (unsafe under a GradScaler)
+    argparse_defaults: dict[str, Any] = field(default_factory=dict)  # dest -> literal default
+    dataclass_ints: dict[str, dict[str, int]] = field(default_factory=dict)  # field -> {class: int default}
+    classes: dict[str, ClassFacts] = field(default_factory=dict)
+    # top-level name -> the other top-level names its definition refers to (registries, factories)
+    refs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # module-level names bound to torch optimizer classes, or to dicts whose values all are
+    optimizers: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    names: tuple[str, ...] = ()  # identifiers used, kept only for files that train (GPU301's "trained" test)
+    # names N used as `N.__dict__[...]` (a module used as its own registry: `models_mae.__dict__[arch]`)
+    dict_lookups: tuple[str, ...] = ()
+    # top-level functions that build a dataset whose rows are computed up front (`.map(...)`, no
+    # per-item transform): a loader over what they return does no per-item work
+    row_functions: tuple[str, ...] = ()
+    xla: bool = False  # imports torch_xla or Lightning's XLA accelerator/strategies: the device is a TPU
+    # top-level functions of a module that defines a batch container (a class with `.to()` and no
+    # `.pin_memory()`, like DETR's NestedTensor): used as collate_fn, their batches are never pinned
+    unpinned_collates: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "imports": [[i.local, i.module, i.level, i.name] for i in self.imports],
+            "gpu": self.gpu, "cpu_pinned": self.cpu_pinned, "scaler": self.scaler,
+            "mixed_precision": list(self.mixed_precision), "training": self.training, "rl": self.rl,
+            "sparse": self.sparse, "jax": self.jax, "replaces_optimizers": self.replaces_optimizers,
+            "parallelism": list(self.parallelism), "fused_sgd_momentum": self.fused_sgd_momentum,
+            "argparse_defaults": self.argparse_defaults, "dataclass_ints": self.dataclass_ints,
+            "classes": {k: {"bases": list(v.bases), "dataset": v.dataset, "iterable": v.iterable, "sharded": v.sharded}
+                        for k, v in self.classes.items()},
+            "refs": {k: list(v) for k, v in self.refs.items()},
+            "optimizers": {k: list(v) for k, v in self.optimizers.items()},
+            "names": list(self.names), "row_functions": list(self.row_functions),
+            "dict_lookups": list(self.dict_lookups), "xla": self.xla,
+            "unpinned_collates": list(self.unpinned_collates),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "FileFacts":
+        return cls(
+            imports=tuple(ImportRef(str(a), str(b), int(c), d) for a, b, c, d in data["imports"]),
+            gpu=bool(data["gpu"]), cpu_pinned=bool(data["cpu_pinned"]), scaler=bool(data["scaler"]),
+            mixed_precision=tuple(data["mixed_precision"]), training=bool(data["training"]),
+            rl=bool(data["rl"]), sparse=bool(data["sparse"]), jax=bool(data["jax"]),
+            replaces_optimizers=bool(data["replaces_optimizers"]), parallelism=tuple(data["parallelism"]),
+            fused_sgd_momentum=bool(data["fused_sgd_momentum"]),
+            argparse_defaults=dict(data["argparse_defaults"]),
+            dataclass_ints={k: {c: int(v) for c, v in d.items()} for k, d in data["dataclass_ints"].items()},
+            classes={k: ClassFacts(tuple(v["bases"]), v["dataset"], bool(v["iterable"]), bool(v["sharded"]))
+                     for k, v in data["classes"].items()},
+            refs={k: tuple(v) for k, v in data["refs"].items()},
+            optimizers={k: tuple(v) for k, v in data["optimizers"].items()},
+            names=tuple(data["names"]), row_functions=tuple(data["row_functions"]),
+            dict_lookups=tuple(data["dict_lookups"]), xla=bool(data["xla"]),
+            unpinned_collates=tuple(data["unpinned_collates"]),
+        )
+
+
+# ------------------------------------------------------------------------------------------------
+# name resolution through module-level imports
+
+class _Aliases:
+    def __init__(self, imports: Iterable[ImportRef]) -> None:
+        self.table: dict[str, set[str]] = {}
+        for ref in imports:
+            if ref.level or ref.name == "*":
+                continue
+            target = ref.module if ref.name is None else f"{ref.module}.{ref.name}"
+            self.table.setdefault(ref.local, set()).add(target)
+
+    def qualified(self, node: ast.AST) -> set[str]:
+        """Every qualified name `node` (a dotted chain) may stand for."""
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return set()
+        roots = self.table.get(node.id)
+        if not roots:
+            return set()
+        rest = ".".join(reversed(parts))
+        return {f"{root}.{rest}" if rest else root for root in roots}
+
+    def is_any(self, node: ast.AST, names: frozenset[str]) -> bool:
+        return bool(self.qualified(node) & names)
+
+
+def _imports(tree: ast.Module) -> tuple[ImportRef, ...]:
+    """Imports at module level, also inside `if`/`try` blocks there (not inside functions)."""
+    out: list[ImportRef] = []
+    for node in _module_level(tree.body):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    out.append(ImportRef(alias.asname, alias.name, 0, None))
+                else:
+                    top = alias.name.split(".", 1)[0]
+                    out.append(ImportRef(top, top, 0, None))
+                    if alias.name != top:  # `import a.b` also makes a.b reachable: remember the edge
+                        out.append(ImportRef("", alias.name, 0, None))
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            for alias in node.names:
+                if alias.name == "*":
+                    out.append(ImportRef("*", module, node.level, "*"))
+                else:
+                    out.append(ImportRef(alias.asname or alias.name, module, node.level, alias.name))
+    return tuple(out)
+
+
+def _module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    for node in body:
+        yield node
+        if isinstance(node, ast.If):
+            yield from _module_level(node.body)
+            yield from _module_level(node.orelse)
+        elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+            yield from _module_level(node.body)  # type: ignore[attr-defined]
+            for handler in node.handlers:  # type: ignore[attr-defined]
+                yield from _module_level(handler.body)
+            yield from _module_level(node.orelse)  # type: ignore[attr-defined]
+            yield from _module_level(node.finalbody)  # type: ignore[attr-defined]
+
+
+def _string(node: Optional[ast.AST]) -> Optional[str]:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _is_cuda_string(value: Optional[str]) -> bool:
+    return value is not None and (value == "cuda" or value.startswith("cuda:") or value == "nccl")
+
+
+def _literal(node: ast.AST) -> Any:
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return value if isinstance(value, (int, float, str, bool)) or value is None else None
+
+
+# ------------------------------------------------------------------------------------------------
+# the scan
+
+def _names_device(node: ast.AST) -> bool:
+    """`device`, `self.device`, `args.device`, `local_rank`: an expression that names a device."""
+    if isinstance(node, ast.Name):
+        name = node.id.lower()
+    elif isinstance(node, ast.Attribute):
+        name = node.attr.lower()
+    else:
+        return False
+    return "device" in name or name in ("local_rank", "rank", "gpu", "gpu_id")
+
+
+def _moves_to_device(call: ast.Call, aliases: _Aliases) -> bool:
+    """`.cuda()`, `.to(device)`, `.to("cuda")`, a torch factory with `device=` not "cpu"."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr == "cuda":
+        return True
+    if isinstance(func, ast.Attribute) and func.attr == "to":
+        targets = list(call.args[:1]) + [k.value for k in call.keywords if k.arg == "device"]
+        return any(_is_cuda_string(_string(t)) or _names_device(t) for t in targets)
+    if aliases.is_any(func, _FACTORIES_ON_DEVICE):
+        for keyword in call.keywords:
+            if keyword.arg == "device" and _string(keyword.value) != "cpu":
+                return True
+    return False
+
+
+def _is_dtype_16(node: ast.AST, aliases: _Aliases) -> bool:
+    return aliases.is_any(node, HALF_DTYPES)
+
+
+# the last name of every call whose qualified name the scan compares
+_QUALIFIED_CALLS = frozenset(
+    {q.rsplit(".", 1)[-1] for q in GRAD_SCALERS | AUTOCASTS | FSDP_MIXED_PRECISION | OPTIMIZER_CLASSES
+     | FSDP_WRAPPERS | TENSOR_PARALLEL}
+    | {"set_default_dtype", "device", "initialize"}
+)
+# `x.to_sparse()`, `torch.sparse_coo_tensor(...)`, `torch.spmm(...)`, `torch.sparse.mm(...)`
+_SPARSE_CALLS = frozenset({
+    "to_sparse", "to_sparse_coo", "to_sparse_csr", "sparse_coo_tensor", "sparse_csr_tensor", "spmm",
+    "sparse_mask",
+})
+_SKIPPED_FIELDS = frozenset({"ctx", "type_comment"})
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def fast_walk(root: ast.AST) -> Iterator[ast.AST]:
+    """Every node under `root` (itself included), in no particular order; several times cheaper than ast.walk."""
+    stack = [root]
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    AST, fields_of = ast.AST, _CHILD_FIELDS
+    while stack:
+        node = pop()
+        yield node
+        kind = type(node)
+        fields = fields_of.get(kind)
+        if fields is None:
+            fields = fields_of[kind] = tuple(f for f in kind._fields if f not in _SKIPPED_FIELDS)
+        for name in fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                extend([v for v in value if isinstance(v, AST)])
+            elif isinstance(value, AST):
+                push(value)
+
+
+def _maps_rows(fn: ast.AST) -> bool:
+    """The function returns something and calls `.map(...)` on a dataset, with no per-item transform."""
+    methods = {n.func.attr for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
+    returns = any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(fn))
+    return returns and "map" in methods and not {"with_transform", "set_transform"} & methods
+
+
+def _defined_names(statement: ast.stmt) -> list[str]:
+    """Top-level names a module-level statement defines (class, def, plain assignment)."""
+    if isinstance(statement, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+        return [statement.name]
+    if isinstance(statement, ast.Assign):
+        return [t.id for t in statement.targets if isinstance(t, ast.Name)]
+    if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) and statement.value is not None:
+        return [statement.target.id]
+    return []
+
+
+_LIGHTNING = frozenset({"lightning", "pytorch_lightning", "lightning_fabric"})
+
+
+def _is_batch_container(node: ast.ClassDef) -> bool:
+    """A plain class that moves itself with `.to(device)` but has no `.pin_memory()`: the DataLoader's
+    pin thread passes such objects through unpinned (DETR's NestedTensor)."""
+    methods = {n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    if "to" not in methods or "pin_memory" in methods:
+        return False
+    for base in node.bases:  # a module, a tensor or a mapping subclass is not such a container
+        name = base.attr if isinstance(base, ast.Attribute) else (base.id if isinstance(base, ast.Name) else "")
+        if name not in ("object", ""):
+            return False
+    return True
+
+
+class _Scanner:
+    def __init__(self, tree: ast.Module) -> None:
+        self.tree = tree
+        self.imports = _imports(tree)
+        self.aliases = _Aliases(self.imports)
+        self.gpu = False
+        self.cpu = False
+        self.sparse = False
+        self.scaler = False
+        self.mixed: set[str] = set()
+        self.backward = False
+        self.steps = False
+        self.optimizer_made = False
+        self.parallelism: set[str] = set()
+        self.fused_sgd = False
+        self.argparse: dict[str, Any] = {}
+
+    def run(self) -> FileFacts:
+        names: set[str] = set()
+        dict_lookups: set[str] = set()
+        refs: dict[str, set[str]] = {}
+        cuda_names = {local for local, targets in self.aliases.table.items()
+                      if any(t.startswith(("torch.cuda", "torch.accelerator")) for t in targets)}
+        Call, Constant, Attribute, Name, Assign = ast.Call, ast.Constant, ast.Attribute, ast.Name, ast.Assign
+        for statement in self.tree.body:
+            defined = _defined_names(statement)
+            used: set[str] = set()
+            for node in fast_walk(statement):
+                kind = type(node)
+                if kind is Name:
+                    used.add(node.id)  # type: ignore[attr-defined]
+                    if node.id in cuda_names:  # type: ignore[attr-defined]
+                        self.gpu = True
+                elif kind is Attribute:
+                    attr = node.attr  # type: ignore[attr-defined]
+                    names.add(attr)
+                    if attr == "__dict__" and isinstance(node.value, ast.Name):  # type: ignore[attr-defined]
+                        dict_lookups.add(node.value.id)  # type: ignore[attr-defined]
+                    if attr in ("cuda", "accelerator") and not self.gpu and any(
+                            q in ("torch.cuda", "torch.accelerator") for q in self.aliases.qualified(node)):
+                        self.gpu = True
+                elif kind is Call:
+                    self._call(node)  # type: ignore[arg-type]
+                elif kind is Constant:
+                    value = node.value  # type: ignore[attr-defined]
+                    # os.environ["LOCAL_RANK"]: one process per GPU (torchrun)
+                    if type(value) is str and (_is_cuda_string(value) or value == "LOCAL_RANK"):
+                        self.gpu = True
+                elif kind is Assign and _string(node.value) == "cpu":  # type: ignore[attr-defined]
+                    for target in node.targets:  # type: ignore[attr-defined]
+                        label = target.id if isinstance(target, ast.Name) else (
+                            target.attr if isinstance(target, ast.Attribute) else "")
+                        if "device" in label.lower():
+                            self.cpu = True
+            names |= used
+            for name in defined:
+                refs.setdefault(name, set()).update(used)
+        top = set(refs)
+        roots = {ref.module.split(".", 1)[0] for ref in self.imports if not ref.level}
+        classes = {n.name: self._class(n) for n in self.tree.body if isinstance(n, ast.ClassDef)}
+        for node in _module_level(self.tree.body):  # `MNIST = _MNIST`: the same class under another name
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in classes:
+                for target in node.targets:
+                    if isinstance(target, ast.Name) and target.id not in classes:
+                        classes[target.id] = classes[node.value.id]
+        # a file that runs a training step, or builds an optimizer for one (`main_pretrain.py` builds the
+        # AdamW, `engine_pretrain.py` steps it): its models are trained
+        training = (self.backward and self.steps) or self.optimizer_made
+        return FileFacts(
+            imports=self.imports, gpu=self.gpu, cpu_pinned=self.cpu, scaler=self.scaler,
+            mixed_precision=tuple(sorted(self.mixed)), training=training, rl=bool(roots & RL_PACKAGES),
+            sparse=self.sparse,
+            jax=bool(roots & JAX_PACKAGES), replaces_optimizers=bool(roots & OPTIMIZER_REPLACERS),
+            parallelism=tuple(sorted(self.parallelism)), fused_sgd_momentum=self.fused_sgd,
+            argparse_defaults=self.argparse, dataclass_ints=self._dataclass_ints(),
+            classes=classes,
+            refs={name: tuple(sorted((used & top) - {name})) for name, used in refs.items() if (used & top) - {name}},
+            optimizers=self._optimizers(), names=tuple(sorted(names)) if training else (),
+            dict_lookups=tuple(sorted(dict_lookups)),
+            row_functions=tuple(n.name for n in self.tree.body
+                                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and _maps_rows(n)),
+            xla=bool(roots & XLA_PACKAGES) or any(
+                ref.name is not None and ref.name.startswith("XLA") and ref.module.split(".", 1)[0] in _LIGHTNING
+                for ref in self.imports),
+            unpinned_collates=self._unpinned_collates(),
+        )
+
+    def _unpinned_collates(self) -> tuple[str, ...]:
+        body = self.tree.body
+        if not any(isinstance(n, ast.ClassDef) and _is_batch_container(n) for n in body):
+            return ()
+        return tuple(n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+    # -- calls ----------------------------------------------------------------------------------
+    def _call(self, call: ast.Call) -> None:
+        aliases = self.aliases
+        func = call.func
+        last = func.attr if isinstance(func, ast.Attribute) else (func.id if isinstance(func, ast.Name) else "")
+        wanted = (last in _QUALIFIED_CALLS or (isinstance(func, ast.Name) and func.id in aliases.table)
+                  or any(k.arg in ("mp_policy", "mixed_precision") for k in call.keywords))
+        qualified = aliases.qualified(func) if wanted else set()
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute) and func.value.attr == "sparse":
+            self.sparse = True  # torch.sparse.mm(...)
+        if isinstance(func, ast.Attribute):
+            attr = func.attr
+            if attr == "cuda":
+                self.gpu = True
+            elif attr in _SPARSE_CALLS:
+                self.sparse = True
+            elif attr == "backward":
+                self.backward = True
+                value = func.value
+                if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "scale":
+                    self.scaler = True
+                    self.mixed.add("grad-scaler")
+            elif attr == "step":
+                self.steps = True
+            elif attr in ("half", "bfloat16") and not call.args:
+                self.mixed.add("model-cast")
+            elif attr == "from_pretrained" and any(
+                    k.arg in ("torch_dtype", "dtype") and _is_dtype_16(k.value, aliases) for k in call.keywords):
+                self.mixed.add("model-cast")  # a Hugging Face model loaded in 16 bits
+            elif attr == "to":
+                args = list(call.args) + [k.value for k in call.keywords if k.arg == "dtype"]
+                if any(_is_dtype_16(a, aliases) for a in args):
+                    self.mixed.add("model-cast")
+                elif self._casts_to_input_dtype(call):
+                    self.mixed.add("casts-weights")
+                if any(isinstance(a, ast.Constant) and type(a.value) is int for a in call.args[:1]):
+                    self.gpu = True  # `.to(0)`: a CUDA device index
+            elif attr == "add_argument":
+                self._argparse(call)
+            elif attr == "initialize" and isinstance(func.value, ast.Name) and func.value.id == "amp":
+                self.mixed.add("apex")
+        first = call.args[0] if call.args else None
+        moves_to = isinstance(func, ast.Attribute) and func.attr == "to"
+        if _string(first) == "cpu" and (qualified & {"torch.device"} or moves_to):
+            self.cpu = True
+        for keyword in call.keywords:
+            if keyword.arg in ("device", "accelerator") and _string(keyword.value) == "cpu":
+                self.cpu = True
+            if keyword.arg == "device_ids":
+                self.gpu = True
+            elif keyword.arg == "device" and isinstance(keyword.value, ast.Constant) \
+                    and type(keyword.value.value) is int:
+                self.gpu = True
+            elif keyword.arg in ("mp_policy", "mixed_precision") and not _is_none(keyword.value):
+                if any(q.startswith("torch.distributed") for q in qualified):
+                    self.mixed.add("fsdp-mixed-precision")
+        if not qualified:
+            return
+        if qualified & OPTIMIZER_CLASSES:
+            self.optimizer_made = True
+            if any(q.endswith("SGD") for q in qualified):
+                keywords = {k.arg: k.value for k in call.keywords if k.arg}
+                fused = keywords.get("fused")
+                momentum = keywords.get("momentum", call.args[2] if len(call.args) > 2 else None)
+                zero = isinstance(momentum, ast.Constant) and momentum.value in (0, 0.0)
+                if fused is not None and not _is_none(fused) and not (
+                        isinstance(fused, ast.Constant) and fused.value is False) and momentum is not None and not zero:
+                    self.fused_sgd = True
+        if qualified & FSDP_WRAPPERS:
+            self.parallelism.add("fsdp")
+        if qualified & TENSOR_PARALLEL:
+            self.parallelism.add("tensor-parallel")
+        if qualified & GRAD_SCALERS:
+            self.scaler = True
+            self.mixed.add("grad-scaler")
+        elif qualified & AUTOCASTS:
+            self.mixed.add("autocast")
+        elif qualified & FSDP_MIXED_PRECISION:
+            self.mixed.add("fsdp-mixed-precision")
+        elif qualified & {"torch.set_default_dtype"} and call.args and _is_dtype_16(call.args[0], aliases):
+            self.mixed.add("default-dtype")
+        elif qualified & {"torch.device"} and call.args and isinstance(call.args[0], ast.Constant) \
+                and type(call.args[0].value) is int:
+            self.gpu = True  # torch.device(0)
+        elif any(q.startswith("deepspeed.initialize") for q in qualified):
+            self.mixed.add("deepspeed")
+
+    def _casts_to_input_dtype(self, call: ast.Call) -> bool:
+        """`self.weight.to(dtype=x.dtype)` / `w.to(x.dtype)`: a layer computing in its input's dtype."""
+        target = call.func.value  # type: ignore[attr-defined]
+        if not (isinstance(target, ast.Attribute) and target.attr in ("weight", "bias")):
+            return False
+        args = list(call.args[:1]) + [k.value for k in call.keywords if k.arg == "dtype"]
+        return any(isinstance(a, ast.Attribute) and a.attr == "dtype" for a in args)
+
+    def _argparse(self, call: ast.Call) -> None:
+        flags = [_string(a) for a in call.args]
+        dest = next((_string(k.value) for k in call.keywords if k.arg == "dest"), None)
+        if dest is None:
+            longs = [f for f in flags if f and f.startswith("--")]
+            shorts = [f for f in flags if f and f.startswith("-")]
+            chosen = longs[0] if longs else (shorts[0] if shorts else (flags[0] if flags and flags[0] else None))
+            if chosen is None:
+                return
+            dest = chosen.lstrip("-").replace("-", "_")
+        for keyword in call.keywords:
+            if keyword.arg == "default":
+                self.argparse[dest] = _literal(keyword.value)
+                return
+        if any(_string(k.value) == "store_true" for k in call.keywords if k.arg == "action"):
+            self.argparse[dest] = False
+        else:
+            self.argparse.setdefault(dest, None)
+
+    # -- classes --------------------------------------------------------------------------------
+    def _class(self, node: ast.ClassDef) -> ClassFacts:
+        bases: list[str] = []
+        for base in node.bases:
+            qualified = sorted(self.aliases.qualified(base))
+            if qualified:
+                bases.extend(qualified)
+            elif isinstance(base, ast.Name):
+                bases.append(base.id)
+            elif isinstance(base, ast.Attribute):
+                bases.append(base.attr)
+        is_dataset = any(b in DATASET_BASES or b.endswith("Dataset") for b in bases)
+        if not is_dataset:
+            return ClassFacts(tuple(bases))
+        iterable = any(b in ITERABLE_BASES for b in bases)
+        sharded = any(isinstance(n, (ast.Name, ast.Attribute)) and
+                      (getattr(n, "id", None) == "get_worker_info" or getattr(n, "attr", None) == "get_worker_info")
+                      for n in ast.walk(node))
+        return ClassFacts(tuple(bases), dataset_kind(node, self.aliases), iterable, sharded)
+
+    def _dataclass_ints(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for node in self.tree.body:
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for statement in node.body:
+                if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) \
+                        and statement.value is not None:
+                    value = _literal(statement.value)
+                    if type(value) is int:
+                        out.setdefault(statement.target.id, {})[node.name] = value
+        return out
+
+    def _optimizers(self) -> dict[str, tuple[str, ...]]:
+        out: dict[str, tuple[str, ...]] = {}
+        for node in self.tree.body:
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+                continue
+            found = optimizer_classes_in(node.value, self.aliases)
+            if found:
+                out[node.targets[0].id] = found
+        return out
+
+
+def optimizer_classes_in(value: ast.AST, aliases: _Aliases) -> tuple[str, ...]:
+    """A torch optimizer class, or a dict literal whose values all are: the classes, else ()."""
+    if isinstance(value, ast.Dict):
+        found: list[str] = []
+        for item in value.values:
+            classes = optimizer_classes_in(item, aliases)
+            if not classes:
+                return ()
+            found.extend(classes)
+        return tuple(sorted(set(found)))
+    qualified = aliases.qualified(value) & OPTIMIZER_CLASSES
+    return tuple(sorted(qualified)) if len(qualified) == 1 else ()
+
+
+def _is_none(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+# ------------------------------------------------------------------------------------------------
+# what a Dataset's items cost
+
+FunctionNode = Union[ast.FunctionDef, ast.AsyncFunctionDef]
+
+
+def _methods(cls: ast.ClassDef) -> dict[str, FunctionNode]:
+    return {n.name: n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def _own_nodes(fn: FunctionNode) -> Iterator[ast.AST]:
+    """The function's nodes, not descending into nested functions, lambdas or classes."""
+    stack: list[ast.AST] = list(fn.body)
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                stack.append(child)
+
+
+def _self_name(fn: FunctionNode) -> Optional[str]:
+    params = fn.args.posonlyargs + fn.args.args
+    return params[0].arg if params else None
+
+
+def dataset_kind(cls: ast.ClassDef, aliases: _Aliases) -> str:
+    """What one item of the dataset costs, judged from `__init__` and `__getitem__` / `__iter__`."""
+    methods = _methods(cls)
+    if any(b in ("torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset")
+           for b in (q for base in cls.bases for q in aliases.qualified(base))):
+        return IN_MEMORY
+    for name in ("__init__", "__getitem__", "__iter__", "__getitems__"):
+        fn = methods.get(name)
+        if fn is not None and any(isinstance(n, ast.Call) and _moves_to_device(n, aliases) for n in _own_nodes(fn)):
+            return ON_DEVICE
+    item = methods.get("__getitem__") or methods.get("__iter__")
+    if item is None:
+        return UNKNOWN
+    me = _self_name(item)
+    work, indexes_data = _item_cost(item, me, methods, aliases, depth=0, seen={item.name})
+    if work:
+        return WORK
+    return IN_MEMORY if indexes_data else NOTHING
+
+
+def _item_cost(fn: FunctionNode, me: Optional[str], methods: dict[str, FunctionNode], aliases: _Aliases,
+               depth: int, seen: set[str]) -> tuple[bool, bool]:
+    """(does per-item work, yields tensors or stored data)."""
+    params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+    params.discard(me or "")
+    indexes_data = False
+    for node in _own_nodes(fn):
+        if isinstance(node, (ast.Yield, ast.YieldFrom)) and fn.name == "__iter__":
+            indexes_data = True
+        if isinstance(node, ast.Subscript):
+            base = node.value
+            while isinstance(base, ast.Subscript):
+                base = base.value
+            if isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) and base.value.id == me:
+                # `self.data[index]`, `self.data[start:end]`: stored data read per item (a constant key
+                # such as `self.config["size"]` is not)
+                if any(isinstance(n, ast.Name) for n in ast.walk(node.slice)):
+                    indexes_data = True
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in _LIGHT_FUNCTIONS and not aliases.qualified(func):
+            continue
+        if aliases.is_any(func, _LIGHT_TORCH):
+            indexes_data = True  # makes a tensor per item: cheap, but there is something to pin
+            continue
+        if isinstance(func, ast.Attribute):
+            if isinstance(func.value, ast.Name) and func.value.id == me and func.attr in methods:
+                helper = methods[func.attr]
+                if func.attr in seen or depth >= 3:
+                    continue
+                work, reads = _item_cost(helper, _self_name(helper), methods, aliases, depth + 1, seen | {func.attr})
+                if work:
+                    return True, indexes_data or reads
+                indexes_data = indexes_data or reads
+                continue
+            if func.attr in _LIGHT_METHODS:
+                continue
+        return True, indexes_data
+    return False, indexes_data
+
+
+def scan(tree: ast.Module) -> FileFacts:
+    return _Scanner(tree).run()
+
+
+def facts_of_text(text: str) -> Optional[FileFacts]:
+    """The facts of a file's text; None when CPython cannot parse it."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    try:
+        return scan(tree)
+    except RecursionError:
+        return None

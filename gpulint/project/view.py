@@ -1,0 +1,470 @@
+"""The project model: facts from the other files of the project a file belongs to.
+
+One cheap pass over the project (CPython's `ast`, cached by content hash) collects every
+file's facts (project/facts.py) and the imports between the project's own modules. A rule
+then asks about the files around the one it lints, through a `ProjectView`: plain, picklable
+data holding exactly the facts that file may use. The view's fingerprint is part of the file's
+cache key, so a cached result is invalidated when a fact it used changes, and only then.
+
+Which files are "around" a file depends on the question:
+- its callers (every project module that imports it, transitively) decide the device it runs
+  on and whether a GradScaler drives its optimizers;
+- mixed-precision evidence counts from the file, its callers, and the modules they import
+  directly (FSDP policies in `policies.py`, a model that casts itself in `model.py`);
+- the dataset classes and optimizer registries it imports by name are looked up where they
+  are defined.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Iterable, Optional
+
+from gpulint.project.facts import ClassFacts, FileFacts, ImportRef
+
+ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
+_MODULE_EXTENSIONS = (".py", ".pyi")
+
+
+def find_root(path: Path, fallback: Optional[Path] = None) -> Path:
+    """The nearest directory at or above `path` holding a project marker, else `fallback` or the file's folder."""
+    start = Path(os.path.abspath(path))
+    directory = start if start.is_dir() else start.parent
+    for candidate in (directory, *directory.parents):
+        if any(os.path.exists(os.path.join(candidate, marker)) for marker in ROOT_MARKERS):
+            return candidate
+    if fallback is not None:
+        return Path(os.path.abspath(fallback))
+    return directory
+
+
+@dataclass(frozen=True)
+class ProjectView:
+    """What the project says about one file; the facts its rules may use, and nothing else.
+
+    `own` are the file's own facts: the linter recomputes them from the text it lints (a fix
+    round changes the text), the rest comes from the other files of the project.
+    """
+
+    own: FileFacts
+    gpu_callers: bool = False  # a module that imports this one shows GPU evidence
+    scaler_callers: bool = False  # a module that imports this one creates a GradScaler
+    replacer_callers: bool = False  # a module that imports this one hands optimizers to MS-AMP (or alike)
+    parallelism_callers: tuple[str, ...] = ()  # how callers shard parameters ("fsdp", "tensor-parallel")
+    fused_sgd_around: bool = False  # fused SGD with momentum is built here, in a caller or in an import
+    # kinds of 16-bit training evidence in the files around this one (callers, and what they import)
+    mixed_elsewhere: tuple[str, ...] = ()
+    # project classes imported by the file, keyed as the file spells the import target
+    # ("pkg.data.MyDataset", ".data.MyDataset", "pkg.data" + ".MyDataset" for `import pkg.data`)
+    imported_classes: dict[str, ClassFacts] = field(default_factory=dict)
+    star_classes: dict[str, ClassFacts] = field(default_factory=dict)  # names a `from x import *` brings
+    imported_optimizers: dict[str, tuple[str, ...]] = field(default_factory=dict)  # keyed like imported_classes
+    imported_ints: dict[str, dict[str, int]] = field(default_factory=dict)  # dataclass int fields of importees
+    trained_by_callers: frozenset[str] = frozenset()  # top-level classes of this file a caller trains
+    # imported project functions that build datasets with rows computed up front, spelled as imported
+    row_functions: frozenset[str] = frozenset()
+    # imported project functions whose batches hold a container the pin thread cannot pin, spelled as
+    # imported ("util.misc.collate_fn" for `import util.misc as utils`, or the name a `from` import binds)
+    unpinned_collates: frozenset[str] = frozenset()
+    scanned: bool = False  # built from a project scan; False: the file alone
+
+    @classmethod
+    def alone(cls, facts: FileFacts) -> "ProjectView":
+        """The view of a file with no project around it (stdin, tests, editors)."""
+        return cls(own=facts)
+
+    def with_own(self, facts: FileFacts) -> "ProjectView":
+        return replace(self, own=facts)
+
+    def fingerprint(self) -> str:
+        data = asdict(self)
+        data["trained_by_callers"] = sorted(self.trained_by_callers)
+        data["unpinned_collates"] = sorted(self.unpinned_collates)
+        return hashlib.sha256(json.dumps(data, sort_keys=True, default=list).encode()).hexdigest()[:24]
+
+    # -- merged own + project facts -------------------------------------------------------------
+    @property
+    def gpu(self) -> bool:
+        return self.own.gpu or self.gpu_callers
+
+    @property
+    def scaler(self) -> bool:
+        return self.own.scaler or self.scaler_callers
+
+    @property
+    def mixed_precision(self) -> tuple[str, ...]:
+        """Kinds of 16-bit training evidence in the file or around it."""
+        return tuple(sorted(set(self.own.mixed_precision) | set(self.mixed_elsewhere)))
+
+    def class_facts(self, spelled: str) -> Optional[ClassFacts]:
+        """A class by the name the file uses: its own top-level class, or an imported project class."""
+        return self.own.classes.get(spelled) or self.imported_classes.get(spelled) or self.star_classes.get(spelled)
+
+    def optimizer_classes(self, spelled: str) -> tuple[str, ...]:
+        return self.own.optimizers.get(spelled) or self.imported_optimizers.get(spelled, ())
+
+    def dataclass_int(self, field_name: str) -> Optional[int]:
+        """The default of a dataclass-style int field of that name, when exactly one value is known."""
+        values = set(self.own.dataclass_ints.get(field_name, {}).values())
+        values |= set(self.imported_ints.get(field_name, {}).values())
+        return values.pop() if len(values) == 1 else None
+
+    @property
+    def parallelism(self) -> frozenset[str]:
+        return frozenset(self.own.parallelism) | frozenset(self.parallelism_callers)
+
+    @property
+    def fused_sgd(self) -> bool:
+        return self.own.fused_sgd_momentum or self.fused_sgd_around
+
+    @property
+    def trained(self) -> frozenset[str]:
+        return self.trained_by_callers | _trained_here(self.own)
+
+
+def _trained_here(facts: FileFacts) -> frozenset[str]:
+    if not facts.training:
+        return frozenset()
+    used = set(facts.names)
+    return frozenset(name for name in facts.classes if aliases_of(name, facts) & used)
+
+
+def aliases_of(name: str, facts: FileFacts) -> set[str]:
+    """`name` and every top-level name of the file whose definition leads to it (registries, factories)."""
+    out = {name}
+    changed = True
+    while changed:
+        changed = False
+        for other, refs in facts.refs.items():
+            if other not in out and out.intersection(refs):
+                out.add(other)
+                changed = True
+    return out
+
+
+class Project:
+    """Every Python file under one root, with its facts and the imports between them.
+
+    Transitive callers are computed once for all files, as bit sets over the strongly connected
+    components of the import graph, so a project of thousands of files stays cheap.
+    """
+
+    def __init__(self, root: Path, facts: dict[str, FileFacts]) -> None:
+        self.root = root
+        self.facts = facts  # relative posix path -> facts
+        self.paths = sorted(facts)
+        self.index = {p: i for i, p in enumerate(self.paths)}
+        self._has_src = any(p.startswith("src/") for p in facts)
+        self.edges: dict[str, list[tuple[str, ImportRef]]] = {p: self._resolve_all(p) for p in self.paths}
+        self._importees = {p: {t for t, _ in self.edges[p]} for p in self.paths}
+        self._callers = self._all_callers()
+        bit = self._bit
+        self._gpu = sum(bit(p) for p in self.paths if facts[p].gpu)
+        self._scaler = sum(bit(p) for p in self.paths if facts[p].scaler)
+        self._replacer = sum(bit(p) for p in self.paths if facts[p].replaces_optimizers)
+        self._fused_sgd = sum(bit(p) for p in self.paths if facts[p].fused_sgd_momentum)
+        self._parallel = {kind: sum(bit(p) for p in self.paths if kind in facts[p].parallelism)
+                          for kind in ("fsdp", "tensor-parallel")}
+        kinds = sorted({k for f in facts.values() for k in f.mixed_precision})
+        self._kind_here = {k: sum(bit(p) for p in self.paths if k in facts[p].mixed_precision) for k in kinds}
+        self._kind_imported = {k: sum(bit(p) for p in self.paths
+                                      if any(k in facts[t].mixed_precision for t in self._importees[p]))
+                               for k in kinds}
+        self._users: dict[str, int] = {}  # identifier -> files with a training step that use it
+        for path in self.paths:
+            if facts[path].training:
+                for name in facts[path].names:
+                    self._users[name] = self._users.get(name, 0) | bit(path)
+        self._exported: dict[str, dict[str, ClassFacts]] = {}
+        # modules a training file uses whole, as a registry (`models_mae.__dict__[args.model]`)
+        self._registry_users: dict[str, int] = {}
+        for path in self.paths:
+            lookups = set(facts[path].dict_lookups)
+            if not facts[path].training or not lookups:
+                continue
+            for target, ref in self.edges[path]:
+                if ref.local in lookups and (ref.name is None or target.endswith(
+                        (f"/{ref.name}.py", f"{ref.name}.py", f"/{ref.name}/__init__.py"))):
+                    self._registry_users[target] = self._registry_users.get(target, 0) | bit(path)
+
+    def _bit(self, path: str) -> int:
+        return 1 << self.index[path]
+
+    # -- imports --------------------------------------------------------------------------------
+    def _module_file(self, directory: str, dotted: str) -> Optional[str]:
+        """`directory/dotted` as a module file or package; `dotted` "" is the package `directory` itself."""
+        parts = [directory] if directory else []
+        if dotted:
+            parts.append(dotted.replace(".", "/"))
+        base = "/".join(parts)
+        candidates = [base + "/__init__.py"] if not dotted else [base + ".py", base + ".pyi", base + "/__init__.py"]
+        for candidate in candidates:
+            candidate = candidate.lstrip("/")
+            if candidate in self.facts:
+                return candidate
+        return None
+
+    def _search_dirs(self, importer: str) -> list[str]:
+        """sys.path as the importer sees it: its own folder up to the root, then `src/`."""
+        parts = importer.split("/")[:-1]
+        dirs = ["/".join(parts[:i]) for i in range(len(parts), -1, -1)]
+        if self._has_src:
+            dirs.append("src")
+        return dirs
+
+    def resolve(self, importer: str, ref: ImportRef) -> list[str]:
+        """The project files an import binding reaches: the module, and for `from m import x` a submodule x."""
+        if ref.level:
+            parts = importer.split("/")[:-1]
+            up = ref.level - 1
+            if up > len(parts):
+                return []
+            directories = ["/".join(parts[:len(parts) - up])]
+        elif ref.module:
+            directories = self._search_dirs(importer)
+        else:
+            return []
+        for directory in directories:
+            found: list[str] = []
+            module = self._module_file(directory, ref.module)
+            if module:
+                found.append(module)
+            if ref.name not in (None, "*"):
+                sub = self._module_file(directory, f"{ref.module}.{ref.name}" if ref.module else ref.name)
+                if sub:
+                    found.append(sub)
+            if found:
+                return [f for f in found if f != importer]
+        return []
+
+    def _resolve_all(self, path: str) -> list[tuple[str, ImportRef]]:
+        out = []
+        for ref in self.facts[path].imports:
+            for target in self.resolve(path, ref):
+                out.append((target, ref))
+        return out
+
+    def importees(self, path: str) -> set[str]:
+        return self._importees.get(path, set())
+
+    def _all_callers(self) -> list[int]:
+        """For every file, the bit set of the files that import it directly or through others."""
+        n = len(self.paths)
+        importers: list[list[int]] = [[] for _ in range(n)]
+        for source, targets in self._importees.items():
+            for target in targets:
+                importers[self.index[target]].append(self.index[source])
+        components = _strongly_connected(importers)
+        component_of = [0] * n
+        for number, members in enumerate(components):
+            for member in members:
+                component_of[member] = number
+        # Tarjan emits components in reverse topological order of the `importers` graph: every
+        # component reachable from one comes before it, so one pass fills the reach sets.
+        reach = [0] * len(components)
+        for number, members in enumerate(components):
+            bits = 0
+            for member in members:
+                bits |= 1 << member
+                for importer in importers[member]:
+                    other = component_of[importer]
+                    if other != number:
+                        bits |= reach[other]
+            reach[number] = bits
+        return [reach[component_of[i]] & ~(1 << i) for i in range(n)]
+
+    def callers(self, path: str) -> frozenset[str]:
+        """Every project file that imports `path`, directly or through others."""
+        bits = self._callers[self.index[path]]
+        return frozenset(p for i, p in enumerate(self.paths) if bits >> i & 1)
+
+    # -- views ----------------------------------------------------------------------------------
+    def relative(self, path: Path) -> Optional[str]:
+        try:
+            relative = Path(os.path.abspath(path)).relative_to(self.root).as_posix()
+        except ValueError:
+            return None
+        return relative if relative in self.facts else None
+
+    def view(self, path: Path) -> Optional[ProjectView]:
+        rel = self.relative(path)
+        if rel is None:
+            return None
+        own = self.facts[rel]
+        me = self._bit(rel)
+        callers = self._callers[self.index[rel]]
+        elsewhere = tuple(kind for kind in self._kind_here
+                          if callers & (self._kind_here[kind] | self._kind_imported[kind])
+                          or me & self._kind_imported[kind])
+        classes, star, optimizers = self._visible(rel)
+        row_functions = frozenset(
+            "." * ref.level + ref.module + ("." if ref.module else "") + ref.name
+            for target, ref in self.edges.get(rel, ())
+            if ref.name not in (None, "*") and ref.name in self.facts[target].row_functions)
+        collates: set[str] = set()
+        for target, ref in self.edges.get(rel, ()):
+            found = self.facts[target].unpinned_collates
+            spelled_module = "." * ref.level + ref.module
+            if not found:
+                continue
+            if ref.name is None:  # `import util.misc as utils`: reached as `util.misc.collate_fn`
+                collates.update(f"{spelled_module}.{name}" for name in found)
+                continue
+            spelled = f"{spelled_module}.{ref.name}" if ref.module else "." * ref.level + ref.name
+            if ref.name in found:
+                collates.add(spelled)
+            elif _is_submodule(target, ref.name):  # `from util import misc`: reached as `util.misc.collate_fn`
+                collates.update(f"{spelled}.{name}" for name in found)
+        ints: dict[str, dict[str, int]] = {}
+        for source in sorted(self._closure(rel, depth=2)):
+            for name, by_class in self.facts[source].dataclass_ints.items():
+                ints.setdefault(name, {}).update({f"{source}:{k}": v for k, v in by_class.items()})
+        if self._registry_users.get(rel, 0) & callers:
+            trained = frozenset(own.classes)  # the whole module is a registry a training script picks from
+        else:
+            trained = frozenset(name for name in own.classes
+                                if any(self._users.get(alias, 0) & callers for alias in aliases_of(name, own)))
+        return ProjectView(
+            own=own, gpu_callers=bool(callers & self._gpu), scaler_callers=bool(callers & self._scaler),
+            replacer_callers=bool(callers & self._replacer),
+            parallelism_callers=tuple(kind for kind, mask in sorted(self._parallel.items()) if callers & mask),
+            fused_sgd_around=bool(callers & self._fused_sgd) or any(
+                self.facts[p].fused_sgd_momentum for p in self._closure(rel, depth=2)),
+            mixed_elsewhere=elsewhere, imported_classes=classes, star_classes=star,
+            imported_optimizers=optimizers, imported_ints=ints, trained_by_callers=trained,
+            row_functions=row_functions, unpinned_collates=frozenset(collates), scanned=True,
+        )
+
+    def _closure(self, path: str, depth: int) -> set[str]:
+        seen: set[str] = set()
+        frontier = {path}
+        for _ in range(depth):
+            frontier = {t for p in frontier for t in self.importees(p)} - seen - {path}
+            seen |= frontier
+        return seen
+
+    def _visible(self, path: str) -> tuple[dict[str, ClassFacts], dict[str, ClassFacts], dict[str, tuple[str, ...]]]:
+        """Dataset classes and optimizer registries the file imports from the project, keyed as spelled."""
+        classes: dict[str, ClassFacts] = {}
+        optimizers: dict[str, tuple[str, ...]] = {}
+        star: dict[str, ClassFacts] = {}
+        for target, ref in self.edges.get(path, ()):
+            module_facts = self.facts[target]
+            spelled_module = "." * ref.level + ref.module
+            exported = self._exported_datasets(target)
+            if ref.name == "*":
+                for name, facts in exported.items():
+                    star.setdefault(name, facts)
+                continue
+            if ref.name is None:  # `import pkg.data as d` / `import pkg`: reached as `pkg.data.Class`
+                for name, facts in exported.items():
+                    classes[f"{spelled_module}.{name}"] = facts
+                for name, found in module_facts.optimizers.items():
+                    optimizers[f"{spelled_module}.{name}"] = found
+                continue
+            spelled = f"{spelled_module}.{ref.name}" if ref.module else "." * ref.level + ref.name
+            if ref.name in exported:
+                classes[spelled] = exported[ref.name]
+            if _is_submodule(target, ref.name):  # `from pkg import data`: a submodule
+                for name, facts in exported.items():
+                    classes[f"{spelled}.{name}"] = facts
+            if ref.name in module_facts.optimizers:
+                optimizers[spelled] = module_facts.optimizers[ref.name]
+        return classes, star, optimizers
+
+    def _exported_datasets(self, path: str) -> dict[str, ClassFacts]:
+        """Dataset classes a module offers by name: its own, and those it imports from project modules."""
+        cached = self._exported.get(path)
+        if cached is not None:
+            return cached
+        self._exported[path] = {}  # an import cycle sees what is known so far
+        out: dict[str, ClassFacts] = {}
+        for target, ref in self.edges.get(path, ()):
+            if ref.name == "*":
+                for name, cls in self._exported_datasets(target).items():
+                    out.setdefault(name, cls)
+            elif ref.name is not None:
+                found = self._exported_datasets(target).get(ref.name)
+                if found is not None:
+                    out[ref.local] = found
+        out.update({name: cls for name, cls in self.facts[path].classes.items() if cls.dataset is not None})
+        self._exported[path] = out
+        return out
+
+
+def _is_submodule(target: str, name: str) -> bool:
+    """`from pkg import name` resolved to the file of the submodule `name` (not a name inside pkg)."""
+    return target.endswith((f"/{name}.py", f"/{name}/__init__.py")) or target in (f"{name}.py", f"{name}/__init__.py")
+
+
+def _strongly_connected(graph: list[list[int]]) -> list[list[int]]:
+    """Tarjan's algorithm without recursion; components come out in reverse topological order."""
+    index_of = [-1] * len(graph)
+    low = [0] * len(graph)
+    on_stack = [False] * len(graph)
+    stack: list[int] = []
+    components: list[list[int]] = []
+    counter = 0
+    for start in range(len(graph)):
+        if index_of[start] != -1:
+            continue
+        work = [(start, 0)]
+        while work:
+            node, edge = work.pop()
+            if edge == 0:
+                index_of[node] = low[node] = counter
+                counter += 1
+                stack.append(node)
+                on_stack[node] = True
+            recurse = False
+            successors = graph[node]
+            while edge < len(successors):
+                other = successors[edge]
+                edge += 1
+                if index_of[other] == -1:
+                    work.append((node, edge))
+                    work.append((other, 0))
+                    recurse = True
+                    break
+                if on_stack[other]:
+                    low[node] = min(low[node], index_of[other])
+            if recurse:
+                continue
+            if low[node] == index_of[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack[member] = False
+                    component.append(member)
+                    if member == node:
+                        break
+                components.append(component)
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+    return components
+
+
+def scan_files(root: Path, paths: Iterable[Path], facts_for: "FactsSource") -> Project:
+    """A project from the given files under `root`; `facts_for` reads (or recalls) each one's facts."""
+    facts: dict[str, FileFacts] = {}
+    for path in paths:
+        try:
+            relative = Path(os.path.abspath(path)).relative_to(root).as_posix()
+        except ValueError:
+            continue
+        found = facts_for(path)
+        if found is not None:
+            facts[relative] = found
+    return Project(root, facts)
+
+
+class FactsSource:
+    """Reads a file's facts, from a cache of earlier runs when its bytes are unchanged."""
+
+    def __call__(self, path: Path) -> Optional[FileFacts]:  # pragma: no cover - interface
+        raise NotImplementedError

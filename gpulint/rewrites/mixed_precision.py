@@ -1,0 +1,906 @@
+"""The mixed-precision rewrite of a training step (GPU001, GPU002).
+
+Wrap the forward pass and loss in autocast (backward stays outside), and for float16 route
+backward and the optimizer step through one GradScaler created before the loop. The whole
+rewrite is one CST transformation of the statement that receives the scaler, so every edit of
+the fix lands in one replacement that the engine reduces to the changed text.
+"""
+
+from __future__ import annotations
+
+import builtins
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Sequence, Union
+
+import libcst as cst
+
+from gpulint.analysis.training import (
+    Backward,
+    OptimizerStep,
+    TrainingFacts,
+    TrainingStep,
+)
+from gpulint.core.arguments import positional_args
+from gpulint.core.context import FileContext
+from gpulint.core.names import NameUses, dotted
+from gpulint.core.pending import PendingEdit, Replace
+from gpulint.core.rewrite import add_keyword, is_literal
+from gpulint.core.values import self_attribute_value, single_value
+from gpulint.core.walk import walk
+
+Container = Union[cst.IndentedBlock, cst.Module]
+
+# calls that only fetch, move or reshape a batch: a region never starts with them
+_MOVING_METHODS = frozenset({
+    "to", "cuda", "cpu", "float", "double", "long", "int", "bool", "contiguous", "view", "reshape",
+    "squeeze", "unsqueeze", "permute", "flatten", "pin_memory", "get", "items", "keys", "values",
+})
+_MOVING_FUNCTIONS = frozenset({"next", "iter", "len", "zip", "enumerate", "range", "tuple", "list", "dict"})
+_DEVICE_TYPES = ("cuda", "cpu")
+_SGD = frozenset({"torch.optim.SGD", "torch.optim.sgd.SGD"})
+GRAD_SCALER_SINCE = (2, 3)  # torch.amp.GradScaler
+SHARDED_SCALER_MODULE = "torch.distributed.fsdp.sharded_grad_scaler"
+
+
+def _moves_data_only(statement: cst.BaseStatement) -> bool:
+    """A line that only unpacks, fetches, makes or moves a batch (no model, no loss)."""
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    calls: list[cst.Call] = []
+
+    class _Calls(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            calls.append(node)
+
+    walk(statement, _Calls())
+    for call in calls:
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _MOVING_METHODS:
+            continue
+        if isinstance(func, cst.Name) and func.value in _MOVING_FUNCTIONS:
+            continue
+        if any(_names_device(arg.value) for arg in call.args):
+            continue  # `get_batch(split, device)`, `torch.randn(n, device=device)`: makes a batch on the device
+        return False
+    return True
+
+
+def _names_device(expr: cst.BaseExpression) -> bool:
+    name = dotted(expr)
+    return name is not None and "device" in name.split(".")[-1].lower()
+
+
+def _loss_names(expr: cst.BaseExpression) -> Optional[set[str]]:
+    """Names a loss expression combines (`loss`, `loss / accum`, `loss.mean()`), None if it computes more."""
+    if isinstance(expr, cst.Name):
+        return {expr.value}
+    if isinstance(expr, (cst.Integer, cst.Float, cst.Attribute)):
+        return set()
+    if isinstance(expr, cst.BinaryOperation):
+        left, right = _loss_names(expr.left), _loss_names(expr.right)
+        return None if left is None or right is None else left | right
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and not expr.args:
+        return _loss_names(expr.func.value)
+    return None
+
+
+# -- the region to wrap in autocast ---------------------------------------------------
+@dataclass(frozen=True)
+class Region:
+    """Statements `start..end` (inclusive) of `container` go under autocast."""
+
+    container: Container
+    start: int
+    end: int
+
+
+def _index(body: tuple[cst.CSTNode, ...] | list, node: cst.CSTNode) -> int:
+    for i, item in enumerate(body):
+        if item is node:
+            return i
+    return -1
+
+
+def loss_statement(facts: TrainingFacts, step: TrainingStep, backward: Backward) -> Optional[cst.CSTNode]:
+    """The statement that assigns the loss, else the one that calls backward."""
+    region = autocast_region(facts, step, backward)
+    if region is not None and isinstance(region.container.body[region.end], cst.SimpleStatementLine):
+        return region.container.body[region.end]
+    names = _loss_names(backward.loss) or set()
+    statement = facts.statement_of(backward.call)
+    if statement is None or not names:
+        return statement
+    # the loss may be assigned inside a compound statement (`with ctx: loss = ...`): find that line
+    last: Optional[cst.CSTNode] = None
+    scope = facts.scope_of(backward.call)
+    for line in _lines_writing(step.node, names):
+        if facts.before(line, backward.call) and facts.scope_of(line) is scope:
+            last = line
+    return last if last is not None else statement
+
+
+def loss_passed_in(facts: TrainingFacts, backward: Backward) -> bool:
+    """The loss is a parameter of the function calling backward, never assigned there."""
+    names = _loss_names(backward.loss)
+    if not names:
+        return False
+    function = next((a for a in facts.ancestors(backward.call) if isinstance(a, (cst.FunctionDef, cst.Lambda))), None)
+    if not isinstance(function, cst.FunctionDef):
+        return False
+    params = {p.name.value for p in (*function.params.posonly_params, *function.params.params,
+                                     *function.params.kwonly_params)}
+    if not names <= params:
+        return False
+    return not _lines_writing(function, names)
+
+
+def _lines_writing(node: cst.CSTNode, names: set[str]) -> list[cst.SimpleStatementLine]:
+    lines: list[cst.SimpleStatementLine] = []
+
+    class _Lines(cst.CSTVisitor):
+        def visit_SimpleStatementLine(self, line: cst.SimpleStatementLine) -> bool:
+            if NameUses.of(line).writes & names:
+                lines.append(line)
+            return False
+
+    walk(node, _Lines())
+    return lines
+
+
+def autocast_region(facts: TrainingFacts, step: TrainingStep, backward: Backward) -> Optional[Region]:
+    """From the first statement the loss depends on through the loss assignment, in one block."""
+    names = _loss_names(backward.loss)
+    if not names:
+        return None
+    child: Optional[cst.CSTNode] = facts.statement_of(backward.call)
+    if child is None:
+        return None
+    for ancestor in facts.ancestors(child):
+        if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
+            body = list(ancestor.body)
+            position = _index(body, child)
+            uses = [NameUses.of(s) for s in body[:position]]
+            ends = [k for k in range(position) if uses[k].writes & names]
+            if ends:
+                end = max(ends)
+                start = _slice_start(body, uses, end)
+                needed = _slice_members(uses, end)
+                while start < end and (start not in needed or _not_forward(facts, body[start])
+                                       or not _calls_model(facts, body[start])):
+                    start += 1  # `model = SimpleMLP()`, `x = torch.randn(...)`, `futures.wait_all(...)`
+                if any(_not_forward(facts, body[k]) for k in range(start, end + 1)):
+                    return None  # construction or waiting between forward statements: cannot wrap only the forward
+                return Region(ancestor, start, end)
+        elif isinstance(ancestor, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            child = ancestor
+        if ancestor is step.node or isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return None
+    return None
+
+
+_BUILTINS = frozenset(dir(builtins))
+_WAITS = frozenset({"wait", "wait_all", "to_here", "rpc_sync", "rpc_async", "collect_all"})
+# tensor methods that make or reshape data: a line calling only these (and torch functions) builds a
+# batch, it does not run the model
+_TENSOR_METHODS = _MOVING_METHODS | frozenset({
+    "argmax", "argmin", "sum", "mean", "max", "min", "abs", "exp", "log", "pow", "sqrt", "clamp", "softmax",
+    "log_softmax", "sigmoid", "tanh", "round", "floor", "ceil", "masked_fill", "gather", "scatter", "index_select",
+    "transpose", "t", "expand", "repeat", "split", "chunk", "detach", "clone", "type", "half", "bfloat16",
+    "numpy", "tolist", "item", "size", "normal_", "uniform_", "fill_", "zero_", "manual_seed",
+})
+
+
+def _calls_model(facts: TrainingFacts, statement: cst.CSTNode) -> bool:
+    """The statement calls something other than torch, builtins and tensor methods: a model or a loss."""
+    for call in facts.calls:
+        if not facts.contains(statement, call):
+            continue
+        func = call.func
+        qualified = facts.ctx.qualname(func)
+        if qualified is not None:
+            if qualified.split(".", 1)[0] in ("torch", "numpy", "math", "random"):
+                continue
+            return True
+        if isinstance(func, cst.Name):
+            if func.value in _BUILTINS and facts.ctx.names.binding_scope(func) is None:
+                continue  # `len(...)`, `range(...)`, `zip(...)`
+            return True
+        if isinstance(func, cst.Attribute) and func.attr.value in _TENSOR_METHODS:
+            continue
+        return True
+    return False
+
+
+def _not_forward(facts: TrainingFacts, statement: cst.CSTNode) -> bool:
+    """A line that builds a model or an optimizer, or waits on futures: never part of the forward pass."""
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    for small in statement.body:
+        value = small.value if isinstance(small, (cst.Assign, cst.AnnAssign, cst.Expr)) else None
+        if not isinstance(value, cst.Call):
+            return False
+        while isinstance(value.func, cst.Attribute) and value.func.attr.value in _MOVING_METHODS \
+                and isinstance(value.func.value, cst.Call):
+            value = value.func.value  # `SimpleMLP().to(device)`: judged by what is built
+        func = value.func
+        last = func.attr.value if isinstance(func, cst.Attribute) else (
+            func.value if isinstance(func, cst.Name) else "")
+        qualified = facts.ctx.qualname(func) or ""
+        constructs = last[:1].isupper() and not qualified.startswith("torch.Tensor")
+        if not (constructs or last in _WAITS):
+            return False
+    return True
+
+
+def _slice_members(uses: list[NameUses], end: int) -> set[int]:
+    """Indices of the statements the one at `end` depends on (itself included)."""
+    needed = set(uses[end].reads)
+    members = {end}
+    for k in range(end - 1, -1, -1):
+        if uses[k].writes & needed:
+            needed |= uses[k].reads
+            members.add(k)
+    return members
+
+
+def _slice_start(body: list, uses: list[NameUses], end: int) -> int:
+    needed = set(uses[end].reads)
+    start = end
+    for k in range(end - 1, -1, -1):
+        if uses[k].writes & needed:
+            needed |= uses[k].reads
+            if not _moves_data_only(body[k]):
+                start = k
+    return start
+
+
+# -- ops CUDA autocast refuses ----------------------------------------------------------
+BCE_FUNCTIONS = frozenset({"torch.nn.functional.binary_cross_entropy", "torch.binary_cross_entropy"})
+BCE_MODULES = frozenset({"torch.nn.BCELoss", "torch.nn.modules.loss.BCELoss"})
+_BCE_TEXT = re.compile(r"\bbinary_cross_entropy\s*\(|\bBCELoss\s*\(")
+
+
+@dataclass(frozen=True)
+class RefusedOps:
+    """binary_cross_entropy in a region: CUDA autocast raises "unsafe to autocast" on it."""
+
+    direct: tuple[cst.Call, ...]  # F.binary_cross_entropy(...) or a BCELoss instance called here
+    indirect: tuple[str, ...]  # functions of this file called here that compute it inside
+
+
+def refused_ops(facts: TrainingFacts, statement: cst.CSTNode) -> RefusedOps:
+    ctx = facts.ctx
+    direct: list[cst.Call] = []
+    indirect: list[str] = []
+    module_functions = {s.name.value: s for s in ctx.module.body if isinstance(s, cst.FunctionDef)}
+    for call in facts.calls:
+        if not facts.contains(statement, call):
+            continue
+        func = call.func
+        if ctx.qualname(func) in BCE_FUNCTIONS:
+            direct.append(call)
+            continue
+        value: Optional[cst.BaseExpression] = None
+        if isinstance(func, cst.Name):
+            value = single_value(func, ctx.names)
+            target = module_functions.get(func.value)
+            if target is not None and ctx.names.binding_scope(func) is ctx.names.module_scope \
+                    and _BCE_TEXT.search(ctx.code(target)):
+                indirect.append(func.value)
+        elif isinstance(func, cst.Attribute):
+            value = self_attribute_value(func, ctx.names)
+        if isinstance(value, cst.Call) and ctx.qualname(value.func) in BCE_MODULES:
+            direct.append(call)
+    return RefusedOps(tuple(direct), tuple(indirect))
+
+
+def as_float(expr: cst.BaseExpression) -> cst.Call:
+    """`expr.float()`, parenthesised when `expr` binds looser than an attribute."""
+    parenthesised = bool(getattr(expr, "lpar", None))
+    if not isinstance(expr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) or parenthesised:
+        expr = expr.with_changes(lpar=(cst.LeftParen(),), rpar=(cst.RightParen(),)) if not parenthesised else expr
+    return cst.Call(func=cst.Attribute(value=expr, attr=cst.Name("float")))
+
+
+# -- the GradScaler part ----------------------------------------------------------------
+@dataclass(frozen=True)
+class ScalerPlan:
+    backward: Backward
+    step: OptimizerStep
+    unscale_before: Optional[cst.BaseStatement]  # first gradient clipping / `.grad` use before step
+
+
+class _GradUses(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.nodes: list[cst.CSTNode] = []
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value == "grad":
+            self.nodes.append(node)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = node.func.attr.value if isinstance(node.func, cst.Attribute) else (
+            node.func.value if isinstance(node.func, cst.Name) else "")
+        if name.startswith("clip_grad") or name == "unscale_":
+            self.nodes.append(node)
+
+
+def scaler_plan(facts: TrainingFacts, step: TrainingStep, backward: Backward) -> Optional[ScalerPlan]:
+    """How to add a GradScaler to this step, or None when the step is too irregular to rewrite."""
+    if len(step.backwards) != 1 or len(step.steps) != 1 or backward.scaled:
+        return None
+    opt_step = step.steps[0]
+    call = opt_step.call
+    if opt_step.via_scaler or call.args or not facts.before(backward.call, call):
+        return None
+    if _fused_sgd_with_momentum(facts, opt_step.optimizer) or facts.ctx.project.fused_sgd:
+        return None  # fused SGD with momentum here or in a module of the project: unsafe under a scaler
+    if not isinstance(facts.parent(call), cst.Expr):
+        return None
+    if backward.autograd and (len(backward.call.args) != 1 or backward.call.args[0].keyword is not None
+                              and backward.call.args[0].keyword.value != "tensors"):
+        return None
+    step_statement = facts.statement_of(call)
+    container = facts.parent(step_statement) if step_statement is not None else None
+    if not isinstance(container, (cst.IndentedBlock, cst.SimpleStatementSuite, cst.Module)):
+        return None
+    uses = _GradUses()
+    walk(step.node, uses)
+    first: Optional[cst.BaseStatement] = None
+    for node in uses.nodes:
+        if not (facts.before(backward.call, node) and facts.before(node, call)):
+            continue
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "unscale_":
+            return None
+        holder = _statement_in(facts, node, container)
+        if holder is None or facts.contains(holder, backward.call):
+            return None  # `.grad` used on every micro-step but stepped on a boundary: unscale_ can't go there
+        if first is None or facts.before(holder, first):
+            first = holder
+    return ScalerPlan(backward, opt_step, first)
+
+
+def _fused_sgd_with_momentum(facts: TrainingFacts, optimizer: cst.BaseExpression) -> bool:
+    """Fused SGD with momentum leaves its momentum buffer uninitialised when the first scaled step
+    overflows (weights blew up within 3 steps on torch 2.14): never pair it with a GradScaler."""
+    value = single_value(optimizer, facts.ctx.names) if isinstance(optimizer, cst.Name) else None
+    if not isinstance(value, cst.Call) or facts.ctx.qualname(value.func) not in _SGD:
+        return False
+    kwargs = facts.ctx.kwargs(value)
+    if not kwargs.complete:
+        return True
+    fused, momentum = kwargs.get("fused"), kwargs.get("momentum")
+    return kwargs.has("fused") and not is_literal(fused, "False", "None") and kwargs.has("momentum") \
+        and not is_literal(momentum, "0")
+
+
+def _statement_in(facts: TrainingFacts, node: cst.CSTNode, container: cst.CSTNode) -> Optional[cst.BaseStatement]:
+    child: cst.CSTNode = node
+    for ancestor in facts.ancestors(node):
+        if ancestor is container:
+            return child if isinstance(child, (cst.SimpleStatementLine, cst.BaseCompoundStatement)) else None
+        child = ancestor
+    return None
+
+
+def scaler_anchor(facts: TrainingFacts, node: cst.CSTNode) -> cst.BaseStatement:
+    """The statement the scaler is created before: the outermost loop of the function holding the step,
+    or for a step function without a loop, that function (or its class) in the enclosing code."""
+    if isinstance(node, cst.FunctionDef):
+        anchor: cst.CSTNode = node
+        for ancestor in facts.ancestors(node):
+            if isinstance(ancestor, cst.ClassDef):
+                anchor = ancestor
+            elif not isinstance(ancestor, cst.IndentedBlock):
+                break
+        return anchor  # type: ignore[return-value]
+    anchor = node
+    for ancestor in facts.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.Module)):
+            break
+        if isinstance(ancestor, (cst.For, cst.While)):
+            anchor = ancestor
+    return anchor  # type: ignore[return-value]
+
+
+# -- device type ----------------------------------------------------------------------
+def _device_kind(value: Optional[cst.BaseExpression], ctx: FileContext) -> Optional[str]:
+    """"device" for a torch.device, "string" for a "cuda"/"cpu" string, else None."""
+    if isinstance(value, cst.Call) and ctx.qualname(value.func) in ("torch.device",
+                                                                     "torch.accelerator.current_accelerator"):
+        return "device"
+    if isinstance(value, cst.SimpleString) and value.evaluated_value in _DEVICE_TYPES:
+        return "string"
+    if isinstance(value, cst.IfExp):
+        kinds = {_device_kind(value.body, ctx), _device_kind(value.orelse, ctx)}
+        return kinds.pop() if len(kinds) == 1 else None
+    return None
+
+
+def visible_at(facts: TrainingFacts, name: cst.Name, anchor: cst.CSTNode) -> bool:
+    """The name's one binding is made before `anchor`, in code that `anchor` can see."""
+    owner = facts.ctx.names.binding_scope(name)
+    if owner is None:
+        return False
+    value = single_value(name, facts.ctx.names)
+    if value is None or not facts.before(value, anchor):
+        return False
+    return owner.node is facts.ctx.module or facts.contains(owner.node, anchor)
+
+
+def _parameter_visible(facts: TrainingFacts, name: cst.Name, anchor: cst.CSTNode) -> bool:
+    """`name` is a parameter of a function that holds `anchor` (never rebound there)."""
+    owner = facts.ctx.names.binding_scope(name)
+    if owner is None or not isinstance(owner.node, cst.FunctionDef) or not facts.contains(owner.node, anchor):
+        return False
+    targets = owner.bindings.get(name.value, [])
+    values = owner.values.get(name.value, [])
+    params = {p.name.value for p in (*owner.node.params.posonly_params, *owner.node.params.params,
+                                     *owner.node.params.kwonly_params)}
+    return name.value in params and len(targets) == 1 and values == [None]
+
+
+def _looks_like_device(name: cst.Name) -> bool:
+    """`device`, `dev`, `local_rank`, `gpu`: a name that holds a device, never a dtype."""
+    lowered = name.value.lower()
+    return "dtype" not in lowered and (
+        "device" in lowered or lowered in ("dev", "rank", "local_rank", "gpu", "gpu_id"))
+
+
+def _device_targets(facts: TrainingFacts, scope: cst.CSTNode) -> list[cst.BaseExpression]:
+    """What `.to(X)` / `.to(device=X)` move tensors to inside `scope`."""
+    found: list[cst.BaseExpression] = []
+    for call in facts.calls:
+        if not facts.contains(scope, call) or not isinstance(call.func, cst.Attribute) \
+                or call.func.attr.value != "to":
+            continue
+        args = positional_args(call, ignore_starred=True)
+        target = args[0] if args else next(
+            (a.value for a in call.args if a.keyword is not None and a.keyword.value == "device"), None)
+        if isinstance(target, (cst.Name, cst.Attribute)):
+            found.append(target)
+    return found
+
+
+def device_code_in(facts: TrainingFacts, scopes: tuple[cst.CSTNode, ...], anchor: cst.CSTNode, torch: str) -> str:
+    """The script's own device type as code valid at `anchor`: `device.type`, `device`,
+    `torch.device(args.device).type`, or `"cuda"` when the scopes move tensors nowhere visible."""
+    for scope in scopes:
+        found: dict[str, str] = {}
+        for target in _device_targets(facts, scope):
+            code = facts.ctx.code(target)
+            if isinstance(target, cst.Name):
+                kind = _device_kind(single_value(target, facts.ctx.names), facts.ctx)
+                if kind is not None and visible_at(facts, target, anchor):
+                    found[code] = f"{code}.type" if kind == "device" else code
+                elif _looks_like_device(target) and (
+                        visible_at(facts, target, anchor) or _parameter_visible(facts, target, anchor)):
+                    found[code] = f"{torch}.device({code}).type"  # a str, an index or a torch.device: all work
+            elif isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and \
+                    "device" in target.attr.value.lower() and (
+                        _parameter_visible(facts, target.value, anchor) or visible_at(facts, target.value, anchor)):
+                found[code] = f"{torch}.device({code}).type"  # `args.device`, `self.device`
+        if len(found) == 1:
+            return next(iter(found.values()))
+        if found:
+            break
+    return '"cuda"'
+
+
+def device_type_code(facts: TrainingFacts, step: TrainingStep, anchor: cst.CSTNode, torch: str = "torch") -> str:
+    """`device.type`, `device` or `"cuda"`: the script's own device where it can be seen."""
+    return device_code_in(facts, (step.node, facts.scope_of(step.node)), anchor, torch)
+
+
+def scaler_name(ctx: FileContext) -> str:
+    taken: set[str] = set()
+    for scope in ctx.names.scopes.values():
+        taken.update(scope.bindings)
+    for candidate in ("scaler", "grad_scaler", "amp_scaler"):
+        if candidate not in taken:
+            return candidate
+    index = 1
+    while f"scaler_{index}" in taken:
+        index += 1
+    return f"scaler_{index}"
+
+
+# -- the transformation ---------------------------------------------------------------
+@dataclass
+class _Plan:
+    calls: dict[int, Callable[[cst.Call], cst.BaseExpression]] = field(default_factory=dict)
+    before: dict[int, list[cst.BaseStatement]] = field(default_factory=dict)
+    after: dict[int, list[cst.BaseStatement]] = field(default_factory=dict)
+    small_after: dict[int, list[cst.BaseSmallStatement]] = field(default_factory=dict)
+    wrap: Optional[Region] = None
+    with_item: Optional[cst.BaseExpression] = None
+
+
+class _Rewriter(cst.CSTTransformer):
+    def __init__(self, plan: _Plan) -> None:
+        self.plan = plan
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        rewrite = self.plan.calls.get(id(original_node))
+        return rewrite(updated_node) if rewrite is not None else updated_node
+
+    def _statements(self, original: cst.CSTNode, original_body: Sequence[cst.BaseStatement],
+                    updated_body: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        plan = self.plan
+        wrap = plan.wrap if plan.wrap is not None and plan.wrap.container is original else None
+        out: list = []
+        index = 0
+        while index < len(updated_body):
+            o, u = original_body[index], updated_body[index]
+            if wrap is not None and index == wrap.start:
+                group = list(updated_body[wrap.start:wrap.end + 1])
+                out.append(_with_statement(plan.with_item, group))  # type: ignore[arg-type]
+                index = wrap.end + 1
+                continue
+            out.extend(plan.before.get(id(o), ()))
+            out.append(u)
+            out.extend(plan.after.get(id(o), ()))
+            index += 1
+        return out
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock,
+                            updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
+        return updated_node.with_changes(body=self._statements(original_node, original_node.body, updated_node.body))
+
+    def _small(self, original_body: Sequence[cst.BaseSmallStatement],
+               updated_body: Sequence[cst.BaseSmallStatement]) -> list[cst.BaseSmallStatement]:
+        out: list = []
+        for o, u in zip(original_body, updated_body):
+            out.append(u)
+            out.extend(self.plan.small_after.get(id(o), ()))
+        return out
+
+    def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine,
+                                  updated_node: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
+        return updated_node.with_changes(body=self._small(original_node.body, updated_node.body))
+
+    def leave_SimpleStatementSuite(self, original_node: cst.SimpleStatementSuite,
+                                   updated_node: cst.SimpleStatementSuite) -> cst.SimpleStatementSuite:
+        return updated_node.with_changes(body=self._small(original_node.body, updated_node.body))
+
+
+def _with_statement(item: cst.BaseExpression, group: list[cst.BaseStatement]) -> cst.With:
+    first = group[0]
+    assert isinstance(first, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+    leading = first.leading_lines
+    group[0] = first.with_changes(leading_lines=())
+    return cst.With(items=[cst.WithItem(item=item)], body=cst.IndentedBlock(body=group), leading_lines=leading)
+
+
+def _strip_parens(expr: cst.BaseExpression) -> cst.BaseExpression:
+    if isinstance(expr, (cst.Tuple, cst.NamedExpr, cst.Yield, cst.GeneratorExp)):
+        return expr
+    return expr.with_changes(lpar=(), rpar=()) if getattr(expr, "lpar", ()) else expr
+
+
+@dataclass(frozen=True)
+class ScalerHome:
+    """Where the run's one GradScaler is created: next to the optimizer, so it lives as long.
+
+    A scaler created inside a per-epoch `train()` recalibrates its scale every epoch and is
+    never saved. When the optimizer is a module global, the scaler is created beside it; when
+    `train()` receives the optimizer from a function of this file, that function creates the
+    scaler and passes it in (`train()` keeps a `scaler=None` fallback for other callers).
+    """
+
+    creation: cst.BaseStatement  # the scaler is created right after this statement
+    device: str  # device-type code valid there
+    function: Optional[cst.FunctionDef] = None  # the step's function, which gains `scaler=None`
+    calls: tuple[cst.Call, ...] = ()  # its calls that pass the scaler in
+    saves: tuple[cst.Dict, ...] = ()  # checkpoint dicts holding the optimizer's state
+    loads: tuple[tuple[cst.SimpleStatementLine, str], ...] = ()  # optimizer state loads, with the dict's code
+
+
+def _function_of(facts: TrainingFacts, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+    scope = facts.scope_of(node)
+    return scope if isinstance(scope, cst.FunctionDef) else None
+
+
+def scaler_home(facts: TrainingFacts, step: TrainingStep, plan: ScalerPlan, torch: str,
+                name: str) -> Optional[ScalerHome]:
+    """Where the scaler should live, or None to create it before the step's loop (same lifetime there)."""
+    optimizer = plan.step.optimizer
+    function = _function_of(facts, step.node)
+    if not isinstance(optimizer, cst.Name) or function is None or isinstance(step.node, cst.FunctionDef):
+        return None
+    names = facts.ctx.names
+    owner = names.binding_scope(optimizer)
+    if owner is None:
+        return None
+    if owner is names.module_scope:  # a global optimizer: the scaler becomes a global beside it
+        value = single_value(optimizer, names)
+        creation = facts.statement_of(value) if value is not None else None
+        if not isinstance(creation, cst.SimpleStatementLine) or _function_of(facts, creation) is not None:
+            return None
+        device = device_code_in(facts, (function, facts.ctx.module), creation, torch)
+        saves, loads = _checkpoints(facts, optimizer, owner, creation, None)
+        return ScalerHome(creation, device, saves=saves, loads=loads)
+    if owner is not names.scopes.get(id(function)) or not _parameter_visible(facts, optimizer, step.node):
+        return None
+    return _caller_home(facts, function, optimizer.value, torch, name)
+
+
+def _caller_home(facts: TrainingFacts, function: cst.FunctionDef, parameter: str, torch: str,
+                 name: str) -> Optional[ScalerHome]:
+    names = facts.ctx.names
+    params = [*function.params.posonly_params, *function.params.params]
+    if any(p.name.value == name for p in (*params, *function.params.kwonly_params)):
+        return None
+    if names.module_scope.bindings.get(function.name.value) != [None] or _function_of(facts, function) is not None:
+        return None  # not a plain module-level function
+    position = next((i for i, p in enumerate(params) if p.name.value == parameter), None)
+    calls = [c for c in facts.calls if isinstance(c.func, cst.Name) and c.func.value == function.name.value
+             and names.binding_scope(c.func) is names.module_scope]
+    if not calls:
+        return None
+    home_scope = facts.scope_of(calls[0])
+    creation: Optional[cst.BaseStatement] = None
+    passed: Optional[cst.Name] = None
+    for call in calls:
+        if facts.scope_of(call) is not home_scope or home_scope is function:
+            return None
+        argument = _argument(call, parameter, position)
+        if not isinstance(argument, cst.Name) or names.binding_scope(argument) is not names.scopes.get(id(home_scope)):
+            return None
+        value = single_value(argument, names)
+        statement = facts.statement_of(value) if value is not None else None
+        if statement is None or (creation is not None and statement is not creation):
+            return None
+        if not facts.before(statement, call):
+            return None
+        creation, passed = statement, argument
+    assert creation is not None and passed is not None
+    if not isinstance(creation, cst.SimpleStatementLine):
+        return None
+    device = device_code_in(facts, (home_scope,), creation, torch)
+    if device == '"cuda"':
+        device = _device_through_call(facts, function, calls[0], creation, torch)
+    saves, loads = _checkpoints(facts, passed, names.binding_scope(passed), creation, home_scope)
+    return ScalerHome(creation, device, function, tuple(calls), saves, loads)
+
+
+def _argument(call: cst.Call, parameter: str, position: Optional[int]) -> Optional[cst.BaseExpression]:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == parameter:
+            return arg.value
+    positional = [a for a in call.args if a.keyword is None]
+    if position is None or any(a.star for a in positional[:position + 1]) or len(positional) <= position:
+        return None
+    return positional[position].value
+
+
+def _device_through_call(facts: TrainingFacts, function: cst.FunctionDef, call: cst.Call,
+                         creation: cst.CSTNode, torch: str) -> str:
+    """The device the caller passes to the step function's device parameter, as code at `creation`."""
+    inside = device_code_in(facts, (function,), function.body, torch)
+    params = [*function.params.posonly_params, *function.params.params]
+    for index, param in enumerate(params):
+        if inside not in (f"{param.name.value}.type", f"{torch}.device({param.name.value}).type"):
+            continue
+        argument = _argument(call, param.name.value, index)
+        if isinstance(argument, cst.Name) and visible_at(facts, argument, creation):
+            kind = _device_kind(single_value(argument, facts.ctx.names), facts.ctx)
+            if kind == "device":
+                return f"{argument.value}.type"
+            return argument.value if kind == "string" else f"{torch}.device({argument.value}).type"
+    return '"cuda"'
+
+
+def _checkpoints(facts: TrainingFacts, optimizer: cst.Name, owner: object, creation: cst.CSTNode,
+                 scope: Optional[cst.CSTNode],
+                 ) -> tuple[tuple[cst.Dict, ...], tuple[tuple[cst.SimpleStatementLine, str], ...]]:
+    """Checkpoint dicts holding this optimizer's state, and statements loading it back (after `creation`)."""
+    names = facts.ctx.names
+    saves: list[cst.Dict] = []
+    loads: list[tuple[cst.SimpleStatementLine, str]] = []
+
+    def same(expr: cst.BaseExpression) -> bool:
+        return isinstance(expr, cst.Name) and expr.value == optimizer.value and names.binding_scope(expr) is owner
+
+    for call in facts.calls:
+        if scope is not None and not facts.contains(scope, call):
+            continue
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and same(func.value)):
+            continue
+        if func.attr.value == "state_dict" and not call.args:
+            element = facts.parent(call)
+            holder = facts.parent(element) if isinstance(element, cst.DictElement) else None
+            if isinstance(holder, cst.Dict) and facts.before(creation, holder) and all(
+                    isinstance(e, cst.DictElement) for e in holder.elements):
+                saves.append(holder)
+        elif func.attr.value == "load_state_dict" and len(call.args) == 1:
+            source = call.args[0].value
+            line = facts.statement_of(call)
+            if isinstance(source, cst.Subscript) and isinstance(source.value, cst.Name) and isinstance(
+                    facts.parent(call), cst.Expr) and isinstance(line, cst.SimpleStatementLine) \
+                    and len(line.body) == 1 and facts.before(creation, line):
+                loads.append((line, source.value.value))
+    return tuple(dict.fromkeys(saves)), tuple(loads)
+
+
+def home_edits(facts: TrainingFacts, home: ScalerHome, torch: str, name: str, scaler_class: str) -> list[Replace]:
+    """The edits outside the step's loop: create the scaler at home, pass it in, save and load its state."""
+    creation = cst.parse_statement(f"{name} = {scaler_class}({home.device})\n")
+    edits: list[Replace] = [Replace(home.creation, [home.creation, creation])]
+    if home.function is not None:
+        edits.append(Replace(home.function.params, _with_scaler_parameter(home.function.params, name)))
+        edits.extend(Replace(call, add_keyword(call, name, name)) for call in home.calls)
+    taken = [edit.node for edit in edits]
+    for holder in home.saves:
+        if any(facts.contains(other, holder) or facts.contains(holder, other) for other in taken):
+            continue
+        edits.append(Replace(holder, _with_entry(holder, name)))
+        taken.append(holder)
+    for line, checkpoint in home.loads:
+        if any(facts.contains(other, line) or facts.contains(line, other) for other in taken):
+            continue
+        guard = cst.parse_statement(
+            f"if {_quoted(name)} in {checkpoint}:\n    {name}.load_state_dict({checkpoint}[{_quoted(name)}])\n")
+        edits.append(Replace(line, [line, guard]))
+        taken.append(line)
+    return edits
+
+
+def _quoted(key: str) -> str:
+    return f'"{key}"'
+
+
+def _with_scaler_parameter(params: cst.Parameters, name: str) -> cst.Parameters:
+    """`def train(a, b)` -> `def train(a, b, scaler=None)` (keyword-only after `*args`)."""
+    new = cst.Param(name=cst.Name(name), default=cst.Name("None"), equal=cst.AssignEqual(
+        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+    if isinstance(params.star_arg, cst.Param) or params.kwonly_params:
+        return params.with_changes(kwonly_params=[*params.kwonly_params, new])
+    if params.star_kwarg is not None or params.params or params.posonly_params:
+        return params.with_changes(params=[*params.params, new])
+    return params.with_changes(params=[new])
+
+
+def _with_entry(holder: cst.Dict, name: str) -> cst.Dict:
+    """Add `"scaler": scaler.state_dict()` after the last entry, in the dict's own quote style and layout."""
+    quote = "'"
+    for element in holder.elements:
+        if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString):
+            quote = element.key.quote[-1]
+            break
+    entry = cst.DictElement(
+        key=cst.SimpleString(f"{quote}{name}{quote}"), value=cst.parse_expression(f"{name}.state_dict()"),
+        whitespace_before_colon=cst.SimpleWhitespace(""), whitespace_after_colon=cst.SimpleWhitespace(" "))
+    elements = list(holder.elements)
+    last = elements[-1]
+    if isinstance(last.comma, cst.Comma):
+        entry = entry.with_changes(comma=cst.Comma(whitespace_after=last.comma.whitespace_after))
+        separator = _element_separator(holder)
+        elements[-1] = last.with_changes(comma=last.comma.with_changes(whitespace_after=separator))
+    else:
+        elements[-1] = last.with_changes(comma=cst.Comma(whitespace_after=_element_separator(holder)))
+    elements.append(entry)
+    return holder.with_changes(elements=elements)
+
+
+def _element_separator(holder: cst.Dict) -> cst.BaseParenthesizableWhitespace:
+    for element in holder.elements[:-1]:
+        if isinstance(element.comma, cst.Comma):
+            ws = element.comma.whitespace_after
+            if isinstance(ws, cst.ParenthesizedWhitespace):
+                return ws.with_changes(first_line=ws.first_line.with_changes(comment=None), empty_lines=())
+            return ws
+    return cst.SimpleWhitespace(" ")
+
+
+@dataclass(frozen=True)
+class StepRewrite:
+    """Everything the fix writes, decided by the rule."""
+
+    anchor: cst.BaseStatement
+    torch: str  # the file's spelling of `torch`
+    device: str  # code for the device type
+    region: Optional[Region] = None  # wrap in autocast
+    dtype: Optional[str] = None  # "float16" / "bfloat16" for the autocast written
+    scaler: Optional[ScalerPlan] = None
+    scaler_name: str = "scaler"
+    scaler_enabled: Optional[str] = None  # `enabled=` for a scaler needed only on a float16 path
+    scaler_class: str = ""  # code of the scaler's class (default: torch.amp.GradScaler)
+    home: Optional[ScalerHome] = None  # created next to the optimizer instead of before the loop
+    float_calls: tuple[cst.Call, ...] = ()  # calls kept out of autocast whose tensor inputs become float32
+
+
+def step_edits(facts: TrainingFacts, rewrite: StepRewrite) -> list[Replace]:
+    """The replacement of the anchor statement carrying the step's rewrite, and the scaler's home."""
+    edits = [step_edit(facts, rewrite)]
+    if rewrite.home is not None and rewrite.scaler is not None:
+        edits += home_edits(facts, rewrite.home, rewrite.torch, rewrite.scaler_name, _scaler_class(rewrite))
+    return edits
+
+
+def _scaler_class(rewrite: StepRewrite) -> str:
+    return rewrite.scaler_class or f"{rewrite.torch}.amp.GradScaler"
+
+
+def step_edit(facts: TrainingFacts, rewrite: StepRewrite) -> Replace:
+    """One replacement of the anchor statement carrying the whole rewrite of the step."""
+    plan = _Plan()
+    torch, name = rewrite.torch, rewrite.scaler_name
+    if rewrite.region is not None:
+        plan.wrap = rewrite.region
+        plan.with_item = cst.parse_expression(
+            f"{torch}.autocast(device_type={rewrite.device}, dtype={torch}.{rewrite.dtype})")
+    for call in rewrite.float_calls:
+        plan.calls[id(call)] = _float_inputs
+    scaler = rewrite.scaler
+    new_statements: list[cst.BaseStatement] = []
+    if scaler is not None:
+        backward = scaler.backward
+        scale = cst.parse_expression(f"{name}.scale(_)")
+        assert isinstance(scale, cst.Call)
+
+        def scaled(loss: cst.BaseExpression) -> cst.Call:
+            return scale.with_changes(args=[cst.Arg(value=_strip_parens(loss))])
+
+        if backward.autograd:
+            plan.calls[id(backward.call)] = lambda updated: cst.Call(
+                func=cst.Attribute(value=scaled(updated.args[0].value), attr=cst.Name("backward")))
+        else:
+            plan.calls[id(backward.call)] = lambda updated: updated.with_changes(
+                func=updated.func.with_changes(value=scaled(updated.func.value)))  # type: ignore[attr-defined]
+        optimizer_code = facts.ctx.code(scaler.step.optimizer)
+        plan.calls[id(scaler.step.call)] = lambda updated: cst.parse_expression(
+            f"{name}.step({optimizer_code})")
+        expr = facts.parent(scaler.step.call)
+        line = facts.statement_of(scaler.step.call)
+        update = cst.parse_statement(f"{name}.update()\n")
+        if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 and not isinstance(
+                facts.parent(line), cst.Module):
+            plan.after[id(line)] = [update]
+        else:
+            plan.small_after[id(expr)] = [cst.Expr(cst.parse_expression(f"{name}.update()"))]
+        if scaler.unscale_before is not None:
+            plan.before[id(scaler.unscale_before)] = [cst.parse_statement(f"{name}.unscale_({optimizer_code})\n")]
+        enabled = f", enabled=({rewrite.scaler_enabled})" if rewrite.scaler_enabled else ""
+        creation = f"{name} = {_scaler_class(rewrite)}({rewrite.device}{enabled})"
+        if rewrite.home is None:
+            new_statements.append(cst.parse_statement(creation + "\n"))
+        elif rewrite.home.function is not None:  # a fallback for callers that pass no scaler
+            new_statements.append(cst.parse_statement(f"if {name} is None:\n    {creation}\n"))
+    anchor = rewrite.anchor
+    transformed = anchor.visit(_Rewriter(plan))
+    assert isinstance(transformed, cst.CSTNode)  # the rewriter replaces statements, it never removes one
+    if not new_statements:
+        return Replace(anchor, transformed)
+    assert isinstance(transformed, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+    leading = list(transformed.leading_lines)
+    split = len(leading)
+    while split > 0 and leading[split - 1].comment is not None:
+        split -= 1  # the comments directly above the statement describe it (or suppress it): they stay
+    head, own = leading[:split], leading[split:]
+    new_statements[0] = new_statements[0].with_changes(leading_lines=head)
+    blank = [line for line in head if line.comment is None][:2]
+    if not isinstance(anchor, (cst.FunctionDef, cst.ClassDef)):
+        blank = []
+    transformed = transformed.with_changes(leading_lines=[*blank, *own])
+    return Replace(anchor, [*new_statements, transformed])
+
+
+def _float_inputs(call: cst.Call) -> cst.Call:
+    """binary_cross_entropy(input, target, ...): both computed in float32, outside autocast."""
+    args = list(call.args)
+    positional = [i for i, a in enumerate(args) if a.keyword is None and not a.star][:2]
+    keywords = [i for i, a in enumerate(args) if a.keyword is not None and a.keyword.value in ("input", "target")]
+    for index in positional + keywords:
+        args[index] = args[index].with_changes(value=as_float(args[index].value))
+    return call.with_changes(args=args)
+
+
+def grad_scaler_class(ctx: FileContext, torch: str, parallel: frozenset[str]) -> tuple[str, Optional[PendingEdit]]:
+    """`torch.amp.GradScaler`, or FSDP's ShardedGradScaler, which agrees on inf/NaN across ranks."""
+    if "fsdp" in parallel:
+        reference = ctx.imports.reference(SHARDED_SCALER_MODULE, "ShardedGradScaler", prefer_from=True)
+        return reference.expr, reference.edit
+    return f"{torch}.amp.GradScaler", None

@@ -1,0 +1,142 @@
+"""GPU003 deprecated-cuda-amp: `torch.cuda.amp` / `torch.cpu.amp` API, deprecated since torch 2.4."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from gpulint.analysis.amp import DEPRECATED_AMP, DEPRECATED_AMP_MODULES
+from gpulint.analysis.guards import version_guarded
+from gpulint.analysis.training import training_facts
+from gpulint.core.context import FileContext
+from gpulint.core.edits import Applicability
+from gpulint.core.names import dotted
+from gpulint.core.verification import NEUTRAL, Verification
+from gpulint.rewrites.amp_api import DeprecatedAmpFixes
+from gpulint.rules.base import Rule, RuleDocs, Target
+
+
+class DeprecatedCudaAmp(Rule):
+    code = "GPU003"
+    name = "deprecated-cuda-amp"
+    summary = "torch.cuda.amp / torch.cpu.amp API (deprecated since torch 2.4)"
+    impact = "hygiene: removes the FutureWarning; no speed change"
+    needles = ("cuda.amp", "cpu.amp", "torch.cuda import", "torch.cpu import")
+    ast_needles = (tuple(sorted(DEPRECATED_AMP_MODULES)),)
+    target = Target.ANY
+    fix = Applicability.SAFE
+    verification = Verification(NEUTRAL, ("autocast", "grad_scaler", "custom_fwd"), "the renamed torch.amp call runs")
+    docs = RuleDocs(
+        what="""
+        Checks for uses and imports of `torch.cuda.amp.autocast`, `torch.cuda.amp.GradScaler`,
+        `torch.cuda.amp.custom_fwd` / `custom_bwd` and `torch.cpu.amp.*`, however they are
+        imported or aliased.
+        """,
+        why="""
+        These wrappers emit a `FutureWarning` on every construction since torch 2.4
+        (pytorch/pytorch#126527) and are slated for removal; `torch.amp` is the one API for
+        every device type. No speed changes: the wrappers are thin subclasses of the
+        `torch.amp` objects, with the same defaults (float16 on CUDA, bfloat16 on CPU).
+        """,
+        example="""
+        from torch.cuda.amp import autocast, GradScaler
+
+        scaler = GradScaler()
+        with autocast(True, torch.float16):
+            loss = model(x)
+        """,
+        use_instead="""
+        from torch.amp import autocast, GradScaler
+
+        scaler = GradScaler("cuda")
+        with autocast("cuda", enabled=True, dtype=torch.float16):
+            loss = model(x)
+        """,
+        fix_safety="""
+        Safe: behaviour is unchanged. Positional autocast arguments become keywords (the
+        old order was `enabled, dtype, cache_enabled`; the new one starts with
+        `device_type, dtype`), and an import and all its call sites are rewritten together.
+        Replacements need torch 1.10 (`torch.amp.autocast`), 2.3 (`torch.amp.GradScaler`)
+        and 2.4 (`torch.amp.custom_fwd/custom_bwd`): with a lower `torch-version` floor those
+        rewrites are not offered. Uses other than calls and decorators (passing the class
+        around, subclassing it) are reported without a fix. Code kept for an older torch is
+        not reported: the fallback of `try: ... except (ImportError, AttributeError,
+        TypeError)`, and the branches of a torch version test (`is_torch_version(...)`,
+        `_TORCH_GREATER_EQUAL_2_4`, `hasattr(torch, "amp")`, `version.parse(torch.__version__)`).
+        """,
+    )
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self.fixes = DeprecatedAmpFixes(ctx)
+        self._handled: set[int] = set()
+        self._in_import = 0
+
+    def visit_Import(self, node: cst.Import) -> None:
+        self._in_import += 1
+
+    def leave_Import(self, original_node: cst.Import) -> None:
+        self._in_import -= 1
+
+    def _guarded(self, node: cst.CSTNode) -> bool:
+        """Inside code kept for an older torch (try/except ImportError, a version test): deliberate."""
+        return version_guarded(self.ctx.analysis(training_facts), node)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        self._in_import += 1
+        module = dotted(node.module) if node.module is not None and not node.relative else None
+        if module not in DEPRECATED_AMP_MODULES or isinstance(node.names, cst.ImportStar):
+            return
+        if self._guarded(node):
+            return
+        for alias in node.names:
+            name = dotted(alias.name)
+            replacement = DEPRECATED_AMP.get(f"{module}.{name}")
+            if replacement is None:
+                continue
+            self.report(
+                alias,
+                f"{module}.{name} is deprecated (FutureWarning since torch 2.4): import {name} from torch.amp "
+                f"and pass device type \"{replacement.device}\"",
+                self.fixes.for_import(node, alias),
+            )
+
+    def leave_ImportFrom(self, original_node: cst.ImportFrom) -> None:
+        self._in_import -= 1
+
+    def _message(self, target: str) -> str:
+        replacement = DEPRECATED_AMP[target]
+        new = f"torch.amp.{replacement.name}"
+        constructed = f'{new}("{replacement.device}", ...)'
+        how = {"autocast": constructed, "GradScaler": constructed}.get(
+            replacement.name, f'{new}(..., device_type="{replacement.device}")')
+        return f"{target} is deprecated (FutureWarning since torch 2.4): use {how}"
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self._in_import or not isinstance(node.func, cst.Attribute):
+            return
+        target = self.ctx.qualname(node.func)
+        if target not in DEPRECATED_AMP:
+            return
+        self._handled.add(id(node.func))
+        if self._guarded(node):
+            return
+        self.report(node, self._message(target), self.fixes.for_call(node, target))
+
+    def visit_Decorator(self, node: cst.Decorator) -> None:
+        expr = node.decorator
+        if not isinstance(expr, cst.Attribute):
+            return
+        target = self.ctx.qualname(expr)
+        if target not in DEPRECATED_AMP:
+            return
+        self._handled.add(id(expr))
+        if self._guarded(expr):
+            return
+        self.report(expr, self._message(target), self.fixes.for_bare_decorator(expr, target))
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if self._in_import or id(node) in self._handled:
+            return
+        target = self.ctx.qualname(node)
+        if target in DEPRECATED_AMP and not self._guarded(node):
+            self.report(node, self._message(target))

@@ -1,0 +1,123 @@
+"""GPU101 dataloader-without-pin-memory: host-to-device copies stay synchronous."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from gpulint.analysis.datasets import (
+    DATALOADER_AST_NEEDLES,
+    DATALOADER_NEEDLES,
+    dataloader_call,
+)
+from gpulint.core.arguments import KeywordArgs, positional_args
+from gpulint.core.edits import Applicability
+from gpulint.core.pending import PendingFix, Replace
+from gpulint.core.rewrite import add_keyword
+from gpulint.core.verification import NEUTRAL, Verification
+from gpulint.project.facts import IN_MEMORY, NOTHING, ON_DEVICE, WORK
+from gpulint.rules.base import Rule, RuleDocs, Target
+
+# DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, ...)
+PIN_MEMORY_POSITION = 7
+
+
+class DataLoaderPinMemory(Rule):
+    code = "GPU101"
+    name = "dataloader-without-pin-memory"
+    summary = "DataLoader without pin_memory=True"
+    impact = "asynchronous host-to-device copies (PyTorch Tuning Guide)"
+    needles = DATALOADER_NEEDLES
+    ast_needles = DATALOADER_AST_NEEDLES
+    target = Target.NOT_CPU_ONLY
+    in_tests = False
+    fix = Applicability.SAFE
+    fix_detail = "safe (dataset known to yield CPU tensors); unsafe (otherwise)"
+    verification = Verification(NEUTRAL, ("dataloader",), "the DataLoader with pin_memory=True yields batches",
+                                lambda kind, details: details.get("pin_memory") is True)
+    docs = RuleDocs(
+        what="""
+        Checks for `torch.utils.data.DataLoader(...)` calls that do not pass `pin_memory`,
+        in files that are not explicitly CPU-only.
+        """,
+        why="""
+        Batches in pageable host memory are first copied by the driver into a pinned
+        staging buffer, and the copy to the GPU cannot overlap compute: the training
+        step waits for it. With `pin_memory=True` the loader's pin thread page-locks each
+        batch, so `.to(device, non_blocking=True)` copies asynchronously over DMA. The
+        PyTorch Performance Tuning Guide lists it among the first data-loading fixes; the
+        pin_memory/non_blocking tutorial measures pinned copies well ahead of pageable
+        ones (pinning in the main thread instead "can be up to twice as slow").
+        On a machine without a GPU, `pin_memory=True` is a no-op with a warning.
+        """,
+        example="""
+        from torch.utils.data import DataLoader
+        from torchvision.datasets import ImageFolder
+
+        loader = DataLoader(ImageFolder(root), batch_size=64, shuffle=True)
+        for x, y in loader:
+            x, y = x.to(device), y.to(device)
+        """,
+        use_instead="""
+        from torch.utils.data import DataLoader
+        from torchvision.datasets import ImageFolder
+
+        loader = DataLoader(ImageFolder(root), batch_size=64, shuffle=True, pin_memory=True)
+        for x, y in loader:
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        """,
+        fix_safety="""
+        Adds `pin_memory=True`; results are unchanged. Safe when the dataset is known to yield
+        CPU tensors: a dataset class gpulint reads (in this file or another file of the
+        project), a TensorDataset of CPU tensors, torchvision and Hugging Face datasets.
+        Otherwise unsafe: pinning a dataset of CUDA tensors raises "cannot pin
+        'torch.cuda.FloatTensor'", and gpulint cannot see which kind it is. Pinned memory is
+        page-locked host RAM, so on hosts short of RAM with very large batches review the
+        change. Not reported when the dataset visibly holds tensors on the GPU (`.to(device)`
+        or `device=` when built, also through the names it is built from), when its items
+        carry no tensors (a prompt and an index), for batches that feed JAX, for a loader used
+        for one batch (`next(iter(DataLoader(...)))`), when the `collate_fn` comes from a module that
+        defines a batch container with `.to()` but no `.pin_memory()` (DETR's NestedTensor: the pin
+        thread passes it through unpinned), on a TPU (`torch_xla`), or in test files.
+        """,
+    )
+
+    def _collate_returns_unpinnable(self, kwargs: KeywordArgs) -> bool:
+        """`collate_fn=` a function of a module that defines a batch container without `pin_memory()`."""
+        collate = kwargs.get("collate_fn") if kwargs.has("collate_fn") else None
+        if collate is None:
+            return False
+        project = self.ctx.project
+        if isinstance(collate, cst.Name) and self.ctx.names.binding_scope(collate) is self.ctx.names.module_scope \
+                and collate.value in project.own.unpinned_collates:
+            return True
+        return self.ctx.qualname(collate) in project.unpinned_collates
+
+    def visit_Call(self, node: cst.Call) -> None:
+        loader = dataloader_call(self.ctx, node)
+        if loader is None or loader.kwargs.has("pin_memory"):
+            return
+        if len(positional_args(node) or []) > PIN_MEMORY_POSITION:
+            return
+        kind = loader.dataset_kind
+        if kind == ON_DEVICE:
+            return  # the dataset already holds device tensors: pinning them raises
+        if kind == NOTHING:
+            return  # items carry no tensors (a prompt, an index): nothing to pin
+        if kind is None and loader.dataset_undefined:
+            return  # a dataset class the file neither defines nor imports
+        if self.ctx.project.own.jax:
+            return  # batches feed JAX as NumPy arrays: torch's pinned memory does not reach them
+        if self._collate_returns_unpinnable(loader.kwargs):
+            return  # the pin thread passes the batch's container through unpinned: the flag would do nothing
+        edit = Replace(node, add_keyword(node, "pin_memory", "True"))
+        if kind in (IN_MEMORY, WORK) or loader.library_dataset:
+            fix = PendingFix.safe("Add `pin_memory=True`", edit)
+        else:  # pin_memory=True raises "cannot pin 'torch.cuda.FloatTensor'" on a dataset of CUDA tensors
+            fix = PendingFix.unsafe("Add `pin_memory=True` (unsafe: gpulint cannot see that the dataset yields "
+                                    "CPU tensors, and pinning CUDA tensors raises)", edit)
+        self.report(
+            node,
+            "DataLoader without pin_memory=True: host-to-device copies stay synchronous; "
+            "pass pin_memory=True",
+            fix,
+        )

@@ -1,0 +1,141 @@
+"""GPU102 dataloader-without-workers: batches are prepared in the training process, between steps."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from gpulint.analysis.datasets import (
+    DATALOADER_AST_NEEDLES,
+    DATALOADER_NEEDLES,
+    UNSHARDED,
+    LoaderCall,
+    dataloader_call,
+)
+from gpulint.core.arguments import positional_args
+from gpulint.core.edits import Applicability
+from gpulint.core.options import Flag, Integer, Option
+from gpulint.core.pending import PendingFix, Replace
+from gpulint.core.rewrite import add_keyword, is_literal, set_keyword
+from gpulint.core.verification import NEUTRAL, Verification
+from gpulint.project.facts import IN_MEMORY, NOTHING, ON_DEVICE
+from gpulint.rules.base import Rule, RuleDocs, Target
+
+# DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, ...)
+NUM_WORKERS_POSITION = 5
+NUM_WORKERS: Option[int] = Option("num-workers", Integer(1), 4, "num_workers the fix writes (capped by the cores)")
+ALLOW_ZERO_WORKERS: Option[bool] = Option(
+    "allow-zero-workers", Flag(), True, "an explicit num_workers=0 is the user's choice: not reported")
+
+
+class DataLoaderNumWorkers(Rule):
+    code = "GPU102"
+    name = "dataloader-without-workers"
+    summary = "DataLoader loads batches in the training process (num_workers=0)"
+    impact = ("1.65-1.80x with GPU101 on the shipped image-classifier fixture when a CPU core is free; "
+              "0.87-1.17x with both cores busy (bench/verify_dataloader.py)")
+    needles = DATALOADER_NEEDLES
+    ast_needles = DATALOADER_AST_NEEDLES
+    target = Target.NOT_CPU_ONLY
+    in_tests = False
+    fix = Applicability.UNSAFE
+    options = (NUM_WORKERS, ALLOW_ZERO_WORKERS)
+    verification = Verification(
+        NEUTRAL, ("dataloader",), "the DataLoader with worker processes yields batches",
+        lambda kind, details: (details.get("num_workers") or 0) > 0,
+        mismatch_hint="with worker processes a Dataset that draws from the global RNG in __getitem__ gets "
+                      "different random numbers (seed a generator per item to make them reproducible)")
+    docs = RuleDocs(
+        what="""
+        Checks for `torch.utils.data.DataLoader(...)` calls without `num_workers` whose
+        dataset does work per item (loads, decodes, transforms or parses), or may: a
+        library dataset, or one gpulint cannot see. An explicit `num_workers=0` is the
+        user's choice and is reported only with `allow-zero-workers = false`.
+        """,
+        why="""
+        With no workers, every batch is loaded, decoded and augmented in the training
+        process, between GPU steps: "data loading is synchronous … the main process has to
+        wait" (PyTorch Performance Tuning Guide). Worker processes prepare the next batches
+        while the GPU computes. How much this buys depends on the per-item cost of the
+        dataset; `gpulint verify` measures it on your script (bench/ reports the figure for
+        the shipped image-classifier fixture).
+        """,
+        example="""
+        from torch.utils.data import DataLoader
+        from torchvision.datasets import ImageFolder
+
+        loader = DataLoader(ImageFolder(root, transform=augment), batch_size=64)
+        """,
+        use_instead="""
+        from torch.utils.data import DataLoader
+        from torchvision.datasets import ImageFolder
+
+        loader = DataLoader(ImageFolder(root, transform=augment), batch_size=64, num_workers=4)
+        """,
+        fix_safety="""
+        Unsafe: workers pickle the dataset (lambdas and locally defined classes fail
+        under the spawn start method), scripts need an `if __name__ == "__main__":` guard
+        on macOS and Windows, and per-worker random state must be seeded for
+        reproducibility. The fix writes `num_workers=min(N, os.cpu_count() or 1)`, N from the
+        `num-workers` setting (default 4): more workers than cores only slows the run (and torch
+        warns). No fix when `num_workers` comes from a `**dict` other calls may share.
+        Not reported for datasets whose items cost nothing to make, as read from their class
+        in this file or elsewhere in the project: in-memory data indexed per item
+        (`TensorDataset`, lists or tensors built in `__init__`), pre-tokenised Hugging Face
+        datasets (`.map(...)`, also inside a project function that returns one), prompt-only
+        items; nor for datasets on the GPU (forked workers would re-initialise CUDA),
+        `IterableDataset`s and torchtext datapipes that do not shard by `get_worker_info()`
+        (workers would duplicate the data), datasets handed in as parameters (whether workers
+        pay off depends on the caller), one-batch loaders, and test files.
+        """,
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        loader = dataloader_call(self.ctx, node)
+        if loader is None:
+            return
+        kwargs = loader.kwargs
+        positional = positional_args(node) or []
+        if len(positional) > NUM_WORKERS_POSITION:
+            value: Optional[cst.BaseExpression] = positional[NUM_WORKERS_POSITION]
+            explicit = True
+        else:
+            explicit = kwargs.has("num_workers")
+            value = kwargs.get("num_workers")
+        if explicit and not is_literal(value, "0"):
+            return  # the user chose a value
+        if explicit and self.ctx.settings.value(ALLOW_ZERO_WORKERS):
+            return  # an explicit num_workers=0 is the user's choice (`allow-zero-workers = false` reports it)
+        if _dataset_unsuited(loader):
+            return
+        workers = self.ctx.settings.value(NUM_WORKERS)
+        # capped by the machine's cores: more workers than cores is slower, and torch warns about it
+        os_module = self.ctx.imports.module_alias("os")
+        capped = f"min({workers}, {os_module.expr}.cpu_count() or 1)"
+        fix = None
+        if not explicit:
+            new = add_keyword(node, "num_workers", capped)
+        elif "num_workers" in kwargs.values and "num_workers" not in kwargs.from_splat:
+            new = set_keyword(node, "num_workers", capped)
+        else:
+            new = None
+        if new is not None:
+            fix = PendingFix.unsafe(f"Set `num_workers={capped}`", os_module.edit, Replace(node, new))
+        self.report(
+            node,
+            "DataLoader without worker processes: batches are prepared between GPU steps; "
+            f"set num_workers (e.g. {workers})",
+            fix,
+        )
+
+
+def _dataset_unsuited(loader: LoaderCall) -> bool:
+    """Workers would not help: items cost nothing to make, or live on the GPU, or would repeat."""
+    kind = loader.dataset_kind
+    if kind in (ON_DEVICE, NOTHING, IN_MEMORY, UNSHARDED):
+        return True  # in memory: workers only add copies; on the GPU: forked workers re-initialise CUDA
+    if kind is None and loader.dataset_unresolved:
+        return True  # a dataset handed in from elsewhere: whether workers pay off is not known here
+    found = loader.dataset_class
+    return found is not None and found.iterable and not found.sharded  # each worker would yield everything

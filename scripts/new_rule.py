@@ -1,0 +1,127 @@
+"""Write a new rule: its module and its fixture folder, nothing else.
+
+    python scripts/new_rule.py GPU401 some-name
+
+writes `gpulint/rules/gpu401_some_name.py` (a rule that already works: it flags calls of a
+placeholder torch function, so every generic test passes until you make it yours) and
+`fixtures/rules/GPU401/` with a flagged case and a clean one. The registry finds the rule by
+itself; `python scripts/update_readme.py` puts it in the README table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+MODULE = '''"""{code} {name}: TODO say in one line what the rule finds."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from gpulint.rules.base import Rule, RuleDocs, Target
+
+# TODO the API the rule looks for, as `ctx.qualname` spells it (through any import alias)
+API = "torch.{function}"
+
+
+class {cls}(Rule):
+    code = "{code}"
+    name = "{name}"
+    summary = "TODO one line, for the rule table"
+    impact = "TODO the measured effect in a few words, with its source"
+    needles = ("{function}",)  # the rule can only fire when one of these occurs in the text
+    ast_needles = ((API,),)  # ... and when the `ast` tree resolves one of these names
+    target = Target.ANY
+    preview = True  # new rules start opt-in, so upgrading gpulint never turns a CI red by itself
+    docs = RuleDocs(
+        what="""
+        TODO what the rule checks for.
+        """,
+        why="""
+        TODO why it matters, with a measured figure and where it comes from.
+        """,
+        example="""
+        import torch
+
+        torch.{function}()
+        """,
+        use_instead="""
+        import torch
+
+        torch.{function}(fast=True)
+        """,
+        fix_safety="""
+        No fix yet. TODO when there is one: whether it is safe, and when it is not offered.
+        """,
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.ctx.qualname(node.func) != API or self.ctx.kwargs(node).has("fast"):
+            return
+        self.report(node, "{function}() without fast=True: TODO say why that costs and what to do")
+'''
+
+FLAGGED = '''# gpulint-test: select={code}
+# expect: 5:1 {code}
+import torch
+
+torch.{function}()
+'''
+
+CLEAN = '''# gpulint-test: select={code}
+import torch
+
+torch.{function}(fast=True)
+'''
+
+
+def class_name(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("-"))
+
+
+def scaffold(code: str, name: str, root: Path = ROOT) -> list[Path]:
+    """Write the rule module and its fixture folder under `root`; the paths written."""
+    if not re.fullmatch(r"GPU\d{3}", code):
+        raise ValueError(f"{code!r}: a code is GPU and three digits, such as GPU401")
+    if not re.fullmatch(r"[a-z][a-z0-9]*(-[a-z0-9]+)*", name):
+        raise ValueError(f"{name!r}: a name is lower-case words joined by dashes, such as some-name")
+    rules = root / "gpulint" / "rules"
+    taken = [p.name for p in rules.glob("gpu*.py") if p.name[3:6] == code[3:] or p.stem[7:] == name.replace("-", "_")]
+    if taken:
+        raise ValueError(f"{code} {name}: the code or the name is taken ({', '.join(taken)})")
+    values = {"code": code, "name": name, "cls": class_name(name), "function": name.replace("-", "_") + "_api"}
+    module = rules / f"gpu{code[3:]}_{name.replace('-', '_')}.py"
+    cases = root / "fixtures" / "rules" / code
+    if cases.exists():
+        raise ValueError(f"{cases} exists already")
+    cases.mkdir(parents=True)
+    written = [module, cases / "basic.py", cases / "with_fast_not_flagged.py"]
+    for path, template in zip(written, (MODULE, FLAGGED, CLEAN)):
+        path.write_text(template.format(**values), encoding="utf-8")
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("code", help="the new rule's code, such as GPU401")
+    parser.add_argument("name", help="its name, lower-case words joined by dashes, such as some-name")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to write into")
+    args = parser.parse_args(argv)
+    try:
+        written = scaffold(args.code.upper(), args.name, args.root)
+    except ValueError as exc:
+        print(f"new_rule: {exc}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(f"wrote {path.relative_to(args.root)}")
+    print("next: make the rule yours, then `python scripts/update_readme.py` and `python -m pytest tests/rules`")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
