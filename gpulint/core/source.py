@@ -296,12 +296,7 @@ class _KeepInPlace(Exception):
 def write_bytes(source: SourceFile, data: bytes) -> None:
     # Write through symlinks to their target, never replace the link itself.
     path = Path(os.path.realpath(source.path))
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise SourceError("file vanished before the fix could be written") from None
-    except OSError as exc:
-        raise SourceError(f"cannot write: {exc.strerror or exc}") from None
+    st = _stat_before_write(path, "cannot write")
     if not os.access(path, os.W_OK) or not (st.st_mode & stat.S_IWUSR):
         raise SourceError("file is read-only; fix not written")
     _check_unchanged(path, source)
@@ -378,15 +373,20 @@ def _copy_xattrs(source: str, target: str) -> None:
         raise
 
 
+def _stat_before_write(path: Path, failing: str) -> os.stat_result:
+    """Stat the file about to be written; a vanished or unreadable one is a SourceError, not a traceback."""
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        raise SourceError("file vanished before the fix could be written") from None
+    except OSError as exc:
+        raise SourceError(f"{failing}: {exc.strerror or exc}") from None
+
+
 def _check_unchanged(path: Path, source: SourceFile) -> None:
     """Raise unless `path` still is what was read: same file, size, mtime and content."""
     if source.identity is not None:
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            raise SourceError("file vanished before the fix could be written") from None
-        except OSError as exc:
-            raise SourceError(f"cannot re-read before writing: {exc.strerror or exc}") from None
+        st = _stat_before_write(path, "cannot re-read before writing")
         if FileIdentity.of(st) != source.identity:
             raise SourceError(CHANGED)
     try:

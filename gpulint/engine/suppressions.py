@@ -45,8 +45,8 @@ _IGNORE = re.compile(r"#[ \t]*gpulint:[ \t]*ignore(?:\[(?P<codes>[^\]\r\n]*)\]|(
 _FILE = re.compile(rf"#[ \t]*gpulint:[ \t]*noqa(?::[ \t]*(?P<codes>{_CODE_LIST})|(?![\w:-]))")
 _SPLIT = re.compile(r"[\s,]+")
 UNSUPPRESSIBLE = frozenset({InvalidFile.code})
-# a cheap pre-check on the raw text before tokenizing (with GPU900's NAMES_GPULINT_CODES): a bare
-# `# noqa` (it matters only when there are findings to hide)
+# a cheap pre-check on the raw text before tokenizing (with GPU900's NAMES_GPULINT_CODES): a bare noqa
+# comment (it matters only when there are findings to hide)
 _BARE = re.compile(r"#[ \t]*noqa(?![\w:-])", re.IGNORECASE)
 
 

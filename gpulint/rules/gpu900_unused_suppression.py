@@ -13,7 +13,7 @@ from gpulint.core.edits import Applicability
 from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.rules.base import Rule, RuleDocs, Target
 
-# a suppression directive that names gpulint codes: only those can be unused (a bare `# noqa` is
+# a suppression directive that names gpulint codes: only those can be unused (a bare noqa comment is
 # other linters' too, and a fifth of real files carry one: 422 of 2285 in the torch package)
 NAMES_GPULINT_CODES = re.compile(r"#[ \t]*noqa:[^\r\n]*GPU[0-9]|#[ \t]*gpulint:", re.IGNORECASE)
 

@@ -12,14 +12,13 @@ import importlib.util
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pytest
 from hypothesis import given
 
 from gpulint.core.findings import Finding
 from gpulint.core.settings import Settings
-from gpulint.engine import ast_prefilter, linter
+from gpulint.engine import ast_prefilter
 from gpulint.engine.ast_prefilter import AstFacts, scan, text_may_meet
 from gpulint.engine.guard import MAX_DEPTH
 from gpulint.engine.linter import lint_text
@@ -51,20 +50,6 @@ def lint(text: str, settings: Settings = ALL, enabled: bool = True, path: Path =
         return lint_text(path, text, settings).findings
     finally:
         ast_prefilter.ENABLED = previous
-
-
-@pytest.fixture
-def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The texts handed to LibCST during the test."""
-    seen: list[str] = []
-    real: Callable = linter.parse
-
-    def counting(text: str) -> object:
-        seen.append(text)
-        return real(text)
-
-    monkeypatch.setattr(linter, "parse", counting)
-    return seen
 
 
 # -- what the scan resolves -------------------------------------------------------------------

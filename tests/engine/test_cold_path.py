@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Callable
 
 import pytest
 from hypothesis import given
 
 from gpulint.core.findings import Finding
 from gpulint.core.settings import Settings
-from gpulint.engine import linter
 from gpulint.engine.guard import nesting_depth
 from gpulint.engine.linter import lint_text
 from gpulint.project.facts import FileFacts
@@ -32,20 +30,6 @@ from tests.engine.test_properties import ci, training_programs
 ROOT = Path(__file__).resolve().parents[2]
 ALL = Settings(preview=True)
 PATH = Path("train.py")
-
-
-@pytest.fixture
-def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The texts handed to LibCST during the test."""
-    seen: list[str] = []
-    real: Callable = linter.parse
-
-    def counting(text: str) -> object:
-        seen.append(text)
-        return real(text)
-
-    monkeypatch.setattr(linter, "parse", counting)
-    return seen
 
 
 def without_shortcut(monkeypatch: pytest.MonkeyPatch) -> None:
