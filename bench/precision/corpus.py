@@ -85,11 +85,13 @@ def load_recall(path: Path = HERE / "recall.tsv") -> list[tuple[Key, str]]:
     return [(Key(c[0], c[1], c[2]), c[3]) for c in _rows(path)]
 
 
-def finding_key(repo: str, filename: str, row: int, code: str, corpus: Path) -> Optional[Key]:
-    """The label key of a finding whose `filename` lies in `corpus/repo`."""
+def finding_key(repo: str, filename: str, row: int, code: str, corpus: Path,
+                cell: Optional[int] = None) -> Optional[Key]:
+    """The label key of a finding whose `filename` lies in `corpus/repo` (a notebook's names its cell)."""
     base = (corpus / repo).resolve()
     try:
         relative = Path(filename).resolve().relative_to(base).as_posix()
     except ValueError:
         return None
-    return Key(repo, f"{relative}:{row}", code)
+    where = f"{relative}:{row}" if cell is None else f"{relative}:cell {cell}:{row}"
+    return Key(repo, where, code)

@@ -64,7 +64,8 @@ def lint(repo: Repo, corpus: Path, gpulint_path: Path) -> RepoRun:
         run.error = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else f"exit {result.returncode}"
         return run
     for item in json.loads(result.stdout or "[]"):
-        key = finding_key(repo.slug, item["filename"], item["location"]["row"], item["code"], corpus)
+        key = finding_key(repo.slug, item["filename"], item["location"]["row"], item["code"], corpus,
+                          item.get("cell"))
         if key is not None:
             run.findings.append((key, item["message"]))
     project = _PROJECT.search(result.stderr)
