@@ -168,9 +168,12 @@ def test_jobs_are_capped_at_the_number_of_files(gl: Gpulint, tmp_path: Path, mon
 # -- item 16: SIGINT ------------------------------------------------------------------------
 
 SLOW_FIX = textwrap.dedent("""\
-    import os, sys, time
+    import os, signal, sys, time
     from pathlib import Path
     from gpulint.engine import linter
+
+    # as in a terminal: a test run started in the background of a script inherits SIGINT ignored
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     real = linter.fix_text
     markers = Path(sys.argv[1])
