@@ -17,6 +17,14 @@ and the rounds repeated (`--runs`), so machine load hits them alike:
 - `ruff check --select ALL --no-cache --exit-zero` (the ruff on PATH or in this venv);
 - `torchfix --select ALL` from its own venv (bench/.work/torchfix-venv, made by bench_torchfix.py).
 
+Each checkout's gpulint is byte-compiled first (`compileall`), as `pip install` leaves an installed
+package: without it, a machine with PYTHONDONTWRITEBYTECODE set (this one) compiles gpulint's modules
+again in every run, which no user pays.
+
+`--startup` times what a user waits for before any linting: `gpulint --version`, and a warm
+`gpulint check` (results and facts cached) of the same files, beside `ruff --version` and a warm
+`ruff check`. Wall time is what matters there; both columns are printed.
+
 For each command: the median CPU seconds (user + system of the process and every child it waited
 for, from `wait4`) and wall seconds, and the ratio of CPU against this checkout's gpulint.
 CPU time depends less on how busy the machine is than wall time, but not nothing: two processes
@@ -28,11 +36,13 @@ printed with every round.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,6 +103,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--no-torchfix", action="store_true", help="skip TorchFix (its venv is missing)")
     parser.add_argument("--jobs", type=int, default=None,
                         help="gpulint's -j (default: its own, one worker per core); 1 measures the work alone")
+    parser.add_argument("--startup", action="store_true",
+                        help="time --version and a warm (cached) check instead of the cold check")
     args = parser.parse_args(argv)
     corpus = args.corpus.expanduser()
     paths = [corpus / r for r in args.repos]
@@ -108,16 +120,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.baseline is not None:
         checkouts.append(("baseline", args.baseline.resolve()))
     measures = []
+    ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
     for name, checkout in checkouts:
         env = dict(base_env, PYTHONPATH=str(checkout))
         package = imported_from(checkout, env)
         if package != checkout / "gpulint":
             sys.exit(f"bench: the {name} run would import {package}, not {checkout / 'gpulint'}")
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True, stdout=subprocess.DEVNULL)
+        if args.startup:
+            measures += startup_measures(name, checkout, env, targets, args.jobs)
+            continue
         measures += [Measure(f"gpulint check ({name})", gpulint + targets, env, checkout),
                      Measure(f"gpulint check --preview ({name})", gpulint + ["--preview"] + targets, env, checkout)]
-    ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
-    measures.append(Measure("ruff check --select ALL", [ruff, "check", "--select", "ALL", "--no-cache", "--exit-zero",
-                                                         "--isolated", *targets], base_env))
+    if args.startup:
+        measures += ruff_startup_measures(ruff, targets, base_env)
+        args.no_torchfix = True
+    else:
+        measures.append(Measure("ruff check --select ALL", [ruff, "check", "--select", "ALL", "--no-cache",
+                                                             "--exit-zero", "--isolated", *targets], base_env))
     if not args.no_torchfix:
         if not TORCHFIX.exists():
             sys.exit(f"bench: {TORCHFIX} is missing: run bench/bench_torchfix.py once (it makes the venv), "
@@ -134,20 +154,44 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             measure.run()
             print(f"  {measure.label:<42} cpu {measure.cpu[-1]:7.2f} s  wall {measure.wall[-1]:7.2f} s", flush=True)
     print(f"after: {load()}")
-    print(table(measures))
+    print(table(measures, ratios=not args.startup))
     return 0
 
 
-def table(measures: Sequence[Measure]) -> str:
+def startup_measures(name: str, checkout: Path, env: dict[str, str], targets: list[str],
+                     jobs: Optional[int]) -> list[Measure]:
+    """`--version`, and a check answered from a cache this function fills first (its own folder)."""
+    cache = Path(tempfile.mkdtemp(prefix="gpulint-bench-cache-"))
+    atexit.register(shutil.rmtree, cache, True)
+    warm = [sys.executable, "-m", "gpulint", "check", "--isolated", "--exit-zero", "--cache-dir", str(cache / "c")]
+    if jobs is not None:
+        warm += ["-j", str(jobs)]
+    subprocess.run(warm + targets, cwd=checkout, env=env, stdout=subprocess.DEVNULL, check=True)
+    return [Measure(f"gpulint --version ({name})", [sys.executable, "-m", "gpulint", "--version"], env, checkout),
+            Measure(f"gpulint check, warm ({name})", warm + targets, env, checkout)]
+
+
+def ruff_startup_measures(ruff: str, targets: list[str], env: dict[str, str]) -> list[Measure]:
+    cache = Path(tempfile.mkdtemp(prefix="ruff-bench-cache-"))
+    atexit.register(shutil.rmtree, cache, True)
+    warm = [ruff, "check", "--select", "ALL", "--exit-zero", "--isolated", "--cache-dir", str(cache)]
+    subprocess.run(warm + targets, env=env, stdout=subprocess.DEVNULL, check=True)
+    return [Measure("ruff --version", [ruff, "--version"], env), Measure("ruff check, warm", warm + targets, env)]
+
+
+def table(measures: Sequence[Measure], ratios: bool = True) -> str:
     """Medians as a markdown table, each command's CPU against this checkout's gpulint (the first)."""
     reference = statistics.median(measures[0].cpu)
-    lines = ["", "| command | CPU (median) | CPU (min-max) | wall (median) | CPU / this gpulint's |",
-             "|---|---:|---:|---:|---:|"]
+    ratio_head = " CPU / this gpulint's |" if ratios else ""
+    lines = ["", "| command | CPU (median) | CPU (min-max) | wall (median) |" + ratio_head,
+             "|---|---:|---:|---:|" + ("---:|" if ratios else "")]
     for measure in measures:
         cpu = statistics.median(measure.cpu)
-        lines.append(f"| `{measure.label}` | {cpu:.2f} s | {min(measure.cpu):.2f}-{max(measure.cpu):.2f} s "
-                     f"| {statistics.median(measure.wall):.2f} s | {cpu / reference:.2f}x |")
+        line = (f"| `{measure.label}` | {cpu:.3f} s | {min(measure.cpu):.3f}-{max(measure.cpu):.3f} s "
+                f"| {statistics.median(measure.wall):.3f} s |")
+        lines.append(line + (f" {cpu / reference:.2f}x |" if ratios else ""))
     return "\n".join(lines)
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 import click
 
-from gpulint import __version__
+from gpulint import ENV_CACHE_DIR, __version__
 from gpulint.cli.options import (
     ADD_NOQA_OPTION,
     FIX_OPTION,
@@ -23,10 +23,15 @@ from gpulint.cli.options import (
     config_options,
     lint_options,
 )
-from gpulint.engine.cache import ENV_CACHE_DIR
-from gpulint.output.display import printable
 
 EXIT_ERROR, EXIT_INTERRUPTED = 2, 130
+
+
+def printable(text: str) -> str:
+    """output.display's escaping, imported only when an error is printed (it loads file reading)."""
+    from gpulint.output.display import printable as escape
+
+    return escape(text)
 
 
 class _Main(click.Group):

@@ -12,10 +12,8 @@ from typing import Any, Callable, Optional, Sequence
 
 import click
 
-from gpulint.core.settings import ConfigError
-from gpulint.engine.cache import ENV_CACHE_DIR
+from gpulint import ENV_CACHE_DIR
 from gpulint.output import FORMATS
-from gpulint.selectors import parse_codes
 
 STDIN = "-"
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
@@ -77,6 +75,9 @@ class LintOptions:
 def _codes(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[tuple[str, ...]]:
     if value is None:
         return None
+    from gpulint.core.settings import ConfigError  # imported when a code list is given, not to start
+    from gpulint.selectors import parse_codes
+
     try:
         return parse_codes(value)
     except ConfigError as exc:

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -75,6 +73,9 @@ class FactsCache(FactsSource):
         if not misses:
             return
         if workers > 1 and len(misses) >= PARALLEL_THRESHOLD:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
             method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
             with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
                 results = list(pool.map(_facts_json_of, misses, chunksize=16))
@@ -132,12 +133,13 @@ def _facts_json_of(name: str) -> tuple[str, Optional[dict]]:
 
 def project_roots(files: Sequence[Path], arguments: Sequence[Path]) -> dict[Path, list[Path]]:
     """Group the linted files by the project root each belongs to."""
-    directories = [Path(os.path.abspath(a)) for a in arguments if os.path.isdir(a)]
+    directories = [os.path.join(os.path.abspath(a), "") for a in arguments if os.path.isdir(a)]  # end with "/"
     groups: dict[Path, list[Path]] = {}
+    marked: dict[str, bool] = {}
     for path in files:
-        absolute = Path(os.path.abspath(path))
-        fallback = next((d for d in directories if d in absolute.parents), None)
-        groups.setdefault(find_root(absolute, fallback), []).append(path)
+        absolute = os.path.abspath(path)
+        fallback = next((Path(d) for d in directories if absolute.startswith(d)), None)
+        groups.setdefault(find_root(Path(absolute), fallback, marked), []).append(path)
     return groups
 
 

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
-import multiprocessing.context
 import os
 import signal
 import traceback
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from enum import Enum
-from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence
+
+if TYPE_CHECKING:  # multiprocessing is imported when a pool starts: a small or cached run never needs it
+    import multiprocessing.process
+    from multiprocessing.connection import Connection
 
 from gpulint.core.findings import Finding
 from gpulint.core.settings import Settings
@@ -349,6 +348,8 @@ def run_jobs(
 
 
 def _context() -> Any:  # a fork or spawn context (the stubs give their common base no Process)
+    import multiprocessing
+
     return multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
 
 
@@ -359,6 +360,9 @@ def _run_pool(jobs: Sequence[Job], workers: int, worker: Callable[[Job], FileRes
     each, so the file that kills its process is named and every other file still gets linted.
     On Ctrl-C, queued jobs are cancelled and running ones finish without writing.
     """
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     _linter().all_rules()  # load LibCST and the rules once here, so forked workers share them
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=_context(), initializer=_worker_started)
     results: list[FileResult] = []
@@ -411,6 +415,8 @@ def _isolated_child(worker: Callable[[Job], FileResult], job: Job, connection: C
 
 def _run_isolated(jobs: Sequence[Job], workers: int, worker: Callable[[Job], FileResult]) -> list[FileResult]:
     """Each job in a process of its own, `workers` at a time: a process that dies names its file."""
+    from multiprocessing.connection import Connection, wait
+
     context = _context()
     pending = list(jobs)
     running: dict[Connection, tuple[multiprocessing.process.BaseProcess, Job]] = {}

@@ -7,13 +7,14 @@ loading the other formats (SARIF imports the rules, for their docs).
 from __future__ import annotations
 
 import importlib
-from typing import Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
-from gpulint.core.findings import Finding
-from gpulint.output.display import RenderContext
+if TYPE_CHECKING:  # the CLI reads FORMATS to start: nothing else is imported then
+    from gpulint.core.findings import Finding
+    from gpulint.output.display import RenderContext
 
 # render(findings, ctx=None): ctx carries file texts not on disk (stdin) and display options
-Renderer = Callable[[Sequence[Finding], Optional[RenderContext]], str]
+Renderer = Callable[[Sequence["Finding"], Optional["RenderContext"]], str]
 
 # format name -> (module, function)
 FORMATS: dict[str, tuple[str, str]] = {

@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from gpulint.cli import main
-from gpulint.project.facts import IN_MEMORY, NOTHING, WORK, facts_of_text
-from gpulint.project.view import Project
+from gpulint.project.facts import IN_MEMORY, NOTHING, WORK, ClassFacts, facts_of_text
+from gpulint.project.view import Project, ProjectView
 
 
 def write(root: Path, files: dict[str, str]) -> None:
@@ -339,6 +339,24 @@ def test_a_changed_fact_elsewhere_invalidates_the_cached_result(tmp_path: Path) 
     (project / "train.py").write_text("import torch\nfrom opt import make\n\nopt = make(Net().cuda())\n",
                                       encoding="utf-8")
     assert findings(project, "--select", "GPU201", cache=cache) == [("opt.py", 4, "GPU201")]
+
+
+def test_the_fingerprint_covers_facts_from_other_files_and_not_the_files_own() -> None:
+    """The cache key holds the file's bytes already; its own facts come from them. The facts from other
+    files must change the key, however the sets holding them happen to be ordered."""
+    own = facts_of_text("import torch\nx = torch.zeros(1).cuda()\n")
+    other = facts_of_text("y = 1\n")
+    assert own is not None and other is not None
+    view = ProjectView(own=own, gpu_callers=True, trained_by_callers=frozenset({"Net", "Head"}),
+                       imported_classes={"data.Images": ClassFacts(("torch.utils.data.Dataset",), WORK)})
+    assert view.fingerprint() == view.with_own(other).fingerprint()
+    reordered = ProjectView(own=own, gpu_callers=True, trained_by_callers=frozenset({"Head", "Net"}),
+                            imported_classes={"data.Images": ClassFacts(("torch.utils.data.Dataset",), WORK)})
+    assert reordered.fingerprint() == view.fingerprint()
+    cheaper = ProjectView(own=own, gpu_callers=True, trained_by_callers=frozenset({"Net", "Head"}),
+                          imported_classes={"data.Images": ClassFacts(("torch.utils.data.Dataset",), IN_MEMORY)})
+    assert cheaper.fingerprint() != view.fingerprint()
+    assert ProjectView(own=own).fingerprint() != view.fingerprint()
 
 
 def test_callers_are_transitive_and_cycles_terminate() -> None:

@@ -213,6 +213,22 @@ def test_installed_console_script(project: Path) -> None:
     assert "Traceback" not in proc.stderr
 
 
+def test_version_and_help_load_only_the_command_line_shell() -> None:
+    """`gpulint --version` starts as fast as click allows: no rule, cache, configuration, LibCST or
+    process pool is imported to parse the command line."""
+    code = (
+        "import sys; from gpulint.cli import main\n"
+        "for args in (['--version'], ['check', '--help'], ['fix', '--help']):\n"
+        "    try:\n        main(args)\n    except SystemExit as exc:\n        assert exc.code == 0, args\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith(('gpulint', 'libcst', 'multiprocessing',"
+        " 'concurrent', 'tomllib')))))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    loaded = proc.stdout.split("\n")[-2].split()
+    assert loaded == ["gpulint", "gpulint.cli", "gpulint.cli.options", "gpulint.output"], loaded
+
+
 def test_linting_never_imports_torch(project: Path) -> None:
     code = (
         "import sys; from gpulint.cli import main\n"

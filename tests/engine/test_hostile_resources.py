@@ -9,6 +9,7 @@ Runs that could hang or exhaust memory on a regression run in a subprocess with 
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import resource
 import signal
@@ -20,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from gpulint.engine import runner
 from tests.conftest import Gpulint
 
 # a torchvision dataset yields CPU tensors, so GPU101's fix is the safe one (docs/fix-safety.md)
@@ -151,14 +151,14 @@ def test_jobs_are_capped_at_the_number_of_files(gl: Gpulint, tmp_path: Path, mon
     for i in range(10):
         (tmp_path / f"t{i}.py").write_text(TRAIN)
     started: list[int] = []
-    real = runner.ProcessPoolExecutor
+    real = concurrent.futures.ProcessPoolExecutor  # the runner imports it when a pool starts
 
     class Recording(real):  # type: ignore[misc, valid-type]
         def __init__(self, max_workers: int, **kwargs) -> None:  # noqa: ANN003
             started.append(max_workers)
             super().__init__(max_workers=max_workers, **kwargs)
 
-    monkeypatch.setattr(runner, "ProcessPoolExecutor", Recording)
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Recording)
     result = gl.check("-j", "300", tmp_path)
     assert result.exit_code == 1
     assert len([line for line in result.stdout.splitlines() if "GPU101" in line]) == 10
