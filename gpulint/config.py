@@ -79,6 +79,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 
 @lru_cache(maxsize=512)
+@lru_cache(maxsize=None)
 def _glob_regex(pattern: str) -> "re.Pattern[str]":
     from gpulint.engine.files import glob_to_regex
 
@@ -86,7 +87,10 @@ def _glob_regex(pattern: str) -> "re.Pattern[str]":
 
 
 def _relative(path: str, base: str) -> Optional[str]:
-    """`path` relative to `base` with `/` separators, or None when it is not below it."""
+    """`path` relative to `base` with `/` separators, or None when it is not below it (both absolute)."""
+    prefix = base if base.endswith(os.sep) else base + os.sep
+    if path.startswith(prefix) and os.sep == "/":  # the common case, without relpath's normalising
+        return path[len(prefix):] or "."
     relative = os.path.relpath(path, base).replace(os.sep, "/")
     return None if relative == ".." or relative.startswith("../") else relative
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import email.message
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -92,27 +93,49 @@ def test_a_docs_url_that_is_not_a_web_address_is_a_configuration_error(gl: Gpuli
     assert result.exit_code == 2 and "docs-url" in result.output
 
 
-def _metadata(*urls: str) -> email.message.Message:
-    message = email.message.Message()
-    message["Name"] = "gpulint"
-    for url in urls:
-        message["Project-URL"] = url
-    return message
+def _install_metadata(folder: Path, *urls: str) -> Path:
+    """A `gpulint-*.dist-info` as pip writes it, with these Project-URL entries."""
+    info = folder / "gpulint-9.9.dist-info"
+    info.mkdir(parents=True)
+    lines = ["Metadata-Version: 2.1", "Name: gpulint", "Version: 9.9", *(f"Project-URL: {u}" for u in urls)]
+    (info / "METADATA").write_text("\n".join(lines) + "\n\nProject-URL: Docs, https://body.example.org\n")
+    return folder
 
 
-def test_the_package_metadata_names_the_site_when_the_setting_does_not(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_package_metadata_names_the_site_when_the_setting_does_not(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.undo()  # the real lookup, on metadata made up here
     import importlib.metadata
 
+    with_docs = _install_metadata(tmp_path / "a", "Source, https://example.org/src", f"Documentation, {SITE}/")
+    without = _install_metadata(tmp_path / "b", "Source, https://example.org/src")
     docs_url.package_docs_url.cache_clear()
-    monkeypatch.setattr(importlib.metadata, "metadata",
-                        lambda name: _metadata("Source, https://example.org/src", f"Documentation, {SITE}/"))
     try:
+        monkeypatch.setattr(sys, "path", [str(tmp_path / "missing"), str(with_docs), *sys.path])
         assert docs_site(None) == SITE
         assert docs_site("https://other.example.org/") == "https://other.example.org"  # the setting wins
-        monkeypatch.setattr(importlib.metadata, "metadata", lambda name: _metadata("Source, https://example.org/src"))
+        # the direct reader finds what importlib.metadata finds (the body's line is not a header)
+        found = importlib.metadata.distribution("gpulint").metadata.get_all("Project-URL")
+        assert docs_url._project_urls() == found == ["Source, https://example.org/src", f"Documentation, {SITE}/"]
+        monkeypatch.setattr(sys, "path", [str(without), *sys.path])
         docs_url.package_docs_url.cache_clear()
         assert docs_site(None) is None
+    finally:
+        docs_url.package_docs_url.cache_clear()
+
+
+def test_without_a_dist_info_folder_importlib_metadata_is_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An egg-info or zipped install: the direct reader finds nothing, importlib.metadata decides."""
+    monkeypatch.undo()
+    import importlib.metadata
+
+    message = email.message.Message()
+    message["Project-URL"] = f"Documentation, {SITE}"
+    monkeypatch.setattr(sys, "path", [])
+    monkeypatch.setattr(importlib.metadata, "metadata", lambda name: message)
+    docs_url.package_docs_url.cache_clear()
+    try:
+        assert docs_site(None) == SITE
     finally:
         docs_url.package_docs_url.cache_clear()
 

@@ -9,7 +9,9 @@ repository. Pages follow the MkDocs site built from docs/: `<site>/rules/<CODE>/
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from functools import lru_cache
 from typing import Optional
 
@@ -23,17 +25,43 @@ def valid_docs_url(value: str) -> bool:
 @lru_cache(maxsize=1)
 def package_docs_url() -> Optional[str]:
     """The `Documentation` Project-URL of the installed gpulint, or None."""
-    import importlib.metadata
-
-    try:
-        entries = importlib.metadata.metadata("gpulint").get_all("Project-URL") or []
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    entries = _project_urls()
     for entry in entries:
         label, _, url = entry.partition(",")
         if label.strip().lower() in ("documentation", "docs") and valid_docs_url(url):
             return url.strip()
     return None
+
+
+def _project_urls() -> list[str]:
+    """The Project-URL entries of the installed gpulint. The first `gpulint-*.dist-info` on sys.path is
+    read directly, where importlib.metadata would find it: importing that module and its email parser
+    costs a run with findings more than reading the cache does."""
+    for entry in sys.path:
+        folder = entry or "."
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            if name.startswith("gpulint-") and name.endswith(".dist-info"):
+                try:
+                    with open(os.path.join(folder, name, "METADATA"), encoding="utf-8") as handle:
+                        headers = handle.read().split("\n\n", 1)[0]
+                except (OSError, UnicodeDecodeError):
+                    return _project_urls_from_importlib()
+                return [line.split(":", 1)[1].strip() for line in headers.splitlines()
+                        if line.lower().startswith("project-url:")]
+    return _project_urls_from_importlib()  # an egg-info or a zipped install
+
+
+def _project_urls_from_importlib() -> list[str]:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.metadata("gpulint").get_all("Project-URL") or []
+    except importlib.metadata.PackageNotFoundError:
+        return []
 
 
 def docs_site(setting: Optional[str]) -> Optional[str]:

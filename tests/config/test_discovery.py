@@ -165,3 +165,19 @@ def test_describe_names_the_source_and_values(tree: Path) -> None:
     assert f"# configuration: {tree / 'pyproject.toml'}" in text
     assert 'ignore = ["GPU102"]' in text and "num-workers = 8" in text
     assert '"GPU101"' in text.split("enabled-rules = ")[1] and '"GPU102"' not in text.split("enabled-rules = ")[1]
+
+
+@pytest.mark.parametrize(("path", "base", "expected"), [
+    ("/p/a/b.py", "/p", "a/b.py"),
+    ("/p/a/b.py", "/p/", "a/b.py"),
+    ("/p", "/p", "."),
+    ("/pa/b.py", "/p", None),  # a sibling whose name starts like the base is not below it
+    ("/q/b.py", "/p", None),
+    ("/p/b.py", "/", "p/b.py"),
+    ("/p/b.py", "/p/./x/..", "b.py"),  # a base that is not normalised takes relpath's way
+])
+def test_a_path_relative_to_a_patterns_folder(path: str, base: str, expected: str) -> None:
+    """The prefix shortcut answers as os.path.relpath does (patterns match on this relative path)."""
+    from gpulint.config import _relative
+
+    assert _relative(path, base) == expected
