@@ -96,6 +96,15 @@ def _one_batch(ctx: FileContext, node: cst.Call) -> bool:
     return isinstance(outer, cst.Call) and isinstance(outer.func, cst.Name) and outer.func.value == "next"
 
 
+def _constant(expr: cst.BaseExpression) -> bool:
+    """A literal number, string, bool or None: never a tensor."""
+    if isinstance(expr, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString)):
+        return True
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.expression, (cst.Integer, cst.Float)):
+        return True  # -1
+    return isinstance(expr, cst.Name) and expr.value in ("None", "True", "False")
+
+
 class LoaderCall:
     """One DataLoader call and what gpulint can tell about the dataset it loads from."""
 
@@ -159,6 +168,37 @@ class LoaderCall:
             if owner is self.ctx.names.module_scope:
                 return project.own.classes.get(func.value)
         return None
+
+    @cached_property
+    def hands_over_values(self) -> bool:
+        """The dataset class puts constructor arguments into its items as they were given, and this call
+        passes one of them something that may be a tensor, whose device this file does not show
+        (DreamBooth's precomputed prompt embeddings): pinning may raise."""
+        found = self.dataset_class
+        dataset = self.dataset
+        if found is None or not found.passed_arguments or not isinstance(dataset, cst.Call):
+            return False
+        if any(arg.star for arg in dataset.args):
+            return True  # `*args`/`**kwargs`: which argument lands where is not visible
+        positional = [a.value for a in dataset.args if a.keyword is None]
+        keywords = {a.keyword.value: a.value for a in dataset.args if a.keyword is not None}
+        for entry in found.passed_arguments:
+            position, _, name = entry.partition(":")
+            index = int(position)
+            value = keywords.get(name)
+            if value is None and 0 <= index < len(positional):
+                value = positional[index]
+            if value is not None and not self._never_a_tensor(value):
+                return True
+        return False
+
+    def _never_a_tensor(self, expr: cst.BaseExpression) -> bool:
+        """A literal, or a command-line value (`args.prompt`, an option this file's argparse declares)."""
+        if isinstance(expr, cst.IfExp):
+            return self._never_a_tensor(expr.body) and self._never_a_tensor(expr.orelse)
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value != "self":
+            return expr.attr.value in self.ctx.project.own.argparse_defaults
+        return _constant(expr)
 
     @cached_property
     def dataset_kind(self) -> Optional[str]:

@@ -16,7 +16,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Optional, Union
 
-FACTS_VERSION = 2
+FACTS_VERSION = 3
 
 DATASET_BASES = frozenset({
     "torch.utils.data.Dataset", "torch.utils.data.dataset.Dataset",
@@ -110,6 +110,10 @@ class ClassFacts:
     dataset: Optional[str] = None  # a kind above for Dataset subclasses, else None
     iterable: bool = False  # an IterableDataset
     sharded: bool = False  # mentions get_worker_info (an IterableDataset that splits work between workers)
+    # constructor parameters whose values items carry as they were given (`self.emb = emb`, then
+    # `item["emb"] = self.emb`), as "<position>:<name>" (position -1: keyword-only): their device is
+    # the caller's, which this class does not show
+    passed_arguments: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -162,7 +166,8 @@ class FileFacts:
             "sparse": self.sparse, "jax": self.jax, "replaces_optimizers": self.replaces_optimizers,
             "parallelism": list(self.parallelism), "fused_sgd_momentum": self.fused_sgd_momentum,
             "argparse_defaults": self.argparse_defaults, "dataclass_ints": self.dataclass_ints,
-            "classes": {k: {"bases": list(v.bases), "dataset": v.dataset, "iterable": v.iterable, "sharded": v.sharded}
+            "classes": {k: {"bases": list(v.bases), "dataset": v.dataset, "iterable": v.iterable, "sharded": v.sharded,
+                            "passed_arguments": list(v.passed_arguments)}
                         for k, v in self.classes.items()},
             "refs": {k: list(v) for k, v in self.refs.items()},
             "optimizers": {k: list(v) for k, v in self.optimizers.items()},
@@ -182,7 +187,8 @@ class FileFacts:
             fused_sgd_momentum=bool(data["fused_sgd_momentum"]),
             argparse_defaults=dict(data["argparse_defaults"]),
             dataclass_ints={k: {c: int(v) for c, v in d.items()} for k, d in data["dataclass_ints"].items()},
-            classes={k: ClassFacts(tuple(v["bases"]), v["dataset"], bool(v["iterable"]), bool(v["sharded"]))
+            classes={k: ClassFacts(tuple(v["bases"]), v["dataset"], bool(v["iterable"]), bool(v["sharded"]),
+                                   tuple(v["passed_arguments"]))
                      for k, v in data["classes"].items()},
             refs={k: tuple(v) for k, v in data["refs"].items()},
             optimizers={k: tuple(v) for k, v in data["optimizers"].items()},
@@ -602,7 +608,7 @@ class _Scanner:
         sharded = any(isinstance(n, (ast.Name, ast.Attribute)) and
                       (getattr(n, "id", None) == "get_worker_info" or getattr(n, "attr", None) == "get_worker_info")
                       for n in ast.walk(node))
-        return ClassFacts(tuple(bases), dataset_kind(node, self.aliases), iterable, sharded)
+        return ClassFacts(tuple(bases), dataset_kind(node, self.aliases), iterable, sharded, passed_arguments(node))
 
     def _dataclass_ints(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
@@ -690,6 +696,86 @@ def dataset_kind(cls: ast.ClassDef, aliases: _Aliases) -> str:
     if work:
         return WORK
     return IN_MEMORY if indexes_data else NOTHING
+
+
+def passed_arguments(cls: ast.ClassDef) -> tuple[str, ...]:
+    """The constructor parameters an item holds as they were given: `self.x = x` in `__init__`, then
+    `self.x`, `self.x[i]` or a local taken from them returned, yielded or stored into the item
+    (`example["k"] = self.x`), in `__getitem__`/`__iter__` or a method they call."""
+    methods = _methods(cls)
+    init = methods.get("__init__")
+    if init is None:
+        return ()
+    me = _self_name(init)
+    positional = [a.arg for a in init.args.posonlyargs + init.args.args][1:]
+    params = {name: f"{i}:{name}" for i, name in enumerate(positional)}
+    params.update({a.arg: f"-1:{a.arg}" for a in init.args.kwonlyargs})
+    stored: dict[str, str] = {}  # attribute -> parameter
+    for node in _own_nodes(init):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) \
+            else []
+        value = getattr(node, "value", None)
+        pairs = [(t, value) for t in targets]
+        if isinstance(value, ast.Tuple):  # `self.a, self.b = a, b`
+            pairs = [(t, v) for target in targets if isinstance(target, ast.Tuple)
+                     and len(target.elts) == len(value.elts) for t, v in zip(target.elts, value.elts)]
+        for target, item in pairs:
+            if isinstance(item, ast.Name) and item.id in params and isinstance(target, ast.Attribute) \
+                    and isinstance(target.value, ast.Name) and target.value.id == me:
+                stored[target.attr] = params[item.id]
+    if not stored:
+        return ()
+    pending = [methods[n] for n in ("__getitem__", "__getitems__", "__iter__") if n in methods]
+    seen = {fn.name for fn in pending}
+    found: set[str] = set()
+    while pending:
+        fn = pending.pop()
+        found.update(stored[attr] for attr in _placed_attributes(fn, _self_name(fn), set(stored)))
+        for node in _own_nodes(fn):  # helpers the item methods call on self
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == _self_name(fn) \
+                    and node.func.attr in methods and node.func.attr not in seen and len(seen) < 8:
+                seen.add(node.func.attr)
+                pending.append(methods[node.func.attr])
+    return tuple(sorted(found))
+
+
+def _placed_attributes(fn: FunctionNode, me: Optional[str], stored: set[str]) -> set[str]:
+    """The stored attributes whose values `fn` returns, yields or stores into a container as they are."""
+    def source(expr: ast.AST, locals_: dict[str, str]) -> Optional[str]:
+        while isinstance(expr, ast.Subscript):
+            expr = expr.value
+        if isinstance(expr, ast.Name):
+            return locals_.get(expr.id)
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == me \
+                and expr.attr in stored:
+            return expr.attr
+        return None
+
+    def placed(expr: Optional[ast.AST], locals_: dict[str, str]) -> set[str]:
+        if expr is None:
+            return set()
+        if isinstance(expr, (ast.Tuple, ast.List, ast.Set)):
+            return set().union(*(placed(e, locals_) for e in expr.elts))
+        if isinstance(expr, ast.Dict):
+            return set().union(*(placed(v, locals_) for v in expr.values))
+        found = source(expr, locals_)
+        return {found} if found else set()
+
+    taken: dict[str, str] = {}  # locals assigned straight from a stored argument (`emb = self.emb[i]`)
+    nodes = sorted(_own_nodes(fn), key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)))
+    for node in nodes:
+        if isinstance(node, ast.Assign):
+            attr = source(node.value, taken)
+            if attr is not None:
+                taken.update((t.id, attr) for t in node.targets if isinstance(t, ast.Name))
+    out: set[str] = set()
+    for node in nodes:
+        if isinstance(node, (ast.Return, ast.Yield)):
+            out |= placed(node.value, taken)
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Subscript) for t in node.targets):
+            out |= placed(node.value, taken)  # `example["ids"] = self.emb`
+    return out
 
 
 def _item_cost(fn: FunctionNode, me: Optional[str], methods: dict[str, FunctionNode], aliases: _Aliases,

@@ -68,9 +68,11 @@ class DataLoaderPinMemory(Rule):
         fix_safety="""
         Adds `pin_memory=True`; results are unchanged. Safe when the dataset is known to yield
         CPU tensors: a dataset class gpulint reads (in this file or another file of the
-        project), a TensorDataset of CPU tensors, torchvision and Hugging Face datasets.
-        Otherwise unsafe: pinning a dataset of CUDA tensors raises "cannot pin
-        'torch.cuda.FloatTensor'", and gpulint cannot see which kind it is. Pinned memory is
+        project), unless its items hold values its constructor was handed as they are and the
+        call passes them more than literals or command-line options; a TensorDataset of CPU
+        tensors; torchvision and Hugging Face datasets. Otherwise unsafe: pinning CUDA tensors
+        (DreamBooth's prompt embeddings, precomputed on the GPU and put into every item) raises
+        "cannot pin 'torch.cuda.FloatTensor'", and gpulint cannot see which kind it is. Pinned memory is
         page-locked host RAM, so on hosts short of RAM with very large batches review the
         change. Not reported when the dataset visibly holds tensors on the GPU (`.to(device)`
         or `device=` when built, also through the names it is built from), when its items
@@ -110,7 +112,13 @@ class DataLoaderPinMemory(Rule):
         if self._collate_returns_unpinnable(loader.kwargs):
             return  # the pin thread passes the batch's container through unpinned: the flag would do nothing
         edit = Replace(node, add_keyword(node, "pin_memory", "True"))
-        if kind in (IN_MEMORY, WORK) or loader.library_dataset:
+        if loader.hands_over_values:
+            # DreamBooth's dataset puts the prompt embeddings it was given into every item: computed on
+            # the GPU when they are precomputed, and pinning them raises
+            fix = PendingFix.unsafe("Add `pin_memory=True` (unsafe: the dataset's items hold values its constructor "
+                                    "was given, whose device gpulint cannot see, and pinning CUDA tensors raises)",
+                                    edit)
+        elif kind in (IN_MEMORY, WORK) or loader.library_dataset:
             fix = PendingFix.safe("Add `pin_memory=True`", edit)
         else:  # pin_memory=True raises "cannot pin 'torch.cuda.FloatTensor'" on a dataset of CUDA tensors
             fix = PendingFix.unsafe("Add `pin_memory=True` (unsafe: gpulint cannot see that the dataset yields "

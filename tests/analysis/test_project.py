@@ -258,6 +258,62 @@ def test_dataset_kinds() -> None:
         "RandomTokens": IN_MEMORY, "Configured": NOTHING}
 
 
+def test_dataset_items_that_hold_constructor_arguments() -> None:
+    """GPU101's fix is safe only when the items hold nothing the caller handed over as is, beyond
+    constants (its device is the caller's): DreamBooth's prompt embeddings, precomputed on the GPU,
+    cannot be pinned."""
+    facts = facts_of_text(textwrap.dedent("""
+        from torch.utils.data import Dataset
+
+        class Stored(Dataset):  # the argument itself goes into the item
+            def __init__(self, paths, embeddings):
+                self.paths, self.embeddings = paths, embeddings
+                self.emb = embeddings
+            def __getitem__(self, index):
+                example = {"path": self.paths[index]}
+                example["prompt"] = self.emb
+                return example
+
+        class Indexed(Dataset):  # rows of the argument, through a local
+            def __init__(self, data):
+                self.data = data
+            def __getitem__(self, index):
+                row = self.data[index]
+                return row, index
+
+        class ThroughHelper(Dataset):
+            def __init__(self, labels):
+                self.labels = labels
+            def __getitem__(self, index):
+                return self._label(index)
+            def _label(self, index):
+                return self.labels[index]
+
+        class OnlyUsed(Dataset):  # called, measured, opened: new values go out; only `size` goes in as is
+            def __init__(self, paths, transform, size):
+                self.paths = paths
+                self.transform = transform
+                self.size = size
+            def __len__(self):
+                return len(self.paths)
+            def __getitem__(self, index):
+                image = self.transform(open(self.paths[index % len(self.paths)]).read())
+                return {"image": image, "shape": (self.size, self.size)}
+
+        class Copied(Dataset):  # a derived value, not the argument
+            def __init__(self, data):
+                self.data = [d * 2 for d in data]
+            def __getitem__(self, index):
+                return self.data[index]
+        """))
+    assert facts is not None
+    assert {name: c.passed_arguments for name, c in facts.classes.items()} == {
+        "Stored": ("1:embeddings",), "Indexed": ("0:data",), "ThroughHelper": ("0:labels",),
+        "OnlyUsed": ("2:size",), "Copied": ()}
+    again = type(facts).from_json(facts.to_json())  # the fact survives the facts cache
+    assert again.classes == facts.classes
+
+
 # ---------------------------------------------------------------------------------------------
 # test files, GPU301's trained models, and the cache
 
