@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from gpulint.core.options import LINT_TESTS, Option, OptionError, describe_value
+from gpulint.core.options import LINT_TESTS, TORCH_VERSION, Option, OptionError, describe_value
 from gpulint.core.settings import ConfigError, Selection, Settings
 from gpulint.selectors import parse_codes
 
@@ -385,6 +385,7 @@ class SettingsResolver:
         self.config_file = Path(config_file) if config_file is not None else None
         self._cache: dict[str, Settings] = {}
         self._by_directory: dict[str, ProjectConfig] = {}
+        self._torch_floors: dict[str, tuple[Optional[tuple[int, int]], Optional[str]]] = {}
         self._loaded: dict[str, ProjectConfig] = {}
         self.defaults = ProjectConfig(None, self.base)
         self._fixed: Optional[ProjectConfig] = None
@@ -445,8 +446,27 @@ class SettingsResolver:
     def for_path(self, path: PathLike) -> Settings:
         key = str(path)
         if key not in self._cache:
-            self._cache[key] = self.overrides.apply(self.project_for(path).settings_for(path))
+            settings = self.overrides.apply(self.project_for(path).settings_for(path))
+            if TORCH_VERSION.key not in dict(settings.values):
+                floor, _ = self.declared_torch_floor(path)
+                if floor is not None:
+                    settings = settings.with_values({TORCH_VERSION.key: floor})
+            self._cache[key] = settings
         return self._cache[key]
+
+    def declared_torch_floor(self, path: PathLike) -> tuple[Optional[tuple[int, int]], Optional[str]]:
+        """The torch floor the project's packaging metadata declares, and the file that says so
+        (project/requirements.py); `torch-version` in a configuration file wins over it, and
+        `--isolated` reads no project file at all."""
+        if self.isolated:
+            return None, None
+        absolute = os.path.abspath(path)
+        directory = absolute if os.path.isdir(absolute) else os.path.dirname(absolute)
+        if directory not in self._torch_floors:
+            from gpulint.project.requirements import declared_torch_floor
+
+            self._torch_floors[directory] = declared_torch_floor(directory)
+        return self._torch_floors[directory]
 
     def is_excluded(self, path: PathLike, explicit: bool = False) -> bool:
         """Whether `path` is excluded by its configuration; a path named on the command line
@@ -474,6 +494,9 @@ class SettingsResolver:
         else:
             origin = " extends ".join(str(p) for p in project.sources)
         lines = [f"# settings for {path}", f"# configuration: {origin}"]
+        floor, source = self.declared_torch_floor(path)
+        if floor is not None and dict(project.settings.values).get(TORCH_VERSION.key) is None:
+            lines.append(f"# torch-version: {floor[0]}.{floor[1]}, the torch floor {source} declares")
         rows: list[tuple[str, object]] = [
             ("select", list(settings.select) or ["GPU"]),  # the default, as the README documents it
             ("extend-select", list(settings.extend_select)),

@@ -210,7 +210,8 @@ DEFAULT_MAX_FIX_SIZE = 256 * 1024
 
 TORCH_VERSION: Option[Optional[tuple[int, int]]] = Option(
     "torch-version", Version(), None,
-    "the oldest torch the project supports: fixes that need a newer torch are not offered")
+    "the oldest torch the project supports: fixes that need a newer torch are not offered "
+    "(unset: the torch floor the project's pyproject.toml, setup.cfg or setup.py declares)")
 LINT_TESTS: Option[bool] = Option(
     "lint-tests", Flag(), False,
     "run the training-step, loader and optimizer rules on test files too")

@@ -109,7 +109,12 @@ class DeprecatedCudaAmp(Rule):
         constructed = f'{new}("{replacement.device}", ...)'
         how = {"autocast": constructed, "GradScaler": constructed}.get(
             replacement.name, f'{new}(..., device_type="{replacement.device}")')
-        return f"{target} is deprecated (FutureWarning since torch 2.4): use {how}"
+        message = f"{target} is deprecated (FutureWarning since torch 2.4): use {how}"
+        floor = self.ctx.settings.torch_version
+        if floor is not None and floor < replacement.since:
+            message += (f"; not fixed: {new} needs torch {replacement.since[0]}.{replacement.since[1]} "
+                        f"(torch-version is {floor[0]}.{floor[1]})")
+        return message
 
     def visit_Call(self, node: cst.Call) -> None:
         if self._in_import or not isinstance(node.func, cst.Attribute):

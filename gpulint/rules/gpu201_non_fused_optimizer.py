@@ -134,6 +134,10 @@ class NonFusedOptimizer(Rule):
                       f"(pass fused=True only when it is {spelled})")
         elif not isinstance(node.func, cst.Attribute) and self.ctx.qualname(node.func) is None:
             spelled = f"{self.ctx.code(node.func)} ({spelled})"
+        needed = self._torch_needed(names)
+        if fixable and not reason and needed is not None:
+            reason = f"; not fixed: fused {spelled} needs torch {_version(needed)} on every device (torch-version is " \
+                     f"{_version(self.ctx.settings.torch_version)})"
         self.report(
             node,
             f"{spelled} without fused=True: one fused kernel per step instead of a loop over "
@@ -201,14 +205,22 @@ class NonFusedOptimizer(Rule):
             return False
         return self.ctx.analysis(training_facts).framework_owned
 
+    def _torch_needed(self, optimizers: list[str]) -> Optional[tuple[int, int]]:
+        """The torch the fused kernels need (CUDA and CPU alike), when the project supports an older one."""
+        floor = self.ctx.settings.torch_version
+        if floor is None:
+            return None
+        needed = max(max(FUSED_OPTIMIZERS[o][0], (2, 4) if o != "Adagrad" else FUSED_OPTIMIZERS[o][0])
+                     for o in optimizers)
+        return needed if floor < needed else None
+
     def _fix(self, node: cst.Call, optimizers: list[str], replace_foreach: bool,
              foreach_hidden: bool) -> Optional[PendingFix]:
-        floor = self.ctx.settings.torch_version
         applicability = Applicability.SAFE
+        if self._torch_needed(optimizers) is not None:
+            return None  # the project supports a torch without this fused kernel
         for optimizer in optimizers:
             minimum, kind = FUSED_OPTIMIZERS[optimizer]
-            if floor is not None and floor < max(minimum, (2, 4) if optimizer != "Adagrad" else minimum):
-                return None  # the project supports a torch without this fused kernel
             if kind is Applicability.UNSAFE:
                 applicability = Applicability.UNSAFE
         if foreach_hidden:
@@ -261,3 +273,7 @@ def may_gain_grad_scaler(ctx: FileContext) -> bool:
         return False  # MissingAutocast stays silent there (precision handled, or an environment-bound loop)
     facts = ctx.analysis(training_facts)
     return not facts.framework_owned and any(not b.scaled for step in facts.steps for b in step.backwards)
+
+
+def _version(version: Optional[tuple[int, int]]) -> str:
+    return f"{version[0]}.{version[1]}" if version is not None else "unset"
