@@ -385,7 +385,7 @@ class SettingsResolver:
         self.config_file = Path(config_file) if config_file is not None else None
         self._cache: dict[str, Settings] = {}
         self._by_directory: dict[str, ProjectConfig] = {}
-        self._torch_floors: dict[str, tuple[Optional[tuple[int, int]], Optional[str]]] = {}
+        self._torch_floors: dict[str, tuple[Optional[tuple[int, int]], Optional[str]]] = {}  # by folder
         self._loaded: dict[str, ProjectConfig] = {}
         self.defaults = ProjectConfig(None, self.base)
         self._fixed: Optional[ProjectConfig] = None
@@ -462,11 +462,12 @@ class SettingsResolver:
             return None, None
         absolute = os.path.abspath(path)
         directory = absolute if os.path.isdir(absolute) else os.path.dirname(absolute)
-        if directory not in self._torch_floors:
+        found = self._torch_floors.get(directory)
+        if found is None:
             from gpulint.project.requirements import declared_torch_floor
 
-            self._torch_floors[directory] = declared_torch_floor(directory)
-        return self._torch_floors[directory]
+            found = declared_torch_floor(directory, self._torch_floors)
+        return found
 
     def is_excluded(self, path: PathLike, explicit: bool = False) -> bool:
         """Whether `path` is excluded by its configuration; a path named on the command line

@@ -19,7 +19,6 @@ cannot be read or parsed gives no floor: it never stops a run.
 from __future__ import annotations
 
 import ast
-import configparser
 import os
 import re
 import sys
@@ -37,6 +36,7 @@ _TORCH = re.compile(r"^\s*torch\s*(?:\[[^\]]*\])?\s*(?P<specs>[^;]*)", re.IGNORE
 _LOWER = re.compile(r"(?:>=|~=|==|>)\s*(?P<major>\d+)\.(?P<minor>\d+)")
 
 Version = tuple[int, int]
+Declared = tuple[Optional[Version], Optional[str]]
 
 
 def torch_floor(requirements: Iterable[str]) -> Optional[Version]:
@@ -53,24 +53,34 @@ def torch_floor(requirements: Iterable[str]) -> Optional[Version]:
     return min(floors) if floors else None
 
 
-def declared_torch_floor(directory: str) -> tuple[Optional[Version], Optional[str]]:
-    """(floor, the metadata file it comes from) for the project `directory` belongs to."""
+def declared_torch_floor(directory: str, memo: Optional[dict[str, Declared]] = None) -> Declared:
+    """(floor, the metadata file it comes from) for the project `directory` belongs to. `memo` keeps
+    every folder's answer for a run: the files of one tree cost one look per folder."""
+    memo = {} if memo is None else memo
     current = os.path.abspath(directory)
-    while True:
+    passed: list[str] = []
+    answer: Declared = (None, None)
+    while current not in memo:
+        passed.append(current)
         present = [os.path.join(current, name) for name in METADATA_FILES
                    if os.path.isfile(os.path.join(current, name))]
         if present:
             for path in present:
                 requirements = _requirements(path)
-                if requirements is not None:
-                    floor = torch_floor(requirements)
-                    if floor is not None:
-                        return floor, path
-            return None, None
+                floor = torch_floor(requirements) if requirements is not None else None
+                if floor is not None:
+                    answer = (floor, path)
+                    break
+            break
         parent = os.path.dirname(current)
         if parent == current:
-            return None, None
+            break
         current = parent
+    else:
+        answer = memo[current]
+    for folder in passed:
+        memo[folder] = answer
+    return answer
 
 
 def _requirements(path: str) -> Optional[list[str]]:
@@ -87,7 +97,7 @@ def _requirements(path: str) -> Optional[list[str]]:
             return _from_setup_cfg(text)
         return _from_setup_py(text)
     except (OSError, UnicodeDecodeError, ValueError, SyntaxError, RecursionError, MemoryError,
-            configparser.Error, tomllib.TOMLDecodeError):
+            tomllib.TOMLDecodeError):
         return None
 
 
@@ -100,8 +110,13 @@ def _from_pyproject(text: str) -> Optional[list[str]]:
 
 
 def _from_setup_cfg(text: str) -> Optional[list[str]]:
+    import configparser  # only for projects that keep their metadata in setup.cfg
+
     parser = configparser.ConfigParser(interpolation=None)
-    parser.read_string(text)
+    try:
+        parser.read_string(text)
+    except configparser.Error:
+        return None
     if not parser.has_option("options", "install_requires"):
         return None
     lines = parser.get("options", "install_requires").replace(";", "\n;").splitlines()

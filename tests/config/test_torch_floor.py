@@ -115,3 +115,15 @@ def test_an_optimizer_fix_says_which_torch_it_needs(tmp_path: Path) -> None:
     result = Gpulint(False, tmp_path / "cache").check("--output-format", "concise", tmp_path / "train.py")
     assert "GPU201" in result.output and "fixable" not in result.output
     assert "not fixed: fused Adam needs torch 2.4 on every device (torch-version is 2.0)" in result.output
+
+
+def test_one_look_per_folder(tmp_path: Path) -> None:
+    """The answer is remembered for every folder passed on the way up, so a tree costs one look per folder."""
+    write(tmp_path, {"pyproject.toml": '[project]\nname = "p"\ndependencies = ["torch>=2.1"]\n',
+                     "a/b/c/train.py": AMP, "a/d/train.py": AMP})
+    memo: dict[str, tuple[Optional[tuple[int, int]], Optional[str]]] = {}
+    expected = ((2, 1), str(tmp_path / "pyproject.toml"))
+    assert declared_torch_floor(str(tmp_path / "a" / "b" / "c"), memo) == expected
+    assert {str(tmp_path / p) for p in ("a/b/c", "a/b", "a", "")} <= {k.rstrip("/") for k in memo} | {str(tmp_path)}
+    (tmp_path / "pyproject.toml").unlink()  # the memo answers without looking again
+    assert declared_torch_floor(str(tmp_path / "a" / "d"), memo) == expected
