@@ -79,7 +79,6 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 
 @lru_cache(maxsize=512)
-@lru_cache(maxsize=None)
 def _glob_regex(pattern: str) -> "re.Pattern[str]":
     from gpulint.engine.files import glob_to_regex
 
