@@ -14,11 +14,14 @@ import sys
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
-from gpulint.core.options import LINT_TESTS, TORCH_VERSION, Option, OptionError, describe_value
+from gpulint.core.options import LINT_TESTS, TORCH_VERSION, Option, OptionError, describe_value, version_text
 from gpulint.core.settings import ConfigError, Selection, Settings
 from gpulint.selectors import parse_codes
+
+if TYPE_CHECKING:  # read only when a file is linted: the project's torch floor
+    from gpulint.project.requirements import Declared
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -384,7 +387,7 @@ class SettingsResolver:
         self.config_file = Path(config_file) if config_file is not None else None
         self._cache: dict[str, Settings] = {}
         self._by_directory: dict[str, ProjectConfig] = {}
-        self._torch_floors: dict[str, tuple[Optional[tuple[int, int]], Optional[str]]] = {}  # by folder
+        self._torch_floors: dict[str, Declared] = {}  # by folder (project/requirements.py)
         self._loaded: dict[str, ProjectConfig] = {}
         self.defaults = ProjectConfig(None, self.base)
         self._fixed: Optional[ProjectConfig] = None
@@ -453,7 +456,7 @@ class SettingsResolver:
             self._cache[key] = settings
         return self._cache[key]
 
-    def declared_torch_floor(self, path: PathLike) -> tuple[Optional[tuple[int, int]], Optional[str]]:
+    def declared_torch_floor(self, path: PathLike) -> Declared:
         """The torch floor the project's packaging metadata declares, and the file that says so
         (project/requirements.py); `torch-version` in a configuration file wins over it, and
         `--isolated` reads no project file at all."""
@@ -496,7 +499,7 @@ class SettingsResolver:
         lines = [f"# settings for {path}", f"# configuration: {origin}"]
         floor, source = self.declared_torch_floor(path)
         if floor is not None and dict(project.settings.values).get(TORCH_VERSION.key) is None:
-            lines.append(f"# torch-version: {floor[0]}.{floor[1]}, the torch floor {source} declares")
+            lines.append(f"# torch-version: {version_text(floor)}, the torch floor {source} declares")
         rows: list[tuple[str, object]] = [
             ("select", list(settings.select) or ["GPU"]),  # the default, as the README documents it
             ("extend-select", list(settings.extend_select)),

@@ -52,6 +52,11 @@ def format_size(size: int) -> str:
     return f"{size} B" if size < 1024 else f"{size / 1024:.1f} KB"
 
 
+def version_text(version: tuple[int, int]) -> str:
+    """A torch version as messages and `show-config` write it: "2.4"."""
+    return f"{version[0]}.{version[1]}"
+
+
 def parse_version(value: str) -> tuple[int, int]:
     """`"2.4"` -> (2, 4); OptionError when not MAJOR.MINOR."""
     parts = str(value).strip().split(".")
@@ -152,7 +157,7 @@ class Version:
         return self.read(text)
 
     def show(self, value: Any) -> object:
-        return f"{value[0]}.{value[1]}" if value else "any"
+        return version_text(value) if value else "any"
 
 
 

@@ -32,7 +32,7 @@ else:  # pragma: no cover - Python 3.10
 METADATA_FILES = ("pyproject.toml", "setup.cfg", "setup.py")
 _MAX_BYTES = 1024 * 1024
 # a requirement on torch itself (not torchvision), with its extras, version specifiers and marker
-_TORCH = re.compile(r"^\s*torch\s*(?:\[[^\]]*\])?\s*(?P<specs>[^;]*)", re.IGNORECASE)
+_TORCH = re.compile(r"^\s*torch(?![\w.-])\s*(?:\[[^\]]*\])?\s*(?P<specs>[^;]*)", re.IGNORECASE)
 _LOWER = re.compile(r"(?:>=|~=|==|>)\s*(?P<major>\d+)\.(?P<minor>\d+)")
 
 Version = tuple[int, int]
@@ -44,7 +44,7 @@ def torch_floor(requirements: Iterable[str]) -> Optional[Version]:
     floors: list[Version] = []
     for requirement in requirements:
         match = _TORCH.match(requirement)
-        if match is None or re.match(r"^\s*torch[\w.-]", requirement, re.IGNORECASE):
+        if match is None:
             continue  # another package (torchvision, torch-geometric)
         bounds = [(int(m["major"]), int(m["minor"])) for m in _LOWER.finditer(match["specs"])]
         if not bounds:

@@ -16,7 +16,7 @@ from gpulint.analysis.training import (
     training_step_of,
 )
 from gpulint.core.edits import Applicability
-from gpulint.core.options import Choice, Option
+from gpulint.core.options import Choice, Option, version_text
 from gpulint.core.pending import PendingFix
 from gpulint.core.verification import MIXED_PRECISION, Verification, construct_enabled
 from gpulint.project.view import ProjectView
@@ -185,7 +185,7 @@ class MissingAutocast(Rule):
         if dtype == "float16":
             if floor is not None and floor < GRAD_SCALER_SINCE:
                 return None, ("; no float16 fix: torch.amp.GradScaler needs torch 2.3 "
-                              f"(torch-version is {_floor(floor)})")
+                              f"(torch-version is {version_text(floor)})")
             if not backward.scaled:
                 plan = scaler_plan(facts, step, backward)
                 if plan is None:
@@ -230,10 +230,6 @@ def _precision_handled(project: ProjectView) -> bool:
     # a GradScaler, FSDP MixedPrecision(Policy), a model cast to 16 bits, layers that compute in
     # their input's dtype, apex, DeepSpeed: here, in a caller, or in a module either imports
     return bool(project.mixed_precision)
-
-
-def _floor(version: tuple[int, int]) -> str:
-    return f"{version[0]}.{version[1]}"
 
 
 def _outside_autocast(facts: TrainingFacts, region: Region) -> tuple[Optional[Region], tuple[cst.Call, ...], str]:

@@ -10,6 +10,7 @@ from gpulint.analysis.training import training_facts
 from gpulint.core.context import FileContext
 from gpulint.core.edits import Applicability
 from gpulint.core.names import dotted
+from gpulint.core.options import version_text
 from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.rewrites.amp_api import DeprecatedAmpFixes
 from gpulint.rules.base import Rule, RuleDocs, Target
@@ -112,8 +113,8 @@ class DeprecatedCudaAmp(Rule):
         message = f"{target} is deprecated (FutureWarning since torch 2.4): use {how}"
         floor = self.ctx.settings.torch_version
         if floor is not None and floor < replacement.since:
-            message += (f"; not fixed: {new} needs torch {replacement.since[0]}.{replacement.since[1]} "
-                        f"(torch-version is {floor[0]}.{floor[1]})")
+            message += f"; not fixed: {new} needs torch {version_text(replacement.since)} " \
+                       f"(torch-version is {version_text(floor)})"
         return message
 
     def visit_Call(self, node: cst.Call) -> None:

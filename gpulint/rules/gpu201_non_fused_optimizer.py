@@ -11,6 +11,7 @@ from gpulint.analysis.training import FRAMEWORKS, training_facts
 from gpulint.core.arguments import KeywordArgs, positional_args
 from gpulint.core.context import FileContext
 from gpulint.core.edits import Applicability
+from gpulint.core.options import version_text
 from gpulint.core.pending import PendingFix, Replace
 from gpulint.core.rewrite import add_keyword, is_literal, set_keyword
 from gpulint.core.values import single_value
@@ -135,9 +136,10 @@ class NonFusedOptimizer(Rule):
         elif not isinstance(node.func, cst.Attribute) and self.ctx.qualname(node.func) is None:
             spelled = f"{self.ctx.code(node.func)} ({spelled})"
         needed = self._torch_needed(names)
-        if fixable and not reason and needed is not None:
-            reason = f"; not fixed: fused {spelled} needs torch {_version(needed)} on every device (torch-version is " \
-                     f"{_version(self.ctx.settings.torch_version)})"
+        floor = self.ctx.settings.torch_version
+        if fixable and not reason and needed is not None and floor is not None:
+            reason = (f"; not fixed: fused {spelled} needs torch {version_text(needed)} on every device "
+                      f"(torch-version is {version_text(floor)})")
         self.report(
             node,
             f"{spelled} without fused=True: one fused kernel per step instead of a loop over "
@@ -273,7 +275,3 @@ def may_gain_grad_scaler(ctx: FileContext) -> bool:
         return False  # MissingAutocast stays silent there (precision handled, or an environment-bound loop)
     facts = ctx.analysis(training_facts)
     return not facts.framework_owned and any(not b.scaled for step in facts.steps for b in step.backwards)
-
-
-def _version(version: Optional[tuple[int, int]]) -> str:
-    return f"{version[0]}.{version[1]}" if version is not None else "unset"
