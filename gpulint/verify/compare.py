@@ -245,7 +245,8 @@ def check_losses(original: Sequence[float], rewritten: Sequence[float], toleranc
     if first_over is not None:
         check.passed = False
         check.reason = (f"loss differs by {deviations[first_over]:.2e} relative at step {check.worst_step} "
-                        f"(allowed {bound(first_over):.2e}: {_allowance(tolerance, noise, check.worst_step)})")
+                        f"(allowed {bound(first_over):.2e}: "
+                        f"{_allowance(tolerance, noise, check.worst_step, deviations[first_over])})")
     elif check.mean_last_deviation is not None and mean_bound is not None and check.mean_last_deviation > mean_bound:
         check.passed = False
         extra = "" if mean_bound == tolerance.mean_last else " plus the noise floor"
@@ -254,11 +255,11 @@ def check_losses(original: Sequence[float], rewritten: Sequence[float], toleranc
     return check
 
 
-def _allowance(tolerance: Tolerance, noise: Optional[NoiseFloor], step: int) -> str:
+def _allowance(tolerance: Tolerance, noise: Optional[NoiseFloor], step: int, deviation: float) -> str:
     if tolerance.bit_exact:
         text = f"{tolerance.name} rewrites must reproduce the loss, limit {tolerance.per_step:g}"
         if noise is not None:
-            within = "within" if noise.at(step) > 0 else "beyond"
+            within = "within" if deviation <= noise.multiple * noise.at(step) else "beyond"
             text += (f"; nudging the original's weights by one ulp moves it by up to {noise.at(step):.2e} there, "
                      f"so the difference is {within} float-rounding reach")
         return text

@@ -23,6 +23,12 @@ from typing import Any, Callable, Optional
 FLOAT16_MAX = 65504.0
 FLOAT16_TINY = 2.0 ** -24  # the smallest float16 subnormal: a smaller addend rounds away
 MAX_LISTED = 5  # findings of each kind kept (the worst or the first)
+MIN_EVERY = 5  # the smallest non-zero magnitude is read on steps 1, 6, 11, ... (the largest on every step)
+# results that hold the values of their input (views, copies, shape queries): nothing new to read
+SAME_VALUES = frozenset({"view", "reshape", "flatten", "unflatten", "squeeze", "unsqueeze", "transpose", "permute", "t",
+                         "expand", "expand_as", "contiguous", "detach", "clone", "__getitem__", "narrow", "select",
+                         "split", "chunk", "unbind", "movedim", "view_as", "reshape_as", "flip", "roll", "cat",
+                         "stack", "__get__", "size", "dim", "numel", "data_ptr", "stride"})
 IGNORED_EXCEPTIONS = (StopIteration, StopAsyncIteration, GeneratorExit)
 ARITHMETIC = frozenset({"add", "add_", "__add__", "__radd__", "__iadd__", "sub", "sub_", "__sub__", "__rsub__",
                         "__isub__", "div", "div_", "__truediv__", "__rtruediv__", "__itruediv__", "clamp",
@@ -156,19 +162,24 @@ class RangeProbe:
 
     def inspect(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
         torch = self.torch
-        outputs = out if isinstance(out, (tuple, list)) else (out,)
         name = getattr(func, "__name__", str(func))
+        if name in SAME_VALUES:
+            return
+        outputs = out if isinstance(out, (tuple, list)) else (out,)
+        step = self.step()
         for tensor in outputs:
             if not isinstance(tensor, torch.Tensor) or tensor.dtype not in self.half or tensor.numel() == 0:
                 continue
             self.ops += 1
             self.dtypes.add(str(tensor.dtype).replace("torch.", ""))
             magnitude = tensor.detach().abs()
-            largest = float(magnitude.max())
-            positive = magnitude[magnitude > 0]
-            smallest = float(positive.min()) if positive.numel() else None
-            if smallest is not None and (self.min_nonzero is None or smallest < self.min_nonzero):
-                self.min_nonzero = smallest
+            if step % MIN_EVERY == 1 or MIN_EVERY == 1:  # the smallest non-zero value costs a second pass
+                pair = torch.stack([magnitude.amax(), torch.where(magnitude > 0, magnitude, math.inf).amin()])
+                largest, smallest = (float(v) for v in pair.tolist())
+                if math.isfinite(smallest) and (self.min_nonzero is None or smallest < self.min_nonzero):
+                    self.min_nonzero = smallest
+            else:
+                largest = float(magnitude.amax())
             if not math.isfinite(largest) or largest > self.max_abs:
                 self.max_abs = largest if math.isfinite(largest) else math.inf
                 self.max_at = self._finding(name, largest)
@@ -190,6 +201,7 @@ class RangeProbe:
 
     def summary(self) -> dict[str, Any]:
         return {"ops": self.ops, "dtypes": sorted(self.dtypes), "max_abs": self.max_abs, "max_at": self.max_at,
+                "min_nonzero_every": MIN_EVERY,
                 "min_nonzero": self.min_nonzero, "overflows": self.overflows, "epsilons": self.epsilons,
                 "float16_max": FLOAT16_MAX, "float16_tiny": FLOAT16_TINY}
 

@@ -142,6 +142,15 @@ def _edits_at(files: list[RewrittenFile], rewritten: Optional[RewrittenFile], li
     return tuple(sorted({e.code for e in rewritten.edits if any(a <= line <= b for a, b in e.ranges)}))
 
 
+def _first(step: object) -> str:
+    """The harness records the step in progress; an exception after an optimizer step belongs to the one done."""
+    if not isinstance(step, int):
+        return ""
+    if step <= 1:
+        return ", first before any step completed"
+    return f", first after {step - 1} completed step{'s' if step != 2 else ''}"
+
+
 def exception_findings(original: RunRecord, rewritten: RunRecord, files: list[RewrittenFile]) -> ExceptionFinding:
     finding = ExceptionFinding(None)
     samples = {s.get("key"): s for s in rewritten.exception_samples}
@@ -157,7 +166,7 @@ def exception_findings(original: RunRecord, rewritten: RunRecord, files: list[Re
         message = sample.get("message") or ""
         text = (f"the rewritten run raised {sample.get('type', key)} {count} time{'s' if count != 1 else ''} inside "
                 f"the training steps (the original: {original.exceptions.get(key, 0)})"
-                f"{', first at step ' + str(sample['step']) if sample.get('step') else ''}, "
+                f"{_first(sample.get('step'))}, "
                 f"{'caught by the script' if rewritten.completed else 'reaching'} at {reached}: "
                 f"{message or '(no message)'}; last frame {raised} in {sample.get('function', '?')}")
         finding.lines.append(text)

@@ -250,13 +250,19 @@ def _finding_spans(before: str, after: str, findings: list[Any]) -> list[tuple[A
             rows += [edit.location.row, edit.end_location.row]
         first, last = min(rows) - 1, max(rows) - 1  # 0-based, inclusive
         found = []
-        for _, i1, i2, j1, j2 in hunks:
+        for tag, i1, i2, j1, j2 in hunks:
             touches = (i1 <= last and i2 - 1 >= first) if i2 > i1 else (first <= i1 <= last + 1)
-            if touches:
+            if not touches:
+                continue
+            if tag == "replace" and i2 - i1 == j2 - j1 and i2 - i1 > 1:  # lines edited in place: this finding's own
+                low, high = max(first, i1), min(last, i2 - 1)
+                found.append((j1 + (low - i1) + 1, j1 + (high - i1) + 1))
+            else:
                 found.append((j1 + 1, max(j2, j1 + 1)))
         spans.append((finding, found))
-    claimed = {span for _, found in spans for span in found}
-    unclaimed = [(j1 + 1, max(j2, j1 + 1)) for _, i1, i2, j1, j2 in hunks if (j1 + 1, max(j2, j1 + 1)) not in claimed]
+    claimed = {line for _, found in spans for start, end in found for line in range(start, end + 1)}
+    unclaimed = [(j1 + 1, max(j2, j1 + 1)) for _, i1, i2, j1, j2 in hunks
+                 if not claimed & set(range(j1 + 1, max(j2, j1 + 1) + 1))]
     codes_with_spans = {finding.code for finding, found in spans if found}
     # a rule whose edits moved in a later fixing round: the hunks nobody claimed
     return [(finding, found or (list(unclaimed) if finding.code not in codes_with_spans else []))

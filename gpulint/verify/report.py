@@ -136,10 +136,12 @@ def script_table(result: "ScriptResult", options: "VerifyOptions") -> str:
                          f"{_loss(rewritten.losses[0])} / {_loss(rewritten.losses[-1])}", ""])
         out.append(_table(rows))
         loss = comparison.loss
-        if result.reference:
-            out.append(f"compared with: {result.reference}")
         if loss is not None:
+            if result.reference:
+                out.append(f"compared with: {result.reference}")
             out.append(f"loss: {loss.describe()}")
+        elif result.reference:
+            out.append(f"loss: {result.reference}")
         if result.float16.get("line"):
             out.append(f"float16: {result.float16['line']}")
         for line in result.exceptions:

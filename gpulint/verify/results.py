@@ -98,6 +98,7 @@ class ScriptResult:
     doubts: list[str] = field(default_factory=list)  # why it is inconclusive
     warnings: list[str] = field(default_factory=list)  # predicted problems (float16 underflow): never a PASS
     changes: list[str] = field(default_factory=list)  # behaviour the rewrite changes on purpose, named
+    change_kinds: list[str] = field(default_factory=list)  # RANDOM_STREAMS / TRAINED_PARAMETERS, as in `changes`
     uncovered: list[str] = field(default_factory=list)  # edits this verdict does not cover (they never ran)
     blame: list[str] = field(default_factory=list)  # what the subset reruns found
     reference: str = ""  # what the rewrite was compared with, when not the original as it is

@@ -32,7 +32,7 @@ import click
 from gpulint.config import CliOverrides, SettingsResolver
 from gpulint.core.settings import ConfigError, Settings
 from gpulint.core.source import SourceError, SourceFile, decode_source
-from gpulint.core.verification import RANDOM_STREAMS, Tolerance
+from gpulint.core.verification import RANDOM_STREAMS, TRAINED_PARAMETERS, Tolerance
 from gpulint.engine.files import PathError, Walker
 from gpulint.engine.linter import InternalError
 from gpulint.notebook import is_notebook
@@ -467,6 +467,7 @@ class Verifier:
         assert original is not None and rewritten is not None and result.tolerance is not None
         found = named_changes(result.applied, original, rewritten)
         result.changes = [change.text for change in found]
+        result.change_kinds = [change.kind for change in found]
         attributed = tuple(sorted({code for change in found for code in change.rules}))
         rest = tuple(code for code in result.applied if code not in attributed)
         comparison = compare(original, rewritten, result.tolerance.tolerance)
@@ -474,7 +475,8 @@ class Verifier:
         if attributed and not rest:
             comparison.loss = None
             result.reference = ("not compared: the rewrite changes " + " and ".join(c.kind for c in found)
-                                + " by design, and applies no other rule whose numerics could be checked")
+                                + f" by design ({', '.join(attributed)}; see the change below), and applies no "
+                                "other rule whose numerics a loss comparison could check")
             return
         base, base_overrides = original, None
         tolerance = result.tolerance.tolerance
@@ -551,15 +553,17 @@ class Verifier:
         if culprits:
             names = " and ".join("+".join(group) for group in culprits)
             hints = [rule_for(code) for group in culprits for code in group]
-            streams = [code for group in culprits for code in group
-                       if (rule_for(code) is not None and RANDOM_STREAMS in rule_for(code).changes)]  # type: ignore[union-attr]
+            draws = result.original is not None and bool(result.original.global_rng)
+            streams = [code for group in culprits for code in group if draws and rule_for(code) is not None
+                       and RANDOM_STREAMS in rule_for(code).changes]  # type: ignore[union-attr]
             cause = f"caused by {names} ({'it reproduces' if len(culprits) == 1 else 'each reproduces'} the failure"
             cause += " alone)" if all(len(g) == 1 for g in culprits) else " together, neither alone)"
             if streams:
                 cause += f"; {', '.join(streams)} changes the random streams"
-            extra = [h.mismatch_hint for h in hints if h is not None and h.mismatch_hint]
+            extra = [h.mismatch_hint for h in hints if h is not None and h.mismatch_hint
+                     and (RANDOM_STREAMS not in h.changes or streams)]
             if extra:
-                cause += f": {extra[0]}"
+                cause += f"{': ' if streams else '; '}{extra[0]}"
             result.blame.insert(0, cause)
         else:
             result.blame.insert(0, f"no single rule{' or pair' if pairs else ''} reproduces the failure alone: it "
@@ -693,6 +697,9 @@ class Verifier:
         if fewer:
             result.reasons.append(fewer)
         untrained, doubt = training_doubt_or_reason(comparison.training_original, comparison.training_rewritten)
+        fixed = TRAINED_PARAMETERS in result.change_kinds
+        if doubt and fixed and comparison.training_rewritten.trained:
+            doubt = None  # the original trained too little because of the bug the rewrite fixes: named above
         result.reasons += [untrained] if untrained else []
         result.doubts += [doubt] if doubt else []
         result.reasons += [r for r in reasons if r not in crashed]
