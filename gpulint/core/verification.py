@@ -28,7 +28,9 @@ class Tolerance:
     grace_steps: int = 0  # steps left out of the per-step check when a GradScaler skipped a step
     rank: int = 0  # larger is looser; a combination of fixes takes the loosest it needs
     bit_exact: bool = False  # the rewrite must reproduce the loss exactly; the noise floor is shown, never added
-    noise_bits: Optional[int] = None  # the noise floor's nudge: one ulp of this many mantissa bits (None: float32)
+    # the noise floor's nudge is one ulp of this many mantissa bits (None: float32); a mixed-precision rewrite's
+    # is that of the 16-bit type its autocast regions ran in (7: bfloat16, 10: float16), set from the run
+    noise_bits: Optional[int] = None
 
     def describe(self) -> str:
         text = f"{self.name}: {self.per_step:g} relative per step"
@@ -43,7 +45,6 @@ class Tolerance:
 
 NEUTRAL = Tolerance("numerics-neutral", 1e-6, rank=0, bit_exact=True)
 FUSED_OPTIMIZER = Tolerance("fused optimizer", 1e-4, rank=1)
-# the mixed-precision noise floor nudges by one float16 ulp: the finer of the two 16-bit formats
 MIXED_PRECISION = Tolerance("mixed precision", 2e-2, mean_last=1e-2, grace_steps=5, rank=2, noise_bits=10)
 
 # what a rewrite may change on purpose (Verification.changes)

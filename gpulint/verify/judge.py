@@ -191,6 +191,14 @@ def _autocast_sites(record: RunRecord) -> list[dict]:
             if s.kind == "autocast" and s.details.get("enabled", True) is not False]
 
 
+def autocast_bits(record: RunRecord) -> Optional[int]:
+    """Mantissa bits of the 16-bit type the run's autocast regions computed in (the coarser when both ran)."""
+    ran = {str(s.get("dtype", "")).replace("torch.", "") for s in _autocast_sites(record) if s["used"]}
+    if "bfloat16" in ran:
+        return 7
+    return 10 if "float16" in ran else None
+
+
 def may_choose_float16(files: list[RewrittenFile]) -> bool:
     """The rewrite writes a run-time choice between bfloat16 and float16 (amp-dtype "auto")."""
     return any(f.changed and mixed_precision(f.applied) and "is_bf16_supported" in f.new_text

@@ -17,6 +17,7 @@ probe of what the machine can do, are subprocesses.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib.util
 import itertools
 import os
@@ -42,6 +43,7 @@ from gpulint.verify import events, guard
 from gpulint.verify.compare import NoiseFloor, Timing, build_timing, check_run_losses, compare, noise_floor
 from gpulint.verify.events import RunRecord
 from gpulint.verify.judge import (
+    autocast_bits,
     exception_findings,
     exercise,
     fewer_parameters,
@@ -493,6 +495,8 @@ class Verifier:
                                      + describe_failure(base))
                 comparison.loss = None
                 return
+        if tolerance.noise_bits is not None:  # one ulp of what the regions really computed in, here
+            tolerance = dataclasses.replace(tolerance, noise_bits=autocast_bits(rewritten) or tolerance.noise_bits)
         loss = check_run_losses(base, rewritten, tolerance)
         wanted = self.options.noise == "always" or (self.options.noise == "auto" and not loss.within_own_tolerance
                                                      and not loss.identical)
