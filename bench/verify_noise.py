@@ -1,6 +1,7 @@
 """Benchmark, not a test: the noise floor of `gpulint verify` on the shipped examples, and the verdicts it changes.
 
     .venv/bin/python bench/verify_noise.py [--steps 60] [--threads N] [--noise-runs 1] [--example NAME ...]
+    .venv/bin/python bench/verify_noise.py --damage [--steps 60] [--threads N]
 
 For each example (examples/*.py and the notebook) it runs `gpulint verify --noise-floor always
 --repeats 0` (a checked run of the original and of the rewrite, and --noise-runs runs of the
@@ -14,11 +15,17 @@ original with its initial weights nudged by one ulp), then prints:
 
 The old column is 02ed7e3's loss check only: the checks it did not have (exceptions counted,
 float16 range, coverage per edit) would not have changed an old PASS into anything else.
+
+`--damage` asks how much the noise floor lets through: on the small ResNet (chaotic: per-batch
+losses, 60 steps) and the residual regression MLP (smooth), it runs the original, one noise-floor
+run, the rewrite as gpulint writes it, and the rewrite with its learning rate damaged by 5 % and
+10 %, through the harness directly, and applies this version's loss check to each.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -86,7 +93,8 @@ def verify(name: str, args: list[str], steps: int, threads: Optional[int], noise
         started = time.monotonic()
         completed = subprocess.run(command + script_args, cwd=ROOT, capture_output=True, text=True)
         if not report.exists():
-            raise SystemExit(f"{name}: verify wrote no report (exit {completed.returncode}):\n{completed.stderr[-2000:]}")
+            raise SystemExit(f"{name}: verify wrote no report (exit {completed.returncode}):\n"
+                             f"{completed.stderr[-2000:]}")
         data = json.loads(report.read_text())
         data["wall_s"] = time.monotonic() - started
         data["exit"] = completed.returncode
@@ -124,13 +132,56 @@ def show(name: str, data: dict[str, Any]) -> dict[str, Any]:
             "old": "PASS" if old_ok else "FAIL", "new": new}
 
 
+DAMAGE = {  # example -> (script arguments, the learning rate's default as written, noise bits of what runs)
+    "shapes_classifier": (("--epochs", "1"), "default=3e-3", 7),
+    "deep_residual_mlp": ((), "default=0.005", 7),
+}
+
+
+def damage(steps: int, threads: Optional[int]) -> None:
+    from gpulint.config import CliOverrides, SettingsResolver
+    from gpulint.core.verification import MIXED_PRECISION
+    from gpulint.verify.compare import check_losses, noise_floor
+    from gpulint.verify.process import RunSpec, run_harness
+    from gpulint.verify.project import rewrite_file
+
+    print("\n| example | rewrite | max deviation | allowed there | loss check |")
+    print("|---|---|---:|---:|---|")
+    for name, (args, default, bits) in DAMAGE.items():
+        script = ROOT / "examples" / f"{name}.py"
+        rewritten = rewrite_file(script, SettingsResolver(CliOverrides(lint_tests=True)).for_path(script))
+        value = float(default.split("=")[1])
+        variants = {"original": (rewritten.source.text, ()),
+                    "noise": (rewritten.source.text, ("--perturb", "1", "--perturb-bits", str(bits))),
+                    "as written": (rewritten.new_text, ())}
+        for factor in (0.95, 0.9):
+            variants[f"lr x {factor}"] = (rewritten.new_text.replace(default, f"default={value * factor!r}"), ())
+        losses = {}
+        with tempfile.TemporaryDirectory(prefix="verify-damage-") as folder:
+            for label, (text, extra) in variants.items():
+                spec = RunSpec(script=script, folder=Path(folder) / label.replace(" ", "_"), steps=steps,
+                               device="cpu", warmup=2, threads=threads, script_args=args, roots=(ROOT,),
+                               overrides={script: text.encode()}, harness_args=("--float16", "bfloat16", *extra))
+                losses[label] = run_harness(spec).losses
+        tolerance = dataclasses.replace(MIXED_PRECISION, noise_bits=bits)
+        floor = noise_floor(losses["original"], [losses["noise"]], tolerance.noise_precision, tolerance.last_n)
+        for label in ("as written", "lr x 0.95", "lr x 0.9"):
+            check = check_losses(losses["original"], losses[label], tolerance, noise=floor)
+            print(f"| {name} | {label} | {check.max_step_deviation:.2e} (step {check.worst_step}) | "
+                  f"{check.bound_at_worst:.2e} | {'matches' if check.passed else 'DIFFERS'} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--noise-runs", type=int, default=1)
     parser.add_argument("--example", action="append", choices=sorted(EXAMPLES), help="default: all")
+    parser.add_argument("--damage", action="store_true", help="how much damage the noise floor lets through")
     options = parser.parse_args()
+    if options.damage:
+        damage(options.steps, options.threads)
+        return
     names = options.example or list(EXAMPLES)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"verify noise floor on {len(names)} examples: {options.steps} steps, threads "

@@ -105,7 +105,7 @@ class CpuAdapter:
     """Patches torch so that device "cuda" means the CPU and CUDA autocast means CPU autocast (float16 as
     float16, or as bfloat16 when asked: bfloat16 emulation)."""
 
-    def __init__(self, hide_cuda: bool, bf16_native: bool = True, float16: str = "native") -> None:
+    def __init__(self, hide_cuda: bool, bf16_native: bool = True, float16: str = "bfloat16") -> None:
         self.hide_cuda = hide_cuda
         self.bf16_native = bf16_native
         self.float16 = float16  # "native": CPU float16 autocast; "bfloat16": float16 regions run in bfloat16

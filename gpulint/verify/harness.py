@@ -74,7 +74,7 @@ def _parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--perturb-bits", type=int, default=None,
                         help="the nudge is one ulp of a float with this many mantissa bits (10: float16, "
                              "7: bfloat16); default: the parameter's own")
-    parser.add_argument("--float16", choices=("native", "bfloat16"), default="native",
+    parser.add_argument("--float16", choices=("native", "bfloat16"), default="bfloat16",
                         help="on the CPU, run float16 autocast as float16, or as bfloat16 (bfloat16 emulation)")
     parser.add_argument("--probe-ranges", action="store_true",
                         help="record float16 range findings inside 16-bit autocast regions (checked runs)")
