@@ -349,7 +349,7 @@ def exercise(result: ScriptResult, record: RunRecord) -> list[RuleStatus]:
         if not rule.constructs:
             statuses.append(RuleStatus(code, NO_EFFECT, rule.evidence))
             continue
-        edits = [e for f in result.files for e in f.edits if e.code == code and e.ranges]
+        edits = [e for f in result.files for e in f.edits if e.code == code and e.ranges and e.runtime]
         if not edits:  # the edits cannot be tied to lines: any construct that looks like the rule's output
             statuses.append(_untied_status(code, rule, record))
             continue

@@ -177,6 +177,7 @@ class Edit:
     line: int  # the finding's line in the user's file
     ranges: tuple[tuple[int, int], ...]  # 1-based lines of the rewritten file from this edit, whole statements
     text: str = ""  # the edit's first rewritten line, stripped, for the report
+    runtime: bool = True  # False: the edit only changes imports, so nothing of it runs inside a step
 
     def where(self) -> str:
         return f"{self.path.name}:{self.line}"
@@ -293,7 +294,11 @@ def edit_ranges(path: Path, before: str, after: str, findings: list[Any]) -> lis
                              ("import ", "from "))), "")
             if text:
                 break
-        edits.append(Edit(finding.code, path, finding.location.row, widened, text[:100]))
+        rows = [lines[i - 1].strip() for start, end in widened for i in range(start, min(end, len(lines)) + 1)
+                if 0 < i <= len(lines) and lines[i - 1].strip()]
+        imports_only = bool(rows) and all(row.startswith(("import ", "from ", "(", ")")) or row.endswith(",")
+                                          for row in rows)
+        edits.append(Edit(finding.code, path, finding.location.row, widened, text[:100], not imports_only))
     return edits
 
 

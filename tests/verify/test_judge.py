@@ -242,3 +242,26 @@ def test_torch_ops_and_classes_are_not_imported_user_files(tmp_path: Path, monke
     recorder = types.SimpleNamespace(mirror=None, user_roots=[str(tmp_path)])
     found = _imported(recorder)  # type: ignore[arg-type]
     assert [item["path"] for item in found] == [str(tmp_path / "mine.py")]
+
+
+def test_an_edit_that_only_changes_imports_is_not_required_to_run(tmp_path: Path) -> None:
+    old = "from torch.cuda.amp import autocast\nwith autocast():\n    y = model(x)\n"
+    new = "from torch.amp import autocast\nwith autocast('cuda'):\n    y = model(x)\n"
+    file = _file(tmp_path, old, new, ("GPU003",), [("GPU003", 1, 1, 1), ("GPU003", 2, 2, 2)])
+    file.edits[0] = Edit("GPU003", file.path, 1, ((1, 1),), file.edits[0].text, runtime=False)
+    record = _record(sites={1: Site(1, "autocast", [(str(file.path), 2)], {"enabled": True})},
+                     uses={1: {events.PHASE_TIMED: 5}})
+    [rule] = exercise(ScriptResult(str(file.path), applied=("GPU003",), files=[file]), record)
+    assert rule.status == "exercised" and len(rule.edits) == 1
+
+
+def test_each_finding_is_its_own_edit_even_on_adjacent_lines() -> None:
+    """Two loaders on consecutive lines used to share one range, so the train loader "exercised" both edits."""
+    from gpulint.config import CliOverrides, SettingsResolver
+    from gpulint.verify.project import rewrite_file
+
+    script = Path(__file__).parent / "scripts" / "two_loaders.py"
+    rewritten = rewrite_file(script, SettingsResolver(CliOverrides(lint_tests=True)).for_path(script))
+    assert [(e.code, e.line, e.ranges) for e in rewritten.edits] == [("GPU101", 13, ((13, 13),)),
+                                                                    ("GPU101", 14, ((14, 14),))]
+    assert rewritten.edits[1].text.startswith("val_loader = DataLoader(") and rewritten.original_line(14) == 14
