@@ -199,9 +199,9 @@ class RewrittenFile:
     def original_line(self, line: int) -> int:
         """The user's line for a line of the rewritten file (an inserted line maps to the line it precedes)."""
         old, new = self.source.text.splitlines(), self.new_text.splitlines()
-        for tag, i1, _, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
-            if j1 < line <= j2 or (j1 == j2 == line - 1):
-                return i1 + (line - 1 - j1) + 1 if tag == "equal" else i1 + 1
+        for _, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+            if j1 < line <= j2:  # equal, or edited in place: line by line, as far as the old block reaches
+                return min(i1 + (line - 1 - j1), max(i2 - 1, i1)) + 1
         return line
 
     def new_bytes(self) -> bytes:
