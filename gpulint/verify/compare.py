@@ -138,6 +138,8 @@ class LossCheck:
         """The loss line of the report: the deviation beside the noise floor; never "PASS" above a FAIL."""
         if self.doubt:
             return self.doubt
+        if self.max_step_deviation is None:  # nothing finite to compare: the reason says why
+            return f"DIFFERS: {self.reason}" if self.reason else "no steps compared"
         if self.identical:
             text = f"identical bit for bit over {self.compared_steps} steps"
         else:

@@ -454,9 +454,7 @@ class Verifier:
         overrides = {}
         for f in plan.files:
             try:
-                settings = resolver.for_path(f.path)
-                partial = (rewrite_source(f.path, self.scripts[f.path], settings) if f.path in self.scripts
-                           else rewrite_source(f.path, f.source, settings))
+                partial = rewrite_source(f.path, f.source, resolver.for_path(f.path))
             except (ConfigError, InternalError, SourceError):
                 partial = None
             overrides[f.path] = partial.new_bytes() if partial is not None else f.source.raw
@@ -532,7 +530,8 @@ class Verifier:
         if raised.reason is not None and not raised.blamed:
             failing_step = raised.first_step or 1
         elif loss is not None and not loss.passed:
-            failing_step = loss.rewritten_diverged or loss.worst_step or loss.compared_steps
+            per_step = loss.rewritten_diverged or (loss.worst_step if loss.reason.startswith("loss differs") else None)
+            failing_step = per_step or loss.compared_steps  # a mean of the last losses needs the whole run
         if failing_step is None or len(rest) < 2 or not self.options.blame:
             return
         steps = min(result.steps, max(MIN_BLAME_STEPS, failing_step + 1))
@@ -613,7 +612,13 @@ class Verifier:
         if not (original.completed and rewritten.completed) or result.steps <= max(result.warmup, 1):
             return False  # the first step is never timed, nor are the warm-up steps
         comparison = result.comparison
-        return comparison is None or comparison.loss is None or comparison.loss.passed
+        if comparison is not None and comparison.loss is not None and not comparison.loss.passed:
+            return False  # a FAIL needs no speed: the timed runs would only cost time
+        base = result.extra_runs.get("reference", original)
+        if exception_findings(base, rewritten, result.files).reason:
+            return False
+        f16 = float16_outcome(original, rewritten, result.files, self.device, self.float16 == "bfloat16")
+        return f16.reason is None
 
     def time_runs(self, plan: Plan, result: ScriptResult, runs: Path) -> Timing:
         """Timed runs with the script's own settings, interleaved ABBA so that drift hits both versions."""

@@ -93,6 +93,9 @@ def test_both_runs_diverging_at_the_same_step_judges_the_steps_before() -> None:
     early = check_losses([2.0, 1.8, 1.7, 1.6, 1.5, 1.4], [2.0, 1.8, math.nan, math.nan, math.nan, math.nan], NEUTRAL)
     assert not early.passed and early.reason == ("the rewritten loss is NaN from step 3; the original's stays "
                                                  "finite through step 6")
+    at_once = check_losses([2.0, 1.8], [math.inf, math.nan], NEUTRAL)
+    assert at_once.compared_steps == 0 and at_once.describe() == ("DIFFERS: the rewritten loss is infinite from step "
+                                                                  "1; the original's stays finite through step 2")
 
 
 def test_the_noise_multiple_is_the_documented_one() -> None:
