@@ -300,10 +300,10 @@ class Recorder:
         if self.counter is not None and self.active():
             self.counter.start()
 
-    def on_exception(self, kind: type, exc: BaseException, tb: Any, frame: Any) -> None:
+    def on_exception(self, kind: type, exc: BaseException, tb: Any, frame: Any, line: int) -> None:
         if not self.active():
             return
-        found = instruments.describe_exception(kind, exc, tb, frame, self.user_path)
+        found = instruments.describe_exception(kind, exc, tb, frame, line, self.user_path)
         key = found["key"]
         self.exceptions[key] = self.exceptions.get(key, 0) + 1
         if self.exceptions[key] == 1 and len(self.exception_samples) < 20:

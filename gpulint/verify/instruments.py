@@ -2,8 +2,8 @@
 
 - `nudge`: moves each initial parameter element by one unit in the last place, in a direction
   drawn from the run's own generator (never the script's), for the noise-floor runs;
-- `ExceptionCounter`: every exception that passes through the user's code once training began,
-  also the ones the script catches (`except: pass` hides a broken step from the loss);
+- `ExceptionCounter`: every exception the user's code handles once training began, also the
+  ones it swallows (`except: pass` hides a broken step from the loss);
 - `RangeProbe`: the largest magnitude of every 16-bit tensor produced inside an autocast region,
   and the epsilons added there, against float16's range (what a GPU's float16 would overflow or
   lose when this CPU ran the region in bfloat16);
@@ -65,17 +65,22 @@ def nudge(torch: Any, params: Any, seed: int, first_index: int, bits: Optional[i
 
 
 class ExceptionCounter:
-    """Counts exceptions that pass through the user's frames, caught or not, from `start()` on.
+    """Counts the exceptions the user's code handles inside the steps, from `start()` on.
 
-    A trace function is set for the user's frames only (line events off), so library code runs
-    untraced; frames already running when training starts (the loop's own) are traced too.
+    A trace function is set for the user's frames only, so library code runs untraced; frames
+    already running when training starts (the loop's own) are traced too. An exception counts
+    when an `except` (or `finally`) clause of a user frame runs while it is being handled: one
+    that only passes through the user's code on its way to a library's own handler (torch's
+    checkpoint stops a recomputation that way) does not, nor does one that ends the run (the
+    run's crash says that).
     """
 
     def __init__(self, is_user: Callable[[str], Optional[str]], on_exception: Callable[..., None]) -> None:
         self.is_user = is_user
         self.on_exception = on_exception
         self.user_code: dict[Any, bool] = {}
-        self.last: Any = None
+        self.pending: dict[Any, tuple[type, BaseException, Any, int]] = {}  # frame -> the exception arriving there
+        self.counted: list[BaseException] = []  # this step's, so that one exception counts once
         self.started = False
 
     def start(self) -> None:
@@ -93,11 +98,12 @@ class ExceptionCounter:
     def stop(self) -> None:
         if self.started:
             sys.settrace(None)
-            self.last = None
+            self.pending.clear()
+            self.counted.clear()
 
     def forget(self) -> None:
-        """At a step boundary: the last exception (kept to count one exception once) may go."""
-        self.last = None
+        """At a step boundary: the exceptions kept to count each one once may go."""
+        self.counted.clear()
 
     def _user(self, code: Any) -> bool:
         known = self.user_code.get(code)
@@ -114,13 +120,23 @@ class ExceptionCounter:
     def _local(self, frame: Any, event: str, arg: Any) -> Any:
         if event == "exception":
             kind, exc, tb = arg
-            if exc is not self.last and not issubclass(kind, IGNORED_EXCEPTIONS):
-                self.last = exc
-                self.on_exception(kind, exc, tb, frame)
+            if not issubclass(kind, IGNORED_EXCEPTIONS):
+                self.pending[frame] = (kind, exc, tb, frame.f_lineno)
+                frame.f_trace_lines = True  # the next event here tells whether a handler of this frame runs
+        elif event == "line":
+            found = self.pending.pop(frame, None)
+            if found is not None:
+                frame.f_trace_lines = False
+                kind, exc, tb, line = found
+                if sys.exc_info()[1] is exc and not any(seen is exc for seen in self.counted):
+                    self.counted.append(exc)
+                    self.on_exception(kind, exc, tb, frame, line)
+        elif event == "return":
+            self.pending.pop(frame, None)  # it left this frame unhandled (or the frame ended normally)
         return self._local
 
 
-def describe_exception(kind: type, exc: BaseException, tb: Any, frame: Any,
+def describe_exception(kind: type, exc: BaseException, tb: Any, frame: Any, line: int,
                        user_path: Callable[[str], Optional[str]]) -> dict[str, Any]:
     """The raise point (the traceback's last frame), the user's frame it reached, and a key that survives
     a rewrite's line shifts (type, file name and function of the raise point)."""
@@ -136,7 +152,7 @@ def describe_exception(kind: type, exc: BaseException, tb: Any, frame: Any,
     name = raised_file.rsplit("/", 1)[-1]
     return {"type": kind.__name__, "message": str(exc).strip().splitlines()[0][:300] if str(exc).strip() else "",
             "raised_at": f"{raised_file}:{raised_line}", "function": raised_func,
-            "reached": f"{reached}:{frame.f_lineno}", "key": f"{kind.__name__} in {name}:{raised_func}"}
+            "reached": f"{reached}:{line}", "key": f"{kind.__name__} in {name}:{raised_func}"}
 
 
 class RangeProbe:
