@@ -112,8 +112,8 @@ def noise_floor(original: Sequence[float], perturbed: Sequence[Sequence[float]],
 class LossCheck:
     passed: bool
     compared_steps: int
-    max_step_deviation: Optional[float]
-    worst_step: Optional[int]
+    max_step_deviation: Optional[float]  # the largest deviation of any compared step
+    worst_step: Optional[int]  # the step judged: the first beyond its allowance, else the closest to it
     mean_last_deviation: Optional[float]
     tolerance: Tolerance
     reason: str = ""
@@ -121,6 +121,8 @@ class LossCheck:
     rank: Optional[int] = None  # torchrun: the rank this check is about (the worst one)
     noise: Optional[NoiseFloor] = None
     bound_at_worst: Optional[float] = None  # the allowed deviation at the worst step (own tolerance + noise)
+    deviation_at_worst: Optional[float] = None
+    largest_step: Optional[int] = None  # where the largest deviation is
     within_own_tolerance: bool = False  # passes without the noise floor (then the floor need not be measured)
     identical: bool = False  # every compared loss equal bit for bit
     diverged: Optional[int] = None  # both runs turned NaN/inf at this step; the steps before it were compared
@@ -143,15 +145,17 @@ class LossCheck:
         if self.identical:
             text = f"identical bit for bit over {self.compared_steps} steps"
         else:
-            state = "matches" if self.passed else "DIFFERS"
-            text = f"{state}: max deviation {self.max_step_deviation:.2e} at step {self.worst_step}"
-            if self.bound_at_worst is not None:
-                text += f" (allowed there {self.bound_at_worst:.2e}"
-                if self.noise is not None and not self.tolerance.bit_exact:
-                    text += (f" = {self.tolerance.per_step:g} + {self.noise.multiple:g} x noise floor "
-                             f"{self.noise.at(self.worst_step or 1):.2e}")
-                text += ")"
-            text += f" over {self.compared_steps} steps"
+            allowed = f"{self.bound_at_worst:.2e}"
+            if self.noise is not None and not self.tolerance.bit_exact:
+                allowed += (f" = {self.tolerance.per_step:g} + {self.noise.multiple:g} x noise floor "
+                            f"{self.noise.at(self.worst_step or 1):.2e}")
+            if self.passed:
+                text = (f"matches: largest deviation {self.max_step_deviation:.2e} (step {self.largest_step}); "
+                        f"closest to its allowance at step {self.worst_step}: {self.deviation_at_worst:.2e} of "
+                        f"{allowed}")
+            else:
+                text = f"DIFFERS: {self.deviation_at_worst:.2e} at step {self.worst_step}, allowed {allowed}"
+            text += f"; over {self.compared_steps} steps"
             if self.mean_last_deviation is not None and self.tolerance.mean_last is not None:
                 text += f", last-{self.last_n} mean {self.mean_last_deviation:.2%}"
         if self.noise is not None:
@@ -167,7 +171,8 @@ class LossCheck:
     def to_json(self) -> dict:
         return {
             "passed": self.passed, "compared_steps": self.compared_steps,
-            "max_step_deviation": _finite(self.max_step_deviation), "worst_step": self.worst_step,
+            "max_step_deviation": _finite(self.max_step_deviation), "largest_step": self.largest_step,
+            "worst_step": self.worst_step, "deviation_at_worst_step": _finite(self.deviation_at_worst),
             "bound_at_worst_step": _finite(self.bound_at_worst), "envelope_at_worst_step": _finite(
                 self.envelope_at_worst), "mean_last_deviation": _finite(self.mean_last_deviation),
             "tolerance": {"name": self.tolerance.name, "per_step": self.tolerance.per_step,
@@ -229,8 +234,9 @@ def check_losses(original: Sequence[float], rewritten: Sequence[float], toleranc
     worst_index = max(range(len(deviations)), key=lambda i: (ratios[i], deviations[i]))
     first_over = next((i for i, r in enumerate(ratios) if r > 1), None)
     shown = first_over if first_over is not None else worst_index
-    check.max_step_deviation = deviations[shown] if first_over is not None else max(deviations)
-    check.worst_step = start + shown + 1
+    largest = max(range(len(deviations)), key=lambda i: deviations[i])
+    check.max_step_deviation, check.largest_step = deviations[largest], start + largest + 1
+    check.worst_step, check.deviation_at_worst = start + shown + 1, deviations[shown]
     check.bound_at_worst = bound(shown)
     n = min(tolerance.last_n, steps)
     check.last_n = n
