@@ -207,7 +207,9 @@ def server() -> None:
     import importlib.util
 
     if importlib.util.find_spec("pygls") is None:
-        click.echo("gpulint: error: gpulint server needs pygls: pip install 'gpulint[server]'", err=True)
+        from gpulint.core.extras import install_hint
+
+        click.echo(f"gpulint: error: gpulint server needs pygls: {install_hint('server', 'pygls')}", err=True)
         sys.exit(EXIT_ERROR)
     from gpulint.server.lsp import serve
 

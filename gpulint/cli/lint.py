@@ -93,7 +93,7 @@ def lint_command(options: LintOptions) -> int:
         before = [f for r in run_jobs(collect_jobs(files, resolver.for_path, Mode.CHECK, projects=projects),
                                       workers=options.jobs) for f in r.findings]
     linting = time.perf_counter()
-    with file_progress(len(jobs), "Fixing" if mode is Mode.FIX else "Checking") as advance:
+    with file_progress([job.path for job in jobs], "Fixing" if mode is Mode.FIX else "Checking") as advance:
         results = sorted(run_jobs(jobs, workers=options.jobs, advance=advance) + unreadable_directories(walker),
                          key=lambda r: r.path)
     if options.profile:
