@@ -17,6 +17,7 @@ import click
 from gpulint import ENV_CACHE_DIR, __version__
 from gpulint.cli.options import (
     ADD_NOQA_OPTION,
+    DIFF_BASE_OPTION,
     FIX_OPTION,
     LintOptions,
     codes_option,
@@ -61,6 +62,7 @@ def _lint(**parsed: Any) -> None:
 @main.command()
 @FIX_OPTION
 @ADD_NOQA_OPTION
+@DIFF_BASE_OPTION
 @lint_options
 def check(**parsed: Any) -> None:
     """Report findings in PATHS (default: the current directory)."""
