@@ -1,6 +1,6 @@
 """What an optional feature needs, and a command that installs it.
 
-gpulint is on no package index, so `pip install 'gpulint[server]'` fails: a hint names the
+gpulint is on no package index, so a hint never names an extra by the package's name: it names the
 requirement itself, as the installed package's metadata states it (`pip install 'pygls<3,>=2.1'`),
 and, when gpulint runs from a checkout (an editable install), the extra from that checkout.
 Imported only when a message is printed or `gpulint verify` starts.
