@@ -23,6 +23,7 @@ from typing import Optional, Sequence
 
 from gpulint.core.findings import Finding
 from gpulint.engine.runner import FileResult
+from gpulint.rules.gpu000_invalid_file import InvalidFile
 
 _HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
@@ -57,7 +58,7 @@ class Changes:
         changes = self.files.get(os.path.realpath(finding.path))
         if changes is None:
             return False
-        if finding.code == "GPU000":
+        if finding.code == InvalidFile.code:
             return True
         if finding.cell is not None:  # the .ipynb file's own lines
             return changes.touches(finding.cell.file_row, finding.cell.file_end_row)

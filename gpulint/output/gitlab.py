@@ -29,11 +29,14 @@ SEVERITIES = ("info", "minor", "major", "critical", "blocker")  # GitLab's scale
 def severity(finding: Finding) -> str:
     """A file gpulint could not check and a rule about wrong results are `major`; an unused
     suppression is `info`; a performance finding is `minor`."""
-    if finding.code == "GPU000":
-        return "major"
-    if finding.code == "GPU900":
-        return "info"
     from gpulint.rules import rule_by_code
+    from gpulint.rules.gpu000_invalid_file import InvalidFile
+    from gpulint.rules.gpu900_unused_suppression import UnusedSuppression
+
+    if finding.code == InvalidFile.code:
+        return "major"
+    if finding.code == UnusedSuppression.code:
+        return "info"
 
     rule = rule_by_code(finding.code)
     if rule is not None and rule.impact.startswith("correctness"):
