@@ -2,7 +2,7 @@
 
 The time left is estimated from the files done weighted by their size, not from their count:
 the runner lints the largest files first (no straggler at the end), so a count-based estimate
-early in a run is many times too high (17x at a tenth of the 20-repository precision corpus,
+early in a run is many times too high (16x at a tenth of the 20-repository precision corpus,
 where this one was 1.4x: bench/RESULTS.md, "Progress bar estimate").
 """
 
