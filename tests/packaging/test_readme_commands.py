@@ -62,7 +62,7 @@ def _requirement_ok(word: str) -> bool:
     wanted = set(extras.rstrip("]").split(",")) - {""}
     if not wanted <= EXTRAS:
         return False
-    if name in (".", ROOT.name) or name == WHEEL or name.endswith("/" + WHEEL):
+    if name == "." or name == WHEEL or name.endswith("/" + WHEEL):
         return True
     if re.fullmatch(r"torch==[\d.]+", name):
         return name == f"torch=={TORCH_PIN}"
