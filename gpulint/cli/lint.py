@@ -121,10 +121,9 @@ def _lint_run(options: LintOptions) -> int:
         return _add_noqa(results, options)
     if changes is not None:
         results, hidden = keep_changed(results, changes)
-        shown = sum(len(r.findings) for r in results)
-        click.echo(f"gpulint: --diff-base {changes.describe()}: {shown} finding{'s' if shown != 1 else ''} on lines "
-                   f"changed in {len(jobs)} changed file{'s' if len(jobs) != 1 else ''}; {hidden} on their "
-                   "unchanged lines not shown", err=True)
+        files_changed = f"{len(jobs)} changed file{'s' if len(jobs) != 1 else ''}" if jobs else "no file changed"
+        click.echo(f"gpulint: --diff-base {changes.describe()}: {files_changed}; {hidden} finding"
+                   f"{'s' if hidden != 1 else ''} on their unchanged lines not shown", err=True)
     code = print_results(results, mode, options, docs_site=resolver.docs_site(Path(".")))
     if options.show_fixes and mode is Mode.FIX:
         click.echo(fixed_listing(before, [f for r in results for f in r.findings]), nl=False, err=True)

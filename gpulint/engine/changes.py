@@ -9,8 +9,8 @@ one of the .ipynb file's lines holding its code changed.
 
 A finding is kept when one of its lines changed: its reported range or the statement it is on, or
 a line was deleted from inside that statement. A GPU000 finding (a file that could not be checked)
-is kept for every changed file, wherever its line is: a changed file that cannot be checked must
-fail the gate.
+is kept for every changed file, wherever its line is, and for a folder that could not be read: what
+could not be checked must fail the gate.
 """
 
 from __future__ import annotations
@@ -56,10 +56,10 @@ class Changes:
 
     def keeps(self, finding: Finding) -> bool:
         changes = self.files.get(os.path.realpath(finding.path))
+        if finding.code == InvalidFile.code:  # a changed file, or a folder, that could not be checked
+            return changes is not None or os.path.isdir(finding.path)
         if changes is None:
             return False
-        if finding.code == InvalidFile.code:
-            return True
         if finding.cell is not None:  # the .ipynb file's own lines
             return changes.touches(finding.cell.file_row, finding.cell.file_end_row)
         first, last = finding.location.row, finding.end_location.row

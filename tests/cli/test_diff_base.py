@@ -68,7 +68,7 @@ def test_only_findings_on_changed_lines_count(repo: Path) -> None:
     assert codes_at(whole) == ["train.py:4 GPU101", "train.py:5 GPU201"] and whole.exit_code == 1
     gated = check(repo, "--diff-base", "main", ".")
     assert codes_at(gated) == ["train.py:4 GPU101"] and gated.exit_code == 1
-    assert "1 finding on lines changed in 1 changed file; 1 on their unchanged lines not shown" in gated.stderr
+    assert "1 changed file; 1 finding on their unchanged lines not shown" in gated.stderr
 
 
 def test_committed_staged_unstaged_and_untracked_changes_all_count(repo: Path) -> None:
@@ -138,7 +138,7 @@ def test_a_changed_file_that_cannot_be_checked_fails_the_gate(repo: Path) -> Non
 def test_nothing_changed_is_a_pass_with_a_valid_report(repo: Path) -> None:
     (repo / "README.md").write_text("docs only\n")
     result = check(repo, "--diff-base", "main", ".")
-    assert result.exit_code == 0 and "All checks passed!" in result.stdout
+    assert result.exit_code == 0 and "All checks passed!" in result.stdout and "no file changed" in result.stderr
     for fmt in ("json", "gitlab"):
         result = check(repo, "--diff-base", "main", "--output-format", fmt, ".")
         assert result.exit_code == 0 and json.loads(result.stdout) == []
@@ -208,3 +208,17 @@ def test_hunk_lines_are_never_read_as_headers() -> None:
     assert set(found) == {"x.py", "té\tb.py", "img.py"}
     assert found["x.py"].lines == {2, 3, 9} and found["x.py"].deleted_after == {7}
     assert found["té\tb.py"].lines == {1} and found["img.py"].whole
+
+
+def test_a_folder_that_could_not_be_read_still_fails_the_gate(tmp_path: Path) -> None:
+    from gpulint.core.findings import Finding, Location
+    from gpulint.engine.changes import Changes
+
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    unreadable = Finding(str(folder), "GPU000", "invalid-file", "cannot lint directory", Location(1, 1),
+                         Location(1, 1))
+    unchanged = Finding(str(tmp_path / "old.py"), "GPU000", "invalid-file", "syntax error", Location(1, 1),
+                        Location(1, 1))
+    changes = Changes("main", {}, {})
+    assert changes.keeps(unreadable) and not changes.keeps(unchanged)
