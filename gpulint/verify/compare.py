@@ -129,6 +129,7 @@ class LossCheck:
     original_diverged: Optional[int] = None
     rewritten_diverged: Optional[int] = None
     doubt: str = ""  # nothing could be compared (both diverged at the first step)
+    mean_bound: Optional[float] = None  # the mean of the last losses' allowance (own limit + noise)
 
     @property
     def envelope_at_worst(self) -> Optional[float]:
@@ -158,6 +159,8 @@ class LossCheck:
             text += f"; over {self.compared_steps} steps"
             if self.mean_last_deviation is not None and self.tolerance.mean_last is not None:
                 text += f", last-{self.last_n} mean {self.mean_last_deviation:.2%}"
+                if self.mean_bound is not None:
+                    text += f" ({_mean_allowance(self.tolerance, self.noise, self.mean_bound)})"
         if self.noise is not None:
             text += (f"; noise floor: {self.noise.runs} run{'s' if self.noise.runs != 1 else ''} of the original "
                      f"with its weights nudged by one {self.noise.precision} ulp drift up to "
@@ -178,7 +181,7 @@ class LossCheck:
             "tolerance": {"name": self.tolerance.name, "per_step": self.tolerance.per_step,
                           "mean_last": self.tolerance.mean_last, "last_n": self.tolerance.last_n,
                           "bit_exact": self.tolerance.bit_exact},
-            "mean_last_n": self.last_n, "rank": self.rank, "reason": self.reason,
+            "mean_last_n": self.last_n, "mean_last_bound": _finite(self.mean_bound), "rank": self.rank, "reason": self.reason,
             "within_own_tolerance": self.within_own_tolerance, "identical": self.identical,
             "noise_floor": self.noise.to_json() if self.noise else None,
             "diverged_at": self.diverged, "original_diverged_at": self.original_diverged,
@@ -245,6 +248,7 @@ def check_losses(original: Sequence[float], rewritten: Sequence[float], toleranc
     mean_bound = tolerance.mean_last
     if mean_bound is not None and noise is not None and noise.mean_last is not None and not tolerance.bit_exact:
         mean_bound += noise.multiple * noise.mean_last
+    check.mean_bound = mean_bound
     check.within_own_tolerance = (max(deviations) <= tolerance.per_step and (
         tolerance.mean_last is None or check.mean_last_deviation is None
         or check.mean_last_deviation <= tolerance.mean_last))
@@ -257,10 +261,16 @@ def check_losses(original: Sequence[float], rewritten: Sequence[float], toleranc
                         f"{_allowance(tolerance, noise, check.worst_step, deviations[first_over])})")
     elif check.mean_last_deviation is not None and mean_bound is not None and check.mean_last_deviation > mean_bound:
         check.passed = False
-        extra = "" if mean_bound == tolerance.mean_last else " plus the noise floor"
         check.reason = (f"mean of the last {n} losses differs by {check.mean_last_deviation:.2%} "
-                        f"(limit {mean_bound:.2%}: {tolerance.mean_last:.0%}{extra})")
+                        f"({_mean_allowance(tolerance, noise, mean_bound)})")
     return check
+
+
+def _mean_allowance(tolerance: Tolerance, noise: Optional[NoiseFloor], bound: float) -> str:
+    """The mean-of-last allowance with its parts, so that 1.31% beside a 1% limit reads as allowed."""
+    if noise is None or noise.mean_last is None or tolerance.bit_exact or bound == tolerance.mean_last:
+        return f"limit {bound:.2%}"
+    return f"allowed {bound:.2%} = {tolerance.mean_last:.0%} + {noise.multiple:g} x noise floor {noise.mean_last:.2%}"
 
 
 def _allowance(tolerance: Tolerance, noise: Optional[NoiseFloor], step: int, deviation: float) -> str:

@@ -35,6 +35,21 @@ def test_drift_beyond_the_fixed_tolerance_passes_within_the_noise_floor() -> Non
     assert "noise floor" in line and "float16 ulp" in line and "DIFFERS" not in line
 
 
+def test_the_mean_of_the_last_losses_is_shown_with_its_allowance() -> None:
+    """The demo's "last-10 mean 1.31%" stood beside the header's 1% limit with no word that the floor allowed it."""
+    rewritten = [v * 1.013 for v in BASE]  # 1.3 % every step: within 2 % a step, beyond the mean's 1 %
+    noise = noise_floor(BASE, [[v * 1.01 for v in BASE]], "bfloat16", 10)
+    check = check_losses(BASE, rewritten, MIXED_PRECISION, noise=noise)
+    assert check.passed and check.mean_last_deviation is not None and check.mean_last_deviation > 0.01
+    assert noise.mean_last is not None and check.mean_bound == 0.01 + NOISE_MULTIPLE * noise.mean_last
+    assert f"last-10 mean {check.mean_last_deviation:.2%} (allowed {check.mean_bound:.2%} = 1% + 3 x noise floor " \
+           f"{noise.mean_last:.2%})" in check.describe()
+    assert not check_losses(BASE, rewritten, MIXED_PRECISION).passed  # without the floor, the mean fails
+    assert check.to_json()["mean_last_bound"] == check.mean_bound
+    alone = check_losses(BASE, [v * 1.001 for v in BASE], MIXED_PRECISION)
+    assert "last-10 mean 0.10% (limit 1.00%)" in alone.describe()
+
+
 def test_damage_beyond_the_noise_floor_still_fails() -> None:
     noise = noise_floor(BASE, [drifted(0.01, phase=1.0)], "float16", 10)
     damaged = [v * 1.08 for v in BASE]  # a systematic 8 % offset from the first step: not rounding
