@@ -182,7 +182,8 @@ class Verifier:
         if self._workdir is None:
             if self.options.workdir is not None:
                 self.options.workdir.mkdir(parents=True, exist_ok=True)
-                self._workdir = Path(tempfile.mkdtemp(prefix="verify-", dir=self.options.workdir))
+                # absolute: the runs start in their sandboxes, where a relative --workdir names nothing
+                self._workdir = Path(tempfile.mkdtemp(prefix="verify-", dir=os.path.abspath(self.options.workdir)))
             else:
                 self._workdir = Path(tempfile.mkdtemp(prefix="gpulint-verify-"))
         return self._workdir
