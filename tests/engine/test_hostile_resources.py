@@ -259,3 +259,81 @@ def test_a_crashing_worker_names_its_file_and_keeps_every_other_finding(gl: Gpul
     for i in range(10):
         assert len(lines_for(proc.stdout, project / f"t{i}.py")) == 2, proc.stdout
     assert "All checks passed!" not in proc.stdout
+
+
+# -- issue 22, item 9: LibCST's memory is bounded before it parses ---------------------------------
+
+MEASURED = textwrap.dedent("""\
+    import resource, sys
+
+    # as tight as the test's ceiling allows: a regression fails fast instead of taking the machine
+    resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+    from gpulint.cli import run
+    report, sys.argv = sys.argv[1], ["gpulint", *sys.argv[2:]]
+    try:
+        run()
+    finally:
+        peak = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+        with open(report, "w") as handle:
+            handle.write(str(peak * 1024))
+""")
+NESTED_CEILING = 400 << 20  # measured 90-100 MB; before the limits, 6 GB for this file
+
+
+def measured_gpulint(gl: Gpulint, tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, int]:
+    """Run gpulint in a subprocess; (its result, its peak resident memory in bytes, workers included)."""
+    script, report = tmp_path / "measured_gpulint.py", tmp_path / "peak.txt"
+    script.write_text(MEASURED)
+    proc = subprocess.run([sys.executable, str(script), str(report), *gl.args(*args)], capture_output=True,
+                          text=True, timeout=HANG_GUARD_S)
+    return proc, int(report.read_text())
+
+
+@pytest.mark.parametrize("bracket", ["[]", "()", "f()", "{}"])
+def test_nested_brackets_are_refused_within_a_memory_ceiling(gl: Gpulint, tmp_path: Path, bracket: str) -> None:
+    """The issue's file: 77 KB, 200 lines of brackets nested 190 deep (CPython accepts 200). LibCST
+    took 6.0 GB and 31 s on it; now it never sees it, and the finding names the limit."""
+    project = tmp_path / "project"
+    project.mkdir()
+    opening, closing = bracket[:-1], bracket[-1]
+    if opening == "{":
+        opening = "{1:"
+    line = "x = " + opening * 190 + "1" + closing * 190 + "\n"
+    path = project / "nested.py"
+    path.write_text(TRAIN + line * 200)
+    (project / "train.py").write_text(TRAIN)
+    proc, peak = measured_gpulint(gl, tmp_path, "check", str(project))
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    [finding] = lines_for(proc.stdout, path)
+    assert finding.endswith(f":{len(TRAIN.splitlines()) + 1}:1: GPU000 file is nested too deeply to analyse "
+                            "(brackets nested 190 deep; gpulint's limit is 100)"), finding
+    assert len(lines_for(proc.stdout, project / "train.py")) == 2  # the other file is still linted
+    assert peak < NESTED_CEILING, f"peak resident memory {peak / 2**20:.0f} MB"
+
+
+@pytest.mark.parametrize("name, text, message", [
+    # 40 KB: 20,000 numbers inside 99 nested calls took LibCST 5 GB
+    ("deep_and_wide.py", "x = " + "f(" * 99 + "1," * 20000 + ")" * 99 + "\n",
+     "file is nested too deeply to analyse (3,974,765 tokens inside brackets, each counted once per bracket "
+     "around it; gpulint's limit is 1,000,000)"),
+    ("flat.py", "x = 1\n" * 140_000, "file is too large to analyse (420,036 tokens; gpulint's limit is 400,000)"),
+])
+def test_token_and_bracketed_token_limits(gl: Gpulint, tmp_path: Path, name: str, text: str, message: str) -> None:
+    path = tmp_path / name
+    path.write_text(TRAIN + text)
+    proc, peak = measured_gpulint(gl, tmp_path, "check", str(path))
+    assert [line.split(": ", 1)[1] for line in lines_for(proc.stdout, path)] == [f"GPU000 {message}"], proc.stdout
+    assert peak < NESTED_CEILING, f"peak resident memory {peak / 2**20:.0f} MB"
+
+
+def test_the_largest_real_files_stay_within_the_limits() -> None:
+    """What real code reaches (measured on the installed torch and 16,000 files around it): the
+    limits must never turn a real file into a GPU000 finding."""
+    from gpulint.engine.guard import MAX_BRACKET_DEPTH, MAX_BRACKETED, MAX_TOKENS, libcst_refusal, weigh
+
+    torch_dir = Path(__file__).resolve().parents[2] / "gpulint"  # our own sources: always there
+    for path in torch_dir.rglob("*.py"):
+        assert libcst_refusal(path.read_text(encoding="utf-8")) is None, path
+    assert weigh("s = '((((((' + f'{{((({x[(1)]}'  # (((\n") == weigh("s = '' + f'{x[(1)]}'\n")
+    assert (MAX_TOKENS, MAX_BRACKET_DEPTH, MAX_BRACKETED) == (400_000, 100, 1_000_000)
