@@ -283,15 +283,18 @@ def _lint_stdin(options: LintOptions, resolver: SettingsResolver, cache: Optiona
 
     if options.add_noqa:
         raise click.UsageError("--add-noqa cannot read from stdin")
-    raw = _binary(sys.stdin).read()
     name = options.stdin_filename or STDIN
     mode = mode_of(options)
-    stdout = _binary(sys.stdout)
+    stdin, stdout = _binary(sys.stdin), _binary(sys.stdout)
+    settings = resolver.for_path(Path(name))
+    # never more than `max-file-size` in memory: a larger input is a finding (and `fix -` passes it on)
+    raw, whole = read_bounded(stdin, settings.max_file_size)
     if options.stdin_filename and resolver.is_excluded(Path(name), explicit=True):
         if mode is Mode.FIX:
-            stdout.write(raw)
+            pass_through(raw, stdin, stdout, whole)
         return EXIT_CLEAN
-    settings = resolver.for_path(Path(name))
+    if not whole:
+        return _stdin_too_large(name, raw, settings.max_file_size, mode, options)
     before: list[Finding] = []
     if mode is Mode.FIX and options.show_fixes:
         before = run_stdin(name, raw, Job(Path(name), settings, Mode.CHECK)).findings
@@ -320,6 +323,43 @@ def _lint_stdin(options: LintOptions, resolver: SettingsResolver, cache: Optiona
     if options.show_fixes and mode is Mode.FIX:
         click.echo(fixed_listing(before, result.findings), nl=False, err=True)
     return code
+
+
+STDIN_CHUNK = 1 << 20
+
+
+def read_bounded(stream: Any, limit: int) -> tuple[bytes, bool]:
+    """Up to `limit` bytes of `stream`, and whether that was all of it (one byte more is read to know)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        chunk = stream.read(min(STDIN_CHUNK, limit + 1 - size))
+        if not chunk:
+            return b"".join(chunks), True
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks), False
+
+
+def pass_through(head: bytes, stream: Any, out: Any, whole: bool) -> None:
+    """`fix -` on input it does not fix: write it out unchanged, the part not read yet in chunks."""
+    out.write(head)
+    while not whole:
+        chunk = stream.read(STDIN_CHUNK)
+        whole = not chunk
+        out.write(chunk)
+    out.flush()
+
+
+def _stdin_too_large(name: str, head: bytes, limit: int, mode: Mode, options: LintOptions) -> int:
+    from gpulint.core.options import format_size
+    from gpulint.engine.runner import syntax_finding
+
+    if mode is Mode.FIX:
+        pass_through(head, _binary(sys.stdin), _binary(sys.stdout), False)
+    finding = syntax_finding(name, f"file is too large to analyse (stdin holds more than {format_size(limit)}; "
+                                   f"max-file-size is {format_size(limit)})")
+    return print_results([FileResult(name, [finding])], mode, options, ctx=RenderContext())
 
 
 # ---------------------------------------------------------------------------------------------

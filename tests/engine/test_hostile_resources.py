@@ -337,3 +337,46 @@ def test_the_largest_real_files_stay_within_the_limits() -> None:
         assert libcst_refusal(path.read_text(encoding="utf-8")) is None, path
     assert weigh("s = '((((((' + f'{{((({x[(1)]}'  # (((\n") == weigh("s = '' + f'{x[(1)]}'\n")
     assert (MAX_TOKENS, MAX_BRACKET_DEPTH, MAX_BRACKETED) == (400_000, 100, 1_000_000)
+
+
+# -- issue 22, item 10: stdin is read no further than max-file-size ---------------------------------
+
+STDIN_CEILING = 150 << 20  # measured about 60 MB; reading 600 MB whole took 1.26 GB
+
+
+@pytest.mark.parametrize("command", ["check", "fix"])
+def test_stdin_is_bounded_by_max_file_size(gl: Gpulint, tmp_path: Path, command: str) -> None:
+    (tmp_path / "gpulint.toml").write_text('max-file-size = "1 MB"\n')
+    big = tmp_path / "input.py"
+    with open(big, "wb") as handle:
+        handle.write(TRAIN.encode())
+        for _ in range(200):
+            handle.write(b"x = 1\n" * ((1 << 20) // 6 + 1))
+    script, report, out = tmp_path / "measured_gpulint.py", tmp_path / "peak.txt", tmp_path / "stdout"
+    script.write_text(MEASURED)
+    with open(big, "rb") as stdin, open(out, "wb") as stdout:
+        proc = subprocess.run([sys.executable, str(script), str(report), *gl.args(command, "-", "--stdin-filename",
+                                                                                   "train.py")],
+                              stdin=stdin, stdout=stdout, stderr=subprocess.PIPE, text=False, cwd=tmp_path,
+                              timeout=HANG_GUARD_S)
+    peak = int(report.read_text())
+    assert proc.returncode == 1, proc.stderr
+    report_text = (proc.stderr if command == "fix" else out.read_bytes()).decode()
+    assert ("train.py:1:1: GPU000 file is too large to analyse (stdin holds more than 1 MB; max-file-size is 1 MB)"
+            in report_text), report_text
+    if command == "fix":  # `fix -` prints what it cannot fix unchanged, every byte of it
+        assert out.stat().st_size == big.stat().st_size
+        assert _sha256(out) == _sha256(big)
+    assert peak < STDIN_CEILING, f"peak resident memory {peak / 2**20:.0f} MB for {big.stat().st_size >> 20} MB"
+    small = gl(command, "-", "--stdin-filename", "train.py", input=TRAIN)  # under the limit: linted as before
+    assert "GPU102" in small.output and small.exit_code == 1
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
