@@ -174,6 +174,7 @@ def _byte_offsets(body: bytes, text: str, encoding: str, offsets: Sequence[int])
 
 
 _LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)?")
+_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.MULTILINE)  # PEP 263
 
 
 def _first_lines(raw: bytes) -> Callable[[], bytes]:
@@ -191,6 +192,11 @@ def decode_source(raw: bytes, path: Path, identity: Optional[FileIdentity] = Non
     try:
         encoding, _ = tokenize.detect_encoding(_first_lines(raw))
     except SyntaxError as exc:
+        cookie = _COOKIE.search(b"".join(match.group() for match in itertools.islice(_LINE.finditer(body), 2)))
+        if bom and cookie is not None:  # CPython refuses this file too ("encoding problem: utf-8")
+            declared = cookie.group(1).decode("ascii", "replace")
+            raise SourceError(f"the file starts with a UTF-8 byte order mark but its coding declaration says "
+                              f"{declared!r}; Python refuses such a file: remove one of them") from None
         try:
             body.decode("utf-8")
         except UnicodeDecodeError as decode_exc:
@@ -209,6 +215,25 @@ def decode_source(raw: bytes, path: Path, identity: Optional[FileIdentity] = Non
     except LookupError:
         raise SourceError(f"unknown encoding {encoding!r}") from None
     return SourceFile(path=path, raw=raw, text=text, encoding=encoding, bom=bom, identity=identity)
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def unreadable_reason(path: Path) -> Optional[str]:
+    """Why `path` is not a regular file gpulint can read ("no such file", "not a regular file
+    (a FIFO)"), or None when it is one. For messages: `read_bytes` still checks on the open file."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "a link to a file that does not exist" if os.path.islink(path) else "no such file"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in _KINDS if test(mode)), "not a file")
+    return f"not a regular file ({kind})"
 
 
 def read_bytes(path: Path, limit: int = READ_LIMIT) -> tuple[bytes, FileIdentity]:
