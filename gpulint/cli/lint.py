@@ -370,12 +370,26 @@ def _add_noqa(results: Sequence[FileResult], options: LintOptions) -> int:
     added, problems = write_noqa(results)
     for problem in problems:
         click.echo(printable(f"gpulint: warning: {problem}"), err=True)
-    click.echo(f"Added {added} noqa directive{'s' if added != 1 else ''}.")
-    return EXIT_ERROR if code == EXIT_ERROR else EXIT_CLEAN
+    # a GPU000 finding cannot be suppressed: its file still fails `check`, and this run names it
+    invalid = [(r.path, f) for r in results for f in r.findings if f.code == InvalidFile.code]
+    for path, finding in invalid:
+        where = f"{display_path(path)}:cell {finding.cell.number}" if finding.cell is not None else display_path(path)
+        rest = ("the notebook's other cells got theirs" if finding.cell is not None
+                else "skipped, no noqa directive added")
+        click.echo(printable(f"gpulint: warning: {where}: GPU000 {finding.message}; {rest}"), err=True)
+    files = len({path for path, _ in invalid})
+    skipped = f"; {files} file{'s' if files != 1 else ''} with GPU000 findings no directive can cover" if files else ""
+    click.echo(f"Added {added} noqa directive{'s' if added != 1 else ''}{skipped}.")
+    if code == EXIT_ERROR:
+        return EXIT_ERROR
+    return EXIT_FINDINGS if invalid and not options.exit_zero else EXIT_CLEAN
 
 
 def write_noqa(results: Sequence[FileResult]) -> tuple[int, list[str]]:
-    """Add suppressions for every finding in the results' files; returns (added, problems)."""
+    """Add suppressions for every finding in the results' files; returns (added, problems).
+
+    A file gpulint could not parse gets none (its GPU000 finding is all it has); a notebook with
+    a cell that does not parse gets them in its other cells."""
     from gpulint.engine.linter import (
         parse,  # LibCST is loaded only when needed (a cached run never does)
     )
@@ -384,7 +398,9 @@ def write_noqa(results: Sequence[FileResult]) -> tuple[int, list[str]]:
     added = 0
     problems: list[str] = []
     for result in results:
-        if not result.findings or any(f.code == InvalidFile.code for f in result.findings):
+        suppressible = [f for f in result.findings if f.code != InvalidFile.code]
+        whole_file_invalid = any(f.code == InvalidFile.code and f.cell is None for f in result.findings)
+        if not suppressible or whole_file_invalid:
             continue
         try:
             source = read_source(Path(result.path))
@@ -396,11 +412,11 @@ def write_noqa(results: Sequence[FileResult]) -> tuple[int, list[str]]:
             problems.append(f"{result.path}: file changed since it was linted, skipped (no comments added)")
             continue
         if is_notebook(result.path):
-            added += _noqa_notebook(source, result.findings, problems)
+            added += _noqa_notebook(source, suppressible, problems)
             continue
-        new_text, covered = add_noqa(source.text, result.findings)
-        if covered < len([f for f in result.findings if f.code != UnusedSuppression.code]):
-            problems.append(f"{result.path}: {len(result.findings) - covered} finding(s) sit where a comment "
+        new_text, covered = add_noqa(source.text, suppressible)
+        if covered < len([f for f in suppressible if f.code != UnusedSuppression.code]):
+            problems.append(f"{result.path}: {len(suppressible) - covered} finding(s) sit where a comment "
                             "cannot go (inside a string or after a line continuation)")
         if new_text == source.text:
             continue
