@@ -372,3 +372,33 @@ def test_fix_twice_changes_nothing_the_second_time(gl: Gpulint, tmp_path: Path) 
     gl.fix(path)
     assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
     assert path.stat().st_mtime_ns == mtime, "the second run wrote the file"
+
+
+# -- issue 22, item 11: links never take `fix DIR` out of DIR ----------------------------------------
+
+def test_fix_dir_never_rewrites_a_file_outside_it_through_a_link(gl: Gpulint, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """`fix proj` rewrote ../outside/lib.py through proj/linked.py. A link found while walking is
+    followed only to a target inside the paths given (linked folders are not entered, as in ruff);
+    a link named on the command line is the user's choice and is followed."""
+    proj, outside = tmp_path / "proj", tmp_path / "outside"
+    (outside / "pkg").mkdir(parents=True)
+    (proj / "sub").mkdir(parents=True)
+    for path in (outside / "lib.py", outside / "pkg" / "m.py", proj / "own.py", proj / "sub" / "shared.py"):
+        path.write_text(TRAIN)
+    (proj / "linked.py").symlink_to(outside / "lib.py")
+    (proj / "linkdir").symlink_to(outside / "pkg", target_is_directory=True)
+    (proj / "inner.py").symlink_to(proj / "sub" / "shared.py")  # a link inside the tree: linted once, by its name
+    monkeypatch.chdir(tmp_path)
+    checked = gl("check", "proj")
+    assert sorted({line.split(":")[0] for line in checked.stdout.splitlines() if " GPU" in line}) == [
+        "proj/inner.py", "proj/own.py"], checked.stdout
+    result = gl("fix", "proj")
+    assert result.exit_code == 1, result.output
+    assert (outside / "lib.py").read_text() == TRAIN and (outside / "pkg" / "m.py").read_text() == TRAIN
+    assert (proj / "own.py").read_text() == FIXED and (proj / "sub" / "shared.py").read_text() == FIXED
+    assert (proj / "linked.py").is_symlink() and (proj / "inner.py").is_symlink()
+    named = gl("fix", "proj/linked.py", "proj/linkdir")  # named: followed, as ruff does
+    assert named.exit_code == 1, named.output
+    assert (outside / "lib.py").read_text() == FIXED and (outside / "pkg" / "m.py").read_text() == FIXED
+    assert (proj / "linked.py").is_symlink()
