@@ -24,7 +24,7 @@ from gpulint.cli.options import (
     lint_options,
 )
 
-EXIT_ERROR, EXIT_INTERRUPTED = 2, 130
+EXIT_ERROR = 2
 
 
 def printable(text: str) -> str:
@@ -41,9 +41,8 @@ class _Main(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
-        except KeyboardInterrupt:
-            click.echo("gpulint: interrupted", err=True)
-            sys.exit(EXIT_INTERRUPTED)
+        except KeyboardInterrupt as exc:
+            _interrupted(exc)
 
 
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
@@ -52,10 +51,22 @@ def main() -> None:
     """Find and fix what leaves your GPU idle in PyTorch training code."""
 
 
+def _interrupted(exc: KeyboardInterrupt) -> None:
+    """One line, and 128 + the signal (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP)."""
+    from gpulint.core.signals import describe, exit_status, interrupted_by
+
+    signum = interrupted_by(exc)
+    click.echo(f"gpulint: {describe(signum)}", err=True)
+    sys.exit(exit_status(signum))
+
+
 def _lint(**parsed: Any) -> None:
     from gpulint.cli.lint import lint_command
+    from gpulint.core.signals import stopping_on_signals
 
-    sys.exit(lint_command(LintOptions.of(**parsed)))
+    with stopping_on_signals():  # `kill PID`, a CI timeout, a closed terminal: stop as Ctrl-C does
+        code = lint_command(LintOptions.of(**parsed))
+    sys.exit(code)
 
 
 @main.command()
@@ -221,9 +232,8 @@ def run() -> None:
         main(standalone_mode=True)
     except SystemExit:
         raise
-    except KeyboardInterrupt:
-        click.echo("gpulint: interrupted", err=True)
-        sys.exit(EXIT_INTERRUPTED)
+    except KeyboardInterrupt as exc:
+        _interrupted(exc)
     except Exception as exc:  # noqa: BLE001 - last resort: one line and exit 2, never a traceback
         click.echo(printable(f"gpulint: internal error: {type(exc).__name__}: {exc}"), err=True)
         if verbose:

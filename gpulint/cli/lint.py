@@ -187,9 +187,12 @@ def print_results(results: Sequence[FileResult], mode: Mode, options: LintOption
     findings: list[Finding] = [f for r in results for f in r.findings]
     fixed = sum(r.fixed for r in results)
     internal = [r for r in results if r.internal_error]
+    unchecked = [r for r in results if r.unchecked]  # a file not linted never passes: exit 2
     for result in results:
         if result.write_error:
             click.echo(printable(f"gpulint: warning: {result.path}: {result.write_error}"), err=True)
+    for result in unchecked:
+        click.echo(printable(f"gpulint: error: {result.path}: {result.unchecked}"), err=True)
     for result in internal:
         message, trace = result.internal_error  # type: ignore[misc]
         click.echo(printable(f"gpulint: internal error: {message}"), err=True)
@@ -209,15 +212,16 @@ def print_results(results: Sequence[FileResult], mode: Mode, options: LintOption
     if mode is Mode.DIFF and ctx is None:
         would = sum(r.fixed for r in results)
         click.echo(f"Would fix {would} finding{'s' if would != 1 else ''}.", err=True)
-        if internal:
-            click.echo(Summary(0, 0, 0, errors=len(internal)).text().splitlines()[0], err=True)
+        if internal or unchecked:
+            click.echo(Summary(0, 0, 0, errors=len(internal) + len(unchecked)).text().splitlines()[0], err=True)
     elif not quiet:
         click.echo(render(findings, options, ctx or RenderContext(docs_site=docs_site)), nl=False, err=to_stderr)
         if options.output_format in HUMAN_FORMATS:  # never "All checks passed!" when a file went unchecked
-            summary = Summary.of(findings, fixed, errors=len(internal) if ctx is None else 0)
+            errors = len(internal) + len(unchecked) if ctx is None else 0
+            summary = Summary.of(findings, fixed, errors=errors)
             click.echo(summary.text(fixing=mode is Mode.FIX, unsafe_enabled=options.unsafe_fixes), nl=False,
                        err=to_stderr)
-    return exit_code(findings, fixed if mode is Mode.FIX else 0, bool(internal), options)
+    return exit_code(findings, fixed if mode is Mode.FIX else 0, bool(internal or unchecked), options)
 
 
 def render(findings: Sequence[Finding], options: LintOptions, ctx: RenderContext) -> str:

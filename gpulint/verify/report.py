@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import io
 import json
 import math
 import os
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from gpulint import __version__
+from gpulint.core.source import write_output
 from gpulint.verify import events
 
 if TYPE_CHECKING:
@@ -271,7 +273,8 @@ def report_json(results: Sequence["ScriptResult"], options: "VerifyOptions", mac
 
 def write_json(path: Path, results: Sequence["ScriptResult"], options: "VerifyOptions",
                machine: Optional["Machine"] = None, uncovered: Sequence[str] = ()) -> None:
-    path.write_text(json.dumps(report_json(results, options, machine, uncovered), indent=2) + "\n", encoding="utf-8")
+    text = json.dumps(report_json(results, options, machine, uncovered), indent=2) + "\n"
+    write_output(path, text.encode("utf-8"))  # never through a link onto a file of the user's (issue 22)
 
 
 def write_plot(path: Path, results: Sequence["ScriptResult"]) -> None:
@@ -307,9 +310,9 @@ def write_plot(path: Path, results: Sequence["ScriptResult"]) -> None:
         time_ax.set_xticks([1, 2], [f"original\nmedian {medians[0]:.1f} ms", f"rewritten\nmedian {medians[1]:.1f} ms"])
         time_ax.set_title(f"{name}: step time, timed runs (ms)")
     fig.tight_layout()
+    image = io.BytesIO()
     try:
-        fig.savefig(path, dpi=100)
-    except OSError as exc:
-        raise PlotError(f"cannot write the plot to {path}: {exc}") from None
+        fig.savefig(image, format="png", dpi=100)
     finally:
         plt.close(fig)
+    write_output(path, image.getvalue())  # never through a link onto a file of the user's (issue 22)

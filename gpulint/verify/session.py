@@ -30,7 +30,7 @@ import click
 
 from gpulint.config import CliOverrides, SettingsResolver
 from gpulint.core.settings import ConfigError, Settings
-from gpulint.core.source import SourceError, SourceFile, decode_source
+from gpulint.core.source import SourceError, SourceFile, decode_source, output_refusal
 from gpulint.core.verification import Verification
 from gpulint.engine.files import PathError, Walker
 from gpulint.engine.linter import InternalError
@@ -123,6 +123,9 @@ def check_outputs(options: VerifyOptions, inputs: list[Path]) -> None:
                              "before the script)")
         if path.is_dir():
             raise UsageError(f"{flag} {path}: is a folder; name a file")
+        refusal = output_refusal(path)  # a link or a second name of a file of yours (issue 22)
+        if refusal is not None:
+            raise UsageError(f"{flag} {path}: {refusal}; name a new file")
         parent = Path(real).parent
         if not parent.is_dir():
             raise UsageError(f"{flag} {path}: folder {parent} does not exist")

@@ -10,6 +10,7 @@ Runs that could hang or exhaust memory on a regression run in a subprocess with 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import resource
 import signal
@@ -380,3 +381,162 @@ def _sha256(path: Path) -> str:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+# -- issue 22, items 2-3: SIGTERM and SIGHUP stop a run as Ctrl-C does; an ignored SIGINT stays ignored ----
+
+SLOWED = textwrap.dedent("""\
+    import os, sys, time
+    from pathlib import Path
+    from gpulint.engine import linter
+
+    markers, where = Path(sys.argv[1]), sys.argv[2]
+
+    def mark(name):
+        (markers / f"{os.getpid()}-{name}").touch()
+        time.sleep(1)  # the signal arrives meanwhile
+
+    if where == "lint":
+        real_lint = linter.lint_text
+
+        def slow_lint(path, *args, **kwargs):
+            mark(Path(path).name)
+            return real_lint(path, *args, **kwargs)
+
+        linter.lint_text = slow_lint
+    else:  # "write": while a fixed file's temporary copy sits beside it (only fix writes fsync)
+        real_fsync = os.fsync
+
+        def slow_fsync(fd):
+            mark(f"fd{fd}")
+            return real_fsync(fd)
+
+        os.fsync = slow_fsync
+    from gpulint.cli import run
+    sys.argv = ["gpulint", *sys.argv[3:]]
+    run()
+""")
+FILES = 12
+
+
+def _session(pid: int) -> list[int]:
+    """Live processes of the session `pid` leads (the run started with start_new_session)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == pid and fields[0] != b"Z":
+            found.append(int(name))
+    return found
+
+
+def _wait_until(condition, seconds: float) -> bool:  # noqa: ANN001 - a callable returning bool
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+def _slowed_run(gl: Gpulint, tmp_path: Path, where: str, *args: str, ignore_sigint: bool = False,
+                ) -> tuple[subprocess.Popen, Path, Path]:
+    project, markers = tmp_path / "project", tmp_path / "markers"
+    project.mkdir()
+    markers.mkdir()
+    for i in range(FILES):
+        (project / f"t{i:02d}.py").write_text(TRAIN)
+    script = tmp_path / "slowed_gpulint.py"
+    script.write_text(SLOWED)
+
+    def start() -> None:  # as a background job of a script starts: SIGINT ignored
+        if ignore_sigint:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    proc = subprocess.Popen([sys.executable, str(script), str(markers), where, *gl.args(*args, str(project))],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=start)
+    assert _wait_until(lambda: any(markers.iterdir()) or proc.poll() is not None, HANG_GUARD_S)
+    assert proc.poll() is None, proc.communicate()
+    return proc, project, markers
+
+
+def _finish(proc: subprocess.Popen) -> tuple[str, str, list[int]]:
+    """Wait for the run's end; (stdout, stderr, processes of its session still alive 30 s later)."""
+    try:
+        stdout, stderr = proc.communicate(timeout=HANG_GUARD_S)
+        _wait_until(lambda: not _session(proc.pid), 30)
+        return stdout, stderr, _session(proc.pid)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever a regression left behind
+
+
+def _untouched_or_fixed(project: Path) -> None:
+    for path in project.iterdir():
+        assert path.read_text() in (TRAIN, FIXED), f"{path.name} is half-written"
+    assert not [p for p in project.iterdir() if "tmp" in p.name], sorted(p.name for p in project.iterdir())
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_signal_to_the_main_process_alone_ends_every_worker(gl: Gpulint, tmp_path: Path, sig: int) -> None:
+    """`kill PID` left both pool workers running forever, reparented to init."""
+    proc, project, _ = _slowed_run(gl, tmp_path, "lint", "fix", "-j", "2")
+    os.kill(proc.pid, sig)
+    _, stderr, left = _finish(proc)
+    assert proc.returncode == 128 + sig, (proc.returncode, stderr)
+    assert stderr.splitlines() == [f"gpulint: interrupted ({signal.Signals(sig).name})"], stderr
+    assert left == [], "worker processes outlived gpulint"
+    _untouched_or_fixed(project)
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_signal_to_the_group_mid_write_leaves_no_temporary_file(gl: Gpulint, tmp_path: Path, sig: int,
+                                                                  jobs: str) -> None:
+    """SIGTERM to the group left `.NAME.py.XXXX.gpulint-tmp` files in the user's tree (10 runs in 72).
+    Here it always lands while a fixed file's temporary copy is being written."""
+    proc, project, _ = _slowed_run(gl, tmp_path, "write", "fix", "-j", jobs)
+    os.killpg(proc.pid, sig)
+    _, stderr, left = _finish(proc)
+    assert proc.returncode == 128 + sig, (proc.returncode, stderr)
+    assert stderr.splitlines() == [f"gpulint: interrupted ({signal.Signals(sig).name})"], stderr
+    assert left == []
+    _untouched_or_fixed(project)
+
+
+@pytest.mark.parametrize("command", ["check", "fix"])
+def test_sigint_ignored_at_start_stays_ignored_and_every_file_is_linted(gl: Gpulint, tmp_path: Path,
+                                                                       command: str) -> None:
+    """Started with SIGINT ignored (a background job of a script), then SIGINT to the group: the
+    workers stopped, the parent carried on, and 44 unlinted files ended in "All checks passed!"."""
+    proc, project, markers = _slowed_run(gl, tmp_path, "lint", command, "-j", "2", ignore_sigint=True)
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr, left = _finish(proc)
+    assert proc.returncode == 1, (proc.returncode, stderr)  # GPU102's fix is unsafe: a finding remains
+    assert "All checks passed!" not in stdout and stderr == "", stderr
+    reported = {line.split(":")[0] for line in stdout.splitlines() if " GPU10" in line}
+    assert reported == {str(project / f"t{i:02d}.py") for i in range(FILES)}, stdout
+    if command == "fix":
+        assert all(path.read_text() == FIXED for path in project.iterdir())
+    assert left == []
+
+
+@pytest.mark.parametrize("mode", ["check", "fix"])
+def test_a_file_that_was_not_linted_never_passes(mode: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Whatever stopped a worker, its unlinted files make the run exit 2, never "All checks passed!"."""
+    from gpulint.cli.lint import Mode, print_results
+    from gpulint.cli.options import LintOptions
+    from gpulint.engine.runner import FileResult
+
+    results = [FileResult("a.py"), FileResult("b.py", unchecked="not linted: the run was interrupted")]
+    code = print_results(results, Mode(mode), LintOptions(apply_fix=mode == "fix"))
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert "All checks passed!" not in out and "gpulint could not check 1 file (see above)." in out
+    assert err.splitlines() == ["gpulint: error: b.py: not linted: the run was interrupted"]
