@@ -10,7 +10,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, NoReturn, Optional
 
 import click
 
@@ -35,8 +35,8 @@ def printable(text: str) -> str:
 
 
 class _Main(click.Group):
-    """Ctrl-C anywhere in a command: one line and exit 130 (click's own handling says
-    "Aborted!" and exits 1, which a CI gate reads as "findings remain")."""
+    """Ctrl-C (or SIGTERM, SIGHUP) anywhere in a command: one line and exit 128 + the signal (click's
+    own handling says "Aborted!" and exits 1, which a CI gate reads as "findings remain")."""
 
     def invoke(self, ctx: click.Context) -> object:
         try:
@@ -51,7 +51,7 @@ def main() -> None:
     """Find and fix what leaves your GPU idle in PyTorch training code."""
 
 
-def _interrupted(exc: KeyboardInterrupt) -> None:
+def _interrupted(exc: KeyboardInterrupt) -> NoReturn:
     """One line, and 128 + the signal (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP)."""
     from gpulint.core.signals import describe, exit_status, interrupted_by
 

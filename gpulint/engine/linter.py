@@ -348,9 +348,10 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
         return LintResult()
     check = replace(check, tree=None)  # the `ast` tree is not needed past here: free it before LibCST
     with profile.phase("parse"):
-        refusal = libcst_refusal(text)  # LibCST's memory grows with tokens and their nesting: bound it
-    if refusal is not None:
-        return LintResult([syntax_finding(str(path), refusal.message, refusal.row, refusal.column)], parsed=False)
+        too_costly = libcst_refusal(text)  # LibCST's memory grows with tokens and their nesting: bound it
+    if too_costly is not None:
+        return LintResult([syntax_finding(str(path), too_costly.message, too_costly.row, too_costly.column)],
+                          parsed=False)
     profile.count("parsed")
     try:
         with profile.phase("parse"):
