@@ -154,14 +154,7 @@ def script_table(result: "ScriptResult", options: "VerifyOptions") -> str:
         for rule in result.rules:
             out.append(f"  {rule.code} {rule.status}: {rule.detail}")
     if original is not None and original.environment.get("sandbox"):
-        checked = result.isolation.get("files_checked")
-        if result.isolation.get("changed"):
-            verdict = "SOME OF YOUR FILES CHANGED, see the warning below"
-        elif checked is not None:
-            verdict = f"your files were not changed ({checked} checked before and after)"
-        else:
-            verdict = "your files were not changed"
-        out.append(f"isolation: every run had its own sandbox ({original.environment['sandbox']}); {verdict}")
+        out += _isolation_lines(result, original, rewritten)
     for note in result.notes:
         if result.verdict != "SKIP":
             out.append(f"note: {note}")
@@ -236,7 +229,8 @@ def result_json(result: "ScriptResult") -> dict[str, Any]:
             "rewritten": result.rewritten.to_json() if result.rewritten else None,
         },
         "comparison": result.comparison.to_json() if result.comparison else None,
-        "isolation": result.isolation,
+        "isolation": {**result.isolation, "confinement": (result.original.environment.get("confinement_kind")
+                                                          if result.original else None)},
         "reasons": result.reasons,
         "inconclusive": result.doubts,
         "notes": result.notes,
@@ -269,6 +263,31 @@ def report_json(results: Sequence["ScriptResult"], options: "VerifyOptions", mac
         "not_verified": list(uncovered),
         "scripts": [result_json(r) for r in results],
     })
+
+
+def _isolation_lines(result: "ScriptResult", original: events.RunRecord,
+                     rewritten: Optional[events.RunRecord]) -> list[str]:
+    """Which confinement ran, and what the before/after comparison covered (never "not changed"
+    about a tree it did not compare)."""
+    checked = result.isolation.get("files_checked")
+    unchecked = result.isolation.get("not_checked") or []
+    if result.isolation.get("changed"):
+        verdict = "SOME OF YOUR FILES CHANGED, see the warning below"
+    elif checked is not None:
+        left_out = f"; not compared: {', '.join(unchecked)}" if unchecked else ""
+        verdict = f"your files were not changed ({checked} checked before and after{left_out})"
+    else:
+        verdict = "your files were not compared before and after"
+    confinement = original.environment.get("confinement")
+    confined = f"; confinement: {confinement}" if confinement else ""
+    out = [f"isolation: every run had its own sandbox ({original.environment['sandbox']}){confined}; {verdict}"]
+    for label, record in (("original", original), ("rewritten", rewritten)):
+        outside = record.guard.get("outside", []) if record is not None else []
+        if outside:
+            shown = "; ".join(outside[:3]) + (f" and {len(outside) - 3} more" if len(outside) > 3 else "")
+            out.append(f"note: the {label} run changed files outside your folders and its sandbox (allowed "
+                       f"without a mount namespace; not compared): {shown}")
+    return out
 
 
 def write_json(path: Path, results: Sequence["ScriptResult"], options: "VerifyOptions",

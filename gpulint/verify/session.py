@@ -398,8 +398,10 @@ class Verifier:
         try:
             self._run_all(plan, result, runs)
         finally:
-            changed = changes(before, fingerprint(roots, exclude))
-            result.isolation = {"files_checked": len(before), "changed": changed}
+            after = fingerprint(roots, exclude)
+            changed = changes(before, after)
+            result.isolation = {"files_checked": len(before), "changed": changed,  # what was not: issue 22
+                                "not_checked": sorted(set(before.not_checked()) | set(after.not_checked()))}
             if changed:
                 shown = "; ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
                 result.notes.append(f"WARNING: files of yours changed while verify ran (by you, or by a program "

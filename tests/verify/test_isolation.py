@@ -123,7 +123,7 @@ def test_children_in_new_sessions_and_daemons_end_with_the_run(tmp_path: Path,
     monkeypatch.setenv("LEAVES_CHILDREN_LINES", "3000")
     (tmp_path / "proj").mkdir()
     shutil.copy(SCRIPTS / "leaves_children.py", tmp_path / "proj" / "leaves_children.py")
-    pid_file = tmp_path / "pids"
+    pid_file = tmp_path / "run" / "pids"  # in the run's folder: the one place a run may write outside its cwd
     record = run_harness(RunSpec(script=tmp_path / "proj" / "leaves_children.py", folder=tmp_path / "run",
                                  steps=3, device="cpu", threads=1, timeout=120, cwd=tmp_path / "proj",
                                  script_args=(str(pid_file),)))
@@ -142,7 +142,7 @@ def test_children_in_new_sessions_and_daemons_end_with_the_run(tmp_path: Path,
 def test_a_timeout_ends_the_whole_tree(tmp_path: Path) -> None:
     (tmp_path / "proj").mkdir()
     shutil.copy(SCRIPTS / "leaves_children.py", tmp_path / "proj" / "leaves_children.py")
-    pid_file = tmp_path / "pids"
+    pid_file = tmp_path / "run" / "pids"  # in the run's folder: the one place a run may write outside its cwd
     record = run_harness(RunSpec(script=tmp_path / "proj" / "leaves_children.py", folder=tmp_path / "run",
                                  steps=3, device="cpu", threads=1, timeout=7, cwd=tmp_path / "proj",
                                  script_args=(str(pid_file), "--hang")))
