@@ -210,23 +210,20 @@ def confine(writable: Sequence[str], protect: Sequence[str]) -> None:
     for folder in protect:
         if os.path.exists(folder) and not os.statvfs(folder).f_flag & ST_RDONLY:
             raise ConfineError(0, f"{folder} is still writable in the namespace")
-    for folder in keep:
-        if os.statvfs(folder).f_flag & ST_RDONLY:
-            raise ConfineError(0, f"{os.fsdecode(folder)} is read-only in the namespace")
+    for own in keep:
+        if os.statvfs(own).f_flag & ST_RDONLY:
+            raise ConfineError(0, f"{os.fsdecode(own)} is read-only in the namespace")
     os.chdir(os.getcwd())  # the working directory must be looked up again, through the new mounts
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if "--" not in argv:
-        sys.exit("usage: python -m gpulint.verify.confine [--writable DIR]... [--protect DIR]... -- COMMAND...")
-    cut = argv.index("--")
-    parser = argparse.ArgumentParser(prog="python -m gpulint.verify.confine")
-    parser.add_argument("--writable", action="append", default=[])
-    parser.add_argument("--protect", action="append", default=[])
+    parser = argparse.ArgumentParser(prog="python -m gpulint.verify.confine",
+                                     usage="%(prog)s [--writable DIR]... [--protect DIR]... [--probe] -- COMMAND...")
+    parser.add_argument("--writable", action="append", default=[], help="a folder the run may write")
+    parser.add_argument("--protect", action="append", default=[], help="a folder that must end up read-only")
     parser.add_argument("--probe", action="store_true", help="set up, check, and exit")
-    options = parser.parse_args(argv[:cut])
-    inner = argv[cut + 1:]
+    parser.add_argument("command", nargs="+", help="what to run, confined")
+    options = parser.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         confine(options.writable, options.protect)
     except (ConfineError, OSError) as exc:
@@ -236,9 +233,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     if options.probe:
         sys.exit(0)
     try:
-        os.execvp(inner[0], inner)
+        os.execvp(options.command[0], options.command)
     except OSError as exc:
-        print(f"gpulint verify: cannot start {inner[0]}: {exc}", file=sys.stderr)
+        print(f"gpulint verify: cannot start {options.command[0]}: {exc}", file=sys.stderr)
         sys.exit(127)
 
 
