@@ -174,6 +174,8 @@ class Guard:
         """A change outside the sandbox and your folders: refused in a read-only namespace, else listed."""
         if any(_inside(real, root) for root in self.exempt):
             return
+        if os.path.basename(os.path.dirname(real)) == "__pycache__":
+            return  # Python's own bytecode cache: where it cannot write, importlib goes on without it
         if self.writable is None:
             self._record("outside", f"{verb} {real}")
         elif not any(_inside(real, root) for root in self.writable):

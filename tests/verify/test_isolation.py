@@ -144,7 +144,9 @@ def test_a_timeout_ends_the_whole_tree(tmp_path: Path) -> None:
     shutil.copy(SCRIPTS / "leaves_children.py", tmp_path / "proj" / "leaves_children.py")
     pid_file = tmp_path / "run" / "pids"  # in the run's folder: the one place a run may write outside its cwd
     record = run_harness(RunSpec(script=tmp_path / "proj" / "leaves_children.py", folder=tmp_path / "run",
-                                 steps=3, device="cpu", threads=1, timeout=7, cwd=tmp_path / "proj",
+                                 # the script hangs once its children are started, which takes 7-9 s on a
+                                 # busy 2-core box (importing torch): the timeout must come after that
+                                 steps=3, device="cpu", threads=1, timeout=20, cwd=tmp_path / "proj",
                                  script_args=(str(pid_file), "--hang")))
     assert record.status == events.TIMEOUT
     pids = [int(p) for p in pid_file.read_text().split()]
