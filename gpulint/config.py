@@ -392,8 +392,12 @@ class SettingsResolver:
         self.defaults = ProjectConfig(None, self.base)
         self._fixed: Optional[ProjectConfig] = None
         if self.config_file is not None and not isolated:
-            if not self.config_file.is_file():
-                raise ConfigError(f"{self.config_file}: configuration file not found")
+            from gpulint.core.source import unreadable_reason
+
+            reason = unreadable_reason(self.config_file)
+            if reason is not None:  # /dev/null or a FIFO is there, just not a file to read
+                raise ConfigError(f"{self.config_file}: " + ("configuration file not found" if reason == "no such file"
+                                                              else f"cannot read configuration: {reason}"))
             self._fixed = self.load(self.config_file)
 
     def load(self, path: Path, chain: tuple[str, ...] = ()) -> ProjectConfig:
@@ -409,8 +413,11 @@ class SettingsResolver:
         layer = _validate(Path(key), table)
         base = self.defaults
         if layer.extend is not None:
-            if not layer.extend.is_file():
-                raise _fail(Path(key), "extend", f"{layer.extend}: no such file")
+            from gpulint.core.source import unreadable_reason
+
+            reason = unreadable_reason(layer.extend)
+            if reason is not None:
+                raise _fail(Path(key), "extend", f"{layer.extend}: {reason}")
             base = self.load(layer.extend, chain + (key,))
         project = _merge(base, layer)
         self._loaded[key] = project

@@ -10,7 +10,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, NoReturn, Optional
 
 import click
 
@@ -25,7 +25,7 @@ from gpulint.cli.options import (
     lint_options,
 )
 
-EXIT_ERROR, EXIT_INTERRUPTED = 2, 130
+EXIT_ERROR = 2
 
 
 def printable(text: str) -> str:
@@ -36,15 +36,14 @@ def printable(text: str) -> str:
 
 
 class _Main(click.Group):
-    """Ctrl-C anywhere in a command: one line and exit 130 (click's own handling says
-    "Aborted!" and exits 1, which a CI gate reads as "findings remain")."""
+    """Ctrl-C (or SIGTERM, SIGHUP) anywhere in a command: one line and exit 128 + the signal (click's
+    own handling says "Aborted!" and exits 1, which a CI gate reads as "findings remain")."""
 
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
-        except KeyboardInterrupt:
-            click.echo("gpulint: interrupted", err=True)
-            sys.exit(EXIT_INTERRUPTED)
+        except KeyboardInterrupt as exc:
+            _interrupted(exc)
 
 
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
@@ -53,10 +52,22 @@ def main() -> None:
     """Find and fix what leaves your GPU idle in PyTorch training code."""
 
 
+def _interrupted(exc: KeyboardInterrupt) -> NoReturn:
+    """One line, and 128 + the signal (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP)."""
+    from gpulint.core.signals import describe, exit_status, interrupted_by
+
+    signum = interrupted_by(exc)
+    click.echo(f"gpulint: {describe(signum)}", err=True)
+    sys.exit(exit_status(signum))
+
+
 def _lint(**parsed: Any) -> None:
     from gpulint.cli.lint import lint_command
+    from gpulint.core.signals import stopping_on_signals
 
-    sys.exit(lint_command(LintOptions.of(**parsed)))
+    with stopping_on_signals():  # `kill PID`, a CI timeout, a closed terminal: stop as Ctrl-C does
+        code = lint_command(LintOptions.of(**parsed))
+    sys.exit(code)
 
 
 @main.command()
@@ -238,9 +249,8 @@ def run() -> None:
         main(standalone_mode=True)
     except SystemExit:
         raise
-    except KeyboardInterrupt:
-        click.echo("gpulint: interrupted", err=True)
-        sys.exit(EXIT_INTERRUPTED)
+    except KeyboardInterrupt as exc:
+        _interrupted(exc)
     except Exception as exc:  # noqa: BLE001 - last resort: one line and exit 2, never a traceback
         click.echo(printable(f"gpulint: internal error: {type(exc).__name__}: {exc}"), err=True)
         if verbose:

@@ -218,9 +218,12 @@ def print_results(results: Sequence[FileResult], mode: Mode, options: LintOption
     findings: list[Finding] = [f for r in results for f in r.findings]
     fixed = sum(r.fixed for r in results)
     internal = [r for r in results if r.internal_error]
+    unchecked = [r for r in results if r.unchecked]  # a file not linted never passes: exit 2
     for result in results:
         if result.write_error:
             click.echo(printable(f"gpulint: warning: {result.path}: {result.write_error}"), err=True)
+    for result in unchecked:
+        click.echo(printable(f"gpulint: error: {result.path}: {result.unchecked}"), err=True)
     for result in internal:
         message, trace = result.internal_error  # type: ignore[misc]
         click.echo(printable(f"gpulint: internal error: {message}"), err=True)
@@ -240,15 +243,16 @@ def print_results(results: Sequence[FileResult], mode: Mode, options: LintOption
     if mode is Mode.DIFF and ctx is None:
         would = sum(r.fixed for r in results)
         click.echo(f"Would fix {would} finding{'s' if would != 1 else ''}.", err=True)
-        if internal:
-            click.echo(Summary(0, 0, 0, errors=len(internal)).text().splitlines()[0], err=True)
+        if internal or unchecked:
+            click.echo(Summary(0, 0, 0, errors=len(internal) + len(unchecked)).text().splitlines()[0], err=True)
     elif not quiet:
         click.echo(render(findings, options, ctx or RenderContext(docs_site=docs_site)), nl=False, err=to_stderr)
         if options.output_format in HUMAN_FORMATS:  # never "All checks passed!" when a file went unchecked
-            summary = Summary.of(findings, fixed, errors=len(internal) if ctx is None else 0)
+            errors = len(internal) + len(unchecked) if ctx is None else 0
+            summary = Summary.of(findings, fixed, errors=errors)
             click.echo(summary.text(fixing=mode is Mode.FIX, unsafe_enabled=options.unsafe_fixes), nl=False,
                        err=to_stderr)
-    return exit_code(findings, fixed if mode is Mode.FIX else 0, bool(internal), options)
+    return exit_code(findings, fixed if mode is Mode.FIX else 0, bool(internal or unchecked), options)
 
 
 def render(findings: Sequence[Finding], options: LintOptions, ctx: RenderContext) -> str:
@@ -317,15 +321,18 @@ def _lint_stdin(options: LintOptions, resolver: SettingsResolver, cache: Optiona
         raise click.UsageError("--add-noqa cannot read from stdin")
     if options.diff_base is not None:
         raise click.UsageError("--diff-base compares files with a git revision: it cannot read from stdin")
-    raw = _binary(sys.stdin).read()
     name = options.stdin_filename or STDIN
     mode = mode_of(options)
-    stdout = _binary(sys.stdout)
+    stdin, stdout = _binary(sys.stdin), _binary(sys.stdout)
+    settings = resolver.for_path(Path(name))
+    # never more than `max-file-size` in memory: a larger input is a finding (and `fix -` passes it on)
+    raw, whole = read_bounded(stdin, settings.max_file_size)
     if options.stdin_filename and resolver.is_excluded(Path(name), explicit=True):
         if mode is Mode.FIX:
-            stdout.write(raw)
+            pass_through(raw, stdin, stdout, whole)
         return EXIT_CLEAN
-    settings = resolver.for_path(Path(name))
+    if not whole:
+        return _stdin_too_large(name, raw, settings.max_file_size, mode, options)
     before: list[Finding] = []
     if mode is Mode.FIX and options.show_fixes:
         before = run_stdin(name, raw, Job(Path(name), settings, Mode.CHECK)).findings
@@ -356,6 +363,43 @@ def _lint_stdin(options: LintOptions, resolver: SettingsResolver, cache: Optiona
     return code
 
 
+STDIN_CHUNK = 1 << 20
+
+
+def read_bounded(stream: Any, limit: int) -> tuple[bytes, bool]:
+    """Up to `limit` bytes of `stream`, and whether that was all of it (one byte more is read to know)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        chunk = stream.read(min(STDIN_CHUNK, limit + 1 - size))
+        if not chunk:
+            return b"".join(chunks), True
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks), False
+
+
+def pass_through(head: bytes, stream: Any, out: Any, whole: bool) -> None:
+    """`fix -` on input it does not fix: write it out unchanged, the part not read yet in chunks."""
+    out.write(head)
+    while not whole:
+        chunk = stream.read(STDIN_CHUNK)
+        whole = not chunk
+        out.write(chunk)
+    out.flush()
+
+
+def _stdin_too_large(name: str, head: bytes, limit: int, mode: Mode, options: LintOptions) -> int:
+    from gpulint.core.options import format_size
+    from gpulint.engine.runner import syntax_finding
+
+    if mode is Mode.FIX:
+        pass_through(head, _binary(sys.stdin), _binary(sys.stdout), False)
+    finding = syntax_finding(name, f"file is too large to analyse (stdin holds more than {format_size(limit)}; "
+                                   f"max-file-size is {format_size(limit)})")
+    return print_results([FileResult(name, [finding])], mode, options, ctx=RenderContext())
+
+
 # ---------------------------------------------------------------------------------------------
 # --add-noqa
 
@@ -364,12 +408,26 @@ def _add_noqa(results: Sequence[FileResult], options: LintOptions) -> int:
     added, problems = write_noqa(results)
     for problem in problems:
         click.echo(printable(f"gpulint: warning: {problem}"), err=True)
-    click.echo(f"Added {added} noqa directive{'s' if added != 1 else ''}.")
-    return EXIT_ERROR if code == EXIT_ERROR else EXIT_CLEAN
+    # a GPU000 finding cannot be suppressed: its file still fails `check`, and this run names it
+    invalid = [(r.path, f) for r in results for f in r.findings if f.code == InvalidFile.code]
+    for path, finding in invalid:
+        where = f"{display_path(path)}:cell {finding.cell.number}" if finding.cell is not None else display_path(path)
+        rest = ("the notebook's other cells got theirs" if finding.cell is not None
+                else "skipped, no noqa directive added")
+        click.echo(printable(f"gpulint: warning: {where}: GPU000 {finding.message}; {rest}"), err=True)
+    files = len({path for path, _ in invalid})
+    skipped = f"; {files} file{'s' if files != 1 else ''} with GPU000 findings no directive can cover" if files else ""
+    click.echo(f"Added {added} noqa directive{'s' if added != 1 else ''}{skipped}.")
+    if code == EXIT_ERROR:
+        return EXIT_ERROR
+    return EXIT_FINDINGS if invalid and not options.exit_zero else EXIT_CLEAN
 
 
 def write_noqa(results: Sequence[FileResult]) -> tuple[int, list[str]]:
-    """Add suppressions for every finding in the results' files; returns (added, problems)."""
+    """Add suppressions for every finding in the results' files; returns (added, problems).
+
+    A file gpulint could not parse gets none (its GPU000 finding is all it has); a notebook with
+    a cell that does not parse gets them in its other cells."""
     from gpulint.engine.linter import (
         parse,  # LibCST is loaded only when needed (a cached run never does)
     )
@@ -378,7 +436,9 @@ def write_noqa(results: Sequence[FileResult]) -> tuple[int, list[str]]:
     added = 0
     problems: list[str] = []
     for result in results:
-        if not result.findings or any(f.code == InvalidFile.code for f in result.findings):
+        suppressible = [f for f in result.findings if f.code != InvalidFile.code]
+        whole_file_invalid = any(f.code == InvalidFile.code and f.cell is None for f in result.findings)
+        if not suppressible or whole_file_invalid:
             continue
         try:
             source = read_source(Path(result.path))
@@ -390,11 +450,11 @@ def write_noqa(results: Sequence[FileResult]) -> tuple[int, list[str]]:
             problems.append(f"{result.path}: file changed since it was linted, skipped (no comments added)")
             continue
         if is_notebook(result.path):
-            added += _noqa_notebook(source, result.findings, problems)
+            added += _noqa_notebook(source, suppressible, problems)
             continue
-        new_text, covered = add_noqa(source.text, result.findings)
-        if covered < len([f for f in result.findings if f.code != UnusedSuppression.code]):
-            problems.append(f"{result.path}: {len(result.findings) - covered} finding(s) sit where a comment "
+        new_text, covered = add_noqa(source.text, suppressible)
+        if covered < len([f for f in suppressible if f.code != UnusedSuppression.code]):
+            problems.append(f"{result.path}: {len(suppressible) - covered} finding(s) sit where a comment "
                             "cannot go (inside a string or after a line continuation)")
         if new_text == source.text:
             continue

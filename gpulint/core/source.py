@@ -174,6 +174,7 @@ def _byte_offsets(body: bytes, text: str, encoding: str, offsets: Sequence[int])
 
 
 _LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)?")
+_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.MULTILINE)  # PEP 263
 
 
 def _first_lines(raw: bytes) -> Callable[[], bytes]:
@@ -191,6 +192,11 @@ def decode_source(raw: bytes, path: Path, identity: Optional[FileIdentity] = Non
     try:
         encoding, _ = tokenize.detect_encoding(_first_lines(raw))
     except SyntaxError as exc:
+        cookie = _COOKIE.search(b"".join(match.group() for match in itertools.islice(_LINE.finditer(body), 2)))
+        if bom and cookie is not None:  # CPython refuses this file too ("encoding problem: utf-8")
+            declared = cookie.group(1).decode("ascii", "replace")
+            raise SourceError(f"the file starts with a UTF-8 byte order mark but its coding declaration says "
+                              f"{declared!r}; Python refuses such a file: remove one of them") from None
         try:
             body.decode("utf-8")
         except UnicodeDecodeError as decode_exc:
@@ -209,6 +215,25 @@ def decode_source(raw: bytes, path: Path, identity: Optional[FileIdentity] = Non
     except LookupError:
         raise SourceError(f"unknown encoding {encoding!r}") from None
     return SourceFile(path=path, raw=raw, text=text, encoding=encoding, bom=bom, identity=identity)
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def unreadable_reason(path: Path) -> Optional[str]:
+    """Why `path` is not a regular file gpulint can read ("no such file", "not a regular file
+    (a FIFO)"), or None when it is one. For messages: `read_bytes` still checks on the open file."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "a link to a file that does not exist" if os.path.islink(path) else "no such file"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in _KINDS if test(mode)), "not a file")
+    return f"not a regular file ({kind})"
 
 
 def read_bytes(path: Path, limit: int = READ_LIMIT) -> tuple[bytes, FileIdentity]:
@@ -456,3 +481,52 @@ def _write_all(fd: int, data: bytes) -> None:
     offset = 0
     while offset < len(view):
         offset += os.pwrite(fd, view[offset:], offset)
+
+
+# ---------------------------------------------------------------------------------------------
+# reports gpulint is asked to write (`verify --json/--plot`)
+
+class OutputRefused(OSError):
+    """A report path gpulint will not write through (a link, a file with several names, a FIFO)."""
+
+
+def output_refusal(path: Path) -> Optional[str]:
+    """Why a report must not be written at `path`, or None: a symbolic link or a file with other
+    names (a hard link) could be the script or a module of the user's; a FIFO or a device is no file."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if stat.S_ISLNK(st.st_mode):
+        return (f"is a symbolic link (to {os.readlink(path)}); a report is never written through a link, "
+                "which could name one of your files")
+    if not stat.S_ISREG(st.st_mode):
+        return unreadable_reason(path)
+    if st.st_nlink > 1:
+        return (f"has {st.st_nlink} names (hard links); a report is never written over a file that is also "
+                "somewhere else")
+    return None
+
+
+def write_output(path: Path, data: bytes) -> None:
+    """Write a report at `path`: never through a link (O_NOFOLLOW), never over a file with several
+    names or one that is not regular (checked on the open file, so a swap after the check is
+    caught too), never blocking on a FIFO. Raises OutputRefused."""
+    flags = (os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+             | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:
+        reason = output_refusal(path) if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EMLINK) else None
+        raise OutputRefused(f"{path}: {reason or exc.strerror or exc}; not written") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+            raise OutputRefused(f"{path}: {output_refusal(path) or 'not a regular file'}; not written")
+        os.ftruncate(fd, 0)
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
+

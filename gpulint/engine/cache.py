@@ -62,10 +62,18 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get(ENV_CACHE_DIR) or CACHE_DIR_NAME)
 
 
+def requested_dir(requested: Optional[Path] = None) -> Path:
+    """The directory `--cache-dir` or GPULINT_CACHE_DIR names, as a shell would read it: a leading
+    `~` is the home directory (a quoted `'~/.cache'` in a CI file is no folder named `~`), and a
+    symbolic link is the directory it points to, for `check` and `clean` alike."""
+    path = Path(os.path.expanduser(requested if requested is not None else default_cache_dir()))
+    return Path(os.path.realpath(path)) if os.path.islink(path) else path
+
+
 def resolve_cache_dir(requested: Optional[Path] = None) -> Path:
     """Where the cache for `requested` lives: the directory itself when gpulint created it (or
     may create it), else gpulint's own subdirectory in it."""
-    requested = Path(requested) if requested is not None else default_cache_dir()
+    requested = requested_dir(requested)
     if is_gpulint_cache(requested) or not os.path.lexists(requested):
         return requested
     return requested / CACHE_DIR_NAME
@@ -283,10 +291,11 @@ def clean(directory: Optional[Path] = None) -> Optional[Cleaned]:
 
     Only gpulint's own files go: its tag and .gitignore, its entries and their temporary
     files; directories are removed only once empty. Anything else (a file a user put there)
-    stays, and so do the directories holding it. A directory without gpulint's tag, or a
-    symlink, is refused (CacheError): a mistyped `--cache-dir` can never delete anything.
+    stays, and so do the directories holding it. A directory without gpulint's tag is refused
+    (CacheError): a mistyped `--cache-dir` can never delete anything. A link names the directory
+    it points to, as for `check` (the link itself stays).
     """
-    requested = Path(directory) if directory is not None else default_cache_dir()
+    requested = requested_dir(directory)
     if not os.path.lexists(requested):
         return None
     if os.path.islink(requested) or not os.path.isdir(requested):

@@ -149,6 +149,10 @@ def _ignore_chain(directory: Path) -> tuple[Path, ...]:
     return tuple(reversed(chain))
 
 
+def _inside(path: str, roots: list[str]) -> bool:
+    return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
 @dataclass
 class Walker:
     """Finds Python files under the given paths. Errors are collected, not raised."""
@@ -178,19 +182,26 @@ class Walker:
         return name in DEFAULT_EXCLUDES or any(re.fullmatch(glob_to_regex(p), name) for p in self.extra_excludes)
 
     def files(self, paths: Iterable[Path]) -> Iterator[Path]:
+        """The files to lint under `paths`, each once. Links are followed as ruff follows them, but
+        never out of `paths`: a linked folder found while walking is not entered (a folder named
+        on the command line is, link or not), and a linked file whose target lies outside every
+        folder named is skipped (`fix` would rewrite a file the user did not ask about); named
+        itself, it is linted."""
+        paths = list(paths)
+        roots = [os.path.realpath(p) for p in paths if os.path.isdir(p)]
         seen: set[str] = set()
         for path in paths:
             if not os.path.lexists(path):
                 raise PathError(f"{path}: no such file or directory")
             if path.is_dir():
-                yield from self._walk(path, seen)
+                yield from self._walk(path, seen, roots)
             else:
                 key = os.path.realpath(path)
                 if key not in seen:
                     seen.add(key)
                     yield path  # explicit files are always linted
 
-    def _walk(self, top: Path, seen: set[str]) -> Iterator[Path]:
+    def _walk(self, top: Path, seen: set[str], roots: list[str]) -> Iterator[Path]:
         def onerror(exc: OSError) -> None:
             self.errors.append((str(exc.filename or top), exc.strerror or str(exc)))
 
@@ -207,7 +218,7 @@ class Walker:
                 if self.is_gitignored(path, is_dir=False):
                     continue
                 key = os.path.realpath(path)
-                if key in seen or (os.path.islink(path) and not os.path.exists(path)):
+                if key in seen or (os.path.islink(path) and not (os.path.exists(path) and _inside(key, roots))):
                     continue
                 seen.add(key)
                 yield path

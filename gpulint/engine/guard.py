@@ -12,6 +12,15 @@ error messages, so every file goes through `ast.parse` first:
   than `MAX_BRACKETS` open brackets: reported as is, LibCST never runs;
 - any other syntax error: LibCST may still parse it (syntax newer than this
   interpreter), so the caller decides.
+
+Right before LibCST parses a file, `libcst_refusal` bounds its memory. LibCST's peak memory
+grows with the number of tokens, and for each token with the number of brackets open around
+it (measured with LibCST 1.9: about 3 KB per token of flat code, up to 1.4 KB more per token
+and enclosing bracket: 10 lines of calls nested 190 deep took 0.8 GB, a 40 KB file of 20,000
+numbers inside 99 nested calls 5 GB). Three limits keep each cost under about 1.5 GB (3 GB
+for a file at two limits at once) and sit far above real code: the 16,000 files of the
+installed torch, its dependencies and the precision corpora reach at most 199,000 tokens,
+27 nested brackets and 555,000 bracketed tokens.
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ import ast
 import re
 import warnings
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Iterator, Optional
 
 # Parsing costs about 0.7 GB of memory and 12 s per MB of source with LibCST (and 0.2 GB with
 # `ast`); the largest file in the torch package is 1.4 MB. Bigger files are generated data.
@@ -30,6 +39,22 @@ MAX_BRACKETS = 200  # CPython's own limit on nested brackets
 _NESTING_MESSAGES = ("too many nested", "too many levels", "too complex", "nested too deeply")
 _BRACKETS = re.compile(r"[()\[\]{}]")
 TOO_DEEP = "file is nested too deeply to analyse"
+# LibCST's memory (see the module docstring), checked by `libcst_refusal`
+MAX_TOKENS = 400_000  # tokens in the file (real code: at most 199,000)
+MAX_BRACKET_DEPTH = 100  # brackets open at once (real code: at most 27; CPython's own limit is 200)
+MAX_BRACKETED = 1_000_000  # tokens counted once per bracket around them (real code: at most 555,000)
+# A token: a string literal (an f-string's body is scanned as code: its fields are expressions),
+# a comment (not counted), a bracket, a name or number, or a run of other characters.
+_TOKEN = re.compile(r"""
+    (?P<string>(?P<prefix>[rRbBuUfF]{1,2})?(?:\'\'\'(?:\\.|[^\\])*?\'\'\'|\"\"\"(?:\\.|[^\\])*?\"\"\"
+        |'(?:\\.|[^'\\\r\n])*'|"(?:\\.|[^"\\\r\n])*"))
+  | (?P<comment>\#[^\r\n]*)
+  | (?P<open>[(\[{])
+  | (?P<close>[)\]}])
+  | \w+
+  | [^\w\s()\[\]{}'"\#]+
+""", re.VERBOSE | re.DOTALL)
+_BRACES = re.compile(r"\{\{|\}\}|[{}]")
 
 
 @dataclass(frozen=True)
@@ -90,6 +115,79 @@ def nesting_depth(tree: ast.AST) -> tuple[int, int]:
                     if isinstance(item, node_type):
                         push((item, depth))
     return best, row
+
+
+@dataclass(frozen=True)
+class Weight:
+    """What LibCST's memory grows with (see `libcst_refusal`)."""
+
+    tokens: int = 0
+    depth: int = 0  # the most brackets open at once
+    depth_row: int = 1  # where that depth is first reached
+    bracketed: int = 0  # each token counted once per bracket open around it
+
+
+def weigh(text: str) -> Weight:
+    """Tokens and bracket nesting of a file, in one pass of a regular expression.
+
+    Strings and comments are skipped, so brackets in them do not count; an f-string's body is
+    weighed as code at the depth it sits (its replacement fields are expressions LibCST
+    parses). Only an estimate of Python's tokens, never below the real bracket nesting."""
+    tokens = depth = best = bracketed = 0
+    best_at = 0
+    stack = [(text, 0, 0)]  # (text, depth around it, offset in the file)
+    while stack:
+        chunk, depth, base = stack.pop()
+        for match in _TOKEN.finditer(chunk):
+            kind = match.lastgroup
+            if kind == "comment":
+                continue
+            if kind == "open":
+                depth += 1
+                if depth > best:
+                    best, best_at = depth, base + match.start()
+            elif kind == "string" and "f" in (match.group("prefix") or "").lower():
+                body = match.group()[len(match.group("prefix")):]
+                quote = 3 if len(body) >= 6 and body[:3] in ("\'\'\'", '"""') else 1
+                start = match.start() + len(match.group("prefix")) + quote
+                for field_start, field_end in _fields(chunk, start, match.end() - quote):
+                    stack.append((chunk[field_start:field_end], depth + 1, base + field_start))
+            tokens += 1
+            bracketed += depth
+            if kind == "close" and depth:
+                depth -= 1
+    return Weight(tokens, best, text.count("\n", 0, best_at) + 1, bracketed)
+
+
+def _fields(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """(start, end) of the replacement fields of the f-string body `text[start:end]` (`{{` and `}}`
+    are literal braces)."""
+    level, opened = 0, start
+    for brace in _BRACES.finditer(text, start, end):
+        if brace.group() in ("{{", "}}") and level == 0:
+            continue
+        if brace.group()[0] == "{":
+            if level == 0:
+                opened = brace.start() + 1
+            level += len(brace.group())
+        elif level:
+            level = max(0, level - len(brace.group()))
+            if level == 0:
+                yield opened, brace.start()
+
+
+def libcst_refusal(text: str) -> Optional[Refusal]:
+    """Why LibCST must not parse `text` (it could take more than about 1.5 GB), or None."""
+    weight = weigh(text)
+    if weight.depth > MAX_BRACKET_DEPTH:
+        return Refusal(f"{TOO_DEEP} (brackets nested {weight.depth} deep; gpulint's limit is {MAX_BRACKET_DEPTH})",
+                       weight.depth_row)
+    if weight.tokens > MAX_TOKENS:
+        return Refusal(f"file is too large to analyse ({weight.tokens:,} tokens; gpulint's limit is {MAX_TOKENS:,})")
+    if weight.bracketed > MAX_BRACKETED:
+        return Refusal(f"{TOO_DEEP} ({weight.bracketed:,} tokens inside brackets, each counted once per bracket "
+                       f"around it; gpulint's limit is {MAX_BRACKETED:,})")
+    return None
 
 
 def text_size(text: str) -> int:

@@ -29,7 +29,7 @@ from gpulint.core.positions import LineIndex, Span, SpanTable, compute_spans
 from gpulint.core.settings import Settings
 from gpulint.core.walk import trivia_skip, walk
 from gpulint.engine import ast_prefilter
-from gpulint.engine.guard import python_check, text_size, too_large
+from gpulint.engine.guard import libcst_refusal, python_check, text_size, too_large
 from gpulint.engine.profile import NO_PROFILE, Profile
 from gpulint.engine.suppressions import apply_suppressions
 from gpulint.project.facts import FileFacts, scan
@@ -347,6 +347,11 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
     if check.valid and not candidates:
         return LintResult()
     check = replace(check, tree=None)  # the `ast` tree is not needed past here: free it before LibCST
+    with profile.phase("parse"):
+        too_costly = libcst_refusal(text)  # LibCST's memory grows with tokens and their nesting: bound it
+    if too_costly is not None:
+        return LintResult([syntax_finding(str(path), too_costly.message, too_costly.row, too_costly.column)],
+                          parsed=False)
     profile.count("parsed")
     try:
         with profile.phase("parse"):

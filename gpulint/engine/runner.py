@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import signal
@@ -18,6 +19,7 @@ if TYPE_CHECKING:  # multiprocessing is imported when a pool starts: a small or 
 
 from gpulint.core.findings import Finding
 from gpulint.core.settings import Settings
+from gpulint.core.signals import STOP_SIGNALS, die_with_parent, exit_status, ignored, interrupted_by
 from gpulint.core.source import (
     READ_LIMIT,
     SourceError,
@@ -62,6 +64,7 @@ class FileResult:
     digest: Optional[str] = None
     written: Optional[bytes] = field(default=None, repr=False)  # the bytes `fix` wrote
     cacheable: bool = True  # False: the findings hold for this mode only (too large to fix)
+    unchecked: Optional[str] = None  # why the file was not linted at all (its worker was stopped)
 
 
 @dataclass(frozen=True)
@@ -381,37 +384,69 @@ def _run_pool(jobs: Sequence[Job], workers: int, worker: Callable[[Job], FileRes
             except BrokenProcessPool:
                 unfinished.append(job)
             advance([job.path], False)
-    except BaseException:
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):  # `kill PID` reaches this process only: tell the workers
+            _signal_workers(pool, interrupted_by(exc))
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
     return results + _run_isolated(unfinished, workers, worker)
 
 
+def _signal_workers(pool: Any, signum: int) -> None:
+    for process in list((getattr(pool, "_processes", None) or {}).values()):  # where CPython's executor keeps them
+        with contextlib.suppress(OSError, AttributeError):
+            os.kill(process.pid, signum)
+
+
+# In a worker process: a stop signal was received / a file is being linted or written.
 _interrupted = False
+_busy = False
 
 
 def _note_interrupt(signum: int, frame: object) -> None:
+    """A stop signal in a worker. Between files it ends the worker at once (nothing is half
+    done); during one, it is only noted: the file is finished without writing its fix, so no
+    temporary file is left beside it, and the main process stops the run and says so once."""
     global _interrupted
     _interrupted = True
+    if not _busy:
+        os._exit(exit_status(signum))
 
 
 def _worker_started() -> None:
-    """In a worker, Ctrl-C is only noted: the main process stops the run and says so once,
-    and a file being fixed is not written after the user asked to stop."""
-    signal.signal(signal.SIGINT, _note_interrupt)
+    """SIGINT, SIGTERM and SIGHUP are noted in a worker (unless ignored when gpulint started: then
+    they stay ignored, as in the main process), and the worker dies with the main process."""
+    for sig in STOP_SIGNALS:
+        if not ignored(sig):
+            signal.signal(sig, _note_interrupt)
+    die_with_parent(signal.SIGTERM)
+
+
+def _parent_gone() -> bool:
+    import multiprocessing
+
+    parent = multiprocessing.parent_process()
+    return parent is not None and os.getppid() != parent.pid
 
 
 def _pool_task(worker: Callable[[Job], FileResult], job: Job) -> FileResult:
+    global _busy
     if _interrupted:
-        return FileResult(str(job.path), write_error="interrupted; not linted")
-    return worker(job)
+        return FileResult(str(job.path), unchecked="not linted: the run was interrupted")
+    _busy = True
+    try:
+        return worker(job)
+    finally:
+        _busy = False
+        if _interrupted and _parent_gone():  # nobody is left to send the result to, or to stop us
+            os._exit(exit_status(signal.SIGTERM))
 
 
 def _isolated_child(worker: Callable[[Job], FileResult], job: Job, connection: Connection) -> None:
     _worker_started()
     try:
-        result = worker(job)
+        result = _pool_task(worker, job)
     except BaseException as exc:  # noqa: BLE001 - reported, never raised in a child
         result = FileResult(str(job.path), internal_error=(f"{job.path}: {type(exc).__name__}: {exc}",
                                                             traceback.format_exc()))

@@ -36,7 +36,7 @@ class Summary:
     safe_fixable: int
     unsafe_fixable: int
     fixed: int = 0
-    errors: int = 0  # files that went unchecked because of an internal error
+    errors: int = 0  # files that went unchecked (an internal error, a stopped worker)
 
     @classmethod
     def of(cls, findings: Sequence[Finding], fixed: int = 0, errors: int = 0) -> "Summary":
@@ -50,7 +50,7 @@ class Summary:
             lines.append(f"Fixed {self.fixed} finding{'s' if self.fixed != 1 else ''}.")
         if self.errors:  # never "All checks passed!" when a file went unchecked
             noun = "file" if self.errors == 1 else "files"
-            lines.append(f"gpulint could not check {self.errors} {noun} (internal error, see above).")
+            lines.append(f"gpulint could not check {self.errors} {noun} (see above).")
         if self.findings == 0:
             if not self.fixed and not self.errors:
                 lines.append("All checks passed!")

@@ -17,7 +17,9 @@ class InvalidFile(Rule):
     docs = RuleDocs(
         what="""
         Reports a file gpulint could not analyse: a syntax error, bytes that do not decode,
-        a binary file, or a file that cannot be read.
+        a binary file, a file that cannot be read, or one over a limit on the work for one file:
+        `max-file-size`, or gpulint's own bounds on what its parser may face (100 nested brackets,
+        400,000 tokens, 1,000,000 tokens inside brackets), which the message names.
         """,
         why="""
         A file that is silently skipped is a file nobody checks. The other files are still

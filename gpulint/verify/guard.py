@@ -41,16 +41,28 @@ def _inside(path: str, root: str) -> bool:
 
 
 class Guard:
-    """Decides, before each file-system change a run makes, whether it stays in the sandbox."""
+    """Decides, before each file-system change a run makes, whether it stays in the sandbox.
+
+    `writable` set: the run is in a read-only mount namespace (confine.py) where only the
+    sandboxes and these folders can be written; the guard refuses anything else up front, with
+    its own message, so the refusal is reported (the kernel would refuse it anyway). Without it,
+    writes outside the sandboxes and the protected folders are allowed and listed in `outside`.
+    `log`: a file every process of the run appends its refusals to (DataLoader workers and child
+    processes included), read by the parent after the run.
+    """
 
     def __init__(self, sandboxes: list[str], protected: list[str], exempt: tuple[str, ...] = DEFAULT_EXEMPT,
-                 copy_up_max: int = COPY_UP_MAX) -> None:
+                 copy_up_max: int = COPY_UP_MAX, writable: Optional[list[str]] = None,
+                 log: Optional[str] = None) -> None:
         self.sandboxes = [os.path.realpath(s) for s in sandboxes]
         self.protected = [os.path.realpath(p) for p in protected]
         self.exempt = tuple(os.path.realpath(p) for p in exempt)
+        self.writable = None if writable is None else [os.path.realpath(w) for w in writable]
+        self.log = log
         self.copy_up_max = copy_up_max
         self.blocked: list[str] = []  # "verb path" of refused operations, for the report
         self.copied: list[str] = []  # sandbox paths that were copied on write
+        self.outside: list[str] = []  # "verb path" of writes allowed outside your folders and the sandbox
         self._busy = threading.local()
         self._handlers: dict[str, Callable[[tuple], None]] = {
             "open": self._on_open,
@@ -60,7 +72,7 @@ class Guard:
             "os.mkdir": lambda a: self.entry(a[0], a[2] if len(a) > 2 else None, "create a folder in"),
             "os.mkfifo": lambda a: self.entry(a[0], a[-1], "create"),
             "os.mknod": lambda a: self.entry(a[0], a[-1], "create"),
-            "os.link": lambda a: self.entry(a[1], a[3] if len(a) > 3 else None, "create a link at"),
+            "os.link": self._on_link,
             "os.symlink": lambda a: self.entry(a[1], a[2] if len(a) > 2 else None, "create a link at"),
             "os.truncate": lambda a: self.follow(a[0], None, keep=True, verb="truncate"),
             "os.chmod": lambda a: self.follow(a[0], a[2] if len(a) > 2 else None, keep=True, verb="change"),
@@ -97,6 +109,18 @@ class Guard:
             return
         self.follow(path, None, keep=keep, verb="write to")
 
+    def _on_link(self, args: tuple) -> None:
+        """A hard link is the same file under a second name: one in the sandbox to a file of yours
+        would let a later write reach your file without passing through any check."""
+        self.entry(args[1], args[3] if len(args) > 3 else None, "create a link at")
+        source = _as_path(args[0])
+        if source is None:
+            return
+        parent, name = self._walk(self._absolute(source, args[2] if len(args) > 2 else None))
+        full = os.path.realpath(os.path.join(parent, name) if name else parent)
+        if not self._in_sandbox(full):
+            self._deny(full, "link to", reason="a second name for a file outside the sandbox")
+
     def _on_rename(self, args: tuple) -> None:
         self.entry(args[0], args[2] if len(args) > 2 else None, "move")
         self.entry(args[1], args[3] if len(args) > 3 else None, "replace")
@@ -119,14 +143,17 @@ class Guard:
             return
         parent, name = self._walk(self._absolute(text, dir_fd))
         full = os.path.join(parent, name) if name else parent
-        if not self._in_sandbox(full) and self._protected(full):
+        if self._in_sandbox(full):
+            return
+        if self._protected(full):
             self._deny(full, verb)
+        self._elsewhere(os.path.join(os.path.realpath(parent), name) if name else os.path.realpath(parent), verb)
 
     def follow(self, path: PathArg, dir_fd: Optional[int], keep: bool, verb: str) -> None:
         """An operation through the entry on what it names (write, truncate, chmod): copy-on-write for links."""
-        text = _as_path(path)
+        text = _fd_path(path) if isinstance(path, int) and verb != "write to" else _as_path(path)
         if text is None:
-            return
+            return  # (a file descriptor opened for writing was checked when it was opened)
         parent, name = self._walk(self._absolute(text, dir_fd))
         full = os.path.join(parent, name) if name else parent
         if self._in_sandbox(full):
@@ -141,14 +168,26 @@ class Guard:
             return
         if self._protected(full) or self._protected(real):
             self._deny(full, verb)
+        self._elsewhere(real, verb)
 
-    def check_write(self, path: PathArg) -> None:
-        """For writers the audit hook cannot see (torch.save writes from C++)."""
+    def _elsewhere(self, real: str, verb: str) -> None:
+        """A change outside the sandbox and your folders: refused in a read-only namespace, else listed."""
+        if any(_inside(real, root) for root in self.exempt):
+            return
+        if os.path.basename(os.path.dirname(real)) == "__pycache__":
+            return  # Python's own bytecode cache: where it cannot write, importlib goes on without it
+        if self.writable is None:
+            self._record("outside", f"{verb} {real}")
+        elif not any(_inside(real, root) for root in self.writable):
+            self._deny(real, verb, reason="everything but the sandbox is read-only in this run")
+
+    def check_write(self, path: PathArg, keep: bool = False) -> None:
+        """For writers the audit hook cannot see (torch.save writes from C++, os.open with dir_fd)."""
         if getattr(self._busy, "on", False):
             return
         self._busy.on = True
         try:
-            self.follow(path, None, keep=False, verb="write to")
+            self.follow(path, None, keep=keep, verb="write to")
         finally:
             self._busy.on = False
 
@@ -254,15 +293,39 @@ class Guard:
             except OSError:
                 pass
             return
-        self.copied.append(link)
+        self._record("copied", link)
 
-    def _deny(self, path: str, verb: str) -> None:
-        self.blocked.append(f"{verb} {path}")
+    def _record(self, kind: str, entry: str) -> None:
+        """Keep `entry` for the report, in this process and in the run's shared log."""
+        (self.blocked if kind == "blocked" else self.outside if kind == "outside" else self.copied).append(entry)
+        if not self.log:
+            return
+        try:
+            fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+            try:
+                os.write(fd, (json.dumps({"kind": kind, "entry": entry, "pid": os.getpid()}) + "\n").encode())
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
+
+    def _deny(self, path: str, verb: str, reason: str = "") -> None:
+        self._record("blocked", f"{verb} {path}")
+        why = reason or "verify never changes your files"
         raise PermissionError(
             errno.EACCES,
-            f"gpulint verify blocked this run from trying to {verb} a file of yours (verify never changes your "
-            "files; write relative to the working directory, which is a sandbox)", path,
+            f"gpulint verify blocked this run from trying to {verb} a file of yours ({why}; write relative to "
+            "the working directory, which is a sandbox)", path,
         )
+
+
+def _fd_path(fd: int) -> Optional[str]:
+    """What an open file descriptor names (os.fchmod, os.fchown, os.truncate on a descriptor)."""
+    try:
+        target = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None
+    return target if target.startswith("/") else None  # pipes, sockets, anonymous files: not a path
 
 
 def _as_path(path: Any) -> Optional[str]:
@@ -287,8 +350,9 @@ def installed() -> Optional[Guard]:
     return _installed
 
 
-def config_json(sandboxes: list[str], protected: list[str]) -> str:
-    return json.dumps({"sandboxes": sandboxes, "protected": protected})
+def config_json(sandboxes: list[str], protected: list[str], writable: Optional[list[str]] = None,
+                log: Optional[str] = None) -> str:
+    return json.dumps({"sandboxes": sandboxes, "protected": protected, "writable": writable, "log": log})
 
 
 def install_from_env() -> Optional[Guard]:
@@ -297,10 +361,30 @@ def install_from_env() -> Optional[Guard]:
         return None
     try:
         config = json.loads(raw)
-        guard = Guard(list(config["sandboxes"]), list(config["protected"]))
+        guard = Guard(list(config["sandboxes"]), list(config["protected"]), writable=config.get("writable"),
+                      log=config.get("log"))
     except (ValueError, KeyError, TypeError):
         return None
+    _guard_dir_fd_opens(guard)
     return install(guard)
+
+
+def _guard_dir_fd_opens(guard: Guard) -> None:
+    """`os.open(name, flags, dir_fd=fd)`: the "open" audit event does not carry `dir_fd`, so the hook
+    would resolve `name` against the working directory. os.open checks it here first."""
+    import posix
+
+    real_open = posix.open
+    if getattr(real_open, "_gpulint_guarded", False):
+        return
+
+    def open_(path: Any, flags: int, mode: int = 0o777, *, dir_fd: Optional[int] = None) -> int:
+        if dir_fd is not None and flags & WRITE_FLAGS:
+            guard.check_write(os.path.join(_fd_path(dir_fd) or "", os.fsdecode(path)), keep=not flags & os.O_TRUNC)
+        return real_open(path, flags, mode, dir_fd=dir_fd)
+
+    open_._gpulint_guarded = True  # type: ignore[attr-defined]
+    os.open = posix.open = open_
 
 
 # Written into each verification's work folder and put first on the run's PYTHONPATH, so that

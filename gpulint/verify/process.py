@@ -8,6 +8,7 @@ the run's token. The parent reads only the tail of the log. No torch here.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -18,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Optional
 
-from gpulint.verify import events, guard, proctree, supervise
+from gpulint.verify import confine, events, guard, proctree, supervise
+from gpulint.verify.confine import Confinement
 from gpulint.verify.events import RunRecord
 from gpulint.verify.sandbox import MirrorStats, Sandbox, outermost
 
@@ -85,7 +87,13 @@ def harness_command(spec: RunSpec, sandbox: Sandbox) -> list[str]:
     return [sys.executable, "-m", "gpulint.verify.harness", *harness]
 
 
-def harness_env(spec: RunSpec, sandbox: Sandbox, token: str, site_folder: str) -> dict[str, str]:
+def guard_log(spec: RunSpec) -> Path:
+    """Where every Python process of the run appends what its guard refused, copied or let through."""
+    return spec.folder / "guard.jsonl"
+
+
+def harness_env(spec: RunSpec, sandbox: Sandbox, token: str, site_folder: str,
+                confined: Optional[Confinement] = None) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONHASHSEED"] = str(spec.seed)
     env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
@@ -94,7 +102,9 @@ def harness_env(spec: RunSpec, sandbox: Sandbox, token: str, site_folder: str) -
     env.pop("PYTHONSTARTUP", None)
     env["TMPDIR"] = str(sandbox.tmp)
     env[proctree.TOKEN_ENV] = token
-    env[guard.ENV] = guard.config_json([str(spec.folder), str(sandbox.tmp)], [str(r) for r in spec.user_roots()])
+    writable = list(confined.writable + confined.caches) if confined is not None and confined.namespace else None
+    env[guard.ENV] = guard.config_json([str(spec.folder), str(sandbox.tmp)], [str(r) for r in spec.user_roots()],
+                                       writable=writable, log=str(guard_log(spec)))
     if spec.threads:
         env["OMP_NUM_THREADS"] = str(spec.threads)
     return env
@@ -145,12 +155,15 @@ def run_harness(spec: RunSpec, progress: Optional[Callable[[int], None]] = None,
     except OSError as exc:
         sandbox.remove_mirror()
         return RunRecord(status=events.ERROR, message=f"cannot prepare the run's sandbox in {spec.folder}: {exc}")
+    protect = [str(r) for r in spec.user_roots()]
+    confined = confine.confinement([str(spec.folder), str(sandbox.tmp)], protect)
     try:
         command = [sys.executable, "-m", "gpulint.verify.supervise", "--log", str(spec.log),
-                   "--log-max", str(LOG_MAX_BYTES), "--", *harness_command(spec, sandbox)]
+                   "--log-max", str(LOG_MAX_BYTES), "--",
+                   *confine.command(confined, protect, harness_command(spec, sandbox))]
         process = subprocess.Popen(
             command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-            env=harness_env(spec, sandbox, token, site), cwd=sandbox.mirror(spec.user_cwd()),
+            env=harness_env(spec, sandbox, token, site, confined), cwd=sandbox.mirror(spec.user_cwd()),
             start_new_session=True,
         )
         last_progress = 0.0
@@ -185,6 +198,9 @@ def run_harness(spec: RunSpec, progress: Optional[Callable[[int], None]] = None,
         record.traceback = _unmirror(record.traceback, sandbox)
     if stats is not None:
         record.environment.setdefault("sandbox", stats.describe())
+    record.environment["confinement"] = confined.describe()
+    record.environment["confinement_kind"] = confined.kind
+    _merge_guard_log(record, guard_log(spec), sandbox)
     if sandbox_problem:
         record.environment["sandbox_cleanup"] = sandbox_problem
     if timed_out:
@@ -195,6 +211,24 @@ def run_harness(spec: RunSpec, progress: Optional[Callable[[int], None]] = None,
         record.message = (f"the harness process ended with status {process.returncode} before reporting "
                           "(killed, out of memory, or a crash in native code)")
     return record
+
+
+def _merge_guard_log(record: RunRecord, log: Path, sandbox: Sandbox) -> None:
+    """What the guards of every process of the run refused, copied or let through (the harness
+    reports only its own process): DataLoader workers and child processes count too."""
+    found: dict[str, set[str]] = {key: set(record.guard.get(key, [])) for key in ("blocked", "copied", "outside")}
+    try:
+        with open(log, "rb") as handle:
+            lines = handle.read(LOG_MAX_BYTES).splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        try:
+            item = json.loads(line)
+            found[item["kind"]].add(sandbox.original(item["entry"]) if item["kind"] == "copied" else item["entry"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    record.guard = {key: sorted(values) for key, values in found.items() if values or key in record.guard}
 
 
 def _unmirror(text: str, sandbox: Sandbox) -> str:

@@ -10,38 +10,22 @@ systems fall back to process groups.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import signal
-import sys
 import time
 from typing import Iterable, Optional
 
+from gpulint.core.signals import die_with_parent as die_with_parent  # supervise.py's, re-exported
+from gpulint.core.signals import prctl
+
 TOKEN_ENV = "GPULINT_VERIFY_TOKEN"
-PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 PROC = "/proc"
 
 
-def _prctl(option: int, value: int) -> bool:
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return libc.prctl(option, value, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-
-
 def become_subreaper() -> bool:
     """Orphaned descendants become our children (so we can find and reap them)."""
-    return _prctl(PR_SET_CHILD_SUBREAPER, 1)
-
-
-def die_with_parent(sig: int = signal.SIGTERM) -> bool:
-    """Ask the kernel to send `sig` when the parent process dies (gpulint killed with SIGKILL)."""
-    return _prctl(PR_SET_PDEATHSIG, int(sig))
+    return prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
 def _stat(pid: int) -> Optional[tuple[str, int]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import io
 import json
 import math
 import os
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from gpulint import __version__
+from gpulint.core.source import write_output
 from gpulint.verify import events
 
 if TYPE_CHECKING:
@@ -164,14 +166,7 @@ def script_table(result: "ScriptResult", options: "VerifyOptions") -> str:
     for line in result.blame:
         out.append(f"blame: {line}")
     if original is not None and original.environment.get("sandbox"):
-        checked = result.isolation.get("files_checked")
-        if result.isolation.get("changed"):
-            verdict = "SOME OF YOUR FILES CHANGED, see the warning below"
-        elif checked is not None:
-            verdict = f"your files were not changed ({checked} checked before and after)"
-        else:
-            verdict = "your files were not changed"
-        out.append(f"isolation: every run had its own sandbox ({original.environment['sandbox']}); {verdict}")
+        out += _isolation_lines(result, original, rewritten)
     for note in result.notes:
         if result.verdict != "SKIP":
             out.append(f"note: {note}")
@@ -272,7 +267,8 @@ def result_json(result: "ScriptResult") -> dict[str, Any]:
         "changes": result.changes,
         "blame": result.blame,
         "not_covered": result.uncovered,
-        "isolation": result.isolation,
+        "isolation": {**result.isolation, "confinement": (result.original.environment.get("confinement_kind")
+                                                          if result.original else None)},
         "verdict_reason": result.verdict_reason,
         "reasons": result.reasons,
         "warnings": result.warnings,
@@ -315,9 +311,35 @@ def report_json(results: Sequence["ScriptResult"], options: "VerifyOptions", mac
     })
 
 
+def _isolation_lines(result: "ScriptResult", original: events.RunRecord,
+                     rewritten: Optional[events.RunRecord]) -> list[str]:
+    """Which confinement ran, and what the before/after comparison covered (never "not changed"
+    about a tree it did not compare)."""
+    checked = result.isolation.get("files_checked")
+    unchecked = result.isolation.get("not_checked") or []
+    if result.isolation.get("changed"):
+        verdict = "SOME OF YOUR FILES CHANGED, see the warning below"
+    elif checked is not None:
+        left_out = f"; not compared: {', '.join(unchecked)}" if unchecked else ""
+        verdict = f"your files were not changed ({checked} checked before and after{left_out})"
+    else:
+        verdict = "your files were not compared before and after"
+    confinement = original.environment.get("confinement")
+    confined = f"; confinement: {confinement}" if confinement else ""
+    out = [f"isolation: every run had its own sandbox ({original.environment['sandbox']}){confined}; {verdict}"]
+    for label, record in (("original", original), ("rewritten", rewritten)):
+        outside = record.guard.get("outside", []) if record is not None else []
+        if outside:
+            shown = "; ".join(outside[:3]) + (f" and {len(outside) - 3} more" if len(outside) > 3 else "")
+            out.append(f"note: the {label} run changed files outside your folders and its sandbox (allowed "
+                       f"without a mount namespace; not compared): {shown}")
+    return out
+
+
 def write_json(path: Path, results: Sequence["ScriptResult"], options: "VerifyOptions",
                machine: Optional["Machine"] = None, uncovered: Sequence[str] = ()) -> None:
-    path.write_text(json.dumps(report_json(results, options, machine, uncovered), indent=2) + "\n", encoding="utf-8")
+    text = json.dumps(report_json(results, options, machine, uncovered), indent=2) + "\n"
+    write_output(path, text.encode("utf-8"))  # never through a link onto a file of the user's (issue 22)
 
 
 def write_plot(path: Path, results: Sequence["ScriptResult"]) -> None:
@@ -358,9 +380,9 @@ def write_plot(path: Path, results: Sequence["ScriptResult"]) -> None:
         time_ax.set_xticks([1, 2], [f"original\nmedian {medians[0]:.1f} ms", f"rewritten\nmedian {medians[1]:.1f} ms"])
         time_ax.set_title(f"{name}: step time, timed runs (ms)")
     fig.tight_layout()
+    image = io.BytesIO()
     try:
-        fig.savefig(path, dpi=100)
-    except OSError as exc:
-        raise PlotError(f"cannot write the plot to {path}: {exc}") from None
+        fig.savefig(image, format="png", dpi=100)
     finally:
         plt.close(fig)
+    write_output(path, image.getvalue())  # never through a link onto a file of the user's (issue 22)

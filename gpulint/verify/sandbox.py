@@ -167,11 +167,12 @@ class Sandbox:
                 entries = sorted(os.scandir(folder), key=lambda e: e.name)
             except OSError:
                 continue
+            mirrored = self.mirror(folder)  # `folder` is a real path: only its entries may be links
             for entry in entries:
                 source = Path(entry.path)
                 if self._is_excluded(source, excluded):
                     continue
-                target = self.mirror(source)
+                target = mirrored / entry.name  # not mirror(source): that resolves a link to its target
                 self._entries += 1
                 self._check_inside(target)
                 try:
@@ -253,32 +254,81 @@ def remove_tree(folder: Path) -> Optional[str]:
 
 
 FINGERPRINT_LIMIT = 20_000  # files compared before and after a verification
+# folders of tools and environments, not of the user's work: not compared, and the report says so
+NOT_COMPARED = frozenset({"__pycache__", "node_modules", ".venv", "venv", ".tox", ".nox", ".mypy_cache",
+                          ".pytest_cache", ".ruff_cache", ".gpulint_cache", ".ipynb_checkpoints"})
 
 
-def fingerprint(roots: Iterable[Path], exclude: Iterable[Path] = (),
-                limit: int = FINGERPRINT_LIMIT) -> dict[str, tuple]:
-    """(size, mtime_ns, inode, mode) of the files under `roots`: what "your files were not changed" is checked on."""
+class Fingerprint(dict):
+    """path -> (size, mtime_ns, inode, mode) of every file compared, and what was not compared."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.skipped: dict[str, int] = {}  # a kind of folder -> how many were left out
+        self.unchecked: list[str] = []  # folders that could not be read, the limit reached
+
+    def not_checked(self) -> list[str]:
+        """In words, for the report: never "not changed" about a tree that was not compared."""
+        kinds = [f"{n} {name} folder{'s' if n != 1 else ''}" for name, n in sorted(self.skipped.items())]
+        return kinds + self.unchecked
+
+
+def fingerprint(roots: Iterable[Path], exclude: Iterable[Path] = (), limit: int = FINGERPRINT_LIMIT) -> Fingerprint:
+    """What "your files were not changed" is checked on: every file under `roots`, .git and other
+    version-control folders included, and the folders and files their symbolic links lead to
+    (keyed by their real paths), up to `limit` files. Environments and caches (NOT_COMPARED, a
+    folder holding pyvenv.cfg) are left out and counted in `skipped`."""
     excluded = {os.path.realpath(p) for p in exclude}
-    seen: dict[str, tuple] = {}
-    queue: deque[str] = deque(str(r) for r in outermost(roots))
-    while queue and len(seen) < limit:
+    seen = Fingerprint()
+    kept = outermost(roots)
+    walked = {str(r) for r in kept}
+    queue: deque[str] = deque(str(r) for r in kept)
+
+    def inside(real: str) -> bool:
+        return any(real == str(r) or real.startswith(str(r) + os.sep) for r in kept)
+
+    def follow(link: str) -> None:
+        """A link out of the roots: its target is compared too (a write through it reaches it)."""
+        real = os.path.realpath(link)
+        if inside(real) or real in excluded or real in walked or real in seen:
+            return
+        try:
+            info = os.stat(real)
+        except OSError:
+            return  # dangling: the link itself is compared
+        if stat.S_ISDIR(info.st_mode):
+            walked.add(real)
+            queue.append(real)
+        else:
+            seen[real] = (info.st_size, info.st_mtime_ns, info.st_ino, info.st_mode)
+
+    while queue:
         folder = queue.popleft()
         try:
-            entries = list(os.scandir(folder))
-        except OSError:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            seen.unchecked.append(f"{folder} ({exc.strerror or 'unreadable'})")
             continue
         for entry in entries:
-            if entry.path in excluded or len(seen) >= limit:
+            if entry.path in excluded:
                 continue
+            if len(seen) >= limit:
+                seen.unchecked.append(f"the files past the first {limit:,}")
+                return seen
             try:
                 info = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
             if entry.is_dir(follow_symlinks=False):
-                if entry.name not in NEVER_WALK:
+                if entry.name in NOT_COMPARED or os.path.exists(os.path.join(entry.path, "pyvenv.cfg")):
+                    kind = "virtual environment" if entry.name not in NOT_COMPARED else entry.name
+                    seen.skipped[kind] = seen.skipped.get(kind, 0) + 1
+                else:
                     queue.append(entry.path)
                 continue
             seen[entry.path] = (info.st_size, info.st_mtime_ns, info.st_ino, info.st_mode)
+            if stat.S_ISLNK(info.st_mode):
+                follow(entry.path)
     return seen
 
 

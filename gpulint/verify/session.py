@@ -33,7 +33,7 @@ import click
 from gpulint.config import CliOverrides, SettingsResolver
 from gpulint.core.extras import install_hint, torch_problem
 from gpulint.core.settings import ConfigError, Settings
-from gpulint.core.source import SourceError, SourceFile, decode_source
+from gpulint.core.source import SourceError, SourceFile, decode_source, output_refusal
 from gpulint.core.verification import RANDOM_STREAMS, TRAINED_PARAMETERS, Tolerance
 from gpulint.engine.files import PathError, Walker
 from gpulint.engine.linter import InternalError
@@ -139,6 +139,9 @@ def check_outputs(options: VerifyOptions, inputs: list[Path]) -> None:
                              "before the script)")
         if path.is_dir():
             raise UsageError(f"{flag} {path}: is a folder; name a file")
+        refusal = output_refusal(path)  # a link or a second name of a file of yours (issue 22)
+        if refusal is not None:
+            raise UsageError(f"{flag} {path}: {refusal}; name a new file")
         parent = Path(real).parent
         if not parent.is_dir():
             raise UsageError(f"{flag} {path}: folder {parent} does not exist")
@@ -431,8 +434,10 @@ class Verifier:
         try:
             self._run_all(plan, result, runs)
         finally:
-            changed = changes(before, fingerprint(roots, exclude))
-            result.isolation = {"files_checked": len(before), "changed": changed}
+            after = fingerprint(roots, exclude)
+            changed = changes(before, after)
+            result.isolation = {"files_checked": len(before), "changed": changed,  # what was not: issue 22
+                                "not_checked": sorted(set(before.not_checked()) | set(after.not_checked()))}
             if changed:
                 shown = "; ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
                 result.notes.append(f"WARNING: files of yours changed while verify ran (by you, or by a program "

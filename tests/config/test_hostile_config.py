@@ -5,6 +5,7 @@ in one line, never an internal error (issue 10, item 19). Runs with the results 
 from __future__ import annotations
 
 import codecs
+import os
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,41 @@ def test_a_huge_configuration_file_is_refused_not_read(gl: Gpulint, tmp_path: Pa
     (tmp_path / "train.py").write_text(TRAIN)
     result = gl.check(tmp_path / "train.py")
     assert result.exit_code == 2 and f"{config}: " in result.stderr and "too large" in result.stderr
+
+
+# -- issue 22, item 14: a message says what is wrong, not something near it ------------------------
+
+def _not_a_file(kind: str, where: Path) -> Path:
+    """A FIFO or a device where a configuration file is expected (made here, or /dev/null)."""
+    if kind == "device":
+        return Path("/dev/null")
+    path = where / "base.toml"
+    os.mkfifo(path)
+    return path
+
+
+@pytest.mark.parametrize("kind, reason", [("fifo", "not a regular file (a FIFO)"),
+                                          ("device", "not a regular file (a character device)")])
+def test_config_or_extend_that_is_not_a_file_says_so(gl: Gpulint, tmp_path: Path, kind: str, reason: str) -> None:
+    """`--config /dev/null` said "configuration file not found"; `extend` to a FIFO "no such file"."""
+    (tmp_path / "train.py").write_text(TRAIN)
+    target = _not_a_file(kind, tmp_path)
+    result = gl("check", "--config", str(target), str(tmp_path / "train.py"))
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [f"gpulint: error: {target}: cannot read configuration: {reason}"]
+    (tmp_path / "gpulint.toml").write_text(f'extend = "{target}"\n')
+    result = gl("check", str(tmp_path / "train.py"))
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"gpulint: error: {tmp_path / 'gpulint.toml'}: (top level) extend: {target}: {reason}"]
+
+
+def test_missing_config_and_extend_still_say_not_found(gl: Gpulint, tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(TRAIN)
+    result = gl("check", "--config", str(tmp_path / "nope.toml"), str(tmp_path / "train.py"))
+    assert result.stderr.splitlines() == [f"gpulint: error: {tmp_path / 'nope.toml'}: configuration file not found"]
+    (tmp_path / "gone.toml").symlink_to(tmp_path / "nowhere.toml")
+    (tmp_path / "gpulint.toml").write_text('extend = "gone.toml"\n')
+    result = gl("check", str(tmp_path / "train.py"))
+    assert result.exit_code == 2 and result.stderr.endswith(
+        f"extend: {tmp_path / 'gone.toml'}: a link to a file that does not exist\n"), result.stderr

@@ -117,7 +117,7 @@ def test_python2_file_is_a_syntax_error_finding(tmp_path: Path, text: str) -> No
     (b"# -*- coding: klingon -*-\nx = 1\n", "encoding"),
     (b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00", "binary"),
     (bytes(range(256)) * 4, "binary"),
-    (b"\xef\xbb\xbf# -*- coding: latin-1 -*-\nx = 1\n", "encoding"),
+    (b"\xef\xbb\xbf# -*- coding: latin-1 -*-\nx = 1\n", "coding declaration says 'latin-1'"),
 ])
 def test_undecodable_or_binary_file_is_reported_and_left_alone(tmp_path: Path, raw: bytes, reason: str) -> None:
     path = tmp_path / "weird.py"

@@ -125,16 +125,52 @@ def test_clean_leaves_files_gpulint_did_not_write_in_its_own_cache(gl: Gpulint, 
         assert (cache / "CACHEDIR.TAG").read_text() == source_module.__name__
 
 
-def test_clean_refuses_a_symlinked_cache_and_keeps_its_target(gl: Gpulint, tmp_path: Path) -> None:
-    target = tmp_path / "elsewhere"
-    target.mkdir()
-    (target / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n# gpulint\n")
-    (target / "data.txt").write_text("keep")
-    link = tmp_path / "link"
-    link.symlink_to(target, target_is_directory=True)
-    result = gl("clean", "--cache-dir", link)
-    assert result.exit_code == 2 and "not removed" in result.output
-    assert (target / "data.txt").read_text() == "keep"
+def test_a_linked_cache_dir_is_the_same_directory_for_check_and_clean(gl: Gpulint, tmp_path: Path) -> None:
+    """Issue 22, item 13: `--cache-dir link` wrote through the link but `clean --cache-dir link`
+    refused it. A link is the directory it points to for both; the link itself stays."""
+    (tmp_path / "train.py").write_text(TRAIN)
+    for name, tagged in (("made-by-gpulint", True), ("someone-elses", False)):
+        target = tmp_path / name
+        if tagged:  # a cache gpulint made, then reached through a link
+            assert gl.check("--cache-dir", target, tmp_path / "train.py").exit_code == 1
+        target.mkdir(exist_ok=True)
+        (target / "data.txt").write_text("keep")
+        link = tmp_path / f"link-to-{name}"
+        link.symlink_to(target, target_is_directory=True)
+        assert gl.check("--cache-dir", link, tmp_path / "train.py").exit_code == 1
+        cache = target if tagged and gl.cache else target / ".gpulint_cache"
+        assert (cache / "CACHEDIR.TAG").is_file() == gl.cache, sorted(tmp_path.rglob("*"))
+        assert not (tmp_path / ".gpulint_cache").exists() and not (link / ".gpulint_cache").is_symlink()
+        result = gl("clean", "--cache-dir", link)
+        assert result.exit_code == 0, result.output
+        if gl.cache:
+            assert "Removed" in result.output and str(cache) in result.output, result.output
+            assert not list(cache.rglob("*.json")) and not (cache / "CACHEDIR.TAG").exists()
+        assert link.is_symlink() and (target / "data.txt").read_text() == "keep"
+
+
+@pytest.mark.parametrize("how", ["environment", "option"])
+def test_a_tilde_in_the_cache_dir_is_the_home_directory(gl: Gpulint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       how: str) -> None:
+    """Issue 22, item 13: `GPULINT_CACHE_DIR='~/.cache/gpulint'` (quoted in a CI file, so no shell
+    expands it) made a folder named `~` in the working directory."""
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    (project / "train.py").write_text(TRAIN)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(project)
+    option: tuple[str, ...] = ()
+    if how == "environment":
+        monkeypatch.setenv("GPULINT_CACHE_DIR", "~/.cache/gpulint")
+    else:
+        option = ("--cache-dir", "~/.cache/gpulint")
+    assert gl("check", *option, "train.py").exit_code == 1
+    assert not (project / "~").exists()
+    assert (home / ".cache" / "gpulint" / "CACHEDIR.TAG").is_file() == gl.cache
+    result = gl("clean", *option)
+    assert result.exit_code == 0, result.output
+    assert not (home / ".cache" / "gpulint").exists() and not (project / "~").exists()
 
 
 # -- item 3: an editor saves while gpulint writes ------------------------------------------------
@@ -336,3 +372,33 @@ def test_fix_twice_changes_nothing_the_second_time(gl: Gpulint, tmp_path: Path) 
     gl.fix(path)
     assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
     assert path.stat().st_mtime_ns == mtime, "the second run wrote the file"
+
+
+# -- issue 22, item 11: links never take `fix DIR` out of DIR ----------------------------------------
+
+def test_fix_dir_never_rewrites_a_file_outside_it_through_a_link(gl: Gpulint, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """`fix proj` rewrote ../outside/lib.py through proj/linked.py. A link found while walking is
+    followed only to a target inside the paths given (linked folders are not entered, as in ruff);
+    a link named on the command line is the user's choice and is followed."""
+    proj, outside = tmp_path / "proj", tmp_path / "outside"
+    (outside / "pkg").mkdir(parents=True)
+    (proj / "sub").mkdir(parents=True)
+    for path in (outside / "lib.py", outside / "pkg" / "m.py", proj / "own.py", proj / "sub" / "shared.py"):
+        path.write_text(TRAIN)
+    (proj / "linked.py").symlink_to(outside / "lib.py")
+    (proj / "linkdir").symlink_to(outside / "pkg", target_is_directory=True)
+    (proj / "inner.py").symlink_to(proj / "sub" / "shared.py")  # a link inside the tree: linted once, by its name
+    monkeypatch.chdir(tmp_path)
+    checked = gl("check", "proj")
+    assert sorted({line.split(":")[0] for line in checked.stdout.splitlines() if " GPU" in line}) == [
+        "proj/inner.py", "proj/own.py"], checked.stdout
+    result = gl("fix", "proj")
+    assert result.exit_code == 1, result.output
+    assert (outside / "lib.py").read_text() == TRAIN and (outside / "pkg" / "m.py").read_text() == TRAIN
+    assert (proj / "own.py").read_text() == FIXED and (proj / "sub" / "shared.py").read_text() == FIXED
+    assert (proj / "linked.py").is_symlink() and (proj / "inner.py").is_symlink()
+    named = gl("fix", "proj/linked.py", "proj/linkdir")  # named: followed, as ruff does
+    assert named.exit_code == 1, named.output
+    assert (outside / "lib.py").read_text() == FIXED and (outside / "pkg" / "m.py").read_text() == FIXED
+    assert (proj / "linked.py").is_symlink()

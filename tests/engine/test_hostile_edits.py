@@ -176,3 +176,20 @@ def test_a_form_feed_in_the_first_indentation_never_reaches_new_code(gl: Gpulint
     assert fixed != text and "checkpoint" in fixed
     ast.parse(fixed)
     assert fixed.count("\f") == 2 and "\f\f    pass" in fixed
+
+
+# -- issue 22, item 14: a BOM and a coding declaration that disagree --------------------------------
+
+@pytest.mark.parametrize("command", ["check", "fix"])
+def test_a_bom_with_another_coding_declaration_is_named(gl: Gpulint, tmp_path: Path, command: str) -> None:
+    """It said "cannot determine encoding: encoding problem: utf-8"."""
+    path = tmp_path / "train.py"
+    raw = b"\xef\xbb\xbf# -*- coding: latin-1 -*-\nimport torch\n"
+    path.write_bytes(raw)
+    result = gl(command, str(path))
+    assert result.exit_code == 1
+    assert (f"{path}:1:1: GPU000 cannot lint file: the file starts with a UTF-8 byte order mark but its coding "
+            "declaration says 'latin-1'; Python refuses such a file: remove one of them") in result.stdout
+    assert path.read_bytes() == raw
+    path.write_bytes(b"\xef\xbb\xbf# coding: utf-8\nimport torch\n")  # agreeing: fine
+    assert gl(command, str(path)).exit_code == 0

@@ -246,3 +246,41 @@ def test_show_config_says_the_default_selection_the_readme_documents(gl: Gpulint
     assert 'select = ["GPU"]' in result.stdout.splitlines()
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     assert 'select = ["GPU"]                 # default: every stable rule' in readme
+
+
+# -- issue 22, item 12: --add-noqa names what it could not cover -------------------------------------
+
+def _notebook(*sources: str) -> str:
+    cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": source}
+             for source in sources]
+    return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1)
+
+
+def test_add_noqa_covers_what_it_can_and_names_the_files_with_gpu000(gl: Gpulint, project: Path) -> None:
+    """It said "Added 0 noqa directives." with exit 0 and skipped a notebook whose one cell did not parse."""
+    (project / "ok.py").write_text(TRAIN)
+    (project / "bad.py").write_text("def f(:\n")
+    (project / "nb.ipynb").write_text(_notebook("import torch\nfrom torch.utils.data import DataLoader\n"
+                                                "device = torch.device('cuda')\n", "def broken(:\n",
+                                                "loader = DataLoader(ds)\n"))
+    result = gl("check", "--add-noqa", ".")
+    assert result.exit_code == 1, result.output
+    assert result.stdout == "Added 4 noqa directives; 2 files with GPU000 findings no directive can cover.\n"
+    assert result.stderr.splitlines() == [
+        "gpulint: warning: bad.py: GPU000 SyntaxError: invalid syntax; skipped, no noqa directive added",
+        "gpulint: warning: nb.ipynb:cell 2: GPU000 SyntaxError: invalid syntax (the cell was not linted; the other "
+        "cells were); the notebook's other cells got theirs"]
+    assert (project / "ok.py").read_text().splitlines()[4] == \
+        "loader = DataLoader(dataset, batch_size=32)  # noqa: GPU101, GPU102"
+    assert json.loads((project / "nb.ipynb").read_text())["cells"][2]["source"] == \
+        "loader = DataLoader(ds)  # noqa: GPU101, GPU102\n"
+    after = gl("check", ".")  # what is left is what no comment can silence
+    assert after.exit_code == 1
+    assert sorted(line.split(":")[0] for line in after.stdout.splitlines() if " GPU" in line) == ["bad.py", "nb.ipynb"]
+    assert "All checks passed!" not in after.stdout
+
+
+def test_add_noqa_without_gpu000_still_exits_0(gl: Gpulint, project: Path) -> None:
+    (project / "ok.py").write_text(TRAIN)
+    result = gl("check", "--add-noqa", ".")
+    assert result.exit_code == 0 and result.stdout == "Added 2 noqa directives.\n" and result.stderr == ""

@@ -18,7 +18,8 @@ SCRIPTS = Path(__file__).parent / "scripts"
 
 def _run(tmp_path: Path, name: str, steps: int, timeout: float = 120.0, args: tuple[str, ...] = (),
          **extra: object) -> events.RunRecord:
-    work = tmp_path / "work"  # the run's working directory (protected); files the scripts write go beside it
+    work = tmp_path / "work"  # the run's working directory (protected); files the scripts write go in the run's
+    # folder, the one place outside its sandbox a run may write (the rest is read-only in a mount namespace)
     work.mkdir(exist_ok=True)
     spec = RunSpec(script=SCRIPTS / name, folder=tmp_path / "run", steps=steps, warmup=1, device="cpu", threads=1,
                    timeout=timeout, cwd=work, script_args=args, **extra)  # type: ignore[arg-type]
@@ -26,7 +27,7 @@ def _run(tmp_path: Path, name: str, steps: int, timeout: float = 120.0, args: tu
 
 
 def test_records_unscaled_loss_under_grad_scaler_and_stops_after_steps(tmp_path: Path) -> None:
-    own = tmp_path / "own_losses.json"
+    own = tmp_path / "run" / "own_losses.json"
     record = _run(tmp_path, "hardcoded_cuda_scaler.py", steps=7, args=(str(own),))
     assert record.status == events.STOPPED, record.message + record.log_tail
     assert len(record.steps) == 7  # the script asks for 1000
@@ -66,7 +67,7 @@ def test_frozen_parameters_do_not_move(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def cuda_only_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[events.RunRecord, Path]:
     tmp_path = tmp_path_factory.mktemp("cuda_only")
-    own = tmp_path / "own.json"
+    own = tmp_path / "run" / "own.json"
     return _run(tmp_path, "cuda_only_accumulation.py", steps=5, args=(str(own),)), own
 
 

@@ -123,7 +123,7 @@ def test_children_in_new_sessions_and_daemons_end_with_the_run(tmp_path: Path,
     monkeypatch.setenv("LEAVES_CHILDREN_LINES", "3000")
     (tmp_path / "proj").mkdir()
     shutil.copy(SCRIPTS / "leaves_children.py", tmp_path / "proj" / "leaves_children.py")
-    pid_file = tmp_path / "pids"
+    pid_file = tmp_path / "run" / "pids"  # in the run's folder: the one place a run may write outside its cwd
     record = run_harness(RunSpec(script=tmp_path / "proj" / "leaves_children.py", folder=tmp_path / "run",
                                  steps=3, device="cpu", threads=1, timeout=120, cwd=tmp_path / "proj",
                                  script_args=(str(pid_file),)))
@@ -142,9 +142,11 @@ def test_children_in_new_sessions_and_daemons_end_with_the_run(tmp_path: Path,
 def test_a_timeout_ends_the_whole_tree(tmp_path: Path) -> None:
     (tmp_path / "proj").mkdir()
     shutil.copy(SCRIPTS / "leaves_children.py", tmp_path / "proj" / "leaves_children.py")
-    pid_file = tmp_path / "pids"
+    pid_file = tmp_path / "run" / "pids"  # in the run's folder: the one place a run may write outside its cwd
     record = run_harness(RunSpec(script=tmp_path / "proj" / "leaves_children.py", folder=tmp_path / "run",
-                                 steps=3, device="cpu", threads=1, timeout=7, cwd=tmp_path / "proj",
+                                 # the script hangs once its children are started, which takes 7-9 s on a
+                                 # busy 2-core box (importing torch): the timeout must come after that
+                                 steps=3, device="cpu", threads=1, timeout=20, cwd=tmp_path / "proj",
                                  script_args=(str(pid_file), "--hang")))
     assert record.status == events.TIMEOUT
     pids = [int(p) for p in pid_file.read_text().split()]
