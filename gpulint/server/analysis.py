@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from gpulint.config import CliOverrides, SettingsResolver
 from gpulint.core.edits import Applicability, Edit, diff_changes, minimize
@@ -21,7 +21,30 @@ from gpulint.core.settings import ConfigError, Settings
 from gpulint.project.view import ProjectView
 from gpulint.selectors import parse_codes
 
+if TYPE_CHECKING:
+    from gpulint.notebook.model import Notebook
+
 _CODE = re.compile(r"GPU\d{3}")
+
+
+# The editor's `gpulint` settings the server reads, and the JSON types each may have. The VS Code
+# extension's package.json declares the same keys (tests/server/test_extension.py compares them).
+SETTING_TYPES: dict[str, tuple[str, ...]] = {
+    "select": ("array", "null"),
+    "extendSelect": ("array",),
+    "ignore": ("array",),
+    "preview": ("boolean", "null"),
+    "configuration": ("string", "null"),
+    "isolated": ("boolean",),
+}
+# read by the editor's client itself (the VS Code extension), sent along with the rest: not unknown
+CLIENT_SETTINGS = frozenset({"path", "trace"})
+_JSON_TYPES: dict[str, tuple[type, ...]] = {"array": (list,), "null": (type(None),), "boolean": (bool,),
+                                            "string": (str,), "number": (int, float), "object": (dict,)}
+
+
+def _json_type(value: Any) -> str:
+    return next((name for name, kinds in _JSON_TYPES.items() if isinstance(value, kinds)), type(value).__name__)
 
 
 @dataclass(frozen=True)
@@ -36,29 +59,41 @@ class EditorSettings:
     isolated: bool = False  # no configuration files, as --isolated
 
     @classmethod
-    def from_client(cls, data: Any) -> "EditorSettings":
-        """Settings from the client's JSON; a `gpulint` table inside it is used when there is one.
-        Raises ConfigError for a value that is not a list of codes or a flag."""
+    def read(cls, data: Any) -> tuple["EditorSettings", list[str]]:
+        """Settings from the client's JSON (a `gpulint` table inside it is used when there is one),
+        and what is wrong in it: each setting of the wrong type, with codes that are not codes, or
+        unknown, is named and left at its default."""
         if isinstance(data, dict) and isinstance(data.get("gpulint"), dict):
             data = data["gpulint"]
+        if data is None:
+            return cls(), []
         if not isinstance(data, dict):
-            return cls()
-
-        def codes(key: str) -> Optional[tuple[str, ...]]:
-            value = data.get(key)
-            if value is None:
-                return None
-            if isinstance(value, str):
-                value = value.split(",")
-            if not isinstance(value, list):
-                raise ConfigError(f"editor setting gpulint.{key}: expected a list of codes, got {value!r}")
-            return parse_codes(value)
-
-        preview = data.get("preview")
-        return cls(select=codes("select"), extend_select=codes("extendSelect") or (), ignore=codes("ignore") or (),
-                   preview=preview if isinstance(preview, bool) else None,
-                   configuration=data.get("configuration") if isinstance(data.get("configuration"), str) else None,
-                   isolated=data.get("isolated") is True)
+            return cls(), [f"the gpulint settings must be an object, not {_json_type(data)}; using the defaults"]
+        problems: list[str] = []
+        values: dict[str, Any] = {}
+        for key, value in data.items():
+            kinds = SETTING_TYPES.get(key)
+            if kinds is None:
+                if key not in CLIENT_SETTINGS:
+                    problems.append(f"unknown setting gpulint.{key}; ignored")
+                continue
+            if key in ("select", "extendSelect", "ignore") and isinstance(value, str):
+                value = value.split(",")  # "GPU1,GPU201", as on the command line
+            if _json_type(value) not in kinds:
+                expected = " or ".join("a list of codes" if k == "array" else k for k in kinds)
+                problems.append(f"gpulint.{key} must be {expected}, not {_json_type(value)} {value!r}; "
+                                f"using its default")
+                continue
+            if isinstance(value, list):
+                try:
+                    value = parse_codes(value)
+                except ConfigError as exc:
+                    problems.append(f"gpulint.{key}: {exc}; using its default")
+                    continue
+            values[key] = value
+        return cls(select=values.get("select"), extend_select=values.get("extendSelect", ()),
+                   ignore=values.get("ignore", ()), preview=values.get("preview"),
+                   configuration=values.get("configuration"), isolated=values.get("isolated", False)), problems
 
     def resolver(self) -> SettingsResolver:
         """A fresh resolver: configuration files are read again, so an edit to one takes effect."""
@@ -124,24 +159,67 @@ def settings_for(path: Path, editor: EditorSettings) -> tuple[Optional[Settings]
 
 
 def lint_buffer(path: Path, text: str, editor: EditorSettings, project: Optional[ProjectView] = None) -> BufferReport:
-    """The findings for an editor's buffer of `path`. Raises the engine's InternalError on a bug."""
-    from gpulint.engine.linter import lint_text
+    """The findings for an editor's buffer of `path` (in this process). Raises the engine's InternalError on a bug."""
+    from gpulint.server.jobs import lint
 
     settings, report = settings_for(path, editor)
     if settings is not None:
-        report.findings = lint_text(path, text, settings, project=project).findings
+        report.findings = lint(path, text, settings, project)
     return report
 
 
 def fix_all_edits(path: Path, text: str, editor: EditorSettings, project: Optional[ProjectView] = None) -> list[Edit]:
     """The edits of every safe fix (`gpulint fix`), as minimal replacements of the buffer's text."""
-    from gpulint.engine.linter import fix_text
+    from gpulint.server.jobs import fix_all
 
     settings, _ = settings_for(path, editor)
-    if settings is None:
-        return []
-    outcome = fix_text(path, text, settings, unsafe=False, project=project)
-    return [Edit(c.start, c.end, c.text) for c in outcome.changes]
+    return fix_all(path, text, settings, project) if settings is not None else []
+
+
+def changed_edits(old: str, new: str) -> list[Edit]:
+    """Minimal edits that turn `old` into `new`."""
+    return [minimize(old[c.start:c.end], c.text, c.start) for c in diff_changes(old, new)]
+
+
+# An editor's notebook: (cell type, source) per cell, in order; the cell type is "code" (a Python
+# code cell), "markdown", or "raw" (a code cell in another language: not linted, as a cell magic).
+NotebookCells = tuple[tuple[str, str], ...]
+
+
+def notebook_of(cells: NotebookCells) -> "Notebook":
+    """An editor's notebook as the command line reads a .ipynb file of the same cells."""
+    import json
+
+    from gpulint.notebook.model import load_notebook
+
+    def cell(kind: str, source: str) -> dict[str, Any]:
+        extra: dict[str, Any] = {"outputs": [], "execution_count": None} if kind == "code" else {}
+        return {"cell_type": kind, "metadata": {}, "source": source, **extra}
+
+    data = {"cells": [cell(kind, source) for kind, source in cells], "metadata": {"language_info": {"name": "python"}},
+            "nbformat": 4, "nbformat_minor": 4}
+    return load_notebook(json.dumps(data).encode())
+
+
+def notebook_noqa_edits(cells: NotebookCells, finding: Finding) -> dict[int, list[Edit]]:
+    """The edits, by cell index, that add `# noqa: CODE` for a finding of a notebook (as --add-noqa)."""
+    from gpulint.engine.suppressions import add_noqa
+    from gpulint.notebook.lint import apply_to_cells, to_program
+    from gpulint.notebook.model import NotebookError
+    from gpulint.notebook.program import build_program
+
+    program = build_program(notebook_of(cells))
+    placed = to_program(program, finding)
+    if placed is None:
+        return {}
+    new_text, covered = add_noqa(program.text, [placed])
+    if not covered or new_text == program.text:
+        return {}
+    try:
+        sources = apply_to_cells(program, changed_edits(program.text, new_text))
+    except NotebookError:
+        return {}
+    return {index: changed_edits(cells[index][1], source) for index, source in sources.items()}
 
 
 def noqa_edits(text: str, finding: Finding) -> list[Edit]:
@@ -151,7 +229,7 @@ def noqa_edits(text: str, finding: Finding) -> list[Edit]:
     new_text, covered = add_noqa(text, [finding])
     if not covered or new_text == text:
         return []
-    return [minimize(text[c.start:c.end], c.text, c.start) for c in diff_changes(text, new_text)]
+    return changed_edits(text, new_text)
 
 
 def fix_title(finding: Finding) -> str:
@@ -161,20 +239,23 @@ def fix_title(finding: Finding) -> str:
     return f"gpulint: {finding.fix.message} ({finding.code}, unsafe fix: may change numerics or behaviour)"
 
 
-def codes_at(text: str, positions: Positions, offset: int, findings: Sequence[Finding]) -> list[str]:
-    """Rule codes for a hover: the findings under the cursor, else a code written there (`# noqa: GPU101`)."""
+def code_written_at(text: str, offset: int) -> Optional[str]:
+    """A rule code written at `offset` (`# noqa: GPU101`), if any: its docs need no lint."""
+    for match in _CODE.finditer(text, max(0, offset - 6), min(len(text), offset + 6)):
+        if match.start() <= offset <= match.end():
+            return match.group()
+    return None
+
+
+def codes_at(positions: Positions, offset: int, findings: Sequence[Finding]) -> list[str]:
+    """Rule codes of the findings under the cursor, for a hover."""
     codes = []
     for finding in findings:
         start = positions.location_offset(finding.location.row, finding.location.column)
         end = positions.location_offset(finding.end_location.row, finding.end_location.column)
         if start <= offset <= max(end, start + 1) and finding.code not in codes:
             codes.append(finding.code)
-    if codes:
-        return codes
-    for match in _CODE.finditer(text, max(0, offset - 6), min(len(text), offset + 6)):
-        if match.start() <= offset <= match.end():
-            return [match.group()]
-    return []
+    return codes
 
 
 def docs_site(path: Path, editor: EditorSettings) -> Optional[str]:

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from gpulint.config import ConfigError
 from gpulint.core.edits import apply_edits
 from gpulint.server.analysis import EditorSettings, Positions, fix_all_edits, lint_buffer, noqa_edits
 
@@ -24,11 +23,12 @@ def test_positions_count_in_the_negotiated_encoding(encoding: str, column: int) 
 
 
 def test_editor_settings_read_like_the_command_line() -> None:
-    settings = EditorSettings.from_client({"gpulint": {"select": ["GPU1"], "ignore": "GPU102", "preview": True}})
+    settings, problems = EditorSettings.read({"gpulint": {"select": ["GPU1"], "ignore": "GPU102", "preview": True}})
     assert settings.select == ("GPU1",) and settings.ignore == ("GPU102",) and settings.preview is True
-    assert EditorSettings.from_client(None) == EditorSettings()
-    with pytest.raises(ConfigError, match="unknown rule code 'GPU110'"):
-        EditorSettings.from_client({"ignore": ["GPU110"]})
+    assert not problems
+    assert EditorSettings.read(None) == (EditorSettings(), [])
+    settings, [problem] = EditorSettings.read({"ignore": ["GPU110"], "select": ["GPU2"]})
+    assert "gpulint.ignore: unknown rule code 'GPU110'" in problem and settings.select == ("GPU2",)
 
 
 def test_fix_all_applies_safe_fixes_only(tmp_path: Path) -> None:
