@@ -63,7 +63,7 @@ class EditorSettings:
         """Settings from the client's JSON (a `gpulint` table inside it is used when there is one),
         and what is wrong in it: each setting of the wrong type, with codes that are not codes, or
         unknown, is named and left at its default."""
-        if isinstance(data, dict) and isinstance(data.get("gpulint"), dict):
+        if isinstance(data, dict) and "gpulint" in data:  # {"gpulint": {...}}, as most editors send them
             data = data["gpulint"]
         if data is None:
             return cls(), []

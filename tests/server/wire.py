@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 WAIT_S = 60.0  # the longest any one answer may take (a loaded 2-core machine, a cold import)
 Message = dict[str, Any]
@@ -24,10 +24,12 @@ Message = dict[str, Any]
 class Wire:
     """`gpulint server` in a child process, spoken to over its stdin and stdout."""
 
-    def __init__(self, cwd: Path, env: Optional[dict[str, str]] = None) -> None:
-        self.process = subprocess.Popen([sys.executable, "-m", "gpulint", "server"], cwd=cwd,
+    def __init__(self, cwd: Path, args: Sequence[str] = (), env: Optional[dict[str, Optional[str]]] = None) -> None:
+        """`env` changes the server's environment: a value of None removes the variable."""
+        environment = {**os.environ, **(env or {})}
+        self.process = subprocess.Popen([sys.executable, "-m", "gpulint", "server", *args], cwd=cwd,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        env={**os.environ, **(env or {})})
+                                        env={k: v for k, v in environment.items() if v is not None})
         self.messages: queue.Queue[Optional[Message]] = queue.Queue()
         self.seen: list[Message] = []  # every message read so far, in order
         self.next_id = 0
@@ -185,3 +187,33 @@ class Wire:
 
 def codes(params: Message) -> list[str]:
     return sorted(str(d["code"]) for d in params["diagnostics"])
+
+
+# A training script with one finding per rule the tests look for: GPU101 (the DataLoader) and GPU201 (SGD).
+TRAIN = '''\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+device = torch.device("cuda")
+ds = TensorDataset(torch.randn(64, 8), torch.randn(64, 1))
+loader = DataLoader(ds, batch_size=8)
+model = torch.nn.Linear(8, 1).to(device)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+'''
+ADAM = "adam = torch.optim.Adam(model.parameters())\n"  # one more GPU201
+
+
+def large_module(functions: int) -> str:
+    """A module of `functions` training loops (3 findings each): seconds of linting, not milliseconds."""
+    lines = ["# a generated module; GPU101 is named in this comment", "import torch",
+             "from torch.utils.data import DataLoader", "", "device = torch.device('cuda')", ""]
+    for i in range(functions):
+        lines += [f"def train_{i}(model, dataset):",
+                  "    loader = DataLoader(dataset, batch_size=32, shuffle=True)",
+                  "    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)",
+                  "    for x, y in loader:",
+                  "        loss = torch.nn.functional.mse_loss(model(x.to(device)), y.to(device))",
+                  "        optimizer.zero_grad()",
+                  "        loss.backward()",
+                  "        optimizer.step()", "", ""]
+    return "\n".join(lines)
