@@ -9,7 +9,7 @@ line's own selection from the editor's settings on top.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
@@ -17,8 +17,7 @@ from gpulint.config import CliOverrides, SettingsResolver
 from gpulint.core.edits import Applicability, Edit, diff_changes, minimize
 from gpulint.core.findings import Finding
 from gpulint.core.positions import LineIndex
-from gpulint.core.settings import ConfigError, Settings
-from gpulint.project.view import ProjectView
+from gpulint.core.settings import ConfigError
 from gpulint.selectors import parse_codes
 
 if TYPE_CHECKING:
@@ -138,42 +137,6 @@ class Positions:
     def location_offset(self, row: int, column: int) -> int:
         """The offset of a finding's 1-based (row, column)."""
         return min(self.index.starts[min(row, len(self.index.starts)) - 1] + column - 1, len(self.text))
-
-
-@dataclass
-class BufferReport:
-    findings: list[Finding] = field(default_factory=list)
-    excluded: bool = False
-    error: Optional[str] = None  # a configuration error, shown to the user
-
-
-def settings_for(path: Path, editor: EditorSettings) -> tuple[Optional[Settings], BufferReport]:
-    """The settings for `path`, or (None, why nothing is linted: excluded, or a configuration error)."""
-    try:
-        resolver = editor.resolver()
-        if resolver.is_excluded(path):
-            return None, BufferReport(excluded=True)
-        return resolver.for_path(path), BufferReport()
-    except ConfigError as exc:
-        return None, BufferReport(error=str(exc))
-
-
-def lint_buffer(path: Path, text: str, editor: EditorSettings, project: Optional[ProjectView] = None) -> BufferReport:
-    """The findings for an editor's buffer of `path` (in this process). Raises the engine's InternalError on a bug."""
-    from gpulint.server.jobs import lint
-
-    settings, report = settings_for(path, editor)
-    if settings is not None:
-        report.findings = lint(path, text, settings, project)
-    return report
-
-
-def fix_all_edits(path: Path, text: str, editor: EditorSettings, project: Optional[ProjectView] = None) -> list[Edit]:
-    """The edits of every safe fix (`gpulint fix`), as minimal replacements of the buffer's text."""
-    from gpulint.server.jobs import fix_all
-
-    settings, _ = settings_for(path, editor)
-    return fix_all(path, text, settings, project) if settings is not None else []
 
 
 def changed_edits(old: str, new: str) -> list[Edit]:

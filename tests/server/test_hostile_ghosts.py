@@ -78,3 +78,14 @@ def test_a_document_opened_while_the_configuration_is_invalid_is_not_called_clea
         wire.change(uri, version, TRAIN + "#" * version)
     wire.settle(2.0)
     assert wire.published(uri) == [] and len(wire.shown()) == 1  # no "clean" publish, one message
+
+
+def test_a_file_excluded_by_a_configuration_change_loses_its_diagnostics(wire: Wire, tmp_path: Path) -> None:
+    wire.initialize(tmp_path)
+    uri = wire.open(tmp_path / "train.py", TRAIN)
+    assert codes(wire.diagnostics(uri)) == ["GPU101", "GPU201"]
+    config = tmp_path / "gpulint.toml"
+    config.write_text('extend-exclude = ["train.py"]\n', encoding="utf-8")
+    wire.notify("workspace/didChangeWatchedFiles", {"changes": [{"uri": config.as_uri(), "type": 1}]})
+    wire.diagnostics(uri, lambda p: p["diagnostics"] == [])
+    assert wire.shown() == []
