@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 from gpulint.config import CliOverrides, SettingsResolver
 from gpulint.core.edits import Applicability, Edit, diff_changes, minimize
 from gpulint.core.findings import Finding
-from gpulint.core.positions import LineIndex
+from gpulint.core.lines import LineIndex
 from gpulint.core.settings import ConfigError
 from gpulint.selectors import parse_codes
 

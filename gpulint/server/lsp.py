@@ -125,12 +125,12 @@ EXCLUDED = Excluded()
 
 
 class GpulintServer(LanguageServer):
-    def __init__(self, cache: bool = True, cache_dir: Optional[Path] = None) -> None:
+    def __init__(self, cache: bool = True, cache_dir: Optional[Path] = None, worker: Optional[Worker] = None) -> None:
         super().__init__("gpulint", __version__, protocol_cls=SpecProtocol,
                          text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
                          notebook_document_sync=NOTEBOOK_SYNC)
         self.editor = EditorSettings()
-        self.worker = Worker()
+        self.worker = worker or Worker()
         self.cache, self.cache_dir = cache, cache_dir
         self.epoch = 0  # the editor's settings and the configuration files: bumped when they change
         self.project_epochs: dict[str, int] = {}  # per document: bumped when its project view changes
@@ -452,8 +452,9 @@ def _workspace_edit(ls: GpulintServer, target: Target, edits: dict[int, list[Edi
     return types.WorkspaceEdit(document_changes=changes) if changes else None
 
 
-def create_server(cache: bool = True, cache_dir: Optional[Path] = None) -> GpulintServer:
-    server = GpulintServer(cache, cache_dir)
+def create_server(cache: bool = True, cache_dir: Optional[Path] = None,
+                  worker: Optional[Worker] = None) -> GpulintServer:
+    server = GpulintServer(cache, cache_dir, worker)
 
     @server.feature(types.INITIALIZE)
     def initialize(ls: GpulintServer, params: types.InitializeParams) -> None:
@@ -686,9 +687,9 @@ def _quick_fixes(ls: GpulintServer, target: Target, findings: list[Finding], cel
     return actions
 
 
-def serve(cache: bool = True, cache_dir: Optional[Path] = None) -> None:
+def serve(cache: bool = True, cache_dir: Optional[Path] = None, worker: Optional[Worker] = None) -> None:
     """Run the server on stdin/stdout until the client exits; the exit status is 0 only after `shutdown`."""
-    server = create_server(cache, cache_dir)
+    server = create_server(cache, cache_dir, worker)
     try:
         server.start_io()
     finally:
