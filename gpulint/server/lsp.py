@@ -234,6 +234,8 @@ class GpulintServer(LanguageServer):
     def report_server_error(self, error: Exception, source: Any) -> None:
         """A bug in a handler: logged every time, shown once per distinct message (pygls showed it on
         every occurrence, a popup per keystroke)."""
+        if isinstance(error, JsonRpcContentModified):
+            return  # the answer to a request whose document changed: not an error of the server
         message = f"gpulint: internal error: {type(error).__name__}: {error}"
         self.window_log_message(types.LogMessageParams(types.MessageType.Error, message))
         if source is not FeatureRequestError and message not in self.errors_shown:
@@ -348,9 +350,8 @@ class GpulintServer(LanguageServer):
         self.cells_published[target.key] = target.cell_uris
 
     async def publish_all(self) -> None:
-        keys = [uri for uri in self.workspace.text_documents if self.target(uri) is not None]
-        keys += list(self.workspace.notebook_documents)
-        await asyncio.gather(*(self.publish(key) for key in keys))
+        """Every open document again (their URIs as the editor spelled them when it opened them)."""
+        await asyncio.gather(*(self.publish(key) for key in list(self.sessions)))
 
     async def opened(self, key: str) -> None:
         """A document was opened: diagnostics at once, then again with the project's facts."""

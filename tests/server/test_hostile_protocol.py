@@ -11,23 +11,24 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from tests.server.wire import TRAIN, Wire, codes
 
 INVALID_PARAMS, INVALID_REQUEST, NOT_INITIALIZED = -32602, -32600, -32002
 
 
-@pytest.mark.parametrize("method, params", [
+INVALID = [
     ("textDocument/hover", {"textDocument": 5, "position": {"line": 0, "character": 0}}),
     ("textDocument/codeAction", {"textDocument": {"uri": "file:///x.py"}}),  # no range, no context
     ("textDocument/hover", ["not", "an", "object"]),
     ("codeAction/resolve", {"kind": "source.fixAll.gpulint"}),  # a CodeAction needs a title
-])
-def test_invalid_params_get_an_invalid_params_error(wire: Wire, tmp_path: Path, method: str, params: object) -> None:
+]
+
+
+def test_invalid_params_get_an_invalid_params_error(wire: Wire, tmp_path: Path) -> None:
     wire.initialize(tmp_path)
-    answer = wire.response(wire.request(method, params))
-    assert answer["error"]["code"] == INVALID_PARAMS and method in answer["error"]["message"]
+    for method, params in INVALID:
+        answer = wire.response(wire.request(method, params))
+        assert answer["error"]["code"] == INVALID_PARAMS and method in answer["error"]["message"], answer
     uri = wire.open(tmp_path / "train.py", TRAIN)  # the server carries on
     assert codes(wire.diagnostics(uri)) == ["GPU101", "GPU201"]
 

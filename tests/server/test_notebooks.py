@@ -79,12 +79,14 @@ NOTEBOOK = [
 
 def test_edits_fixes_and_closing_a_notebook(wire: Wire, tmp_path: Path) -> None:
     notebook = tmp_path / "train.ipynb"
+    (tmp_path / "pyproject.toml").write_text('[tool.gpulint]\ndocs-url = "https://docs.example.org/gpulint"\n')
     resolves = {"textDocument": {"codeAction": {"resolveSupport": {"properties": ["edit"]}}}}
     wire.initialize(tmp_path, capabilities=resolves)
     uris = _open(wire, notebook, NOTEBOOK)
     diagnostics = [wire.diagnostics(uri)["diagnostics"] for uri in uris]
     assert [[d["code"] for d in cell] for cell in diagnostics] == [[], [], ["GPU101"], [], ["GPU201"]]
     assert diagnostics[2][0]["range"]["start"] == {"line": 1, "character": 9}  # in the cell's own lines
+    assert diagnostics[2][0]["codeDescription"]["href"] == "https://docs.example.org/gpulint/rules/GPU101/"
 
     fixes = wire.call("textDocument/codeAction", {"textDocument": {"uri": uris[2]},
                                                   "range": diagnostics[2][0]["range"],
