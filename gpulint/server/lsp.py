@@ -373,11 +373,25 @@ class GpulintServer(LanguageServer):
         for uri in uris:
             self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri, []))
 
-    async def changed(self, key: str, version: Optional[int], current: Any) -> None:
+    def version_of(self, key: str) -> Optional[int]:
+        notebook = self.workspace.get_notebook_document(notebook_uri=key)
+        document = notebook if notebook is not None else self.open_text(key)
+        return document.version if document is not None else None
+
+    async def changed(self, key: str, version: Optional[int]) -> None:
         """An edit: the lint of the older text stops now; the new one starts after a pause in typing."""
+        if key not in self.sessions:
+            return
         self.worker.supersede(f"lint:{key}")
         await asyncio.sleep(DEBOUNCE_S)
-        if current() == version:  # no newer change arrived meanwhile
+        if self.version_of(key) == version:  # no newer change arrived meanwhile
+            await self.publish(key)
+
+    async def saved(self, key: str) -> None:
+        """A save: the project pass again (the file's facts on disk changed), then a lint with it."""
+        token = self.sessions.get(key)
+        if token is not None:
+            await self.refresh_project(key, token)
             await self.publish(key)
 
     async def request_findings(self, key: str) -> tuple[Target, list[Finding]]:
@@ -496,22 +510,11 @@ def create_server(cache: bool = True, cache_dir: Optional[Path] = None,
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     async def did_change(ls: GpulintServer, params: types.DidChangeTextDocumentParams) -> None:
-        uri = params.text_document.uri
-
-        def version() -> Optional[int]:
-            document = ls.open_text(uri)
-            return document.version if document is not None else None
-
-        if ls.target(uri) is not None:
-            await ls.changed(uri, params.text_document.version, version)
+        await ls.changed(params.text_document.uri, params.text_document.version)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     async def did_save(ls: GpulintServer, params: types.DidSaveTextDocumentParams) -> None:
-        uri = params.text_document.uri
-        token = ls.sessions.get(uri)
-        if token is not None:
-            await ls.refresh_project(uri, token)
-            await ls.publish(uri)
+        await ls.saved(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: GpulintServer, params: types.DidCloseTextDocumentParams) -> None:
@@ -524,21 +527,11 @@ def create_server(cache: bool = True, cache_dir: Optional[Path] = None,
 
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
     async def notebook_did_change(ls: GpulintServer, params: types.DidChangeNotebookDocumentParams) -> None:
-        uri = params.notebook_document.uri
-
-        def version() -> Optional[int]:
-            notebook = ls.workspace.get_notebook_document(notebook_uri=uri)
-            return notebook.version if notebook is not None else None
-
-        await ls.changed(uri, params.notebook_document.version, version)
+        await ls.changed(params.notebook_document.uri, params.notebook_document.version)
 
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_SAVE)
     async def notebook_did_save(ls: GpulintServer, params: types.DidSaveNotebookDocumentParams) -> None:
-        uri = params.notebook_document.uri
-        token = ls.sessions.get(uri)
-        if token is not None:
-            await ls.refresh_project(uri, token)
-            await ls.publish(uri)
+        await ls.saved(params.notebook_document.uri)
 
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
     def notebook_did_close(ls: GpulintServer, params: types.DidCloseNotebookDocumentParams) -> None:

@@ -13,6 +13,7 @@ import asyncio
 import os
 import time
 from pathlib import Path
+from typing import Awaitable, Callable
 
 import pytest
 
@@ -31,6 +32,18 @@ async def _until_exists(path: Path) -> None:
         await asyncio.sleep(0.05)
 
 
+def _run(scenario: Callable[[Worker], Awaitable[None]], size: int = 2) -> None:
+    """The scenario with a worker of `size` children running the test jobs; every child ends after it."""
+    async def main() -> None:
+        worker = Worker(JOBS, size)
+        try:
+            await scenario(worker)
+        finally:
+            worker.stop()
+
+    asyncio.run(main())
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -40,91 +53,71 @@ def _alive(pid: int) -> bool:
 
 
 def test_a_newer_job_for_a_document_stops_the_running_one(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        worker = Worker(JOBS)
-        try:
-            started = tmp_path / "started"
-            old = asyncio.ensure_future(worker.run("doc", "mark_and_sleep", str(started), 3 * BOUND_S))
-            await _until_exists(started)
-            old_pid = int(started.read_text())
-            new_pid = await asyncio.wait_for(worker.run("doc", "pid"), BOUND_S)
-            with pytest.raises(Superseded):
-                await asyncio.wait_for(old, BOUND_S)
-            assert new_pid != old_pid and not _alive(old_pid)  # killed, and a fresh worker took the job
-        finally:
-            worker.stop()
+    async def scenario(worker: Worker) -> None:
+        started = tmp_path / "started"
+        old = asyncio.ensure_future(worker.run("doc", "mark_and_sleep", str(started), 3 * BOUND_S))
+        await _until_exists(started)
+        old_pid = int(started.read_text())
+        new_pid = await asyncio.wait_for(worker.run("doc", "pid"), BOUND_S)
+        with pytest.raises(Superseded):
+            await asyncio.wait_for(old, BOUND_S)
+        assert new_pid != old_pid and not _alive(old_pid)  # killed, and a fresh worker took the job
 
-    asyncio.run(scenario())
+    _run(scenario)
 
 
 def test_queued_jobs_of_a_superseded_document_never_run(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        worker = Worker(JOBS, size=1)  # one child: the jobs below wait for it
-        try:
-            started = tmp_path / "started"
-            other = asyncio.ensure_future(worker.run("other", "mark_and_sleep", str(started), 1.0))
-            await _until_exists(started)
-            stale = asyncio.ensure_future(worker.run("doc", "record", str(tmp_path / "stale")))
-            await asyncio.sleep(0)
-            newest = asyncio.ensure_future(worker.run("doc", "record", str(tmp_path / "newest")))
-            assert await asyncio.wait_for(newest, BOUND_S) == str(tmp_path / "newest")
-            with pytest.raises(Superseded):
-                await stale
-            assert not (tmp_path / "stale").exists()  # superseded while queued: never ran
-            assert await asyncio.wait_for(other, BOUND_S) == int(started.read_text())  # another document's job
-        finally:
-            worker.stop()
+    async def scenario(worker: Worker) -> None:  # one child: the jobs below wait for it
+        started = tmp_path / "started"
+        other = asyncio.ensure_future(worker.run("other", "mark_and_sleep", str(started), 1.0))
+        await _until_exists(started)
+        stale = asyncio.ensure_future(worker.run("doc", "record", str(tmp_path / "stale")))
+        await asyncio.sleep(0)
+        newest = asyncio.ensure_future(worker.run("doc", "record", str(tmp_path / "newest")))
+        assert await asyncio.wait_for(newest, BOUND_S) == str(tmp_path / "newest")
+        with pytest.raises(Superseded):
+            await stale
+        assert not (tmp_path / "stale").exists()  # superseded while queued: never ran
+        assert await asyncio.wait_for(other, BOUND_S) == int(started.read_text())  # another document's job
 
-    asyncio.run(scenario())
+    _run(scenario, size=1)
 
 
 def test_a_busy_child_does_not_hold_up_another_documents_job(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        worker = Worker(JOBS)
-        try:
-            started = tmp_path / "started"
-            busy = asyncio.ensure_future(worker.run("large", "mark_and_sleep", str(started), 3 * BOUND_S))
-            await _until_exists(started)
-            assert await asyncio.wait_for(worker.run("small", "pid"), BOUND_S) != int(started.read_text())
-            assert not busy.done()
-            busy.cancel()
-        finally:
-            worker.stop()
+    async def scenario(worker: Worker) -> None:
+        started = tmp_path / "started"
+        busy = asyncio.ensure_future(worker.run("large", "mark_and_sleep", str(started), 3 * BOUND_S))
+        await _until_exists(started)
+        assert await asyncio.wait_for(worker.run("small", "pid"), BOUND_S) != int(started.read_text())
+        assert not busy.done()
+        busy.cancel()
 
-    asyncio.run(scenario())
+    _run(scenario)
 
 
 def test_a_job_that_fails_or_kills_its_worker_is_reported_and_the_next_one_runs() -> None:
-    async def scenario() -> None:
-        worker = Worker(JOBS)
-        try:
-            with pytest.raises(JobFailed, match="ValueError: a bug in a rule"):
-                await asyncio.wait_for(worker.run("doc", "fail"), BOUND_S)
-            with pytest.raises(JobFailed, match="the lint worker stopped .*exit code 3"):
-                await asyncio.wait_for(worker.run("doc", "die"), BOUND_S)
-            assert await asyncio.wait_for(worker.run("doc", "pid"), BOUND_S) != os.getpid()
-        finally:
-            worker.stop()
+    async def scenario(worker: Worker) -> None:
+        with pytest.raises(JobFailed, match="ValueError: a bug in a rule"):
+            await asyncio.wait_for(worker.run("doc", "fail"), BOUND_S)
+        with pytest.raises(JobFailed, match="the lint worker stopped .*exit code 3"):
+            await asyncio.wait_for(worker.run("doc", "die"), BOUND_S)
+        assert await asyncio.wait_for(worker.run("doc", "pid"), BOUND_S) != os.getpid()
 
-    asyncio.run(scenario())
+    _run(scenario)
 
 
 def test_a_cancelled_wait_stops_its_job_and_frees_the_worker(tmp_path: Path) -> None:
     """A request the editor cancels ($/cancelRequest) must not leave its job running."""
-    async def scenario() -> None:
-        worker = Worker(JOBS)
-        try:
-            started = tmp_path / "started"
-            waiting = asyncio.ensure_future(worker.run("doc", "mark_and_sleep", str(started), 3 * BOUND_S))
-            await _until_exists(started)
-            waiting.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await waiting
-            assert await asyncio.wait_for(worker.run("other", "pid"), BOUND_S) != int(started.read_text())
-        finally:
-            worker.stop()
+    async def scenario(worker: Worker) -> None:
+        started = tmp_path / "started"
+        waiting = asyncio.ensure_future(worker.run("doc", "mark_and_sleep", str(started), 3 * BOUND_S))
+        await _until_exists(started)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert await asyncio.wait_for(worker.run("other", "pid"), BOUND_S) != int(started.read_text())
 
-    asyncio.run(scenario())
+    _run(scenario)
 
 
 def test_requests_are_answered_while_a_large_buffer_is_linted(wire: Wire, tmp_path: Path) -> None:

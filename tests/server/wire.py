@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
+ROOT = Path(__file__).resolve().parents[2]
 WAIT_S = 60.0  # the longest any one answer may take (a loaded 2-core machine, a cold import)
 Message = dict[str, Any]
 
@@ -204,16 +205,14 @@ ADAM = "adam = torch.optim.Adam(model.parameters())\n"  # one more GPU201
 
 
 def large_module(functions: int) -> str:
-    """A module of `functions` training loops (3 findings each): seconds of linting, not milliseconds."""
-    lines = ["# a generated module; GPU101 is named in this comment", "import torch",
-             "from torch.utils.data import DataLoader", "", "device = torch.device('cuda')", ""]
-    for i in range(functions):
-        lines += [f"def train_{i}(model, dataset):",
-                  "    loader = DataLoader(dataset, batch_size=32, shuffle=True)",
-                  "    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)",
-                  "    for x, y in loader:",
-                  "        loss = torch.nn.functional.mse_loss(model(x.to(device)), y.to(device))",
-                  "        optimizer.zero_grad()",
-                  "        loss.backward()",
-                  "        optimizer.step()", "", ""]
-    return "\n".join(lines)
+    """The benchmark's generated module (bench/lsp_latency.py) of `functions` training loops, 3 findings
+    each: seconds of linting, not milliseconds."""
+    import importlib.util
+    import tempfile
+
+    spec = importlib.util.spec_from_file_location("lsp_latency", ROOT / "bench" / "lsp_latency.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    with tempfile.TemporaryDirectory() as folder:
+        return bench.generated_module(Path(folder), functions).read_text(encoding="utf-8")
