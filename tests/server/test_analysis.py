@@ -34,7 +34,8 @@ def test_editor_settings_read_like_the_command_line() -> None:
 
 def test_fix_all_applies_safe_fixes_only(tmp_path: Path) -> None:
     text = ("import torch\nfrom torch.utils.data import DataLoader, TensorDataset\ntorch.device('cuda')\n"
-            "ds = TensorDataset(torch.randn(4, 2))\nloader = DataLoader(ds)\nopt = torch.optim.SGD([], lr=1)\n")
+            "ds = TensorDataset(torch.randn(4, 2))\nloader = DataLoader(ds)\nopt = torch.optim.SGD([], lr=1)\n"
+            "for (x,) in loader:\n    x = x.to('cuda', non_blocking=True)\n")
     path = tmp_path / "train.py"
     settings = EditorSettings().resolver().for_path(path)
     findings = jobs.lint(path, text, settings, None)
@@ -42,12 +43,13 @@ def test_fix_all_applies_safe_fixes_only(tmp_path: Path) -> None:
     fixed = apply_edits(text, jobs.fix_all(path, text, settings, None))
     assert "DataLoader(ds, pin_memory=True)" in fixed and "SGD([], lr=1)" in fixed  # SGD's fix is unsafe
     [finding] = [f for f in findings if f.code == "GPU201"]
-    assert apply_edits(text, noqa_edits(text, finding)).endswith("lr=1)  # noqa: GPU201\n")
+    assert "lr=1)  # noqa: GPU201\n" in apply_edits(text, noqa_edits(text, finding))
 
 
 def test_a_notebooks_cells_are_linted_and_fixed_as_one_program(tmp_path: Path) -> None:
     cells = (("markdown", "# GPU101 in markdown"), ("code", "import torch\nfrom torch.utils.data import DataLoader"),
-             ("code", "%%bash\necho hi"), ("code", "device = torch.device('cuda')\nloader = DataLoader([1, 2])"))
+             ("code", "%%bash\necho hi"), ("code", "device = torch.device('cuda')\nloader = DataLoader([1, 2])"),
+             ("code", "for x in loader:\n    x = x.to(device, non_blocking=True)"))
     path = tmp_path / "nb.ipynb"
     settings = EditorSettings().resolver().for_path(path)
     [finding] = jobs.lint_cells(path, cells, settings, None)

@@ -74,6 +74,7 @@ NOTEBOOK = [
     ("code", "ds = TensorDataset(torch.randn(8, 2))\nloader = DataLoader(ds, batch_size=4)"),
     ("code", "%%bash\necho not python"),
     ("code", "opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)"),
+    ("code", "for (x,) in loader:\n    x = x.to(device, non_blocking=True)"),
 ]
 
 
@@ -84,7 +85,7 @@ def test_edits_fixes_and_closing_a_notebook(wire: Wire, tmp_path: Path) -> None:
     wire.initialize(tmp_path, capabilities=resolves)
     uris = _open(wire, notebook, NOTEBOOK)
     diagnostics = [wire.diagnostics(uri)["diagnostics"] for uri in uris]
-    assert [[d["code"] for d in cell] for cell in diagnostics] == [[], [], ["GPU101"], [], ["GPU201"]]
+    assert [[d["code"] for d in cell] for cell in diagnostics] == [[], [], ["GPU101"], [], ["GPU201"], []]
     assert diagnostics[2][0]["range"]["start"] == {"line": 1, "character": 9}  # in the cell's own lines
     assert diagnostics[2][0]["codeDescription"]["href"] == "https://docs.example.org/gpulint/rules/GPU101/"
 
@@ -119,7 +120,7 @@ def test_edits_fixes_and_closing_a_notebook(wire: Wire, tmp_path: Path) -> None:
     wire.diagnostics(uris[4], lambda p: p["diagnostics"] == [])
 
     wire.notify("notebookDocument/didClose", {"notebookDocument": {"uri": notebook.as_uri()},
-                                              "cellTextDocuments": [{"uri": uri} for uri in uris[:4]]})
+                                              "cellTextDocuments": [{"uri": uri} for uri in uris[:4] + uris[5:]]})
     wire.settle(1.0)
     for uri in uris:
         assert _latest(wire, uri) == [], uri
