@@ -125,6 +125,8 @@ EXCLUDED = Excluded()
 
 
 class GpulintServer(LanguageServer):
+    """The open documents, their lints and project views, and what was shown to the user."""
+
     def __init__(self, cache: bool = True, cache_dir: Optional[Path] = None, worker: Optional[Worker] = None) -> None:
         super().__init__("gpulint", __version__, protocol_cls=SpecProtocol,
                          text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
@@ -321,11 +323,14 @@ class GpulintServer(LanguageServer):
         except Superseded:
             return
         except JobFailed as exc:
-            self.window_log_message(types.LogMessageParams(
-                types.MessageType.Error, f"gpulint: internal error while linting {key}: {exc}"))
+            self.job_failed(key, exc)
             return
         if answer is not None:
             self.send_diagnostics(*answer)
+
+    def job_failed(self, key: str, error: JobFailed) -> None:
+        self.window_log_message(types.LogMessageParams(types.MessageType.Error,
+                                                       f"gpulint: internal error while linting {key}: {error}"))
 
     def send_diagnostics(self, target: Target, findings: list[Finding]) -> None:
         site = docs_site(target.path, self.editor)
@@ -401,6 +406,9 @@ class GpulintServer(LanguageServer):
             answer = await self.findings(key)
         except Superseded:
             raise JsonRpcContentModified(f"{key} changed while gpulint was linting it") from None
+        except JobFailed as exc:  # a bug in a rule: said in the log, and the request gets what is certain
+            self.job_failed(key, exc)
+            answer = None
         if answer is None:
             target = self.target(key)
             return (target or Target(key, self.path_of(key), "")), []
