@@ -19,13 +19,14 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import signal
 import threading
 import traceback
-from typing import Any, Callable, Optional
+from typing import Any, Optional
+
+from gpulint.server.child import JOBS, job, serve
 
 log = logging.getLogger("gpulint.server")
-JOBS = "gpulint.server.jobs"  # the module of the functions a job names; imported once by the fork server
+
 KILL_WAIT_S = 10.0
 
 
@@ -35,31 +36,6 @@ class Superseded(Exception):
 
 class JobFailed(Exception):
     """The job raised in the worker (a bug), or the worker died under it (killed, out of memory)."""
-
-
-def _job(module: str, name: str) -> Callable[..., Any]:
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
-
-
-def _serve(conn: Any, module: str) -> None:
-    """The child: run each job received, send back (True, result) or (False, error, traceback),
-    until the server closes the pipe."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # an editor's Ctrl-C is the server's to handle
-    while True:
-        try:
-            name, args = conn.recv()
-        except (EOFError, OSError):
-            return
-        try:
-            answer: tuple = (True, _job(module, name)(*args))
-        except BaseException as exc:  # noqa: BLE001 - every failure goes back to the server as text
-            answer = (False, f"{type(exc).__name__}: {exc}", traceback.format_exc())
-        try:
-            conn.send(answer)
-        except (OSError, ValueError):
-            return
 
 
 class _Child:
@@ -77,11 +53,11 @@ class _Child:
 
         if "forkserver" in multiprocessing.get_all_start_methods():
             context: Any = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload([self.jobs])
+            context.set_forkserver_preload([serve.__module__, self.jobs])
         else:
             context = multiprocessing.get_context("spawn")
         parent, child = context.Pipe()
-        process = context.Process(target=_serve, args=(child, self.jobs), name="gpulint-lint-worker", daemon=True)
+        process = context.Process(target=serve, args=(child, self.jobs), name="gpulint-lint-worker", daemon=True)
         process.start()
         child.close()  # the parent's copy: a dead child then reads as EOF
         self.process, self.conn = process, parent
@@ -148,7 +124,7 @@ class Worker:
 
     def _inline(self, name: str, args: tuple) -> Any:
         try:
-            return _job(self.jobs, name)(*args)
+            return job(self.jobs, name)(*args)
         except Exception as exc:  # noqa: BLE001 - as from a child: a bug in a job is reported, not raised
             raise JobFailed(f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}") from None
 
