@@ -11,17 +11,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from gpulint.config import CliOverrides, SettingsResolver
-from gpulint.core.edits import Applicability, Edit, diff_changes, minimize
+from gpulint.core.edits import Applicability, Edit
 from gpulint.core.findings import Finding
 from gpulint.core.lines import LineIndex
 from gpulint.core.settings import ConfigError
 from gpulint.selectors import parse_codes
-
-if TYPE_CHECKING:
-    from gpulint.notebook.model import Notebook
+from gpulint.server.cells import NotebookCells, changed_edits, notebook_of
 
 _CODE = re.compile(r"GPU\d{3}")
 
@@ -137,31 +135,6 @@ class Positions:
     def location_offset(self, row: int, column: int) -> int:
         """The offset of a finding's 1-based (row, column)."""
         return min(self.index.starts[min(row, len(self.index.starts)) - 1] + column - 1, len(self.text))
-
-
-def changed_edits(old: str, new: str) -> list[Edit]:
-    """Minimal edits that turn `old` into `new`."""
-    return [minimize(old[c.start:c.end], c.text, c.start) for c in diff_changes(old, new)]
-
-
-# An editor's notebook: (cell type, source) per cell, in order; the cell type is "code" (a Python
-# code cell), "markdown", or "raw" (a code cell in another language: not linted, as a cell magic).
-NotebookCells = tuple[tuple[str, str], ...]
-
-
-def notebook_of(cells: NotebookCells) -> "Notebook":
-    """An editor's notebook as the command line reads a .ipynb file of the same cells."""
-    import json
-
-    from gpulint.notebook.model import load_notebook
-
-    def cell(kind: str, source: str) -> dict[str, Any]:
-        extra: dict[str, Any] = {"outputs": [], "execution_count": None} if kind == "code" else {}
-        return {"cell_type": kind, "metadata": {}, "source": source, **extra}
-
-    data = {"cells": [cell(kind, source) for kind, source in cells], "metadata": {"language_info": {"name": "python"}},
-            "nbformat": 4, "nbformat_minor": 4}
-    return load_notebook(json.dumps(data).encode())
 
 
 def notebook_noqa_edits(cells: NotebookCells, finding: Finding) -> dict[int, list[Edit]]:

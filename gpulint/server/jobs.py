@@ -16,7 +16,7 @@ from gpulint.engine.linter import fix_text, lint_text
 from gpulint.notebook.lint import fix_notebook, lint_notebook
 from gpulint.project.view import ProjectView
 from gpulint.rules import all_rules
-from gpulint.server.analysis import NotebookCells, changed_edits, notebook_of
+from gpulint.server.cells import NotebookCells, changed_edits, notebook_of
 
 all_rules()  # the rule modules too: a fresh worker forked from the fork server has them
 

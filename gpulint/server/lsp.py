@@ -33,7 +33,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Hashable, Optional, Union
+from typing import TYPE_CHECKING, Any, Hashable, Optional, Union
 from urllib.parse import unquote, urlparse
 
 from lsprotocol import types
@@ -46,10 +46,8 @@ from gpulint.core.docs_url import rule_url
 from gpulint.core.edits import Applicability, Edit
 from gpulint.core.findings import Finding
 from gpulint.core.settings import ConfigError, Settings
-from gpulint.project.view import ProjectView
 from gpulint.server.analysis import (
     EditorSettings,
-    NotebookCells,
     Positions,
     code_written_at,
     codes_at,
@@ -59,8 +57,12 @@ from gpulint.server.analysis import (
     notebook_noqa_edits,
     rule_docs,
 )
+from gpulint.server.cells import NotebookCells
 from gpulint.server.protocol import SpecProtocol
 from gpulint.server.worker import JobFailed, Superseded, Worker
+
+if TYPE_CHECKING:
+    from gpulint.project.view import ProjectView
 
 DEBOUNCE_S = 0.2  # lint this long after the last keystroke
 FIX_ALL_KIND = "source.fixAll.gpulint"
@@ -361,9 +363,8 @@ class GpulintServer(LanguageServer):
     async def opened(self, key: str) -> None:
         """A document was opened: diagnostics at once, then again with the project's facts."""
         token = self.sessions[key] = object()
-        project = asyncio.ensure_future(self.refresh_project(key, token))
-        await self.publish(key)
-        await project
+        await self.publish(key)  # first: the project pass would compete with it for the CPU
+        await self.refresh_project(key, token)
         if self.sessions.get(key) is token and self.projects.get(key) is not None:
             await self.publish(key)
 
