@@ -46,6 +46,8 @@ from gpulint.core.docs_url import rule_url
 from gpulint.core.edits import Applicability, Edit
 from gpulint.core.findings import Finding
 from gpulint.core.settings import ConfigError, Settings
+from gpulint.rules.gpu000_invalid_file import InvalidFile
+from gpulint.rules.gpu900_unused_suppression import UnusedSuppression
 from gpulint.server.analysis import (
     EditorSettings,
     Positions,
@@ -68,7 +70,6 @@ DEBOUNCE_S = 0.2  # lint this long after the last keystroke
 FIX_ALL_KIND = "source.fixAll.gpulint"
 NOTEBOOK_FIX_ALL_KIND = "notebook.source.fixAll.gpulint"
 CONFIG_GLOBS = ("**/pyproject.toml", "**/gpulint.toml")
-INVALID_FILE, UNUSED_SUPPRESSION = "GPU000", "GPU900"  # their rules' codes, without importing the rules
 PYTHON_CELLS = frozenset({"python", "python3", "ipython", "ipython3"})
 NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
     notebook_selector=[types.NotebookDocumentFilterWithCells(
@@ -445,13 +446,13 @@ def _finding_range(positions: Positions, finding: Finding) -> tuple[int, int]:
 def _diagnostic(finding: Finding, positions: Positions, site: Optional[str]) -> types.Diagnostic:
     """The finding as a diagnostic; it links to the rule's page only when a docs site is named."""
     start, end = _finding_range(positions, finding)
-    severity = types.DiagnosticSeverity.Error if finding.code == INVALID_FILE else types.DiagnosticSeverity.Warning
+    severity = types.DiagnosticSeverity.Error if finding.code == InvalidFile.code else types.DiagnosticSeverity.Warning
     url = rule_url(finding.code, site)
     return types.Diagnostic(
         range=_range(positions, start, end), message=finding.message, severity=severity, code=finding.code,
         source="gpulint",
         code_description=types.CodeDescription(href=url) if url else None,
-        tags=[types.DiagnosticTag.Unnecessary] if finding.code == UNUSED_SUPPRESSION else None,
+        tags=[types.DiagnosticTag.Unnecessary] if finding.code == UnusedSuppression.code else None,
     )
 
 
@@ -679,7 +680,7 @@ def _quick_fixes(ls: GpulintServer, target: Target, findings: list[Finding], cel
             actions.append(types.CodeAction(title=fix_title(finding), kind=types.CodeActionKind.QuickFix,
                                             diagnostics=[diagnostic], is_preferred=safe,
                                             edit=_workspace_edit(ls, target, by_cell)))
-        if finding.code == UNUSED_SUPPRESSION:
+        if finding.code == UnusedSuppression.code:
             continue
         noqa = notebook_noqa_edits(target.cells, finding) if target.is_notebook else {0: noqa_edits(text, finding)}
         suppress = _workspace_edit(ls, target, noqa)
