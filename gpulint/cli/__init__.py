@@ -212,7 +212,7 @@ def server(no_cache: bool, cache_dir: Optional[Path]) -> None:
     if importlib.util.find_spec("pygls") is None:
         click.echo("gpulint: error: gpulint server needs pygls: pip install 'gpulint[server]'", err=True)
         sys.exit(EXIT_ERROR)
-    from gpulint.server import serve
+    from gpulint.server.start import serve
 
     serve(cache=not no_cache, cache_dir=cache_dir)
 
