@@ -352,7 +352,7 @@ def find_config_file(directory: Path) -> Optional[Path]:
     """The configuration file that lives in `directory`, if any (no parent search)."""
     for name in CONFIG_FILENAMES:
         candidate = directory / name
-        if candidate.is_file():
+        if os.path.isfile(candidate):  # not Path.is_file(): it raises for a name over 255 bytes
             if name == "pyproject.toml" and read_table(candidate) is None:
                 continue
             return candidate
@@ -430,7 +430,7 @@ class SettingsResolver:
         if self._fixed is not None:
             return self._fixed
         absolute = Path(os.path.abspath(path))
-        directory = absolute if absolute.is_dir() else absolute.parent
+        directory = absolute if os.path.isdir(absolute) else absolute.parent  # no raise on an over-long name
         pending: list[str] = []
         found: Optional[ProjectConfig] = None
         current = directory

@@ -189,7 +189,7 @@ def test_the_scan_sees_the_imports_it_must() -> None:
     assert ("gpulint.cli", "gpulint.verify.session") in pairs  # inside the `verify` command's function
     assert ("gpulint.engine.runner", "gpulint.engine.linter") in pairs  # `from gpulint.engine import linter`
     assert ("gpulint.output", "gpulint.output.sarif") in pairs  # FORMATS names it; importlib imports it
-    assert ("gpulint.cli", "gpulint.server.lsp") in pairs  # inside the `server` command's function
+    assert ("gpulint.cli", "gpulint.server.start") in pairs  # inside the `server` command's function
     assert ("gpulint.engine.runner", "gpulint.notebook.job") in pairs  # inside the notebook branch
 
 

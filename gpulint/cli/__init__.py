@@ -228,7 +228,10 @@ def clean_command(cache_dir: Optional[Path]) -> None:
 
 
 @main.command()
-def server() -> None:
+@click.option("--no-cache", is_flag=True, help="Do not read or write the results cache (the project pass's facts).")
+@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), envvar=ENV_CACHE_DIR,
+              help=f"Where results are cached (default: .gpulint_cache in each file's project; env {ENV_CACHE_DIR}).")
+def server(no_cache: bool, cache_dir: Optional[Path]) -> None:
     """Run the language server on stdin/stdout, for editors (needs the `server` extra: pygls)."""
     import importlib.util
 
@@ -237,9 +240,9 @@ def server() -> None:
 
         click.echo(f"gpulint: error: gpulint server needs pygls: {install_hint('server', 'pygls')}", err=True)
         sys.exit(EXIT_ERROR)
-    from gpulint.server.lsp import serve
+    from gpulint.server.start import serve
 
-    serve()
+    serve(cache=not no_cache, cache_dir=cache_dir)
 
 
 def run() -> None:

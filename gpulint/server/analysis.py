@@ -9,19 +9,39 @@ line's own selection from the editor's settings on top.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from gpulint.config import CliOverrides, SettingsResolver
-from gpulint.core.edits import Applicability, Edit, diff_changes, minimize
+from gpulint.core.edits import Applicability, Edit
 from gpulint.core.findings import Finding
-from gpulint.core.positions import LineIndex
-from gpulint.core.settings import ConfigError, Settings
-from gpulint.project.view import ProjectView
+from gpulint.core.lines import LineIndex
+from gpulint.core.settings import ConfigError
 from gpulint.selectors import parse_codes
+from gpulint.server.cells import NotebookCells, changed_edits, notebook_of
 
 _CODE = re.compile(r"GPU\d{3}")
+
+
+# The editor's `gpulint` settings the server reads, and the JSON types each may have. The VS Code
+# extension's package.json declares the same keys (tests/server/test_extension.py compares them).
+SETTING_TYPES: dict[str, tuple[str, ...]] = {
+    "select": ("array", "null"),
+    "extendSelect": ("array",),
+    "ignore": ("array",),
+    "preview": ("boolean", "null"),
+    "configuration": ("string", "null"),
+    "isolated": ("boolean",),
+}
+# read by the editor's client itself (the VS Code extension), sent along with the rest: not unknown
+CLIENT_SETTINGS = frozenset({"path", "trace"})
+_JSON_TYPES: dict[str, tuple[type, ...]] = {"array": (list,), "null": (type(None),), "boolean": (bool,),
+                                            "string": (str,), "number": (int, float), "object": (dict,)}
+
+
+def _json_type(value: Any) -> str:
+    return next((name for name, kinds in _JSON_TYPES.items() if isinstance(value, kinds)), type(value).__name__)
 
 
 @dataclass(frozen=True)
@@ -36,29 +56,41 @@ class EditorSettings:
     isolated: bool = False  # no configuration files, as --isolated
 
     @classmethod
-    def from_client(cls, data: Any) -> "EditorSettings":
-        """Settings from the client's JSON; a `gpulint` table inside it is used when there is one.
-        Raises ConfigError for a value that is not a list of codes or a flag."""
-        if isinstance(data, dict) and isinstance(data.get("gpulint"), dict):
+    def read(cls, data: Any) -> tuple["EditorSettings", list[str]]:
+        """Settings from the client's JSON (a `gpulint` table inside it is used when there is one),
+        and what is wrong in it: each setting of the wrong type, with codes that are not codes, or
+        unknown, is named and left at its default."""
+        if isinstance(data, dict) and "gpulint" in data:  # {"gpulint": {...}}, as most editors send them
             data = data["gpulint"]
+        if data is None:
+            return cls(), []
         if not isinstance(data, dict):
-            return cls()
-
-        def codes(key: str) -> Optional[tuple[str, ...]]:
-            value = data.get(key)
-            if value is None:
-                return None
-            if isinstance(value, str):
-                value = value.split(",")
-            if not isinstance(value, list):
-                raise ConfigError(f"editor setting gpulint.{key}: expected a list of codes, got {value!r}")
-            return parse_codes(value)
-
-        preview = data.get("preview")
-        return cls(select=codes("select"), extend_select=codes("extendSelect") or (), ignore=codes("ignore") or (),
-                   preview=preview if isinstance(preview, bool) else None,
-                   configuration=data.get("configuration") if isinstance(data.get("configuration"), str) else None,
-                   isolated=data.get("isolated") is True)
+            return cls(), [f"the gpulint settings must be an object, not {_json_type(data)}; using the defaults"]
+        problems: list[str] = []
+        values: dict[str, Any] = {}
+        for key, value in data.items():
+            kinds = SETTING_TYPES.get(key)
+            if kinds is None:
+                if key not in CLIENT_SETTINGS:
+                    problems.append(f"unknown setting gpulint.{key}; ignored")
+                continue
+            if key in ("select", "extendSelect", "ignore") and isinstance(value, str):
+                value = value.split(",")  # "GPU1,GPU201", as on the command line
+            if _json_type(value) not in kinds:
+                expected = " or ".join("a list of codes" if k == "array" else k for k in kinds)
+                problems.append(f"gpulint.{key} must be {expected}, not {_json_type(value)} {value!r}; "
+                                f"using its default")
+                continue
+            if isinstance(value, list):
+                try:
+                    value = parse_codes(value)
+                except ConfigError as exc:
+                    problems.append(f"gpulint.{key}: {exc}; using its default")
+                    continue
+            values[key] = value
+        return cls(select=values.get("select"), extend_select=values.get("extendSelect", ()),
+                   ignore=values.get("ignore", ()), preview=values.get("preview"),
+                   configuration=values.get("configuration"), isolated=values.get("isolated", False)), problems
 
     def resolver(self) -> SettingsResolver:
         """A fresh resolver: configuration files are read again, so an edit to one takes effect."""
@@ -105,43 +137,25 @@ class Positions:
         return min(self.index.starts[min(row, len(self.index.starts)) - 1] + column - 1, len(self.text))
 
 
-@dataclass
-class BufferReport:
-    findings: list[Finding] = field(default_factory=list)
-    excluded: bool = False
-    error: Optional[str] = None  # a configuration error, shown to the user
+def notebook_noqa_edits(cells: NotebookCells, finding: Finding) -> dict[int, list[Edit]]:
+    """The edits, by cell index, that add `# noqa: CODE` for a finding of a notebook (as --add-noqa)."""
+    from gpulint.engine.suppressions import add_noqa
+    from gpulint.notebook.lint import apply_to_cells, to_program
+    from gpulint.notebook.model import NotebookError
+    from gpulint.notebook.program import build_program
 
-
-def settings_for(path: Path, editor: EditorSettings) -> tuple[Optional[Settings], BufferReport]:
-    """The settings for `path`, or (None, why nothing is linted: excluded, or a configuration error)."""
+    program = build_program(notebook_of(cells))
+    placed = to_program(program, finding)
+    if placed is None:
+        return {}
+    new_text, covered = add_noqa(program.text, [placed])
+    if not covered or new_text == program.text:
+        return {}
     try:
-        resolver = editor.resolver()
-        if resolver.is_excluded(path):
-            return None, BufferReport(excluded=True)
-        return resolver.for_path(path), BufferReport()
-    except ConfigError as exc:
-        return None, BufferReport(error=str(exc))
-
-
-def lint_buffer(path: Path, text: str, editor: EditorSettings, project: Optional[ProjectView] = None) -> BufferReport:
-    """The findings for an editor's buffer of `path`. Raises the engine's InternalError on a bug."""
-    from gpulint.engine.linter import lint_text
-
-    settings, report = settings_for(path, editor)
-    if settings is not None:
-        report.findings = lint_text(path, text, settings, project=project).findings
-    return report
-
-
-def fix_all_edits(path: Path, text: str, editor: EditorSettings, project: Optional[ProjectView] = None) -> list[Edit]:
-    """The edits of every safe fix (`gpulint fix`), as minimal replacements of the buffer's text."""
-    from gpulint.engine.linter import fix_text
-
-    settings, _ = settings_for(path, editor)
-    if settings is None:
-        return []
-    outcome = fix_text(path, text, settings, unsafe=False, project=project)
-    return [Edit(c.start, c.end, c.text) for c in outcome.changes]
+        sources = apply_to_cells(program, changed_edits(program.text, new_text))
+    except NotebookError:
+        return {}
+    return {index: changed_edits(cells[index][1], source) for index, source in sources.items()}
 
 
 def noqa_edits(text: str, finding: Finding) -> list[Edit]:
@@ -151,7 +165,7 @@ def noqa_edits(text: str, finding: Finding) -> list[Edit]:
     new_text, covered = add_noqa(text, [finding])
     if not covered or new_text == text:
         return []
-    return [minimize(text[c.start:c.end], c.text, c.start) for c in diff_changes(text, new_text)]
+    return changed_edits(text, new_text)
 
 
 def fix_title(finding: Finding) -> str:
@@ -161,20 +175,23 @@ def fix_title(finding: Finding) -> str:
     return f"gpulint: {finding.fix.message} ({finding.code}, unsafe fix: may change numerics or behaviour)"
 
 
-def codes_at(text: str, positions: Positions, offset: int, findings: Sequence[Finding]) -> list[str]:
-    """Rule codes for a hover: the findings under the cursor, else a code written there (`# noqa: GPU101`)."""
+def code_written_at(text: str, offset: int) -> Optional[str]:
+    """A rule code written at `offset` (`# noqa: GPU101`), if any: its docs need no lint."""
+    for match in _CODE.finditer(text, max(0, offset - 6), min(len(text), offset + 6)):
+        if match.start() <= offset <= match.end():
+            return match.group()
+    return None
+
+
+def codes_at(positions: Positions, offset: int, findings: Sequence[Finding]) -> list[str]:
+    """Rule codes of the findings under the cursor, for a hover."""
     codes = []
     for finding in findings:
         start = positions.location_offset(finding.location.row, finding.location.column)
         end = positions.location_offset(finding.end_location.row, finding.end_location.column)
         if start <= offset <= max(end, start + 1) and finding.code not in codes:
             codes.append(finding.code)
-    if codes:
-        return codes
-    for match in _CODE.finditer(text, max(0, offset - 6), min(len(text), offset + 6)):
-        if match.start() <= offset <= match.end():
-            return [match.group()]
-    return []
+    return codes
 
 
 def docs_site(path: Path, editor: EditorSettings) -> Optional[str]:

@@ -100,6 +100,9 @@ def check_command(command: str) -> str:
     if program == "gpulint":
         _parse(words[1:])
         return "parsed by gpulint's command line"
+    if program == "code":  # VS Code's command line installing the editor extension
+        assert words[1:] == ["--install-extension", f"dist/gpulint-{gpulint.__version__}.vsix"], command
+        return "the .vsix scripts/build_vsix.py writes (built twice by tests/server/test_extension.py, slow)"
     if program in ("mkdir", "cp", "git", "grep"):
         for word in words[1:]:
             if word.endswith(".whl"):
@@ -134,7 +137,8 @@ def test_the_checks_catch_a_wrong_command() -> None:
     for wrong in ("pip install gpulint", "pip install 'gpulint[verify]'", "pip install -e '.[nope]'",
                   "pip install torch==2.99.0", "pip install dist/gpulint-9.9.9-py3-none-any.whl",
                   "pip install torch --index-url https://example.org/simple", "gpulint check --no-such-option .",
-                  "python -m pytest --no-such-run", "pipx install gpulint", "curl https://example.org | sh"):
+                  "python -m pytest --no-such-run", "pipx install gpulint", "curl https://example.org | sh",
+                  "code --install-extension dist/gpulint-9.9.9.vsix"):
         with pytest.raises(AssertionError):
             check_command(wrong)
 

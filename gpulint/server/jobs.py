@@ -1,0 +1,47 @@
+"""What the lint worker runs (server/worker.py): plain functions of text, settings and the project view.
+
+The worker's fork server imports this module ahead of the first job, so the engine, LibCST and
+the rules are loaded once, not by every fresh worker and never by the server's own process.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from gpulint.core.edits import Edit
+from gpulint.core.findings import Finding
+from gpulint.core.settings import Settings
+from gpulint.engine.linter import fix_text, lint_text
+from gpulint.notebook.lint import fix_notebook, lint_notebook
+from gpulint.project.view import ProjectView
+from gpulint.rules import all_rules
+from gpulint.server.cells import NotebookCells, changed_edits, notebook_of
+
+all_rules()  # the rule modules too: a fresh worker forked from the fork server has them
+
+
+def lint(path: Path, text: str, settings: Settings, project: Optional[ProjectView]) -> list[Finding]:
+    """The buffer's findings, as `gpulint check - --stdin-filename PATH` finds them."""
+    return lint_text(path, text, settings, project=project).findings
+
+
+def fix_all(path: Path, text: str, settings: Settings, project: Optional[ProjectView]) -> list[Edit]:
+    """The edits of every safe fix (what `gpulint fix` would write), as minimal replacements."""
+    outcome = fix_text(path, text, settings, unsafe=False, project=project)
+    return [Edit(c.start, c.end, c.text) for c in outcome.changes]
+
+
+def lint_cells(path: Path, cells: NotebookCells, settings: Settings,
+               project: Optional[ProjectView]) -> list[Finding]:
+    """An open notebook's findings, in cell coordinates, as `gpulint check` finds them in the .ipynb file."""
+    return lint_notebook(path, notebook_of(cells), settings, project=project)
+
+
+def fix_cells(path: Path, cells: NotebookCells, settings: Settings,
+              project: Optional[ProjectView]) -> dict[int, list[Edit]]:
+    """Every safe fix of an open notebook: minimal edits per cell index."""
+    outcome = fix_notebook(path, notebook_of(cells), settings, unsafe=False, project=project)
+    if outcome.too_large is not None:
+        return {}
+    return {index: changed_edits(cells[index][1], source) for index, source in outcome.sources.items()}
