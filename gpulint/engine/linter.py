@@ -13,6 +13,7 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState
 
 from gpulint.analysis.device import may_have_gpu_evidence
+from gpulint.analysis.evidence import pedantic
 from gpulint.core.context import FileContext
 from gpulint.core.edits import (
     Change,
@@ -318,7 +319,8 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
         candidates = [r for r in active if r.may_match(text)]
         if settings.test_file and not settings.lint_tests:
             candidates = [r for r in candidates if r.in_tests]  # fp32 references, bitwise checks: not training
-        if any(r.target is Target.GPU for r in candidates) and not may_have_gpu_evidence(text, project):
+        if any(r.target is Target.GPU for r in candidates) and not pedantic(settings) \
+                and not may_have_gpu_evidence(text, project):
             candidates = [r for r in candidates if r.target is not Target.GPU]  # no GPU evidence possible
     if not candidates and (not settings.is_enabled(InvalidFile.code) or too_large(text, settings.max_file_size)):
         return LintResult()  # too large for any parse, but no rule could match anyway
@@ -343,7 +345,7 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
         # the third prefilter: rules the project facts already silence (device scope, GPU301's
         # untrained models, GPU001 where 16-bit training is done another way) cost no LibCST parse
         if ast_prefilter.ENABLED:
-            candidates = [r for r in candidates if r.may_report(view)]
+            candidates = [r for r in candidates if r.may_report(view, settings)]
     if check.valid and not candidates:
         return LintResult()
     check = replace(check, tree=None)  # the `ast` tree is not needed past here: free it before LibCST

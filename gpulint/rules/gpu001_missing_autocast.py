@@ -15,10 +15,14 @@ from gpulint.analysis.training import (
     training_facts,
     training_step_of,
 )
+from gpulint.analysis.device import cuda_evidence
+from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
+from gpulint.analysis.widths import trained_model_width
 from gpulint.core.edits import Applicability
-from gpulint.core.options import Choice, Option, version_text
+from gpulint.core.options import Choice, Integer, Option, version_text
 from gpulint.core.pending import PendingFix
 from gpulint.core.verification import MIXED_PRECISION, Verification, construct_enabled
+from gpulint.core.settings import Settings
 from gpulint.project.view import ProjectView
 from gpulint.rewrites.mixed_precision import (
     GRAD_SCALER_SINCE,
@@ -41,6 +45,35 @@ from gpulint.rewrites.mixed_precision import (
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 AUTOCAST_SINCE = (1, 10)
+MIN_WIDTH: Option[int] = Option(
+    "min-width", Integer(1), 256,
+    "GPU001 stays silent when every layer width of the trained model is known and below this "
+    "(launch-bound models gain nothing from tensor cores; bench/amp_width.py)")
+
+ON_GPU = Premise(
+    "on-gpu",
+    "the step runs on a CUDA GPU (CUDA evidence in the file or a caller: a \"cuda\" string, torch.cuda, "
+    "`.cuda()`, an integer device such as `.to(local_rank)` or `device = 0`), or on an XPU whose device the "
+    "fix can name (`device.type`). Refuted on a TPU, MPS or the CPU alone, and on an XPU whose device the "
+    "fix would have to hard-code as CUDA.")
+FP32 = Premise(
+    "fp32",
+    "the forward pass and the loss run in fp32: no autocast covers them (here, in a decorator or in the "
+    "model's own `forward`), the weights are not 16-bit (`.half()`, `.to(torch.bfloat16)`, "
+    "`torch_dtype=torch.bfloat16`), and no other mechanism (FSDP MixedPrecision, apex, DeepSpeed, layers "
+    "casting weights) is used around it. A GradScaler alone is not mixed precision: a step that scales its "
+    "loss but never enters autocast trains in fp32. Undecided when autocast is used in a way gpulint cannot "
+    "link to the step.")
+WIDE_ENOUGH = Premise(
+    "wide-enough",
+    "the model is wide enough for tensor cores to matter: refuted when every layer width of the model the "
+    "optimizer updates is known (literals, argparse and dataclass defaults, values the project passes) and "
+    "the widest is below `min-width`. An unknown width is not a small one.")
+GPU_BOUND = Premise(
+    "gpu-bound",
+    "the loop waits on the GPU: refuted in reinforcement-learning loops (the file imports an environment "
+    "package), with sparse tensors (autocast does not cover sparse kernels), and where a framework "
+    "(Lightning, Accelerate, Fabric, DeepSpeed) owns precision.")
 AMP_DTYPE: Option[str] = Option(
     "amp-dtype", Choice(("float16", "bfloat16")), "float16",
     "the dtype autocast fixes use: float16 (every CUDA GPU, with a GradScaler) or bfloat16 (Ampere and newer)")
@@ -56,7 +89,7 @@ class MissingAutocast(Rule):
     target = Target.GPU
     in_tests = False
     fix = Applicability.UNSAFE
-    options = (AMP_DTYPE,)
+    options = (AMP_DTYPE, MIN_WIDTH)
     verification = Verification(MIXED_PRECISION, ("autocast", "grad_scaler"),
                                 "the autocast region the rewrite added is entered", construct_enabled,
                                 mixed_precision=True)
@@ -138,6 +171,7 @@ class MissingAutocast(Rule):
         reinforcement-learning loops (the file imports an environment package), or with sparse
         tensors, which autocast does not cover. One finding per training step.
         """,
+        premises=(ON_GPU, FP32, WIDE_ENOUGH, GPU_BOUND),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -147,16 +181,29 @@ class MissingAutocast(Rule):
         facts, step, backward = found
         if step.backwards[0] is not backward:
             return  # one finding per training step, at its first backward()
-        if facts.low_precision_model or _precision_handled(self.ctx.project):
-            return
+        project = self.ctx.project
+        fp32 = REFUTED if facts.low_precision_model or _sixteen_bit_elsewhere(project) else SHOWN
         for each in step.backwards:
             statement = loss_statement(facts, step, each)
-            if statement is None or facts.coverage(statement).coverage is not Coverage.NOT_COVERED:
+            if statement is None:
                 return
             if loss_passed_in(facts, each):
                 return  # a helper handed the loss (a loss scaler's __call__): the forward pass is the caller's
+            coverage = facts.coverage(statement).coverage
+            if coverage is Coverage.COVERED:
+                fp32 = REFUTED
+            elif coverage is Coverage.UNKNOWN and fp32 is SHOWN:
+                fp32 = UNDECIDED
+        bound = REFUTED if project.own.rl or project.own.sparse else SHOWN
+        width = trained_model_width(facts, step)
+        wide = REFUTED if width is not None and width < self.ctx.settings.value(MIN_WIDTH) else SHOWN
+        decision = self.decide({ON_GPU: self._on_gpu(facts, step), FP32: fp32, WIDE_ENOUGH: wide,
+                                GPU_BOUND: bound})
+        if not decision.report:
+            return
         fix, note = self._fix(facts, step, backward)
-        self.report(
+        self.report_decided(
+            decision,
             node,
             "training step computes its forward pass and loss in fp32: wrap them in torch.autocast "
             f"(mixed precision is up to 3x faster on tensor-core GPUs){note}",
@@ -164,8 +211,16 @@ class MissingAutocast(Rule):
         )
 
     @classmethod
-    def may_report(cls, project: ProjectView) -> bool:
-        return super().may_report(project) and not _precision_handled(project)
+    def may_report(cls, project: ProjectView, settings: Optional[Settings] = None) -> bool:
+        return super().may_report(project, settings) and not _precision_handled(project)
+
+    def _on_gpu(self, facts: TrainingFacts, step: TrainingStep) -> Evidence:
+        """CUDA evidence; on an XPU, only when the fix can use the script's own device type."""
+        found = cuda_evidence(self.ctx.project)
+        if found is not REFUTED or "xpu" not in self.ctx.project.devices or self.ctx.project.gpu:
+            return found
+        anchor = scaler_anchor(facts, step.node)
+        return SHOWN if device_type_code(facts, step, anchor) != '"cuda"' else REFUTED
 
     def _fix(self, facts: TrainingFacts, step: TrainingStep, backward: Backward) -> tuple[Optional[PendingFix], str]:
         """The rewrite, or None and the reason (appended to the message) when no rewrite is right."""
@@ -221,15 +276,20 @@ class MissingAutocast(Rule):
                 "the optimizer is made, pass it in, and save scaler.state_dict() with the optimizer's")
 
 
+def _sixteen_bit_elsewhere(project: ProjectView) -> bool:
+    """16-bit compute done another way in or around the file: autocast in a caller or in the model's own
+    module, FSDP MixedPrecision(Policy), a model cast or loaded in 16 bits, layers that compute in their
+    input's dtype, apex, DeepSpeed. A GradScaler alone is not 16-bit compute."""
+    return bool(set(project.mixed_precision) - {"grad-scaler"})
+
+
 def _precision_handled(project: ProjectView) -> bool:
-    """16-bit training done another way in or around the file, or a loop bound by its environment."""
+    """Refuted before parsing: 16-bit training done another way, or a loop bound by its environment."""
     if project.own.rl:
         return True  # the step waits on a simulator; small policy nets gain nothing (AMP recipe)
     if project.own.sparse:
         return True  # sparse kernels are outside autocast: mixing them with 16-bit activations fails
-    # a GradScaler, FSDP MixedPrecision(Policy), a model cast to 16 bits, layers that compute in
-    # their input's dtype, apex, DeepSpeed: here, in a caller, or in a module either imports
-    return bool(project.mixed_precision)
+    return _sixteen_bit_elsewhere(project)
 
 
 def _outside_autocast(facts: TrainingFacts, region: Region) -> tuple[Optional[Region], tuple[cst.Call, ...], str]:

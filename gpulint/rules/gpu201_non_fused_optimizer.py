@@ -7,6 +7,8 @@ from typing import Optional
 
 import libcst as cst
 
+from gpulint.analysis.device import cuda_evidence
+from gpulint.analysis.evidence import REFUTED, SHOWN, Evidence, Premise
 from gpulint.analysis.training import FRAMEWORKS, training_facts
 from gpulint.core.arguments import KeywordArgs, positional_args
 from gpulint.core.context import FileContext
@@ -35,6 +37,27 @@ OPTIMIZER_NAMES = {
     "torch.optim.adagrad.Adagrad": "Adagrad",
 }
 _SPARSE = re.compile(r"\bsparse\s*=\s*True\b")
+
+TORCH_OPTIMIZER = Premise(
+    "torch-optimizer",
+    "the call builds torch's Adam, AdamW, SGD or Adagrad (through any alias, a name assigned the class, "
+    "or a registry dict of them) over dense floating-point parameters, with every keyword visible "
+    "(`**opt_args` dicts built in view count): not one tensor optimised alone, not sparse gradients, "
+    "not `differentiable=True`, not an optimizer MS-AMP replaces.")
+ON_CUDA = Premise(
+    "on-cuda",
+    "the parameters live on a CUDA GPU: CUDA evidence in the file or a caller, or a framework that picks "
+    "the GPU. Refuted on a TPU, MPS or XPU, and where the code pins the CPU.")
+FUSED_EXISTS = Premise(
+    "fused-exists",
+    "every torch the project supports has the fused kernel: the floor it declares (`torch-version`, or "
+    "its requirements, pyproject, setup.py, setup.cfg, environment.yml) is at least the version that "
+    "added it (Adam 1.13, AdamW 2.0, SGD 2.3, Adagrad 2.12), or it declares none. A project pinned to "
+    "an older torch would get a TypeError.")
+SCALER_SAFE = Premise(
+    "scaler-safe",
+    "for SGD with momentum, no GradScaler drives the step (here, in a caller, or through a framework "
+    "that may scale): fused SGD's momentum buffer is garbage after a skipped first step.")
 SGD_MOMENTUM_POSITION = 2  # SGD(params, lr, momentum, dampening, weight_decay, nesterov)
 
 
@@ -70,11 +93,13 @@ class NonFusedOptimizer(Rule):
         example="""
         import torch
 
+        model = model.cuda()
         optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
         """,
         use_instead="""
         import torch
 
+        model = model.cuda()
         optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)
         """,
         fix_safety="""
@@ -95,6 +120,7 @@ class NonFusedOptimizer(Rule):
         without a fix, and not at all once the scaler exists. SGD without momentum keeps no
         buffer and is always reported.
         """,
+        premises=(TORCH_OPTIMIZER, ON_CUDA, FUSED_EXISTS, SCALER_SAFE),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -122,9 +148,15 @@ class NonFusedOptimizer(Rule):
             return  # MS-AMP swaps the optimizer for its own implementation: `fused` never reaches torch
         fixable = len(torch_classes) == len(classes)
         reason = ""
+        needed = self._torch_needed(names)
+        scaler_safe: Evidence = SHOWN
+        if "SGD" in names and _has_momentum(node, kwargs) and (self.ctx.project.scaler or self._framework_scales()):
+            scaler_safe = REFUTED  # fused SGD + GradScaler: momentum buffer garbage after a skipped first step
+        decision = self.decide({TORCH_OPTIMIZER: SHOWN, ON_CUDA: cuda_evidence(project),
+                                FUSED_EXISTS: REFUTED if needed is not None else SHOWN, SCALER_SAFE: scaler_safe})
+        if not decision.report:
+            return
         if "SGD" in names and _has_momentum(node, kwargs):
-            if self.ctx.project.scaler or self._framework_scales():
-                return  # fused SGD + GradScaler: momentum buffer garbage after a skipped first step
             if self.ctx.analysis(may_gain_grad_scaler):
                 fixable = False  # gpulint's own float16 fix (GPU001/GPU002) adds a GradScaler in this run
                 reason = ("; not fixed here: the mixed-precision fix adds a GradScaler to this file, and fused SGD "
@@ -135,12 +167,12 @@ class NonFusedOptimizer(Rule):
                       f"(pass fused=True only when it is {spelled})")
         elif not isinstance(node.func, cst.Attribute) and self.ctx.qualname(node.func) is None:
             spelled = f"{self.ctx.code(node.func)} ({spelled})"
-        needed = self._torch_needed(names)
         floor = self.ctx.settings.torch_version
         if fixable and not reason and needed is not None and floor is not None:
             reason = (f"; not fixed: fused {spelled} needs torch {version_text(needed)} on every device "
                       f"(torch-version is {version_text(floor)})")
-        self.report(
+        self.report_decided(
+            decision,
             node,
             f"{spelled} without fused=True: one fused kernel per step instead of a loop over "
             f"parameters; pass fused=True{reason}",

@@ -1,0 +1,242 @@
+"""How wide the model a training step trains can be: GPU001's impact floor.
+
+Tensor cores speed up matrix multiplications whose dimensions are large; a model whose every
+layer is narrow (a 2 -> 32 -> 1 regression, a 16-unit graph network on Cora, a 64-wide toy
+transformer) is launch-bound, and mixed precision buys it nothing. The width of a layer is the
+smallest of its sizes (a `Linear(1433, 16)` multiplies through a 16-wide matrix); the model's
+width is the largest layer width. It is known only when every layer is: an unknown width is
+never taken for a small one.
+
+`layers_width` evaluates the plain data of project/layers.py (an `ast` port needs nothing
+else); `trained_model_width` finds the model a step trains (through its optimizer's
+`model.parameters()`) and the values its constructor is given, on the LibCST tree.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping, Optional
+
+import libcst as cst
+
+from gpulint.analysis.training import TrainingFacts, TrainingStep
+from gpulint.core.arguments import positional_args
+from gpulint.core.values import single_value
+from gpulint.core.walk import walk
+from gpulint.project.facts import ClassFacts
+from gpulint.project.layers import DIMS, MODULE, UNKNOWN, Layer, torch_layer
+
+MAX_DEPTH = 6
+Lookup = Callable[[str], Optional[ClassFacts]]  # a class by the name a file spells it
+Attribute = Callable[[str], Optional[int]]  # `args.hidden` / `config.n_embd` -> its integer, when known
+
+
+def resolve_token(token: str, bindings: Mapping[str, Optional[int]], attribute: Attribute) -> Optional[int]:
+    """The integer a width token stands for: a literal, a bound `__init__` parameter, a config attribute."""
+    if token == UNKNOWN:
+        return None
+    if token.startswith("="):
+        return bindings.get(token[1:])
+    if token.startswith("@"):
+        return attribute(token[1:])
+    try:
+        return int(token)
+    except ValueError:
+        return None
+
+
+def layers_width(layers: tuple[Layer, ...], lookup: Lookup, bindings: Mapping[str, Optional[int]],
+                 attribute: Attribute, depth: int = 0) -> Optional[int]:
+    """The largest matmul width these layers can have; None when some layer's width is unknown."""
+    if depth > MAX_DEPTH:
+        return None
+    widest = 0
+    for layer in layers:
+        if layer.kind == DIMS:
+            known = [v for v in (resolve_token(t, bindings, attribute) for t in layer.dims) if v is not None]
+            if not known:
+                return None
+            widest = max(widest, min(known))
+        elif layer.kind == MODULE:
+            found = lookup(layer.name)
+            if found is None:
+                return None  # a class gpulint cannot read: a library's, or one defined elsewhere
+            if not found.module:
+                continue  # a plain class (a config object): no layers
+            inner = class_width(found, lookup, layer.dims, dict(layer.keywords), bindings, attribute, depth + 1)
+            if inner is None:
+                return None
+            widest = max(widest, inner)
+        else:
+            return None
+    return widest
+
+
+def class_width(found: ClassFacts, lookup: Lookup, positional: tuple[str, ...], keywords: Mapping[str, str],
+                outer: Mapping[str, Optional[int]], attribute: Attribute, depth: int = 0) -> Optional[int]:
+    """The width of a model class built with these argument tokens (resolved in the caller's bindings)."""
+    if found.layers is None:
+        return None
+    bindings: dict[str, Optional[int]] = dict(found.init_defaults)
+    for name, token in zip(found.init_params, positional):
+        bindings[name] = resolve_token(token, outer, attribute)
+    for name, token in keywords.items():
+        bindings[name] = resolve_token(token, outer, attribute)
+    return layers_width(found.layers, lookup, bindings, attribute, depth)
+
+
+# ---------------------------------------------------------------------------------------------
+# the model a training step trains, on the LibCST tree
+
+def trained_model_width(facts: TrainingFacts, step: TrainingStep) -> Optional[int]:
+    """The width of the model(s) the step's optimizer updates; None when any of them is unknown."""
+    models: list[cst.BaseExpression] = []
+    for optimizer_step in step.steps:
+        optimizer = _value(facts, optimizer_step.optimizer)
+        if not isinstance(optimizer, cst.Call):
+            return None
+        params = positional_args(optimizer, ignore_starred=True)
+        argument = params[0] if params else next(
+            (a.value for a in optimizer.args if a.keyword is not None and a.keyword.value == "params"), None)
+        if argument is None:
+            return None
+        found = _parameters_of(argument)
+        if not found:
+            return None
+        models.extend(found)
+    if not models:
+        return None
+    widest = 0
+    for model in models:
+        width = _model_width(facts, model)
+        if width is None:
+            return None
+        widest = max(widest, width)
+    return widest
+
+
+def _value(facts: TrainingFacts, expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    if isinstance(expr, cst.Name):
+        return facts.value_at(expr)
+    return expr
+
+
+def _parameters_of(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """`model.parameters()`, `list(model.parameters())`, `chain(a.parameters(), b.parameters())`: the models."""
+    found: list[cst.BaseExpression] = []
+
+    class _Find(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("parameters", "named_parameters"):
+                found.append(func.value)
+
+    walk(expr, _Find())
+    return found
+
+
+_MOVES = frozenset({"to", "cuda", "train", "float", "double", "cpu"})
+
+
+def _model_width(facts: TrainingFacts, model: cst.BaseExpression, depth: int = 0) -> Optional[int]:
+    ctx = facts.ctx
+    if depth > 4:
+        return None
+    if isinstance(model, cst.Name):
+        value = facts.value_at(model)
+        if value is None:
+            return None
+        return _model_width(facts, value, depth + 1)
+    if not isinstance(model, cst.Call):
+        return None
+    func = model.func
+    if isinstance(func, cst.Attribute) and func.attr.value in _MOVES:
+        return _model_width(facts, func.value, depth + 1)  # `Net(...).to(device)`
+    qualified = ctx.qualname(func) or ""
+    attribute = _attribute_values(facts)
+    if qualified.startswith("torch.nn."):
+        last = qualified.rsplit(".", 1)[-1]
+        if last == "Sequential":
+            layers: list[Layer] = []
+            for arg in model.args:
+                if arg.star:
+                    return None
+                inner = _inline_layer(facts, arg.value)
+                if inner is None:
+                    return None
+                layers.append(inner)
+            return layers_width(tuple(layers), _lookup(facts), {}, attribute)
+        layer = _inline_layer(facts, model)
+        return None if layer is None else layers_width((layer,), _lookup(facts), {}, attribute)
+    spelled = qualified or (func.value if isinstance(func, cst.Name) else None)
+    if spelled is None:
+        return None
+    found = _lookup(facts)(spelled)
+    if found is None or found.layers is None:
+        return None
+    positional = tuple(_token(facts, a.value) for a in model.args if a.keyword is None and not a.star)
+    if any(a.star for a in model.args):
+        return None
+    keywords = {a.keyword.value: _token(facts, a.value) for a in model.args if a.keyword is not None}
+    return class_width(found, _lookup(facts), positional, keywords, {}, attribute)
+
+
+def _inline_layer(facts: TrainingFacts, expr: cst.BaseExpression) -> Optional[Layer]:
+    """A layer written inside `nn.Sequential(...)` in the training file."""
+    if not isinstance(expr, cst.Call):
+        return None
+    qualified = facts.ctx.qualname(expr.func) or ""
+    if not qualified.startswith("torch.nn."):
+        return None
+    last = qualified.rsplit(".", 1)[-1]
+
+    def argument(position: int, keyword: str) -> Optional[str]:
+        for arg in expr.args:  # type: ignore[union-attr]
+            if arg.keyword is not None and arg.keyword.value == keyword:
+                return _token(facts, arg.value)
+        positional = [a.value for a in expr.args if a.keyword is None and not a.star]  # type: ignore[union-attr]
+        return _token(facts, positional[position]) if position < len(positional) else None
+
+    found = torch_layer(last, argument)
+    if found is not None:
+        return found
+    if last[:1].isupper() and last not in ("Sequential", "ModuleList", "ModuleDict", "Parameter"):
+        return Layer(DIMS, last, ("0",))  # activations, dropout, norms: no width of their own
+    return None
+
+
+def _token(facts: TrainingFacts, expr: cst.BaseExpression) -> str:
+    """A width token for an argument of the constructor the training file calls."""
+    ctx = facts.ctx
+    if isinstance(expr, cst.Integer):
+        return str(int(expr.value, 0))
+    if isinstance(expr, cst.Name):
+        value = single_value(expr, ctx.names)
+        if isinstance(value, cst.Integer):
+            return str(int(value.value, 0))
+        return UNKNOWN
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value != "self":
+        return f"@{expr.attr.value}"  # `args.hidden`, `config.n_embd`
+    return UNKNOWN
+
+
+def _lookup(facts: TrainingFacts) -> Lookup:
+    project = facts.ctx.project
+
+    def lookup(spelled: str) -> Optional[ClassFacts]:
+        return project.class_facts(spelled)
+
+    return lookup
+
+
+def _attribute_values(facts: TrainingFacts) -> Attribute:
+    """`args.hidden` -> the argparse default the file declares; `config.n_embd` -> the config value the
+    project passes or its dataclass default."""
+    project = facts.ctx.project
+
+    def value(name: str) -> Optional[int]:
+        default = project.own.argparse_defaults.get(name)
+        if type(default) is int:
+            return default
+        return project.dataclass_int(name)
+
+    return value
