@@ -137,7 +137,9 @@ class _Follower:
         parent = self.facts.parent(holder)
         if position is None:
             return
-        if isinstance(parent, cst.Assign) and parent.value is holder:
+        if isinstance(parent, cst.For) and parent.iter is holder:
+            self._stored(parent.target, depth)  # `for loader in (train_loader, val_loader):`
+        elif isinstance(parent, cst.Assign) and parent.value is holder:
             for target in parent.targets:
                 if isinstance(target.target, (cst.Tuple, cst.List)) and len(target.target.elements) == len(
                         holder.elements):  # type: ignore[attr-defined]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 import libcst as cst
@@ -45,6 +46,7 @@ from gpulint.rewrites.mixed_precision import (
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 AUTOCAST_SINCE = (1, 10)
+_SIXTEEN_BIT = re.compile(r"\b(?:bfloat16|float16|half)\b")
 MIN_WIDTH: Option[int] = Option(
     "min-width", Integer(1), 256,
     "GPU001 stays silent when every layer width of the trained model is known and below this "
@@ -194,6 +196,8 @@ class MissingAutocast(Rule):
                 fp32 = REFUTED
             elif coverage is Coverage.UNKNOWN and fp32 is SHOWN:
                 fp32 = UNDECIDED
+        if fp32 is SHOWN and "grad-scaler" in project.mixed_precision and _SIXTEEN_BIT.search(self.ctx.text):
+            fp32 = UNDECIDED  # a scaler and a 16-bit dtype named here: the model may compute in it (nanochat)
         bound = REFUTED if project.own.rl or project.own.sparse else SHOWN
         width = trained_model_width(facts, step)
         wide = REFUTED if width is not None and width < self.ctx.settings.value(MIN_WIDTH) else SHOWN
