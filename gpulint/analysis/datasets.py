@@ -355,7 +355,9 @@ class LoaderCall:
                             if isinstance(side, (cst.List, cst.Tuple, cst.ListComp))), dataset)  # `[item] * n`
         if _indexes(dataset, self.ctx):
             return NOTHING  # `range(n)`, `torch.arange(n)`, `idx.tolist()`: batches of indices, nothing to pin
-        if isinstance(dataset, (cst.List, cst.Tuple, cst.ListComp)):
+        if isinstance(dataset, (cst.List, cst.Tuple, cst.ListComp)) or (
+                isinstance(dataset, cst.Call) and isinstance(dataset.func, cst.Attribute)
+                and dataset.func.attr.value == "tolist"):
             return IN_MEMORY  # items built before the loader exists
         if isinstance(dataset, cst.Call) and (self.ctx.qualname(dataset.func) or "").startswith(_DATAPIPES):
             return UNSHARDED  # torchtext's iterable datapipes: every worker would yield the whole stream

@@ -33,17 +33,43 @@ def version_guarded(facts: TrainingFacts, node: cst.CSTNode) -> bool:
     child: cst.CSTNode = node
     for ancestor in facts.ancestors(node):
         if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test:
-            test = facts.ctx.code(ancestor.test)
-            if _TORCH.search(test) and _VERSION_TEST.search(test):
-                return True
-            if _reads_version_flag(facts, ancestor.test):
+            if _is_version_test(facts, ancestor.test):
                 return True
         elif isinstance(ancestor, cst.Try) and _catches_fallback(facts, ancestor.handlers):
+            return True
+        elif isinstance(ancestor, cst.IndentedBlock) and _after_early_exit(facts, ancestor, child):
             return True
         elif isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             return False
         child = ancestor
     return False
+
+
+def _after_early_exit(facts: TrainingFacts, block: cst.IndentedBlock, child: cst.CSTNode) -> bool:
+    """`if TORCH_2: return new(...)` earlier in the block: the statements after it are the old torch's branch."""
+    for statement in block.body:
+        if statement is child:
+            return False
+        if isinstance(statement, cst.If) and statement.orelse is None and _exits(statement.body) \
+                and _is_version_test(facts, statement.test):
+            return True
+    return False
+
+
+def _exits(body: cst.BaseSuite) -> bool:
+    """The suite ends with `return` or `raise`."""
+    statements = body.body if isinstance(body, cst.IndentedBlock) else [body]
+    last = statements[-1] if statements else None
+    if isinstance(last, cst.SimpleStatementLine):
+        return isinstance(last.body[-1], (cst.Return, cst.Raise))
+    if isinstance(last, cst.SimpleStatementSuite):
+        return isinstance(last.body[-1], (cst.Return, cst.Raise))
+    return False
+
+
+def _is_version_test(facts: TrainingFacts, test: cst.BaseExpression) -> bool:
+    code = facts.ctx.code(test)
+    return bool(_TORCH.search(code) and _VERSION_TEST.search(code)) or _reads_version_flag(facts, test)
 
 
 def _reads_version_flag(facts: TrainingFacts, test: cst.BaseExpression) -> bool:
