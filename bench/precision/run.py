@@ -5,11 +5,14 @@
     python bench/precision/run.py --holdout --write    # the hold-out repositories' tables
     python bench/precision/run.py --unlabelled         # list findings that have no verdict yet
     python bench/precision/run.py --gpulint ../old     # score another checkout (for recall today)
+    python bench/precision/run.py --blind --write      # the blind hold-out (blind.toml, blind-labels.tsv)
 
 Each repository present in the corpus directory (`--corpus`, env GPULINT_CORPUS, default
-~/.cache/gpulint/corpus; see prepare.py) is linted cold (`--no-cache --isolated --preview`,
-every rule including preview ones), its findings are joined with labels.tsv, and recall is
-measured on recall.tsv. Absent repositories are skipped; nothing is downloaded.
+~/.cache/gpulint/corpus; see prepare.py) is linted cold (`--no-cache --preview`, every rule
+including preview ones, with the torch floor the repository declares; `--isolated` reads none),
+its findings are joined with labels.tsv, and recall is measured on recall.tsv. Verdicts are TP,
+NP (true, but the advice cannot pay off here) or FP; the tables give strict precision (NP counts
+as wrong) and lenient (NP counts as right). Absent repositories are skipped; nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -52,11 +55,15 @@ class RepoRun:
     error: str = ""
 
 
-def lint(repo: Repo, corpus: Path, gpulint_path: Path) -> RepoRun:
+def lint(repo: Repo, corpus: Path, gpulint_path: Path, isolated: bool = False) -> RepoRun:
+    """Lint one repository as its users would: with the torch floor its own metadata and requirement
+    files declare (`--isolated` reads none of them)."""
     run = RepoRun(repo)
     env = dict(os.environ, PYTHONPATH=str(gpulint_path))
-    command = [sys.executable, "-m", "gpulint", "check", "--isolated", "--preview", "--no-cache", "--exit-zero",
+    command = [sys.executable, "-m", "gpulint", "check", "--preview", "--no-cache", "--exit-zero",
                "--output-format", "json", "--profile", repo.slug]
+    if isolated:
+        command.insert(3, "--isolated")
     started = time.perf_counter()
     result = subprocess.run(command, cwd=corpus, env=env, capture_output=True, text=True)
     run.wall_s = time.perf_counter() - started
@@ -103,6 +110,8 @@ def precision_table(runs: Sequence[RepoRun], labels: dict[Key, Label]) -> tuple[
                 cells.append("")
             else:
                 cell = f"{len(keys)}: {counts['TP']} TP"
+                if counts["NP"]:
+                    cell += f", **{counts['NP']} NP**"
                 if counts["FP"]:
                     cell += f", **{counts['FP']} FP**"
                 if counts["unlabelled"]:
@@ -122,28 +131,40 @@ def recall_of(runs: Sequence[RepoRun], recall: Sequence[tuple[Key, str]]) -> dic
     return out
 
 
+def precisions(counts: Counter) -> tuple[str, str]:
+    """(strict, lenient) precision: strict counts advice that cannot pay off here (NP) as wrong, lenient as right."""
+    labelled = counts["TP"] + counts["NP"] + counts["FP"]
+    if not labelled:
+        return "-", "-"
+    return (f"{100 * counts['TP'] / labelled:.1f} %", f"{100 * (counts['TP'] + counts['NP']) / labelled:.1f} %")
+
+
 def summary_table(totals: dict[str, Counter], recall: Optional[dict[str, tuple[int, int]]],
                   baseline: Optional[dict[str, tuple[int, int]]] = None) -> str:
-    """Per rule: findings, verdicts, precision; recall columns only when a recall sample was measured."""
+    """Per rule: findings, verdicts, strict and lenient precision; recall columns only when a recall
+    sample was measured."""
+    head = "| rule | status | findings | TP | NP | FP | strict | lenient |"
+    rule = "|---|---|---:|---:|---:|---:|---:|---:|"
     if recall is None:
-        lines = ["| rule | status | findings | TP | FP | precision |", "|---|---|---:|---:|---:|---:|"]
+        lines = [head, rule]
         for code in STABLE + PREVIEW:
             counts = totals.get(code, Counter())
-            labelled = counts["TP"] + counts["FP"]
-            precision = f"{100 * counts['TP'] / labelled:.1f} %" if labelled else "-"
+            strict, lenient = precisions(counts)
             lines.append(f"| {code} | {'preview' if code in PREVIEW else 'stable'} | {counts['findings']} | "
-                         f"{counts['TP']} | {counts['FP']} | {precision} |")
+                         f"{counts['TP']} | {counts['NP']} | {counts['FP']} | {strict} | {lenient} |")
+        everything = sum(totals.values(), Counter())
+        strict, lenient = precisions(everything)
+        lines.append(f"| **all** | | {everything['findings']} | {everything['TP']} | {everything['NP']} | "
+                     f"{everything['FP']} | **{strict}** | {lenient} |")
         return "\n".join(lines)
-    lines = ["| rule | status | findings | TP | FP | precision | recall (sample) |"
-             + (" recall before |" if baseline else ""),
-             "|---|---|---:|---:|---:|---:|---:|" + ("---:|" if baseline else "")]
+    lines = [head + " recall (sample) |" + (" recall before |" if baseline else ""),
+             rule + "---:|" + ("---:|" if baseline else "")]
     for code in STABLE + PREVIEW:
         counts = totals.get(code, Counter())
-        labelled = counts["TP"] + counts["FP"]
-        precision = f"{100 * counts['TP'] / labelled:.1f} %" if labelled else "-"
+        strict, lenient = precisions(counts)
         found, sample = recall.get(code, (0, 0))
         row = (f"| {code} | {'preview' if code in PREVIEW else 'stable'} | {counts['findings']} | {counts['TP']} | "
-               f"{counts['FP']} | {precision} | {found}/{sample}"
+               f"{counts['NP']} | {counts['FP']} | {strict} | {lenient} | {found}/{sample}"
                + (f" ({100 * found / sample:.0f} %)" if sample else "") + " |")
         if baseline:
             b_found, b_sample = baseline.get(code, (0, 0))
@@ -173,8 +194,8 @@ def false_positive_list(runs: Sequence[RepoRun], labels: dict[Key, Label]) -> st
     for run in runs:
         for key, _ in run.findings:
             label = labels.get(key)
-            if label is not None and label.verdict == "FP":
-                lines.append(f"- {key.code} `{run.repo.name}/{key.location}`: {label.reason}")
+            if label is not None and label.verdict in ("FP", "NP"):
+                lines.append(f"- {key.code} `{run.repo.name}/{key.location}` ({label.verdict}): {label.reason}")
     return "\n".join(lines) if lines else "(none)"
 
 
@@ -202,10 +223,19 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--results", type=Path, default=HERE / "RESULTS.md")
     parser.add_argument("--holdout", action="store_true",
                         help="lint the hold-out repositories (holdout.toml) and write their HOLDOUT-* blocks")
+    parser.add_argument("--blind", action="store_true",
+                        help="lint the blind hold-out (blind.toml, labels in blind-labels.tsv) and write its BLIND-* blocks")
+    parser.add_argument("--isolated", action="store_true",
+                        help="read no project file (no torch floor from the repositories' metadata)")
     args = parser.parse_args(argv)
     if args.holdout and args.repos == HERE / "repos.toml":
         args.repos = HERE / "holdout.toml"
-    prefix = "HOLDOUT-" if args.holdout else ""
+    if args.blind:
+        if args.repos == HERE / "repos.toml":
+            args.repos = HERE / "blind.toml"
+        if args.labels == HERE / "labels.tsv":
+            args.labels = HERE / "blind-labels.tsv"
+    prefix = "HOLDOUT-" if args.holdout else "BLIND-" if args.blind else ""
     corpus = args.corpus.expanduser()
     repos = present(load_repos(args.repos), corpus)
     if args.only:
@@ -214,7 +244,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"no corpus repository under {corpus}: run prepare.py first")
         return 0
     labels, recall = load_labels(args.labels), load_recall(args.recall)
-    runs = [lint(repo, corpus, args.gpulint) for repo in repos]
+    runs = [lint(repo, corpus, args.gpulint, args.isolated) for repo in repos]
     args.out.mkdir(parents=True, exist_ok=True)
     for run in runs:
         if run.error:
@@ -225,8 +255,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     measured = recall_of(runs, recall)
     baseline = None
     if args.baseline is not None:
-        baseline = recall_of([lint(repo, corpus, args.baseline) for repo in repos], recall)
-    summary = summary_table(totals, None if args.holdout else measured, baseline)
+        baseline = recall_of([lint(repo, corpus, args.baseline, args.isolated) for repo in repos], recall)
+    summary = summary_table(totals, None if args.holdout or args.blind else measured, baseline)
     print(summary + "\n\n" + table + "\n\n" + timing_table(runs))
     if args.unlabelled:
         for run in runs:
@@ -238,7 +268,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         text = results.read_text(encoding="utf-8") if results.exists() else "# Precision on real code\n"
         text = replace_block(text, prefix + "SUMMARY", summary)
         text = replace_block(text, prefix + "PER-REPOSITORY", table)
-        if not args.holdout:
+        if not args.holdout and not args.blind:
             text = replace_block(text, "TIMING", timing_table(runs))
         text = replace_block(text, prefix + "FALSE-POSITIVES", false_positive_list(runs, labels))
         results.write_text(text, encoding="utf-8")
