@@ -63,7 +63,7 @@ def lint(repo: Repo, corpus: Path, gpulint_path: Path, isolated: bool = False) -
     command = [sys.executable, "-m", "gpulint", "check", "--preview", "--no-cache", "--exit-zero",
                "--output-format", "json", "--profile", repo.slug]
     if isolated:
-        command.insert(3, "--isolated")
+        command.insert(4, "--isolated")
     started = time.perf_counter()
     result = subprocess.run(command, cwd=corpus, env=env, capture_output=True, text=True)
     run.wall_s = time.perf_counter() - started

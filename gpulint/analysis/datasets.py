@@ -189,19 +189,42 @@ def _constant(expr: cst.BaseExpression) -> bool:
 class LoaderCall:
     """One DataLoader call and what gpulint can tell about the dataset it loads from."""
 
-    def __init__(self, ctx: FileContext, node: cst.Call, kwargs: KeywordArgs) -> None:
+    def __init__(self, ctx: FileContext, node: cst.Call, kwargs: KeywordArgs,
+                 start: Optional[cst.BaseExpression] = None) -> None:
         self.ctx = ctx
         self.node = node
         self.kwargs = kwargs
+        self.start = start  # one of several values the dataset argument may hold (see `alternatives`)
+
+    @cached_property
+    def argument(self) -> Optional[cst.BaseExpression]:
+        """The dataset argument as written in the call."""
+        if self.kwargs.has("dataset"):
+            return self.kwargs.get("dataset")
+        positional = positional_args(self.node) or []
+        return positional[0] if positional else None
+
+    def alternatives(self) -> list["LoaderCall"]:
+        """One view per value the dataset argument may hold: `dataset = ImageFolder(...)` on one branch,
+        `dataset = CIFAR10(...)` on another. Evidence about the items must hold for every one."""
+        expr = self.argument
+        if self.start is not None or not isinstance(expr, cst.Name) or \
+                self.ctx.analysis(training_facts).value_at(expr) is not None:
+            return [self]
+        owner = self.ctx.names.binding_scope(expr)
+        if owner is None:
+            return [self]
+        targets = owner.bindings.get(expr.value, [])
+        values = owner.values.get(expr.value, [])
+        if not values or len(values) > 8 or any(t is not None for t in targets) or any(v is None for v in values):
+            return [self]
+        return [LoaderCall(self.ctx, self.node, self.kwargs, start=v) for v in values if v is not None]
 
     @cached_property
     def dataset(self) -> Optional[cst.BaseExpression]:
         """The dataset expression, followed through plain assignments (of names and of `self.x`) and
         through the wrappers that keep their items (`Subset`, `random_split`, `ConcatDataset`)."""
-        expr = self.kwargs.get("dataset") if self.kwargs.has("dataset") else None
-        if expr is None:
-            positional = positional_args(self.node) or []
-            expr = positional[0] if positional else None
+        expr = self.start if self.start is not None else self.argument
         names = self.ctx.names
         facts = self.ctx.analysis(training_facts)
         for _ in range(8):

@@ -334,7 +334,7 @@ def _names_rank(node: ast.AST) -> bool:
     return name.lower() in ("local_rank", "rank", "gpu", "gpu_id", "device_id", "gpu_index", "local_gpu")
 
 
-_FRAMEWORK_DEVICE_CALLS = frozenset({"Accelerator", "initialize", "Trainer", "Fabric"})
+_FRAMEWORK_DEVICE_CALLS = frozenset({"Accelerator", "initialize", "Trainer", "Fabric", "LightningCLI"})
 
 
 def _moves_to_device(call: ast.Call, aliases: _Aliases) -> bool:
@@ -360,7 +360,7 @@ def _is_dtype_16(node: ast.AST, aliases: _Aliases) -> bool:
 _QUALIFIED_CALLS = frozenset(
     {q.rsplit(".", 1)[-1] for q in GRAD_SCALERS | AUTOCASTS | FSDP_MIXED_PRECISION | OPTIMIZER_CLASSES
      | FSDP_WRAPPERS | TENSOR_PARALLEL}
-    | {"set_default_dtype", "device", "initialize", "Accelerator", "Trainer", "Fabric"}
+    | {"set_default_dtype", "device", "initialize", "Accelerator", "Trainer", "Fabric", "LightningCLI"}
 )
 # `x.to_sparse()`, `torch.sparse_coo_tensor(...)`, `torch.spmm(...)`, `torch.sparse.mm(...)`
 _SPARSE_CALLS = frozenset({
@@ -523,7 +523,8 @@ class _Scanner:
                 ref.name is not None and ref.name.startswith("XLA") and ref.module.split(".", 1)[0] in _LIGHTNING
                 for ref in self.imports),
             unpinned_collates=self._unpinned_collates(), devices=tuple(sorted(self.devices)),
-            version_flags=_version_flags(self.tree), factories=_factories(self.tree, classes),
+            version_flags=_version_flags(self.tree),
+            factories=_factories(self.tree, classes, frozenset(r.local for r in self.imports if r.name not in (None, "*"))),
             config_ints={k: tuple(sorted(set(v))) for k, v in self.config.items()},
         )
 
@@ -804,9 +805,11 @@ def _version_flags(tree: ast.Module) -> tuple[str, ...]:
     return tuple(sorted(flags))
 
 
-def _factories(tree: ast.Module, classes: dict[str, ClassFacts]) -> dict[str, str]:
+def _factories(tree: ast.Module, classes: dict[str, ClassFacts], imported: frozenset[str] = frozenset()
+               ) -> dict[str, str]:
     """Top-level functions whose every return builds one dataset class of the file (module-level or
-    defined in the function itself): function name -> the class's key."""
+    defined in the function itself), or one class the file imports by name (`name`, resolved by the
+    project view): function name -> the class's key."""
     out: dict[str, str] = {}
     for node in tree.body:
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -820,7 +823,10 @@ def _factories(tree: ast.Module, classes: dict[str, ClassFacts]) -> dict[str, st
                     continue
                 name = value.func.id
                 key = f"{node.name}.<locals>.{name}" if f"{node.name}.<locals>.{name}" in classes else name
-                returned.add(key if key in classes and classes[key].dataset is not None else "")
+                if key in classes:
+                    returned.add(key if classes[key].dataset is not None else "")
+                else:
+                    returned.add(name if name in imported and name[:1].isupper() else "")
         if len(returned) == 1 and "" not in returned:
             out[node.name] = returned.pop()
     return out

@@ -500,6 +500,9 @@ class Project:
         out.update({name: self._global_class(path, name) for name, cls in own.classes.items()
                     if (cls.dataset is not None or cls.module) and "." not in name})
         out.update({name: own.classes[key] for name, key in own.factories.items() if key in own.classes})
+        for name, key in own.factories.items():  # a factory returning a class this module imports
+            if key not in own.classes and key in out:
+                out[name] = out[key]
         self._exported[path] = out
         return out
 

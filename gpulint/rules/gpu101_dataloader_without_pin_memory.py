@@ -144,25 +144,25 @@ class DataLoaderPinMemory(Rule):
             return
         if len(positional_args(node) or []) > PIN_MEMORY_POSITION:
             return
-        cpu_tensors = self._cpu_tensors(loader)
+        alternatives = loader.alternatives()  # the dataset may be one of several (branches): all must agree
+        cpu_tensors = all_of(*(self._cpu_tensors(each) for each in alternatives))
         if cpu_tensors is REFUTED:
             return
         device = cuda_evidence(self.ctx.project)
         batches = loader_batches(self.ctx, node)
         moved = SHOWN if batches.moves or batches.framework else UNDECIDED
-        pays = SHOWN if batches.non_blocking or loader.bulk else UNDECIDED
+        pays = SHOWN if batches.non_blocking or all(each.bulk for each in alternatives) else UNDECIDED
         decision = self.decide({CPU_TENSORS: cpu_tensors, REACHES_CUDA: all_of(device, moved), PAYS_OFF: pays})
         if not decision.report:
             return
-        kind = loader.dataset_kind
         edit = Replace(node, add_keyword(node, "pin_memory", "True"))
-        if loader.hands_over_values:
+        if any(each.hands_over_values for each in alternatives):
             # DreamBooth's dataset puts the prompt embeddings it was given into every item: computed on
             # the GPU when they are precomputed, and pinning them raises
             fix = PendingFix.unsafe("Add `pin_memory=True` (unsafe: the dataset's items hold values its constructor "
                                     "was given, whose device gpulint cannot see, and pinning CUDA tensors raises)",
                                     edit)
-        elif kind in (IN_MEMORY, WORK) or loader.library_dataset:
+        elif all(each.dataset_kind in (IN_MEMORY, WORK) or each.library_dataset for each in alternatives):
             fix = PendingFix.safe("Add `pin_memory=True`", edit)
         else:  # pin_memory=True raises "cannot pin 'torch.cuda.FloatTensor'" on a dataset of CUDA tensors
             fix = PendingFix.unsafe("Add `pin_memory=True` (unsafe: gpulint cannot see that the dataset yields "

@@ -14,7 +14,7 @@ from gpulint.analysis.datasets import (
     dataloader_call,
 )
 from gpulint.analysis.device import accelerator_evidence
-from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
+from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise, all_of
 from gpulint.core.arguments import positional_args
 from gpulint.core.edits import Applicability
 from gpulint.core.options import Flag, Integer, Option
@@ -127,7 +127,8 @@ class DataLoaderNumWorkers(Rule):
             return  # the user chose a value
         if explicit and self.ctx.settings.value(ALLOW_ZERO_WORKERS):
             return  # an explicit num_workers=0 is the user's choice (`allow-zero-workers = false` reports it)
-        decision = self.decide({PER_ITEM_WORK: _per_item_work(loader),
+        work = all_of(*(_per_item_work(each) for each in loader.alternatives()))
+        decision = self.decide({PER_ITEM_WORK: work,
                                 ON_ACCELERATOR: accelerator_evidence(self.ctx.project)})
         if not decision.report:
             return

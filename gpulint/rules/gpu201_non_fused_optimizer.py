@@ -7,8 +7,7 @@ from typing import Optional
 
 import libcst as cst
 
-from gpulint.analysis.device import cuda_evidence
-from gpulint.analysis.evidence import REFUTED, SHOWN, Evidence, Premise
+from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
 from gpulint.analysis.training import FRAMEWORKS, training_facts
 from gpulint.core.arguments import KeywordArgs, positional_args
 from gpulint.core.context import FileContext
@@ -18,6 +17,7 @@ from gpulint.core.pending import PendingFix, Replace
 from gpulint.core.rewrite import add_keyword, is_literal, set_keyword
 from gpulint.core.values import single_value
 from gpulint.core.verification import FUSED_OPTIMIZER, Verification
+from gpulint.project.view import ProjectView
 from gpulint.rules.base import Rule, RuleDocs, Target
 from gpulint.rules.gpu001_missing_autocast import AMP_DTYPE, MissingAutocast
 from gpulint.rules.gpu002_fp16_without_grad_scaler import Fp16WithoutGradScaler
@@ -44,10 +44,10 @@ TORCH_OPTIMIZER = Premise(
     "or a registry dict of them) over dense floating-point parameters, with every keyword visible "
     "(`**opt_args` dicts built in view count): not one tensor optimised alone, not sparse gradients, "
     "not `differentiable=True`, not an optimizer MS-AMP replaces.")
-ON_CUDA = Premise(
-    "on-cuda",
-    "the parameters live on a CUDA GPU: CUDA evidence in the file or a caller, or a framework that picks "
-    "the GPU. Refuted on a TPU, MPS or XPU, and where the code pins the CPU.")
+FUSED_DEVICE = Premise(
+    "fused-device",
+    "the parameters live where torch has a fused kernel: CUDA, the CPU (torch 2.4 on) or MPS (2.5 on), the "
+    "devices a script that shows none runs on. Refuted on a TPU (`torch_xla`); undecided on an XPU alone.")
 FUSED_EXISTS = Premise(
     "fused-exists",
     "every torch the project supports has the fused kernel: the floor it declares (`torch-version`, or "
@@ -120,7 +120,7 @@ class NonFusedOptimizer(Rule):
         without a fix, and not at all once the scaler exists. SGD without momentum keeps no
         buffer and is always reported.
         """,
-        premises=(TORCH_OPTIMIZER, ON_CUDA, FUSED_EXISTS, SCALER_SAFE),
+        premises=(TORCH_OPTIMIZER, FUSED_DEVICE, FUSED_EXISTS, SCALER_SAFE),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -152,7 +152,7 @@ class NonFusedOptimizer(Rule):
         scaler_safe: Evidence = SHOWN
         if "SGD" in names and _has_momentum(node, kwargs) and (self.ctx.project.scaler or self._framework_scales()):
             scaler_safe = REFUTED  # fused SGD + GradScaler: momentum buffer garbage after a skipped first step
-        decision = self.decide({TORCH_OPTIMIZER: SHOWN, ON_CUDA: cuda_evidence(project),
+        decision = self.decide({TORCH_OPTIMIZER: SHOWN, FUSED_DEVICE: _fused_device(project),
                                 FUSED_EXISTS: REFUTED if needed is not None else SHOWN, SCALER_SAFE: scaler_safe})
         if not decision.report:
             return
@@ -266,6 +266,16 @@ class NonFusedOptimizer(Rule):
             new = add_keyword(node, "fused", "True")
             message = "Add `fused=True`"
         return PendingFix(applicability, message, (Replace(node, new),))
+
+
+def _fused_device(project: ProjectView) -> Evidence:
+    """Refuted on a TPU; undecided where XPU is the only device named; shown otherwise (CUDA, CPU, MPS all
+    have fused kernels on the torch versions FUSED_EXISTS admits)."""
+    if project.own.xla:
+        return REFUTED
+    if "xpu" in project.devices and not project.gpu:
+        return UNDECIDED
+    return SHOWN
 
 
 def _single_tensor(node: cst.Call, kwargs: KeywordArgs) -> bool:
