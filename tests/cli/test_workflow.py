@@ -18,8 +18,9 @@ from gpulint.cli import main
 ROOT = Path(__file__).resolve().parent.parent.parent
 # a torchvision dataset yields CPU tensors, so GPU101's fix is the safe one (see docs/fix-safety.md)
 IMPORTS = "import torch\nfrom torch.utils.data import DataLoader; from torchvision.datasets import MNIST as ds\n"
-FLAGGED = IMPORTS + "loader = DataLoader(ds(), num_workers=2)\n"
-FIXED = IMPORTS + "loader = DataLoader(ds(), num_workers=2, pin_memory=True)\n"
+MOVES = "for x, y in loader:\n    x = x.to('cuda')\n"  # the batches reach the GPU
+FLAGGED = IMPORTS + "loader = DataLoader(ds(), num_workers=2)\n" + MOVES
+FIXED = IMPORTS + "loader = DataLoader(ds(), num_workers=2, pin_memory=True)\n" + MOVES
 UNSAFE_ONLY = "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, pin_memory=True)\n"
 CLEAN = "import torch\nx = torch.zeros(3)\n"
 

@@ -19,6 +19,8 @@ BODY = (
     "# caf\u00e9 \u2014 donn\u00e9es\n"
     "ds = MNIST('data')  # CPU tensors: GPU101's fix is the safe one\n"
     "loader = DataLoader(ds)\n"
+    "for x, y in loader:\n"
+    "    x = x.to('cuda')\n"
 )
 
 

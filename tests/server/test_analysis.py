@@ -33,7 +33,8 @@ def test_editor_settings_read_like_the_command_line() -> None:
 
 def test_fix_all_applies_safe_fixes_only(tmp_path: Path) -> None:
     text = ("import torch\nfrom torch.utils.data import DataLoader, TensorDataset\ntorch.device('cuda')\n"
-            "ds = TensorDataset(torch.randn(4, 2))\nloader = DataLoader(ds)\nopt = torch.optim.SGD([], lr=1)\n")
+            "ds = TensorDataset(torch.randn(4, 2))\nloader = DataLoader(ds)\nopt = torch.optim.SGD([], lr=1)\n"
+            "for (x,) in loader:\n    x = x.to('cuda', non_blocking=True)\n")
     path = tmp_path / "train.py"
     codes = sorted(f.code for f in lint_buffer(path, text, EditorSettings()).findings)
     assert codes == ["GPU101", "GPU201"]
