@@ -15,7 +15,7 @@ can be named by the parts of gpulint that run before any file is parsed.
 from __future__ import annotations
 
 import textwrap
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
@@ -154,11 +154,10 @@ class Rule:
         statement: Optional["cst.CSTNode"] = None,
     ) -> None:
         """Report when `decision` allows it. A finding resting on undecided premises (pedantic) says
-        which, and its fix is never applied as safe: what the fix assumes was not shown."""
+        which. (Its fix keeps the safety the rule gives it: a premise a fix's safety depends on, such as
+        GPU101's CPU tensors, makes the rule offer that fix as unsafe when it is not shown.)"""
         if not decision.report:
             return
         if decision.assumed:
             message += undecided_note(decision.undecided)
-            if fix is not None and fix.applicability is Applicability.SAFE:
-                fix = replace(fix, applicability=Applicability.UNSAFE)
         self.report(node, message, fix, statement)

@@ -82,7 +82,8 @@ def test_a_statement_after_time_keeps_its_columns() -> None:
         "%time loader = DataLoader(ds, num_workers=2)",
         "for i in range(2):\n    %time  other = DataLoader(ds, num_workers=2)",
     ]).encode()
-    findings = lint_notebook(Path("nb.ipynb"), load_notebook(raw), Settings(select=("GPU101",)))
+    findings = lint_notebook(Path("nb.ipynb"), load_notebook(raw),
+                             Settings(select=("GPU101",)).with_values({"strictness": "pedantic"}))
     assert [(f.cell.number, f.location.row, f.location.column) for f in findings] == [(2, 1, 16), (3, 2, 20)]
     fixes = [f.fix.edits[0] for f in findings]
     assert [(e.location.row, e.location.column) for e in fixes] == [(1, 44), (2, 48)]
