@@ -21,7 +21,8 @@ IMPORTS = "import torch\nfrom torch.utils.data import DataLoader; from torchvisi
 MOVES = "for x, y in loader:\n    x = x.to('cuda')\n"  # the batches reach the GPU
 FLAGGED = IMPORTS + "loader = DataLoader(ds(), num_workers=2)\n" + MOVES
 FIXED = IMPORTS + "loader = DataLoader(ds(), num_workers=2, pin_memory=True)\n" + MOVES
-UNSAFE_ONLY = "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, pin_memory=True)\n"
+UNSAFE_ONLY = ("import torch\nfrom torch.utils.data import DataLoader\nfrom torchvision.datasets import MNIST\n"
+               "device = 'cuda'\nloader = DataLoader(MNIST(), pin_memory=True)\n")
 CLEAN = "import torch\nx = torch.zeros(3)\n"
 
 
@@ -206,6 +207,8 @@ def test_add_noqa_then_gate_only_new_code(project: Path) -> None:
     assert result.exit_code == 0 and "Added 2 noqa directives." in result.stdout
     assert (project / "old.py").read_text().splitlines()[2:] == [
         "loader = DataLoader(ds(), num_workers=2)  # noqa: GPU101",
+        "for x, y in loader:",
+        "    x = x.to('cuda')",
         "opt = torch.optim.Adam(p)  # noqa: GPU201",
     ]
     assert gpulint("check", ".").exit_code == 0
