@@ -33,7 +33,7 @@ FP32_FLOPS = 19.5e12  # A100 SXM, dense FP32 (datasheet)
 BF16_FLOPS = 312e12  # A100 SXM, dense BF16 tensor cores (datasheet)
 LAYERS = 4
 WIDTHS = (16, 32, 64, 128, 256, 512, 1024)
-ROWS = (256, 2708, 16384)  # a small batch, a Cora-sized full graph, a 64 x 256-token batch
+ROWS = (256, 2708, 16384, 65536)  # a small batch, a Cora-sized graph, 64 x 256 and 256 x 256 tokens
 
 
 def mlp(width: int) -> nn.Module:

@@ -48,7 +48,7 @@ from gpulint.rules.base import Rule, RuleDocs, Target
 AUTOCAST_SINCE = (1, 10)
 _SIXTEEN_BIT = re.compile(r"\b(?:bfloat16|float16|half)\b")
 MIN_WIDTH: Option[int] = Option(
-    "min-width", Integer(1), 256,
+    "min-width", Integer(1), 128,
     "GPU001 stays silent when every layer width of the trained model is known and below this "
     "(launch-bound models gain nothing from tensor cores; bench/amp_width.py)")
 
