@@ -29,7 +29,7 @@ from gpulint.rules.base import Rule, RuleDocs, Target
 # TODO the API the rule looks for, as `ctx.qualname` spells it (through any import alias)
 API = "torch.{function}"
 # TODO one Premise per claim the message makes; the detector gives evidence for each (analysis/evidence.py)
-CALLED = Premise("called-without-fast", "TODO what the code must show: `torch.{function}()` is called without fast=True.")
+CALLED = Premise("called-without-fast", "TODO what the code must show: `{function}()` is called without fast=True.")
 
 
 class {cls}(Rule):

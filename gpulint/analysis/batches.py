@@ -179,10 +179,10 @@ class _Follower:
             for use in self._uses_of(target):
                 self._expression(use, depth + 1)
         elif isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
-            for use in self.index.attributes:
-                if use is not target and use.attr.value == target.attr.value and \
-                        isinstance(use.value, cst.Name) and use.value.value == "self":
-                    self._expression(use, depth + 1)
+            for attribute in self.index.attributes:
+                if attribute is not target and attribute.attr.value == target.attr.value and \
+                        isinstance(attribute.value, cst.Name) and attribute.value.value == "self":
+                    self._expression(attribute, depth + 1)
 
     def _uses_of(self, target: cst.Name) -> Iterable[cst.Name]:
         """Reads of the name bound by `target`, in the same scope."""

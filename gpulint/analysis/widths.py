@@ -190,10 +190,10 @@ def _inline_layer(facts: TrainingFacts, expr: cst.BaseExpression) -> Optional[La
     last = qualified.rsplit(".", 1)[-1]
 
     def argument(position: int, keyword: str) -> Optional[str]:
-        for arg in expr.args:  # type: ignore[union-attr]
+        for arg in expr.args:
             if arg.keyword is not None and arg.keyword.value == keyword:
                 return _token(facts, arg.value)
-        positional = [a.value for a in expr.args if a.keyword is None and not a.star]  # type: ignore[union-attr]
+        positional = [a.value for a in expr.args if a.keyword is None and not a.star]
         return _token(facts, positional[position]) if position < len(positional) else None
 
     found = torch_layer(last, argument)

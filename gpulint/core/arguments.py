@@ -41,6 +41,7 @@ def _dict_keys(expr: cst.BaseExpression, names: NameTable,
                     return None
                 out.update(inner)
                 continue
+            assert isinstance(element, cst.DictElement)
             key = string_value(element.key)
             if key is None:
                 return None

@@ -328,6 +328,14 @@ def _names_device(node: ast.AST) -> bool:
     return "device" in name or name in ("local_rank", "rank", "gpu", "gpu_id")
 
 
+def _assigns_device_index(node: ast.Assign) -> bool:
+    """`device = 0`, `local_rank = 1`: an integer bound to a name that holds a device."""
+    value = node.value
+    if not (isinstance(value, ast.Constant) and type(value.value) is int):
+        return False
+    return any(_names_rank(t) or "device" in getattr(t, "id", getattr(t, "attr", "")).lower() for t in node.targets)
+
+
 def _names_rank(node: ast.AST) -> bool:
     """`local_rank`, `args.gpu`, `self.rank`: a process's GPU index, which only CUDA takes as a device."""
     name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
@@ -469,8 +477,8 @@ class _Scanner:
                     if attr in ("cuda", "accelerator") and not self.gpu and any(
                             q in ("torch.cuda", "torch.accelerator") for q in self.aliases.qualified(node)):
                         self.gpu = True
-                    elif attr in ("mps", "xpu") and any(
-                            q in ("torch.backends.mps", "torch.mps", "torch.xpu") for q in self.aliases.qualified(node)):
+                    elif attr in ("mps", "xpu") and any(q in ("torch.backends.mps", "torch.mps", "torch.xpu")
+                                                         for q in self.aliases.qualified(node)):
                         self.devices.add(attr)
                 elif kind is Call:
                     self._call(node)  # type: ignore[arg-type]
@@ -481,10 +489,7 @@ class _Scanner:
                         self.gpu = True
                     elif type(value) is str and value.split(":", 1)[0] in ("mps", "xpu"):
                         self.devices.add(value.split(":", 1)[0])
-                elif kind is Assign and isinstance(node.value, Constant) \
-                        and type(node.value.value) is int and any(  # type: ignore[attr-defined]
-                        _names_rank(t) or "device" in getattr(t, "id", getattr(t, "attr", "")).lower()
-                        for t in node.targets):  # type: ignore[attr-defined]
+                elif kind is Assign and _assigns_device_index(node):  # type: ignore[arg-type]
                     self.gpu = True  # `device = 0`: a CUDA device index
                 elif kind is Assign and _string(node.value) == "cpu":  # type: ignore[attr-defined]
                     for target in node.targets:  # type: ignore[attr-defined]
@@ -524,7 +529,8 @@ class _Scanner:
                 for ref in self.imports),
             unpinned_collates=self._unpinned_collates(), devices=tuple(sorted(self.devices)),
             version_flags=_version_flags(self.tree),
-            factories=_factories(self.tree, classes, frozenset(r.local for r in self.imports if r.name not in (None, "*"))),
+            factories=_factories(self.tree, classes,
+                                 frozenset(r.local for r in self.imports if r.name not in (None, "*"))),
             config_ints={k: tuple(sorted(set(v))) for k, v in self.config.items()},
         )
 
@@ -773,8 +779,8 @@ def _module_ints(tree: ast.Module) -> dict[str, int]:
                     found.setdefault(target.id, []).append(_literal(node.value))
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
             found.setdefault(node.target.id, []).append(_literal(node.value))
-    return {name: values[0] for name, values in found.items()  # type: ignore[misc]
-            if len(values) == 1 and type(values[0]) is int}
+    return {name: values[0] for name, values in found.items()
+            if len(values) == 1 and isinstance(values[0], int) and not isinstance(values[0], bool)}
 
 
 def _reads_torch_version(node: ast.AST, flags: set[str]) -> bool:

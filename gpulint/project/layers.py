@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Callable, Iterator, Optional, Union
+from typing import Any, Callable, Iterator, Optional, Union
 
 # layer kinds
 DIMS = "dims"  # a layer whose matmul width is the smallest of `dims`
@@ -72,7 +72,7 @@ class Layer:
         return [self.kind, self.name, list(self.dims), [list(k) for k in self.keywords]]
 
     @classmethod
-    def from_json(cls, data: list) -> "Layer":  # type: ignore[type-arg]
+    def from_json(cls, data: list[Any]) -> "Layer":
         kind, name, dims, keywords = data
         return cls(str(kind), str(name), tuple(dims), tuple((str(k), str(v)) for k, v in keywords))
 
@@ -175,10 +175,10 @@ def class_layers(cls: ast.ClassDef, qualify: Qualify, local_classes: frozenset[s
               and n.value.id in params for t in n.targets
               if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == me}
     for name in ("forward", "__call__"):
-        fn = methods.get(name)
-        if fn is None:
+        method = methods.get(name)
+        if method is None:
             continue
-        for call in _calls(fn):
+        for call in _calls(method):
             if isinstance(call.func, ast.Attribute) and call.func.attr in handed and \
                     isinstance(call.func.value, ast.Name) and call.func.value.id == me:
                 layers.append(Layer(OPAQUE, call.func.attr))

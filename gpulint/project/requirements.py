@@ -236,7 +236,7 @@ def _from_requirements_txt(text: str, directory: str, depth: int) -> list[str]:
             out.extend(found or [])
             continue
         if line.startswith("-") or "://" in line:
-            continue  # -e ., --extra-index-url, -f https://...: not a requirement on a version
+            continue  # -e ., --extra-index-url, -f <url>: not a requirement on a version
         out.append(line)
     return out
 

@@ -7,6 +7,8 @@ from typing import Optional
 
 import libcst as cst
 
+from gpulint.analysis.device import cuda_evidence
+from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
 from gpulint.analysis.training import (
     TRAINING_STEP_NEEDLES,
     Backward,
@@ -16,14 +18,12 @@ from gpulint.analysis.training import (
     training_facts,
     training_step_of,
 )
-from gpulint.analysis.device import cuda_evidence
-from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
 from gpulint.analysis.widths import trained_model_width
 from gpulint.core.edits import Applicability
 from gpulint.core.options import Choice, Integer, Option, version_text
 from gpulint.core.pending import PendingFix
-from gpulint.core.verification import MIXED_PRECISION, Verification, construct_enabled
 from gpulint.core.settings import Settings
+from gpulint.core.verification import MIXED_PRECISION, Verification, construct_enabled
 from gpulint.project.view import ProjectView
 from gpulint.rewrites.mixed_precision import (
     GRAD_SCALER_SINCE,

@@ -16,7 +16,6 @@ from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.rewrites.amp_api import DeprecatedAmpFixes
 from gpulint.rules.base import Rule, RuleDocs, Target
 
-
 DEPRECATED = Premise(
     "deprecated-api",
     "the code uses `torch.cuda.amp` / `torch.cpu.amp` (autocast, GradScaler, custom_fwd/custom_bwd), "

@@ -19,14 +19,14 @@ from gpulint.analysis.deep_stacks import (
     stack_use,
     stacks_in,
 )
-from gpulint.analysis.nn_modules import NN_MODULE, is_module_class, self_name
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Premise
+from gpulint.analysis.nn_modules import NN_MODULE, is_module_class, self_name
 from gpulint.core.edits import Applicability
 from gpulint.core.options import Flag, Integer, Option
 from gpulint.core.pending import PendingEdit, PendingFix, Reference, Replace
 from gpulint.core.rewrite import add_keyword
-from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.core.settings import Settings
+from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.project.view import ProjectView
 from gpulint.rules.base import Rule, RuleDocs, Target
 from gpulint.rules.gpu302_checkpoint_without_use_reentrant import (

@@ -8,8 +8,8 @@ import libcst as cst
 
 from gpulint.analysis.deep_stacks import CHECKPOINT_FUNCTIONS, CHECKPOINT_SEQUENTIAL, inference_only_file
 from gpulint.analysis.evidence import REFUTED, SHOWN, Decision, Evidence, Premise
-from gpulint.analysis.nn_modules import GRAD_OFF
 from gpulint.analysis.guards import version_guarded
+from gpulint.analysis.nn_modules import GRAD_OFF
 from gpulint.analysis.training import training_facts
 from gpulint.core.arguments import positional_args, visible_dict_keys
 from gpulint.core.context import FileContext

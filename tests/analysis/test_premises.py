@@ -6,6 +6,8 @@ live in fixtures/rules; these are the ones whose evidence sits in another file.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Premise, all_of, any_of, decide
@@ -36,8 +38,6 @@ def test_each_rule_writes_its_premises_down(rule: type) -> None:
 
 
 def test_a_rule_cannot_judge_a_premise_its_docs_do_not_list() -> None:
-    from pathlib import Path
-
     import libcst as cst
 
     from gpulint.core.context import FileContext
@@ -88,7 +88,7 @@ for epoch in range(200):
 
 
 @pytest.mark.parametrize("hidden, reported", [(16, False), (512, True)])
-def test_the_width_of_a_model_defined_in_another_module(tmp_path, hidden: int, reported: bool) -> None:
+def test_the_width_of_a_model_defined_in_another_module(tmp_path: Path, hidden: int, reported: bool) -> None:
     """pygcn: the layers live in models.py, the hidden width is the training script's option."""
     write(tmp_path, {"models.py": MODELS, "train.py": TRAIN_GCN.replace("{hidden}", str(hidden))})
     found = findings(tmp_path, "--select", "GPU001")
@@ -129,7 +129,7 @@ class Transformer(nn.Module):
 
 
 @pytest.mark.parametrize("depth, reported", [(6, False), (24, True)])
-def test_the_depth_the_trainer_passes_beats_a_dataclass_default(tmp_path, depth: int, reported: bool) -> None:
+def test_the_depth_the_trainer_passes_beats_a_dataclass_default(tmp_path: Path, depth: int, reported: bool) -> None:
     write(tmp_path, {"model.py": LLAMA, "train.py": f"""\
 import torch
 
@@ -145,7 +145,7 @@ for x in loader:
     assert (("model.py", 24, "GPU301") in found) is reported
 
 
-def test_a_version_flag_imported_from_another_module_guards_its_branch(tmp_path) -> None:
+def test_a_version_flag_imported_from_another_module_guards_its_branch(tmp_path: Path) -> None:
     write(tmp_path, {"compat.py": "import torch\n\nTORCH_2_3 = tuple(map(int, torch.__version__.split('.')[:2])) "
                                   ">= (2, 3)\n",
                      "train.py": """\
@@ -179,7 +179,7 @@ def make_dataset(files):
 """
 
 
-def test_a_dataset_factory_in_another_module_is_read(tmp_path) -> None:
+def test_a_dataset_factory_in_another_module_is_read(tmp_path: Path) -> None:
     write(tmp_path, {"data.py": DATA, "train.py": """\
 import torch
 from torch.utils.data import DataLoader
@@ -193,7 +193,7 @@ for images in loader:
     assert findings(tmp_path, "--select", "GPU101,GPU102") == [("train.py", 6, "GPU101"), ("train.py", 6, "GPU102")]
 
 
-def test_the_device_a_caller_picks_is_evidence_for_a_loader_module(tmp_path) -> None:
+def test_the_device_a_caller_picks_is_evidence_for_a_loader_module(tmp_path: Path) -> None:
     """data.py builds and iterates the loader; main.py (which imports it) puts the batches on CUDA."""
     write(tmp_path, {"data.py": """\
 from torch.utils.data import DataLoader
@@ -220,7 +220,7 @@ for images, labels in DataLoader(ImageFolder("train"), batch_size=64):
     assert findings(tmp_path, "--select", "GPU101") == [("data.py", 6, "GPU101")]
 
 
-def test_pedantic_reports_the_undecided_and_names_the_premise(tmp_path) -> None:
+def test_pedantic_reports_the_undecided_and_names_the_premise(tmp_path: Path) -> None:
     write(tmp_path, {"train.py": """\
 from torch.utils.data import DataLoader
 
