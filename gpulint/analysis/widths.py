@@ -52,10 +52,17 @@ def layers_width(layers: tuple[Layer, ...], lookup: Lookup, bindings: Mapping[st
     widest = 0
     for layer in layers:
         if layer.kind == DIMS:
-            known = [v for v in (resolve_token(t, bindings, attribute) for t in layer.dims) if v is not None]
+            sizes = [t for t in layer.dims if not t.startswith("*")]
+            known = [v for v in (resolve_token(t, bindings, attribute) for t in sizes) if v is not None]
             if not known:
                 return None
-            widest = max(widest, min(known))
+            width = min(known)
+            for factor in (t[1:] for t in layer.dims if t.startswith("*")):  # a convolution's kernel size
+                value = resolve_token(factor, bindings, attribute)
+                if value is None:
+                    return None
+                width *= value
+            widest = max(widest, width)
         elif layer.kind == MODULE:
             found = lookup(layer.name)
             if found is None:
@@ -135,6 +142,17 @@ def _parameters_of(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
 
 
 _MOVES = frozenset({"to", "cuda", "train", "float", "double", "cpu"})
+_WRAPPERS = frozenset({
+    "torch.nn.parallel.DistributedDataParallel", "torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
+    "torch.distributed.fsdp.FullyShardedDataParallel", "torch.compile",
+})
+NO_WIDTH = "0"
+# layers without a matmul width of their own, when written inside `nn.Sequential(...)`
+_NO_WIDTH_LAYERS = frozenset({
+    "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "LeakyReLU", "ELU", "Softmax", "LogSoftmax", "Mish", "Hardswish",
+    "Identity", "Flatten", "Unflatten", "Dropout", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d",
+    "Softplus", "PReLU", "Upsample", "PixelShuffle",
+})
 
 
 def _model_width(facts: TrainingFacts, model: cst.BaseExpression, depth: int = 0) -> Optional[int]:
@@ -153,6 +171,10 @@ def _model_width(facts: TrainingFacts, model: cst.BaseExpression, depth: int = 0
         return _model_width(facts, func.value, depth + 1)  # `Net(...).to(device)`
     qualified = ctx.qualname(func) or ""
     attribute = _attribute_values(facts)
+    if qualified in _WRAPPERS or qualified.rsplit(".", 1)[-1] in ("DistributedDataParallel", "DataParallel",
+                                                                   "FullyShardedDataParallel"):
+        wrapped = next((a.value for a in model.args if a.keyword is None and not a.star), None)
+        return _model_width(facts, wrapped, depth + 1) if wrapped is not None else None  # DDP(model)
     if qualified.startswith("torch.nn."):
         last = qualified.rsplit(".", 1)[-1]
         if last == "Sequential":
@@ -166,7 +188,9 @@ def _model_width(facts: TrainingFacts, model: cst.BaseExpression, depth: int = 0
                 layers.append(inner)
             return layers_width(tuple(layers), _lookup(facts), {}, attribute)
         layer = _inline_layer(facts, model)
-        return None if layer is None else layers_width((layer,), _lookup(facts), {}, attribute)
+        if layer is None or layer.dims == (NO_WIDTH,):
+            return None  # a torch.nn class that is not one layer of known width: not read
+        return layers_width((layer,), _lookup(facts), {}, attribute)
     spelled = qualified or (func.value if isinstance(func, cst.Name) else None)
     if spelled is None:
         return None
@@ -199,8 +223,9 @@ def _inline_layer(facts: TrainingFacts, expr: cst.BaseExpression) -> Optional[La
     found = torch_layer(last, argument)
     if found is not None:
         return found
-    if last[:1].isupper() and last not in ("Sequential", "ModuleList", "ModuleDict", "Parameter"):
-        return Layer(DIMS, last, ("0",))  # activations, dropout, norms: no width of their own
+    if last in _NO_WIDTH_LAYERS or last.endswith(("Norm", "Norm1d", "Norm2d", "Norm3d", "Pool1d", "Pool2d", "Pool3d",
+                                                    "Dropout", "Dropout1d", "Dropout2d", "Dropout3d")):
+        return Layer(DIMS, last, (NO_WIDTH,))  # activations, dropout, norms, pooling: no width of their own
     return None
 
 
@@ -209,6 +234,8 @@ def _token(facts: TrainingFacts, expr: cst.BaseExpression) -> str:
     ctx = facts.ctx
     if isinstance(expr, cst.Integer):
         return str(int(expr.value, 0))
+    if isinstance(expr, cst.Tuple) and expr.elements and all(isinstance(e.value, cst.Integer) for e in expr.elements):
+        return str(max(int(e.value.value, 0) for e in expr.elements))  # type: ignore[attr-defined]  # (5, 5)
     if isinstance(expr, cst.Name):
         value = single_value(expr, ctx.names)
         if isinstance(value, cst.Integer):

@@ -83,9 +83,16 @@ ArgumentToken = Callable[[int, str], Optional[str]]  # (position, keyword) -> th
 
 def torch_layer(last: str, argument: ArgumentToken) -> Optional[Layer]:
     """A torch.nn layer with a width (`Linear`, `Conv2d`, `Embedding`, ...), from how its arguments read;
-    None for any other torch.nn name. Shared by the `ast` facts and the LibCST rules."""
+    None for any other torch.nn name. Shared by the `ast` facts and the LibCST rules.
+
+    A convolution's matmul is as wide as its channels times its kernel size (a 3x3 convolution over
+    64 channels multiplies through 64 * 9 inputs per output), so its kernel size is a factor (`*3`)."""
     if last in _TORCH_LAYERS:
-        return Layer(DIMS, last, tuple(argument(p, k) or UNKNOWN for p, k in _TORCH_LAYERS[last]))
+        dims = tuple(argument(p, k) or UNKNOWN for p, k in _TORCH_LAYERS[last])
+        if last.startswith("Conv"):
+            kernel = argument(2, "kernel_size")
+            dims += ("*" + (kernel if kernel is not None and kernel != UNKNOWN and kernel[0].isdigit() else UNKNOWN),)
+        return Layer(DIMS, last, dims)
     if last in _TORCH_DEFAULTS:
         keyword, default = _TORCH_DEFAULTS[last]
         return Layer(DIMS, last, (argument(0, keyword) or str(default),))
@@ -112,6 +119,9 @@ def width_token(node: Optional[ast.AST], params: frozenset[str], module_ints: di
         return UNKNOWN
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return str(node.value)
+    if isinstance(node, ast.Tuple) and node.elts and all(
+            isinstance(e, ast.Constant) and type(e.value) is int for e in node.elts):
+        return str(max(e.value for e in node.elts))  # type: ignore[attr-defined]  # a (5, 5) kernel
     if isinstance(node, ast.Name):
         if node.id in params:
             return f"={node.id}"

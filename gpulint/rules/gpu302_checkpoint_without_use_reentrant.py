@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 import libcst as cst
 
-from gpulint.analysis.deep_stacks import CHECKPOINT_FUNCTIONS, CHECKPOINT_SEQUENTIAL, inference_only_file
+from gpulint.analysis.deep_stacks import CHECKPOINT_FUNCTIONS, CHECKPOINT_SEQUENTIAL
 from gpulint.analysis.evidence import REFUTED, SHOWN, Decision, Evidence, Premise
 from gpulint.analysis.guards import version_guarded
 from gpulint.analysis.nn_modules import GRAD_OFF
@@ -42,8 +43,8 @@ CURRENT_TORCH = Premise(
 UNDER_AUTOGRAD = Premise(
     "under-autograd",
     "the checkpointed code can run with grad enabled, where the reentrant trap drops gradients: refuted "
-    "inside `torch.no_grad()`/`inference_mode()` (a block or a decorator) and in files that only evaluate "
-    "(no backward, no optimizer, and no_grad/eval): checkpointing there does nothing.")
+    "inside `torch.no_grad()`/`inference_mode()` (a block or a decorator) and in inference scripts (a "
+    "`__main__` script that runs models under no_grad and trains nothing): checkpointing there does nothing.")
 
 
 def use_reentrant_too_new(ctx: FileContext) -> bool:
@@ -140,7 +141,7 @@ class CheckpointWithoutUseReentrant(Rule):
                     self.ctx.qualname(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator)
                     in GRAD_OFF for d in ancestor.decorators):
                 return REFUTED
-        return REFUTED if inference_only_file(self.ctx) else SHOWN
+        return REFUTED if _inference_script(self.ctx.text) else SHOWN
 
     def _torch_checkpoint(self, node: cst.Call, sequential: bool) -> None:
         kwargs = self.ctx.kwargs(node)
@@ -201,6 +202,18 @@ class CheckpointWithoutUseReentrant(Rule):
             "gradient_checkpointing_kwargs={\"use_reentrant\": False}",
             fix,
         )
+
+
+_GRAD_OFF_TEXT = re.compile(r"\bno_grad\b|\binference_mode\b")
+_TRAINING_TEXT = re.compile(r"\.backward\(|\bautograd\.grad\(|\boptim\b|\boptimizer\b|\bTrainer\b|\bRunner\b")
+_SCRIPT = re.compile(r"""__name__\s*==\s*['"]__main__['"]""")
+
+
+def _inference_script(text: str) -> bool:
+    """A script (a `__main__` guard) that runs models under no_grad/inference_mode and trains nothing: the
+    modules it defines are not trained here. (`.eval()` alone is no evidence: model files freeze stages
+    with it, and are trained by another file.)"""
+    return bool(_SCRIPT.search(text) and _GRAD_OFF_TEXT.search(text) and not _TRAINING_TEXT.search(text))
 
 
 def _all_functions(module: cst.Module) -> list[cst.FunctionDef]:
