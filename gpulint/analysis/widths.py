@@ -23,7 +23,7 @@ from gpulint.core.arguments import positional_args
 from gpulint.core.values import single_value
 from gpulint.core.walk import walk
 from gpulint.project.facts import ClassFacts
-from gpulint.project.layers import DIMS, MODULE, UNKNOWN, Layer, torch_layer
+from gpulint.project.layers import DIMS, MODULE, PRODUCT, UNKNOWN, Layer, graph_layer, torch_layer
 
 MAX_DEPTH = 6
 Lookup = Callable[[str], Optional[ClassFacts]]  # a class by the name a file spells it
@@ -34,6 +34,14 @@ def resolve_token(token: str, bindings: Mapping[str, Optional[int]], attribute: 
     """The integer a width token stands for: a literal, a bound `__init__` parameter, a config attribute."""
     if token == UNKNOWN:
         return None
+    if PRODUCT in token:
+        product = 1
+        for factor in token.split(PRODUCT):
+            value = resolve_token(factor, bindings, attribute)
+            if value is None:
+                return None
+            product *= value
+        return product
     if token.startswith("="):
         return bindings.get(token[1:])
     if token.startswith("@"):
@@ -121,6 +129,32 @@ def trained_model_width(facts: TrainingFacts, step: TrainingStep) -> Optional[in
     return widest
 
 
+def _unpacked_value(facts: TrainingFacts, name: cst.Name) -> Optional[cst.BaseExpression]:
+    """`model, data = Net().to(device), data.to(device)`: the element a tuple assignment gives the name,
+    when that is the name's only binding in its scope."""
+    owner = facts.ctx.names.binding_scope(name)
+    if owner is None or len(owner.bindings.get(name.value, [])) != 1:
+        return None
+    scope = owner.node
+    found: list[cst.BaseExpression] = []
+
+    class _Assignments(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            value = node.value
+            for target in node.targets:
+                if isinstance(target.target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)) \
+                        and len(target.target.elements) == len(value.elements):
+                    for left, right in zip(target.target.elements, value.elements):
+                        if isinstance(left.value, cst.Name) and left.value.value == name.value:
+                            found.append(right.value)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is scope
+
+    walk(scope, _Assignments())
+    return found[0] if len(found) == 1 else None
+
+
 def _value(facts: TrainingFacts, expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
     if isinstance(expr, cst.Name):
         return facts.value_at(expr)
@@ -160,7 +194,7 @@ def _model_width(facts: TrainingFacts, model: cst.BaseExpression, depth: int = 0
     if depth > 4:
         return None
     if isinstance(model, cst.Name):
-        value = facts.value_at(model)
+        value = facts.value_at(model) or _unpacked_value(facts, model)
         if value is None:
             return None
         return _model_width(facts, value, depth + 1)
@@ -191,6 +225,9 @@ def _model_width(facts: TrainingFacts, model: cst.BaseExpression, depth: int = 0
         if layer is None or layer.dims == (NO_WIDTH,):
             return None  # a torch.nn class that is not one layer of known width: not read
         return layers_width((layer,), _lookup(facts), {}, attribute)
+    if qualified.startswith(("torch_geometric.", "dgl.")):
+        library = _graph_model(facts, model, qualified)
+        return None if library is None else layers_width((library,), _lookup(facts), {}, attribute)
     spelled = qualified or (func.value if isinstance(func, cst.Name) else None)
     if spelled is None:
         return None
@@ -202,6 +239,19 @@ def _model_width(facts: TrainingFacts, model: cst.BaseExpression, depth: int = 0
         return None
     keywords = {a.keyword.value: _token(facts, a.value) for a in model.args if a.keyword is not None}
     return class_width(found, _lookup(facts), positional, keywords, {}, attribute)
+
+
+def _graph_model(facts: TrainingFacts, call: cst.Call, qualified: str) -> Optional[Layer]:
+    """A graph library's model built in the training file (`GCN(in, 16, 2, out)`), as one layer."""
+    def argument(position: int, keyword: str) -> Optional[str]:
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == keyword:
+                return _token(facts, arg.value)
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        return _token(facts, positional[position]) if position < len(positional) else None
+
+    found = graph_layer(qualified.rsplit(".", 1)[-1], argument)
+    return found if isinstance(found, Layer) else None
 
 
 def _inline_layer(facts: TrainingFacts, expr: cst.BaseExpression) -> Optional[Layer]:
@@ -243,6 +293,9 @@ def _token(facts: TrainingFacts, expr: cst.BaseExpression) -> str:
         return UNKNOWN
     if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value != "self":
         return f"@{expr.attr.value}"  # `args.hidden`, `config.n_embd`
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+        left, right = _token(facts, expr.left), _token(facts, expr.right)
+        return UNKNOWN if UNKNOWN in (left, right) else f"{left}{PRODUCT}{right}"
     return UNKNOWN
 
 

@@ -81,6 +81,27 @@ FunctionNode = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 ArgumentToken = Callable[[int, str], Optional[str]]  # (position, keyword) -> the token passed there, or None
 
 
+# models of graph libraries built from widths: (in_channels, hidden_channels, num_layers, out_channels)
+_GRAPH_MODELS = frozenset({"GCN", "GraphSAGE", "GIN", "GAT", "PNA", "EdgeCNN", "BasicGNN"})
+
+
+def graph_layer(last: str, argument: ArgumentToken) -> "Optional[Layer] | bool":
+    """A layer or model of a graph library (PyG, DGL), from how its arguments read; False when `last` is
+    none of them. A convolution's widths are its in and out channels (`GCNConv(in, out)`); one given no
+    channels (`AGNNConv()`, `GINConv(nn)`, whose nn is read by itself) has no width of its own; a library
+    model is as wide as its hidden channels; an `MLP([...])` as its widest consecutive pair."""
+    if last.endswith("Conv"):
+        dims = (argument(0, "in_channels"), argument(1, "out_channels"))
+        if dims == (None, None):
+            return None
+        return Layer(DIMS, last, tuple(d or UNKNOWN for d in dims))
+    if last in _GRAPH_MODELS:
+        return Layer(DIMS, last, (argument(1, "hidden_channels") or UNKNOWN,))
+    if last.endswith("Pooling"):  # SAGPooling(in_channels): scores nodes with a narrow GNN
+        return Layer(DIMS, last, (argument(0, "in_channels") or UNKNOWN,))
+    return False
+
+
 def torch_layer(last: str, argument: ArgumentToken) -> Optional[Layer]:
     """A torch.nn layer with a width (`Linear`, `Conv2d`, `Embedding`, ...), from how its arguments read;
     None for any other torch.nn name. Shared by the `ast` facts and the LibCST rules.
@@ -113,10 +134,16 @@ def _calls(fn: FunctionNode) -> Iterator[ast.Call]:
     yield from sorted(found, key=lambda c: (c.lineno, c.col_offset))
 
 
+PRODUCT = "|"  # `hidden * heads` -> "=hidden|=heads": a product of tokens
+
+
 def width_token(node: Optional[ast.AST], params: frozenset[str], module_ints: dict[str, int]) -> str:
-    """An integer, `=param`, `@attribute`, or unknown."""
+    """An integer, `=param`, `@attribute`, a product of those, or unknown."""
     if node is None:
         return UNKNOWN
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        left, right = width_token(node.left, params, module_ints), width_token(node.right, params, module_ints)
+        return UNKNOWN if UNKNOWN in (left, right) else f"{left}{PRODUCT}{right}"
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return str(node.value)
     if isinstance(node, ast.Tuple) and node.elts and all(
@@ -227,16 +254,25 @@ def _layer(call: ast.Call, qualify: Qualify, params: frozenset[str], local_class
             if last == "Parameter" and call.args and isinstance(call.args[0], ast.Call):
                 inner = call.args[0]
                 if any(q.rsplit(".", 1)[-1] in _FACTORIES for q in qualify(inner.func)):
-                    return Layer(DIMS, "Parameter", tuple(token(a) for a in inner.args
-                                                          if not isinstance(a, ast.Starred)) or (UNKNOWN,))
+                    shape = [a for a in inner.args if not isinstance(a, ast.Starred)]
+                    if len(shape) == 1 and not any(isinstance(a, ast.Starred) for a in inner.args):
+                        return None  # a bias or a scale: one dimension, no matmul
+                    return Layer(DIMS, "Parameter", tuple(token(a) for a in shape) or (UNKNOWN,))
                 return Layer(OPAQUE, "Parameter")
             if last[:1].isupper() and last not in ("Sequential", "ModuleList", "ModuleDict", "ParameterList",
                                                    "ParameterDict"):
                 return None  # activations, dropout, norms, pooling, reshapes: no matmul width of their own
             return None
-        if name.startswith(_GRAPH_PACKAGES) and name.rsplit(".", 1)[-1].endswith("Conv"):
-            return Layer(DIMS, name.rsplit(".", 1)[-1], (token(_argument(call, 0, "in_channels")),
-                                                         token(_argument(call, 1, "out_channels"))))
+        if name.startswith(_GRAPH_PACKAGES):
+            def graph_argument(position: int, keyword: str) -> Optional[str]:
+                given = _argument(call, position, keyword)
+                if isinstance(given, (ast.Call, ast.Lambda)):
+                    return None  # GINConv(nn=Sequential(...)): a module, whose layers are read by themselves
+                return None if given is None else token(given)
+
+            graph = graph_layer(name.rsplit(".", 1)[-1], graph_argument)
+            if graph is None or isinstance(graph, Layer):
+                return graph
         if name.startswith(("torch.", "math.", "numpy.", "copy.", "functools.", "itertools.", "collections.")):
             return None  # tensors, numbers, helpers: not modules
         return Layer(OPAQUE, name)  # a library's model or layer

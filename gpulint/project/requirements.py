@@ -42,6 +42,7 @@ _REQUIREMENTS = re.compile(r"requirements[\w.-]*\.txt$", re.IGNORECASE)
 _CONDA = re.compile(r"^\s*(?:[\w.-]+::)?(?P<name>pytorch|torch)(?![\w.-])\s*(?P<spec>[^#]*)", re.IGNORECASE)
 _CONDA_VERSION = re.compile(r"^(?P<op>==|>=|<=|!=|~=|>|<|=)?\s*(?P<version>\d+(?:\.\d+)*)(?:\.\*)?")
 _LIST_ITEM = re.compile(r"^(?P<indent>\s*)-\s+(?P<item>.+?)\s*$")
+_TOP_KEY = re.compile(r"^(?P<key>[A-Za-z_][\w-]*)\s*:")
 
 Version = tuple[int, int]
 Declared = tuple[Optional[Version], Optional[str]]
@@ -280,9 +281,14 @@ def _environment_floor(text: str) -> Optional[Version]:
     conda: list[str] = []
     pip: list[str] = []
     pip_indent: Optional[int] = None
+    section = ""
     for line in text.splitlines():
+        key = _TOP_KEY.match(line)
+        if key is not None:
+            section = key["key"]  # `channels:` lists channels (one may be named pytorch), not packages
+            continue
         match = _LIST_ITEM.match(line)
-        if match is None:
+        if match is None or section != "dependencies":
             continue
         indent, item = len(match["indent"]), match["item"].strip().strip("'\"")
         if pip_indent is not None and indent > pip_indent:

@@ -65,6 +65,7 @@ class ProjectView:
 
     own: FileFacts
     gpu_callers: bool = False  # a module that imports this one shows GPU evidence
+    rl_callers: bool = False  # a module that imports this one imports a reinforcement-learning environment
     scaler_callers: bool = False  # a module that imports this one creates a GradScaler
     replacer_callers: bool = False  # a module that imports this one hands optimizers to MS-AMP (or alike)
     parallelism_callers: tuple[str, ...] = ()  # how callers shard parameters ("fsdp", "tensor-parallel")
@@ -112,6 +113,11 @@ class ProjectView:
     @property
     def gpu(self) -> bool:
         return self.own.gpu or self.gpu_callers
+
+    @property
+    def rl(self) -> bool:
+        """The file or a caller imports a reinforcement-learning environment: its loops wait on a simulator."""
+        return self.own.rl or self.rl_callers
 
     @property
     def scaler(self) -> bool:
@@ -208,6 +214,7 @@ class Project:
         self._callers = self._all_callers()
         bit = self._bit
         self._gpu = sum(bit(p) for p in self.paths if facts[p].gpu)
+        self._rl = sum(bit(p) for p in self.paths if facts[p].rl)
         self._scaler = sum(bit(p) for p in self.paths if facts[p].scaler)
         self._replacer = sum(bit(p) for p in self.paths if facts[p].replaces_optimizers)
         self._fused_sgd = sum(bit(p) for p in self.paths if facts[p].fused_sgd_momentum)
@@ -383,6 +390,7 @@ class Project:
                                 if any(self._users.get(alias, 0) & callers for alias in aliases_of(name, own)))
         return ProjectView(
             own=own, gpu_callers=bool(callers & self._gpu), scaler_callers=bool(callers & self._scaler),
+            rl_callers=bool(callers & self._rl),
             replacer_callers=bool(callers & self._replacer),
             parallelism_callers=tuple(kind for kind, mask in sorted(self._parallel.items()) if callers & mask),
             fused_sgd_around=bool(callers & self._fused_sgd) or any(

@@ -71,6 +71,9 @@ WIDE_ENOUGH = Premise(
     "the model is wide enough for tensor cores to matter: refuted when every layer width of the model the "
     "optimizer updates is known (literals, argparse and dataclass defaults, values the project passes) and "
     "the widest is below `min-width`. An unknown width is not a small one.")
+AUTOCAST_EXISTS = Premise(
+    "autocast-exists",
+    "every torch the project supports has `torch.autocast` (1.10): refuted when the floor it declares is older.")
 GPU_BOUND = Premise(
     "gpu-bound",
     "the loop waits on the GPU: refuted in reinforcement-learning loops (the file imports an environment "
@@ -173,7 +176,7 @@ class MissingAutocast(Rule):
         reinforcement-learning loops (the file imports an environment package), or with sparse
         tensors, which autocast does not cover. One finding per training step.
         """,
-        premises=(ON_GPU, FP32, WIDE_ENOUGH, GPU_BOUND),
+        premises=(ON_GPU, FP32, WIDE_ENOUGH, AUTOCAST_EXISTS, GPU_BOUND),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -198,11 +201,13 @@ class MissingAutocast(Rule):
                 fp32 = UNDECIDED
         if fp32 is SHOWN and "grad-scaler" in project.mixed_precision and _SIXTEEN_BIT.search(self.ctx.text):
             fp32 = UNDECIDED  # a scaler and a 16-bit dtype named here: the model may compute in it (nanochat)
-        bound = REFUTED if project.own.rl or project.own.sparse else SHOWN
+        bound = REFUTED if project.rl or project.own.sparse else SHOWN
+        floor = self.ctx.settings.torch_version
+        autocast_exists = REFUTED if floor is not None and floor < AUTOCAST_SINCE else SHOWN
         width = trained_model_width(facts, step)
         wide = REFUTED if width is not None and width < self.ctx.settings.value(MIN_WIDTH) else SHOWN
         decision = self.decide({ON_GPU: self._on_gpu(facts, step), FP32: fp32, WIDE_ENOUGH: wide,
-                                GPU_BOUND: bound})
+                                AUTOCAST_EXISTS: autocast_exists, GPU_BOUND: bound})
         if not decision.report:
             return
         fix, note = self._fix(facts, step, backward)
@@ -289,7 +294,7 @@ def _sixteen_bit_elsewhere(project: ProjectView) -> bool:
 
 def _precision_handled(project: ProjectView) -> bool:
     """Refuted before parsing: 16-bit training done another way, or a loop bound by its environment."""
-    if project.own.rl:
+    if project.rl:
         return True  # the step waits on a simulator; small policy nets gain nothing (AMP recipe)
     if project.own.sparse:
         return True  # sparse kernels are outside autocast: mixing them with 16-bit activations fails

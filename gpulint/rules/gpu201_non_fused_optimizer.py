@@ -54,6 +54,11 @@ FUSED_EXISTS = Premise(
     "its requirements, pyproject, setup.py, setup.cfg, environment.yml) is at least the version that "
     "added it (Adam 1.13, AdamW 2.0, SGD 2.3, Adagrad 2.12), or it declares none. A project pinned to "
     "an older torch would get a TypeError.")
+STEP_MATTERS = Premise(
+    "step-matters",
+    "the optimizer step is part of a loop that waits on the device: refuted in reinforcement-learning code (the "
+    "file or a module that imports it imports an environment package), where the step is nothing next to the "
+    "simulator.")
 SCALER_SAFE = Premise(
     "scaler-safe",
     "for SGD with momentum, no GradScaler drives the step (here, in a caller, or through a framework "
@@ -120,7 +125,7 @@ class NonFusedOptimizer(Rule):
         without a fix, and not at all once the scaler exists. SGD without momentum keeps no
         buffer and is always reported.
         """,
-        premises=(TORCH_OPTIMIZER, FUSED_DEVICE, FUSED_EXISTS, SCALER_SAFE),
+        premises=(TORCH_OPTIMIZER, FUSED_DEVICE, FUSED_EXISTS, STEP_MATTERS, SCALER_SAFE),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -153,7 +158,8 @@ class NonFusedOptimizer(Rule):
         if "SGD" in names and _has_momentum(node, kwargs) and (self.ctx.project.scaler or self._framework_scales()):
             scaler_safe = REFUTED  # fused SGD + GradScaler: momentum buffer garbage after a skipped first step
         decision = self.decide({TORCH_OPTIMIZER: SHOWN, FUSED_DEVICE: _fused_device(project),
-                                FUSED_EXISTS: REFUTED if needed is not None else SHOWN, SCALER_SAFE: scaler_safe})
+                                FUSED_EXISTS: REFUTED if needed is not None else SHOWN,
+                                STEP_MATTERS: REFUTED if project.rl else SHOWN, SCALER_SAFE: scaler_safe})
         if not decision.report:
             return
         if "SGD" in names and _has_momentum(node, kwargs):
@@ -313,7 +319,7 @@ def may_gain_grad_scaler(ctx: FileContext) -> bool:
     if not any(settings.is_enabled(rule.code) for rule in (MissingAutocast, Fp16WithoutGradScaler)):
         return False
     project = ctx.project
-    if project.own.rl or project.mixed_precision and "autocast" not in project.own.mixed_precision:
+    if project.rl or project.mixed_precision and "autocast" not in project.own.mixed_precision:
         return False  # MissingAutocast stays silent there (precision handled, or an environment-bound loop)
     facts = ctx.analysis(training_facts)
     return not facts.framework_owned and any(not b.scaled for step in facts.steps for b in step.backwards)

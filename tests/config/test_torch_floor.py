@@ -74,8 +74,8 @@ def test_each_kind_of_metadata_is_read(tmp_path: Path) -> None:
         "h/reqs.txt": "numpy\n-r more.txt\n",  # read at run time, and what it includes
         "h/more.txt": "torch>=1.9  # the floor\n",
         "i/requirements.txt": "-f https://download.pytorch.org/whl/torch_stable.html\ntorch==1.7.1+cu110\n",
-        "j/environment.yaml": "dependencies:\n  - python=3.8\n  - pytorch=1.10.2=py3.8_cuda11.3_0\n  - pip:\n"
-                              "    - torch-geometric\n",
+        "j/environment.yaml": "channels:\n  - pytorch\n  - nvidia\ndependencies:\n  - python=3.8\n"
+                              "  - pytorch=1.10.2=py3.8_cuda11.3_0\n  - pip:\n    - torch-geometric\n",
         "k/requirements/base.txt": "torch>=2.1\n",
         "k/setup.py": "from setuptools import setup\nsetup(name='k')\n",
         "f/pyproject.toml": '[project]\nname = "f"\ndependencies = ["numpy"]\n',  # no torch here:
