@@ -235,6 +235,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             args.repos = HERE / "blind.toml"
         if args.labels == HERE / "labels.tsv":
             args.labels = HERE / "blind-labels.tsv"
+        if args.recall == HERE / "recall.tsv":
+            args.recall = HERE / "blind-recall.tsv"
     prefix = "HOLDOUT-" if args.holdout else "BLIND-" if args.blind else ""
     corpus = args.corpus.expanduser()
     repos = present(load_repos(args.repos), corpus)
@@ -256,7 +258,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     baseline = None
     if args.baseline is not None:
         baseline = recall_of([lint(repo, corpus, args.baseline, args.isolated) for repo in repos], recall)
-    summary = summary_table(totals, None if args.holdout or args.blind else measured, baseline)
+    summary = summary_table(totals, None if args.holdout else measured, baseline)
     print(summary + "\n\n" + table + "\n\n" + timing_table(runs))
     if args.unlabelled:
         for run in runs:

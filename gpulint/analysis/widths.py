@@ -23,7 +23,7 @@ from gpulint.core.arguments import positional_args
 from gpulint.core.values import single_value
 from gpulint.core.walk import walk
 from gpulint.project.facts import ClassFacts
-from gpulint.project.layers import DIMS, MODULE, PRODUCT, UNKNOWN, Layer, graph_layer, torch_layer
+from gpulint.project.layers import DIMS, MODULE, PRODUCT, UNKNOWN, Layer, graph_layer, mlp_layer, torch_layer
 
 MAX_DEPTH = 6
 Lookup = Callable[[str], Optional[ClassFacts]]  # a class by the name a file spells it
@@ -129,6 +129,18 @@ def trained_model_width(facts: TrainingFacts, step: TrainingStep) -> Optional[in
     return widest
 
 
+def _branch_values(facts: TrainingFacts, name: cst.Name) -> list[cst.BaseExpression]:
+    """Every value the name is assigned (on several branches), when each is a plain assignment."""
+    owner = facts.ctx.names.binding_scope(name)
+    if owner is None:
+        return []
+    targets = owner.bindings.get(name.value, [])
+    values = owner.values.get(name.value, [])
+    if not values or len(values) > 8 or any(t is not None for t in targets) or any(v is None for v in values):
+        return []
+    return [v for v in values if v is not None and not facts.contains(v, name)]
+
+
 def _unpacked_value(facts: TrainingFacts, name: cst.Name) -> Optional[cst.BaseExpression]:
     """`model, data = Net().to(device), data.to(device)`: the element a tuple assignment gives the name,
     when that is the name's only binding in its scope."""
@@ -178,7 +190,10 @@ def _parameters_of(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
 _MOVES = frozenset({"to", "cuda", "train", "float", "double", "cpu"})
 _WRAPPERS = frozenset({
     "torch.nn.parallel.DistributedDataParallel", "torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
-    "torch.distributed.fsdp.FullyShardedDataParallel", "torch.compile",
+    "torch.distributed.fsdp.FullyShardedDataParallel", "torch.compile", "torch.jit.script",
+    # graph autoencoders around the encoder they are given first: GAE(GCNEncoder(...))
+    "torch_geometric.nn.GAE", "torch_geometric.nn.VGAE", "torch_geometric.nn.ARGA", "torch_geometric.nn.ARGVA",
+    "torch_geometric.nn.models.GAE", "torch_geometric.nn.models.VGAE",
 })
 NO_WIDTH = "0"
 # layers without a matmul width of their own, when written inside `nn.Sequential(...)`
@@ -191,13 +206,20 @@ _NO_WIDTH_LAYERS = frozenset({
 
 def _model_width(facts: TrainingFacts, model: cst.BaseExpression, depth: int = 0) -> Optional[int]:
     ctx = facts.ctx
-    if depth > 4:
+    if depth > 8:
         return None
+    if isinstance(model, cst.Attribute):
+        while isinstance(model, cst.Attribute):  # `model.conv1.parameters()`: a part is no wider than the model
+            model = model.value
+        return _model_width(facts, model, depth + 1) if isinstance(model, cst.Name) else None
     if isinstance(model, cst.Name):
         value = facts.value_at(model) or _unpacked_value(facts, model)
-        if value is None:
+        if value is not None:
+            return _model_width(facts, value, depth + 1)
+        widths = [_model_width(facts, v, depth + 1) for v in _branch_values(facts, model)]
+        if not widths or None in widths:
             return None
-        return _model_width(facts, value, depth + 1)
+        return max(w for w in widths if w is not None)  # `if args.variational: model = VGAE(...) else: ...`
     if not isinstance(model, cst.Call):
         return None
     func = model.func
@@ -248,9 +270,13 @@ def _graph_model(facts: TrainingFacts, call: cst.Call, qualified: str) -> Option
             if arg.keyword is not None and arg.keyword.value == keyword:
                 return _token(facts, arg.value)
         positional = [a.value for a in call.args if a.keyword is None and not a.star]
-        return _token(facts, positional[position]) if position < len(positional) else None
+        return _token(facts, positional[position]) if 0 <= position < len(positional) else None
 
-    found = graph_layer(qualified.rsplit(".", 1)[-1], argument)
+    last = qualified.rsplit(".", 1)[-1]
+    first = call.args[0].value if call.args and call.args[0].keyword is None else None
+    if last == "MLP" and isinstance(first, (cst.List, cst.Tuple)):
+        return mlp_layer([_token(facts, e.value) for e in first.elements])
+    found = graph_layer(last, argument)
     return found if isinstance(found, Layer) else None
 
 
@@ -287,7 +313,7 @@ def _token(facts: TrainingFacts, expr: cst.BaseExpression) -> str:
     if isinstance(expr, cst.Tuple) and expr.elements and all(isinstance(e.value, cst.Integer) for e in expr.elements):
         return str(max(int(e.value.value, 0) for e in expr.elements))  # type: ignore[attr-defined]  # (5, 5)
     if isinstance(expr, cst.Name):
-        value = single_value(expr, ctx.names)
+        value = single_value(expr, ctx.names) or _unpacked_value(facts, expr)
         if isinstance(value, cst.Integer):
             return str(int(value.value, 0))
         return UNKNOWN

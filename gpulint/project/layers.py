@@ -97,9 +97,21 @@ def graph_layer(last: str, argument: ArgumentToken) -> "Optional[Layer] | bool":
         return Layer(DIMS, last, tuple(d or UNKNOWN for d in dims))
     if last in _GRAPH_MODELS:
         return Layer(DIMS, last, (argument(1, "hidden_channels") or UNKNOWN,))
+    hidden = argument(-1, "hidden_channels")
+    if hidden is not None:  # PMLP(..., hidden_channels=16, ...), any library model built around a hidden width
+        return Layer(DIMS, last, (hidden,))
     if last.endswith("Pooling"):  # SAGPooling(in_channels): scores nodes with a narrow GNN
         return Layer(DIMS, last, (argument(0, "in_channels") or UNKNOWN,))
     return False
+
+
+def mlp_layer(channels: list[str]) -> Layer:
+    """A graph library's `MLP([in, hidden, ..., out])`: each consecutive pair is a Linear, so no matmul is wider
+    than its widest inner channel count; read when the inner counts are one token (`[in, h, h, out]`)."""
+    inner = set(channels[1:-1])
+    if len(channels) == 2:
+        return Layer(DIMS, "MLP", tuple(channels))
+    return Layer(DIMS, "MLP", (inner.pop(),) if len(inner) == 1 else (UNKNOWN,))
 
 
 def torch_layer(last: str, argument: ArgumentToken) -> Optional[Layer]:
@@ -161,9 +173,12 @@ def width_token(node: Optional[ast.AST], params: frozenset[str], module_ints: di
 
 
 def _argument(call: ast.Call, position: int, keyword: str) -> Optional[ast.AST]:
+    """The argument at `position` (-1: keyword only) or passed as `keyword`."""
     for item in call.keywords:
         if item.arg == keyword:
             return item.value
+    if position < 0:
+        return None
     positional = [a for a in call.args if not isinstance(a, ast.Starred)]
     if any(isinstance(a, ast.Starred) for a in call.args[:position + 1]):
         return None
@@ -270,6 +285,8 @@ def _layer(call: ast.Call, qualify: Qualify, params: frozenset[str], local_class
                     return None  # GINConv(nn=Sequential(...)): a module, whose layers are read by themselves
                 return None if given is None else token(given)
 
+            if name.rsplit(".", 1)[-1] == "MLP" and call.args and isinstance(call.args[0], (ast.List, ast.Tuple)):
+                return mlp_layer([token(e) for e in call.args[0].elts])
             graph = graph_layer(name.rsplit(".", 1)[-1], graph_argument)
             if graph is None or isinstance(graph, Layer):
                 return graph
