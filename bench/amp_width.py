@@ -98,6 +98,13 @@ def main() -> None:
     for width in WIDTHS:
         cells = [f"{best_ratio(width, rows, host, ops32, ops16):.2f}x" for rows in ROWS]
         print(f"| {width} | " + " | ".join(cells) + " |")
+    # the bound is linear in rows x width^2 between the host floor and the tensor-core roof: where it
+    # reaches 1.5x (GPU001's `enough-work` premise: below it the advice cannot pay off)
+    work = 1.5 * ops16 * host * FP32_FLOPS / (6 * LAYERS)
+    print()
+    print(f"rows x width^2 where the bound reaches 1.5x: {work:.3g} "
+          f"(e.g. {work / 512 ** 2:,.0f} rows at 512 wide, {work / 256 ** 2:,.0f} at 256, "
+          f"{work / 128 ** 2:,.0f} at 128)")
 
 
 if __name__ == "__main__":

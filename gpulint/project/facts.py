@@ -16,9 +16,10 @@ import ast
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Iterator, Optional, Union
 
+from gpulint.project.graph_data import step_rows
 from gpulint.project.layers import OPAQUE, Layer, class_layers
 
-FACTS_VERSION = 4
+FACTS_VERSION = 5
 
 DATASET_BASES = frozenset({
     "torch.utils.data.Dataset", "torch.utils.data.dataset.Dataset",
@@ -190,6 +191,9 @@ class FileFacts:
     # integers the file passes by keyword or sets in config dicts (`Args(n_layers=6)`, `dict(n_layer=6)`,
     # `{"n_layer": 6}`): field -> values; a training script's choice beats a dataclass default
     config_ints: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # the most rows a training step of the file feeds its model, when the benchmark datasets it loads
+    # say so (project/graph_data.py); None: unknown
+    step_rows: Optional[int] = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -206,7 +210,7 @@ class FileFacts:
             "dict_lookups": list(self.dict_lookups), "xla": self.xla,
             "unpinned_collates": list(self.unpinned_collates), "devices": list(self.devices),
             "version_flags": list(self.version_flags), "factories": self.factories,
-            "config_ints": {k: list(v) for k, v in self.config_ints.items()},
+            "config_ints": {k: list(v) for k, v in self.config_ints.items()}, "step_rows": self.step_rows,
         }
 
     @classmethod
@@ -228,6 +232,7 @@ class FileFacts:
             unpinned_collates=tuple(data["unpinned_collates"]), devices=tuple(data["devices"]),
             version_flags=tuple(data["version_flags"]), factories=dict(data["factories"]),
             config_ints={k: tuple(int(n) for n in v) for k, v in data["config_ints"].items()},
+            step_rows=None if data.get("step_rows") is None else int(data["step_rows"]),
         )
 
 
@@ -532,6 +537,7 @@ class _Scanner:
             factories=_factories(self.tree, classes,
                                  frozenset(r.local for r in self.imports if r.name not in (None, "*"))),
             config_ints={k: tuple(sorted(set(v))) for k, v in self.config.items()},
+            step_rows=step_rows(self.tree) if training else None,
         )
 
     def _unpinned_collates(self) -> tuple[str, ...]:
