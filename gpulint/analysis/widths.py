@@ -142,29 +142,42 @@ def _branch_values(facts: TrainingFacts, name: cst.Name) -> list[cst.BaseExpress
 
 
 def _unpacked_value(facts: TrainingFacts, name: cst.Name) -> Optional[cst.BaseExpression]:
-    """`model, data = Net().to(device), data.to(device)`: the element a tuple assignment gives the name,
-    when that is the name's only binding in its scope."""
+    """`model, data = Net().to(device), data.to(device)`: the element a tuple assignment gives the name.
+    Moves of the name itself (`data, model = data.to(device), model.to(device)` after `model = HAN(...)`)
+    keep the model, so the one binding left is its value; any other binding makes it unknown."""
     owner = facts.ctx.names.binding_scope(name)
-    if owner is None or len(owner.bindings.get(name.value, [])) != 1:
+    if owner is None:
         return None
     scope = owner.node
-    found: list[cst.BaseExpression] = []
+    values: list[cst.BaseExpression] = []
 
     class _Assignments(cst.CSTVisitor):
         def visit_Assign(self, node: cst.Assign) -> None:
             value = node.value
             for target in node.targets:
-                if isinstance(target.target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)) \
+                if isinstance(target.target, cst.Name) and target.target.value == name.value:
+                    values.append(value)
+                elif isinstance(target.target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)) \
                         and len(target.target.elements) == len(value.elements):
                     for left, right in zip(target.target.elements, value.elements):
                         if isinstance(left.value, cst.Name) and left.value.value == name.value:
-                            found.append(right.value)
+                            values.append(right.value)
 
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
             return node is scope
 
     walk(scope, _Assignments())
-    return found[0] if len(found) == 1 else None
+    if len(values) != len(owner.bindings.get(name.value, [])):
+        return None  # bound some other way too (a loop, a with, an augmented assignment)
+    kept = [v for v in values if not _moves_itself(v, name.value)]
+    return kept[0] if len(kept) == 1 else None
+
+
+def _moves_itself(value: cst.BaseExpression, name: str) -> bool:
+    """`model.to(device)`, `model.cuda()`: the same model, moved."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _MOVES:
+        value = value.func.value
+    return isinstance(value, cst.Name) and value.value == name
 
 
 def _value(facts: TrainingFacts, expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:

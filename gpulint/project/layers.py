@@ -212,7 +212,12 @@ def class_layers(cls: ast.ClassDef, qualify: Qualify, local_classes: frozenset[s
     seen = {"__init__"}
     while pending:
         fn, known = pending.pop()
-        for call in _calls(fn):
+        calls = list(_calls(fn))
+        inputs = {id(arg) for outer in calls for arg in [*outer.args, *(k.value for k in outer.keywords)]
+                  if _is_input_call(arg, me, qualify)}
+        for call in calls:
+            if id(call) in inputs:
+                continue  # HANConv(..., metadata=data.metadata()): a method's result handed in, not a layer
             func = call.func
             if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == me:
                 if func.attr in methods and func.attr not in seen and len(seen) < 8:
@@ -235,6 +240,13 @@ def class_layers(cls: ast.ClassDef, qualify: Qualify, local_classes: frozenset[s
                     isinstance(call.func.value, ast.Name) and call.func.value.id == me:
                 layers.append(Layer(OPAQUE, call.func.attr))
     return tuple(layers), tuple(names), defaults
+
+
+def _is_input_call(node: ast.AST, me: str, qualify: Qualify) -> bool:
+    """A method call on a local object other than the module itself (`data.metadata()`, `cfg.get("k")`), not
+    on an imported module (`models.resnet50()` builds a layer)."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr[:1].islower() \
+        and isinstance(node.func.value, ast.Name) and node.func.value.id != me and not qualify(node.func)
 
 
 def _layer(call: ast.Call, qualify: Qualify, params: frozenset[str], local_classes: frozenset[str],
