@@ -207,6 +207,8 @@ _WRAPPERS = frozenset({
     # graph autoencoders around the encoder they are given first: GAE(GCNEncoder(...))
     "torch_geometric.nn.GAE", "torch_geometric.nn.VGAE", "torch_geometric.nn.ARGA", "torch_geometric.nn.ARGVA",
     "torch_geometric.nn.models.GAE", "torch_geometric.nn.models.VGAE",
+    # heterogeneous copies of a homogeneous model: to_hetero(GNN(...), metadata)
+    "torch_geometric.nn.to_hetero", "torch_geometric.nn.to_hetero_with_bases",
 })
 NO_WIDTH = "0"
 # layers without a matmul width of their own, when written inside `nn.Sequential(...)`

@@ -19,7 +19,7 @@ from typing import Any, Iterable, Iterator, Optional, Union
 from gpulint.project.graph_data import step_rows
 from gpulint.project.layers import OPAQUE, Layer, class_layers
 
-FACTS_VERSION = 5
+FACTS_VERSION = 6
 
 DATASET_BASES = frozenset({
     "torch.utils.data.Dataset", "torch.utils.data.dataset.Dataset",
@@ -438,6 +438,15 @@ def _is_batch_container(node: ast.ClassDef) -> bool:
     return True
 
 
+def _weightless(node: ast.ClassDef) -> bool:
+    """A class whose body is only methods (a `forward` among them, no `__init__`): nothing can hold a weight.
+    A placeholder (`pass`, class attributes) is not known to be weightless."""
+    methods = [n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    rest = [n for n in node.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str))]
+    return "forward" in methods and "__init__" not in methods and not rest
+
+
 class _Scanner:
     def __init__(self, tree: ast.Module) -> None:
         self.tree = tree
@@ -718,6 +727,8 @@ class _Scanner:
             layers, params, defaults = class_layers(node, self.aliases.qualified, local, imported or {},
                                                     self.module_ints)
             inherited = [b for b in bases if not b.startswith("torch.nn.") and b not in _PLAIN_BASES]
+            if layers is None and bases and all(b == "torch.nn.Module" for b in bases) and _weightless(node):
+                layers = ()  # a forward and no __init__ over nn.Module itself: no weights (a decoder's dot product)
             if layers is not None and inherited:  # the base's own layers are not read: width unknown
                 layers += tuple(Layer(OPAQUE, b) for b in inherited)
             return ClassFacts(tuple(bases), module=module, layers=layers, init_params=params,

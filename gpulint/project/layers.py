@@ -50,7 +50,7 @@ _TORCH_LAYERS: dict[str, tuple[tuple[int, str], ...]] = {
 # torch.nn.Transformer's d_model defaults to 512 when not given
 _TORCH_DEFAULTS: dict[str, tuple[str, int]] = {"Transformer": ("d_model", 512)}
 # graph layers (PyG, DGL): Conv(in_channels, out_channels, ...)
-_GRAPH_PACKAGES = ("torch_geometric.nn", "dgl.nn")
+_GRAPH_PACKAGES = ("torch_geometric.nn", "dgl.nn", "ogb.graphproppred")
 # tensor factories whose positional arguments are a parameter's shape
 _FACTORIES = frozenset({"empty", "zeros", "ones", "randn", "rand", "Tensor", "FloatTensor"})
 # calls that build nothing with weights (or only containers whose children are read anyway)
@@ -83,6 +83,12 @@ ArgumentToken = Callable[[int, str], Optional[str]]  # (position, keyword) -> th
 
 # models of graph libraries built from widths: (in_channels, hidden_channels, num_layers, out_channels)
 _GRAPH_MODELS = frozenset({"GCN", "GraphSAGE", "GIN", "GAT", "PNA", "EdgeCNN", "BasicGNN"})
+# convolutions built around a module they are given (`GINConv(nn)`): their width is that module's, read by itself
+_NN_CONVS = frozenset({"GINConv", "GINEConv", "DynamicEdgeConv", "PointNetConv", "PPFConv"})
+# OGB's molecule encoders: sums of embeddings `emb_dim` wide
+_GRAPH_EMBEDDINGS = frozenset({"AtomEncoder", "BondEncoder"})
+# wrappers that turn a module built elsewhere (read where it is built) into a heterogeneous one
+GRAPH_WRAPPERS = frozenset({"to_hetero", "to_hetero_with_bases"})
 
 
 def graph_layer(last: str, argument: ArgumentToken) -> "Optional[Layer] | bool":
@@ -90,6 +96,8 @@ def graph_layer(last: str, argument: ArgumentToken) -> "Optional[Layer] | bool":
     none of them. A convolution's widths are its in and out channels (`GCNConv(in, out)`); one given no
     channels (`AGNNConv()`, `GINConv(nn)`, whose nn is read by itself) has no width of its own; a library
     model is as wide as its hidden channels; an `MLP([...])` as its widest consecutive pair."""
+    if last in _NN_CONVS:
+        return None
     if last.endswith("Conv"):
         dims = (argument(0, "in_channels"), argument(1, "out_channels"))
         if dims == (None, None):
@@ -97,6 +105,10 @@ def graph_layer(last: str, argument: ArgumentToken) -> "Optional[Layer] | bool":
         return Layer(DIMS, last, tuple(d or UNKNOWN for d in dims))
     if last in _GRAPH_MODELS:
         return Layer(DIMS, last, (argument(1, "hidden_channels") or UNKNOWN,))
+    if last in _GRAPH_EMBEDDINGS:
+        return Layer(DIMS, last, (argument(0, "emb_dim") or UNKNOWN,))
+    if last in GRAPH_WRAPPERS:
+        return None
     hidden = argument(-1, "hidden_channels")
     if hidden is not None:  # PMLP(..., hidden_channels=16, ...), any library model built around a hidden width
         return Layer(DIMS, last, (hidden,))
@@ -273,7 +285,7 @@ def _layer(call: ast.Call, qualify: Qualify, params: frozenset[str], local_class
             if found is not None:
                 return found
     if isinstance(func, ast.Name) and func.id in imported and func.id[:1].isupper() \
-            and not any(q.startswith(("torch.", "torch_geometric.", "dgl.")) for q in qualified):
+            and not any(q.startswith(("torch.", "torch_geometric.", "dgl.", "ogb.")) for q in qualified):
         return module(imported[func.id])  # a class from another module: the project may define it
     for name in sorted(qualified):
         if name.startswith("torch.nn."):
