@@ -15,8 +15,20 @@ This script measures, on this machine's CPU with the installed torch:
 
 and combines them with published GPU throughput (NVIDIA A100 datasheet: 19.5 TFLOP/s FP32,
 312 TFLOP/s BF16 tensor cores) into the best step-time ratio AMP can reach for an MLP of width w
-over `rows` input rows, per the roofline: step time ~ max(host time, GPU time). It is a bound,
-not a GPU measurement; it says where the ratio falls to ~1.
+over `rows` input rows, per the roofline: step time ~ max(host time, GPU time). It is a model,
+not a GPU measurement; it says where the ratio falls to ~1. Read it with its limits (figures and
+sources in the team's facts file, shared/docs/pytorch-performance-facts.md):
+
+- the host cost is CPU eager dispatch on this machine, without a CUDA launch (the facts file: "timing
+  on CPU is not a good proxy for GPU overhead"); a busy build machine inflates it (10 us per op at a
+  load of 10 on 2 cores, 2026-12-02), which raises the widths the model calls launch-bound;
+- GPU time is the datasheet peak for matmuls only: small matmuls reach far less, elementwise ops
+  (memory-bound, where 16 bits halve the bytes) and the optimizer step are left out, so the ratio
+  is neither a strict upper nor a strict lower bound on a real step's;
+- fp32 convolutions already use TF32 by default (`torch.backends.cudnn.allow_tf32` is True; facts
+  file), so for convnets the model overstates what AMP adds;
+- `min-width` ignores rows: past about 230K rows a step the model puts 64-wide layers above 1.5x
+  too (256 x 1024 tokens: 1.7x), and GPU001 is then silent where AMP may pay.
 
     python bench/amp_width.py            # prints the table (about 20 s)
 """
@@ -98,11 +110,11 @@ def main() -> None:
     for width in WIDTHS:
         cells = [f"{best_ratio(width, rows, host, ops32, ops16):.2f}x" for rows in ROWS]
         print(f"| {width} | " + " | ".join(cells) + " |")
-    # the bound is linear in rows x width^2 between the host floor and the tensor-core roof: where it
+    # the model is linear in rows x width^2 between the host floor and the tensor-core roof: where it
     # reaches 1.5x (GPU001's `enough-work` premise: below it the advice cannot pay off)
     work = 1.5 * ops16 * host * FP32_FLOPS / (6 * LAYERS)
     print()
-    print(f"rows x width^2 where the bound reaches 1.5x: {work:.3g} "
+    print(f"rows x width^2 where the modelled ratio reaches 1.5x: {work:.3g} "
           f"(e.g. {work / 512 ** 2:,.0f} rows at 512 wide, {work / 256 ** 2:,.0f} at 256, "
           f"{work / 128 ** 2:,.0f} at 128)")
 

@@ -6,6 +6,8 @@
     python bench/precision/run.py --unlabelled         # list findings that have no verdict yet
     python bench/precision/run.py --gpulint ../old     # score another checkout (for recall today)
     python bench/precision/run.py --blind --write      # the blind hold-out (blind.toml, blind-labels.tsv)
+    git worktree add /tmp/frozen f1a9263 && python bench/precision/run.py --blind --gpulint /tmp/frozen \
+        --block-prefix BLIND-FIRST- --write            # its first reading: the rules as they were frozen
 
 Each repository present in the corpus directory (`--corpus`, env GPULINT_CORPUS, default
 ~/.cache/gpulint/corpus; see prepare.py) is linted cold (`--no-cache --preview`, every rule
@@ -84,6 +86,14 @@ def lint(repo: Repo, corpus: Path, gpulint_path: Path, isolated: bool = False) -
     run.phases = {name: float(seconds) for name, seconds in _PHASE.findall(result.stderr)}
     files = re.search(r"files: (\d+) linted", result.stderr)
     run.files = int(files.group(1)) if files else 0
+    return run
+
+
+def saved(repo: Repo, out: Path) -> RepoRun:
+    """The findings a previous run wrote to `out` for this repository (`--rescore`)."""
+    run = RepoRun(repo)
+    for item in json.loads((out / f"{repo.slug}.json").read_text(encoding="utf-8")):
+        run.findings.append((Key(*item["key"]), item["message"]))
     return run
 
 
@@ -225,6 +235,12 @@ def main(argv: Optional[list[str]] = None) -> int:
                         help="lint the hold-out repositories (holdout.toml) and write their HOLDOUT-* blocks")
     parser.add_argument("--blind", action="store_true",
                         help="lint the blind hold-out (blind.toml, blind-labels.tsv); write its BLIND-* blocks")
+    parser.add_argument("--block-prefix", default=None,
+                        help="name of the RESULTS.md blocks to write (BLIND-FIRST- for the first reading at the "
+                             "frozen commit, run with --gpulint on a checkout of it)")
+    parser.add_argument("--rescore", action="store_true",
+                        help="score the findings a previous run saved under --out again (after new verdicts) "
+                             "instead of linting; the TIMING block is left as it is")
     parser.add_argument("--isolated", action="store_true",
                         help="read no project file (no torch floor from the repositories' metadata)")
     args = parser.parse_args(argv)
@@ -238,6 +254,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         if args.recall == HERE / "recall.tsv":
             args.recall = HERE / "blind-recall.tsv"
     prefix = "HOLDOUT-" if args.holdout else "BLIND-" if args.blind else ""
+    if args.block_prefix is not None:
+        prefix = args.block_prefix
     corpus = args.corpus.expanduser()
     repos = present(load_repos(args.repos), corpus)
     if args.only:
@@ -246,7 +264,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"no corpus repository under {corpus}: run prepare.py first")
         return 0
     labels, recall = load_labels(args.labels), load_recall(args.recall)
-    runs = [lint(repo, corpus, args.gpulint, args.isolated) for repo in repos]
+    if args.rescore:
+        runs = [saved(repo, args.out) for repo in repos]
+        if args.baseline is not None:
+            parser.error("--rescore scores saved findings: it cannot lint a --baseline")
+    else:
+        runs = [lint(repo, corpus, args.gpulint, args.isolated) for repo in repos]
     args.out.mkdir(parents=True, exist_ok=True)
     for run in runs:
         if run.error:
@@ -270,7 +293,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         text = results.read_text(encoding="utf-8") if results.exists() else "# Precision on real code\n"
         text = replace_block(text, prefix + "SUMMARY", summary)
         text = replace_block(text, prefix + "PER-REPOSITORY", table)
-        if not args.holdout and not args.blind:
+        if not args.holdout and not args.blind and not args.rescore:
             text = replace_block(text, "TIMING", timing_table(runs))
         text = replace_block(text, prefix + "FALSE-POSITIVES", false_positive_list(runs, labels))
         results.write_text(text, encoding="utf-8")

@@ -50,7 +50,7 @@ _SIXTEEN_BIT = re.compile(r"\b(?:bfloat16|float16|half)\b")
 MIN_WIDTH: Option[int] = Option(
     "min-width", Integer(1), 128,
     "GPU001 stays silent when every layer width of the trained model is known and below this "
-    "(launch-bound models gain nothing from tensor cores; bench/amp_width.py)")
+    "(launch-bound models gain nothing from tensor cores; a roofline model, not a GPU measurement: bench/amp_width.py)")
 
 ON_GPU = Premise(
     "on-gpu",
@@ -75,8 +75,9 @@ ENOUGH_WORK = Premise(
     "enough-work",
     "a step multiplies enough rows for its width: refuted when the rows it feeds are known from a standard "
     "benchmark dataset (Cora trained full-batch: 2,708 rows; PROTEINS in batches of 32: 32 x 39 nodes) and "
-    "rows x width^2 of the widest known layer stays below 8e8, where bench/amp_width.py's bound on the "
-    "speed-up stays under 1.5x (3,400 rows at 512 wide). Unknown rows or width are not small ones.")
+    "rows x width^2 of the widest known layer stays below 8e8, where the best speed-up of bench/amp_width.py's "
+    "roofline model (a modelled estimate, not a GPU measurement) stays under 1.5x (3,400 rows at 512 wide). "
+    "Unknown rows or width are not small ones.")
 AUTOCAST_EXISTS = Premise(
     "autocast-exists",
     "every torch the project supports has `torch.autocast` (1.10): refuted when the floor it declares is older.")
@@ -85,8 +86,8 @@ GPU_BOUND = Premise(
     "the loop waits on the GPU: refuted in reinforcement-learning loops (the file imports an environment "
     "package), with sparse tensors (autocast does not cover sparse kernels), and where a framework "
     "(Lightning, Accelerate, Fabric, DeepSpeed) owns precision.")
-# rows x width^2 of a step below which mixed precision cannot pay off: bench/amp_width.py's roofline bound
-# (host dispatch measured on a CPU, A100 datasheet throughput) reaches 1.5x at 8.3e8-8.9e8; rounded down
+# rows x width^2 of a step below which mixed precision cannot pay off: bench/amp_width.py's roofline model
+# (host dispatch measured on a CPU, A100 datasheet throughput) reaches 1.5x at 8.3e8-9.2e8; rounded down
 STEP_WORK_FLOOR = 800_000_000
 AMP_DTYPE: Option[str] = Option(
     "amp-dtype", Choice(("float16", "bfloat16")), "float16",
@@ -122,7 +123,11 @@ class MissingAutocast(Rule):
         PyTorch AMP blog (2020) measured 1.5x-5.5x on V100 over fp32. Activations saved
         for backward are mostly stored in 16 bits, which also lowers memory use. On CPU with
         torch 2.14, fp16 + GradScaler and bf16 training of small MLPs and CNNs tracked fp32
-        within 0.7 % per step over 50 steps.
+        within 0.7 % per step over 50 steps. Small networks gain nothing: the AMP recipe
+        warns that a network which fails to saturate the GPU is CPU-bound and AMP's effect
+        "won't matter". `min-width` (128) comes from a roofline model, not a GPU
+        measurement (bench/amp_width.py: host cost per op measured on a CPU, A100 datasheet
+        throughput): below 128 wide it puts AMP's best case under 1x up to 64K rows a step.
         """,
         example="""
         device = torch.device("cuda")

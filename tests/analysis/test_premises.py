@@ -29,7 +29,7 @@ def test_a_finding_needs_every_premise_shown() -> None:
 
 
 @pytest.mark.parametrize("rule", [r for r in all_rules() if r.code in
-                                  ("GPU001", "GPU003", "GPU101", "GPU102", "GPU201", "GPU301", "GPU302")],
+                                  ("GPU001", "GPU002", "GPU003", "GPU101", "GPU102", "GPU201", "GPU301", "GPU302")],
                          ids=lambda r: r.code)
 def test_each_rule_writes_its_premises_down(rule: type) -> None:
     premises = rule.docs.premises
