@@ -14,6 +14,12 @@ from gpulint.output.docs import rules_table  # noqa: E402
 from gpulint.rules import all_rules  # noqa: E402
 
 BEGIN, END = "<!-- RULES:BEGIN -->", "<!-- RULES:END -->"
+# The one place that says which torch the rule docs' own figures come from ("measured on CPU").
+MEASURED_WITH = (
+    "The figures the rule docs give as *measured on CPU* were measured by this project with torch 2.14.1 on\n"
+    "a CPU; which torch version has which API was read from torch's own sources, 1.13.1 through 2.14.1. The\n"
+    "tests pin torch 2.13.0 only because CI checks with that build; gpulint reads code written for any torch.\n"
+    "Figures quoted from elsewhere name their source.")
 PRECISION = ROOT / "bench" / "precision" / "RESULTS.md"
 
 
@@ -64,6 +70,7 @@ def rules_section() -> str:
         "rules were frozen at: 117 of the 151 findings read paid off (77.5 %; GPU001 29.5 %, on toy graph\n"
         "networks), and none was wrong outright. The last column is the 20 repositories the rules were\n"
         "developed on: a regression suite, not a measurement.\n\n"
+        + MEASURED_WITH + "\n\n"
         + with_precision(rules_table(all_rules())) + "\n"
     )
 

@@ -83,7 +83,7 @@ class Fp16WithoutGradScaler(Rule):
         GradScaler multiplies the loss before backward and divides the gradients before the
         step, skipping steps whose gradients overflowed; the PyTorch AMP docs: scaling
         "improves convergence for networks with float16 gradients". With the scaler, fp16
-        training on CPU (torch 2.14) tracked fp32 within 0.34 % per step over 50 steps.
+        training measured on CPU tracked fp32 within 0.34 % per step over 50 steps.
         """,
         example="""
         import torch
@@ -115,7 +115,7 @@ class Fp16WithoutGradScaler(Rule):
         torch.float16)`). Under FSDP the scaler is `ShardedGradScaler`; with tensor-parallel
         parameters no fix is offered (prefer bfloat16). Not offered for fused SGD with momentum
         built nearby, whose momentum buffer a skipped first step leaves uninitialised (weights
-        blew up within 3 steps on torch 2.14), nor with a `torch-version` floor below 2.3. Not
+        blew up within 3 steps, measured on CPU), nor with a `torch-version` floor below 2.3. Not
         reported when the file or a caller creates a GradScaler, uses another loss scaler (apex
         `scale_loss`), or in test files.
         """,
