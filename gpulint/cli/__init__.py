@@ -142,7 +142,17 @@ class _ScriptArgsCommand(click.Command):
 @click.option("--repeats", type=click.IntRange(min=0), default=3, show_default=True,
               help="Timed runs of each version, interleaved; 0: check numerics only.")
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
-              help="cpu runs CUDA scripts on the CPU (autocast as bfloat16).")
+              help="cpu runs CUDA scripts on the CPU (CUDA autocast as CPU autocast).")
+@click.option("--noise-floor", "noise", type=click.Choice(["auto", "always", "off"]), default="auto",
+              show_default=True, help="Rerun the original with its weights nudged by one ulp to measure how far "
+              "rounding alone drifts: auto only when a deviation exceeds the rule's own tolerance.")
+@click.option("--noise-runs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Perturbed runs of the original behind the noise floor.")
+@click.option("--float16", type=click.Choice(["auto", "native", "emulate"]), default="auto", show_default=True,
+              help="On a CPU, float16 autocast as float16 (native) or as bfloat16 with a float16 range probe "
+              "(emulate); auto: native where the CPU has float16 arithmetic.")
+@click.option("--blame/--no-blame", default=True, show_default=True,
+              help="On FAIL with several rules, rerun with subsets of them to name the rule that causes it.")
 @click.option("--nproc-per-node", "nproc", type=click.IntRange(min=1), default=1, show_default=True,
               help="Run each version through torchrun with this many processes (DDP/FSDP scripts).")
 @codes_option("--select", help="Only these fixes (codes or prefixes); default: all, unsafe included.")
@@ -157,10 +167,11 @@ class _ScriptArgsCommand(click.Command):
 @click.option("--workdir", type=click.Path(path_type=Path, file_okay=False),
               help="Keep the rewritten files, logs and events here (default: a temporary folder, deleted).")
 @click.option("--no-diff", is_flag=True, help="Do not print the rewrite's diff.")
-def verify(paths: tuple[Path, ...], steps: int, warmup: int, repeats: int, device: str, nproc: int,
-           select: Optional[tuple[str, ...]], preview: Optional[bool], json_path: Optional[Path],
-           plot_path: Optional[Path], min_speedup: Optional[float], timeout: float, threads: Optional[int],
-           workdir: Optional[Path], no_diff: bool) -> None:
+def verify(paths: tuple[Path, ...], steps: int, warmup: int, repeats: int, device: str, noise: str,
+           noise_runs: int, float16: str, blame: bool, nproc: int, select: Optional[tuple[str, ...]],
+           preview: Optional[bool], json_path: Optional[Path], plot_path: Optional[Path],
+           min_speedup: Optional[float], timeout: float, threads: Optional[int], workdir: Optional[Path],
+           no_diff: bool) -> None:
     """Run each script and its rewrite in sandboxes; compare speed, memory and loss.
 
     Arguments after -- go to the script.
@@ -176,6 +187,8 @@ def verify(paths: tuple[Path, ...], steps: int, warmup: int, repeats: int, devic
         paths=tuple(paths), script_args=script_args, steps=steps, warmup=warmup, device=device, select=select,
         preview=preview, json_path=json_path, plot_path=plot_path, min_speedup=min_speedup, timeout=timeout,
         threads=threads, show_diff=not no_diff, repeats=repeats, nproc=nproc, workdir=workdir,
+        noise_runs=0 if noise == "off" else noise_runs, noise="auto" if noise == "off" else noise,
+        float16="bfloat16" if float16 == "emulate" else float16, blame=blame,
     )
     sys.exit(verify_main(options))
 

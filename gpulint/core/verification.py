@@ -7,6 +7,8 @@ deterministic settings, fused optimizers differ in the last bits, mixed precisio
 most 0.7 % per step). `constructs` are the harness events that show the rewrite ran (an
 optimizer stepping, a DataLoader yielding a batch, an autocast region entered, a
 checkpointed forward); `expected` tells the rewritten construct from the others of its kind.
+`changes` names what a rule's rewrite may change on purpose, so that verify can say so instead
+of reporting it as damage: the random numbers a dataset draws, or which parameters train.
 """
 
 from __future__ import annotations
@@ -25,17 +27,29 @@ class Tolerance:
     last_n: int = 10
     grace_steps: int = 0  # steps left out of the per-step check when a GradScaler skipped a step
     rank: int = 0  # larger is looser; a combination of fixes takes the loosest it needs
+    bit_exact: bool = False  # the rewrite must reproduce the loss exactly; the noise floor is shown, never added
+    # the noise floor's nudge is one ulp of this many mantissa bits (None: float32); a mixed-precision rewrite's
+    # is that of the 16-bit type its autocast regions ran in (7: bfloat16, 10: float16), set from the run
+    noise_bits: Optional[int] = None
 
     def describe(self) -> str:
         text = f"{self.name}: {self.per_step:g} relative per step"
         if self.mean_last is not None:
             text += f", mean of the last {self.last_n} within {self.mean_last:.0%}"
-        return text
+        return text + (" (bit-exact)" if self.bit_exact else " plus the measured noise floor")
+
+    @property
+    def noise_precision(self) -> str:
+        return {None: "float32", 10: "float16", 7: "bfloat16"}.get(self.noise_bits, f"{self.noise_bits}-bit mantissa")
 
 
-NEUTRAL = Tolerance("numerics-neutral", 1e-6, rank=0)
+NEUTRAL = Tolerance("numerics-neutral", 1e-6, rank=0, bit_exact=True)
 FUSED_OPTIMIZER = Tolerance("fused optimizer", 1e-4, rank=1)
-MIXED_PRECISION = Tolerance("mixed precision", 2e-2, mean_last=1e-2, grace_steps=5, rank=2)
+MIXED_PRECISION = Tolerance("mixed precision", 2e-2, mean_last=1e-2, grace_steps=5, rank=2, noise_bits=10)
+
+# what a rewrite may change on purpose (Verification.changes)
+RANDOM_STREAMS = "random streams"  # e.g. DataLoader workers draw from their own seeds
+TRAINED_PARAMETERS = "trained parameters"  # e.g. non-reentrant checkpointing gives checkpointed blocks gradients
 
 
 def any_construct(kind: str, details: Details) -> bool:
@@ -55,3 +69,4 @@ class Verification:
     expected: Callable[[str, Details], bool] = any_construct
     mixed_precision: bool = False  # numerics in 16 bits: on an emulating CPU, checked but not timed
     mismatch_hint: str = ""  # what a loss mismatch may mean when this rule's tolerance was the one applied
+    changes: tuple[str, ...] = ()  # RANDOM_STREAMS, TRAINED_PARAMETERS: changed on purpose, named in the report

@@ -20,7 +20,7 @@ from gpulint.core.edits import Applicability
 from gpulint.core.options import Flag, Integer, Option
 from gpulint.core.pending import PendingFix, Replace
 from gpulint.core.rewrite import add_keyword, is_literal, set_keyword
-from gpulint.core.verification import NEUTRAL, Verification
+from gpulint.core.verification import NEUTRAL, RANDOM_STREAMS, Verification
 from gpulint.project.facts import IN_MEMORY, NOTHING, ON_DEVICE, WORK
 from gpulint.rules.base import Rule, RuleDocs, Target
 
@@ -60,7 +60,8 @@ class DataLoaderNumWorkers(Rule):
         NEUTRAL, ("dataloader",), "the DataLoader with worker processes yields batches",
         lambda kind, details: (details.get("num_workers") or 0) > 0,
         mismatch_hint="with worker processes a Dataset that draws from the global RNG in __getitem__ gets "
-                      "different random numbers (seed a generator per item to make them reproducible)")
+                      "different random numbers (seed a generator per item to make them reproducible)",
+        changes=(RANDOM_STREAMS,))
     docs = RuleDocs(
         what="""
         Checks for `torch.utils.data.DataLoader(...)` calls without `num_workers` whose

@@ -17,7 +17,7 @@ from gpulint.core.context import FileContext
 from gpulint.core.edits import Applicability
 from gpulint.core.pending import PendingFix, Replace
 from gpulint.core.rewrite import add_keyword, is_literal, set_keyword
-from gpulint.core.verification import NEUTRAL, Verification
+from gpulint.core.verification import NEUTRAL, TRAINED_PARAMETERS, Verification
 from gpulint.core.walk import walk
 from gpulint.rules.base import Rule, RuleDocs, Target
 
@@ -63,7 +63,8 @@ class CheckpointWithoutUseReentrant(Rule):
     target = Target.ANY
     fix = Applicability.UNSAFE
     verification = Verification(NEUTRAL, ("checkpoint",), "the checkpoint call with use_reentrant=False runs",
-                                lambda kind, details: details.get("use_reentrant") is False)
+                                lambda kind, details: details.get("use_reentrant") is False,
+                                changes=(TRAINED_PARAMETERS,))
     docs = RuleDocs(
         what="""
         Checks for `torch.utils.checkpoint.checkpoint(...)` and `checkpoint_sequential(...)`

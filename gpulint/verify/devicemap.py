@@ -102,11 +102,13 @@ class _CpuStream:
 
 
 class CpuAdapter:
-    """Patches torch so that device "cuda" means the CPU and CUDA autocast means CPU bfloat16."""
+    """Patches torch so that device "cuda" means the CPU and CUDA autocast means CPU autocast (float16 as
+    float16, or as bfloat16 when asked: bfloat16 emulation)."""
 
-    def __init__(self, hide_cuda: bool, bf16_native: bool = True) -> None:
+    def __init__(self, hide_cuda: bool, bf16_native: bool = True, float16: str = "bfloat16") -> None:
         self.hide_cuda = hide_cuda
         self.bf16_native = bf16_native
+        self.float16 = float16  # "native": CPU float16 autocast; "bfloat16": float16 regions run in bfloat16
         self.notes: dict[str, int] = {}
 
     def note(self, what: str) -> None:
@@ -286,10 +288,15 @@ class CpuAdapter:
                 requested = dtype if dtype is not None else torch.float16  # CUDA autocast's default
                 device_type, dtype = "cpu", requested
                 adapter.note("autocast('cuda') ran as CPU autocast")
-            if device_type == "cpu" and dtype in (torch.float16, torch.half):
-                dtype = torch.bfloat16
-                adapter.note("autocast float16 ran as CPU bfloat16")
+            requested = dtype
+            if device_type == "cpu" and dtype in (torch.float16, torch.half) and enabled:
+                if adapter.float16 == "bfloat16":
+                    dtype = torch.bfloat16
+                    adapter.note("autocast float16 ran as CPU bfloat16 (bfloat16 emulation)")
+                else:
+                    adapter.note("autocast float16 ran as CPU float16")
             original_init(ctx, device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+            ctx._gpulint_requested = requested if requested is not None else ctx.fast_dtype
 
         autocast.__init__ = __init__  # type: ignore[assignment, method-assign]
 

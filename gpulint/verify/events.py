@@ -87,6 +87,11 @@ class RunRecord:
     training: dict[str, Any] = field(default_factory=dict)  # parameter change (checked runs)
     guard: dict[str, list[str]] = field(default_factory=dict)  # blocked / copied-on-write paths
     imported: list[dict[str, Any]] = field(default_factory=list)  # the project's own modules the run imported
+    exceptions: dict[str, int] = field(default_factory=dict)  # raised inside the steps, caught or not: key -> count
+    exception_samples: list[dict[str, Any]] = field(default_factory=list)  # the first of each key
+    ranges: Optional[dict[str, Any]] = None  # float16 range probe of the 16-bit autocast regions
+    global_rng: dict[str, str] = field(default_factory=dict)  # generator -> dataset that drew from it in a fetch
+    nudged_tensors: Optional[int] = None  # noise-floor runs: parameter tensors nudged by one ulp
     rank: int = 0
     world_size: int = 1
     load_before: Optional[float] = None  # 1-minute load average when the run started (parent)
@@ -188,8 +193,18 @@ def read_events(path: Path) -> RunRecord:
             record.training = event.get("training", {})
             record.guard = event.get("guard", {})
             record.imported = event.get("imported", [])
+            record.exceptions = {str(k): int(v) for k, v in (event.get("exceptions") or {}).items()}
+            record.exception_samples = event.get("exception_samples") or record.exception_samples
+            record.ranges = event.get("ranges")
+            record.global_rng = event.get("global_rng") or {}
+            record.nudged_tensors = event.get("nudged_tensors")
             for site, phases in (event.get("uses") or {}).items():
                 record.uses[int(site)] = {str(k): int(v) for k, v in phases.items()}
+        elif kind == "exception":  # also before the end record: a run killed later keeps them
+            if len(record.exception_samples) < 20:
+                record.exception_samples.append(event)
+            key = str(event.get("key", "?"))
+            record.exceptions[key] = max(record.exceptions.get(key, 0), 1)
     return record
 
 
@@ -216,6 +231,9 @@ def combine_ranks(ranks: list[RunRecord]) -> RunRecord:
         adaptations=sorted({a for r in ranks for a in r.adaptations}),
         backward_calls=sum(r.backward_calls for r in ranks), optimizer_steps=sum(r.optimizer_steps for r in ranks),
         step_mode=first.step_mode, training=first.training, imported=first.imported, world_size=len(ranks),
+        exceptions={k: sum(r.exceptions.get(k, 0) for r in ranks) for r in ranks for k in r.exceptions},
+        exception_samples=[s for r in ranks for s in r.exception_samples][:20], ranges=first.ranges,
+        global_rng={k: v for r in ranks for k, v in r.global_rng.items()}, nudged_tensors=first.nudged_tensors,
         sites=first.sites, uses=first.uses, ranks=ranks,
         wall_s=max((r.wall_s for r in ranks if r.wall_s is not None), default=None),
     )

@@ -39,7 +39,7 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
-from gpulint.verify import events, guard
+from gpulint.verify import events, guard, instruments
 
 EXIT_OK, EXIT_SCRIPT_FAILED, EXIT_USAGE = 0, 1, 2
 SAMPLE_PER_TENSOR = 65536  # parameter elements compared per tensor to tell whether the weights moved
@@ -69,6 +69,15 @@ def _parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--mirror", default=None, help="the sandbox folder that mirrors the user's paths")
     parser.add_argument("--user-root", action="append", default=[], help="the user's folders (project, cwd)")
     parser.add_argument("--path", action="append", default=[], help="prepend to sys.path (project roots)")
+    parser.add_argument("--perturb", type=int, default=None,
+                        help="noise-floor run: nudge the initial parameters by one ulp (the seed picks directions)")
+    parser.add_argument("--perturb-bits", type=int, default=None,
+                        help="the nudge is one ulp of a float with this many mantissa bits (10: float16, "
+                             "7: bfloat16); default: the parameter's own")
+    parser.add_argument("--float16", choices=("native", "bfloat16"), default="bfloat16",
+                        help="on the CPU, run float16 autocast as float16, or as bfloat16 (bfloat16 emulation)")
+    parser.add_argument("--probe-ranges", action="store_true",
+                        help="record float16 range findings inside 16-bit autocast regions (checked runs)")
     return parser.parse_args(argv), script_args
 
 
@@ -124,9 +133,27 @@ class Recorder:
         self.tags = _Tags()
         self.site_ids: dict[tuple, int] = {}
         self.uses: dict[int, dict[str, int]] = {}
-        self.snapshots: dict[int, tuple[weakref.ref, Any, Any]] = {}  # id(param) -> (param, index, first values)
+        # id(param) -> (param, index, first values); the parameter is held, so a script that drops its model
+        # before it ends by itself is still measured at exit
+        self.snapshots: dict[int, tuple[Any, Any, Any]] = {}
         self.finisher: Optional[Callable[[str, str], None]] = None
         self.no_step_limit = max(1000, 50 * self.max_steps)
+        self.perturb: Optional[int] = options.perturb if self.checked else None
+        self.perturb_bits: Optional[int] = options.perturb_bits
+        self.nudged: set[int] = set()
+        self.nudged_tensors = 0
+        self.exceptions: dict[str, int] = {}  # key -> count (checked runs)
+        self.exception_samples: list[dict[str, Any]] = []
+        self.counter: Optional[instruments.ExceptionCounter] = None
+        if self.checked:
+            self.counter = instruments.ExceptionCounter(self.user_path, self.on_exception)
+        self.ranges: Optional[instruments.RangeProbe] = None
+        self.range_mode: Any = None
+        self.range_depth = 0
+        if self.checked and options.probe_ranges:
+            self.ranges = instruments.RangeProbe(torch, self.innermost_user_frame, lambda: self.steps + 1)
+            self.range_mode = instruments.make_range_probe(torch, self.ranges)
+        self.rng = instruments.GlobalRngProbe(torch) if self.checked else None
 
     def active(self) -> bool:
         """Hooks are inherited by forked DataLoader workers; only the harness process records."""
@@ -154,6 +181,10 @@ class Recorder:
         if any(filename.startswith(root + os.sep) for root in self.user_roots):
             return filename
         return None
+
+    def innermost_user_frame(self) -> Optional[tuple[str, int]]:
+        frames = self.user_frames()
+        return frames[0] if frames else None
 
     def site(self, obj: Any, kind: str, details: dict[str, Any]) -> Optional[int]:
         if not self.checked or not self.active():
@@ -202,7 +233,7 @@ class Recorder:
                 if count > SAMPLE_PER_TENSOR:
                     index = torch.linspace(0, count - 1, SAMPLE_PER_TENSOR, device=flat.device).long()
                 values = (flat if index is None else flat[index]).to("cpu", torch.float64, copy=True)
-                self.snapshots[id(param)] = (weakref.ref(param), index, values)
+                self.snapshots[id(param)] = (param, index, values)
             except (RuntimeError, TypeError):
                 continue
 
@@ -227,10 +258,7 @@ class Recorder:
         torch = self.torch
         changed_sq = initial_sq = 0.0
         tensors = changed_tensors = elements = 0
-        for ref, index, first in self.snapshots.values():
-            param = ref()
-            if param is None:
-                continue
+        for param, index, first in self.snapshots.values():
             try:
                 flat = param.detach().reshape(-1)
                 now = (flat if index is None else flat[index]).to("cpu", torch.float64)
@@ -251,6 +279,58 @@ class Recorder:
         return {"tensors": tensors, "elements_compared": elements, "changed_tensors": changed_tensors,
                 "change_norm": change, "initial_norm": math.sqrt(initial_sq), "relative_change": relative,
                 "moved": changed_tensors > 0}
+
+    def nudge(self, params: Any) -> None:
+        """Noise-floor runs: one ulp on every initial parameter, before the first step uses it."""
+        if self.perturb is None or not self.active():
+            return
+        fresh = [p for p in params if isinstance(p, self.torch.Tensor) and id(p) not in self.nudged]
+        if not fresh:
+            return
+        self.nudged.update(id(p) for p in fresh)
+        self.nudged_tensors += instruments.nudge(self.torch, fresh, self.perturb, len(self.nudged),
+                                                 self.perturb_bits)
+        for param in fresh:  # the starting point of "did the weights move" is the nudged value
+            if id(param) in self.snapshots:
+                del self.snapshots[id(param)]
+                self.track([param])
+
+    # --- exceptions inside the training steps (checked runs) ------------------------------------
+    def start_counting(self) -> None:
+        if self.counter is not None and self.active():
+            self.counter.start()
+
+    def on_exception(self, kind: type, exc: BaseException, tb: Any, frame: Any, line: int) -> None:
+        if not self.active():
+            return
+        found = instruments.describe_exception(kind, exc, tb, frame, line, self.user_path)
+        key = found["key"]
+        self.exceptions[key] = self.exceptions.get(key, 0) + 1
+        if self.exceptions[key] == 1 and len(self.exception_samples) < 20:
+            found["step"] = self.steps + 1
+            self.exception_samples.append(found)
+            self.writer.write("exception", **found)
+
+    # --- float16 range probe (checked runs of a mixed-precision rewrite) -------------------------
+    def enter_region(self, autocast: Any) -> None:
+        if self.range_mode is None or not self.active():
+            return
+        dtype = getattr(autocast, "fast_dtype", None)
+        if not getattr(autocast, "_enabled", True) or dtype not in (self.torch.float16, self.torch.bfloat16):
+            return
+        self.range_depth += 1
+        if self.range_depth == 1:
+            self.range_mode.__enter__()
+
+    def leave_region(self, autocast: Any) -> None:
+        if self.range_mode is None or not self.active() or self.range_depth == 0:
+            return
+        dtype = getattr(autocast, "fast_dtype", None)
+        if not getattr(autocast, "_enabled", True) or dtype not in (self.torch.float16, self.torch.bfloat16):
+            return
+        self.range_depth -= 1
+        if self.range_depth == 0:
+            self.range_mode.__exit__(None, None, None)
 
     # --- losses -------------------------------------------------------------------------------
     @staticmethod
@@ -293,6 +373,7 @@ class Recorder:
         self.close_forward()
         if self.checked and self.steps == 0:
             self.track_graph(tensor)
+            self.start_counting()
         value, scale = tensor.detach(), self.accumulation_scale(tensor)
         for ref, unscaled, unscaled_scale in self.scaled:
             if ref() is tensor:
@@ -387,6 +468,10 @@ class Recorder:
         )
         self.pending = []
         self.saved_peak = 0
+        if self.counter is not None:
+            self.counter.forget()
+        if self.step_mode == "backward" and self.steps == 1 and self.perturb is not None:
+            self.nudge([entry[0] for entry in self.snapshots.values()])  # no optimizer: the graph's leaves
         self.last_mark = time.perf_counter()
         if self.steps >= self.max_steps and not final:
             self.stop(events.STOPPED, "")
@@ -459,6 +544,8 @@ def _install(torch: Any, recorder: Recorder) -> list[Any]:
         if not recorder.active():
             return
         recorder.optimizers_built += 1
+        recorder.nudge([p for group in self.param_groups for p in group["params"]])
+        recorder.start_counting()
         defaults = getattr(self, "defaults", {}) or {}
         recorder.site(self, "optimizer", {"class": type(self).__name__, "fused": defaults.get("fused"),
                                           "foreach": defaults.get("foreach")})
@@ -487,7 +574,8 @@ def _install_construct_hooks(torch: Any, recorder: Recorder) -> None:
         loader_init(self, *args, **kwargs)
         recorder.site(self, "dataloader", {"num_workers": getattr(self, "num_workers", None),
                                            "pin_memory": getattr(self, "pin_memory", None),
-                                           "persistent_workers": getattr(self, "persistent_workers", None)})
+                                           "persistent_workers": getattr(self, "persistent_workers", None),
+                                           "generator": getattr(self, "generator", None) is not None})
 
     dl.DataLoader.__init__ = loader_init_hook  # type: ignore[method-assign]
 
@@ -509,22 +597,37 @@ def _install_construct_hooks(torch: Any, recorder: Recorder) -> None:
     dl._BaseDataLoaderIter.__init__ = iter_init_hook  # type: ignore[method-assign]
     dl._BaseDataLoaderIter.__next__ = iter_next_hook  # type: ignore[method-assign]
 
+    if recorder.rng is not None:
+        from torch.utils.data._utils import fetch
+
+        for fetcher in (fetch._MapDatasetFetcher, fetch._IterableDatasetFetcher):
+            fetcher.fetch = recorder.rng.wrap(fetcher.fetch, recorder.active)  # type: ignore[method-assign]
+
     autocast = torch.amp.autocast_mode.autocast
-    autocast_init, autocast_enter = autocast.__init__, autocast.__enter__
+    autocast_init, autocast_enter, autocast_exit = autocast.__init__, autocast.__enter__, autocast.__exit__
 
     @functools.wraps(autocast_init)
     def autocast_init_hook(self: Any, *args: Any, **kwargs: Any) -> None:
         autocast_init(self, *args, **kwargs)
-        recorder.site(self, "autocast", {"device_type": getattr(self, "device", None),
-                                         "dtype": str(getattr(self, "fast_dtype", "")),
+        ran = str(getattr(self, "fast_dtype", ""))
+        recorder.site(self, "autocast", {"device_type": getattr(self, "device", None), "dtype": ran,
+                                         "requested": str(getattr(self, "_gpulint_requested", ran)),
                                          "enabled": bool(getattr(self, "_enabled", True))})
 
     @functools.wraps(autocast_enter)
     def autocast_enter_hook(self: Any) -> Any:
         recorder.use_obj(self)
-        return autocast_enter(self)
+        entered = autocast_enter(self)
+        recorder.enter_region(self)
+        return entered
 
-    autocast.__init__, autocast.__enter__ = autocast_init_hook, autocast_enter_hook
+    @functools.wraps(autocast_exit)
+    def autocast_exit_hook(self: Any, *exc: Any) -> Any:
+        recorder.leave_region(self)
+        return autocast_exit(self, *exc)
+
+    autocast.__init__, autocast.__enter__, autocast.__exit__ = autocast_init_hook, autocast_enter_hook, \
+        autocast_exit_hook
 
     import torch.utils.checkpoint as ckpt
 
@@ -606,6 +709,13 @@ def cpu_bf16(torch: Any) -> str:
     return "native"
 
 
+def cpu_fp16() -> str:
+    """"native" (AVX512-FP16 or AMX-FP16 instructions) or "slow": CPU float16 autocast then runs
+    through conversions, several times slower than float32 (8x on this project's build machine)."""
+    flags = cpu_flags()
+    return "native" if flags and flags & {"avx512_fp16", "amx_fp16"} else "slow"
+
+
 def cpu_flags() -> Optional[set[str]]:
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
@@ -637,6 +747,7 @@ def _environment(torch: Any, device: str) -> dict[str, Any]:
         except AttributeError:
             pass
         env["cpu_bf16"] = cpu_bf16(torch)
+        env["cpu_fp16"] = cpu_fp16()
     return env
 
 
@@ -659,7 +770,9 @@ def _imported(recorder: Recorder) -> list[dict[str, str]]:
     found = []
     for module in list(sys.modules.values()):
         filename = getattr(module, "__file__", None)
-        if not filename:
+        # torch.ops and torch.classes are objects whose __file__ is a bare "_ops.py"/"_classes.py": relative to
+        # nothing, they would resolve into the working directory as files of the user's that do not exist
+        if not isinstance(filename, str) or not os.path.isabs(filename) or not os.path.isfile(filename):
             continue
         filename = os.path.realpath(filename)
         if recorder.mirror and filename.startswith(recorder.mirror + os.sep):
@@ -719,7 +832,8 @@ def run(argv: Sequence[str]) -> int:
     if device == "cpu":
         from gpulint.verify.devicemap import CpuAdapter
 
-        adapter = CpuAdapter(hide_cuda=cuda_present, bf16_native=cpu_bf16(torch) != "emulated")
+        adapter = CpuAdapter(hide_cuda=cuda_present, bf16_native=cpu_bf16(torch) != "emulated",
+                             float16=options.float16)
         adapter.install()
     _seed(torch, options.seed, deterministic=options.mode == "checked")
     writer.write("start", environment=_environment(torch, device), rank=rank, world_size=world_size,
@@ -751,6 +865,8 @@ def run(argv: Sequence[str]) -> int:
         elif recorder.measure_saved:
             memory["saved_for_backward_max_bytes"] = recorder.saved_max
         training = recorder.training_summary() if recorder.checked else {}
+        if recorder.counter is not None:
+            recorder.counter.stop()
         report_guard = {}
         if active_guard is not None:
             report_guard = {"blocked": list(active_guard.blocked),
@@ -761,6 +877,10 @@ def run(argv: Sequence[str]) -> int:
             optimizer_steps=recorder.optimizer_steps, wall_s=time.perf_counter() - started,
             step_mode=recorder.step_mode or "optimizer", uses=recorder.uses, training=training,
             guard=report_guard, imported=_imported(recorder),
+            exceptions=recorder.exceptions, exception_samples=recorder.exception_samples,
+            ranges=recorder.ranges.summary() if recorder.ranges is not None else None,
+            global_rng=recorder.rng.drawn if recorder.rng is not None else {},
+            nudged_tensors=recorder.nudged_tensors if recorder.perturb is not None else None,
         )
         writer.close()
 

@@ -27,6 +27,8 @@ class Machine:
     cuda_devices: list[str] = field(default_factory=list)
     cpu_capability: Optional[str] = None
     cpu_bf16: str = "native"  # "native", "converted" (AVX-512 without bf16 instructions) or "emulated"
+    cpu_fp16: str = "slow"  # "native" (AVX512-FP16/AMX-FP16) or "slow": float16 autocast through conversions
+    cpu_fp16_autocast: bool = True  # torch runs float16 autocast on the CPU (2.2 and later)
     distributed: bool = False
     gloo: bool = False
     nccl: bool = False
@@ -42,7 +44,7 @@ class ProbeError(Exception):
 def _probe() -> dict[str, Any]:
     import torch
 
-    from gpulint.verify.harness import cpu_bf16
+    from gpulint.verify.harness import cpu_bf16, cpu_fp16
 
     info: dict[str, Any] = {"torch": torch.__version__, "cuda_available": bool(torch.cuda.is_available())}
     if info["cuda_available"]:
@@ -52,6 +54,12 @@ def _probe() -> dict[str, Any]:
     except AttributeError:
         info["cpu_capability"] = None
     info["cpu_bf16"] = cpu_bf16(torch)
+    info["cpu_fp16"] = cpu_fp16()
+    try:
+        with torch.autocast("cpu", dtype=torch.float16):
+            info["cpu_fp16_autocast"] = torch.ones(2, 2).matmul(torch.ones(2, 2)).dtype == torch.float16
+    except (RuntimeError, AssertionError, TypeError):
+        info["cpu_fp16_autocast"] = False
     try:
         import torch.distributed as dist
 

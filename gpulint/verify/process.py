@@ -48,6 +48,7 @@ class RunSpec:
     exclude: tuple[Path, ...] = ()  # never mirrored (gpulint's own work folder)
     nproc: int = 1  # processes under torchrun
     torchrun: bool = False  # launch through torchrun (always when nproc > 1)
+    harness_args: tuple[str, ...] = ()  # more harness options (noise-floor nudge, float16 mode, range probe)
 
     @property
     def events(self) -> Path:
@@ -76,7 +77,7 @@ def harness_command(spec: RunSpec, sandbox: Sandbox) -> list[str]:
         harness += ["--path", str(sandbox.mirror(extra))]
     if spec.threads:
         harness += ["--threads", str(spec.threads)]
-    harness += ["--", *spec.script_args]
+    harness += [*spec.harness_args, "--", *spec.script_args]
     if spec.nproc > 1 or spec.torchrun:
         launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                     f"--nproc-per-node={spec.nproc}", "-m", "gpulint.verify.harness"]

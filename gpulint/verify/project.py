@@ -168,6 +168,21 @@ def imported_project_files(script: Path, root: Path, extra_search: Iterable[Path
     return list(seen)
 
 
+@dataclass(frozen=True)
+class Edit:
+    """One finding's fix as it landed in the rewritten file: a rule is exercised only when all its edits ran."""
+
+    code: str
+    path: Path  # the user's file
+    line: int  # the finding's line in the user's file
+    ranges: tuple[tuple[int, int], ...]  # 1-based lines of the rewritten file from this edit, whole statements
+    text: str = ""  # the edit's first rewritten line, stripped, for the report
+    runtime: bool = True  # False: the edit only changes imports, so nothing of it runs inside a step
+
+    def where(self) -> str:
+        return f"{self.path.name}:{self.line}"
+
+
 @dataclass
 class RewrittenFile:
     path: Path  # the user's file
@@ -175,10 +190,19 @@ class RewrittenFile:
     new_text: str
     applied: tuple[str, ...]
     ranges: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # rule -> rewritten line ranges
+    edits: list[Edit] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
         return self.new_text != self.source.text
+
+    def original_line(self, line: int) -> int:
+        """The user's line for a line of the rewritten file (an inserted line maps to the line it precedes)."""
+        old, new = self.source.text.splitlines(), self.new_text.splitlines()
+        for _, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+            if j1 < line <= j2:  # equal, or edited in place: line by line, as far as the old block reaches
+                return min(i1 + (line - 1 - j1), max(i2 - 1, i1)) + 1
+        return line
 
     def new_bytes(self) -> bytes:
         return self.source.encode(self.new_text)
@@ -210,31 +234,72 @@ def rewrite_source(path: Path, source: SourceFile, settings: Any) -> RewrittenFi
     counts = Counter(f.code for f in before)
     applied = tuple(sorted(code for code, count in counts.items() if count > after.get(code, 0)))
     result = RewrittenFile(path, source, outcome.text, applied)
-    result.ranges = rule_ranges(source.text, outcome.text, [f for f in before if f.code in applied])
+    fixed = [f for f in before if f.code in applied]
+    result.edits = edit_ranges(path, source.text, outcome.text, fixed)
+    result.ranges = rule_ranges(source.text, outcome.text, fixed)
     return result
 
 
-def rule_ranges(before: str, after: str, findings: list[Any]) -> dict[str, list[tuple[int, int]]]:
-    """For each rule, the 1-based line ranges of `after` that came from its edits, widened to whole statements."""
+def _finding_spans(before: str, after: str, findings: list[Any]) -> list[tuple[Any, list[tuple[int, int]]]]:
+    """Each finding with the 1-based line ranges of `after` that its edits produced (not yet widened)."""
     old, new = before.splitlines(), after.splitlines()
     hunks = [op for op in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes() if op[0] != "equal"]
-    spans: dict[str, list[tuple[int, int]]] = {}
+    spans: list[tuple[Any, list[tuple[int, int]]]] = []
     for finding in findings:
         rows = [finding.location.row, finding.end_location.row]
         for edit in finding.fix.edits:
             rows += [edit.location.row, edit.end_location.row]
         first, last = min(rows) - 1, max(rows) - 1  # 0-based, inclusive
-        for _, i1, i2, j1, j2 in hunks:
+        found = []
+        for tag, i1, i2, j1, j2 in hunks:
             touches = (i1 <= last and i2 - 1 >= first) if i2 > i1 else (first <= i1 <= last + 1)
-            if touches:
-                spans.setdefault(finding.code, []).append((j1 + 1, max(j2, j1 + 1)))
+            if not touches:
+                continue
+            if tag == "replace" and i2 - i1 == j2 - j1 and i2 - i1 > 1:  # lines edited in place: this finding's own
+                low, high = max(first, i1), min(last, i2 - 1)
+                found.append((j1 + (low - i1) + 1, j1 + (high - i1) + 1))
+            else:
+                found.append((j1 + 1, max(j2, j1 + 1)))
+        spans.append((finding, found))
+    claimed = {line for _, found in spans for start, end in found for line in range(start, end + 1)}
     unclaimed = [(j1 + 1, max(j2, j1 + 1)) for _, i1, i2, j1, j2 in hunks
-                 if not any((j1 + 1, max(j2, j1 + 1)) in v for v in spans.values())]
-    for finding in findings:  # a rule whose edits moved in a later fixing round: the hunks nobody claimed
-        if finding.code not in spans and unclaimed:
-            spans[finding.code] = list(unclaimed)
+                 if not claimed & set(range(j1 + 1, max(j2, j1 + 1) + 1))]
+    codes_with_spans = {finding.code for finding, found in spans if found}
+    # a rule whose edits moved in a later fixing round: the hunks nobody claimed
+    return [(finding, found or (list(unclaimed) if finding.code not in codes_with_spans else []))
+            for finding, found in spans]
+
+
+def rule_ranges(before: str, after: str, findings: list[Any]) -> dict[str, list[tuple[int, int]]]:
+    """For each rule, the 1-based line ranges of `after` that came from its edits, widened to whole statements."""
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for finding, found in _finding_spans(before, after, findings):
+        if found:
+            spans.setdefault(finding.code, []).extend(found)
     statements = _statement_spans(after)
     return {code: _widen(ranges, statements) for code, ranges in spans.items()}
+
+
+def edit_ranges(path: Path, before: str, after: str, findings: list[Any]) -> list[Edit]:
+    """One Edit per fixed finding, with the rewritten lines it produced (widened to whole statements)."""
+    statements = _statement_spans(after)
+    lines = after.splitlines()
+    edits = []
+    for finding, found in _finding_spans(before, after, findings):
+        widened = tuple(_widen(found, statements))
+        text = ""
+        for start, end in widened:
+            text = next((lines[i - 1].strip() for i in range(start, min(end, len(lines)) + 1)
+                         if 0 < i <= len(lines) and lines[i - 1].strip() and not lines[i - 1].lstrip().startswith(
+                             ("import ", "from "))), "")
+            if text:
+                break
+        rows = [lines[i - 1].strip() for start, end in widened for i in range(start, min(end, len(lines)) + 1)
+                if 0 < i <= len(lines) and lines[i - 1].strip()]
+        imports_only = bool(rows) and all(row.startswith(("import ", "from ", "(", ")")) or row.endswith(",")
+                                          for row in rows)
+        edits.append(Edit(finding.code, path, finding.location.row, widened, text[:100], not imports_only))
+    return edits
 
 
 def _statement_spans(text: str) -> list[tuple[int, int]]:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from gpulint.verify.probe import Machine
     from gpulint.verify.results import ScriptResult, VerifyOptions
 
-JSON_SCHEMA_VERSION = 2
+JSON_SCHEMA_VERSION = 3
 
 
 class PlotError(Exception):
@@ -86,7 +86,10 @@ def _speed_text(result: "ScriptResult") -> Optional[str]:
     if timing.speedup is None:
         return "speed: not measured (" + ("; ".join(timing.failures) or "no timed steps") + ")"
     s = timing.speedup
-    if s.verdict == "faster":
+    if s.too_noisy:
+        head = ("too noisy for an estimate" + (f", but faster by at least {s.low:.2f}x" if s.low > 1 else "")
+                + (f", but slower: at most {s.high:.2f}x" if s.high < 1 else ""))
+    elif s.verdict == "faster":
         head = f"{s.estimate:.2f}x faster"
     elif s.verdict == "slower":
         head = f"{s.estimate:.2f}x (slower)"
@@ -119,8 +122,10 @@ def script_table(result: "ScriptResult", options: "VerifyOptions") -> str:
         rows.append(["steps (checked run)", _steps_cell(original), _steps_cell(rewritten), ""])
         timing = comparison.timing
         if timing is not None and timing.speedup is not None:
+            change = ("speedup too noisy to call" if timing.speedup.too_noisy
+                      else f"speedup {timing.speedup.estimate:.2f}x")
             rows.append(["median step time (timed runs)", _ms(timing.median_original), _ms(timing.median_rewritten),
-                         f"speedup {timing.speedup.estimate:.2f}x"])
+                         change])
         if comparison.memory_metric:
             rows.append([comparison.memory_metric, _bytes(comparison.memory_original),
                          _bytes(comparison.memory_rewritten), f"memory ratio {_ratio(comparison.memory_ratio)}"])
@@ -131,15 +136,16 @@ def script_table(result: "ScriptResult", options: "VerifyOptions") -> str:
                          f"{_loss(rewritten.losses[0])} / {_loss(rewritten.losses[-1])}", ""])
         out.append(_table(rows))
         loss = comparison.loss
-        if loss is not None and loss.max_step_deviation is not None:
-            detail = (f"max step deviation {loss.max_step_deviation:.1e} (limit {loss.tolerance.per_step:g}) "
-                      f"over {loss.compared_steps} steps")
-            if loss.mean_last_deviation is not None and loss.tolerance.mean_last is not None:
-                detail += (f", last-{loss.last_n} mean {loss.mean_last_deviation:.2%} "
-                           f"(limit {loss.tolerance.mean_last:.0%})")
-            if loss.rank is not None:
-                detail += f", worst rank {loss.rank}"
-            out.append(f"loss: {'PASS' if loss.passed else 'FAIL'}, {detail}")
+        if loss is not None:
+            if result.reference:
+                out.append(f"compared with: {result.reference}")
+            out.append(f"loss: {loss.describe()}")
+        elif result.reference:
+            out.append(f"loss: {result.reference}")
+        if result.float16.get("line"):
+            out.append(f"float16: {result.float16['line']}")
+        for line in result.exceptions:
+            out.append(f"exceptions: {line}")
         out.append(f"training: original: {comparison.training_original.describe()}")
         out.append(f"          rewritten: {comparison.training_rewritten.describe()}")
         speed = _speed_text(result)
@@ -151,6 +157,12 @@ def script_table(result: "ScriptResult", options: "VerifyOptions") -> str:
         out.append("rules:")
         for rule in result.rules:
             out.append(f"  {rule.code} {rule.status}: {rule.detail}")
+            if len(rule.edits) > 1:
+                for edit in rule.edits:
+                    mark = "ran" if edit.exercised else "NOT RUN"
+                    out.append(f"    {mark}: {edit.where}" + (f" ({edit.text})" if edit.text else ""))
+    for line in result.blame:
+        out.append(f"blame: {line}")
     if original is not None and original.environment.get("sandbox"):
         checked = result.isolation.get("files_checked")
         if result.isolation.get("changed"):
@@ -163,28 +175,46 @@ def script_table(result: "ScriptResult", options: "VerifyOptions") -> str:
     for note in result.notes:
         if result.verdict != "SKIP":
             out.append(f"note: {note}")
-    for doubt in result.doubts:
-        out.append(f"inconclusive: {doubt}")
-    for reason in result.reasons:
-        out.append(f"reason: {reason}")
     for label, record in (("original", original), ("rewritten", rewritten)):
         if record is not None and not record.completed and record.log_tail.strip():
             tail = "\n".join(record.log_tail.strip().splitlines()[-6:])
             out.append(f"{label} output (last lines):\n" + "\n".join("    " + line for line in tail.splitlines()))
+    # what the verdict rests on, then the verdict with its one reason
+    for change in result.changes:
+        out.append(f"change: {change}")
+    for line in result.uncovered:
+        out.append(f"not covered by this verdict: {line}")
+    for warning in result.warnings:
+        out.append(f"warning: {warning}")
+    for doubt in result.doubts:
+        out.append(f"inconclusive: {doubt}")
+    for reason in result.reasons[1:]:
+        out.append(f"also: {reason}")
     if result.verdict != "SKIP":
-        out.append(f"verdict: {result.verdict}")
+        out.append(verdict_line(result))
     return "\n".join(out) + "\n"
+
+
+def verdict_line(result: "ScriptResult") -> str:
+    if result.verdict == "PASS" and result.uncovered:
+        count = len(result.uncovered)
+        return f"verdict: PASS, except the {count} edit{'s' if count != 1 else ''} listed as not covered"
+    reason = result.verdict_reason
+    return f"verdict: {result.verdict}" + (f": {reason}" if reason else "")
 
 
 def summary_table(results: Sequence["ScriptResult"]) -> str:
     rows = [["script", "rules", "speedup (95% CI)", "memory ratio", "loss", "trained", "verdict"]]
     for r in results:
         c = r.comparison
-        loss = "-" if c is None or c.loss is None else ("PASS" if c.loss.passed else "FAIL")
+        loss = "-" if c is None or c.loss is None else ("matches" if c.loss.passed else "DIFFERS")
+        if c is not None and c.loss is None and r.reference:
+            loss = "not compared"
         speed = "-"
         if c is not None and c.timing is not None and c.timing.speedup is not None:
             s = c.timing.speedup
-            speed = f"{s.estimate:.2f}x ({s.low:.2f}-{s.high:.2f})"
+            speed = (f"too noisy ({s.low:.2f}-{s.high:.2f})" if s.too_noisy
+                     else f"{s.estimate:.2f}x ({s.low:.2f}-{s.high:.2f})")
         trained = "-" if c is None else ("yes" if c.training_original.trained and c.training_rewritten.trained
                                           else "no")
         rows.append([Path(r.path).name, ",".join(r.applied) or "-", speed, _ratio(c.memory_ratio if c else None),
@@ -234,11 +264,27 @@ def result_json(result: "ScriptResult") -> dict[str, Any]:
             "rewritten": result.rewritten.to_json() if result.rewritten else None,
         },
         "comparison": result.comparison.to_json() if result.comparison else None,
+        "compared_with": result.reference or "the original",
+        "noise_runs": [_summary(r) for r in result.noise_records],
+        "extra_runs": {label: _summary(r) for label, r in result.extra_runs.items()},
+        "float16": result.float16,
+        "exceptions": result.exceptions,
+        "changes": result.changes,
+        "blame": result.blame,
+        "not_covered": result.uncovered,
         "isolation": result.isolation,
+        "verdict_reason": result.verdict_reason,
         "reasons": result.reasons,
+        "warnings": result.warnings,
         "inconclusive": result.doubts,
         "notes": result.notes,
     }
+
+
+def _summary(record: events.RunRecord) -> dict[str, Any]:
+    return {"status": record.status, "message": record.message, "steps_recorded": len(record.steps),
+            "losses": record.losses, "exceptions": record.exceptions, "training": record.training,
+            "nudged_tensors": record.nudged_tensors}
 
 
 def report_json(results: Sequence["ScriptResult"], options: "VerifyOptions", machine: Optional["Machine"] = None,
@@ -293,6 +339,9 @@ def write_plot(path: Path, results: Sequence["ScriptResult"]) -> None:
     for row, result in zip(axes, shown):
         loss_ax, time_ax = row
         name = Path(result.path).name
+        for n, noise in enumerate(result.noise_records):
+            loss_ax.plot([s.step for s in noise.steps], noise.losses, ":", color="grey", linewidth=0.8,
+                         label="original, weights nudged (noise floor)" if n == 0 else None)
         for label, record, style in (("original", result.original, "-"), ("rewritten", result.rewritten, "--")):
             assert record is not None
             loss_ax.plot([s.step for s in record.steps], record.losses, style, label=label)

@@ -17,7 +17,9 @@ probe of what the machine can do, are subprocesses.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib.util
+import itertools
 import os
 import signal
 import sys
@@ -32,15 +34,29 @@ from gpulint.config import CliOverrides, SettingsResolver
 from gpulint.core.extras import install_hint, torch_problem
 from gpulint.core.settings import ConfigError, Settings
 from gpulint.core.source import SourceError, SourceFile, decode_source
-from gpulint.core.verification import Verification
+from gpulint.core.verification import RANDOM_STREAMS, TRAINED_PARAMETERS, Tolerance
 from gpulint.engine.files import PathError, Walker
 from gpulint.engine.linter import InternalError
 from gpulint.notebook import is_notebook
 from gpulint.output.progress import progress_wanted
 from gpulint.rules.gpu000_invalid_file import InvalidFile
 from gpulint.verify import events, guard
-from gpulint.verify.compare import Timing, build_timing, compare
+from gpulint.verify.compare import NoiseFloor, Timing, build_timing, check_run_losses, compare, noise_floor
 from gpulint.verify.events import RunRecord
+from gpulint.verify.judge import (
+    autocast_bits,
+    exception_findings,
+    exercise,
+    fewer_parameters,
+    finish_verdict,
+    float16_outcome,
+    named_changes,
+    partial_run_lines,
+    speed_reason,
+    subset_failure,
+    training_doubt_or_reason,
+    uncovered_edits,
+)
 from gpulint.verify.probe import Machine, ProbeError, probe
 from gpulint.verify.process import RunSpec, describe_failure, run_harness
 from gpulint.verify.project import (
@@ -54,16 +70,12 @@ from gpulint.verify.project import (
 )
 from gpulint.verify.results import (
     ERROR,
-    EXERCISED,
     FAIL,
     INCONCLUSIVE,
-    NO_EFFECT,
     NOT_EXERCISED,
     NOT_TRACKED,
-    PASS,
     SKIP,
     Plan,
-    RuleStatus,
     ScriptResult,
     VerifyOptions,
 )
@@ -76,6 +88,8 @@ from gpulint.verify.sandbox import changes, fingerprint, remove_tree
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 NUMERICS_ONLY_STEPS = 12  # checked steps when mixed precision is emulated on this CPU (no speed measured)
+MIN_BLAME_STEPS = 5  # a subset rerun runs to the failing step, and at least this many steps
+MAX_BLAME_RUNS = 6  # subset reruns for one failure: each rule alone, then pairs while runs are left
 
 class UsageError(Exception):
     """Bad options or a missing dependency: exit 2 with the message."""
@@ -159,6 +173,7 @@ class Verifier:
         self.scripts: dict[Path, SourceFile] = {}
         self.script_notes: dict[Path, list[str]] = {}
         self.device = "cpu"  # decided in start(), from --device and the machine
+        self.float16 = "native"  # on the CPU: "native" float16 autocast, or "bfloat16" (emulation); see start()
 
     # --- work folder --------------------------------------------------------------------------------
     @property
@@ -167,7 +182,8 @@ class Verifier:
         if self._workdir is None:
             if self.options.workdir is not None:
                 self.options.workdir.mkdir(parents=True, exist_ok=True)
-                self._workdir = Path(tempfile.mkdtemp(prefix="verify-", dir=self.options.workdir))
+                # absolute: the runs start in their sandboxes, where a relative --workdir names nothing
+                self._workdir = Path(tempfile.mkdtemp(prefix="verify-", dir=os.path.abspath(self.options.workdir)))
             else:
                 self._workdir = Path(tempfile.mkdtemp(prefix="gpulint-verify-"))
         return self._workdir
@@ -350,22 +366,36 @@ class Verifier:
             stream.flush()
         return show
 
-    def run_one(self, plan: Plan, result: ScriptResult, version: str, mode: str, folder: Path) -> RunRecord:
-        label = f"{version} {mode}"
-        overrides = {f.path: (f.new_bytes() if version == "rewritten" else f.source.raw) for f in plan.files}
+    def run_one(self, plan: Plan, result: ScriptResult, version: str, mode: str, folder: Path,
+                overrides: Optional[dict[Path, bytes]] = None, extra: tuple[str, ...] = (),
+                steps: Optional[int] = None, label: str = "") -> RunRecord:
+        """One run in its own sandbox: `version` picks the files ("original"/"rewritten") unless `overrides`
+        gives them (a rewrite with some of the rules); `extra` adds harness options."""
+        label = label or f"{version} {mode}"
+        steps = steps or result.steps
+        if overrides is None:
+            overrides = {f.path: (f.new_bytes() if version == "rewritten" else f.source.raw) for f in plan.files}
+        harness_args = self.harness_args(result, mode) + extra
         spec = RunSpec(
-            script=plan.script, folder=folder, steps=result.steps, device=self.device, warmup=result.warmup, mode=mode,
-            seed=self.options.seed, threads=self.options.threads, timeout=self.options.timeout,
+            script=plan.script, folder=folder, steps=steps, device=self.device, warmup=min(result.warmup, steps - 1),
+            mode=mode, seed=self.options.seed, threads=self.options.threads, timeout=self.options.timeout,
             script_args=self.options.script_args, roots=(plan.root, Path.cwd()), overrides=overrides,
             sys_path=plan.sys_path, exclude=(self.workdir,), nproc=plan.nproc, torchrun=plan.torchrun,
+            harness_args=harness_args,
         )
-        record = run_harness(spec, self.progress(label, result.steps), self.site_folder)
+        record = run_harness(spec, self.progress(label, steps), self.site_folder)
         words = events.STATUS_WORDS.get(record.status, record.status)
-        line = f"  {label:<22} {words}: {len(record.steps)} of {result.steps} steps in {record.wall_s or 0:.1f} s"
+        line = f"  {label:<22} {words}: {len(record.steps)} of {steps} steps in {record.wall_s or 0:.1f} s"
         if progress_wanted():
             line = "\r" + line + " " * 12
         self.echo(line, err=True)
         return record
+
+    def harness_args(self, result: ScriptResult, mode: str) -> tuple[str, ...]:
+        args: tuple[str, ...] = ("--float16", self.float16)
+        if mode == "checked" and mixed_precision(result.applied):
+            args += ("--probe-ranges",)
+        return args
 
     def verify(self, plan: Union[Plan, ScriptResult], index: int) -> ScriptResult:
         from gpulint.verify.report import script_header
@@ -417,10 +447,137 @@ class Verifier:
             return
         if result.original.completed or (result.original.status == events.TIMEOUT and result.original.steps):
             result.rewritten = self.run_one(plan, result, "rewritten", "checked", runs / "rewritten-checked")
+        if result.rewritten is not None and result.rewritten.steps and result.original.steps:
+            self.check_numerics(plan, result, runs)
         timing = None
         if self.timing_worthwhile(result):
             timing = self.time_runs(plan, result, runs)
         self.judge(result, timing)
+
+    # --- numerics: reference, noise floor, blame --------------------------------------------------------
+    def subset_overrides(self, plan: Plan, codes: tuple[str, ...]) -> dict[Path, bytes]:
+        """The plan's files rewritten with only `codes` (the others as the user wrote them)."""
+        resolver = SettingsResolver(CliOverrides(select=codes, preview=self.options.preview, lint_tests=True))
+        overrides = {}
+        for f in plan.files:
+            try:
+                partial = rewrite_source(f.path, f.source, resolver.for_path(f.path))
+            except (ConfigError, InternalError, SourceError):
+                partial = None
+            overrides[f.path] = partial.new_bytes() if partial is not None else f.source.raw
+        return overrides
+
+    def check_numerics(self, plan: Plan, result: ScriptResult, runs: Path) -> None:
+        """The loss check against the right reference, with the noise floor when the rule's own tolerance is
+        not enough, and blame by subsets when it still fails."""
+        original, rewritten = result.original, result.rewritten
+        assert original is not None and rewritten is not None and result.tolerance is not None
+        found = named_changes(result.applied, original, rewritten)
+        result.changes = [change.text for change in found]
+        result.change_kinds = [change.kind for change in found]
+        attributed = tuple(sorted({code for change in found for code in change.rules}))
+        rest = tuple(code for code in result.applied if code not in attributed)
+        comparison = compare(original, rewritten, result.tolerance.tolerance)
+        result.comparison = comparison
+        if attributed and not rest:
+            comparison.loss = None
+            result.reference = ("not compared: the rewrite changes " + " and ".join(c.kind for c in found)
+                                + f" by design ({', '.join(attributed)}; see the change below), and applies no "
+                                "other rule whose numerics a loss comparison could check")
+            return
+        base, base_overrides = original, None
+        tolerance = result.tolerance.tolerance
+        if attributed:
+            base_overrides = self.subset_overrides(plan, attributed)
+            base = self.run_one(plan, result, "original", "checked", runs / "reference-checked", base_overrides,
+                                label="reference checked")
+            result.extra_runs["reference"] = base
+            how = " and ".join(c.reference for c in found if c.rules)
+            result.reference = f"the original with {', '.join(attributed)} applied ({how})"
+            tolerance = tolerance_for(rest).tolerance
+            if not base.steps:
+                result.doubts.append("the reference run (" + result.reference + ") did not run: "
+                                     + describe_failure(base))
+                comparison.loss = None
+                return
+        if tolerance.noise_bits is not None:  # one ulp of what the regions really computed in, here
+            tolerance = dataclasses.replace(tolerance, noise_bits=autocast_bits(rewritten) or tolerance.noise_bits)
+        loss = check_run_losses(base, rewritten, tolerance)
+        wanted = self.options.noise == "always" or (self.options.noise == "auto" and not loss.within_own_tolerance
+                                                     and not loss.identical)
+        if wanted and self.options.noise_runs > 0 and loss.compared_steps and (
+                loss.rewritten_diverged is None or self.options.noise == "always"):
+            noise = self.measure_noise(plan, result, runs, base, base_overrides, tolerance)
+            loss = check_run_losses(base, rewritten, tolerance, noise)
+        comparison.loss = loss
+        self.blame_failure(plan, result, runs, base, attributed, rest)
+
+    def measure_noise(self, plan: Plan, result: ScriptResult, runs: Path, base: RunRecord,
+                      overrides: Optional[dict[Path, bytes]], tolerance: Tolerance) -> NoiseFloor:
+        records = []
+        for k in range(1, self.options.noise_runs + 1):
+            extra = ("--perturb", str(k)) + (("--perturb-bits", str(tolerance.noise_bits))
+                                             if tolerance.noise_bits else ())
+            records.append(self.run_one(plan, result, "original", "checked", runs / f"noise-{k}", overrides, extra,
+                                        label=f"noise floor {k}"))
+        result.noise_records = records
+        failures = [f"run {k}: {describe_failure(r)}" for k, r in enumerate(records, 1) if not r.completed]
+        return noise_floor(base.losses, [r.losses for r in records], tolerance.noise_precision, tolerance.last_n,
+                           failures)
+
+    def blame_failure(self, plan: Plan, result: ScriptResult, runs: Path, base: RunRecord,
+                      attributed: tuple[str, ...], rest: tuple[str, ...]) -> None:
+        """With several rules and a failing comparison: rerun each rule alone (then pairs) up to the failing
+        step, and name the rule or the pair that reproduces the failure."""
+        comparison, rewritten = result.comparison, result.rewritten
+        assert comparison is not None and rewritten is not None
+        loss = comparison.loss
+        raised = exception_findings(base, rewritten, result.files)
+        failing_step: Optional[int] = None
+        if raised.reason is not None and not raised.blamed:
+            failing_step = raised.first_step or 1
+        elif loss is not None and not loss.passed:
+            per_step = loss.rewritten_diverged or (loss.worst_step if loss.reason.startswith("loss differs") else None)
+            failing_step = per_step or loss.compared_steps  # a mean of the last losses needs the whole run
+        if failing_step is None or len(rest) < 2 or not self.options.blame:
+            return
+        steps = min(result.steps, max(MIN_BLAME_STEPS, failing_step + 1))
+        noise = loss.noise if loss is not None else None
+        culprits: list[tuple[str, ...]] = []
+        candidates = [(code,) for code in rest]
+        pairs = list(itertools.combinations(rest, 2)) if len(rest) > 2 else []
+        tried = 0
+        for group in candidates + pairs:
+            if group in pairs and (culprits or tried >= MAX_BLAME_RUNS):
+                break
+            tried += 1
+            overrides = self.subset_overrides(plan, tuple(sorted(attributed + group)))
+            record = self.run_one(plan, result, "rewritten", "checked", runs / f"blame-{'-'.join(group)}", overrides,
+                                  steps=steps, label=f"blame {'+'.join(group)}")
+            result.extra_runs["blame " + "+".join(group)] = record
+            failure = subset_failure(base, record, tolerance_for(group).tolerance, noise, steps)
+            result.blame.append(f"{' + '.join(group)} {'alone' if len(group) == 1 else 'together'} "
+                                f"({len(record.steps)} steps): {failure or 'matches'}")
+            if failure:
+                culprits.append(group)
+        if culprits:
+            names = " and ".join("+".join(group) for group in culprits)
+            hints = [rule_for(code) for group in culprits for code in group]
+            draws = result.original is not None and bool(result.original.global_rng)
+            streams = [code for group in culprits for code in group if draws and rule_for(code) is not None
+                       and RANDOM_STREAMS in rule_for(code).changes]  # type: ignore[union-attr]
+            cause = f"caused by {names} ({'it reproduces' if len(culprits) == 1 else 'each reproduces'} the failure"
+            cause += " alone)" if all(len(g) == 1 for g in culprits) else " together, neither alone)"
+            if streams:
+                cause += f"; {', '.join(streams)} changes the random streams"
+            extra = [h.mismatch_hint for h in hints if h is not None and h.mismatch_hint
+                     and (RANDOM_STREAMS not in h.changes or streams)]
+            if extra:
+                cause += f"{': ' if streams else '; '}{extra[0]}"
+            result.blame.insert(0, cause)
+        else:
+            result.blame.insert(0, f"no single rule{' or pair' if pairs else ''} reproduces the failure alone: it "
+                                   f"needs {' + '.join(rest)} together")
 
     def prepare(self, result: ScriptResult) -> None:
         """Steps, warm-up and repeats for this script on this machine; say when they were adapted."""
@@ -461,11 +618,14 @@ class Verifier:
             return False
         if not (original.completed and rewritten.completed) or result.steps <= max(result.warmup, 1):
             return False  # the first step is never timed, nor are the warm-up steps
-        tolerance = result.tolerance
-        assert tolerance is not None
-        from gpulint.verify.compare import check_run_losses
-
-        return check_run_losses(original, rewritten, tolerance.tolerance).passed
+        comparison = result.comparison
+        if comparison is not None and comparison.loss is not None and not comparison.loss.passed:
+            return False  # a FAIL needs no speed: the timed runs would only cost time
+        base = result.extra_runs.get("reference", original)
+        if exception_findings(base, rewritten, result.files).reason:
+            return False
+        f16 = float16_outcome(original, rewritten, result.files, self.device, self.float16 == "bfloat16")
+        return f16.reason is None
 
     def time_runs(self, plan: Plan, result: ScriptResult, runs: Path) -> Timing:
         """Timed runs with the script's own settings, interleaved ABBA so that drift hits both versions."""
@@ -483,7 +643,7 @@ class Verifier:
 
     # --- judging ------------------------------------------------------------------------------------
     def judge(self, result: ScriptResult, timing: Optional[Timing]) -> None:
-        """FAIL reasons, INCONCLUSIVE doubts and notes; then the verdict."""
+        """Reasons (the verdict's own first), doubts, warnings and notes; then the verdict (judge.py)."""
         o = self.options
         original, rewritten = result.original, result.rewritten
         assert original is not None and result.tolerance is not None
@@ -500,90 +660,77 @@ class Verifier:
         else:
             self._judge_runs(result, timing)
         if o.min_speedup is not None and not result.reasons:
-            self._judge_speed(result, timing)
-        if result.reasons:
-            result.verdict = FAIL
-        elif result.doubts:
-            result.verdict = INCONCLUSIVE
-        else:
-            result.verdict = PASS
-        result.passed = result.verdict == PASS
+            reason, doubt = speed_reason(timing, o.min_speedup)
+            result.reasons += [reason] if reason else []
+            result.doubts += [doubt] if doubt else []
+        result.uncovered = uncovered_edits(result.rules)
+        finish_verdict(result)
 
     def _judge_runs(self, result: ScriptResult, timing: Optional[Timing]) -> None:
         original, rewritten = result.original, result.rewritten
         assert original is not None and rewritten is not None and result.tolerance is not None
-        result.comparison = compare(original, rewritten, result.tolerance.tolerance, timing)
-        loss = result.comparison.loss
-        partial = [(label, r) for label, r in (("original", original), ("rewritten", rewritten)) if not r.completed]
-        if loss is not None and not loss.passed:
-            reason = loss.reason
-            for code in result.applied:  # what a mismatch may mean when this rule set the tolerance
-                verification = rule_for(code)
-                if verification is not None and verification.mismatch_hint and verification.tolerance == loss.tolerance:
-                    reason += f"; {verification.mismatch_hint}"
-            result.reasons.append(reason)
-        for label, record in partial:
-            if record.status == events.CRASHED and label == "rewritten":
-                result.reasons.append(f"the rewritten script crashed after {len(record.steps)} steps: "
-                                      + describe_failure(record))
-            elif label == "rewritten" or record.status != events.CRASHED:
-                compared = (f"the {loss.compared_steps} steps both ran match" if loss and loss.passed
-                            else "only the steps both ran were compared")
-                result.doubts.append(f"the {label} run {events.STATUS_WORDS.get(record.status, record.status)} after "
-                                     f"{len(record.steps)} of {result.steps} steps; {compared}")
-            else:
-                result.doubts.append(f"the original run crashed after {len(original.steps)} steps ("
-                                     f"{describe_failure(original)}); only those steps were compared")
-        if not partial and len(rewritten.steps) < len(original.steps):
-            result.reasons.append(f"the rewritten script stopped after {len(rewritten.steps)} steps, "
-                                  f"the original ran {len(original.steps)}")
-        self._judge_training(result)
+        if result.comparison is None:
+            result.comparison = compare(original, rewritten, result.tolerance.tolerance)
+        comparison = result.comparison
+        comparison.timing = timing
+        loss = comparison.loss
+        base = result.extra_runs.get("reference", original)
+        reasons, doubts = partial_run_lines(result, loss.compared_steps if loss else 0, bool(loss and loss.passed))
+        crashed = [r for r in reasons if r.startswith("the rewritten script crashed")]
+        suffix = f"; {result.blame[0]}" if result.blame else ""
+        result.reasons += crashed
+        raised = exception_findings(base, rewritten, result.files)
+        result.exceptions = raised.lines
+        if raised.reason:
+            where = f" (inside {', '.join(raised.blamed)}'s edit)" if raised.blamed else ""
+            result.reasons.append(raised.reason + where + suffix)
+        f16 = float16_outcome(original, rewritten, result.files, self.device, self.float16 == "bfloat16")
+        result.float16 = dict(f16.summary, line=f16.line)
+        if f16.reason:
+            result.reasons.append(f16.reason)
+        result.warnings += f16.warnings
+        if loss is not None:
+            if loss.diverged:
+                result.notes.append(f"both runs diverged (NaN or inf loss) at step {loss.diverged}, the rewrite as the "
+                                    f"original: the {loss.compared_steps} steps before it were compared")
+            elif loss.original_diverged and loss.passed:
+                after = (f"the rewrite's from step {loss.rewritten_diverged}" if loss.rewritten_diverged
+                         else "the rewrite's stays finite")
+                result.notes.append(f"the original's loss is not finite from step {loss.original_diverged} ({after}): "
+                                    f"the {loss.compared_steps} steps before it were compared")
+            if loss.doubt:
+                result.doubts.append(loss.doubt)
+            elif not loss.passed and not raised.reason:
+                mismatch = loss.reason + suffix
+                if not result.blame:
+                    for code in result.applied:  # what a mismatch may mean when this rule set the tolerance
+                        verification = rule_for(code)
+                        if verification is not None and verification.mismatch_hint and \
+                                verification.tolerance == loss.tolerance:
+                            mismatch += f"; {verification.mismatch_hint}"
+                result.reasons.append(mismatch)
+        fewer = fewer_parameters(base, rewritten)
+        if fewer:
+            result.reasons.append(fewer)
+        untrained, doubt = training_doubt_or_reason(comparison.training_original, comparison.training_rewritten)
+        fixed = TRAINED_PARAMETERS in result.change_kinds
+        if doubt and fixed and comparison.training_rewritten.trained:
+            doubt = None  # the original trained too little because of the bug the rewrite fixes: named above
+        result.reasons += [untrained] if untrained else []
+        result.doubts += [doubt] if doubt else []
+        result.reasons += [r for r in reasons if r not in crashed]
+        result.doubts += doubts
         result.rules = exercise(result, rewritten)
         for rule in result.rules:
             if rule.status in (NOT_EXERCISED, NOT_TRACKED):
                 result.doubts.append(f"{rule.code} {rule.status}: {rule.detail}")
 
-    def _judge_training(self, result: ScriptResult) -> None:
-        """Matching losses mean something only if the runs trained: weights moved and the loss went down."""
-        comparison = result.comparison
-        assert comparison is not None
-        old, new = comparison.training_original, comparison.training_rewritten
-        if old.trained and new.moved is False:
-            result.reasons.append("the rewritten script does not train: " + new.describe())
-        elif old.trained and new.trained:
-            return
-        elif old.moved is False and new.moved is False:
-            result.doubts.append("neither run trains, so matching losses prove nothing: the weights did not move "
-                                 "(a learning rate of 0, frozen parameters, or every step skipped)")
-        elif not old.trained and not new.trained:
-            steps = (min(len(result.original.steps), len(result.rewritten.steps))
-                     if result.original and result.rewritten else 0)
-            result.doubts.append(f"neither run shows a significant loss decrease over {steps} steps (original: "
-                                 f"{old.describe()}; rewritten: {new.describe()}), so matching losses do not show "
-                                 "that the rewrite trains the same; run more --steps")
-        elif not old.trained:
-            result.doubts.append(f"the original run shows no training ({old.describe()}); the rewritten one does")
-        else:
-            result.doubts.append(f"the rewritten run shows no significant training ({new.describe()})")
-
-    def _judge_speed(self, result: ScriptResult, timing: Optional[Timing]) -> None:
-        minimum = self.options.min_speedup
-        assert minimum is not None
-        if timing is None or timing.speedup is None:
-            why = "; ".join(timing.failures) if timing and timing.failures else "no timed runs"
-            result.doubts.append(f"--min-speedup {minimum:g}: speed not measured ({why})")
-            return
-        speedup = timing.speedup
-        if speedup.low < minimum:
-            result.reasons.append(f"speedup {speedup.estimate:.2f}x (95% CI {speedup.low:.2f}-{speedup.high:.2f}x): "
-                                  f"its lower bound is below --min-speedup {minimum:g}x")
-
     def _notes(self, result: ScriptResult) -> None:
         original, rewritten = result.original, result.rewritten
         assert original is not None
         if self.device == "cpu" and mixed_precision(result.applied):
-            result.notes.append("ran on the CPU: the mixed-precision loss check is meaningful; its speed is this "
-                                "CPU's bfloat16, not a GPU's tensor cores")
+            result.notes.append("ran on the CPU: the mixed-precision loss check compares CPU autocast numerics (its op "
+                                "lists differ from CUDA's), and its speed is this CPU's, not a GPU's tensor cores")
         for label, record in (("original", original), ("rewritten", rewritten)):
             if record is None:
                 continue
@@ -624,6 +771,11 @@ class Verifier:
         if o.device == "cuda" and not self.machine.cuda_available:
             raise UsageError("--device cuda was requested but torch.cuda.is_available() is False on this machine")
         self.device = "cuda" if o.device == "cuda" or (o.device == "auto" and self.machine.cuda_available) else "cpu"
+        fp16_fast = self.machine.cpu_fp16 == "native"
+        if o.float16 == "native" and not self.machine.cpu_fp16_autocast:
+            raise UsageError(f"--float16 native: torch {self.machine.torch} has no float16 autocast on the CPU")
+        native = self.machine.cpu_fp16_autocast and (o.float16 == "native" or (o.float16 == "auto" and fp16_fast))
+        self.float16 = "native" if native or self.device == "cuda" else "bfloat16"
         if o.nproc > 1:
             if not self.machine.distributed:
                 raise UsageError("--nproc-per-node needs torch.distributed, which this torch build lacks")
@@ -640,13 +792,19 @@ class Verifier:
         machine = self.machine
         where = "" if machine is None else f", device {self.device}"
         if machine is not None and self.device == "cpu":
-            where += f" (bfloat16: {machine.cpu_bf16})"
+            float16 = "float16 as float16" if self.float16 == "native" else "float16 as bfloat16 (emulation)"
+            where += f" (bfloat16: {machine.cpu_bf16}; {float16})"
         timing = (f"{o.repeats} interleaved timed run{'s' if o.repeats != 1 else ''} of each version"
                   if o.repeats else "no timed runs")
         launcher = f", torchrun --nproc-per-node {o.nproc}" if o.nproc > 1 else ""
         kept = f"; rewrites and logs kept in {self.workdir}" if self.keep and self._workdir else ""
+        noise = {"auto": f"a noise floor of {o.noise_runs} perturbed run{'s' if o.noise_runs != 1 else ''} when a "
+                         "deviation needs one", "always": f"a noise floor of {o.noise_runs} perturbed run"
+                         f"{'s' if o.noise_runs != 1 else ''}"}.get(o.noise, "no noise floor")
+        if o.noise_runs == 0:
+            noise = "no noise floor"
         return (f"gpulint verify: {count} script{'s' if count != 1 else ''}, up to {o.steps} steps a run{where}"
-                f"{launcher}; a checked run of each version, {timing}{kept}")
+                f"{launcher}; a checked run of each version, {noise}, {timing}{kept}")
 
 
 class _RewriteError(Exception):
@@ -661,73 +819,6 @@ def _trees(paths: list[Path], scripts: Optional[dict[Path, SourceFile]] = None) 
         except (SyntaxError, ValueError, OSError):
             continue
     return trees
-
-
-def exercise(result: ScriptResult, record: RunRecord) -> list[RuleStatus]:
-    """For each applied rule: did the construct it rewrote run inside the timed steps of the rewritten run?"""
-    statuses = []
-    for code in result.applied:
-        rule = rule_for(code)
-        if rule is None:
-            statuses.append(RuleStatus(code, NOT_TRACKED, "verify has no record of what this rule's rewrite runs"))
-            continue
-        if not rule.constructs:
-            statuses.append(RuleStatus(code, NO_EFFECT, rule.evidence))
-            continue
-        ranges = {os.path.realpath(f.path): f.ranges.get(code, []) for f in result.files if code in f.applied}
-        tied = any(ranges.values())
-        kinds = [s for s in record.sites.values() if s.kind in rule.constructs]
-
-        matched = [s for s in kinds if _rewritten_here(s, rule, ranges if tied else None)]
-        timed = sum(record.uses.get(s.id, {}).get(events.PHASE_TIMED, 0) for s in matched)
-        if timed:
-            used = [s for s in matched if record.uses.get(s.id, {}).get(events.PHASE_TIMED)]
-            where = ", ".join(f"{_describe_site(s)} at {s.where()}" for s in used[:3])
-            statuses.append(RuleStatus(code, EXERCISED, f"{where}: used {timed} times in the timed steps"))
-            continue
-        if matched:
-            warm = sum(record.uses.get(s.id, {}).get(events.PHASE_WARMUP, 0) for s in matched)
-            site = matched[0]
-            if warm:
-                detail = (f"the rewritten {_describe_site(site)} at {site.where()} was used only in the warm-up "
-                          f"steps, never in the timed ones")
-            else:
-                detail = f"the rewritten {_describe_site(site)} at {site.where()} was built but never used"
-        else:
-            lines = [f"{Path(p).name}:{a}" + (f"-{b}" if b != a else "") for p, rs in ranges.items() for a, b in rs]
-            detail = f"the rewritten code ({', '.join(lines[:3]) or 'unknown lines'}) never ran"
-            others = [s for s in kinds if record.uses.get(s.id, {}).get(events.PHASE_TIMED)]
-            if others:
-                detail += "; the run used " + ", ".join(f"{_describe_site(s)} at {s.where()}" for s in others[:3])
-        statuses.append(RuleStatus(code, NOT_EXERCISED, f"{detail} ({rule.evidence}: not seen)"))
-    return statuses
-
-
-def _rewritten_here(site: events.Site, rule: Verification, ranges: Optional[dict[str, list[tuple[int, int]]]]) -> bool:
-    """The construct was built by the rewritten lines (`ranges`, by real path), or, when the rule's edits
-    cannot be tied to lines (None), it looks like what the rule writes."""
-    if ranges is None:
-        return rule.expected(site.kind, site.details)
-    for path, line in site.frames:
-        for start, end in ranges.get(os.path.realpath(path), []):
-            if start <= line <= end:
-                return True
-    return False
-
-
-def _describe_site(site: events.Site) -> str:
-    d = site.details
-    if site.kind == "optimizer":
-        return f"{d.get('class', 'optimizer')}{' (fused)' if d.get('fused') else ''}"
-    if site.kind == "dataloader":
-        return f"DataLoader (num_workers={d.get('num_workers')}, pin_memory={d.get('pin_memory')})"
-    if site.kind == "autocast":
-        return f"autocast({d.get('device_type')}, {d.get('dtype', '').replace('torch.', '')})"
-    if site.kind == "grad_scaler":
-        return "GradScaler"
-    if site.kind == "checkpoint":
-        return f"{d.get('function', 'checkpoint')}(use_reentrant={d.get('use_reentrant')})"
-    return site.kind
 
 
 def exit_code(results: list[ScriptResult], internal_error: bool, uncovered: list[str]) -> int:
@@ -772,10 +863,9 @@ def verify_main(options: VerifyOptions, echo: Callable[..., None] = click.echo) 
             echo(f"gpulint: error: {exc}", err=True)
             return EXIT_USAGE
         for result in results:
-            if result.verdict in (FAIL, ERROR):
-                echo(f"gpulint verify: {result.path}: FAIL: " + "; ".join(result.reasons or ["failed"]), err=True)
-            elif result.verdict == INCONCLUSIVE:
-                echo(f"gpulint verify: {result.path}: INCONCLUSIVE: " + "; ".join(result.doubts), err=True)
+            if result.verdict in (FAIL, ERROR, INCONCLUSIVE):
+                word = "INCONCLUSIVE" if result.verdict == INCONCLUSIVE else "FAIL"
+                echo(f"gpulint verify: {result.path}: {word}: {result.verdict_reason or 'failed'}", err=True)
         return exit_code(results, verifier.internal_error, verifier.uncovered)
     finally:
         if verifier is not None:

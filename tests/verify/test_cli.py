@@ -158,3 +158,21 @@ def test_the_verify_command_imports_no_torch() -> None:
              "print('torch' in sys.modules)\n")
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert proc.stdout.strip() == "False", proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.torch
+def test_a_relative_workdir_inside_the_verified_folder_works(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             train: Path) -> None:
+    """Issue 28's walk: `--workdir verify-out` killed the harness ("ended with status 1 before reporting"): the
+    runs start in their sandboxes, where the relative path named nothing."""
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["verify", "train.py", "--steps", "6", "--warmup", "1", "--repeats", "0",
+                                       "--threads", "1", "--no-diff", "--workdir", "verify-out"])
+    assert "original checked       reached --steps: 6 of 6 steps" in result.output, result.output
+    assert "rewritten checked      reached --steps: 6 of 6 steps" in result.output
+    assert "does not run" not in result.output
+    [kept] = (tmp_path / "verify-out").iterdir()
+    assert f"rewrites and logs kept in {kept}" in result.output  # named by its absolute path
+    assert (kept / "00-train" / "rewritten" / "train.py").is_file()
+    assert not (tmp_path / "train.py.ran").exists()  # the marker the script writes stayed in its sandbox

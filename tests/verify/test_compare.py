@@ -79,7 +79,7 @@ def test_nan_loss_fails_with_its_step() -> None:
     broken[3] = math.nan
     check = check_losses(CURVE, broken, MIXED_PRECISION)
     assert not check.passed
-    assert "rewritten loss is NaN at step 4" in check.reason
+    assert "rewritten loss is NaN from step 4" in check.reason
 
 
 def _run(times: list[float], losses: list[float] = CURVE, **memory: int) -> RunRecord:
