@@ -23,10 +23,13 @@ from __future__ import annotations
 
 import libcst as cst
 
+from gpulint.analysis.evidence import SHOWN, Premise
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 # TODO the API the rule looks for, as `ctx.qualname` spells it (through any import alias)
 API = "torch.{function}"
+# TODO one Premise per claim the message makes; the detector gives evidence for each (analysis/evidence.py)
+CALLED = Premise("called-without-fast", "TODO what the code must show: `{function}()` is called without fast=True.")
 
 
 class {cls}(Rule):
@@ -58,12 +61,14 @@ class {cls}(Rule):
         fix_safety="""
         No fix yet. TODO when there is one: whether it is safe, and when it is not offered.
         """,
+        premises=(CALLED,),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.ctx.qualname(node.func) != API or self.ctx.kwargs(node).has("fast"):
             return
-        self.report(node, "{function}() without fast=True: TODO say why that costs and what to do")
+        decision = self.decide({{CALLED: SHOWN}})
+        self.report_decided(decision, node, "{function}() without fast=True: TODO say why that costs and what to do")
 '''
 
 FLAGGED = '''# gpulint-test: select={code}

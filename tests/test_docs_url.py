@@ -24,6 +24,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 device = torch.device("cuda")
 loader = DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=4)
+for (x,) in loader:
+    x = x.to(device, non_blocking=True)
 """
 SITE = "https://docs.example.org/gpulint"
 _URL = re.compile(r"https?://")

@@ -5,7 +5,8 @@
 
 `--git-dirs` holds one git directory (a clone, bare or not) per repository, named `owner+name`
 or `name`, optionally with the clone under `owner+name/repo`. Only the files gpulint reads
-(`.py`, `.pyi`, `.ipynb`, `.toml`, `.cfg`) are written, as they are at the pinned commit; a
+(`.py`, `.pyi`, `.ipynb`, `.toml`, `.cfg`, and the `requirements*.txt` / `environment.yml` files
+that pin torch) are written, as they are at the pinned commit; a
 repository whose clone or commit is missing is skipped with a note. Nothing is downloaded.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +26,8 @@ sys.path.insert(0, str(HERE))
 from corpus import DEFAULT_CORPUS, Repo, load_repos  # noqa: E402
 
 SUFFIXES = (".py", ".pyi", ".ipynb", ".toml", ".cfg")
+# where projects pin torch besides their metadata (gpulint/project/requirements.py)
+PIN_FILES = re.compile(r"(?:^|/)(?:requirements[\w.-]*\.txt|requirements/[\w.-]+\.txt|environment\.ya?ml)$")
 
 
 def git_dir(base: Path, repo: Repo) -> Optional[Path]:
@@ -44,7 +48,7 @@ def extract(git: Path, commit: str, target: Path) -> int:
         meta, raw_path = entry.split(b"\t", 1)
         mode, kind, sha = meta.split()
         path = raw_path.decode("utf-8", "surrogateescape")
-        if kind != b"blob" or mode == b"120000" or not path.endswith(SUFFIXES):
+        if kind != b"blob" or mode == b"120000" or not (path.endswith(SUFFIXES) or PIN_FILES.search(path)):
             continue
         blob = subprocess.run(["git", f"--git-dir={git}", "cat-file", "blob", sha.decode()], capture_output=True)
         if blob.returncode != 0:

@@ -5,11 +5,16 @@
     python bench/precision/run.py --holdout --write    # the hold-out repositories' tables
     python bench/precision/run.py --unlabelled         # list findings that have no verdict yet
     python bench/precision/run.py --gpulint ../old     # score another checkout (for recall today)
+    python bench/precision/run.py --blind --write      # the blind hold-out (blind.toml, blind-labels.tsv)
+    git worktree add /tmp/frozen f1a9263 && python bench/precision/run.py --blind --gpulint /tmp/frozen \
+        --block-prefix BLIND-FIRST- --write            # its first reading: the rules as they were frozen
 
 Each repository present in the corpus directory (`--corpus`, env GPULINT_CORPUS, default
-~/.cache/gpulint/corpus; see prepare.py) is linted cold (`--no-cache --isolated --preview`,
-every rule including preview ones), its findings are joined with labels.tsv, and recall is
-measured on recall.tsv. Absent repositories are skipped; nothing is downloaded.
+~/.cache/gpulint/corpus; see prepare.py) is linted cold (`--no-cache --preview`, every rule
+including preview ones, with the torch floor the repository declares; `--isolated` reads none),
+its findings are joined with labels.tsv, and recall is measured on recall.tsv. Verdicts are TP,
+NP (true, but the advice cannot pay off here) or FP; the tables give strict precision (NP counts
+as wrong) and lenient (NP counts as right). Absent repositories are skipped; nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -52,11 +57,15 @@ class RepoRun:
     error: str = ""
 
 
-def lint(repo: Repo, corpus: Path, gpulint_path: Path) -> RepoRun:
+def lint(repo: Repo, corpus: Path, gpulint_path: Path, isolated: bool = False) -> RepoRun:
+    """Lint one repository as its users would: with the torch floor its own metadata and requirement
+    files declare (`--isolated` reads none of them)."""
     run = RepoRun(repo)
     env = dict(os.environ, PYTHONPATH=str(gpulint_path))
-    command = [sys.executable, "-m", "gpulint", "check", "--isolated", "--preview", "--no-cache", "--exit-zero",
+    command = [sys.executable, "-m", "gpulint", "check", "--preview", "--no-cache", "--exit-zero",
                "--output-format", "json", "--profile", repo.slug]
+    if isolated:
+        command.insert(4, "--isolated")
     started = time.perf_counter()
     result = subprocess.run(command, cwd=corpus, env=env, capture_output=True, text=True)
     run.wall_s = time.perf_counter() - started
@@ -77,6 +86,14 @@ def lint(repo: Repo, corpus: Path, gpulint_path: Path) -> RepoRun:
     run.phases = {name: float(seconds) for name, seconds in _PHASE.findall(result.stderr)}
     files = re.search(r"files: (\d+) linted", result.stderr)
     run.files = int(files.group(1)) if files else 0
+    return run
+
+
+def saved(repo: Repo, out: Path) -> RepoRun:
+    """The findings a previous run wrote to `out` for this repository (`--rescore`)."""
+    run = RepoRun(repo)
+    for item in json.loads((out / f"{repo.slug}.json").read_text(encoding="utf-8")):
+        run.findings.append((Key(*item["key"]), item["message"]))
     return run
 
 
@@ -103,6 +120,8 @@ def precision_table(runs: Sequence[RepoRun], labels: dict[Key, Label]) -> tuple[
                 cells.append("")
             else:
                 cell = f"{len(keys)}: {counts['TP']} TP"
+                if counts["NP"]:
+                    cell += f", **{counts['NP']} NP**"
                 if counts["FP"]:
                     cell += f", **{counts['FP']} FP**"
                 if counts["unlabelled"]:
@@ -122,28 +141,40 @@ def recall_of(runs: Sequence[RepoRun], recall: Sequence[tuple[Key, str]]) -> dic
     return out
 
 
+def precisions(counts: Counter) -> tuple[str, str]:
+    """(strict, lenient) precision: strict counts advice that cannot pay off here (NP) as wrong, lenient as right."""
+    labelled = counts["TP"] + counts["NP"] + counts["FP"]
+    if not labelled:
+        return "-", "-"
+    return (f"{100 * counts['TP'] / labelled:.1f} %", f"{100 * (counts['TP'] + counts['NP']) / labelled:.1f} %")
+
+
 def summary_table(totals: dict[str, Counter], recall: Optional[dict[str, tuple[int, int]]],
                   baseline: Optional[dict[str, tuple[int, int]]] = None) -> str:
-    """Per rule: findings, verdicts, precision; recall columns only when a recall sample was measured."""
+    """Per rule: findings, verdicts, strict and lenient precision; recall columns only when a recall
+    sample was measured."""
+    head = "| rule | status | findings | TP | NP | FP | strict | lenient |"
+    rule = "|---|---|---:|---:|---:|---:|---:|---:|"
     if recall is None:
-        lines = ["| rule | status | findings | TP | FP | precision |", "|---|---|---:|---:|---:|---:|"]
+        lines = [head, rule]
         for code in STABLE + PREVIEW:
             counts = totals.get(code, Counter())
-            labelled = counts["TP"] + counts["FP"]
-            precision = f"{100 * counts['TP'] / labelled:.1f} %" if labelled else "-"
+            strict, lenient = precisions(counts)
             lines.append(f"| {code} | {'preview' if code in PREVIEW else 'stable'} | {counts['findings']} | "
-                         f"{counts['TP']} | {counts['FP']} | {precision} |")
+                         f"{counts['TP']} | {counts['NP']} | {counts['FP']} | {strict} | {lenient} |")
+        everything = sum(totals.values(), Counter())
+        strict, lenient = precisions(everything)
+        lines.append(f"| **all** | | {everything['findings']} | {everything['TP']} | {everything['NP']} | "
+                     f"{everything['FP']} | **{strict}** | {lenient} |")
         return "\n".join(lines)
-    lines = ["| rule | status | findings | TP | FP | precision | recall (sample) |"
-             + (" recall before |" if baseline else ""),
-             "|---|---|---:|---:|---:|---:|---:|" + ("---:|" if baseline else "")]
+    lines = [head + " recall (sample) |" + (" recall before |" if baseline else ""),
+             rule + "---:|" + ("---:|" if baseline else "")]
     for code in STABLE + PREVIEW:
         counts = totals.get(code, Counter())
-        labelled = counts["TP"] + counts["FP"]
-        precision = f"{100 * counts['TP'] / labelled:.1f} %" if labelled else "-"
+        strict, lenient = precisions(counts)
         found, sample = recall.get(code, (0, 0))
         row = (f"| {code} | {'preview' if code in PREVIEW else 'stable'} | {counts['findings']} | {counts['TP']} | "
-               f"{counts['FP']} | {precision} | {found}/{sample}"
+               f"{counts['NP']} | {counts['FP']} | {strict} | {lenient} | {found}/{sample}"
                + (f" ({100 * found / sample:.0f} %)" if sample else "") + " |")
         if baseline:
             b_found, b_sample = baseline.get(code, (0, 0))
@@ -173,8 +204,8 @@ def false_positive_list(runs: Sequence[RepoRun], labels: dict[Key, Label]) -> st
     for run in runs:
         for key, _ in run.findings:
             label = labels.get(key)
-            if label is not None and label.verdict == "FP":
-                lines.append(f"- {key.code} `{run.repo.name}/{key.location}`: {label.reason}")
+            if label is not None and label.verdict in ("FP", "NP"):
+                lines.append(f"- {key.code} `{run.repo.name}/{key.location}` ({label.verdict}): {label.reason}")
     return "\n".join(lines) if lines else "(none)"
 
 
@@ -202,10 +233,29 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--results", type=Path, default=HERE / "RESULTS.md")
     parser.add_argument("--holdout", action="store_true",
                         help="lint the hold-out repositories (holdout.toml) and write their HOLDOUT-* blocks")
+    parser.add_argument("--blind", action="store_true",
+                        help="lint the blind hold-out (blind.toml, blind-labels.tsv); write its BLIND-* blocks")
+    parser.add_argument("--block-prefix", default=None,
+                        help="name of the RESULTS.md blocks to write (BLIND-FIRST- for the first reading at the "
+                             "frozen commit, run with --gpulint on a checkout of it)")
+    parser.add_argument("--rescore", action="store_true",
+                        help="score the findings a previous run saved under --out again (after new verdicts) "
+                             "instead of linting; the TIMING block is left as it is")
+    parser.add_argument("--isolated", action="store_true",
+                        help="read no project file (no torch floor from the repositories' metadata)")
     args = parser.parse_args(argv)
     if args.holdout and args.repos == HERE / "repos.toml":
         args.repos = HERE / "holdout.toml"
-    prefix = "HOLDOUT-" if args.holdout else ""
+    if args.blind:
+        if args.repos == HERE / "repos.toml":
+            args.repos = HERE / "blind.toml"
+        if args.labels == HERE / "labels.tsv":
+            args.labels = HERE / "blind-labels.tsv"
+        if args.recall == HERE / "recall.tsv":
+            args.recall = HERE / "blind-recall.tsv"
+    prefix = "HOLDOUT-" if args.holdout else "BLIND-" if args.blind else ""
+    if args.block_prefix is not None:
+        prefix = args.block_prefix
     corpus = args.corpus.expanduser()
     repos = present(load_repos(args.repos), corpus)
     if args.only:
@@ -214,7 +264,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"no corpus repository under {corpus}: run prepare.py first")
         return 0
     labels, recall = load_labels(args.labels), load_recall(args.recall)
-    runs = [lint(repo, corpus, args.gpulint) for repo in repos]
+    if args.rescore:
+        runs = [saved(repo, args.out) for repo in repos]
+        if args.baseline is not None:
+            parser.error("--rescore scores saved findings: it cannot lint a --baseline")
+    else:
+        runs = [lint(repo, corpus, args.gpulint, args.isolated) for repo in repos]
     args.out.mkdir(parents=True, exist_ok=True)
     for run in runs:
         if run.error:
@@ -225,7 +280,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     measured = recall_of(runs, recall)
     baseline = None
     if args.baseline is not None:
-        baseline = recall_of([lint(repo, corpus, args.baseline) for repo in repos], recall)
+        baseline = recall_of([lint(repo, corpus, args.baseline, args.isolated) for repo in repos], recall)
     summary = summary_table(totals, None if args.holdout else measured, baseline)
     print(summary + "\n\n" + table + "\n\n" + timing_table(runs))
     if args.unlabelled:
@@ -238,7 +293,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         text = results.read_text(encoding="utf-8") if results.exists() else "# Precision on real code\n"
         text = replace_block(text, prefix + "SUMMARY", summary)
         text = replace_block(text, prefix + "PER-REPOSITORY", table)
-        if not args.holdout:
+        if not args.holdout and not args.blind and not args.rescore:
             text = replace_block(text, "TIMING", timing_table(runs))
         text = replace_block(text, prefix + "FALSE-POSITIVES", false_positive_list(runs, labels))
         results.write_text(text, encoding="utf-8")

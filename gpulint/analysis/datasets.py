@@ -17,8 +17,9 @@ from gpulint.analysis.training import training_facts
 from gpulint.core.arguments import KeywordArgs, positional_args
 from gpulint.core.context import FileContext
 from gpulint.core.names import NameTable, NameUses
-from gpulint.core.values import self_attribute_value, single_value
-from gpulint.project.facts import IN_MEMORY, ON_DEVICE, ClassFacts
+from gpulint.core.values import self_attribute_value, single_value, string_value
+from gpulint.core.walk import walk
+from gpulint.project.facts import IN_MEMORY, NOTHING, ON_DEVICE, ClassFacts
 
 DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 # what the DataLoader rules need, as `Rule.needles` and `Rule.ast_needles`
@@ -73,6 +74,86 @@ def _preprocessed_rows(dataset: cst.BaseExpression, names: NameTable) -> bool:
 
 
 
+def local_definitions(ctx: FileContext) -> dict[str, list[cst.CSTNode]]:
+    """Every def and class statement of the file, by name (any scope)."""
+    found: dict[str, list[cst.CSTNode]] = {}
+
+    class _Defs(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            found.setdefault(node.name.value, []).append(node)
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> None:
+            found.setdefault(node.name.value, []).append(node)
+
+    walk(ctx.module, _Defs())
+    return found
+
+
+def qualname_of(ctx: FileContext, definition: cst.CSTNode) -> str:
+    """A class's `__qualname__` as the project facts key it: `train.<locals>.Frames`, `Outer.Inner`."""
+    facts = ctx.analysis(training_facts)
+    parts: list[str] = [definition.name.value]  # type: ignore[attr-defined]
+    for ancestor in facts.ancestors(definition):
+        if isinstance(ancestor, cst.FunctionDef):
+            parts.append(f"{ancestor.name.value}.<locals>")
+        elif isinstance(ancestor, cst.ClassDef):
+            parts.append(ancestor.name.value)
+    return ".".join(reversed(parts))
+
+
+_INDEX_NAMES = re.compile(r"(?:^|_)(?:idx|idxs|index|indices|ids|perm|nodes|node_ids)$", re.IGNORECASE)
+
+
+def _indexes(dataset: cst.BaseExpression, ctx: FileContext) -> bool:
+    """A dataset of integers: `range(n)`, `list(range(n))`, `torch.arange(n)`, `train_idx.tolist()`."""
+    if isinstance(dataset, cst.Call) and isinstance(dataset.func, cst.Name) and dataset.func.value == "list" \
+            and len(dataset.args) == 1:
+        dataset = dataset.args[0].value
+    if not isinstance(dataset, cst.Call):
+        return False
+    func = dataset.func
+    if isinstance(func, cst.Name) and func.value == "range" and ctx.names.binding_scope(func) is None:
+        return True
+    if ctx.qualname(func) in ("torch.arange", "numpy.arange", "torch.randperm", "numpy.random.permutation"):
+        return True
+    if isinstance(func, cst.Attribute) and func.attr.value == "tolist":
+        receiver = func.value
+        name = receiver.value if isinstance(receiver, cst.Name) else (
+            receiver.attr.value if isinstance(receiver, cst.Attribute) else "")
+        return bool(_INDEX_NAMES.search(name))
+    return False
+
+
+def _text_only(expr: cst.BaseExpression, function: Optional[cst.FunctionDef] = None) -> bool:
+    """Strings, f-strings, lists/tuples/dicts of them, or a list of a parameter's string fields
+    (`[item["prompt"] for item in batch]`, `[p for p, _ in batch]`): no tensor."""
+    if isinstance(expr, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
+        return True
+    if isinstance(expr, (cst.List, cst.Tuple)):
+        return bool(expr.elements) and all(_text_only(e.value, function) for e in expr.elements)
+    if isinstance(expr, cst.Dict):
+        return bool(expr.elements) and all(isinstance(e, cst.DictElement) and _text_only(e.value, function)
+                                           for e in expr.elements)
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "join" \
+            and isinstance(expr.func.value, cst.SimpleString):
+        return True
+    if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
+        element = expr.elt
+        # `[x["text"] for x in batch]`: a field of each item named like text
+        while isinstance(element, cst.Subscript):
+            key = element.slice[0].slice
+            if isinstance(key, cst.Index) and (string_value(key.value) or "").lower() in _TEXT_FIELDS:
+                return True
+            element = element.value
+        if isinstance(element, cst.Attribute) and element.attr.value.lower() in _TEXT_FIELDS:
+            return True
+    return False
+
+
+_TEXT_FIELDS = frozenset({"prompt", "prompts", "text", "texts", "caption", "captions", "sentence", "question",
+                          "instruction", "query", "string", "name", "path", "filename", "label_name"})
+
+
 def dataloader_call(ctx: FileContext, node: cst.Call) -> Optional["LoaderCall"]:
     """A torch DataLoader call whose arguments we can see completely, else None."""
     if ctx.qualname(node.func) not in DATALOADER:
@@ -108,31 +189,56 @@ def _constant(expr: cst.BaseExpression) -> bool:
 class LoaderCall:
     """One DataLoader call and what gpulint can tell about the dataset it loads from."""
 
-    def __init__(self, ctx: FileContext, node: cst.Call, kwargs: KeywordArgs) -> None:
+    def __init__(self, ctx: FileContext, node: cst.Call, kwargs: KeywordArgs,
+                 start: Optional[cst.BaseExpression] = None) -> None:
         self.ctx = ctx
         self.node = node
         self.kwargs = kwargs
+        self.start = start  # one of several values the dataset argument may hold (see `alternatives`)
+
+    @cached_property
+    def argument(self) -> Optional[cst.BaseExpression]:
+        """The dataset argument as written in the call."""
+        if self.kwargs.has("dataset"):
+            return self.kwargs.get("dataset")
+        positional = positional_args(self.node) or []
+        return positional[0] if positional else None
+
+    def alternatives(self) -> list["LoaderCall"]:
+        """One view per value the dataset argument may hold: `dataset = ImageFolder(...)` on one branch,
+        `dataset = CIFAR10(...)` on another. Evidence about the items must hold for every one."""
+        expr = self.argument
+        if self.start is not None or not isinstance(expr, cst.Name) or \
+                self.ctx.analysis(training_facts).value_at(expr) is not None:
+            return [self]
+        owner = self.ctx.names.binding_scope(expr)
+        if owner is None:
+            return [self]
+        targets = owner.bindings.get(expr.value, [])
+        values = owner.values.get(expr.value, [])
+        if not values or len(values) > 8 or any(t is not None for t in targets) or any(v is None for v in values):
+            return [self]
+        return [LoaderCall(self.ctx, self.node, self.kwargs, start=v) for v in values if v is not None]
 
     @cached_property
     def dataset(self) -> Optional[cst.BaseExpression]:
         """The dataset expression, followed through plain assignments (of names and of `self.x`) and
         through the wrappers that keep their items (`Subset`, `random_split`, `ConcatDataset`)."""
-        expr = self.kwargs.get("dataset") if self.kwargs.has("dataset") else None
-        if expr is None:
-            positional = positional_args(self.node) or []
-            expr = positional[0] if positional else None
+        expr = self.start if self.start is not None else self.argument
         names = self.ctx.names
         facts = self.ctx.analysis(training_facts)
-        for _ in range(6):
+        for _ in range(8):
             if expr is None:
                 return None
             if isinstance(expr, cst.Name):
                 expr = facts.value_at(expr)
             elif isinstance(expr, cst.Attribute) and self.ctx.qualname(expr) is None:
-                value = self_attribute_value(expr, names)
+                value = self_attribute_value(expr, names, skip_none=True)
                 if value is None:
                     return expr
                 expr = value
+            elif isinstance(expr, cst.Call) and self._returned_by(expr) is not None:
+                expr = self._returned_by(expr)  # `build_dataset(...)`, `self.get_dataset()`: what it returns
             elif isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Call) \
                     and self.ctx.qualname(expr.value.func) in _SPLITS:
                 expr = _first_argument(expr.value)  # random_split(ds, ...)[0]
@@ -146,6 +252,53 @@ class LoaderCall:
             else:
                 return expr
         return expr
+
+    def _returned_by(self, call: cst.Call) -> Optional[cst.BaseExpression]:
+        """The one value a function of this file returns (a dataset factory), when `call` calls one that
+        is not a class: `make_dataset(...)`, or a method through `self.make_dataset(...)`."""
+        func = call.func
+        definition = self._local_definition(func)
+        if not isinstance(definition, cst.FunctionDef):
+            return None
+        returns: list[cst.Return] = []
+
+        class _Returns(cst.CSTVisitor):
+            def visit_Return(self, node: cst.Return) -> None:
+                returns.append(node)
+
+            def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+                return node is definition
+
+            def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+                return False
+
+            def visit_Lambda(self, node: cst.Lambda) -> bool:
+                return False
+
+        walk(definition, _Returns())
+        values = [r.value for r in returns]
+        return values[0] if len(values) == 1 and values[0] is not None else None
+
+    def _local_definition(self, func: cst.BaseExpression) -> Optional[cst.CSTNode]:
+        """The def or class statement of this file that `func` names (any scope), or a method of the
+        enclosing class for `self.<name>`."""
+        index = self.ctx.analysis(local_definitions)
+        if isinstance(func, cst.Name):
+            owner = self.ctx.names.binding_scope(func)
+            if owner is None:
+                return None
+            candidates = [d for d in index.get(func.value, []) if self.ctx.names.scopes.get(id(d)) is not None
+                          and self.ctx.names.scopes[id(d)].parent is owner]
+            return candidates[0] if len(candidates) == 1 else None
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            facts = self.ctx.analysis(training_facts)
+            cls = next((a for a in facts.ancestors(self.node) if isinstance(a, cst.ClassDef)), None)
+            if cls is None:
+                return None
+            found = [d for d in index.get(func.attr.value, []) if facts.parent(facts.parent(d) or d) is cls
+                     and isinstance(d, cst.FunctionDef)]
+            return found[0] if len(found) == 1 else None
+        return None
 
     @cached_property
     def dataset_class(self) -> Optional[ClassFacts]:
@@ -166,7 +319,13 @@ class LoaderCall:
             if owner is None:
                 return project.star_classes.get(func.value)  # from a `from module import *`
             if owner is self.ctx.names.module_scope:
-                return project.own.classes.get(func.value)
+                found = project.own.classes.get(func.value)
+                if found is None and func.value in project.own.factories:
+                    found = project.own.classes.get(project.own.factories[func.value])
+                return found
+            definition = self._local_definition(func)  # a class defined inside a function or a method
+            if isinstance(definition, cst.ClassDef):
+                return project.own.classes.get(qualname_of(self.ctx, definition))
         return None
 
     @cached_property
@@ -202,6 +361,8 @@ class LoaderCall:
 
     @cached_property
     def dataset_kind(self) -> Optional[str]:
+        if self._collates_to_text():
+            return NOTHING  # `collate_fn` returns the prompts as strings: the batch holds no tensor
         found = self.dataset_class
         if found is not None and found.dataset is not None:
             return found.dataset
@@ -215,11 +376,58 @@ class LoaderCall:
         if isinstance(dataset, cst.BinaryOperation) and isinstance(dataset.operator, cst.Multiply):
             dataset = next((side for side in (dataset.left, dataset.right)
                             if isinstance(side, (cst.List, cst.Tuple, cst.ListComp))), dataset)  # `[item] * n`
-        if isinstance(dataset, (cst.List, cst.Tuple, cst.ListComp)):
+        if _indexes(dataset, self.ctx):
+            return NOTHING  # `range(n)`, `torch.arange(n)`, `idx.tolist()`: batches of indices, nothing to pin
+        if isinstance(dataset, (cst.List, cst.Tuple, cst.ListComp)) or (
+                isinstance(dataset, cst.Call) and isinstance(dataset.func, cst.Attribute)
+                and dataset.func.attr.value == "tolist"):
             return IN_MEMORY  # items built before the loader exists
         if isinstance(dataset, cst.Call) and (self.ctx.qualname(dataset.func) or "").startswith(_DATAPIPES):
             return UNSHARDED  # torchtext's iterable datapipes: every worker would yield the whole stream
         return None
+
+    def _collates_to_text(self) -> bool:
+        """`collate_fn=` a function of the file (or a lambda) that only returns strings, lists of them, or
+        dicts of them: the batch has no tensor to pin or to move."""
+        if not self.kwargs.has("collate_fn"):
+            return False
+        collate = self.kwargs.get("collate_fn")
+        if isinstance(collate, cst.Lambda):
+            return _text_only(collate.body)
+        if not isinstance(collate, cst.Name):
+            return False
+        definition = self._local_definition(collate)
+        if not isinstance(definition, cst.FunctionDef):
+            return False
+        returns: list[Optional[cst.BaseExpression]] = []
+
+        class _Returns(cst.CSTVisitor):
+            def visit_Return(self, node: cst.Return) -> None:
+                returns.append(node.value)
+
+            def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+                return node is definition
+
+        walk(definition, _Returns())
+        return bool(returns) and all(r is not None and _text_only(r, definition) for r in returns)
+
+    @cached_property
+    def bulk(self) -> bool:
+        """The items are decoded images, audio or arrays (a dataset class that decodes them, a torchvision
+        dataset, a Hugging Face dataset with a per-item transform): a batch worth pinning."""
+        found = self.dataset_class
+        if found is not None and found.dataset is not None:
+            return found.bulk
+        dataset = self.dataset
+        while isinstance(dataset, cst.Subscript):
+            dataset = dataset.value
+        if isinstance(dataset, cst.Call) and isinstance(dataset.func, cst.Attribute) \
+                and dataset.func.attr.value in ("with_transform", "set_transform"):
+            return True
+        if isinstance(dataset, cst.Name):
+            dataset = single_value(dataset, self.ctx.names)
+        return isinstance(dataset, cst.Call) and (self.ctx.qualname(dataset.func) or "").startswith(
+            "torchvision.datasets.")
 
     @cached_property
     def library_dataset(self) -> bool:
@@ -256,25 +464,6 @@ class LoaderCall:
         dataset = self.dataset
         return (isinstance(dataset, cst.Call) and isinstance(dataset.func, cst.Name)
                 and self.ctx.names.binding_scope(dataset.func) is None and "import *" not in self.ctx.text)
-
-    @cached_property
-    def dataset_unresolved(self) -> bool:
-        """The dataset is a parameter, a lambda argument or a loop variable, or a class the file never
-        defines nor imports: nothing says what it holds."""
-        if self.dataset_undefined:
-            return True
-        expr = (self.kwargs.get("dataset") if self.kwargs.has("dataset")
-                else next(iter(positional_args(self.node) or []), None))
-        names = self.ctx.names
-        while isinstance(expr, cst.Name):
-            owner = names.binding_scope(expr)
-            if owner is None:
-                return False
-            values = owner.values.get(expr.value, [])
-            if values and all(v is None for v in values) and all(t is None for t in owner.bindings[expr.value]):
-                return True  # bound only as a parameter or a loop target
-            expr = single_value(expr, names)
-        return False
 
     def _on_device(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
         """The tensors already live on a device: `.cuda()`, `.to(device)`, `device=` at creation, here

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence
 from gpulint.project.view import ProjectView
 
 # Every kind of GPU evidence the facts scan accepts spells one of these in the file's text
@@ -19,7 +20,8 @@ from gpulint.project.view import ProjectView
 # that has evidence cannot have it: the engine skips GPU-only rules there before parsing. Keep
 # this in step with project/facts.py.
 GPU_EVIDENCE_TEXT = re.compile(
-    r"cuda|nccl|accelerator|device_ids|LOCAL_RANK|\.to\(\s*\d|device\s*=\s*\d|device\(\s*\d"
+    r"cuda|nccl|accelerator|device_ids|LOCAL_RANK|\.to\(\s*\d|device\s*=\s*\d|device\(\s*\d|xpu|Accelerator"
+    r"|deepspeed|Trainer|Fabric|rank|gpu"
 )
 
 
@@ -45,3 +47,27 @@ def may_have_gpu_evidence(text: str, view: "ProjectView | None") -> bool:
     if view is not None and view.gpu_callers:
         return True
     return GPU_EVIDENCE_TEXT.search(text) is not None
+
+
+def cuda_evidence(view: ProjectView) -> Evidence:
+    """Whether the code runs on a CUDA GPU: shown by CUDA evidence here or in a caller (a "cuda"/"nccl"
+    string, torch.cuda, `.cuda()`, an integer device, LOCAL_RANK) or by a framework that picks the GPU
+    (Accelerate, DeepSpeed, a Lightning Trainer); refuted on a TPU, in a script that pins the CPU, or one
+    that names MPS or XPU and never CUDA; otherwise undecided."""
+    if view.own.xla:
+        return REFUTED
+    if view.gpu or "framework" in view.devices:
+        return SHOWN
+    if view.devices & {"mps", "xpu"} or view.own.cpu_pinned:
+        return REFUTED
+    return UNDECIDED
+
+
+def accelerator_evidence(view: ProjectView) -> Evidence:
+    """Whether the code runs on an accelerator of any kind (CUDA, MPS, XPU): a loop whose batches are
+    prepared between device steps leaves that device idle."""
+    if view.own.xla:
+        return SHOWN
+    if view.gpu or view.devices:
+        return SHOWN
+    return REFUTED if view.own.cpu_pinned else UNDECIDED

@@ -160,7 +160,9 @@ class TrainingFacts:
         values = owner.values.get(name.value, [])
         if any(t is not None for t in targets) or not values or any(v is None for v in values):
             return None
-        earlier = [v for v in values if v is not None and id(v) in self.order and self.before(v, name)]
+        # `x = f(x)`: the read inside the value sees the value before it
+        earlier = [v for v in values if v is not None and id(v) in self.order and self.before(v, name)
+                   and not self.contains(v, name)]
         if not earlier:
             return None
         last = earlier[-1]

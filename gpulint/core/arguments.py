@@ -26,13 +26,22 @@ class KeywordArgs:
         return self.values.get(key)
 
 
-def _dict_keys(expr: cst.BaseExpression, names: NameTable) -> Optional[dict[str, Optional[cst.BaseExpression]]]:
-    """Keys of a dict literal or `dict(k=v)` call; None when not fully known."""
+def _dict_keys(expr: cst.BaseExpression, names: NameTable,
+               depth: int = 0) -> Optional[dict[str, Optional[cst.BaseExpression]]]:
+    """Keys of a dict literal or `dict(k=v)` call, also through `**other` dicts visible in the file;
+    None when not fully known."""
+    if depth > 4:
+        return None
     if isinstance(expr, cst.Dict):
         out: dict[str, Optional[cst.BaseExpression]] = {}
         for element in expr.elements:
-            if not isinstance(element, cst.DictElement):
-                return None  # `**other` inside the literal
+            if isinstance(element, cst.StarredDictElement):  # `{**base, "lr": lr}`
+                inner = _splat_keys(element.value, names, depth)
+                if inner is None:
+                    return None
+                out.update(inner)
+                continue
+            assert isinstance(element, cst.DictElement)
             key = string_value(element.key)
             if key is None:
                 return None
@@ -43,11 +52,24 @@ def _dict_keys(expr: cst.BaseExpression, names: NameTable) -> Optional[dict[str,
             return None  # a user's own `dict`
         out = {}
         for arg in expr.args:
+            if arg.star == "**" or (arg.keyword is None and not arg.star):
+                inner = _splat_keys(arg.value, names, depth)  # `dict(**base, lr=lr)`, `dict(base, lr=lr)`
+                if inner is None:
+                    return None
+                out.update(inner)
+                continue
             if arg.keyword is None or arg.star:
                 return None
             out[arg.keyword.value] = arg.value
         return out
     return None
+
+
+def _splat_keys(expr: cst.BaseExpression, names: NameTable,
+                depth: int) -> Optional[dict[str, Optional[cst.BaseExpression]]]:
+    if isinstance(expr, cst.Name):
+        return visible_dict_keys(expr, names, depth + 1)
+    return _dict_keys(expr, names, depth + 1)
 
 
 def _mutation_keys(node: cst.CSTNode, names: NameTable) -> Optional[dict[str, Optional[cst.BaseExpression]]]:
@@ -65,14 +87,18 @@ def _mutation_keys(node: cst.CSTNode, names: NameTable) -> Optional[dict[str, Op
             if all(a.keyword is not None for a in node.args):
                 return {a.keyword.value: a.value for a in node.args if a.keyword is not None}
             return None
-        if method in {"get", "keys", "values", "items", "copy", "__contains__"}:
-            return {}  # reads do not change the keys
-        return None  # pop, setdefault, clear, ...: not tracked
+        if method in {"get", "keys", "values", "items", "copy", "__contains__", "pop"}:
+            return {}  # reads (and removals: `pop` adds no key) do not add keys
+        if method == "setdefault" and node.args and string_value(node.args[0].value) is not None:
+            return {string_value(node.args[0].value): None}  # type: ignore[dict-item]
+        return None  # clear, popitem, ...: not tracked
     return None
 
 
-def visible_dict_keys(name: cst.Name, names: NameTable) -> Optional[dict[str, Optional[cst.BaseExpression]]]:
-    """Keys of the dict bound to `name`, when every binding and change of it is visible."""
+def visible_dict_keys(name: cst.Name, names: NameTable,
+                      depth: int = 0) -> Optional[dict[str, Optional[cst.BaseExpression]]]:
+    """Keys of the dict bound to `name`, when every binding and change of it is visible. A key removed
+    with `pop`/`del` may still be listed: a superset, never missing a key that is there."""
     owner = names.binding_scope(name)
     if owner is None:
         return None
@@ -80,7 +106,7 @@ def visible_dict_keys(name: cst.Name, names: NameTable) -> Optional[dict[str, Op
     for target, value in zip(owner.bindings[name.value], owner.values[name.value]):
         if target is not None or value is None:
             return None
-        found = _dict_keys(value, names)
+        found = _dict_keys(value, names, depth)
         if found is None:
             return None
         for key, val in found.items():

@@ -227,4 +227,9 @@ MAX_FIX_SIZE: Option[int] = Option(
     "max-fix-size", Size(), DEFAULT_MAX_FIX_SIZE,
     "`fix` leaves bigger files unfixed, with a GPU000 finding (each fix round parses the file again)")
 
-GENERAL_OPTIONS: tuple[Option[Any], ...] = (TORCH_VERSION, LINT_TESTS, MAX_FILE_SIZE, MAX_FIX_SIZE)
+STRICTNESS: Option[str] = Option(
+    "strictness", Choice(("default", "pedantic")), "default",
+    "default: report only what the project shows evidence for, premise by premise; pedantic: also findings "
+    "whose premises gpulint cannot decide (each says which)")
+
+GENERAL_OPTIONS: tuple[Option[Any], ...] = (TORCH_VERSION, LINT_TESTS, MAX_FILE_SIZE, MAX_FIX_SIZE, STRICTNESS)

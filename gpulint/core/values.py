@@ -32,8 +32,10 @@ def single_value(expr: cst.BaseExpression, names: NameTable) -> Optional[cst.Bas
     return values[0]
 
 
-def self_attribute_value(expr: cst.Attribute, names: NameTable) -> Optional[cst.BaseExpression]:
-    """For `self.x` inside a method: the one value the class ever assigns to `self.x`, else None."""
+def self_attribute_value(expr: cst.Attribute, names: NameTable,
+                         skip_none: bool = False) -> Optional[cst.BaseExpression]:
+    """For `self.x` inside a method: the one value the class ever assigns to `self.x`, else None.
+    With `skip_none`, `self.x = None` placeholders (in `__init__`, before `setup()` fills it) are left out."""
     if not isinstance(expr.value, cst.Name):
         return None
     function = names.scope_of.get(id(expr.value))
@@ -63,6 +65,8 @@ def self_attribute_value(expr: cst.Attribute, names: NameTable) -> Optional[cst.
                 values.append(None)
 
     walk(cls, _Stores())
+    if skip_none:
+        values = [v for v in values if not (isinstance(v, cst.Name) and v.value == "None")]
     return values[0] if len(values) == 1 else None
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import difflib
 import traceback
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -13,6 +14,7 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState
 
 from gpulint.analysis.device import may_have_gpu_evidence
+from gpulint.analysis.evidence import pedantic
 from gpulint.core.context import FileContext
 from gpulint.core.edits import (
     Change,
@@ -204,7 +206,7 @@ class _Placer:
         message = report.message
         if report.fix is not None and report.fix.edits:
             try:
-                edits = tuple(self.edit(e) for e in report.fix.edits)
+                edits = tuple(edit for pending in report.fix.edits for edit in self.edits(pending))
                 fix = Fix(report.fix.applicability, report.fix.message, edits)
             except _Inexact:  # an edit over text LibCST does not reproduce could touch the wrong bytes
                 message += " (no automatic fix here: gpulint cannot reproduce the whitespace in this code exactly)"
@@ -214,18 +216,19 @@ class _Placer:
             location=location, end_location=end_location, fix=fix, noqa_rows=noqa_rows,
         )
 
-    def edit(self, pending: PendingEdit) -> FixEdit:
-        edit = self._text_edit(pending)
-        return FixEdit(
+    def edits(self, pending: PendingEdit) -> tuple[FixEdit, ...]:
+        return tuple(FixEdit(
             edit.start, edit.end, edit.content,
             Location(*self.index.location(edit.start)), Location(*self.index.location(edit.end)),
-        )
+        ) for edit in self._text_edits(pending))
 
-    def _mapped_replace(self, span: Span, new: str) -> Edit:
+    def _mapped_replace(self, span: Span, new: str) -> tuple[Edit, ...]:
         """Replace the node's code where the file has whitespace LibCST dropped (form feeds).
 
         The edit is the smallest difference between the node's generated code and `new`,
         moved onto the file; it must not cover any dropped whitespace, which it would delete.
+        Where that one edit would (a statement inserted above a function whose `def` line starts
+        with a form feed, and a line changed inside it), each change is its own edit instead.
         """
         offsets = self.spans.offsets
         assert offsets is not None
@@ -233,14 +236,21 @@ class _Placer:
         newline = self.ctx.module.default_newline
         if span.end > len(self.text) and old.endswith(newline):
             old = old[: -len(newline)]  # the file has no trailing newline (`new` lost it already)
-        local = minimize(old, new, span.generated_start)
-        if offsets.dropped_inside(local.start, local.end):
-            raise _Inexact()
-        start = offsets.to_file(local.start, at_end=False)
-        end = start if local.end == local.start else offsets.to_file(local.end, at_end=True)
-        if self.text[start:end] != old[local.start - span.generated_start:local.end - span.generated_start]:
-            raise _Inexact()
-        return Edit(start, end, local.content)
+        pieces = [minimize(old, new, span.generated_start)]
+        if offsets.dropped_inside(pieces[0].start, pieces[0].end):
+            matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+            pieces = [Edit(span.generated_start + i1, span.generated_start + i2, new[j1:j2])
+                      for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"]
+        edits = []
+        for local in pieces:
+            if offsets.dropped_inside(local.start, local.end):
+                raise _Inexact()
+            start = offsets.to_file(local.start, at_end=False)
+            end = start if local.end == local.start else offsets.to_file(local.end, at_end=True)
+            if self.text[start:end] != old[local.start - span.generated_start:local.end - span.generated_start]:
+                raise _Inexact()
+            edits.append(Edit(start, end, local.content))
+        return tuple(edits)
 
     def _above_own_comments(self, anchor: cst.BaseStatement, line_start: int) -> int:
         """Where code inserted before `anchor` goes: above the comment lines directly over it, which
@@ -260,7 +270,7 @@ class _Placer:
                 return line_start  # the text does not show those comment lines: stay put
         return starts[row - count]
 
-    def _text_edit(self, pending: PendingEdit) -> Edit:
+    def _text_edits(self, pending: PendingEdit) -> tuple[Edit, ...]:
         module = self.ctx.module
         newline = module.default_newline
         if not self.spans.aligned:
@@ -272,7 +282,7 @@ class _Placer:
             if span.end > len(self.text) and new.endswith(newline):
                 new = new[: -len(newline)]  # the file has no trailing newline
             if span.generated_start < 0:  # generated code and file agree here
-                return minimize(self.text[span.start:end], new, span.start)
+                return (minimize(self.text[span.start:end], new, span.start),)
             return self._mapped_replace(span, new)
         assert isinstance(pending, InsertStatements)
         if pending.anchor is None:
@@ -297,7 +307,7 @@ class _Placer:
         body = "".join((indent + line if line.strip() else "") + newline for line in lines)
         if prefix and body.endswith(newline):
             body = body[: -len(newline)]
-        return Edit(offset, offset, prefix + body)
+        return (Edit(offset, offset, prefix + body),)
 
 
 @dataclass
@@ -318,7 +328,8 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
         candidates = [r for r in active if r.may_match(text)]
         if settings.test_file and not settings.lint_tests:
             candidates = [r for r in candidates if r.in_tests]  # fp32 references, bitwise checks: not training
-        if any(r.target is Target.GPU for r in candidates) and not may_have_gpu_evidence(text, project):
+        if any(r.target is Target.GPU for r in candidates) and not pedantic(settings) \
+                and not may_have_gpu_evidence(text, project):
             candidates = [r for r in candidates if r.target is not Target.GPU]  # no GPU evidence possible
     if not candidates and (not settings.is_enabled(InvalidFile.code) or too_large(text, settings.max_file_size)):
         return LintResult()  # too large for any parse, but no rule could match anyway
@@ -343,7 +354,7 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
         # the third prefilter: rules the project facts already silence (device scope, GPU301's
         # untrained models, GPU001 where 16-bit training is done another way) cost no LibCST parse
         if ast_prefilter.ENABLED:
-            candidates = [r for r in candidates if r.may_report(view)]
+            candidates = [r for r in candidates if r.may_report(view, settings)]
     if check.valid and not candidates:
         return LintResult()
     check = replace(check, tree=None)  # the `ast` tree is not needed past here: free it before LibCST

@@ -28,6 +28,15 @@ _ASSIGNED_MAGIC = re.compile(r"[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*\s*=\s*
 _MAGIC_NAME = re.compile(r"%%?([A-Za-z_][\w.]*)")
 # IPython's help: `model?`, `torch.nn??`, `?obj`, `*Loader*?` (a name, or a pattern, and question marks)
 _HELP = re.compile(r"\?{0,2}[A-Za-z_*][\w.*]*(?:\(\))?\?{0,2}")
+# IPython's automagics (on by default) and default shell aliases: `pip install x`, `cd data`, `ls -la`
+# run without `%` or `!`. Such a line is read as one only when it is not Python by itself.
+AUTOMAGICS = frozenset({
+    "pip", "conda", "mamba", "cd", "ls", "ll", "lf", "lk", "lx", "ldir", "pwd", "cat", "cp", "mv", "rm", "rmdir",
+    "mkdir", "man", "env", "set_env", "history", "load_ext", "reload_ext", "unload_ext", "matplotlib", "reset",
+    "run", "who", "whos", "alias", "unalias", "bookmark", "dhist", "pushd", "popd", "time", "timeit", "autoreload",
+    "store", "xdel", "tb", "pdb", "config", "edit", "load", "save", "pycat", "less", "more", "clear", "sx", "sc",
+})
+_AUTOMAGIC = re.compile(r"(?P<name>[A-Za-z_]\w*)(?:\s+(?P<rest>\S.*))?")
 
 
 @dataclass(frozen=True)
@@ -126,7 +135,19 @@ def is_magic_line(line: str) -> bool:
         return True
     if _ASSIGNED_MAGIC.match(stripped):
         return True
+    if _is_automagic(stripped):
+        return True
     return "?" in stripped and _HELP.fullmatch(stripped) is not None
+
+
+def _is_automagic(stripped: str) -> bool:
+    """`pip install x`, `cd ..`, `ls -la data/`: an automagic name, then words that are not Python."""
+    match = _AUTOMAGIC.fullmatch(stripped)
+    if match is None or match["name"] not in AUTOMAGICS or match["rest"] is None:
+        return False
+    if match["rest"][0] in "=([{.,:;)]}" or re.match(r"(?:[-+*/%&|^@]|//|\*\*|<<|>>)=", match["rest"]):
+        return False  # `pip = 3`, `cd(x)`, `ls.append(x)`, `time += 1`: Python
+    return not compiles(stripped)
 
 
 def compiles(code: str) -> bool:

@@ -27,6 +27,7 @@ def rule_markdown(rule: type[Rule], site: Optional[str] = None) -> str:
         "## Why is this bad?",
         docs.section("why"),
         "",
+        *premises_markdown(rule),
         "## Example",
         "```python",
         docs.section("example"),
@@ -47,6 +48,18 @@ def rule_markdown(rule: type[Rule], site: Optional[str] = None) -> str:
     if url is not None:
         parts += ["", f"Docs: {url}"]
     return "\n".join(parts)
+
+
+def premises_markdown(rule: type[Rule]) -> list[str]:
+    """The rule's premises as a section: what the project must show before the rule reports."""
+    if not rule.docs.premises:
+        return []
+    lines = ["## Premises", "",
+             "Reported only when the code shows evidence for each of these; where one cannot be decided the rule "
+             "stays silent (`strictness = \"pedantic\"` reports it, naming the premise), and where one is refuted "
+             "it always does:", ""]
+    lines += [f"- **{premise.key}**: {premise.text}" for premise in rule.docs.premises]
+    return lines + [""]
 
 
 def rules_table(rules: Sequence[type[Rule]]) -> str:

@@ -13,10 +13,13 @@ evidence, and every consumer treats a missing fact as "not known", never as a fi
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Iterator, Optional, Union
 
-FACTS_VERSION = 3
+from gpulint.project.graph_data import step_rows
+from gpulint.project.layers import OPAQUE, Layer, class_layers
+
+FACTS_VERSION = 6
 
 DATASET_BASES = frozenset({
     "torch.utils.data.Dataset", "torch.utils.data.dataset.Dataset",
@@ -114,6 +117,26 @@ class ClassFacts:
     # `item["emb"] = self.emb`), as "<position>:<name>" (position -1: keyword-only): their device is
     # the caller's, which this class does not show
     passed_arguments: tuple[str, ...] = ()
+    bulk: bool = False  # items decode images, audio or arrays: batches big enough that pinning them pays
+    module: bool = False  # an nn.Module subclass (directly or through a class that may be one)
+    # an nn.Module's layers as its __init__ builds them (project/layers.py); None: not read
+    layers: Optional[tuple[Layer, ...]] = None
+    init_params: tuple[str, ...] = ()  # __init__'s parameters, in order (self left out)
+    init_defaults: tuple[tuple[str, int], ...] = ()  # their integer defaults
+
+    def to_json(self) -> dict[str, Any]:
+        return {"bases": list(self.bases), "dataset": self.dataset, "iterable": self.iterable,
+                "sharded": self.sharded, "passed_arguments": list(self.passed_arguments), "bulk": self.bulk,
+                "module": self.module,
+                "layers": None if self.layers is None else [layer.to_json() for layer in self.layers],
+                "init_params": list(self.init_params), "init_defaults": [list(d) for d in self.init_defaults]}
+
+    @classmethod
+    def from_json(cls, v: dict[str, Any]) -> "ClassFacts":
+        return cls(tuple(v["bases"]), v["dataset"], bool(v["iterable"]), bool(v["sharded"]),
+                   tuple(v["passed_arguments"]), bool(v["bulk"]), bool(v["module"]),
+                   None if v["layers"] is None else tuple(Layer.from_json(x) for x in v["layers"]),
+                   tuple(v["init_params"]), tuple((str(k), int(n)) for k, n in v["init_defaults"]))
 
 
 @dataclass(frozen=True)
@@ -157,6 +180,20 @@ class FileFacts:
     # top-level functions of a module that defines a batch container (a class with `.to()` and no
     # `.pin_memory()`, like DETR's NestedTensor): used as collate_fn, their batches are never pinned
     unpinned_collates: tuple[str, ...] = ()
+    # devices other than CUDA the file names ("mps", "xpu"), and "framework" when a framework picks the
+    # device (Accelerate, DeepSpeed, a Lightning Trainer on "gpu"/"auto")
+    devices: tuple[str, ...] = ()
+    # module-level names computed from torch's version (`TORCH_2 = version.parse(torch.__version__) >= ...`):
+    # a test of one keeps a branch for an older torch
+    version_flags: tuple[str, ...] = ()
+    # top-level functions that return an instance of one dataset class of the file: name -> class key
+    factories: dict[str, str] = field(default_factory=dict)
+    # integers the file passes by keyword or sets in config dicts (`Args(n_layers=6)`, `dict(n_layer=6)`,
+    # `{"n_layer": 6}`): field -> values; a training script's choice beats a dataclass default
+    config_ints: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # the most rows a training step of the file feeds its model, when the benchmark datasets it loads
+    # say so (project/graph_data.py); None: unknown
+    step_rows: Optional[int] = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -166,14 +203,14 @@ class FileFacts:
             "sparse": self.sparse, "jax": self.jax, "replaces_optimizers": self.replaces_optimizers,
             "parallelism": list(self.parallelism), "fused_sgd_momentum": self.fused_sgd_momentum,
             "argparse_defaults": self.argparse_defaults, "dataclass_ints": self.dataclass_ints,
-            "classes": {k: {"bases": list(v.bases), "dataset": v.dataset, "iterable": v.iterable, "sharded": v.sharded,
-                            "passed_arguments": list(v.passed_arguments)}
-                        for k, v in self.classes.items()},
+            "classes": {k: v.to_json() for k, v in self.classes.items()},
             "refs": {k: list(v) for k, v in self.refs.items()},
             "optimizers": {k: list(v) for k, v in self.optimizers.items()},
             "names": list(self.names), "row_functions": list(self.row_functions),
             "dict_lookups": list(self.dict_lookups), "xla": self.xla,
-            "unpinned_collates": list(self.unpinned_collates),
+            "unpinned_collates": list(self.unpinned_collates), "devices": list(self.devices),
+            "version_flags": list(self.version_flags), "factories": self.factories,
+            "config_ints": {k: list(v) for k, v in self.config_ints.items()}, "step_rows": self.step_rows,
         }
 
     @classmethod
@@ -187,14 +224,15 @@ class FileFacts:
             fused_sgd_momentum=bool(data["fused_sgd_momentum"]),
             argparse_defaults=dict(data["argparse_defaults"]),
             dataclass_ints={k: {c: int(v) for c, v in d.items()} for k, d in data["dataclass_ints"].items()},
-            classes={k: ClassFacts(tuple(v["bases"]), v["dataset"], bool(v["iterable"]), bool(v["sharded"]),
-                                   tuple(v["passed_arguments"]))
-                     for k, v in data["classes"].items()},
+            classes={k: ClassFacts.from_json(v) for k, v in data["classes"].items()},
             refs={k: tuple(v) for k, v in data["refs"].items()},
             optimizers={k: tuple(v) for k, v in data["optimizers"].items()},
             names=tuple(data["names"]), row_functions=tuple(data["row_functions"]),
             dict_lookups=tuple(data["dict_lookups"]), xla=bool(data["xla"]),
-            unpinned_collates=tuple(data["unpinned_collates"]),
+            unpinned_collates=tuple(data["unpinned_collates"]), devices=tuple(data["devices"]),
+            version_flags=tuple(data["version_flags"]), factories=dict(data["factories"]),
+            config_ints={k: tuple(int(n) for n in v) for k, v in data["config_ints"].items()},
+            step_rows=None if data.get("step_rows") is None else int(data["step_rows"]),
         )
 
 
@@ -295,6 +333,23 @@ def _names_device(node: ast.AST) -> bool:
     return "device" in name or name in ("local_rank", "rank", "gpu", "gpu_id")
 
 
+def _assigns_device_index(node: ast.Assign) -> bool:
+    """`device = 0`, `local_rank = 1`: an integer bound to a name that holds a device."""
+    value = node.value
+    if not (isinstance(value, ast.Constant) and type(value.value) is int):
+        return False
+    return any(_names_rank(t) or "device" in getattr(t, "id", getattr(t, "attr", "")).lower() for t in node.targets)
+
+
+def _names_rank(node: ast.AST) -> bool:
+    """`local_rank`, `args.gpu`, `self.rank`: a process's GPU index, which only CUDA takes as a device."""
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return name.lower() in ("local_rank", "rank", "gpu", "gpu_id", "device_id", "gpu_index", "local_gpu")
+
+
+_FRAMEWORK_DEVICE_CALLS = frozenset({"Accelerator", "initialize", "Trainer", "Fabric", "LightningCLI"})
+
+
 def _moves_to_device(call: ast.Call, aliases: _Aliases) -> bool:
     """`.cuda()`, `.to(device)`, `.to("cuda")`, a torch factory with `device=` not "cpu"."""
     func = call.func
@@ -318,7 +373,7 @@ def _is_dtype_16(node: ast.AST, aliases: _Aliases) -> bool:
 _QUALIFIED_CALLS = frozenset(
     {q.rsplit(".", 1)[-1] for q in GRAD_SCALERS | AUTOCASTS | FSDP_MIXED_PRECISION | OPTIMIZER_CLASSES
      | FSDP_WRAPPERS | TENSOR_PARALLEL}
-    | {"set_default_dtype", "device", "initialize"}
+    | {"set_default_dtype", "device", "initialize", "Accelerator", "Trainer", "Fabric", "LightningCLI"}
 )
 # `x.to_sparse()`, `torch.sparse_coo_tensor(...)`, `torch.spmm(...)`, `torch.sparse.mm(...)`
 _SPARSE_CALLS = frozenset({
@@ -383,6 +438,15 @@ def _is_batch_container(node: ast.ClassDef) -> bool:
     return True
 
 
+def _weightless(node: ast.ClassDef) -> bool:
+    """A class whose body is only methods (a `forward` among them, no `__init__`): nothing can hold a weight.
+    A placeholder (`pass`, class attributes) is not known to be weightless."""
+    methods = [n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    rest = [n for n in node.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str))]
+    return "forward" in methods and "__init__" not in methods and not rest
+
+
 class _Scanner:
     def __init__(self, tree: ast.Module) -> None:
         self.tree = tree
@@ -399,6 +463,9 @@ class _Scanner:
         self.parallelism: set[str] = set()
         self.fused_sgd = False
         self.argparse: dict[str, Any] = {}
+        self.devices: set[str] = set()
+        self.config: dict[str, list[int]] = {}
+        self.module_ints = _module_ints(tree)
 
     def run(self) -> FileFacts:
         names: set[str] = set()
@@ -424,6 +491,9 @@ class _Scanner:
                     if attr in ("cuda", "accelerator") and not self.gpu and any(
                             q in ("torch.cuda", "torch.accelerator") for q in self.aliases.qualified(node)):
                         self.gpu = True
+                    elif attr in ("mps", "xpu") and any(q in ("torch.backends.mps", "torch.mps", "torch.xpu")
+                                                         for q in self.aliases.qualified(node)):
+                        self.devices.add(attr)
                 elif kind is Call:
                     self._call(node)  # type: ignore[arg-type]
                 elif kind is Constant:
@@ -431,6 +501,10 @@ class _Scanner:
                     # os.environ["LOCAL_RANK"]: one process per GPU (torchrun)
                     if type(value) is str and (_is_cuda_string(value) or value == "LOCAL_RANK"):
                         self.gpu = True
+                    elif type(value) is str and value.split(":", 1)[0] in ("mps", "xpu"):
+                        self.devices.add(value.split(":", 1)[0])
+                elif kind is Assign and _assigns_device_index(node):  # type: ignore[arg-type]
+                    self.gpu = True  # `device = 0`: a CUDA device index
                 elif kind is Assign and _string(node.value) == "cpu":  # type: ignore[attr-defined]
                     for target in node.targets:  # type: ignore[attr-defined]
                         label = target.id if isinstance(target, ast.Name) else (
@@ -442,7 +516,7 @@ class _Scanner:
                 refs.setdefault(name, set()).update(used)
         top = set(refs)
         roots = {ref.module.split(".", 1)[0] for ref in self.imports if not ref.level}
-        classes = {n.name: self._class(n) for n in self.tree.body if isinstance(n, ast.ClassDef)}
+        classes = self._classes()
         for node in _module_level(self.tree.body):  # `MNIST = _MNIST`: the same class under another name
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in classes:
                 for target in node.targets:
@@ -467,7 +541,12 @@ class _Scanner:
             xla=bool(roots & XLA_PACKAGES) or any(
                 ref.name is not None and ref.name.startswith("XLA") and ref.module.split(".", 1)[0] in _LIGHTNING
                 for ref in self.imports),
-            unpinned_collates=self._unpinned_collates(),
+            unpinned_collates=self._unpinned_collates(), devices=tuple(sorted(self.devices)),
+            version_flags=_version_flags(self.tree),
+            factories=_factories(self.tree, classes,
+                                 frozenset(r.local for r in self.imports if r.name not in (None, "*"))),
+            config_ints={k: tuple(sorted(set(v))) for k, v in self.config.items()},
+            step_rows=step_rows(self.tree) if training else None,
         )
 
     def _unpinned_collates(self) -> tuple[str, ...]:
@@ -511,12 +590,17 @@ class _Scanner:
                     self.mixed.add("model-cast")
                 elif self._casts_to_input_dtype(call):
                     self.mixed.add("casts-weights")
-                if any(isinstance(a, ast.Constant) and type(a.value) is int for a in call.args[:1]):
-                    self.gpu = True  # `.to(0)`: a CUDA device index
+                if any(isinstance(a, ast.Constant) and type(a.value) is int for a in call.args[:1]) \
+                        or any(_names_rank(a) for a in call.args[:1]):
+                    self.gpu = True  # `.to(0)`, `.to(local_rank)`: a CUDA device index
             elif attr == "add_argument":
                 self._argparse(call)
             elif attr == "initialize" and isinstance(func.value, ast.Name) and func.value.id == "amp":
                 self.mixed.add("apex")
+        self._config_ints(call, func, qualified)
+        if last in _FRAMEWORK_DEVICE_CALLS and any(
+                q.startswith(("accelerate", "deepspeed", "lightning", "pytorch_lightning")) for q in qualified):
+            self.devices.add("framework")  # Accelerator(), deepspeed.initialize(), Trainer/Fabric: device chosen for us
         first = call.args[0] if call.args else None
         moves_to = isinstance(func, ast.Attribute) and func.attr == "to"
         if _string(first) == "cpu" and (qualified & {"torch.device"} or moves_to):
@@ -563,6 +647,20 @@ class _Scanner:
         elif any(q.startswith("deepspeed.initialize") for q in qualified):
             self.mixed.add("deepspeed")
 
+    def _config_ints(self, call: ast.Call, func: ast.AST, qualified: set[str]) -> None:
+        """Integers passed by keyword to a class or `dict(...)` (`ModelArgs(n_layers=6)`): configuration."""
+        last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if not (last == "dict" or last[:1].isupper()) or any(q.startswith("torch.") for q in qualified):
+            return
+        for keyword in call.keywords:
+            if keyword.arg is None:
+                continue
+            value = keyword.value
+            number = value.value if isinstance(value, ast.Constant) else (
+                self.module_ints.get(value.id) if isinstance(value, ast.Name) else None)
+            if type(number) is int:
+                self.config.setdefault(keyword.arg, []).append(number)
+
     def _casts_to_input_dtype(self, call: ast.Call) -> bool:
         """`self.weight.to(dtype=x.dtype)` / `w.to(x.dtype)`: a layer computing in its input's dtype."""
         target = call.func.value  # type: ignore[attr-defined]
@@ -591,7 +689,25 @@ class _Scanner:
             self.argparse.setdefault(dest, None)
 
     # -- classes --------------------------------------------------------------------------------
-    def _class(self, node: ast.ClassDef) -> ClassFacts:
+    def _classes(self) -> dict[str, ClassFacts]:
+        """Every class of the file: top-level ones by name, nested ones by their `__qualname__`
+        ("train.<locals>.Frames"): a Dataset defined inside the training function is read too."""
+        nodes = {qualname: node for qualname, node in _all_classes(self.tree)}
+        local = frozenset(q for q in nodes if "." not in q)
+        imported = {ref.local: "." * ref.level + (f"{ref.module}.{ref.name}" if ref.module else ref.name)
+                    for ref in self.imports if ref.name not in (None, "*")}
+        out = {q: self._class(node, local, imported) for q, node in nodes.items()}
+        changed = True  # a subclass of a module class of the file is a module class
+        while changed:
+            changed = False
+            for name, found in out.items():
+                if not found.module and any(out.get(b) is not None and out[b].module for b in found.bases):
+                    out[name] = replace(found, module=True)
+                    changed = True
+        return out
+
+    def _class(self, node: ast.ClassDef, local: frozenset[str] = frozenset(),
+               imported: Optional[dict[str, str]] = None) -> ClassFacts:
         bases: list[str] = []
         for base in node.bases:
             qualified = sorted(self.aliases.qualified(base))
@@ -603,12 +719,26 @@ class _Scanner:
                 bases.append(base.attr)
         is_dataset = any(b in DATASET_BASES or b.endswith("Dataset") for b in bases)
         if not is_dataset:
-            return ClassFacts(tuple(bases))
+            module = any(b.startswith("torch.nn.") for b in bases) or any(
+                b not in _PLAIN_BASES and not b.startswith(("torch.utils.data", "typing.", "enum.", "abc."))
+                and b not in local for b in bases)  # an unread base may be a module: its width is unknown
+            if not module and not any(b in local for b in bases):
+                return ClassFacts(tuple(bases))
+            layers, params, defaults = class_layers(node, self.aliases.qualified, local, imported or {},
+                                                    self.module_ints)
+            inherited = [b for b in bases if not b.startswith("torch.nn.") and b not in _PLAIN_BASES]
+            if layers is None and bases and all(b == "torch.nn.Module" for b in bases) and _weightless(node):
+                layers = ()  # a forward and no __init__ over nn.Module itself: no weights (a decoder's dot product)
+            if layers is not None and inherited:  # the base's own layers are not read: width unknown
+                layers += tuple(Layer(OPAQUE, b) for b in inherited)
+            return ClassFacts(tuple(bases), module=module, layers=layers, init_params=params,
+                              init_defaults=tuple(sorted(defaults.items())))
         iterable = any(b in ITERABLE_BASES for b in bases)
         sharded = any(isinstance(n, (ast.Name, ast.Attribute)) and
                       (getattr(n, "id", None) == "get_worker_info" or getattr(n, "attr", None) == "get_worker_info")
                       for n in ast.walk(node))
-        return ClassFacts(tuple(bases), dataset_kind(node, self.aliases), iterable, sharded, passed_arguments(node))
+        return ClassFacts(tuple(bases), dataset_kind(node, self.aliases), iterable, sharded, passed_arguments(node),
+                          bulk=decodes_bulk(node, self.aliases))
 
     def _dataclass_ints(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
@@ -632,6 +762,107 @@ class _Scanner:
             if found:
                 out[node.targets[0].id] = found
         return out
+
+
+_PLAIN_BASES = frozenset({
+    "object", "Exception", "BaseException", "ValueError", "RuntimeError", "dict", "list", "tuple", "str", "int",
+    "float", "set", "Enum", "IntEnum", "NamedTuple", "TypedDict", "ABC", "Protocol", "Generic", "Namespace",
+})
+
+
+def _all_classes(tree: ast.Module) -> Iterator[tuple[str, ast.ClassDef]]:
+    """Every class with its `__qualname__`: `Outer.Inner`, `train.<locals>.Frames`."""
+    stack: list[tuple[str, ast.AST]] = [("", tree)]
+    while stack:
+        prefix, node = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                qualname = prefix + child.name
+                yield qualname, child
+                stack.append((qualname + ".", child))
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                stack.append((f"{prefix}{child.name}.<locals>.", child))
+            elif not isinstance(child, ast.Lambda):
+                stack.append((prefix, child))
+
+
+def _module_ints(tree: ast.Module) -> dict[str, int]:
+    """Module-level names bound once to an integer literal (`n_layer = 12`, `HIDDEN = 64`)."""
+    found: dict[str, list[object]] = {}
+    for node in _module_level(tree.body):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    found.setdefault(target.id, []).append(_literal(node.value))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            found.setdefault(node.target.id, []).append(_literal(node.value))
+    return {name: values[0] for name, values in found.items()
+            if len(values) == 1 and isinstance(values[0], int) and not isinstance(values[0], bool)}
+
+
+def _reads_torch_version(node: ast.AST, flags: set[str]) -> bool:
+    for child in ast.walk(node):
+        if isinstance(child, ast.Attribute) and child.attr == "__version__":
+            return True
+        name = child.id if isinstance(child, ast.Name) else child.attr if isinstance(child, ast.Attribute) else ""
+        if name and (name in flags or "torch_version" in name.lower()):
+            return True
+    return False
+
+
+def _version_flags(tree: ast.Module) -> tuple[str, ...]:
+    """Module-level names computed from torch's version, or from other such names (`TORCH_2 =
+    version.parse(torch.__version__) >= version.parse("2.0")`, `NEW_AMP = TORCH_2 and cuda`)."""
+    flags: set[str] = set()
+    assignments = [n for n in _module_level(tree.body) if isinstance(n, (ast.Assign, ast.AnnAssign))
+                   and n.value is not None]
+    changed = True
+    while changed:
+        changed = False
+        for node in assignments:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [t.id for t in targets if isinstance(t, ast.Name) and t.id not in flags]
+            if names and _reads_torch_version(node.value, flags):  # type: ignore[arg-type]
+                flags.update(names)
+                changed = True
+    return tuple(sorted(flags))
+
+
+def _factories(tree: ast.Module, classes: dict[str, ClassFacts], imported: frozenset[str] = frozenset()
+               ) -> dict[str, str]:
+    """Top-level functions whose every return builds one dataset class of the file (module-level or
+    defined in the function itself), or one class the file imports by name (`name`, resolved by the
+    project view): function name -> the class's key."""
+    out: dict[str, str] = {}
+    for node in tree.body:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        returned: set[str] = set()
+        for child in _own_body_nodes(node):
+            if isinstance(child, ast.Return):
+                value = child.value
+                if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
+                    returned.add("")
+                    continue
+                name = value.func.id
+                key = f"{node.name}.<locals>.{name}" if f"{node.name}.<locals>.{name}" in classes else name
+                if key in classes:
+                    returned.add(key if classes[key].dataset is not None else "")
+                else:
+                    returned.add(name if name in imported and name[:1].isupper() else "")
+        if len(returned) == 1 and "" not in returned:
+            out[node.name] = returned.pop()
+    return out
+
+
+def _own_body_nodes(fn: ast.AST) -> Iterator[ast.AST]:
+    stack: list[ast.AST] = list(getattr(fn, "body", []))
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                stack.append(child)
 
 
 def optimizer_classes_in(value: ast.AST, aliases: _Aliases) -> tuple[str, ...]:
@@ -696,6 +927,36 @@ def dataset_kind(cls: ast.ClassDef, aliases: _Aliases) -> str:
     if work:
         return WORK
     return IN_MEMORY if indexes_data else NOTHING
+
+
+# libraries that decode images, audio, video or arrays: an item they make is worth pinning
+_BULK_ROOTS = ("PIL.", "cv2.", "imageio.", "torchvision.io.", "torchvision.datasets.folder.", "torchaudio.",
+               "librosa.", "soundfile.", "scipy.io.", "skimage.io.", "decord.", "av.", "h5py.", "tifffile.",
+               "numpy.load", "torch.load", "SimpleITK.", "nibabel.")
+_BULK_CALLS = frozenset({"imread", "read_image", "decode_image", "decode_jpeg", "default_loader", "pil_loader",
+                         "load_image", "read_video", "load_audio", "read_audio", "load_wav"})
+
+
+def decodes_bulk(cls: ast.ClassDef, aliases: _Aliases) -> bool:
+    """Items decode images, audio, video or arrays, or run a transform on them (`self.transform(img)`):
+    batches big enough that a pinned copy is faster even when it stays synchronous."""
+    for fn in _methods(cls).values():
+        if fn.name in ("__init__", "__len__"):
+            continue
+        me = _self_name(fn)
+        for node in _own_nodes(fn):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if any(q.startswith(_BULK_ROOTS) for q in aliases.qualified(func)):
+                return True
+            last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if last in _BULK_CALLS:
+                return True
+            if isinstance(func, ast.Attribute) and "transform" in func.attr.lower() \
+                    and isinstance(func.value, ast.Name) and func.value.id == me:
+                return True  # `self.transform(image)`: a per-item transform of decoded data
+    return False
 
 
 def passed_arguments(cls: ast.ClassDef) -> tuple[str, ...]:

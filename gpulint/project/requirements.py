@@ -1,19 +1,23 @@
-"""The oldest torch a project declares it supports, read from its packaging metadata.
+"""The oldest torch a project declares it supports, read from every place a project pins it.
 
-A fix that needs a newer torch than the project supports breaks it for some of its users
-(`torch.amp.GradScaler` exists from 2.3 on, so rewriting `torch.cuda.amp.GradScaler` in a
-project that declares `torch>=1.13` is wrong). The `torch-version` setting says so
-explicitly; without it, the floor comes from the metadata next to the code, as ruff takes
-its target version from `requires-python`:
+A fix or a piece of advice that needs a newer torch than the project supports breaks it for some
+of its users (`torch.amp.GradScaler` exists from 2.3 on; `fused=True` raises a TypeError on torch
+1.7). The `torch-version` setting says so explicitly; without it, the floor comes from the files
+next to the code, as ruff takes its target version from `requires-python`:
 
 - `pyproject.toml`: `[project] dependencies`;
 - `setup.cfg`: `[options] install_requires`;
 - `setup.py`: `install_requires=` of the `setup(...)` call, a list of string literals (or a
-  module-level name bound to one).
+  module-level name bound to one), or a `*.txt` file the script reads at run time;
+- `requirements*.txt` (and `requirements/*.txt`), following `-r other.txt`;
+- `environment.yml` / `environment.yaml`: conda pins (`pytorch=1.7.1`, `pytorch>=1.8`) and the
+  pip section's requirements.
 
-The first directory at or above the file that holds any of these is the project's; the
-lowest bound its torch requirements give (`>=`, `~=`, `==`, `>`) is the floor. Metadata that
-cannot be read or parsed gives no floor: it never stops a run.
+Requirements are parsed with `packaging` (PEP 508 and PEP 440: `torch>=2`, `torch==2.*`,
+`torch~=1.13.0`, markers, extras); conda's `name=version` means that version's prefix. The first
+directory at or above the file that holds any of these files is the project's; in it, the first
+file with a bounded torch requirement gives the floor, the lowest version each of its torch lines
+admits. Metadata that cannot be read or parsed gives no floor: it never stops a run.
 """
 
 from __future__ import annotations
@@ -30,44 +34,98 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 METADATA_FILES = ("pyproject.toml", "setup.cfg", "setup.py")
+ENVIRONMENT_FILES = ("environment.yml", "environment.yaml")
 _MAX_BYTES = 1024 * 1024
-# a requirement on torch itself (not torchvision), with its extras, version specifiers and marker
-_TORCH = re.compile(r"^\s*torch(?![\w.-])\s*(?:\[[^\]]*\])?\s*(?P<specs>[^;]*)", re.IGNORECASE)
-_LOWER = re.compile(r"(?:>=|~=|==|>)\s*(?P<major>\d+)\.(?P<minor>\d+)")
+_TORCH_NAMES = frozenset({"torch", "pytorch"})
+_REQUIREMENTS = re.compile(r"requirements[\w.-]*\.txt$", re.IGNORECASE)
+# conda: `pytorch=1.7.1=py3.8_cuda11.0_cudnn8.0.5_0`, `pytorch==1.9`, `pytorch >=1.8,<2`, `pytorch 1.7.*`
+_CONDA = re.compile(r"^\s*(?:[\w.-]+::)?(?P<name>pytorch|torch)(?![\w.-])\s*(?P<spec>[^#]*)", re.IGNORECASE)
+_CONDA_VERSION = re.compile(r"^(?P<op>==|>=|<=|!=|~=|>|<|=)?\s*(?P<version>\d+(?:\.\d+)*)(?:\.\*)?")
+_LIST_ITEM = re.compile(r"^(?P<indent>\s*)-\s+(?P<item>.+?)\s*$")
+_TOP_KEY = re.compile(r"^(?P<key>[A-Za-z_][\w-]*)\s*:")
 
 Version = tuple[int, int]
 Declared = tuple[Optional[Version], Optional[str]]
 
 
+def _release(text: str) -> Optional[Version]:
+    """MAJOR.MINOR of a version string (`2`, `2.*`, `1.13.1+cu117`); None when it is not a version."""
+    from packaging.version import InvalidVersion
+    from packaging.version import Version as Parsed
+
+    try:
+        release = Parsed(text.replace(".*", "") or "0").release
+    except InvalidVersion:
+        return None
+    return release[0], release[1] if len(release) > 1 else 0
+
+
+def _lowest(specifiers: Iterable[tuple[str, str]]) -> Optional[Version]:
+    """The lowest version a set of (operator, version) clauses admits: the highest lower bound; None
+    when no clause bounds it from below (`torch`, `torch<3`, `torch!=2.0`)."""
+    bounds = []
+    for operator, version in specifiers:
+        if operator in (">=", "~=", "==", "===", ">", "="):
+            found = _release(version)
+            if found is not None:
+                bounds.append(found)
+    return max(bounds) if bounds else None
+
+
 def torch_floor(requirements: Iterable[str]) -> Optional[Version]:
-    """The lowest torch version these requirement strings admit, when each torch line has a bound."""
+    """The lowest torch version these PEP 508 requirement strings admit, when each torch line has a bound."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
     floors: list[Version] = []
-    for requirement in requirements:
-        match = _TORCH.match(requirement)
-        if match is None:
+    for line in requirements:
+        try:
+            requirement = Requirement(line.strip())
+        except InvalidRequirement:
+            continue
+        if requirement.name.lower() not in _TORCH_NAMES:
             continue  # another package (torchvision, torch-geometric)
-        bounds = [(int(m["major"]), int(m["minor"])) for m in _LOWER.finditer(match["specs"])]
-        if not bounds:
+        floor = _lowest((s.operator, s.version) for s in requirement.specifier)
+        if floor is None:
             return None  # an unbounded torch line: any version may be installed
-        floors.append(max(bounds))  # `>=1.13,>=2.0`: both hold
+        floors.append(floor)
+    return min(floors) if floors else None
+
+
+def conda_floor(lines: Iterable[str]) -> Optional[Version]:
+    """The same for conda pins (`pytorch=1.7`, `pytorch=1.7.1=py3.8_cuda...`, `pytorch>=1.8,<2`, `pytorch 1.9.*`)."""
+    floors: list[Version] = []
+    for line in lines:
+        match = _CONDA.match(line)
+        if match is None:
+            continue
+        spec = match["spec"].strip()
+        if spec.startswith("=") and not spec.startswith("=="):
+            spec = "=" + spec[1:].split("=", 1)[0]  # `=1.7.1=build`: the version, not the build string
+        clauses = []
+        for part in re.split(r"[,|]", spec):
+            found = _CONDA_VERSION.match(part.strip())
+            if found is not None:
+                clauses.append((found["op"] or "=", found["version"]))  # `pytorch 1.9.*`: that prefix
+        floor = _lowest(clauses)
+        if floor is None:
+            return None
+        floors.append(floor)
     return min(floors) if floors else None
 
 
 def declared_torch_floor(directory: str, memo: Optional[dict[str, Declared]] = None) -> Declared:
-    """(floor, the metadata file it comes from) for the project `directory` belongs to. `memo` keeps
-    every folder's answer for a run: the files of one tree cost one look per folder."""
+    """(floor, the file it comes from) for the project `directory` belongs to. `memo` keeps every
+    folder's answer for a run: the files of one tree cost one look per folder."""
     memo = {} if memo is None else memo
     current = os.path.abspath(directory)
     passed: list[str] = []
     answer: Declared = (None, None)
     while current not in memo:
         passed.append(current)
-        present = [os.path.join(current, name) for name in METADATA_FILES
-                   if os.path.isfile(os.path.join(current, name))]
+        present = _declaring_files(current)
         if present:
             for path in present:
-                requirements = _requirements(path)
-                floor = torch_floor(requirements) if requirements is not None else None
+                floor = _floor_of(path)
                 if floor is not None:
                     answer = (floor, path)
                     break
@@ -83,21 +141,58 @@ def declared_torch_floor(directory: str, memo: Optional[dict[str, Declared]] = N
     return answer
 
 
-def _requirements(path: str) -> Optional[list[str]]:
+def _declaring_files(directory: str) -> list[str]:
+    """The files of `directory` that may pin torch, in the order they are asked."""
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return []
+    present = [os.path.join(directory, n) for n in METADATA_FILES if n in names]
+    present += [os.path.join(directory, n) for n in names if _REQUIREMENTS.match(n)]
+    if "requirements" in names and os.path.isdir(os.path.join(directory, "requirements")):
+        try:
+            present += [os.path.join(directory, "requirements", n)
+                        for n in sorted(os.listdir(os.path.join(directory, "requirements"))) if n.endswith(".txt")]
+        except OSError:
+            pass
+    present += [os.path.join(directory, n) for n in ENVIRONMENT_FILES if n in names]
+    return [p for p in present if os.path.isfile(p)]
+
+
+def _floor_of(path: str) -> Optional[Version]:
+    name = os.path.basename(path)
+    if name in ENVIRONMENT_FILES:
+        text = _read(path)
+        return _environment_floor(text) if text is not None else None
+    requirements = _requirements(path)
+    return torch_floor(requirements) if requirements is not None else None
+
+
+def _read(path: str) -> Optional[str]:
     try:
         with open(path, "rb") as handle:
             raw = handle.read(_MAX_BYTES + 1)
         if len(raw) > _MAX_BYTES:
             return None
-        text = raw.decode("utf-8-sig")
-        name = os.path.basename(path)
+        return raw.decode("utf-8-sig")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _requirements(path: str, depth: int = 0) -> Optional[list[str]]:
+    text = _read(path)
+    if text is None:
+        return None
+    name = os.path.basename(path)
+    try:
         if name == "pyproject.toml":
             return _from_pyproject(text)
         if name == "setup.cfg":
             return _from_setup_cfg(text)
-        return _from_setup_py(text)
-    except (OSError, UnicodeDecodeError, ValueError, SyntaxError, RecursionError, MemoryError,
-            tomllib.TOMLDecodeError):
+        if name == "setup.py":
+            return _from_setup_py(text, os.path.dirname(path), depth)
+        return _from_requirements_txt(text, os.path.dirname(path), depth)
+    except (ValueError, SyntaxError, RecursionError, MemoryError, tomllib.TOMLDecodeError):
         return None
 
 
@@ -129,7 +224,25 @@ def _from_setup_cfg(text: str) -> Optional[list[str]]:
     return out
 
 
-def _from_setup_py(text: str) -> Optional[list[str]]:
+def _from_requirements_txt(text: str, directory: str, depth: int) -> list[str]:
+    """Requirement lines, without comments, options and URLs; `-r other.txt` is followed (twice at most)."""
+    out: list[str] = []
+    for raw in text.splitlines():
+        line = raw.split(" #", 1)[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith(("-r ", "--requirement ", "-r")) and depth < 2:
+            included = line.split(None, 1)[1] if " " in line else line[2:]
+            found = _requirements(os.path.join(directory, included.strip()), depth + 1)
+            out.extend(found or [])
+            continue
+        if line.startswith("-") or "://" in line:
+            continue  # -e ., --extra-index-url, -f <url>: not a requirement on a version
+        out.append(line)
+    return out
+
+
+def _from_setup_py(text: str, directory: str, depth: int) -> Optional[list[str]]:
     tree = ast.parse(text)
     lists: dict[str, ast.expr] = {}
     for statement in tree.body:
@@ -148,8 +261,49 @@ def _from_setup_py(text: str) -> Optional[list[str]]:
             if isinstance(value, (ast.List, ast.Tuple)) and all(
                     isinstance(e, ast.Constant) and isinstance(e.value, str) for e in value.elts):
                 return [e.value for e in value.elts]  # type: ignore[attr-defined]
-            return None  # built at run time: not readable here
+            return _read_at_run_time(tree, directory, depth)  # built at run time: from the file it reads
     return None
+
+
+def _read_at_run_time(tree: ast.Module, directory: str, depth: int) -> Optional[list[str]]:
+    """`install_requires=read("requirements.txt")`: the `*.txt` files the script names, read here."""
+    named = sorted({n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                    and n.value.endswith(".txt") and "/" not in n.value.strip("./")})
+    out: list[str] = []
+    for name in named:
+        found = _requirements(os.path.join(directory, name), depth + 1) if depth < 2 else None
+        out.extend(found or [])
+    return out or None
+
+
+def _environment_floor(text: str) -> Optional[Version]:
+    """Conda dependencies of an environment file, and the requirements of its `pip:` section."""
+    conda: list[str] = []
+    pip: list[str] = []
+    pip_indent: Optional[int] = None
+    section = ""
+    for line in text.splitlines():
+        key = _TOP_KEY.match(line)
+        if key is not None:
+            section = key["key"]  # `channels:` lists channels (one may be named pytorch), not packages
+            continue
+        match = _LIST_ITEM.match(line)
+        if match is None or section != "dependencies":
+            continue
+        indent, item = len(match["indent"]), match["item"].strip().strip("'\"")
+        if pip_indent is not None and indent > pip_indent:
+            pip.append(item)
+            continue
+        pip_indent = indent if item.rstrip(":") == "pip" and item.endswith(":") else None
+        conda.append(item)
+    floors = [f for f in (conda_floor(conda), torch_floor(pip)) if f is not None]
+    unbounded = any(_CONDA.match(c) and conda_floor([c]) is None for c in conda) or (
+        any(_mentions_torch(p) for p in pip) and torch_floor(pip) is None)
+    return None if unbounded or not floors else min(floors)
+
+
+def _mentions_torch(requirement: str) -> bool:
+    return re.match(r"^\s*(?:py)?torch(?![\w.-])", requirement, re.IGNORECASE) is not None
 
 
 def _is_setup(func: ast.AST) -> bool:

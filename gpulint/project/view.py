@@ -22,9 +22,10 @@ import json
 import os
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Iterable, Iterator, Optional
 
 from gpulint.project.facts import ClassFacts, FileFacts, ImportRef
+from gpulint.project.layers import MODULE
 
 ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
 _MODULE_EXTENSIONS = (".py", ".pyi")
@@ -64,6 +65,7 @@ class ProjectView:
 
     own: FileFacts
     gpu_callers: bool = False  # a module that imports this one shows GPU evidence
+    rl_callers: bool = False  # a module that imports this one imports a reinforcement-learning environment
     scaler_callers: bool = False  # a module that imports this one creates a GradScaler
     replacer_callers: bool = False  # a module that imports this one hands optimizers to MS-AMP (or alike)
     parallelism_callers: tuple[str, ...] = ()  # how callers shard parameters ("fsdp", "tensor-parallel")
@@ -73,6 +75,8 @@ class ProjectView:
     # project classes imported by the file, keyed as the file spells the import target
     # ("pkg.data.MyDataset", ".data.MyDataset", "pkg.data" + ".MyDataset" for `import pkg.data`)
     imported_classes: dict[str, ClassFacts] = field(default_factory=dict)
+    # the classes the imported model classes build, by `path::Name` (their widths, for GPU001)
+    model_parts: dict[str, ClassFacts] = field(default_factory=dict)
     star_classes: dict[str, ClassFacts] = field(default_factory=dict)  # names a `from x import *` brings
     imported_optimizers: dict[str, tuple[str, ...]] = field(default_factory=dict)  # keyed like imported_classes
     imported_ints: dict[str, dict[str, int]] = field(default_factory=dict)  # dataclass int fields of importees
@@ -82,6 +86,12 @@ class ProjectView:
     # imported project functions whose batches hold a container the pin thread cannot pin, spelled as
     # imported ("util.misc.collate_fn" for `import util.misc as utils`, or the name a `from` import binds)
     unpinned_collates: frozenset[str] = frozenset()
+    # devices other than CUDA named by callers ("mps", "xpu"), or "framework" when one picks the device there
+    devices_callers: tuple[str, ...] = ()
+    # names this file imports that another module computed from torch's version (`from utils import TORCH_2`)
+    imported_version_flags: frozenset[str] = frozenset()
+    # integers the file's callers pass by keyword to classes or set in config dicts: field -> values
+    config_ints_callers: dict[str, tuple[int, ...]] = field(default_factory=dict)
     scanned: bool = False  # built from a project scan; False: the file alone
 
     @classmethod
@@ -105,6 +115,11 @@ class ProjectView:
         return self.own.gpu or self.gpu_callers
 
     @property
+    def rl(self) -> bool:
+        """The file or a caller imports a reinforcement-learning environment: its loops wait on a simulator."""
+        return self.own.rl or self.rl_callers
+
+    @property
     def scaler(self) -> bool:
         return self.own.scaler or self.scaler_callers
 
@@ -114,17 +129,39 @@ class ProjectView:
         return tuple(sorted(set(self.own.mixed_precision) | set(self.mixed_elsewhere)))
 
     def class_facts(self, spelled: str) -> Optional[ClassFacts]:
-        """A class by the name the file uses: its own top-level class, or an imported project class."""
-        return self.own.classes.get(spelled) or self.imported_classes.get(spelled) or self.star_classes.get(spelled)
+        """A class by the name the file uses: its own top-level class, or an imported project class (or a
+        class one of those builds, by `path::Name`)."""
+        return (self.own.classes.get(spelled) or self.imported_classes.get(spelled) or self.star_classes.get(spelled)
+                or self.model_parts.get(spelled))
 
     def optimizer_classes(self, spelled: str) -> tuple[str, ...]:
         return self.own.optimizers.get(spelled) or self.imported_optimizers.get(spelled, ())
 
     def dataclass_int(self, field_name: str) -> Optional[int]:
-        """The default of a dataclass-style int field of that name, when exactly one value is known."""
+        """The value of a config int field of that name: the largest value this file or a caller passes
+        (`ModelArgs(n_layers=6)` in the training script beats `n_layers: int = 32` in the model file),
+        else the dataclass default when exactly one is known."""
+        passed = self.configured_ints(field_name)
+        if passed:
+            return max(passed)
         values = set(self.own.dataclass_ints.get(field_name, {}).values())
         values |= set(self.imported_ints.get(field_name, {}).values())
         return values.pop() if len(values) == 1 else None
+
+    def configured_ints(self, field_name: str) -> tuple[int, ...]:
+        """Values this file or its callers pass for a config field by keyword."""
+        return tuple(sorted(set(self.own.config_ints.get(field_name, ()))
+                            | set(self.config_ints_callers.get(field_name, ()))))
+
+    @property
+    def devices(self) -> frozenset[str]:
+        """Devices other than CUDA named here or by a caller, and "framework" when one picks the device."""
+        return frozenset(self.own.devices) | frozenset(self.devices_callers)
+
+    @property
+    def version_flags(self) -> frozenset[str]:
+        """Names that hold a test of torch's version, defined here or imported."""
+        return frozenset(self.own.version_flags) | self.imported_version_flags
 
     @property
     def parallelism(self) -> frozenset[str]:
@@ -177,9 +214,12 @@ class Project:
         self._callers = self._all_callers()
         bit = self._bit
         self._gpu = sum(bit(p) for p in self.paths if facts[p].gpu)
+        self._rl = sum(bit(p) for p in self.paths if facts[p].rl)
         self._scaler = sum(bit(p) for p in self.paths if facts[p].scaler)
         self._replacer = sum(bit(p) for p in self.paths if facts[p].replaces_optimizers)
         self._fused_sgd = sum(bit(p) for p in self.paths if facts[p].fused_sgd_momentum)
+        self._devices = {kind: sum(bit(p) for p in self.paths if kind in facts[p].devices)
+                         for kind in ("framework", "mps", "xpu")}
         self._parallel = {kind: sum(bit(p) for p in self.paths if kind in facts[p].parallelism)
                           for kind in ("fsdp", "tensor-parallel")}
         kinds = sorted({k for f in facts.values() for k in f.mixed_precision})
@@ -193,6 +233,7 @@ class Project:
                 for name in facts[path].names:
                     self._users[name] = self._users.get(name, 0) | bit(path)
         self._exported: dict[str, dict[str, ClassFacts]] = {}
+        self.parts: dict[str, ClassFacts] = {}  # model classes by `path::Name` (see `_global_class`)
         # modules a training file uses whole, as a registry (`models_mae.__dict__[args.model]`)
         self._registry_users: dict[str, int] = {}
         for path in self.paths:
@@ -332,6 +373,12 @@ class Project:
                 collates.add(spelled)
             elif _is_submodule(target, ref.name):  # `from util import misc`: reached as `util.misc.collate_fn`
                 collates.update(f"{spelled}.{name}" for name in found)
+        configured: dict[str, set[int]] = {}
+        for index in _members(callers):
+            for name, values in self.facts[self.paths[index]].config_ints.items():
+                configured.setdefault(name, set()).update(values)
+        flags = frozenset(ref.local for target, ref in self.edges.get(rel, ())
+                          if ref.name not in (None, "*") and ref.name in self.facts[target].version_flags)
         ints: dict[str, dict[str, int]] = {}
         for source in sorted(self._closure(rel, depth=2)):
             for name, by_class in self.facts[source].dataclass_ints.items():
@@ -343,14 +390,32 @@ class Project:
                                 if any(self._users.get(alias, 0) & callers for alias in aliases_of(name, own)))
         return ProjectView(
             own=own, gpu_callers=bool(callers & self._gpu), scaler_callers=bool(callers & self._scaler),
+            rl_callers=bool(callers & self._rl),
             replacer_callers=bool(callers & self._replacer),
             parallelism_callers=tuple(kind for kind, mask in sorted(self._parallel.items()) if callers & mask),
             fused_sgd_around=bool(callers & self._fused_sgd) or any(
                 self.facts[p].fused_sgd_momentum for p in self._closure(rel, depth=2)),
             mixed_elsewhere=elsewhere, imported_classes=classes, star_classes=star,
             imported_optimizers=optimizers, imported_ints=ints, trained_by_callers=trained,
-            row_functions=row_functions, unpinned_collates=frozenset(collates), scanned=True,
+            row_functions=row_functions, unpinned_collates=frozenset(collates),
+            model_parts=self._parts_of(classes, star),
+            devices_callers=tuple(kind for kind, mask in sorted(self._devices.items()) if callers & mask),
+            imported_version_flags=flags,
+            config_ints_callers={k: tuple(sorted(v)) for k, v in sorted(configured.items())}, scanned=True,
         )
+
+    def _parts_of(self, *exported: dict[str, ClassFacts]) -> dict[str, ClassFacts]:
+        """The model classes that the given classes build, transitively (keyed `path::Name`)."""
+        out: dict[str, ClassFacts] = {}
+        pending = [c for group in exported for c in group.values()]
+        while pending and len(out) < 512:
+            found = pending.pop()
+            for layer in found.layers or ():
+                if layer.kind == MODULE and PART in layer.name and layer.name not in out \
+                        and layer.name in self.parts:
+                    out[layer.name] = self.parts[layer.name]
+                    pending.append(out[layer.name])
+        return out
 
     def _closure(self, path: str, depth: int) -> set[str]:
         seen: set[str] = set()
@@ -389,8 +454,43 @@ class Project:
                 optimizers[spelled] = module_facts.optimizers[ref.name]
         return classes, star, optimizers
 
+    def _global_class(self, path: str, name: str) -> ClassFacts:
+        """The class with the classes its layers build renamed to project-wide keys (`path::Name`),
+        resolved in the file that defines it; the ones that resolve are kept in `self.parts`."""
+        key = part_key(path, name)
+        if key in self.parts:
+            return self.parts[key]
+        found = self.facts[path].classes[name]
+        self.parts[key] = found  # a cycle sees the unrenamed class (its unresolved parts read as unknown)
+        if found.layers is None or not any(layer.kind == MODULE for layer in found.layers):
+            return found
+        layers = []
+        for layer in found.layers:
+            if layer.kind == MODULE:
+                target = self._class_target(path, layer.name)
+                if target is not None and len(self.parts) < 4096:
+                    self._global_class(*target)
+                    layer = replace(layer, name=part_key(*target))
+            layers.append(layer)
+        self.parts[key] = replace(found, layers=tuple(layers))
+        return self.parts[key]
+
+    def _class_target(self, path: str, spelled: str) -> Optional[tuple[str, str]]:
+        """(file, class name) of a class `path` spells as a local name or as an import target."""
+        facts = self.facts[path]
+        if spelled in facts.classes and facts.classes[spelled].module:
+            return path, spelled
+        for target, ref in self.edges.get(path, ()):
+            if ref.name in (None, "*"):
+                continue
+            written = "." * ref.level + (f"{ref.module}.{ref.name}" if ref.module else ref.name)
+            if written == spelled and ref.name in self.facts[target].classes:
+                return target, ref.name
+        return None
+
     def _exported_datasets(self, path: str) -> dict[str, ClassFacts]:
-        """Dataset classes a module offers by name: its own, and those it imports from project modules."""
+        """Dataset and model classes a module offers by name: its own top-level ones, the functions that
+        return one of its dataset classes (factories), and those it imports from project modules."""
         cached = self._exported.get(path)
         if cached is not None:
             return cached
@@ -404,9 +504,30 @@ class Project:
                 found = self._exported_datasets(target).get(ref.name)
                 if found is not None:
                     out[ref.local] = found
-        out.update({name: cls for name, cls in self.facts[path].classes.items() if cls.dataset is not None})
+        own = self.facts[path]
+        out.update({name: self._global_class(path, name) for name, cls in own.classes.items()
+                    if (cls.dataset is not None or cls.module) and "." not in name})
+        out.update({name: own.classes[key] for name, key in own.factories.items() if key in own.classes})
+        for name, key in own.factories.items():  # a factory returning a class this module imports
+            if key not in own.classes and key in out:
+                out[name] = out[key]
         self._exported[path] = out
         return out
+
+
+PART = "::"  # "models/gcn.py::GraphConvolution": a model class keyed by its file, for the classes it builds
+
+
+def part_key(path: str, name: str) -> str:
+    return f"{path}{PART}{name}"
+
+
+def _members(bits: int) -> Iterator[int]:
+    """The indexes of the set bits, lowest first (cheap when few are set)."""
+    while bits:
+        low = bits & -bits
+        yield low.bit_length() - 1
+        bits ^= low
 
 
 def _is_submodule(target: str, name: str) -> bool:

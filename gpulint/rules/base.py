@@ -20,6 +20,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from gpulint.analysis.device import device_facts
+from gpulint.analysis.evidence import Decision, Evidence, Premise, decide, pedantic, undecided_note
 from gpulint.core.edits import Applicability
 from gpulint.core.options import Option
 from gpulint.core.verification import Verification
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
     from gpulint.core.context import FileContext
     from gpulint.core.pending import PendingFix
+    from gpulint.core.settings import Settings
     from gpulint.project.view import ProjectView
 
 class Target(Enum):
@@ -52,6 +54,9 @@ class RuleDocs:
     example: str
     use_instead: str
     fix_safety: str
+    # what the project must show before the rule reports (analysis/evidence.py): each premise of
+    # the message, checked by the detector one by one; undecided ones are reported only when pedantic
+    premises: tuple[Premise, ...] = ()
 
     def section(self, field: str) -> str:
         return textwrap.dedent(getattr(self, field)).strip("\n")
@@ -98,19 +103,22 @@ class Rule:
         return not cls.needles or any(needle in text for needle in cls.needles)
 
     @classmethod
-    def may_report(cls, project: "ProjectView") -> bool:
+    def may_report(cls, project: "ProjectView", settings: Optional["Settings"] = None) -> bool:
         """Whether the rule can report anything in a file with these project facts. Decided from the
-        facts alone, before LibCST parses the file: a rule that cannot report is not worth a parse."""
+        facts alone, before LibCST parses the file: a rule that cannot report is not worth a parse.
+        With `strictness = "pedantic"`, GPU rules also look at files whose device is undecided."""
         if cls.target is Target.ANY:
             return True
         facts = device_facts(project)
         if cls.target is Target.GPU:
-            return facts.gpu_evidence
+            if facts.gpu_evidence or project.devices & {"xpu", "framework"}:
+                return True
+            return settings is not None and pedantic(settings) and not facts.cpu_only
         return not facts.cpu_only
 
     def applies(self) -> bool:
         """Whether the rule runs on this file at all (device scope)."""
-        return self.may_report(self.ctx.project)
+        return self.may_report(self.ctx.project, self.ctx.settings)
 
     def report(
         self,
@@ -119,5 +127,37 @@ class Rule:
         fix: Optional["PendingFix"] = None,
         statement: Optional["cst.CSTNode"] = None,
     ) -> None:
-        """Report `node`. `statement` (default: the statement being visited) scopes `# noqa`."""
+        """Report `node`. `statement` (default: the statement being visited) scopes `# noqa`. Rules that
+        stay out of test files also stay out of `test_*` functions that compare against a reference."""
+        if not self.in_tests and not self.ctx.settings.lint_tests:
+            from gpulint.analysis.test_code import in_test_function
+
+            if in_test_function(self.ctx, node):
+                return
         self.ctx.add_finding(self, node, message, fix, statement)
+
+    def decide(self, evidence: dict[Premise, Evidence]) -> Decision:
+        """Whether the evidence for the rule's premises allows a finding (`strictness` decides about
+        undecided ones). Every premise named must be one the rule's docs list, so docs and detector agree."""
+        documented = self.docs.premises
+        stray = [p.key for p in evidence if p not in documented]
+        if stray:
+            raise ValueError(f"{self.code} judges premises its docs do not list: {', '.join(stray)}")
+        return decide(evidence, pedantic(self.ctx.settings))
+
+    def report_decided(
+        self,
+        decision: Decision,
+        node: "cst.CSTNode",
+        message: str,
+        fix: Optional["PendingFix"] = None,
+        statement: Optional["cst.CSTNode"] = None,
+    ) -> None:
+        """Report when `decision` allows it. A finding resting on undecided premises (pedantic) says
+        which. (Its fix keeps the safety the rule gives it: a premise a fix's safety depends on, such as
+        GPU101's CPU tensors, makes the rule offer that fix as unsafe when it is not shown.)"""
+        if not decision.report:
+            return
+        if decision.assumed:
+            message += undecided_note(decision.undecided)
+        self.report(node, message, fix, statement)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 import libcst as cst
 
+from gpulint.analysis.device import cuda_evidence
+from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
 from gpulint.analysis.training import (
     TRAINING_STEP_NEEDLES,
     Backward,
@@ -15,9 +18,11 @@ from gpulint.analysis.training import (
     training_facts,
     training_step_of,
 )
+from gpulint.analysis.widths import trained_model_width
 from gpulint.core.edits import Applicability
-from gpulint.core.options import Choice, Option, version_text
+from gpulint.core.options import Choice, Integer, Option, version_text
 from gpulint.core.pending import PendingFix
+from gpulint.core.settings import Settings
 from gpulint.core.verification import MIXED_PRECISION, Verification, construct_enabled
 from gpulint.project.view import ProjectView
 from gpulint.rewrites.mixed_precision import (
@@ -41,6 +46,49 @@ from gpulint.rewrites.mixed_precision import (
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 AUTOCAST_SINCE = (1, 10)
+_SIXTEEN_BIT = re.compile(r"\b(?:bfloat16|float16|half)\b")
+MIN_WIDTH: Option[int] = Option(
+    "min-width", Integer(1), 128,
+    "GPU001 stays silent when every layer width of the trained model is known and below this "
+    "(launch-bound models gain nothing from tensor cores; a roofline model, not a GPU measurement: bench/amp_width.py)")
+
+ON_GPU = Premise(
+    "on-gpu",
+    "the step runs on a CUDA GPU (CUDA evidence in the file or a caller: a \"cuda\" string, torch.cuda, "
+    "`.cuda()`, an integer device such as `.to(local_rank)` or `device = 0`), or on an XPU whose device the "
+    "fix can name (`device.type`). Refuted on a TPU, MPS or the CPU alone, and on an XPU whose device the "
+    "fix would have to hard-code as CUDA.")
+FP32 = Premise(
+    "fp32",
+    "the forward pass and the loss run in fp32: no autocast covers them (here, in a decorator or in the "
+    "model's own `forward`), the weights are not 16-bit (`.half()`, `.to(torch.bfloat16)`, "
+    "`torch_dtype=torch.bfloat16`), and no other mechanism (FSDP MixedPrecision, apex, DeepSpeed, layers "
+    "casting weights) is used around it. A GradScaler alone is not mixed precision: a step that scales its "
+    "loss but never enters autocast trains in fp32. Undecided when autocast is used in a way gpulint cannot "
+    "link to the step.")
+WIDE_ENOUGH = Premise(
+    "wide-enough",
+    "the model is wide enough for tensor cores to matter: refuted when every layer width of the model the "
+    "optimizer updates is known (literals, argparse and dataclass defaults, values the project passes) and "
+    "the widest is below `min-width`. An unknown width is not a small one.")
+ENOUGH_WORK = Premise(
+    "enough-work",
+    "a step multiplies enough rows for its width: refuted when the rows it feeds are known from a standard "
+    "benchmark dataset (Cora trained full-batch: 2,708 rows; PROTEINS in batches of 32: 32 x 39 nodes) and "
+    "rows x width^2 of the widest known layer stays below 8e8, where the best speed-up of bench/amp_width.py's "
+    "roofline model (a modelled estimate, not a GPU measurement) stays under 1.5x (3,400 rows at 512 wide). "
+    "Unknown rows or width are not small ones.")
+AUTOCAST_EXISTS = Premise(
+    "autocast-exists",
+    "every torch the project supports has `torch.autocast` (1.10): refuted when the floor it declares is older.")
+GPU_BOUND = Premise(
+    "gpu-bound",
+    "the loop waits on the GPU: refuted in reinforcement-learning loops (the file imports an environment "
+    "package), with sparse tensors (autocast does not cover sparse kernels), and where a framework "
+    "(Lightning, Accelerate, Fabric, DeepSpeed) owns precision.")
+# rows x width^2 of a step below which mixed precision cannot pay off: bench/amp_width.py's roofline model
+# (host dispatch measured on a CPU, A100 datasheet throughput) reaches 1.5x at 8.3e8-9.2e8; rounded down
+STEP_WORK_FLOOR = 800_000_000
 AMP_DTYPE: Option[str] = Option(
     "amp-dtype", Choice(("float16", "bfloat16")), "float16",
     "the dtype autocast fixes use: float16 (every CUDA GPU, with a GradScaler) or bfloat16 (Ampere and newer)")
@@ -56,7 +104,7 @@ class MissingAutocast(Rule):
     target = Target.GPU
     in_tests = False
     fix = Applicability.UNSAFE
-    options = (AMP_DTYPE,)
+    options = (AMP_DTYPE, MIN_WIDTH)
     verification = Verification(MIXED_PRECISION, ("autocast", "grad_scaler"),
                                 "the autocast region the rewrite added is entered", construct_enabled,
                                 mixed_precision=True)
@@ -75,7 +123,11 @@ class MissingAutocast(Rule):
         PyTorch AMP blog (2020) measured 1.5x-5.5x on V100 over fp32. Activations saved
         for backward are mostly stored in 16 bits, which also lowers memory use. Measured on
         CPU, fp16 + GradScaler and bf16 training of small MLPs and CNNs tracked fp32 within
-        0.7 % per step over 50 steps.
+        0.7 % per step over 50 steps. Small networks gain nothing: the AMP recipe
+        warns that a network which fails to saturate the GPU is CPU-bound and AMP's effect
+        "won't matter". `min-width` (128) comes from a roofline model, not a GPU
+        measurement (bench/amp_width.py: host cost per op measured on a CPU, A100 datasheet
+        throughput): below 128 wide it puts AMP's best case under 1x up to 64K rows a step.
         """,
         example="""
         device = torch.device("cuda")
@@ -138,6 +190,7 @@ class MissingAutocast(Rule):
         reinforcement-learning loops (the file imports an environment package), or with sparse
         tensors, which autocast does not cover. One finding per training step.
         """,
+        premises=(ON_GPU, FP32, WIDE_ENOUGH, ENOUGH_WORK, AUTOCAST_EXISTS, GPU_BOUND),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -147,16 +200,35 @@ class MissingAutocast(Rule):
         facts, step, backward = found
         if step.backwards[0] is not backward:
             return  # one finding per training step, at its first backward()
-        if facts.low_precision_model or _precision_handled(self.ctx.project):
-            return
+        project = self.ctx.project
+        fp32 = REFUTED if facts.low_precision_model or _sixteen_bit_elsewhere(project) else SHOWN
         for each in step.backwards:
             statement = loss_statement(facts, step, each)
-            if statement is None or facts.coverage(statement).coverage is not Coverage.NOT_COVERED:
+            if statement is None:
                 return
             if loss_passed_in(facts, each):
                 return  # a helper handed the loss (a loss scaler's __call__): the forward pass is the caller's
+            coverage = facts.coverage(statement).coverage
+            if coverage is Coverage.COVERED:
+                fp32 = REFUTED
+            elif coverage is Coverage.UNKNOWN and fp32 is SHOWN:
+                fp32 = UNDECIDED
+        if fp32 is SHOWN and "grad-scaler" in project.mixed_precision and _SIXTEEN_BIT.search(self.ctx.text):
+            fp32 = UNDECIDED  # a scaler and a 16-bit dtype named here: the model may compute in it (nanochat)
+        bound = REFUTED if project.rl or project.own.sparse else SHOWN
+        floor = self.ctx.settings.torch_version
+        autocast_exists = REFUTED if floor is not None and floor < AUTOCAST_SINCE else SHOWN
+        width = trained_model_width(facts, step)
+        wide = REFUTED if width is not None and width < self.ctx.settings.value(MIN_WIDTH) else SHOWN
+        rows = project.own.step_rows
+        work = REFUTED if width is not None and rows is not None and rows * width * width < STEP_WORK_FLOOR else SHOWN
+        decision = self.decide({ON_GPU: self._on_gpu(facts, step), FP32: fp32, WIDE_ENOUGH: wide, ENOUGH_WORK: work,
+                                AUTOCAST_EXISTS: autocast_exists, GPU_BOUND: bound})
+        if not decision.report:
+            return
         fix, note = self._fix(facts, step, backward)
-        self.report(
+        self.report_decided(
+            decision,
             node,
             "training step computes its forward pass and loss in fp32: wrap them in torch.autocast "
             f"(mixed precision is up to 3x faster on tensor-core GPUs){note}",
@@ -164,8 +236,16 @@ class MissingAutocast(Rule):
         )
 
     @classmethod
-    def may_report(cls, project: ProjectView) -> bool:
-        return super().may_report(project) and not _precision_handled(project)
+    def may_report(cls, project: ProjectView, settings: Optional[Settings] = None) -> bool:
+        return super().may_report(project, settings) and not _precision_handled(project)
+
+    def _on_gpu(self, facts: TrainingFacts, step: TrainingStep) -> Evidence:
+        """CUDA evidence; on an XPU, only when the fix can use the script's own device type."""
+        found = cuda_evidence(self.ctx.project)
+        if found is not REFUTED or "xpu" not in self.ctx.project.devices or self.ctx.project.gpu:
+            return found
+        anchor = scaler_anchor(facts, step.node)
+        return SHOWN if device_type_code(facts, step, anchor) != '"cuda"' else REFUTED
 
     def _fix(self, facts: TrainingFacts, step: TrainingStep, backward: Backward) -> tuple[Optional[PendingFix], str]:
         """The rewrite, or None and the reason (appended to the message) when no rewrite is right."""
@@ -221,15 +301,20 @@ class MissingAutocast(Rule):
                 "the optimizer is made, pass it in, and save scaler.state_dict() with the optimizer's")
 
 
+def _sixteen_bit_elsewhere(project: ProjectView) -> bool:
+    """16-bit compute done another way in or around the file: autocast in a caller or in the model's own
+    module, FSDP MixedPrecision(Policy), a model cast or loaded in 16 bits, layers that compute in their
+    input's dtype, apex, DeepSpeed. A GradScaler alone is not 16-bit compute."""
+    return bool(set(project.mixed_precision) - {"grad-scaler"})
+
+
 def _precision_handled(project: ProjectView) -> bool:
-    """16-bit training done another way in or around the file, or a loop bound by its environment."""
-    if project.own.rl:
+    """Refuted before parsing: 16-bit training done another way, or a loop bound by its environment."""
+    if project.rl:
         return True  # the step waits on a simulator; small policy nets gain nothing (AMP recipe)
     if project.own.sparse:
         return True  # sparse kernels are outside autocast: mixing them with 16-bit activations fails
-    # a GradScaler, FSDP MixedPrecision(Policy), a model cast to 16 bits, layers that compute in
-    # their input's dtype, apex, DeepSpeed: here, in a caller, or in a module either imports
-    return bool(project.mixed_precision)
+    return _sixteen_bit_elsewhere(project)
 
 
 def _outside_autocast(facts: TrainingFacts, region: Region) -> tuple[Optional[Region], tuple[cst.Call, ...], str]:

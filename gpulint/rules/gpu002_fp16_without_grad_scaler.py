@@ -14,6 +14,7 @@ from gpulint.analysis.amp import (
     FLOAT16,
     OLD_AUTOCAST_ORDER,
 )
+from gpulint.analysis.evidence import REFUTED, SHOWN, Premise
 from gpulint.analysis.training import (
     TRAINING_STEP_NEEDLES,
     Backward,
@@ -44,6 +45,16 @@ from gpulint.rewrites.mixed_precision import (
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 FLOAT16_DTYPE, MAYBE_FLOAT16 = "float16", "float16 or another dtype"
+
+FLOAT16_STEP = Premise(
+    "float16-step",
+    "a training step (backward on a loss and an optimizer step) computes its loss under autocast whose "
+    "dtype is float16: written, the default of a CUDA autocast, or chosen at run time from a table that "
+    "includes it. bfloat16 needs no scaling.")
+UNSCALED = Premise(
+    "unscaled",
+    "its backward goes through no loss scaler: not `scaler.scale(loss)`, no GradScaler in the file or a "
+    "caller that may drive it, no other scaler (apex `scale_loss`).")
 
 
 class Fp16WithoutGradScaler(Rule):
@@ -108,6 +119,7 @@ class Fp16WithoutGradScaler(Rule):
         reported when the file or a caller creates a GradScaler, uses another loss scaler (apex
         `scale_loss`), or in test files.
         """,
+        premises=(FLOAT16_STEP, UNSCALED),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -115,8 +127,6 @@ class Fp16WithoutGradScaler(Rule):
         if found is None:
             return
         facts, step, backward = found
-        if backward.scaled or "scale_loss" in self.ctx.text:
-            return
         statement = loss_statement(facts, step, backward)
         if statement is None:
             return
@@ -124,10 +134,12 @@ class Fp16WithoutGradScaler(Rule):
         if cover.coverage is not Coverage.COVERED or not cover.calls:
             return
         dtypes = {self._autocast_dtype(c) for c in cover.calls}
-        if not dtypes <= {FLOAT16_DTYPE, MAYBE_FLOAT16}:
+        float16 = SHOWN if dtypes <= {FLOAT16_DTYPE, MAYBE_FLOAT16} else REFUTED
+        # a scaler elsewhere in the file or in a caller: this backward may well go through it
+        scaled = backward.scaled or "scale_loss" in self.ctx.text or self.ctx.project.scaler
+        decision = self.decide({FLOAT16_STEP: float16, UNSCALED: REFUTED if scaled else SHOWN})
+        if not decision.report:
             return
-        if self.ctx.project.scaler:
-            return  # a scaler elsewhere in the file or in a caller: this backward may well go through it
         if MAYBE_FLOAT16 in dtypes:
             chosen = self._dtype_expression(cover.calls[0])
             message = ("autocast dtype chosen at run time from a table that includes float16, without a GradScaler: "
@@ -137,7 +149,7 @@ class Fp16WithoutGradScaler(Rule):
             message = ("float16 autocast without a GradScaler: small gradients underflow to zero; "
                        "scale the loss with torch.amp.GradScaler")
             fix = self._fix(facts, step, backward, cover.calls[0])
-        self.report(node, message, fix)
+        self.report_decided(decision, node, message, fix)
 
     # -- what the autocast does ------------------------------------------------
     def _device_type(self, expr: Optional[cst.BaseExpression]) -> Optional[str]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from gpulint.analysis.amp import DEPRECATED_AMP, DEPRECATED_AMP_MODULES
+from gpulint.analysis.amp import DEPRECATED_AMP, DEPRECATED_AMP_MODULES, Replacement
+from gpulint.analysis.evidence import REFUTED, SHOWN, Decision, Premise
 from gpulint.analysis.guards import version_guarded
 from gpulint.analysis.training import training_facts
 from gpulint.core.context import FileContext
@@ -14,6 +15,22 @@ from gpulint.core.options import version_text
 from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.rewrites.amp_api import DeprecatedAmpFixes
 from gpulint.rules.base import Rule, RuleDocs, Target
+
+DEPRECATED = Premise(
+    "deprecated-api",
+    "the code uses `torch.cuda.amp` / `torch.cpu.amp` (autocast, GradScaler, custom_fwd/custom_bwd), "
+    "resolved through imports and aliases.")
+NOT_FALLBACK = Premise(
+    "not-fallback",
+    "the use is not code kept for an older torch: not the fallback of `try: ... except (ImportError, "
+    "AttributeError, TypeError)`, not a branch of a torch version test (`is_torch_version(...)`, "
+    "`hasattr(torch, \"amp\")`, `version.parse(torch.__version__)`, or a flag computed once from "
+    "`torch.__version__`, here or in a module it is imported from).")
+REPLACEMENT_EXISTS = Premise(
+    "replacement-exists",
+    "every torch the project supports has the replacement: the floor it declares is at least 1.10 "
+    "(`torch.amp.autocast`), 2.3 (`torch.amp.GradScaler`) or 2.4 (`torch.amp.custom_fwd`), or it declares "
+    "none. On an older floor the deprecated spelling is the one that works everywhere.")
 
 
 class DeprecatedCudaAmp(Rule):
@@ -64,6 +81,7 @@ class DeprecatedCudaAmp(Rule):
         TypeError)`, and the branches of a torch version test (`is_torch_version(...)`,
         `_TORCH_GREATER_EQUAL_2_4`, `hasattr(torch, "amp")`, `version.parse(torch.__version__)`).
         """,
+        premises=(DEPRECATED, NOT_FALLBACK, REPLACEMENT_EXISTS),
     )
 
     def __init__(self, ctx: FileContext) -> None:
@@ -82,19 +100,29 @@ class DeprecatedCudaAmp(Rule):
         """Inside code kept for an older torch (try/except ImportError, a version test): deliberate."""
         return version_guarded(self.ctx.analysis(training_facts), node)
 
+    def _decision(self, node: cst.CSTNode, replacement: Replacement) -> Decision:
+        floor = self.ctx.settings.torch_version
+        return self.decide({
+            DEPRECATED: SHOWN,
+            NOT_FALLBACK: REFUTED if self._guarded(node) else SHOWN,
+            REPLACEMENT_EXISTS: REFUTED if floor is not None and floor < replacement.since else SHOWN,
+        })
+
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         self._in_import += 1
         module = dotted(node.module) if node.module is not None and not node.relative else None
         if module not in DEPRECATED_AMP_MODULES or isinstance(node.names, cst.ImportStar):
-            return
-        if self._guarded(node):
             return
         for alias in node.names:
             name = dotted(alias.name)
             replacement = DEPRECATED_AMP.get(f"{module}.{name}")
             if replacement is None:
                 continue
-            self.report(
+            decision = self._decision(node, replacement)
+            if not decision.report:
+                continue
+            self.report_decided(
+                decision,
                 alias,
                 f"{module}.{name} is deprecated (FutureWarning since torch 2.4): import {name} from torch.amp "
                 f"and pass device type \"{replacement.device}\"",
@@ -124,9 +152,9 @@ class DeprecatedCudaAmp(Rule):
         if target not in DEPRECATED_AMP:
             return
         self._handled.add(id(node.func))
-        if self._guarded(node):
-            return
-        self.report(node, self._message(target), self.fixes.for_call(node, target))
+        decision = self._decision(node, DEPRECATED_AMP[target])
+        if decision.report:
+            self.report_decided(decision, node, self._message(target), self.fixes.for_call(node, target))
 
     def visit_Decorator(self, node: cst.Decorator) -> None:
         expr = node.decorator
@@ -136,13 +164,13 @@ class DeprecatedCudaAmp(Rule):
         if target not in DEPRECATED_AMP:
             return
         self._handled.add(id(expr))
-        if self._guarded(expr):
-            return
-        self.report(expr, self._message(target), self.fixes.for_bare_decorator(expr, target))
+        decision = self._decision(expr, DEPRECATED_AMP[target])
+        if decision.report:
+            self.report_decided(decision, expr, self._message(target), self.fixes.for_bare_decorator(expr, target))
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if self._in_import or id(node) in self._handled:
             return
         target = self.ctx.qualname(node)
-        if target in DEPRECATED_AMP and not self._guarded(node):
-            self.report(node, self._message(target))
+        if target in DEPRECATED_AMP:
+            self.report_decided(self._decision(node, DEPRECATED_AMP[target]), node, self._message(target))

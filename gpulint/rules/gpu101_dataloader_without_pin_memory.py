@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import libcst as cst
 
+from gpulint.analysis.batches import loader_batches
 from gpulint.analysis.datasets import (
     DATALOADER_AST_NEEDLES,
     DATALOADER_NEEDLES,
+    LoaderCall,
     dataloader_call,
 )
+from gpulint.analysis.device import cuda_evidence
+from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise, all_of
 from gpulint.core.arguments import KeywordArgs, positional_args
 from gpulint.core.edits import Applicability
 from gpulint.core.pending import PendingFix, Replace
@@ -19,6 +23,27 @@ from gpulint.rules.base import Rule, RuleDocs, Target
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, ...)
 PIN_MEMORY_POSITION = 7
+
+CPU_TENSORS = Premise(
+    "cpu-tensors",
+    "the loader's items are dense CPU tensors: read from the dataset's class (in this file, nested in a "
+    "function, returned by a factory, or imported from the project), a TensorDataset of CPU tensors, a list "
+    "built up front, a torchvision or Hugging Face dataset. Refuted by tensors already on a device, items "
+    "without tensors (prompts, indices from `range(n)` or `idx.tolist()`, a `collate_fn` returning strings), "
+    "batches for JAX, and a `collate_fn` whose container the pin thread cannot pin. An unknown dataset "
+    "(a parameter, a class gpulint cannot read) is undecided.")
+REACHES_CUDA = Premise(
+    "reaches-cuda",
+    "the batches are copied to a CUDA GPU: a loop over the loader (directly, through the name or `self.` "
+    "attribute it is stored in, a function it is returned from or handed to, `enumerate`/`tqdm`/`next`) "
+    "moves them with `.to(...)`/`.cuda()`, or Accelerate/Lightning moves them, in code with CUDA evidence. "
+    "Refuted in code that only picks the CPU, MPS (which ignores pinning), XPU or a TPU.")
+PAYS_OFF = Premise(
+    "pays-off",
+    "pinning pays off for these batches: a move already asks for `non_blocking=True` (or Lightning moves "
+    "them asynchronously), or the items are decoded images, audio or arrays, whose pinned copy is faster "
+    "even when it stays synchronous. A few KB of token ids copied synchronously gain nothing: undecided "
+    "until the copy is made asynchronous.")
 
 
 class DataLoaderPinMemory(Rule):
@@ -50,17 +75,21 @@ class DataLoaderPinMemory(Rule):
         On a machine without a GPU, `pin_memory=True` is a no-op with a warning.
         """,
         example="""
+        import torch
         from torch.utils.data import DataLoader
         from torchvision.datasets import ImageFolder
 
+        device = torch.device("cuda")
         loader = DataLoader(ImageFolder(root), batch_size=64, shuffle=True)
         for x, y in loader:
             x, y = x.to(device), y.to(device)
         """,
         use_instead="""
+        import torch
         from torch.utils.data import DataLoader
         from torchvision.datasets import ImageFolder
 
+        device = torch.device("cuda")
         loader = DataLoader(ImageFolder(root), batch_size=64, shuffle=True, pin_memory=True)
         for x, y in loader:
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
@@ -81,6 +110,7 @@ class DataLoaderPinMemory(Rule):
         defines a batch container with `.to()` but no `.pin_memory()` (DETR's NestedTensor: the pin
         thread passes it through unpinned), on a TPU (`torch_xla`), or in test files.
         """,
+        premises=(CPU_TENSORS, REACHES_CUDA, PAYS_OFF),
     )
 
     def _collate_returns_unpinnable(self, kwargs: KeywordArgs) -> bool:
@@ -94,36 +124,51 @@ class DataLoaderPinMemory(Rule):
             return True
         return self.ctx.qualname(collate) in project.unpinned_collates
 
+    def _cpu_tensors(self, loader: LoaderCall) -> Evidence:
+        kind = loader.dataset_kind
+        if kind in (ON_DEVICE, NOTHING):
+            return REFUTED  # tensors already on a device (pinning them raises), or no tensor at all
+        if kind is None and loader.dataset_undefined:
+            return REFUTED  # a dataset class the file neither defines nor imports: not torch data we can see
+        if self.ctx.project.own.jax:
+            return REFUTED  # batches feed JAX as NumPy arrays: torch's pinned memory does not reach them
+        if self._collate_returns_unpinnable(loader.kwargs):
+            return REFUTED  # the pin thread passes the batch's container through unpinned
+        if kind in (IN_MEMORY, WORK) or loader.library_dataset:
+            return SHOWN
+        return UNDECIDED
+
     def visit_Call(self, node: cst.Call) -> None:
         loader = dataloader_call(self.ctx, node)
         if loader is None or loader.kwargs.has("pin_memory"):
             return
         if len(positional_args(node) or []) > PIN_MEMORY_POSITION:
             return
-        kind = loader.dataset_kind
-        if kind == ON_DEVICE:
-            return  # the dataset already holds device tensors: pinning them raises
-        if kind == NOTHING:
-            return  # items carry no tensors (a prompt, an index): nothing to pin
-        if kind is None and loader.dataset_undefined:
-            return  # a dataset class the file neither defines nor imports
-        if self.ctx.project.own.jax:
-            return  # batches feed JAX as NumPy arrays: torch's pinned memory does not reach them
-        if self._collate_returns_unpinnable(loader.kwargs):
-            return  # the pin thread passes the batch's container through unpinned: the flag would do nothing
+        alternatives = loader.alternatives()  # the dataset may be one of several (branches): all must agree
+        cpu_tensors = all_of(*(self._cpu_tensors(each) for each in alternatives))
+        if cpu_tensors is REFUTED:
+            return
+        device = cuda_evidence(self.ctx.project)
+        batches = loader_batches(self.ctx, node)
+        moved = SHOWN if batches.moves or batches.framework else UNDECIDED
+        pays = SHOWN if batches.non_blocking or all(each.bulk for each in alternatives) else UNDECIDED
+        decision = self.decide({CPU_TENSORS: cpu_tensors, REACHES_CUDA: all_of(device, moved), PAYS_OFF: pays})
+        if not decision.report:
+            return
         edit = Replace(node, add_keyword(node, "pin_memory", "True"))
-        if loader.hands_over_values:
+        if any(each.hands_over_values for each in alternatives):
             # DreamBooth's dataset puts the prompt embeddings it was given into every item: computed on
             # the GPU when they are precomputed, and pinning them raises
             fix = PendingFix.unsafe("Add `pin_memory=True` (unsafe: the dataset's items hold values its constructor "
                                     "was given, whose device gpulint cannot see, and pinning CUDA tensors raises)",
                                     edit)
-        elif kind in (IN_MEMORY, WORK) or loader.library_dataset:
+        elif all(each.dataset_kind in (IN_MEMORY, WORK) or each.library_dataset for each in alternatives):
             fix = PendingFix.safe("Add `pin_memory=True`", edit)
         else:  # pin_memory=True raises "cannot pin 'torch.cuda.FloatTensor'" on a dataset of CUDA tensors
             fix = PendingFix.unsafe("Add `pin_memory=True` (unsafe: gpulint cannot see that the dataset yields "
                                     "CPU tensors, and pinning CUDA tensors raises)", edit)
-        self.report(
+        self.report_decided(
+            decision,
             node,
             "DataLoader without pin_memory=True: host-to-device copies stay synchronous; "
             "pass pin_memory=True",

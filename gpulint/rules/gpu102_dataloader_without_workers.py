@@ -13,13 +13,15 @@ from gpulint.analysis.datasets import (
     LoaderCall,
     dataloader_call,
 )
+from gpulint.analysis.device import accelerator_evidence
+from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise, all_of
 from gpulint.core.arguments import positional_args
 from gpulint.core.edits import Applicability
 from gpulint.core.options import Flag, Integer, Option
 from gpulint.core.pending import PendingFix, Replace
 from gpulint.core.rewrite import add_keyword, is_literal, set_keyword
 from gpulint.core.verification import NEUTRAL, RANDOM_STREAMS, Verification
-from gpulint.project.facts import IN_MEMORY, NOTHING, ON_DEVICE
+from gpulint.project.facts import IN_MEMORY, NOTHING, ON_DEVICE, WORK
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, ...)
@@ -27,6 +29,19 @@ NUM_WORKERS_POSITION = 5
 NUM_WORKERS: Option[int] = Option("num-workers", Integer(1), 4, "num_workers the fix writes (capped by the cores)")
 ALLOW_ZERO_WORKERS: Option[bool] = Option(
     "allow-zero-workers", Flag(), True, "an explicit num_workers=0 is the user's choice: not reported")
+
+PER_ITEM_WORK = Premise(
+    "per-item-work",
+    "the dataset does work per item that workers can take over: its class (read wherever it is defined) "
+    "loads, decodes, transforms or parses per item, or it is a torchvision dataset or a Hugging Face dataset "
+    "with a per-item transform. Refuted by items held in memory (TensorDataset, lists, pre-tokenised rows), "
+    "items on the GPU (forked workers would re-initialise CUDA), items without tensors (prompts, indices), "
+    "and iterables that do not shard between workers. A dataset handed in as a parameter, or of a class "
+    "gpulint cannot read, is undecided.")
+ON_ACCELERATOR = Premise(
+    "on-accelerator",
+    "training runs on an accelerator (CUDA, MPS, XPU, or one a framework picks), which waits while batches "
+    "are prepared: shown by device evidence in the file or a caller; refuted where the code pins the CPU.")
 
 
 class DataLoaderNumWorkers(Rule):
@@ -67,12 +82,16 @@ class DataLoaderNumWorkers(Rule):
         from torchvision.datasets import ImageFolder
 
         loader = DataLoader(ImageFolder(root, transform=augment), batch_size=64)
+        for images, labels in loader:
+            images, labels = images.cuda(), labels.cuda()
         """,
         use_instead="""
         from torch.utils.data import DataLoader
         from torchvision.datasets import ImageFolder
 
         loader = DataLoader(ImageFolder(root, transform=augment), batch_size=64, num_workers=4)
+        for images, labels in loader:
+            images, labels = images.cuda(), labels.cuda()
         """,
         fix_safety="""
         Unsafe: workers pickle the dataset (lambdas and locally defined classes fail
@@ -90,6 +109,7 @@ class DataLoaderNumWorkers(Rule):
         (workers would duplicate the data), datasets handed in as parameters (whether workers
         pay off depends on the caller), one-batch loaders, and test files.
         """,
+        premises=(PER_ITEM_WORK, ON_ACCELERATOR),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -108,7 +128,10 @@ class DataLoaderNumWorkers(Rule):
             return  # the user chose a value
         if explicit and self.ctx.settings.value(ALLOW_ZERO_WORKERS):
             return  # an explicit num_workers=0 is the user's choice (`allow-zero-workers = false` reports it)
-        if _dataset_unsuited(loader):
+        work = all_of(*(_per_item_work(each) for each in loader.alternatives()))
+        decision = self.decide({PER_ITEM_WORK: work,
+                                ON_ACCELERATOR: accelerator_evidence(self.ctx.project)})
+        if not decision.report:
             return
         workers = self.ctx.settings.value(NUM_WORKERS)
         # capped by the machine's cores: more workers than cores is slower, and torch warns about it
@@ -123,7 +146,8 @@ class DataLoaderNumWorkers(Rule):
             new = None
         if new is not None:
             fix = PendingFix.unsafe(f"Set `num_workers={capped}`", os_module.edit, Replace(node, new))
-        self.report(
+        self.report_decided(
+            decision,
             node,
             "DataLoader without worker processes: batches are prepared between GPU steps; "
             f"set num_workers (e.g. {workers})",
@@ -131,12 +155,17 @@ class DataLoaderNumWorkers(Rule):
         )
 
 
-def _dataset_unsuited(loader: LoaderCall) -> bool:
-    """Workers would not help: items cost nothing to make, or live on the GPU, or would repeat."""
+def _per_item_work(loader: LoaderCall) -> Evidence:
+    """Workers help when items cost work to make; they do not when items cost nothing, live on the GPU,
+    or would repeat in every worker."""
     kind = loader.dataset_kind
     if kind in (ON_DEVICE, NOTHING, IN_MEMORY, UNSHARDED):
-        return True  # in memory: workers only add copies; on the GPU: forked workers re-initialise CUDA
-    if kind is None and loader.dataset_unresolved:
-        return True  # a dataset handed in from elsewhere: whether workers pay off is not known here
+        return REFUTED  # in memory: workers only add copies; on the GPU: forked workers re-initialise CUDA
     found = loader.dataset_class
-    return found is not None and found.iterable and not found.sharded  # each worker would yield everything
+    if found is not None and found.iterable and not found.sharded:
+        return REFUTED  # each worker would yield everything
+    if kind is None and loader.dataset_undefined:
+        return REFUTED  # a class the file neither defines nor imports
+    if kind == WORK or loader.bulk:
+        return SHOWN
+    return UNDECIDED  # a dataset handed in, one gpulint cannot read, raw Hugging Face rows

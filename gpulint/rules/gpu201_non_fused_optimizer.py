@@ -7,6 +7,7 @@ from typing import Optional
 
 import libcst as cst
 
+from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
 from gpulint.analysis.training import FRAMEWORKS, training_facts
 from gpulint.core.arguments import KeywordArgs, positional_args
 from gpulint.core.context import FileContext
@@ -16,6 +17,7 @@ from gpulint.core.pending import PendingFix, Replace
 from gpulint.core.rewrite import add_keyword, is_literal, set_keyword
 from gpulint.core.values import single_value
 from gpulint.core.verification import FUSED_OPTIMIZER, Verification
+from gpulint.project.view import ProjectView
 from gpulint.rules.base import Rule, RuleDocs, Target
 from gpulint.rules.gpu001_missing_autocast import AMP_DTYPE, MissingAutocast
 from gpulint.rules.gpu002_fp16_without_grad_scaler import Fp16WithoutGradScaler
@@ -35,6 +37,32 @@ OPTIMIZER_NAMES = {
     "torch.optim.adagrad.Adagrad": "Adagrad",
 }
 _SPARSE = re.compile(r"\bsparse\s*=\s*True\b")
+
+TORCH_OPTIMIZER = Premise(
+    "torch-optimizer",
+    "the call builds torch's Adam, AdamW, SGD or Adagrad (through any alias, a name assigned the class, "
+    "or a registry dict of them) over dense floating-point parameters, with every keyword visible "
+    "(`**opt_args` dicts built in view count): not one tensor optimised alone, not sparse gradients, "
+    "not `differentiable=True`, not an optimizer MS-AMP replaces.")
+FUSED_DEVICE = Premise(
+    "fused-device",
+    "the parameters live where torch has a fused kernel: CUDA, the CPU (torch 2.4 on) or MPS (2.5 on), the "
+    "devices a script that shows none runs on. Refuted on a TPU (`torch_xla`); undecided on an XPU alone.")
+FUSED_EXISTS = Premise(
+    "fused-exists",
+    "every torch the project supports has the fused kernel: the floor it declares (`torch-version`, or "
+    "its requirements, pyproject, setup.py, setup.cfg, environment.yml) is at least the version that "
+    "added it (Adam 1.13, AdamW 2.0, SGD 2.3, Adagrad 2.12), or it declares none. A project pinned to "
+    "an older torch would get a TypeError.")
+STEP_MATTERS = Premise(
+    "step-matters",
+    "the optimizer step is part of a loop that waits on the device: refuted in reinforcement-learning code (the "
+    "file or a module that imports it imports an environment package), where the step is nothing next to the "
+    "simulator.")
+SCALER_SAFE = Premise(
+    "scaler-safe",
+    "for SGD with momentum, no GradScaler drives the step (here, in a caller, or through a framework "
+    "that may scale): fused SGD's momentum buffer is garbage after a skipped first step.")
 SGD_MOMENTUM_POSITION = 2  # SGD(params, lr, momentum, dampening, weight_decay, nesterov)
 
 
@@ -70,11 +98,13 @@ class NonFusedOptimizer(Rule):
         example="""
         import torch
 
+        model = model.cuda()
         optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
         """,
         use_instead="""
         import torch
 
+        model = model.cuda()
         optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)
         """,
         fix_safety="""
@@ -95,6 +125,7 @@ class NonFusedOptimizer(Rule):
         without a fix, and not at all once the scaler exists. SGD without momentum keeps no
         buffer and is always reported.
         """,
+        premises=(TORCH_OPTIMIZER, FUSED_DEVICE, FUSED_EXISTS, STEP_MATTERS, SCALER_SAFE),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -122,9 +153,16 @@ class NonFusedOptimizer(Rule):
             return  # MS-AMP swaps the optimizer for its own implementation: `fused` never reaches torch
         fixable = len(torch_classes) == len(classes)
         reason = ""
+        needed = self._torch_needed(names)
+        scaler_safe: Evidence = SHOWN
+        if "SGD" in names and _has_momentum(node, kwargs) and (self.ctx.project.scaler or self._framework_scales()):
+            scaler_safe = REFUTED  # fused SGD + GradScaler: momentum buffer garbage after a skipped first step
+        decision = self.decide({TORCH_OPTIMIZER: SHOWN, FUSED_DEVICE: _fused_device(project),
+                                FUSED_EXISTS: REFUTED if needed is not None else SHOWN,
+                                STEP_MATTERS: REFUTED if project.rl else SHOWN, SCALER_SAFE: scaler_safe})
+        if not decision.report:
+            return
         if "SGD" in names and _has_momentum(node, kwargs):
-            if self.ctx.project.scaler or self._framework_scales():
-                return  # fused SGD + GradScaler: momentum buffer garbage after a skipped first step
             if self.ctx.analysis(may_gain_grad_scaler):
                 fixable = False  # gpulint's own float16 fix (GPU001/GPU002) adds a GradScaler in this run
                 reason = ("; not fixed here: the mixed-precision fix adds a GradScaler to this file, and fused SGD "
@@ -135,12 +173,12 @@ class NonFusedOptimizer(Rule):
                       f"(pass fused=True only when it is {spelled})")
         elif not isinstance(node.func, cst.Attribute) and self.ctx.qualname(node.func) is None:
             spelled = f"{self.ctx.code(node.func)} ({spelled})"
-        needed = self._torch_needed(names)
         floor = self.ctx.settings.torch_version
         if fixable and not reason and needed is not None and floor is not None:
             reason = (f"; not fixed: fused {spelled} needs torch {version_text(needed)} on every device "
                       f"(torch-version is {version_text(floor)})")
-        self.report(
+        self.report_decided(
+            decision,
             node,
             f"{spelled} without fused=True: one fused kernel per step instead of a loop over "
             f"parameters; pass fused=True{reason}",
@@ -236,6 +274,16 @@ class NonFusedOptimizer(Rule):
         return PendingFix(applicability, message, (Replace(node, new),))
 
 
+def _fused_device(project: ProjectView) -> Evidence:
+    """Refuted on a TPU; undecided where XPU is the only device named; shown otherwise (CUDA, CPU, MPS all
+    have fused kernels on the torch versions FUSED_EXISTS admits)."""
+    if project.own.xla:
+        return REFUTED
+    if "xpu" in project.devices and not project.gpu:
+        return UNDECIDED
+    return SHOWN
+
+
 def _single_tensor(node: cst.Call, kwargs: KeywordArgs) -> bool:
     """The params are a one-element list or tuple of a tensor (not of a param-group dict)."""
     params = kwargs.get("params") if kwargs.has("params") else next(
@@ -271,7 +319,7 @@ def may_gain_grad_scaler(ctx: FileContext) -> bool:
     if not any(settings.is_enabled(rule.code) for rule in (MissingAutocast, Fp16WithoutGradScaler)):
         return False
     project = ctx.project
-    if project.own.rl or project.mixed_precision and "autocast" not in project.own.mixed_precision:
+    if project.rl or project.mixed_precision and "autocast" not in project.own.mixed_precision:
         return False  # MissingAutocast stays silent there (precision handled, or an environment-bound loop)
     facts = ctx.analysis(training_facts)
     return not facts.framework_owned and any(not b.scaled for step in facts.steps for b in step.backwards)

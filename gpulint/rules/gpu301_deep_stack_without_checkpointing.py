@@ -19,11 +19,13 @@ from gpulint.analysis.deep_stacks import (
     stack_use,
     stacks_in,
 )
+from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Premise
 from gpulint.analysis.nn_modules import NN_MODULE, is_module_class, self_name
 from gpulint.core.edits import Applicability
 from gpulint.core.options import Flag, Integer, Option
 from gpulint.core.pending import PendingEdit, PendingFix, Reference, Replace
 from gpulint.core.rewrite import add_keyword
+from gpulint.core.settings import Settings
 from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.project.view import ProjectView
 from gpulint.rules.base import Rule, RuleDocs, Target
@@ -36,6 +38,22 @@ CHECKPOINT_MIN_DEPTH: Option[int] = Option(
     "checkpoint-min-depth", Integer(1), 8, "blocks in a stack before activation checkpointing is suggested")
 CHECKPOINT_UNKNOWN_DEPTH: Option[bool] = Option(
     "checkpoint-unknown-depth", Flag(), False, "suggest checkpointing when the depth cannot be read from the code")
+
+TRAINED = Premise(
+    "trained",
+    "the project trains the model: its class (or a registry or factory that builds it, or its module used "
+    "as a registry) is named in a file that runs a training step or builds an optimizer, and the stack runs "
+    "with grad enabled (not under no_grad/inference_mode, not in a file that only evaluates).")
+DEEP = Premise(
+    "deep",
+    "the stack is deep: at least `checkpoint-min-depth` blocks, counted from literals, `range(N)`, default "
+    "parameter values, or config values; the value a training script passes (`ModelArgs(n_layers=6)`) beats "
+    "a dataclass default (`n_layers: int = 32`). A depth read at run time is undecided (reported with "
+    "`checkpoint-unknown-depth = true`).")
+NOT_CHECKPOINTED = Premise(
+    "not-checkpointed",
+    "nothing checkpoints the stack already: not torch's `checkpoint`/`checkpoint_sequential` on it or its "
+    "blocks, not the class's own flag or helper, not a wrapper applied from outside.")
 
 
 class DeepStackWithoutCheckpointing(Rule):
@@ -163,12 +181,13 @@ class DeepStackWithoutCheckpointing(Rule):
         own called `checkpoint`). No fix when the stack is also used in a way gpulint does
         not follow.
         """,
+        premises=(TRAINED, DEEP, NOT_CHECKPOINTED),
     )
 
     @classmethod
-    def may_report(cls, project: ProjectView) -> bool:
+    def may_report(cls, project: ProjectView, settings: Optional[Settings] = None) -> bool:
         """Only classes the project trains are reported: with none in this file, nothing is."""
-        return super().may_report(project) and bool(project.trained)
+        return super().may_report(project, settings) and bool(project.trained)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         ctx = self.ctx
@@ -184,21 +203,28 @@ class DeepStackWithoutCheckpointing(Rule):
     def _check(self, cls: cst.ClassDef, stack: Stack) -> None:
         settings = self.ctx.settings
         depth = stack.depth
-        if depth.known < settings.value(CHECKPOINT_MIN_DEPTH) and not (
-                depth.unknown and settings.value(CHECKPOINT_UNKNOWN_DEPTH)):
-            return
+        if depth.known >= settings.value(CHECKPOINT_MIN_DEPTH):
+            deep = SHOWN
+        elif depth.unknown:
+            deep = SHOWN if settings.value(CHECKPOINT_UNKNOWN_DEPTH) else UNDECIDED
+        else:
+            deep = REFUTED
         use = stack_use(self.ctx, cls, stack.attr)
         if use.checkpointed:
             return
         runs = [r for r in use.runs if r.per_block or (stack.kind != MODULE_LIST and _single_input(r.call))]
         if not runs:
             return
+        decision = self.decide({TRAINED: SHOWN, DEEP: deep, NOT_CHECKPOINTED: SHOWN})
+        if not decision.report:
+            return
         fixable = not use.unclear and len(runs) == len(use.runs)
         if depth.unknown:
             size = f"at least {depth.known} blocks" if depth.known else "a run-time number of blocks"
         else:
             size = f"{depth.known} blocks"
-        self.report(
+        self.report_decided(
+            decision,
             stack.construction,
             f"nn.{stack.kind} of {size} trained without activation checkpointing: every block's activations "
             "stay in memory until backward; checkpoint it while training (-50..70 % activation memory, "

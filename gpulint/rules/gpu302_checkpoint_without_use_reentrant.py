@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 import libcst as cst
 
 from gpulint.analysis.deep_stacks import CHECKPOINT_FUNCTIONS, CHECKPOINT_SEQUENTIAL
+from gpulint.analysis.evidence import REFUTED, SHOWN, Decision, Evidence, Premise
 from gpulint.analysis.guards import version_guarded
+from gpulint.analysis.nn_modules import GRAD_OFF
 from gpulint.analysis.training import training_facts
 from gpulint.core.arguments import positional_args, visible_dict_keys
 from gpulint.core.context import FileContext
@@ -25,6 +28,23 @@ USE_REENTRANT_SINCE = (1, 13)
 HF_ENABLE = "gradient_checkpointing_enable"
 HF_KWARGS = "gradient_checkpointing_kwargs"
 NON_REENTRANT_DICT = '{"use_reentrant": False}'
+
+
+NO_USE_REENTRANT = Premise(
+    "no-use-reentrant",
+    "torch's `checkpoint`/`checkpoint_sequential` (through any alias) is called without `use_reentrant`, "
+    "looking through `**kwargs` dicts visible in the file, or Hugging Face's "
+    "`gradient_checkpointing_enable()` without `gradient_checkpointing_kwargs={\"use_reentrant\": ...}`.")
+CURRENT_TORCH = Premise(
+    "current-torch",
+    "the call is not code kept for an older torch (a branch of a torch version test, a flag computed from "
+    "`torch.__version__` here or in the module it is imported from, the fallback of `try/except "
+    "ImportError`), and the torch floor the project declares has `use_reentrant` (1.13).")
+UNDER_AUTOGRAD = Premise(
+    "under-autograd",
+    "the checkpointed code can run with grad enabled, where the reentrant trap drops gradients: refuted "
+    "inside `torch.no_grad()`/`inference_mode()` (a block or a decorator) and in inference scripts (a "
+    "`__main__` script that runs models under no_grad and trains nothing): checkpointing there does nothing.")
 
 
 def use_reentrant_too_new(ctx: FileContext) -> bool:
@@ -84,6 +104,7 @@ class CheckpointWithoutUseReentrant(Rule):
         code kept for an older torch (the branches of a torch version test, `try/except
         ImportError`) are not reported: `use_reentrant` may not exist there.
         """,
+        premises=(NO_USE_REENTRANT, CURRENT_TORCH, UNDER_AUTOGRAD),
     )
 
     def __init__(self, ctx: "FileContext") -> None:
@@ -98,12 +119,30 @@ class CheckpointWithoutUseReentrant(Rule):
         if qualified not in CHECKPOINT_FUNCTIONS and not (
                 isinstance(node.func, cst.Attribute) and node.func.attr.value == HF_ENABLE):
             return
-        if version_guarded(self.ctx.analysis(training_facts), node):
-            return  # the branch an older torch takes: use_reentrant may not exist there
         if qualified in CHECKPOINT_FUNCTIONS:
             self._torch_checkpoint(node, qualified == CHECKPOINT_SEQUENTIAL)
         elif isinstance(node.func, cst.Attribute) and node.func.attr.value == HF_ENABLE and not self._own_hf_method:
             self._hf_enable(node)
+
+    def _decision(self, node: cst.Call) -> Decision:
+        current = REFUTED if version_guarded(self.ctx.analysis(training_facts), node) \
+            or use_reentrant_too_new(self.ctx) else SHOWN
+        return self.decide({NO_USE_REENTRANT: SHOWN, CURRENT_TORCH: current,
+                            UNDER_AUTOGRAD: self._under_autograd(node)})
+
+    def _under_autograd(self, node: cst.Call) -> Evidence:
+        """Refuted under no_grad/inference_mode (a `with` block or a decorator) and in an eval-only file."""
+        facts = self.ctx.analysis(training_facts)
+        for ancestor in facts.ancestors(node):
+            if isinstance(ancestor, cst.With) and any(
+                    isinstance(item.item, cst.Call) and self.ctx.qualname(item.item.func) in GRAD_OFF
+                    for item in ancestor.items):
+                return REFUTED
+            if isinstance(ancestor, cst.FunctionDef) and any(
+                    self.ctx.qualname(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator)
+                    in GRAD_OFF for d in ancestor.decorators):
+                return REFUTED
+        return REFUTED if _inference_script(self.ctx.text) else SHOWN
 
     def _torch_checkpoint(self, node: cst.Call, sequential: bool) -> None:
         kwargs = self.ctx.kwargs(node)
@@ -113,12 +152,16 @@ class CheckpointWithoutUseReentrant(Rule):
             positional = positional_args(node)
             if positional is None or len(positional) > 3:
                 return  # checkpoint_sequential(functions, segments, input, use_reentrant)
+        decision = self._decision(node)
+        if not decision.report:
+            return
         name = "checkpoint_sequential" if sequential else "checkpoint"
         fix = None
         if not use_reentrant_too_new(self.ctx):
             new = add_keyword(node, "use_reentrant", "False")
             fix = PendingFix.unsafe("Add `use_reentrant=False`", Replace(node, new))
-        self.report(
+        self.report_decided(
+            decision,
             node,
             f"{name} without use_reentrant: torch still uses the reentrant mode, where a block whose inputs "
             "don't require grad silently gets no parameter gradients; pass use_reentrant=False",
@@ -152,13 +195,26 @@ class CheckpointWithoutUseReentrant(Rule):
                 fix = PendingFix.unsafe(message, Replace(node, set_keyword(node, HF_KWARGS, NON_REENTRANT_DICT)))
         elif not use_reentrant_too_new(self.ctx):
             fix = PendingFix.unsafe(message, Replace(node, add_keyword(node, HF_KWARGS, NON_REENTRANT_DICT)))
-        self.report(
+        self.report_decided(
+            self._decision(node),
             node,
             "gradient_checkpointing_enable() without use_reentrant: Transformers then checkpoints in reentrant "
             "mode, where a block whose inputs don't require grad silently gets no parameter gradients; pass "
             "gradient_checkpointing_kwargs={\"use_reentrant\": False}",
             fix,
         )
+
+
+_GRAD_OFF_TEXT = re.compile(r"\bno_grad\b|\binference_mode\b")
+_TRAINING_TEXT = re.compile(r"\.backward\(|\bautograd\.grad\(|\boptim\b|\boptimizer\b|\bTrainer\b|\bRunner\b")
+_SCRIPT = re.compile(r"""__name__\s*==\s*['"]__main__['"]""")
+
+
+def _inference_script(text: str) -> bool:
+    """A script (a `__main__` guard) that runs models under no_grad/inference_mode and trains nothing: the
+    modules it defines are not trained here. (`.eval()` alone is no evidence: model files freeze stages
+    with it, and are trained by another file.)"""
+    return bool(_SCRIPT.search(text) and _GRAD_OFF_TEXT.search(text) and not _TRAINING_TEXT.search(text))
 
 
 def _all_functions(module: cst.Module) -> list[cst.FunctionDef]:

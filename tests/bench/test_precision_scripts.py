@@ -22,12 +22,14 @@ def test_run_scores_present_repositories_and_skips_absent_ones(tmp_path: Path) -
         model = Net().cuda()
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
         sgd = torch.optim.SGD(model.parameters(), lr=0.1)
+        adam = torch.optim.Adam(model.parameters(), lr=0.1)
         """), encoding="utf-8")
     (tmp_path / "repos.toml").write_text(
         '[[repo]]\nname = "demo/present"\ncommit = "0"\n\n[[repo]]\nname = "demo/absent"\ncommit = "0"\n',
         encoding="utf-8")
     (tmp_path / "labels.tsv").write_text(
-        "demo+present\ttrain.py:4\tGPU201\tTP\t\ndemo+present\ttrain.py:5\tGPU201\tFP\ta reason\n", encoding="utf-8")
+        "demo+present\ttrain.py:4\tGPU201\tTP\t\ndemo+present\ttrain.py:5\tGPU201\tFP\ta reason\n"
+        "demo+present\ttrain.py:6\tGPU201\tNP\ttrue, but pointless here\n", encoding="utf-8")
     (tmp_path / "recall.tsv").write_text(
         "demo+present\ttrain.py:4\tGPU201\tAdamW\ndemo+present\ttrain.py:9\tGPU201\tnot reported\n", encoding="utf-8")
     results = tmp_path / "RESULTS.md"
@@ -37,8 +39,9 @@ def test_run_scores_present_repositories_and_skips_absent_ones(tmp_path: Path) -
          "--results", str(results), "--out", str(tmp_path / "out"), "--write", "--unlabelled"],
         capture_output=True, text=True, cwd=ROOT, check=True,
     ).stdout
-    assert "| GPU201 | stable | 2 | 1 | 1 | 50.0 % | 1/2 (50 %) |" in out
+    # strict counts the finding that cannot pay off (NP) as wrong, lenient as right
+    assert "| GPU201 | stable | 3 | 1 | 1 | 1 | 33.3 % | 66.7 % | 1/2 (50 %) |" in out
     assert "demo/present" in out and "demo/absent" not in out
     assert "\t?\t" not in out  # every finding has its verdict
     text = results.read_text(encoding="utf-8")
-    assert "<!-- SUMMARY:BEGIN -->" in text and "a reason" in text
+    assert "<!-- SUMMARY:BEGIN -->" in text and "a reason" in text and "(NP): true, but pointless here" in text

@@ -49,11 +49,13 @@ def codes_at(result: Result) -> list[str]:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    """main: train.py with a GPU201 finding on line 5; the branch `work` is checked out."""
+    """main: train.py with a GPU201 finding on line 5; the branch `work` is checked out. The samples do not
+    show where their batches go, so the project reads pedantic (GPU101 reports the undecided loaders)."""
     root = tmp_path / "repo"
     root.mkdir()
     git(root, "init", "-q", "-b", "main")
     (root / "train.py").write_text(TRAIN)
+    (root / "pyproject.toml").write_text('[tool.gpulint]\nstrictness = "pedantic"\n')
     git(root, "add", ".")
     git(root, "commit", "-qm", "base")
     git(root, "checkout", "-qb", "work")

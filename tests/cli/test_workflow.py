@@ -18,9 +18,11 @@ from gpulint.cli import main
 ROOT = Path(__file__).resolve().parent.parent.parent
 # a torchvision dataset yields CPU tensors, so GPU101's fix is the safe one (see docs/fix-safety.md)
 IMPORTS = "import torch\nfrom torch.utils.data import DataLoader; from torchvision.datasets import MNIST as ds\n"
-FLAGGED = IMPORTS + "loader = DataLoader(ds(), num_workers=2)\n"
-FIXED = IMPORTS + "loader = DataLoader(ds(), num_workers=2, pin_memory=True)\n"
-UNSAFE_ONLY = "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, pin_memory=True)\n"
+MOVES = "for x, y in loader:\n    x = x.to('cuda')\n"  # the batches reach the GPU
+FLAGGED = IMPORTS + "loader = DataLoader(ds(), num_workers=2)\n" + MOVES
+FIXED = IMPORTS + "loader = DataLoader(ds(), num_workers=2, pin_memory=True)\n" + MOVES
+UNSAFE_ONLY = ("import torch\nfrom torch.utils.data import DataLoader\nfrom torchvision.datasets import MNIST\n"
+               "device = 'cuda'\nloader = DataLoader(MNIST(), pin_memory=True)\n")
 CLEAN = "import torch\nx = torch.zeros(3)\n"
 
 
@@ -205,6 +207,8 @@ def test_add_noqa_then_gate_only_new_code(project: Path) -> None:
     assert result.exit_code == 0 and "Added 2 noqa directives." in result.stdout
     assert (project / "old.py").read_text().splitlines()[2:] == [
         "loader = DataLoader(ds(), num_workers=2)  # noqa: GPU101",
+        "for x, y in loader:",
+        "    x = x.to('cuda')",
         "opt = torch.optim.Adam(p)  # noqa: GPU201",
     ]
     assert gpulint("check", ".").exit_code == 0

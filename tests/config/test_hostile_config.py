@@ -12,7 +12,8 @@ import pytest
 
 from tests.conftest import Gpulint
 
-TRAIN = "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds)\n"
+TRAIN = ("import torch\nfrom torch.utils.data import DataLoader\nfrom torchvision.datasets import MNIST\n"
+         "loader = DataLoader(MNIST())\nfor x, y in loader:\n    x = x.to('cuda')\n")
 
 BROKEN = {
     "invalid-utf8": (b'[tool.gpulint]\nignore = ["GPU102"]  # caf\xe9\n', "not valid UTF-8 (at byte 41)"),

@@ -102,8 +102,9 @@ def test_precedence_end_to_end(gl: Gpulint, tmp_path: Path, monkeypatch: pytest.
     monkeypatch.chdir(tmp_path)
     (tmp_path / "pyproject.toml").write_text("[tool.gpulint]\n" + config + "\n")
     (tmp_path / "train.py").write_text(
-        "import torch\nfrom torch.utils.data import DataLoader\ndevice = torch.device('cuda')\n"
-        "loader = DataLoader(ds)\nopt = torch.optim.AdamW(model.parameters())\n")
+        "import torch\nfrom torch.utils.data import DataLoader\nfrom torchvision.datasets import MNIST\n"
+        "device = torch.device('cuda')\nloader = DataLoader(MNIST())\nopt = torch.optim.AdamW(model.parameters())\n"
+        "for x in loader:\n    x = x.to(device, non_blocking=True)\n")
     result = gl.check(*cli, "train.py")
     found = {line.split(": ")[1].split()[0] for line in result.stdout.splitlines() if line.startswith("train.py:")}
     assert on <= found and not (off & found), (found, result.output)

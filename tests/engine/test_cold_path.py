@@ -97,7 +97,9 @@ def test_a_model_no_one_trains_is_not_parsed_for_gpu301(parses: list[str]) -> No
 def test_gpu001_is_silent_before_the_parse_where_mixed_precision_is_done_elsewhere() -> None:
     on_gpu = FileFacts(gpu=True)
     assert MissingAutocast.may_report(ProjectView.alone(on_gpu))
-    assert not MissingAutocast.may_report(ProjectView(own=on_gpu, mixed_elsewhere=("grad-scaler",)))
+    assert not MissingAutocast.may_report(ProjectView(own=on_gpu, mixed_elsewhere=("fsdp-mixed-precision",)))
+    # a GradScaler alone is not 16-bit compute: a step that scales but never enters autocast trains in fp32
+    assert MissingAutocast.may_report(ProjectView(own=on_gpu, mixed_elsewhere=("grad-scaler",)))
     assert not MissingAutocast.may_report(ProjectView.alone(FileFacts()))  # no GPU evidence: a GPU rule
 
 

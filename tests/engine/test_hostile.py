@@ -31,6 +31,8 @@ from torch.utils.data import DataLoader
 from torchvision.datasets import MNIST
 device = torch.device("cuda")
 loader = DataLoader(MNIST(), batch_size=32)
+for images, labels in loader:
+    images = images.to(device)
 """
 FIXED = TRAIN.replace("batch_size=32)", "batch_size=32, pin_memory=True)")
 
@@ -422,7 +424,7 @@ def test_crlf_file_keeps_crlf(tmp_path: Path) -> None:
 
 def test_mixed_newlines_are_kept_line_by_line(tmp_path: Path) -> None:
     lines = TRAIN.splitlines()
-    endings = ["\r\n", "\n", "\r\n", "\n", "\r\n"]
+    endings = ["\r\n", "\n", "\r\n", "\n", "\r\n", "\n", "\r\n"]
     path = tmp_path / "train.py"
     path.write_bytes("".join(ln + e for ln, e in zip(lines, endings)).encode())
     fix(path)
@@ -445,14 +447,16 @@ def test_tab_indented_code_is_fixed_with_tabs(tmp_path: Path) -> None:
             "def make(ds):\n\tif ds:\n\t\treturn DataLoader(\n\t\t\tds,\n\t\t\tbatch_size=8,\n\t\t)\n")
     path = tmp_path / "tabs.py"
     path.write_text(text)
-    fix(path, extra=("--unsafe-fixes",))  # the dataset is a parameter: the pin_memory fix is unsafe
+    (tmp_path / "gpulint.toml").write_text('strictness = "pedantic"\n')  # where the batches go is not shown
+    fix(path, extra=("--unsafe-fixes", "--select", "GPU101"))  # a parameter: the pin_memory fix is unsafe
     assert path.read_text() == text.replace("\t\t\tbatch_size=8,\n", "\t\t\tbatch_size=8,\n\t\t\tpin_memory=True,\n")
 
 
 def test_non_ascii_identifiers_and_strings(tmp_path: Path) -> None:
     text = ('import torch\nfrom torch.utils.data import DataLoader as Chargeur\n\n'
-            'périphérique = torch.device("cuda")\njeu_de_données = ["é"] * 3\n'
-            'chargeur_ñ = Chargeur(jeu_de_données, batch_size=2)  # «commentaire»\n')
+            'périphérique = torch.device("cuda")\njeu_de_données = [torch.zeros(3)] * 3\n'
+            'chargeur_ñ = Chargeur(jeu_de_données, batch_size=2)  # «commentaire»\n'
+            'for lot_é in chargeur_ñ:\n    lot_é = lot_é.to(périphérique, non_blocking=True)\n')
     path = tmp_path / "données.py"
     path.write_text(text, encoding="utf-8")
     result = check(path)

@@ -20,6 +20,8 @@ from torchvision.datasets import MNIST
 device = torch.device("cuda")
 loader = DataLoader(MNIST(), batch_size=32)
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+for images, labels in loader:
+    images = images.to(device)
 """
 
 

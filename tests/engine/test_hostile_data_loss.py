@@ -24,6 +24,8 @@ from torch.utils.data import DataLoader
 from torchvision.datasets import MNIST
 device = torch.device("cuda")
 loader = DataLoader(MNIST(), batch_size=32)
+for images, labels in loader:
+    images = images.to(device)
 """
 FIXED = TRAIN.replace("batch_size=32)", "batch_size=32, pin_memory=True)")
 

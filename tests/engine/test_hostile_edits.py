@@ -24,8 +24,10 @@ HEAD = ("import torch\nfrom torch.utils.data import DataLoader\nfrom torchvision
         "ds = MNIST('data')\n")
 LOOP = ("device = torch.device('cuda')\nmodel = model.to(device)\n"
         "opt = torch.optim.AdamW(model.parameters())\n"
-        "for x, y in DataLoader(ds):\n    loss = model(x).sum()\n    loss.backward()\n    opt.step()\n")
+        "for x, y in DataLoader(ds):\n    x = x.to(device)\n    loss = model(x).sum()\n    loss.backward()\n"
+        "    opt.step()\n")
 
+MOVES = "for x in loader:\n    x = x.to('cuda')\n"  # the batches reach the GPU
 # (text with form feeds, the same text without them). LibCST's code generation loses each of
 # these form feeds, so positions taken from it were off by one after them.
 FORM_FEEDS = {
@@ -33,8 +35,8 @@ FORM_FEEDS = {
     "start-of-file": ("\f" + HEAD + LOOP, HEAD + LOOP),
     "space-then-ff": (HEAD + " \f" + LOOP, HEAD + LOOP),
     "two-ff-before-the-loop": (HEAD + LOOP.replace("for x", "\f\ffor x"), HEAD + LOOP),
-    "ff-before-a-fixed-statement": (HEAD + "loader = DataLoader(ds)\n\fopt = torch.optim.Adam(p)\n",
-                                    HEAD + "loader = DataLoader(ds)\nopt = torch.optim.Adam(p)\n"),
+    "ff-before-a-fixed-statement": (HEAD + "loader = DataLoader(ds)\n\fopt = torch.optim.Adam(p)\n" + MOVES,
+                                    HEAD + "loader = DataLoader(ds)\nopt = torch.optim.Adam(p)\n" + MOVES),
     "ff-between-fixed-statements": (HEAD + LOOP.replace("opt =", "\fopt ="), HEAD + LOOP),
 }
 
@@ -72,7 +74,7 @@ def test_positions_after_a_form_feed_are_exact(gl: Gpulint, tmp_path: Path, case
 
 def test_a_trailing_carriage_return_is_kept(gl: Gpulint, tmp_path: Path) -> None:
     path = tmp_path / "train.py"
-    text = HEAD + "loader = DataLoader(ds)\n\r"
+    text = HEAD + "loader = DataLoader(ds)\n" + MOVES + "\r"
     path.write_bytes(text.encode())
     gl.fix(path)
     assert path.read_bytes() == text.replace("(ds)", "(ds, pin_memory=True)").encode()
@@ -93,7 +95,7 @@ def stray_edit(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_fix_that_changes_bytes_outside_its_edits_is_refused(gl: Gpulint, tmp_path: Path, stray_edit: None) -> None:
     path = tmp_path / "train.py"
-    raw = (HEAD + "loader = DataLoader(ds)\n").encode()
+    raw = (HEAD + "loader = DataLoader(ds)\n" + MOVES).encode()
     path.write_bytes(raw)
     result = gl.fix(path)
     assert path.read_bytes() == raw, "a fix that breaks the invariant was written"
@@ -104,7 +106,7 @@ def test_a_fix_that_changes_bytes_outside_its_edits_is_refused(gl: Gpulint, tmp_
 
 def test_the_invariant_holds_for_diff_and_stdin_too(gl: Gpulint, tmp_path: Path, stray_edit: None) -> None:
     path = tmp_path / "train.py"
-    raw = (HEAD + "loader = DataLoader(ds)\n").encode()
+    raw = (HEAD + "loader = DataLoader(ds)\n" + MOVES).encode()
     path.write_bytes(raw)
     diff = gl.fix("--diff", path)
     assert "+loader" not in diff.stdout and "not written" in diff.stderr
@@ -124,11 +126,11 @@ LIBCST_REJECTS = {
 
 @pytest.mark.parametrize("case", sorted(LIBCST_REJECTS))
 def test_valid_python_libcst_rejects_is_not_called_a_syntax_error(gl: Gpulint, tmp_path: Path, case: str) -> None:
-    text = HEAD + "loader = DataLoader(ds)\n" + LIBCST_REJECTS[case]
+    text = HEAD + "loader = DataLoader(ds)\n" + MOVES + LIBCST_REJECTS[case]
     ast.parse(text)  # CPython accepts it
     odd = tmp_path / "odd.py"
     odd.write_text(text)
-    (tmp_path / "train.py").write_text(HEAD + "loader = DataLoader(ds)\n")
+    (tmp_path / "train.py").write_text(HEAD + "loader = DataLoader(ds)\n" + MOVES)
     for result in (gl.check(tmp_path), gl.fix(tmp_path)):
         lines = [line for line in result.stdout.splitlines() if line.startswith(str(odd))]
         assert len(lines) == 1 and " GPU000 gpulint cannot parse this file" in lines[0], result.stdout
@@ -141,7 +143,7 @@ def test_valid_python_libcst_rejects_is_not_called_a_syntax_error(gl: Gpulint, t
 def test_a_cr_only_file_with_a_coding_cookie_is_read_as_python_reads_it(gl: Gpulint, tmp_path: Path) -> None:
     """Found by the byte-invariant property test: the cookie went unseen without a \\n."""
     header = "# -*- coding: cp1252 -*-\r# \u201csmart\u201d \u20ac\r"
-    text = header + (HEAD + "loader = DataLoader(ds)\n").replace("\n", "\r")
+    text = header + (HEAD + "loader = DataLoader(ds)\n" + MOVES).replace("\n", "\r")
     path = tmp_path / "train.py"
     path.write_bytes(text.encode("cp1252"))
     result = gl.fix(path)

@@ -24,14 +24,20 @@ from tests.conftest import Gpulint
 TRAIN = """\
 import torch
 from torch.utils.data import DataLoader
+from torchvision.datasets import MNIST
 
 device = torch.device("cuda")
-loader = DataLoader(dataset, batch_size=32)
+loader = DataLoader(MNIST(), batch_size=32)
+for batch in loader:
+    batch = batch.to(device, non_blocking=True)
 """
 CLEAN = "import torch\nx = torch.zeros(3)\n"
 NOTEBOOK = json.dumps({"cells": [{"cell_type": "code", "source": ["import torch\n", "from torch.utils.data import "
                                                                   "DataLoader\n", "torch.device('cuda')\n",
-                                                                  "loader = DataLoader(ds)"]}], "nbformat": 4})
+                                                                  "loader = DataLoader([torch.zeros(2)] * 4)\n",
+                                                                  "for b in loader:\n",
+                                                                  "    b.to('cuda', non_blocking=True)"]}],
+                       "nbformat": 4})
 
 
 @pytest.fixture
@@ -77,7 +83,7 @@ def test_a_notebook_on_stdin_is_read_as_a_notebook(gl: Gpulint, project: Path) -
     ("train", "#!/usr/bin/env python3\n" + TRAIN),
     ("TRAIN.PY", TRAIN),
     ("gui.pyw", TRAIN),
-    ("stubs.pyi", "from torch.utils.data import DataLoader\nloader = DataLoader(ds)\n"),
+    ("stubs.pyi", "import torch\nopt = torch.optim.Adam(model.parameters())\n"),
 ])
 def test_python_files_without_the_usual_name_are_linted(gl: Gpulint, project: Path, name: str, content: str) -> None:
     (project / name).write_text(content)

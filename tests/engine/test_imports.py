@@ -26,8 +26,7 @@ def plan(source: str, module: str, name: str, prefer_from: bool = False) -> tupl
     placer = _Placer(ctx, [])
     placer.spans.update(__import__("gpulint.core.positions", fromlist=["compute_spans"]).compute_spans(
         tree, [ref.edit.anchor] if ref.edit.anchor is not None else []))
-    edit = placer._text_edit(ref.edit)
-    return ref.expr, apply_edits(text, [edit])
+    return ref.expr, apply_edits(text, list(placer._text_edits(ref.edit)))
 
 
 def test_reuses_the_files_torch_alias() -> None:

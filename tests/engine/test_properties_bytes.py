@@ -253,3 +253,15 @@ def test_compose_tracks_what_every_round_changed(original: str, rounds: list) ->
         assert apply_changes(original, changes) == text
         assert all(isinstance(c, Change) and 0 <= c.start <= c.end <= len(original) for c in changes)
         assert all(a.end < b.start or (a.end <= b.start) for a, b in zip(changes, changes[1:]))
+
+
+def test_a_form_feed_on_a_def_line_keeps_the_fix_inside_its_function() -> None:
+    """The scaler goes above the function and its body is rewritten: two changes around a form feed LibCST
+    drops, each its own edit (one edit over both would delete the form feed, so the fix was withheld)."""
+    case = next(c for c in FIXED_CASES if c.path.name == "comments_stay_with_their_statement.py")
+    text = case.path.read_text(encoding="utf-8")
+    fed = text.replace("\ndef step", "\n \fdef step")
+    plain = linter.fix_text(PATH, text, case.settings, unsafe=True)
+    fixed = linter.fix_text(PATH, fed, case.settings, unsafe=True)
+    assert fixed.applied == plain.applied == 2
+    assert " \fdef step" in fixed.text and fixed.text.replace(" \f", "") == plain.text

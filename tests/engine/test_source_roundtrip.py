@@ -19,6 +19,8 @@ BODY = (
     "# caf\u00e9 \u2014 donn\u00e9es\n"
     "ds = MNIST('data')  # CPU tensors: GPU101's fix is the safe one\n"
     "loader = DataLoader(ds)\n"
+    "for x, y in loader:\n"
+    "    x = x.to('cuda')\n"
 )
 
 
@@ -74,7 +76,8 @@ def test_no_trailing_newline_is_kept(tmp_path: Path) -> None:
     path = tmp_path / "train.py"
     path.write_text(BODY.rstrip("\n"))
     run_fix(path)
-    assert path.read_text().endswith("DataLoader(ds, pin_memory=True)")
+    fixed = path.read_text()
+    assert "DataLoader(ds, pin_memory=True)\n" in fixed and fixed.endswith("x = x.to('cuda')")
 
 
 def test_undecodable_bytes_are_a_clear_error() -> None:

@@ -24,6 +24,11 @@ from tests.notebook.nbfiles import notebook
     ("if a:\n    %timeit -n 3 f()\n", "if a:\n    pass\n"),
     ("%%time\nfor x in y:\n    f(x)", "\nfor x in y:\n    f(x)"),
     ("%%capture out\nf()", "\nf()"),
+    # IPython automagics and shell aliases without `%` or `!` (valid in Jupyter, not Python)
+    ("pip install -q transformers accelerate\nx = 1", "\nx = 1"),
+    ("cd data/cifar\nls -la\nx = 1", "\nls -la\nx = 1"),  # `ls -la` is Python (a subtraction): kept
+    ("for i in range(3):\n    pip install pkg$i\n", "for i in range(3):\n    pass\n"),
+    ("run train.py --epochs 1\nx = 1", "\nx = 1"),
 ])
 def test_magic_lines_become_placeholders_on_their_rows(source: str, code: str) -> None:
     out = transform(source)
@@ -45,6 +50,27 @@ def test_lines_inside_strings_and_brackets_are_not_magics(source: str) -> None:
     assert "Is this a question?" in out.text or "2 %" in out.text or "why?" in out.text or "b)?" in out.text
 
 
+@pytest.mark.parametrize("source", [
+    "pip = 3\ncd(x)\nls.append(1)\nx = f(\n",  # names that are Python here (the last line breaks the cell)
+    "time += 1\nenv = {\n}\nhistory[0]\n",
+])
+def test_automagic_names_used_as_python_stay_python(source: str) -> None:
+    out = transform(source)
+    assert [row for row, _ in out.magics] == []
+
+
+def test_a_notebook_with_automagics_is_linted_not_a_syntax_error() -> None:
+    """`pip install x` / `cd dir` in a cell run in Jupyter: GPU000 must not call the notebook invalid."""
+    raw = notebook([
+        "pip install torch torchvision",
+        "cd /content/data",
+        "import torch\nopt = torch.optim.Adam(torch.nn.Linear(8, 8).cuda().parameters())",
+    ]).encode()
+    found = lint_notebook(Path("nb.ipynb"), load_notebook(raw), Settings(select=("ALL",)))
+    assert "GPU000" not in {f.code for f in found}
+    assert "GPU201" in {f.code for f in found}
+
+
 def test_cell_magics_that_are_not_python_skip_the_cell() -> None:
     assert transform("%%bash\nls -la").skipped == "cell magic %%bash"
     assert transform("%%writefile train.py\nimport torch").skipped == "cell magic %%writefile"
@@ -56,7 +82,8 @@ def test_a_statement_after_time_keeps_its_columns() -> None:
         "%time loader = DataLoader(ds, num_workers=2)",
         "for i in range(2):\n    %time  other = DataLoader(ds, num_workers=2)",
     ]).encode()
-    findings = lint_notebook(Path("nb.ipynb"), load_notebook(raw), Settings(select=("GPU101",)))
+    findings = lint_notebook(Path("nb.ipynb"), load_notebook(raw),
+                             Settings(select=("GPU101",)).with_values({"strictness": "pedantic"}))
     assert [(f.cell.number, f.location.row, f.location.column) for f in findings] == [(2, 1, 16), (3, 2, 20)]
     fixes = [f.fix.edits[0] for f in findings]
     assert [(e.location.row, e.location.column) for e in fixes] == [(1, 44), (2, 48)]

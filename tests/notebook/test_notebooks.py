@@ -47,6 +47,9 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A copy of the notebooks outside tests/ (where test-file rules would stay silent)."""
     for name in NAMES:
         shutil.copy(NOTEBOOKS / f"{name}.ipynb", tmp_path / f"{name}.ipynb")
+    # the notebooks train toy models on a few KB of batches, as notebooks do: their findings are the
+    # undecided (pedantic) ones, and the toy widths are let through
+    (tmp_path / "pyproject.toml").write_text('[tool.gpulint]\nstrictness = "pedantic"\nmin-width = 1\n')
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -135,6 +138,7 @@ def test_diff_shows_cells_and_writes_nothing(gl: Gpulint, here: Path) -> None:
 
 
 def test_noqa_works_in_cells_and_never_across_cells(gl: Gpulint, tmp_path: Path, cwd: Path) -> None:
+    (tmp_path / "gpulint.toml").write_text('strictness = "pedantic"\n')  # where `ds` goes is not shown
     head = "import torch\nfrom torch.utils.data import DataLoader\ndevice = torch.device('cuda')\n"
     nb = tmp_path / "nb.ipynb"
     nb.write_text(notebook([
@@ -153,6 +157,7 @@ def test_noqa_works_in_cells_and_never_across_cells(gl: Gpulint, tmp_path: Path,
 
 
 def test_a_file_wide_suppression_in_the_first_cell(gl: Gpulint, tmp_path: Path, cwd: Path) -> None:
+    (tmp_path / "gpulint.toml").write_text('strictness = "pedantic"\n')  # where `ds` goes is not shown
     (tmp_path / "nb.ipynb").write_text(notebook([
         "%pip install torch\n# gpulint: noqa: GPU101\nimport torch\nfrom torch.utils.data import DataLoader",
         "device = torch.device('cuda')\nloader = DataLoader(ds, num_workers=2)",
@@ -161,6 +166,7 @@ def test_a_file_wide_suppression_in_the_first_cell(gl: Gpulint, tmp_path: Path, 
 
 
 def test_a_cell_that_does_not_parse_is_reported_and_the_others_linted(gl: Gpulint, tmp_path: Path, cwd: Path) -> None:
+    (tmp_path / "gpulint.toml").write_text('strictness = "pedantic"\n')  # where `ds` goes is not shown
     (tmp_path / "nb.ipynb").write_text(notebook([
         "import torch\nfrom torch.utils.data import DataLoader\ndevice = torch.device('cuda')",
         "def broken(:\n    pass",

@@ -36,6 +36,8 @@ from torchvision.datasets import MNIST
 loader = DataLoader(MNIST(),
                     batch_size=8)
 opt = torch.optim.Adam(model.parameters())
+for images, labels in loader:
+    images = images.to("cuda")
 """
 
 

@@ -21,7 +21,7 @@ from tests.conftest import Gpulint
 
 # MNIST yields CPU tensors: GPU101's fix is the safe one, so `fix --diff` has a diff to show
 TRAIN = (b"import torch\nfrom torch.utils.data import DataLoader\nfrom torchvision.datasets import MNIST\n"
-         b"loader = DataLoader(MNIST('data'))\n")
+         b"loader = DataLoader(MNIST('data'))\nfor x, y in loader:\n    x = x.cuda()\n")
 NAME = b"caf\xe9 \"x\"\\.py"  # latin-1 e-acute, a quote and a backslash: every escaping matters
 
 

@@ -93,11 +93,12 @@ def test_no_url_is_published_while_nothing_public_exists(built: Path) -> None:
 
 def test_dependency_bounds(built: Path) -> None:
     core = requirements(metadata(built))
-    assert set(core) == {"libcst", "click", "tomli"}
+    assert set(core) == {"libcst", "click", "packaging", "tomli"}  # packaging: torch pins (project/requirements.py)
     assert "2" not in core["libcst"].specifier and "1.9.0" in core["libcst"].specifier  # below the next major
     import importlib.metadata
 
     assert importlib.metadata.version("libcst") in core["libcst"].specifier  # what the tests run with
+    assert importlib.metadata.version("packaging") in core["packaging"].specifier
     verify = requirements(metadata(built), "verify")
     assert set(verify) == {"torch", "matplotlib"}
 

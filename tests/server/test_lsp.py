@@ -26,6 +26,8 @@ ds = TensorDataset(torch.randn(64, 8), torch.randn(64, 1))
 tag = "🚀"; loader = DataLoader(ds, batch_size=8)
 model = torch.nn.Linear(8, 1).to(device)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in loader:
+    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
 '''
 # GPU101 on the DataLoader call (a safe fix: a TensorDataset of CPU tensors); the emoji before it
 # is two UTF-16 code units, so the call starts at character 21, not 20. GPU201 on SGD (unsafe fix).
