@@ -137,7 +137,8 @@ def test_requests_are_answered_while_a_large_buffer_is_linted(wire: Wire, tmp_pa
     assert "GPU201" in answers[0]["result"]["contents"]["value"]
     assert any("fused=True" in action["title"] for action in answers[1]["result"])
     assert answers[2]["result"]["contents"]["value"].startswith("# dataloader-without-pin-memory (GPU101)")
-    assert len(wire.diagnostics(large, timeout=4 * BOUND_S)["diagnostics"]) == 3 * 80  # and it does finish
+    # and it does finish: GPU001 and GPU201 in each function (the loader of a dataset passed in is undecided)
+    assert len(wire.diagnostics(large, timeout=4 * BOUND_S)["diagnostics"]) == 2 * 80
 
 
 def test_the_newest_version_of_a_document_wins(wire: Wire, tmp_path: Path) -> None:
