@@ -237,6 +237,8 @@ def _render(findings: Sequence[Finding], options: LintOptions, ctx: RenderContex
             out.append(concise_line(finding) + "\n")
             if finding.fix is not None:
                 out.append(f"    fix ({finding.fix.applicability.value}): {finding.fix.message}\n")
+            if finding.note:
+                out.append(f"    note: {finding.note}\n")
         return "".join(out)
     return renderer(options.output_format)(findings, ctx)
 

@@ -227,4 +227,9 @@ MAX_FIX_SIZE: Option[int] = Option(
     "max-fix-size", Size(), DEFAULT_MAX_FIX_SIZE,
     "`fix` leaves bigger files unfixed, with a GPU000 finding (each fix round parses the file again)")
 
-GENERAL_OPTIONS: tuple[Option[Any], ...] = (TORCH_VERSION, LINT_TESTS, MAX_FILE_SIZE, MAX_FIX_SIZE)
+LINE_LENGTH: Option[Optional[int]] = Option(
+    "line-length", Integer(1), None,
+    "the line length code written by fixes keeps to (unset: the project's ruff, black or flake8 line length, "
+    "else 88)")
+
+GENERAL_OPTIONS: tuple[Option[Any], ...] = (TORCH_VERSION, LINT_TESTS, MAX_FILE_SIZE, MAX_FIX_SIZE, LINE_LENGTH)

@@ -78,6 +78,8 @@ def render_finding(finding: Finding, ctx: RenderContext) -> str:
         label = "Safe fix" if finding.fix.applicability.value == "safe" else "Unsafe fix (needs --unsafe-fixes)"
         out.append(f"  = {label}: {finding.fix.message}")
         out.extend("    " + line for line in _fix_lines(finding, ctx))
+    if finding.note:
+        out.append(f"  = note: {finding.note}")
     return "\n".join(out) + "\n"
 
 

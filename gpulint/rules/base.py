@@ -118,6 +118,11 @@ class Rule:
         message: str,
         fix: Optional["PendingFix"] = None,
         statement: Optional["cst.CSTNode"] = None,
+        note: str = "",
     ) -> None:
-        """Report `node`. `statement` (default: the statement being visited) scopes `# noqa`."""
-        self.ctx.add_finding(self, node, message, fix, statement)
+        """Report `node`. `statement` (default: the statement being visited) scopes `# noqa`.
+
+        `message` is one claim on one line (under about 120 characters); `note` says what it leaves
+        out, such as why no fix is offered; a fix's own message says what the fix does and any caveat.
+        """
+        self.ctx.add_finding(self, node, message, fix, statement, note)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import libcst as cst
 
-from gpulint.analysis.amp import DEPRECATED_AMP, DEPRECATED_AMP_MODULES
+from gpulint.analysis.amp import DEPRECATED_AMP, DEPRECATED_AMP_MODULES, Replacement
 from gpulint.analysis.guards import version_guarded
 from gpulint.analysis.training import training_facts
+from gpulint.core import floors
 from gpulint.core.context import FileContext
 from gpulint.core.edits import Applicability
 from gpulint.core.names import dotted
-from gpulint.core.options import version_text
 from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.rewrites.amp_api import DeprecatedAmpFixes
 from gpulint.rules.base import Rule, RuleDocs, Target
@@ -96,9 +96,8 @@ class DeprecatedCudaAmp(Rule):
                 continue
             self.report(
                 alias,
-                f"{module}.{name} is deprecated (FutureWarning since torch 2.4): import {name} from torch.amp "
-                f"and pass device type \"{replacement.device}\"",
-                self.fixes.for_import(node, alias),
+                f"{module}.{name} is deprecated (FutureWarning since torch 2.4): import {name} from torch.amp",
+                self.fixes.for_import(node, alias), note=self._floor_note(replacement),
             )
 
     def leave_ImportFrom(self, original_node: cst.ImportFrom) -> None:
@@ -110,12 +109,11 @@ class DeprecatedCudaAmp(Rule):
         constructed = f'{new}("{replacement.device}", ...)'
         how = {"autocast": constructed, "GradScaler": constructed}.get(
             replacement.name, f'{new}(..., device_type="{replacement.device}")')
-        message = f"{target} is deprecated (FutureWarning since torch 2.4): use {how}"
-        floor = self.ctx.settings.torch_version
-        if floor is not None and floor < replacement.since:
-            message += f"; not fixed: {new} needs torch {version_text(replacement.since)} " \
-                       f"(torch-version is {version_text(floor)})"
-        return message
+        return f"{target} is deprecated (FutureWarning since torch 2.4): use {how}"
+
+    def _floor_note(self, replacement: Replacement) -> str:
+        too_new = floors.too_new(self.ctx.settings.torch_version, [replacement.symbol])
+        return f"no fix: {too_new.reason()}" if too_new is not None else ""
 
     def visit_Call(self, node: cst.Call) -> None:
         if self._in_import or not isinstance(node.func, cst.Attribute):
@@ -126,7 +124,8 @@ class DeprecatedCudaAmp(Rule):
         self._handled.add(id(node.func))
         if self._guarded(node):
             return
-        self.report(node, self._message(target), self.fixes.for_call(node, target))
+        self.report(node, self._message(target), self.fixes.for_call(node, target),
+                    note=self._floor_note(DEPRECATED_AMP[target]))
 
     def visit_Decorator(self, node: cst.Decorator) -> None:
         expr = node.decorator
@@ -138,11 +137,13 @@ class DeprecatedCudaAmp(Rule):
         self._handled.add(id(expr))
         if self._guarded(expr):
             return
-        self.report(expr, self._message(target), self.fixes.for_bare_decorator(expr, target))
+        self.report(expr, self._message(target), self.fixes.for_bare_decorator(expr, target),
+                    note=self._floor_note(DEPRECATED_AMP[target]))
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if self._in_import or id(node) in self._handled:
             return
         target = self.ctx.qualname(node)
         if target in DEPRECATED_AMP and not self._guarded(node):
-            self.report(node, self._message(target))
+            self.report(node, self._message(target),
+                        note="no fix: only calls, decorators and imports are rewritten; change this use by hand")

@@ -9,12 +9,14 @@ from gpulint.analysis.datasets import (
     DATALOADER_NEEDLES,
     dataloader_call,
 )
+from gpulint.core import floors
 from gpulint.core.arguments import KeywordArgs, positional_args
 from gpulint.core.edits import Applicability
 from gpulint.core.pending import PendingFix, Replace
 from gpulint.core.rewrite import add_keyword
 from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.project.facts import IN_MEMORY, NOTHING, ON_DEVICE, WORK
+from gpulint.rewrites.async_copies import batch_copies
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, ...)
@@ -111,21 +113,31 @@ class DataLoaderPinMemory(Rule):
             return  # batches feed JAX as NumPy arrays: torch's pinned memory does not reach them
         if self._collate_returns_unpinnable(loader.kwargs):
             return  # the pin thread passes the batch's container through unpinned: the flag would do nothing
-        edit = Replace(node, add_keyword(node, "pin_memory", "True"))
-        if loader.hands_over_values:
+        copies = batch_copies(self.ctx, node, custom_collate=loader.kwargs.has("collate_fn"))
+        edits = [Replace(node, add_keyword(node, "pin_memory", "True"))]
+        edits += [Replace(call, add_keyword(call, "non_blocking", "True")) for call in copies.calls]
+        what = "Add `pin_memory=True`"
+        note = ""
+        if copies.calls:
+            count = len(copies.calls)
+            what += (f", and `non_blocking=True` to the {count} cop{'ies' if count > 1 else 'y'} of its batches "
+                     f"to the GPU in {' and '.join(copies.where)}")
+        else:
+            note = ("add non_blocking=True to the .to(device) / .cuda() calls that copy its batches to the GPU "
+                    "(gpulint sees none in this file): a pinned batch copied synchronously gains little")
+        too_new = floors.too_new(self.ctx.settings.torch_version, [floors.PIN_MEMORY, floors.NON_BLOCKING])
+        if too_new is not None:
+            fix = None
+            note = f"no fix: {too_new.reason()}"
+        elif loader.hands_over_values:
             # DreamBooth's dataset puts the prompt embeddings it was given into every item: computed on
             # the GPU when they are precomputed, and pinning them raises
-            fix = PendingFix.unsafe("Add `pin_memory=True` (unsafe: the dataset's items hold values its constructor "
-                                    "was given, whose device gpulint cannot see, and pinning CUDA tensors raises)",
-                                    edit)
+            fix = PendingFix.unsafe(f"{what}; unsafe: the dataset's items hold values its constructor was given, "
+                                    "whose device gpulint cannot see, and pinning CUDA tensors raises", *edits)
         elif kind in (IN_MEMORY, WORK) or loader.library_dataset:
-            fix = PendingFix.safe("Add `pin_memory=True`", edit)
+            fix = PendingFix.safe(what, *edits)
         else:  # pin_memory=True raises "cannot pin 'torch.cuda.FloatTensor'" on a dataset of CUDA tensors
-            fix = PendingFix.unsafe("Add `pin_memory=True` (unsafe: gpulint cannot see that the dataset yields "
-                                    "CPU tensors, and pinning CUDA tensors raises)", edit)
-        self.report(
-            node,
-            "DataLoader without pin_memory=True: host-to-device copies stay synchronous; "
-            "pass pin_memory=True",
-            fix,
-        )
+            fix = PendingFix.unsafe(f"{what}; unsafe: gpulint cannot see that the dataset yields CPU tensors, and "
+                                    "pinning CUDA tensors raises", *edits)
+        self.report(node, "DataLoader without pin_memory=True: its batches' copies to the GPU cannot run "
+                          "asynchronously", fix, note=note)

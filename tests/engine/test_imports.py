@@ -57,7 +57,8 @@ def test_adds_import_after_docstring_and_future_imports() -> None:
     '''
     expr, text = plan(source, "torch.amp", "GradScaler")
     assert expr == "torch.amp.GradScaler"
-    assert text == '"""Train."""\nfrom __future__ import annotations\nimport os\nimport torch.amp\n\nx = 1\n'
+    # a third-party import: its own isort section after the standard library's
+    assert text == '"""Train."""\nfrom __future__ import annotations\nimport os\n\nimport torch.amp\n\nx = 1\n'
 
 
 def test_from_import_avoids_a_users_own_name() -> None:
