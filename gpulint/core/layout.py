@@ -29,7 +29,7 @@ MAX_ROUNDS = 24
 
 def visible_length(line: str) -> int:
     """The length ruff's E501 measures: without a trailing pragma comment (`# noqa`, `# type: ...`)."""
-    return len(_PRAGMA.sub("", line))
+    return len(_PRAGMA.sub("", line).expandtabs(4))  # ruff counts a tab as indent-width (4) columns
 
 
 def long_lines(text: str, width: int) -> set[str]:

@@ -21,6 +21,8 @@ import libcst as cst
 from gpulint.analysis.training import TrainingFacts, training_facts
 from gpulint.core.arguments import positional_args
 from gpulint.core.context import FileContext
+from gpulint.core.pending import Replace
+from gpulint.core.rewrite import add_keyword
 from gpulint.core.walk import walk
 
 # calls that wrap an iterable and hand its items on: `enumerate(loader)`, `tqdm(loader, desc=...)`
@@ -54,6 +56,33 @@ def batch_copies(ctx: FileContext, loader: cst.Call, custom_collate: bool) -> Co
             if name not in where:
                 where.append(name)
     return Copies(tuple(calls), len(loops), tuple(where))
+
+
+def copy_edits(ctx: FileContext, copies: Copies) -> list[Replace]:
+    """`non_blocking=True` on each copy: one edit per statement, so that copies sharing a line are laid
+    out together (`x, y = x.to(device), y.to(device)`)."""
+    facts = ctx.analysis(training_facts)
+    by_statement: dict[int, tuple[cst.CSTNode, list[cst.Call]]] = {}
+    edits: list[Replace] = []
+    for call in copies.calls:
+        statement = facts.statement_of(call)
+        if isinstance(statement, cst.SimpleStatementLine):
+            by_statement.setdefault(id(statement), (statement, []))[1].append(call)
+        else:
+            edits.append(Replace(call, add_keyword(call, "non_blocking", "True")))
+    for statement, calls in by_statement.values():
+        edits.append(Replace(statement, statement.visit(_NonBlocking({id(c) for c in calls}))))
+    return edits
+
+
+class _NonBlocking(cst.CSTTransformer):
+    def __init__(self, calls: set[int]) -> None:
+        self.calls = calls
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        if id(original_node) in self.calls:
+            return add_keyword(updated_node, "non_blocking", "True")
+        return updated_node
 
 
 def _holder(facts: TrainingFacts, loader: cst.Call) -> Optional[cst.BaseExpression]:
@@ -170,6 +199,13 @@ def _base_name(expr: cst.BaseExpression) -> Optional[str]:
     return expr.value if isinstance(expr, cst.Name) else None
 
 
+def _chain_base(expr: cst.BaseExpression) -> Optional[str]:
+    """`x` for `x.sum()`, `x[0].mean()`: the name a chain of calls, attributes and subscripts starts from."""
+    while isinstance(expr, (cst.Subscript, cst.Attribute, cst.Call)):
+        expr = expr.func if isinstance(expr, cst.Call) else expr.value
+    return expr.value if isinstance(expr, cst.Name) else None
+
+
 def _is_device(expr: cst.BaseExpression, ctx: FileContext) -> bool:
     """A device, never a dtype nor the CPU: `device`, `args.device`, `"cuda"`, `0`, `x.device`."""
     if isinstance(expr, cst.SimpleString):
@@ -257,9 +293,9 @@ def _read_on_host(facts: TrainingFacts, loop: cst.For, call: cst.Call) -> bool:
         if not facts.contains(loop.body, other) or not facts.before(call, other):
             continue
         func = other.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _HOST_READS and _base_name(func.value) in assigned:
+        if isinstance(func, cst.Attribute) and func.attr.value in _HOST_READS and _chain_base(func.value) in assigned:
             return True
         if isinstance(func, cst.Name) and func.value in _HOST_FUNCTIONS and any(
-                _base_name(a.value) in assigned for a in other.args):
+                _chain_base(a.value) in assigned for a in other.args):
             return True
     return False

@@ -22,7 +22,7 @@ from gpulint.core.options import Choice, Option
 from gpulint.core.pending import PendingFix
 from gpulint.core.verification import MIXED_PRECISION, Verification, construct_enabled
 from gpulint.project.view import ProjectView
-from gpulint.rewrites.amp_device import cuda_device, device_type_code
+from gpulint.rewrites.amp_device import cuda_device, default_device, device_type_code
 from gpulint.rewrites.amp_dtype import choice_code, float16_hazard, free_name
 from gpulint.rewrites.mixed_precision import (
     Region,
@@ -203,6 +203,9 @@ class MissingAutocast(Rule):
                 forced = hazard.text()
         if forced:
             mode = "bfloat16"
+        if mode == "bfloat16" and device == self.ctx.style.string(default_device(self.ctx)):
+            # no scaler to create before the loop: the batch's own device type will do inside it
+            device = device_type_code(facts, step, anchor, torch.expr, model_calls, inside_step=True)
         plan = None
         if mode != "bfloat16" and not backward.scaled:
             plan = scaler_plan(facts, step, backward)

@@ -16,7 +16,7 @@ from gpulint.core.pending import PendingFix, Replace
 from gpulint.core.rewrite import add_keyword
 from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.project.facts import IN_MEMORY, NOTHING, ON_DEVICE, WORK
-from gpulint.rewrites.async_copies import batch_copies
+from gpulint.rewrites.async_copies import batch_copies, copy_edits
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, ...)
@@ -114,8 +114,7 @@ class DataLoaderPinMemory(Rule):
         if self._collate_returns_unpinnable(loader.kwargs):
             return  # the pin thread passes the batch's container through unpinned: the flag would do nothing
         copies = batch_copies(self.ctx, node, custom_collate=loader.kwargs.has("collate_fn"))
-        edits = [Replace(node, add_keyword(node, "pin_memory", "True"))]
-        edits += [Replace(call, add_keyword(call, "non_blocking", "True")) for call in copies.calls]
+        edits = [Replace(node, add_keyword(node, "pin_memory", "True")), *copy_edits(self.ctx, copies)]
         what = "Add `pin_memory=True`"
         note = ""
         if copies.calls:
@@ -123,8 +122,8 @@ class DataLoaderPinMemory(Rule):
             what += (f", and `non_blocking=True` to the {count} cop{'ies' if count > 1 else 'y'} of its batches "
                      f"to the GPU in {' and '.join(copies.where)}")
         else:
-            note = ("add non_blocking=True to the .to(device) / .cuda() calls that copy its batches to the GPU "
-                    "(gpulint sees none in this file): a pinned batch copied synchronously gains little")
+            note = ("gpulint sees no copy of its batches to the GPU in this file: add non_blocking=True to the "
+                    ".to(device) / .cuda() calls that make them, or pinning gains little")
         too_new = floors.too_new(self.ctx.settings.torch_version, [floors.PIN_MEMORY, floors.NON_BLOCKING])
         if too_new is not None:
             fix = None

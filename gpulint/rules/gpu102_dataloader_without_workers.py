@@ -13,6 +13,7 @@ from gpulint.analysis.datasets import (
     LoaderCall,
     dataloader_call,
 )
+from gpulint.core import floors
 from gpulint.core.arguments import positional_args
 from gpulint.core.edits import Applicability
 from gpulint.core.options import Flag, Integer, Option
@@ -120,14 +121,16 @@ class DataLoaderNumWorkers(Rule):
             new = set_keyword(node, "num_workers", capped)
         else:
             new = None
-        if new is not None:
+        note = ""
+        too_new = floors.too_new(self.ctx.settings.torch_version, [floors.NUM_WORKERS])
+        if new is not None and too_new is None:
             fix = PendingFix.unsafe(f"Set `num_workers={capped}`", os_module.edit, Replace(node, new))
-        self.report(
-            node,
-            "DataLoader without worker processes: batches are prepared between GPU steps; "
-            f"set num_workers (e.g. {workers})",
-            fix,
-        )
+        elif new is None:
+            note = "no fix: num_workers comes from a `**dict` other calls may share; set it there"
+        else:
+            note = f"no fix: {too_new.reason()}"
+        self.report(node, "DataLoader without worker processes: the GPU waits while each batch is prepared", fix,
+                    note=note)
 
 
 def _dataset_unsuited(loader: LoaderCall) -> bool:
