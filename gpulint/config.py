@@ -464,7 +464,8 @@ class SettingsResolver:
                     settings = settings.with_values({TORCH_VERSION.key: floor})
             if dict(settings.values).get(LINE_LENGTH.key) is None:
                 length, _ = self.declared_line_length(path)
-                settings = settings.with_values({LINE_LENGTH.key: length or settings.line_length})
+                if length is not None:
+                    settings = settings.with_values({LINE_LENGTH.key: length})
             self._cache[key] = settings
         return self._cache[key]
 
@@ -534,7 +535,8 @@ class SettingsResolver:
             ("per-file-ignores", list(settings.per_file_ignores)),
             ("preview", settings.preview),
         ]
-        rows += [(option.key, option.show(settings.value(option))) for option in all_options()]
+        rows += [(option.key, settings.line_length if option is LINE_LENGTH else option.show(settings.value(option)))
+                 for option in all_options()]
         rows += [
             ("test-patterns", list(project.test_patterns)),
             ("test-file", settings.test_file),

@@ -37,7 +37,8 @@ SYMBOLS: dict[str, Symbol] = {s.code: s for s in (
     Symbol("AdamW(fused=True)", (2, 0), "CUDA; CPU from 2.4"),
     Symbol("SGD(fused=True)", (2, 3), "CUDA; CPU from 2.4"),
     Symbol("Adagrad(fused=True)", (2, 12), "CPU from 2.4, CUDA from 2.12"),
-    Symbol("fused kernels on CPU", (2, 4), "Adam, AdamW, SGD and Adagrad accept CPU parameters"),
+    Symbol("fused=True on CPU parameters", (2, 4), "Adam, AdamW, SGD and Adagrad; a fused optimizer whose "
+           "parameters may be on the CPU needs it"),
     Symbol("checkpoint(..., use_reentrant=False)", (1, 13),
            "also checkpoint_sequential; 1.13.1 is the oldest wheel read"),
     Symbol("DataLoader(pin_memory=True)", (1, 0)),
@@ -51,7 +52,7 @@ GRAD_SCALER = "torch.amp.GradScaler"
 CUSTOM_FWD = "torch.amp.custom_fwd / custom_bwd(device_type=...)"
 SHARDED_GRAD_SCALER = "ShardedGradScaler(device, ...)"
 BF16_CHECK = "torch.cuda.is_bf16_supported(including_emulation=False)"
-FUSED_CPU = "fused kernels on CPU"
+FUSED_CPU = "fused=True on CPU parameters"
 USE_REENTRANT = "checkpoint(..., use_reentrant=False)"
 PIN_MEMORY = "DataLoader(pin_memory=True)"
 NUM_WORKERS = "DataLoader(num_workers=...)"

@@ -122,8 +122,8 @@ class DataLoaderPinMemory(Rule):
             what += (f", and `non_blocking=True` to the {count} cop{'ies' if count > 1 else 'y'} of its batches "
                      f"to the GPU in {' and '.join(copies.where)}")
         else:
-            note = ("gpulint sees no copy of its batches to the GPU in this file: add non_blocking=True to the "
-                    ".to(device) / .cuda() calls that make them, or pinning gains little")
+            note = ("gpulint sees no copy of its batches to the GPU in this file: pass non_blocking=True to the "
+                    ".to(device) / .cuda() calls that make them")
         too_new = floors.too_new(self.ctx.settings.torch_version, [floors.PIN_MEMORY, floors.NON_BLOCKING])
         if too_new is not None:
             fix = None

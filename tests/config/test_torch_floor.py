@@ -99,9 +99,9 @@ def test_no_fix_needs_a_torch_newer_than_the_project_declares(tmp_path: Path, ca
     write(tmp_path, {"proj/setup.py": "from setuptools import setup\nsetup(install_requires=['torch>=1.13'])\n",
                      "proj/train.py": AMP})
     target = tmp_path / "proj" / "train.py"
-    result = gpulint.check("--output-format", "concise", target)
+    result = gpulint.check("--output-format", "concise", "--show-fixes", target)
     assert "GPU003" in result.output and "fixable" not in result.output  # reported, not rewritten, and why:
-    assert "not fixed: torch.amp.GradScaler needs torch 2.3 (torch-version is 1.13)" in result.output
+    assert "note: no fix: torch.amp.GradScaler needs torch 2.3 (torch-version is 1.13)" in result.output
     shown = gpulint("show-config", target).output
     assert 'torch-version = "1.13"' in shown and "the torch floor" in shown and "setup.py declares" in shown
     (tmp_path / "proj" / "setup.py").write_text(
@@ -112,9 +112,10 @@ def test_no_fix_needs_a_torch_newer_than_the_project_declares(tmp_path: Path, ca
 
 def test_an_optimizer_fix_says_which_torch_it_needs(tmp_path: Path) -> None:
     write(tmp_path, {"pyproject.toml": '[project]\nname = "p"\ndependencies = ["torch>=2.0"]\n', "train.py": ADAM})
-    result = Gpulint(False, tmp_path / "cache").check("--output-format", "concise", tmp_path / "train.py")
+    result = Gpulint(False, tmp_path / "cache").check("--output-format", "concise", "--show-fixes",
+                                                      tmp_path / "train.py")
     assert "GPU201" in result.output and "fixable" not in result.output
-    assert "not fixed: fused Adam needs torch 2.4 on every device (torch-version is 2.0)" in result.output
+    assert "note: no fix: fused=True on CPU parameters needs torch 2.4 (torch-version is 2.0)" in result.output
 
 
 def test_one_look_per_folder(tmp_path: Path) -> None:
