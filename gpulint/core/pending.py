@@ -178,13 +178,17 @@ class ImportPlanner:
                 groups.append([])
             groups[-1].append((line, _import_key(self.module.code_for_node(line.body[0]).strip())))
         sections = [min(k[0] for _, k in group) for group in groups]
-        for group, section in zip(groups, sections):
-            if section != key[0] or any(k[0] != section for _, k in group):
-                continue
-            for line, other in group:
+        members = [(line, other) for group in groups for line, other in group]
+        root = key[2].split(".")[0]
+        # in order among the imports of the same package (`torch`), else of its section; blank lines
+        # aside (a notebook's cells have them), and never among a project's own modules it cannot tell
+        same = [m for m in members if m[1][0] == key[0] and m[1][2].split(".")[0] == root] or [
+            m for m in members if m[1][0] == key[0]]
+        if same:
+            for line, other in same:
                 if other > key:
                     return InsertStatements(anchor=line, code=statement, after=False)
-            return InsertStatements(anchor=group[-1][0], code=statement, after=True)
+            return InsertStatements(anchor=same[-1][0], code=statement, after=True)
         # no section of its kind yet: a new one between the sections before and after it
         before = [group for group, section in zip(groups, sections) if section < key[0]]
         if before:
