@@ -37,6 +37,7 @@ else:  # pragma: no cover
 
 ROOT = Path(__file__).resolve().parent.parent
 RUFF_SELECT = "E,W,F,I"
+BLOCK_CODES = frozenset({"I001", "I002"})  # ruff reports these once per import block, at its first line
 
 
 @dataclass
@@ -144,9 +145,16 @@ def new_findings(before: list[dict], after: list[dict], folder: Path, old: dict[
         kept_rows = set(mapping.values())
         unmatched = Counter((i["code"], i["location"]["row"]) for i in was)
         changed_before = Counter(i["code"] for i in was if i["location"]["row"] not in kept_rows)
+        blocks = Counter(i["code"] for i in was if i["code"] in BLOCK_CODES)
         for item in sorted(now, key=lambda i: i["location"]["row"]):
             row = item["location"]["row"]
             code = item["code"] or "E999"
+            if code in BLOCK_CODES:  # one per import block, reported on its first line: matched by count
+                if blocks[code] > 0:
+                    blocks[code] -= 1
+                else:
+                    out.append(item)
+                continue
             if row in mapping and unmatched[(code, mapping[row])] > 0:
                 unmatched[(code, mapping[row])] -= 1
             elif row not in mapping and changed_before[code] > 0:

@@ -205,18 +205,20 @@ def _fix_line(nodes: list[cst.CSTNode], targets: list[cst.CSTNode], rendering: R
             broken = _break_more(node, span, full, start, end, style)
             if broken is not None and not broken.deep_equals(node):
                 return _replace(nodes, node, broken)
-    # the outermost one-line bracket (or `a if c else b`) that runs past the limit, split
-    for node, (a, b) in on_line:
-        closing = 2 if isinstance(node, (cst.FunctionDef, cst.Parameters)) else 0  # `):` after a def's parameters
-        if _multiline(full[a:b]) or _column(full, b) + closing <= style.width:
-            continue
-        if isinstance(node, cst.IfExp):
-            return _replace(nodes, node, _wrapped_ifexp(node, _line_indent(full, a), style,
-                                                        _inside_brackets(full, a)))
-        if isinstance(node, _BRACKETED) and _elements(node):
-            split = _split(node, _line_indent(full, a), style, _column(full, _open_offset(node, a)))
-            if not split.deep_equals(node):
-                return _replace(nodes, node, split)
+    # the outermost one-line bracket (or `a if c else b`) that runs past the limit, split; else the
+    # outermost one at all (`f(x).attr.call()` or a trailing comment past the limit: black's split too)
+    for past_limit in (True, False):
+        for node, (a, b) in on_line:
+            closing = 2 if isinstance(node, (cst.FunctionDef, cst.Parameters)) else 0  # `):` after parameters
+            if _multiline(full[a:b]) or (past_limit and _column(full, b) + closing <= style.width):
+                continue
+            if isinstance(node, cst.IfExp):
+                return _replace(nodes, node, _wrapped_ifexp(node, _line_indent(full, a), style,
+                                                            _inside_brackets(full, a)))
+            if isinstance(node, _BRACKETED) and _elements(node):
+                split = _split(node, _line_indent(full, a), style, _column(full, _open_offset(node, a)))
+                if not split.deep_equals(node):
+                    return _replace(nodes, node, split)
     return None
 
 
