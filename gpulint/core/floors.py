@@ -30,9 +30,11 @@ SYMBOLS: dict[str, Symbol] = {s.code: s for s in (
     Symbol("torch.amp.GradScaler", (2, 3), "with a device type argument; CPU included"),
     Symbol("torch.amp.custom_fwd / custom_bwd(device_type=...)", (2, 4)),
     Symbol("ShardedGradScaler(device, ...)", (2, 1),
-           "torch.distributed.fsdp.sharded_grad_scaler; the device argument first"),
+           "torch.distributed.fsdp.sharded_grad_scaler; older ones take init_scale first (not in the "
+           "facts doc: from the 2.1 release, not read from a wheel)"),
     Symbol("torch.cuda.is_bf16_supported(including_emulation=False)", (2, 3),
-           "False on GPUs that only emulate bfloat16 (T4, V100); amp-dtype \"auto\" writes it"),
+           "False on GPUs that only emulate bfloat16 (T4, V100); amp-dtype \"auto\" writes it (not in "
+           "the facts doc: 2.3 added the emulation it excludes, not read from a wheel)"),
     Symbol("Adam(fused=True)", (1, 13), "CUDA; CPU from 2.4"),
     Symbol("AdamW(fused=True)", (2, 0), "CUDA; CPU from 2.4"),
     Symbol("SGD(fused=True)", (2, 3), "CUDA; CPU from 2.4"),

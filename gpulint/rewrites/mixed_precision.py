@@ -379,8 +379,10 @@ def scaler_refusal(facts: TrainingFacts, step: TrainingStep) -> str:
     """Why `scaler_plan` found no way to add a GradScaler, in one claim."""
     if any(_fused_sgd_with_momentum(facts, s.optimizer) for s in step.steps) or facts.ctx.project.fused_sgd:
         return "fused SGD with momentum is built in or around this file, and a skipped scaled step corrupts it"
-    if len(step.backwards) != 1 or len(step.steps) != 1:
-        return "the step has several backward() or optimizer step() calls, too many for one GradScaler"
+    if len(step.backwards) > 1:
+        return f"the step calls backward() {len(step.backwards)} times, and one GradScaler path cannot serve them"
+    if len(step.steps) > 1:
+        return f"the step steps {len(step.steps)} optimizers, and one GradScaler path cannot serve them"
     return "the step's gradients are used between backward() and step() where a GradScaler cannot unscale them"
 
 

@@ -96,11 +96,16 @@ class MissingAutocast(Rule):
         """,
         use_instead="""
         device = torch.device("cuda")
-        scaler = torch.amp.GradScaler(device.type)
+        amp_dtype = (
+            torch.bfloat16
+            if torch.cuda.is_bf16_supported(including_emulation=False)
+            else torch.float16
+        )
+        scaler = torch.amp.GradScaler(device.type, enabled=(amp_dtype == torch.float16))
         for data, target in loader:
             data, target = data.to(device), target.to(device)
             optimizer.zero_grad()
-            with torch.autocast(device_type=device.type, dtype=torch.float16):
+            with torch.autocast(device_type=device.type, dtype=amp_dtype):
                 output = model(data)
                 loss = criterion(output, target)
             scaler.scale(loss).backward()
@@ -115,24 +120,43 @@ class MissingAutocast(Rule):
         through the loss assignment. Building a model or an optimizer and waiting on futures
         are never inside; when such a line sits between forward statements, or the loss is
         computed inside the `backward()` call, no fix is offered. `backward()` stays outside.
-        The dtype comes from the `amp-dtype` setting: `float16` (default, every CUDA GPU) also
-        routes backward, gradient clipping (`unscale_`) and the optimizer step through one
-        GradScaler, on the accumulation boundary when the step is conditional; `bfloat16`
-        (Ampere and newer) needs none. The scaler lives as long as the optimizer: beside a
-        global optimizer; or, when `train()` receives the optimizer from a function of the
-        file, created there, passed in (`scaler=None` keeps other callers working) and saved
-        and loaded with the optimizer's state in checkpoint dicts; else before the step's
-        loop, and the message says what to move. Sharded parameters (FSDP) get
-        `ShardedGradScaler`, which agrees on inf/NaN across ranks; tensor-parallel (DTensor)
-        parameters get bfloat16 and no scaler. `nn.BCELoss` / `F.binary_cross_entropy`, which
-        CUDA autocast refuses ("unsafe to autocast"), stay outside the region with their
-        inputs cast to float32; inside a helper of the step, no fix. The device type is the
-        script's own (`device.type`, `torch.device(args.device).type`) when it can be seen,
-        else `"cuda"`. No float16 fix with a `torch-version` floor below 2.3, when the step is
-        too irregular for one scaler path (several backward calls or optimizers, gradients
-        clipped on every micro-step but stepped on a boundary), or when fused SGD with
-        momentum, which a skipped scaled step corrupts, is built in the file or a module of
-        the project around it.
+
+        The dtype comes from the `amp-dtype` setting. `"auto"` (the default) writes the choice
+        once, decided at run time: bfloat16 where the GPU computes in it natively (Ampere and
+        newer; `torch.cuda.is_bf16_supported(including_emulation=False)`, since a T4 or V100
+        only emulates it, slowly), else float16 with a GradScaler that is enabled on that path
+        only; where the device type is chosen at run time, a CPU, Intel GPU or Mac run takes
+        bfloat16. `"float16"` writes float16 and a GradScaler that is always on; `"bfloat16"`
+        writes no scaler. A GradScaler routes backward, gradient clipping (`unscale_`) and the
+        optimizer step through it, on the accumulation boundary when the step is conditional.
+        The scaler lives as long as the optimizer: beside a global optimizer; or, when
+        `train()` receives the optimizer from a function of the file, created there, passed in
+        with the dtype choice (`scaler=None, amp_dtype=None` keep other callers working) and
+        saved and loaded with the optimizer's state in checkpoint dicts; else before the step's
+        loop, and when that function runs more than once the fix message says what to move.
+
+        The device type is the script's own: the device the step moves tensors to
+        (`device.type`, `torch.device(args.device).type`, also a device chosen on several
+        branches), else the model's (`next(model.parameters()).device.type`), else the batch's
+        (`x.device.type`, bfloat16 only, since no scaler is created then), else `"cuda"` (or
+        `"xpu"` in a file that uses Intel GPUs only, which also gets bfloat16).
+
+        bfloat16 whatever `amp-dtype` says, with no scaler: for tensor-parallel (DTensor)
+        parameters, and for a fused optimizer under FSDP, whose ShardedGradScaler would skip
+        the cross-rank inf check (reproduced on two CPU ranks: bench/fsdp_fused_scaler.py).
+        Other FSDP-sharded parameters get `ShardedGradScaler`. A constant float16 cannot hold
+        in the forward pass or loss, in a function of the file they call, or in a `forward` of
+        the file (`1e-15` added before a log flushes to zero; a `-1e9` mask overflows past
+        65504) gets bfloat16 under `"auto"` and no fix under `"float16"`.
+        `nn.BCELoss` / `F.binary_cross_entropy`, which CUDA autocast refuses ("unsafe to
+        autocast"), stay outside the region with their inputs cast to float32; inside a helper
+        of the step, no fix. No fix when the project's torch floor lacks a symbol the fix would
+        write (`torch.autocast` 1.10, `torch.amp.GradScaler` and `including_emulation=` 2.3,
+        `ShardedGradScaler(device)` 2.1; see docs/fix-safety.md), when the step is too
+        irregular for one scaler path (several backward calls or optimizers, gradients clipped
+        on every micro-step but stepped on a boundary), or when fused SGD with momentum, which
+        a skipped scaled step corrupts, is built in the file or a module of the project around
+        it. The finding's note says which.
 
         Not reported in test files (`lint-tests`), when mixed precision is done another way in
         the file, its callers or the modules either imports (a GradScaler, FSDP
@@ -197,8 +221,7 @@ class MissingAutocast(Rule):
         if not forced and mode != "bfloat16":
             hazard = float16_hazard(facts, list(region.container.body[region.start:region.end + 1]))
             if hazard is not None and mode == "float16":
-                return None, (f"no float16 fix: {hazard.text()}; set amp-dtype = \"bfloat16\" or keep that "
-                              "expression out of the forward pass")
+                return None, f"no float16 fix: {hazard.text()}; amp-dtype = \"bfloat16\" gets a fix"
             if hazard is not None:
                 forced = hazard.text()
         if forced:
@@ -210,7 +233,7 @@ class MissingAutocast(Rule):
         if mode != "bfloat16" and not backward.scaled:
             plan = scaler_plan(facts, step, backward)
             if plan is None:
-                return None, f"no {mode} fix: {scaler_refusal(facts, step)}"
+                return None, f"{_no_fix(mode)}: {scaler_refusal(facts, step)}"
         name = scaler_name(self.ctx)
         scaler_class, class_edit = grad_scaler_class(self.ctx, torch.expr, parallel) if plan is not None \
             else ("", None)
@@ -223,7 +246,7 @@ class MissingAutocast(Rule):
         too_new = floors.too_new(settings.torch_version, symbols)
         if too_new is not None:
             hint = "; amp-dtype = \"bfloat16\" needs only torch 1.10" if mode != "bfloat16" else ""
-            return None, f"no {mode} fix: {too_new.reason()}{hint}"
+            return None, f"{_no_fix(mode)}: {too_new.reason()}{hint}"
         choice: Optional[Callable[[str, cst.CSTNode], str]] = None
         choice_name = None
         dtype = f"{torch.expr}.{mode}"
@@ -274,6 +297,11 @@ class MissingAutocast(Rule):
             return ""
         return (f"; {function.name.value}() runs more than once and creates a new GradScaler each time: create it "
                 "once where the optimizer is made, pass it in, and save scaler.state_dict() with the optimizer's")
+
+
+def _no_fix(mode: str) -> str:
+    """`no fix`, or `no float16 fix` when amp-dtype names the dtype that has none."""
+    return "no fix" if mode == "auto" else f"no {mode} fix"
 
 
 def _bound_names(ctx: FileContext) -> set[str]:

@@ -104,9 +104,12 @@ class Fp16WithoutGradScaler(Rule):
         chosen at run time from a table that includes float16 (`{"float16": torch.float16,
         ...}[dtype]`) gets a scaler enabled only for float16 (`enabled=(ptdtype ==
         torch.float16)`). Under FSDP the scaler is `ShardedGradScaler`; with tensor-parallel
-        parameters no fix is offered (prefer bfloat16). Not offered for fused SGD with momentum
-        built nearby, whose momentum buffer a skipped first step leaves uninitialised (weights
-        blew up within 3 steps on torch 2.14), nor with a `torch-version` floor below 2.3. Not
+        parameters, or a fused optimizer under FSDP (whose ShardedGradScaler would skip the
+        cross-rank inf check: bench/fsdp_fused_scaler.py), no fix is offered (prefer bfloat16).
+        Not offered for fused SGD with momentum built nearby, whose momentum buffer a skipped
+        first step leaves uninitialised (weights blew up within 3 steps on torch 2.14), nor with
+        a torch floor below the scaler it would write (`torch.amp.GradScaler` 2.3,
+        `ShardedGradScaler(device)` 2.1). The finding's note says why no fix is offered. Not
         reported when the file or a caller creates a GradScaler, uses another loss scaler (apex
         `scale_loss`), or in test files.
         """,

@@ -96,7 +96,7 @@ class DeprecatedCudaAmp(Rule):
                 continue
             self.report(
                 alias,
-                f"{module}.{name} is deprecated (FutureWarning since torch 2.4): import {name} from torch.amp",
+                f"{module}.{name} is deprecated since torch 2.4: import {name} from torch.amp",
                 self.fixes.for_import(node, alias), note=self._floor_note(replacement),
             )
 
@@ -109,7 +109,7 @@ class DeprecatedCudaAmp(Rule):
         constructed = f'{new}("{replacement.device}", ...)'
         how = {"autocast": constructed, "GradScaler": constructed}.get(
             replacement.name, f'{new}(..., device_type="{replacement.device}")')
-        return f"{target} is deprecated (FutureWarning since torch 2.4): use {how}"
+        return f"{target} is deprecated since torch 2.4: use {how}"
 
     def _floor_note(self, replacement: Replacement) -> str:
         too_new = floors.too_new(self.ctx.settings.torch_version, [replacement.symbol])

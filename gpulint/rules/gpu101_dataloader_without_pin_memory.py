@@ -68,7 +68,15 @@ class DataLoaderPinMemory(Rule):
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         """,
         fix_safety="""
-        Adds `pin_memory=True`; results are unchanged. Safe when the dataset is known to yield
+        Adds `pin_memory=True`, and `non_blocking=True` to the copies of the loader's batches to
+        the GPU, so that they run asynchronously (pinning alone leaves them synchronous and buys
+        little): the `.to(device)` / `.cuda()` calls on the batch, its parts and what is unpacked
+        from it, inside the loops over the loader in the file, also in a function of the file the
+        loader is passed to. Never a `.cpu()` or `.to("cpu")`, a dtype cast, a copy whose
+        result is read on the host in the loop (`.item()`, `.tolist()`, `.numpy()`, `print()`),
+        or `.to()` on a whole batch a `collate_fn` built (its own `.to()` may lack
+        `non_blocking`). Where gpulint sees no such copy, the finding's note says what to add.
+        Results are unchanged. Safe when the dataset is known to yield
         CPU tensors: a dataset class gpulint reads (in this file or another file of the
         project), unless its items hold values its constructor was handed as they are and the
         call passes them more than literals or command-line options; a TensorDataset of CPU

@@ -93,7 +93,12 @@ class NonFusedOptimizer(Rule):
         overflows (weights blew up within 3 steps on torch 2.14). Where gpulint's own float16
         fix (GPU001/GPU002) adds a GradScaler in the same run, SGD with momentum is reported
         without a fix, and not at all once the scaler exists. SGD without momentum keeps no
-        buffer and is always reported.
+        buffer and is always reported. Under FSDP with a ShardedGradScaler (there, or written by
+        gpulint's own mixed-precision fix in the same run) no optimizer gets a fix: the fused
+        path of `scaler.step` checks for inf/NaN on each rank's own gradient shard, skipping the
+        all-reduce that ShardedGradScaler does in `unscale_`, so one rank steps while another
+        skips and the loss scales split; calling `scaler.unscale_(optimizer)` first raises with
+        a fused Adam in torch 2.13 (both reproduced on two CPU ranks: bench/fsdp_fused_scaler.py).
         """,
     )
 
@@ -144,7 +149,7 @@ class NonFusedOptimizer(Rule):
             note = f"no fix: {too_new.reason()}"
         self.report(
             node,
-            f"{spelled} without fused=True: one fused kernel per step would replace the loop over parameters",
+            f"{spelled} without fused=True: a fused kernel would replace the loop over parameters",
             self._fix(node, names, kwargs.has("foreach") and is_literal(foreach, "True"),
                       "foreach" in kwargs.from_splat) if fixable and not note else None,
             note=note,

@@ -206,8 +206,7 @@ class DeepStackWithoutCheckpointing(Rule):
             note = f"no fix: {too_new.reason()}"
         self.report(
             stack.construction,
-            f"nn.{stack.kind} of {size} trained without activation checkpointing: their activations all stay "
-            "until backward",
+            f"nn.{stack.kind} of {size} trained without activation checkpointing: activations kept until backward",
             self._fix(stack, runs) if fixable and too_new is None else None,
             statement=stack.statement, note=note,
         )

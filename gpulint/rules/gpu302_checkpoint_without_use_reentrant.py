@@ -76,7 +76,11 @@ class CheckpointWithoutUseReentrant(Rule):
         detached or modified in place inside the block behave differently, and the block's
         parameters now do get gradients when its inputs do not require grad). The strictly
         behaviour-preserving choice is `use_reentrant=True`, which silences the warning and
-        keeps the trap; write it yourself if you need it (e.g. for DeepSpeed ZeRO-3). Calls in
+        keeps the trap; write it yourself if you need it (e.g. for DeepSpeed ZeRO-3). Where the
+        enclosing function receives the caller's choice, the fix passes it on instead: its
+        `use_reentrant` parameter (`use_reentrant=use_reentrant`), or its
+        `gradient_checkpointing_kwargs` (`**(gradient_checkpointing_kwargs or {})` to torch,
+        `gradient_checkpointing_kwargs=gradient_checkpointing_kwargs` to Transformers). Calls in
         code kept for an older torch (the branches of a torch version test, `try/except
         ImportError`) are not reported: `use_reentrant` may not exist there.
         """,
@@ -127,8 +131,7 @@ class CheckpointWithoutUseReentrant(Rule):
             fix = PendingFix.unsafe("Add `use_reentrant=False`", Replace(node, new))
         self.report(
             node,
-            f"{name}() without use_reentrant runs in reentrant mode: blocks whose inputs need no grad get no "
-            "gradients",
+            f"{name}() without use_reentrant runs in reentrant mode: blocks with no-grad inputs get no gradients",
             fix, note=note,
         )
 
@@ -190,8 +193,8 @@ class CheckpointWithoutUseReentrant(Rule):
                 fix = PendingFix.unsafe(message, Replace(node, add_keyword(node, HF_KWARGS, non_reentrant)))
         self.report(
             node,
-            "gradient_checkpointing_enable() without use_reentrant checkpoints in reentrant mode: blocks whose "
-            "inputs need no grad get no gradients",
+            "gradient_checkpointing_enable() without use_reentrant is reentrant: blocks with no-grad inputs get no "
+            "gradients",
             fix, note=note,
         )
 
