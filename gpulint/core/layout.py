@@ -245,7 +245,8 @@ class _Swap(cst.CSTTransformer):
         self.old = old
         self.new = new
 
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[no-untyped-def]
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode,  # type: ignore[override]
+                 ) -> Union[cst.CSTNode, cst.FlattenSentinel, cst.RemovalSentinel]:
         if original_node is self.old:
             return self.new
         return updated_node
@@ -311,7 +312,9 @@ def _with_opening(node: Bracketed, ws: cst.BaseParenthesizableWhitespace) -> Bra
         return node.with_changes(whitespace_before_args=ws)
     if isinstance(node, (cst.Dict, cst.Set)):
         return node.with_changes(lbrace=node.lbrace.with_changes(whitespace_after=ws))
-    return node.with_changes(lbracket=node.lbracket.with_changes(whitespace_after=ws))
+    if isinstance(node, cst.List):
+        return node.with_changes(lbracket=node.lbracket.with_changes(whitespace_after=ws))
+    return node  # a def's parameters alone: their opening bracket belongs to the def
 
 
 def _with_closing(node: Bracketed, ws: cst.BaseParenthesizableWhitespace) -> Bracketed:
@@ -371,7 +374,9 @@ def _closing(node: Bracketed) -> cst.BaseParenthesizableWhitespace:
         return last.whitespace_after_param
     if isinstance(node, (cst.Dict, cst.Set)):
         return node.rbrace.whitespace_before
-    return node.rbracket.whitespace_before
+    if isinstance(node, cst.List):
+        return node.rbracket.whitespace_before
+    return cst.SimpleWhitespace("")
 
 
 def _split(node: Bracketed, indent: str, style: CodeStyle, open_column: int) -> Bracketed:

@@ -204,9 +204,8 @@ class ImportPlanner:
                 if all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in small):
                     found.append(statement)
                     continue
-                if index == 0 and len(small) == 1 and isinstance(small[0], cst.Expr) and isinstance(
-                        small[0].value, (cst.SimpleString, cst.ConcatenatedString)):
-                    continue  # the module docstring
+                if index == 0 and _is_docstring(statement):
+                    continue
             break
         return found
 
@@ -214,10 +213,14 @@ class ImportPlanner:
         """After the module docstring, else before its first statement (a module without imports)."""
         body = self.module.body
         first = body[0] if body else None
-        if isinstance(first, cst.SimpleStatementLine) and len(first.body) == 1 and isinstance(
-                first.body[0], cst.Expr) and isinstance(first.body[0].value, (cst.SimpleString, cst.ConcatenatedString)):
+        if first is not None and _is_docstring(first):
             return first, True
         return (first, False) if first is not None else (None, False)
+
+
+def _is_docstring(statement: cst.BaseStatement) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and isinstance(
+        statement.body[0], cst.Expr) and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
 
 
 _FUTURE, _STDLIB, _THIRD_PARTY, _LOCAL = 0, 1, 2, 3

@@ -30,8 +30,9 @@ def add_keyword(call: cst.Call, name: str, value: str) -> cst.Call:
     """`f(a, b)` -> `f(a, b, name=value)`, one argument per line if the call is laid out so."""
     new_value = cst.parse_expression(value)
     # `=` spaced as the call's own keywords are (`batch_size = 32` in some code bases)
-    equal = next((a.equal for a in reversed(call.args) if a.keyword is not None and isinstance(a.equal, cst.AssignEqual)),
-                 cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+    tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+    equal = next((a.equal for a in reversed(call.args)
+                  if a.keyword is not None and isinstance(a.equal, cst.AssignEqual)), tight)
     arg = cst.Arg(keyword=cst.Name(name), value=new_value, equal=equal)
     args = list(call.args)
     if not args:

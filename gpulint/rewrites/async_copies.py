@@ -62,7 +62,7 @@ def copy_edits(ctx: FileContext, copies: Copies) -> list[Replace]:
     """`non_blocking=True` on each copy: one edit per statement, so that copies sharing a line are laid
     out together (`x, y = x.to(device), y.to(device)`)."""
     facts = ctx.analysis(training_facts)
-    by_statement: dict[int, tuple[cst.CSTNode, list[cst.Call]]] = {}
+    by_statement: dict[int, tuple[cst.SimpleStatementLine, list[cst.Call]]] = {}
     edits: list[Replace] = []
     for call in copies.calls:
         statement = facts.statement_of(call)
@@ -70,8 +70,10 @@ def copy_edits(ctx: FileContext, copies: Copies) -> list[Replace]:
             by_statement.setdefault(id(statement), (statement, []))[1].append(call)
         else:
             edits.append(Replace(call, add_keyword(call, "non_blocking", "True")))
-    for statement, calls in by_statement.values():
-        edits.append(Replace(statement, statement.visit(_NonBlocking({id(c) for c in calls}))))
+    for line, calls in by_statement.values():
+        rewritten = line.visit(_NonBlocking({id(c) for c in calls}))
+        assert isinstance(rewritten, cst.SimpleStatementLine)  # only calls change
+        edits.append(Replace(line, rewritten))
     return edits
 
 
@@ -156,10 +158,10 @@ def _passed_in(facts: TrainingFacts, parameter: cst.Name, loader: cst.Name) -> b
     to (`train(model, train_loader, ...)` -> `def train(model, loader, ...)`), and is never rebound."""
     names = facts.ctx.names
     owner = names.binding_scope(parameter)
-    function = owner.node if owner is not None else None
-    if not isinstance(function, cst.FunctionDef) or owner.bindings.get(parameter.value) != [None] \
-            or owner.values.get(parameter.value) != [None]:
+    if owner is None or not isinstance(owner.node, cst.FunctionDef) \
+            or owner.bindings.get(parameter.value) != [None] or owner.values.get(parameter.value) != [None]:
         return False
+    function = owner.node
     params = [*function.params.posonly_params, *function.params.params]
     position = next((i for i, p in enumerate(params) if p.name.value == parameter.value), None)
     calls = [c for c in facts.calls if isinstance(c.func, cst.Name) and c.func.value == function.name.value
@@ -283,10 +285,10 @@ def _read_on_host(facts: TrainingFacts, loop: cst.For, call: cst.Call) -> bool:
         tuple_node = facts.parent(parent)
         assign = facts.parent(tuple_node) if tuple_node is not None else None
         if isinstance(assign, cst.Assign) and isinstance(tuple_node, cst.Tuple) and len(assign.targets) == 1:
-            target = assign.targets[0].target
+            destination = assign.targets[0].target
             index = next(i for i, e in enumerate(tuple_node.elements) if e is parent)
-            if isinstance(target, (cst.Tuple, cst.List)) and index < len(target.elements):
-                assigned = _names(target.elements[index].value)
+            if isinstance(destination, (cst.Tuple, cst.List)) and index < len(destination.elements):
+                assigned = _names(destination.elements[index].value)
     if not assigned:
         return False
     for other in facts.calls:

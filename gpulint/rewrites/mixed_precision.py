@@ -21,7 +21,6 @@ from gpulint.analysis.training import (
     TrainingFacts,
     TrainingStep,
 )
-from gpulint.core.arguments import positional_args
 from gpulint.core.context import FileContext
 from gpulint.core.names import NameUses, dotted
 from gpulint.core.pending import PendingEdit, Replace

@@ -12,7 +12,6 @@ from gpulint.analysis.training import (
     Coverage,
     TrainingFacts,
     TrainingStep,
-    training_facts,
     training_step_of,
 )
 from gpulint.core import floors

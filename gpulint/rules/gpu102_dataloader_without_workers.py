@@ -123,12 +123,12 @@ class DataLoaderNumWorkers(Rule):
             new = None
         note = ""
         too_new = floors.too_new(self.ctx.settings.torch_version, [floors.NUM_WORKERS])
-        if new is not None and too_new is None:
-            fix = PendingFix.unsafe(f"Set `num_workers={capped}`", os_module.edit, Replace(node, new))
-        elif new is None:
+        if new is None:
             note = "no fix: num_workers comes from a `**dict` other calls may share; set it there"
-        else:
+        elif too_new is not None:
             note = f"no fix: {too_new.reason()}"
+        else:
+            fix = PendingFix.unsafe(f"Set `num_workers={capped}`", os_module.edit, Replace(node, new))
         self.report(node, "DataLoader without worker processes: the GPU waits while each batch is prepared", fix,
                     note=note)
 

@@ -8,10 +8,10 @@ from typing import Optional
 import libcst as cst
 
 from gpulint.analysis.training import FRAMEWORKS, training_facts
+from gpulint.core import floors
 from gpulint.core.arguments import KeywordArgs, positional_args
 from gpulint.core.context import FileContext
 from gpulint.core.edits import Applicability
-from gpulint.core import floors
 from gpulint.core.pending import PendingFix, Replace
 from gpulint.core.rewrite import add_keyword, is_literal, set_keyword
 from gpulint.core.values import single_value

@@ -22,7 +22,8 @@ FLAGGED = IMPORTS + "loader = DataLoader(ds(), num_workers=2)\n"
 FIXED = IMPORTS + "loader = DataLoader(ds(), num_workers=2, pin_memory=True)\n"
 UNSAFE_ONLY = "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, pin_memory=True)\n"
 CLEAN = "import torch\nx = torch.zeros(3)\n"
-UNSAFE_AND_NONE = UNSAFE_ONLY + "a = torch.optim.Adam(model.parameters())\nb = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+UNSAFE_AND_NONE = (UNSAFE_ONLY + "a = torch.optim.Adam(model.parameters())\n"
+                   "b = torch.optim.SGD(model.parameters(), lr=0.1)\n")
 
 
 def gpulint(*args: str, input: bytes | str | None = None) -> Result:

@@ -30,7 +30,10 @@ def test_a_call_is_split_after_its_bracket_then_one_argument_a_line() -> None:
                        "pin_memory", "True")
     node = fit([call], Frame("    loader = ", "", (), "\n"), HANGING, set())
     text = "    loader = " + render(node, (), "    ", "\n").text
-    assert text == "    loader = DataLoader(\n        dataset, batch_size=64, shuffle=True, num_workers=8, pin_memory=True\n    )"
+    assert text.splitlines() == [
+        "    loader = DataLoader(",
+        "        dataset, batch_size=64, shuffle=True, num_workers=8, pin_memory=True",
+        "    )"]
     longer = laid_out("DataLoader(training_dataset, batch_size=args.batch_size, shuffle=True, num_workers=8, "
                       "pin_memory=True)", "    train_loader = ")
     assert longer.splitlines() == [
@@ -120,11 +123,13 @@ def test_line_length_comes_from_the_projects_formatter_settings(tmp_path: Path) 
     (tmp_path / "black").mkdir()
     (tmp_path / "black" / "pyproject.toml").write_text("[tool.black]\nline-length = 100\n")
     (tmp_path / "ruff").mkdir()
-    (tmp_path / "ruff" / "pyproject.toml").write_text("[tool.black]\nline-length = 100\n[tool.ruff]\nline-length = 110\n")
+    (tmp_path / "ruff" / "pyproject.toml").write_text(
+        "[tool.black]\nline-length = 100\n[tool.ruff]\nline-length = 110\n")
     (tmp_path / "ruff" / "own").mkdir()
     (tmp_path / "ruff" / "own" / "ruff.toml").write_text("line-length = 99\n")
     (tmp_path / "gpulint").mkdir()
-    (tmp_path / "gpulint" / "pyproject.toml").write_text("[tool.gpulint]\nline-length = 79\n[tool.ruff]\nline-length = 120\n")
+    (tmp_path / "gpulint" / "pyproject.toml").write_text(
+        "[tool.gpulint]\nline-length = 79\n[tool.ruff]\nline-length = 120\n")
     assert declared_line_length(str(tmp_path)) == (127, "setup.cfg [flake8] max-line-length")
     assert declared_line_length(str(tmp_path / "black")) == (100, "pyproject.toml [tool.black] line-length")
     assert declared_line_length(str(tmp_path / "ruff")) == (110, "pyproject.toml [tool.ruff] line-length")
