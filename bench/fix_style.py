@@ -21,6 +21,7 @@ import configparser
 import difflib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -67,6 +68,21 @@ def ruff_config(repo: Path) -> Optional[str]:
         if isinstance(data.get("tool"), dict) and "ruff" in data["tool"]:
             return "pyproject.toml [tool.ruff]"
     return None
+
+
+def unpin_ruff(repo: Path) -> bool:
+    """Drop a `required-version` pin from the copy's ruff configuration: the repository's settings still
+    apply, checked by the ruff installed here."""
+    changed = False
+    for name in ("ruff.toml", ".ruff.toml", "pyproject.toml"):
+        path = repo / name
+        if path.is_file():
+            lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+            kept = [line for line in lines if not re.match(r"\s*required-version\s*=", line)]
+            if kept != lines:
+                path.write_text("".join(kept), encoding="utf-8")
+                changed = True
+    return changed
 
 
 def other_line_length(repo: Path) -> tuple[Optional[int], str]:
@@ -175,6 +191,7 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 def measure(source: Path, work: Path) -> RepoResult:
     copy = work / source.name
     shutil.copytree(source, copy, symlinks=True)
+    unpinned = unpin_ruff(copy)
     own = ruff_config(copy)
     extra: list[str] = []
     if own is None:
@@ -183,7 +200,7 @@ def measure(source: Path, work: Path) -> RepoResult:
             extra = ["--line-length", str(length)]
         result = RepoResult(source.name, f"none; line length from {where}")
     else:
-        result = RepoResult(source.name, own)
+        result = RepoResult(source.name, own + (" (its required-version pin dropped)" if unpinned else ""))
     before, error = run_ruff(copy, extra)
     if error:  # a configuration this ruff cannot read: judge with ruff's defaults instead
         result.ruff_config += f" (unreadable by this ruff: {error}; ruff defaults used)"

@@ -33,7 +33,7 @@ Container = Union[cst.IndentedBlock, cst.Module]
 
 # calls that only fetch, move or reshape a batch: a region never starts with them
 _MOVING_METHODS = frozenset({
-    "to", "cuda", "cpu", "float", "double", "long", "int", "bool", "contiguous", "view", "reshape",
+    "to", "cuda", "xpu", "mps", "cpu", "float", "double", "long", "int", "bool", "contiguous", "view", "reshape",
     "squeeze", "unsqueeze", "permute", "flatten", "pin_memory", "get", "items", "keys", "values",
 })
 _MOVING_FUNCTIONS = frozenset({"next", "iter", "len", "zip", "enumerate", "range", "tuple", "list", "dict"})

@@ -225,7 +225,7 @@ class MissingAutocast(Rule):
                 forced = hazard.text()
         if forced:
             mode = "bfloat16"
-        if mode == "bfloat16" and device == self.ctx.style.string(default_device(self.ctx)):
+        if mode == "bfloat16" and device == self.ctx.style.string("cuda") and default_device(self.ctx) == "cuda":
             # no scaler to create before the loop: the batch's own device type will do inside it
             device = device_type_code(facts, step, anchor, torch.expr, model_calls, inside_step=True)
         plan = None
