@@ -10,9 +10,18 @@ fused, each with and without `scaler.unscale_(optimizer)` before `scaler.step(op
 With a fused optimizer and no `unscale_`, `GradScaler.step` takes the fused path and checks for
 infs on each rank's own gradients only (`_check_inf_per_device`); ShardedGradScaler's all-reduce of
 the inf flag lives in its `unscale_`, which that path never calls. So rank 0 skips, rank 1 steps,
-and the scales split. gpulint's GPU201 therefore withholds `fused=True` there, and the
-mixed-precision fix (GPU001/GPU002) always writes `scaler.unscale_(optimizer)` under FSDP.
-tests/rules/test_fsdp_fused_scaler.py runs this script.
+and the scales split. Calling `scaler.unscale_(optimizer)` first does not rescue it in torch 2.13:
+ShardedGradScaler's inf flag has shape [1], and the fused Adam kernel's in-place update of its
+0-d step counters with it raises. So gpulint's GPU201 withholds `fused=True` under a
+ShardedGradScaler, and the mixed-precision fix (GPU001) writes bfloat16 and no scaler for an
+optimizer already fused under FSDP (GPU002 offers no scaler there). Measured on torch 2.13 CPU:
+
+    Adam for-loop             step with the inf taken by rank 0/1: [False, False], scales [512.0, 512.0]
+    Adam for-loop + unscale_  step with the inf taken by rank 0/1: [False, False], scales [512.0, 512.0]
+    Adam fused                step with the inf taken by rank 0/1: [False, True], scales [512.0, 1024.0]
+    Adam fused + unscale_     raises: output with shape [] doesn't match the broadcast shape [1]
+
+tests/rules/test_fsdp_fused_scaler.py runs it (slow: two process groups a case).
 """
 
 from __future__ import annotations
