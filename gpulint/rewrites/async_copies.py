@@ -37,6 +37,27 @@ class Copies:
     calls: tuple[cst.Call, ...]  # `.to(device)` / `.cuda()` calls that get `non_blocking=True`
     loops: int  # loops over the loader found in this file
     where: tuple[str, ...]  # the functions holding them, for the fix message
+    mover: str = ""  # the framework that copies the batches instead: "accelerate", "lightning", ""
+
+
+def framework_mover(ctx: FileContext, loader: cst.Call) -> str:
+    """Who copies the loader's batches when the file does not: Accelerate (`accelerator.prepare(loader)`,
+    blocking unless told otherwise), or Lightning / Fabric (`*_dataloader()` hooks,
+    `fabric.setup_dataloaders(loader)`), whose transfers already pass non_blocking=True."""
+    facts = ctx.analysis(training_facts)
+    function = facts.scope_of(loader)
+    if isinstance(function, cst.FunctionDef) and function.name.value.endswith("_dataloader") \
+            and any(isinstance(a, cst.ClassDef) for a in facts.ancestors(function)):
+        return "lightning"
+    holder = _holder(facts, loader)
+    if holder is None:
+        return ""
+    for call in facts.calls:
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("prepare", "setup_dataloaders") and any(
+                _same(facts, arg.value, holder) for arg in call.args):
+            return "accelerate" if func.attr.value == "prepare" else "lightning"
+    return ""
 
 
 def batch_copies(ctx: FileContext, loader: cst.Call, custom_collate: bool) -> Copies:
@@ -55,7 +76,7 @@ def batch_copies(ctx: FileContext, loader: cst.Call, custom_collate: bool) -> Co
             name = f"{function.name.value}()" if isinstance(function, cst.FunctionDef) else "the module"
             if name not in where:
                 where.append(name)
-    return Copies(tuple(calls), len(loops), tuple(where))
+    return Copies(tuple(calls), len(loops), tuple(where), "" if calls else framework_mover(ctx, loader))
 
 
 def copy_edits(ctx: FileContext, copies: Copies) -> list[Replace]:
@@ -263,12 +284,23 @@ def _copies_in(facts: TrainingFacts, loop: cst.For, batch: set[str], custom_coll
         base = _base_name(receiver)
         if base not in names:
             continue
-        if custom_collate and isinstance(receiver, cst.Name) and receiver.value in batch:
+        if custom_collate and isinstance(receiver, cst.Name) and receiver.value in _whole_batch(loop):
             continue  # a batch a collate_fn built: its own `.to()` may not take non_blocking
         if _read_on_host(facts, loop, call):
             continue
         found.append(call)
     return found
+
+
+def _whole_batch(loop: cst.For) -> set[str]:
+    """The name a loop binds to a whole batch: `batch` in `for batch in ...` and `for i, batch in
+    enumerate(...)`; the parts of an unpacked batch (`for x, y in ...`) are not."""
+    target = loop.target
+    source = loop.iter
+    if isinstance(source, cst.Call) and isinstance(source.func, cst.Name) and source.func.value == "enumerate" \
+            and isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2:
+        target = target.elements[1].value
+    return {target.value} if isinstance(target, cst.Name) else set()
 
 
 def _read_on_host(facts: TrainingFacts, loop: cst.For, call: cst.Call) -> bool:

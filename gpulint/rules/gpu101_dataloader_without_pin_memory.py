@@ -129,7 +129,10 @@ class DataLoaderPinMemory(Rule):
             count = len(copies.calls)
             what += (f", and `non_blocking=True` to the {count} cop{'ies' if count > 1 else 'y'} of its batches "
                      f"to the GPU in {' and '.join(copies.where)}")
-        else:
+        elif copies.mover == "accelerate":
+            note = ("Accelerate copies its batches to the GPU: pass dataloader_config=DataLoaderConfiguration("
+                    "non_blocking=True) to Accelerator() so that the copies run asynchronously")
+        elif not copies.mover:  # Lightning and Fabric copy batches with non_blocking=True themselves
             note = ("gpulint sees no copy of its batches to the GPU in this file: pass non_blocking=True to the "
                     ".to(device) / .cuda() calls that make them")
         too_new = floors.too_new(self.ctx.settings.torch_version, [floors.PIN_MEMORY, floors.NON_BLOCKING])

@@ -4,9 +4,12 @@ and fix messages, where each says what the fix does, why none is offered, or wha
 from __future__ import annotations
 
 import re
+import textwrap
+from pathlib import Path
 
 import pytest
 
+from gpulint.core.settings import Settings
 from gpulint.engine.linter import lint_text
 from tests.fixture_cases import FIXTURES, Case, all_cases, load_case
 
@@ -63,3 +66,39 @@ def test_the_fix_message_names_the_dtype_written() -> None:
     [forced] = _only("GPU001/tiny_constant_gets_bfloat16.py")
     assert forced.fix is not None and forced.fix.message.endswith(
         "(bfloat16); bfloat16 because 1e-15 flushes to zero in float16")
+
+
+ACCELERATE = """
+    import torch
+    from accelerate import Accelerator
+    from torch.utils.data import DataLoader
+    from torchvision.datasets import CIFAR10
+
+    accelerator = Accelerator()
+    loader = DataLoader(CIFAR10("data"), batch_size=64)
+    model, loader = accelerator.prepare(Net(), loader)
+"""
+LIGHTNING = """
+    import lightning as L
+    import torch
+    from torch.utils.data import DataLoader
+    from torchvision.datasets import CIFAR10
+
+    class Data(L.LightningDataModule):
+        def train_dataloader(self):
+            return DataLoader(CIFAR10("data"), batch_size=64)
+"""
+
+
+def _gpu101(source: str) -> list:
+    return lint_text(Path("t.py"), textwrap.dedent(source), Settings(select=("GPU101",))).findings
+
+
+def test_gpu101_names_the_framework_that_copies_the_batches() -> None:
+    """Accelerate copies the batches blocking unless its DataLoaderConfiguration says non_blocking; Lightning and
+    Fabric already pass non_blocking=True: the note says so, or says nothing."""
+    [accelerate] = _gpu101(ACCELERATE)
+    assert accelerate.note.startswith("Accelerate copies its batches to the GPU: pass dataloader_config="
+                                      "DataLoaderConfiguration(non_blocking=True) to Accelerator()")
+    [lightning] = _gpu101(LIGHTNING)
+    assert lightning.fix is not None and lightning.note == ""
