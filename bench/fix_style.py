@@ -188,7 +188,7 @@ def snapshot(folder: Path) -> dict[str, bytes]:
     return out
 
 
-def measure(source: Path, work: Path) -> RepoResult:
+def measure(source: Path, work: Path, gpulint_root: Optional[Path] = None) -> RepoResult:
     copy = work / source.name
     shutil.copytree(source, copy, symlinks=True)
     unpinned = unpin_ruff(copy)
@@ -210,8 +210,11 @@ def measure(source: Path, work: Path) -> RepoResult:
         result.error = error
         return result
     old = snapshot(copy)
+    env = dict(os.environ)
+    if gpulint_root is not None:  # another checkout's gpulint (a baseline), imported ahead of the installed one
+        env["PYTHONPATH"] = str(gpulint_root) + os.pathsep + env.get("PYTHONPATH", "")
     done = subprocess.run([sys.executable, "-m", "gpulint", "fix", "--unsafe-fixes", "--no-cache", "--exit-zero",
-                           "."], cwd=copy, capture_output=True, text=True)
+                           "."], cwd=copy, capture_output=True, text=True, env=env)
     if done.returncode not in (0, 1):
         result.error = f"gpulint exit {done.returncode}: {done.stderr.strip()[-300:]}"
     for line in (done.stdout + done.stderr).splitlines():
@@ -267,6 +270,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--corpus", type=Path, default=Path(os.environ.get("GPULINT_CORPUS", "/work/corpus/dev")))
     parser.add_argument("--repos", help="comma-separated corpus folders (default: all)")
     parser.add_argument("--keep", type=Path, help="keep the fixed copies here (default: a temporary folder)")
+    parser.add_argument("--gpulint", type=Path, help="the checkout whose gpulint fixes (default: the installed one)")
     args = parser.parse_args(argv)
     names = args.repos.split(",") if args.repos else sorted(p.name for p in args.corpus.iterdir() if p.is_dir())
     work = args.keep or Path(tempfile.mkdtemp(prefix="gpulint-style-"))
@@ -274,7 +278,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     results = []
     try:
         for name in names:
-            result = measure(args.corpus / name, work)
+            result = measure(args.corpus / name, work, args.gpulint)
             print(f"{name}: {result.fixes} fixes in {result.files_fixed} files, {len(result.new)} new ruff findings"
                   + (f", {len(result.broken)} broken" if result.broken else "")
                   + (f" ({result.error})" if result.error else ""), file=sys.stderr, flush=True)
