@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Sequence, Union
 
 import libcst as cst
-from libcst._nodes.internal import CodegenState
 
+from gpulint.core.positions import SpanRecorder
 from gpulint.core.style import CodeStyle
 
 Bracketed = Union[cst.Call, cst.Dict, cst.List, cst.Set, cst.FunctionDef, cst.Parameters]
@@ -35,38 +35,6 @@ def visible_length(line: str) -> int:
 def long_lines(text: str, width: int) -> set[str]:
     """The stripped lines of `text` that are longer than `width`."""
     return {line.strip() for line in text.splitlines() if visible_length(line) > width}
-
-
-class _Tracker(CodegenState):
-    """Code generation that records where the nodes of interest start and end."""
-
-    def __init__(self, targets: set[int], **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
-        self.targets = targets
-        self.offset = 0
-        self.open: dict[int, int] = {}
-        self.spans: dict[int, tuple[int, int]] = {}
-
-    def add_token(self, value: str) -> None:
-        self.tokens.append(value)
-        self.offset += len(value)
-
-    def add_indent_tokens(self) -> None:
-        for token in self.indent_tokens:
-            self.add_token(token)
-
-    def pop_trailing_newline(self) -> None:
-        if self.tokens:
-            self.offset -= len(self.tokens.pop())
-
-    def before_codegen(self, node: cst.CSTNode) -> None:
-        if id(node) in self.targets:
-            self.open[id(node)] = self.offset
-
-    def after_codegen(self, node: cst.CSTNode) -> None:
-        start = self.open.pop(id(node), None)
-        if start is not None:
-            self.spans[id(node)] = (start, self.offset)
 
 
 def _nodes(new: Sequence[cst.CSTNode]) -> list[cst.CSTNode]:
@@ -99,11 +67,11 @@ class Rendering:
 
 def render(new: Sequence[cst.CSTNode], indent: Sequence[str], unit: str, newline: str,
            targets: Sequence[cst.CSTNode] = ()) -> Rendering:
-    state = _Tracker({id(n) for n in targets}, default_indent=unit, default_newline=newline,
-                     indent_tokens=list(indent))
+    state = SpanRecorder({id(n) for n in targets}, stop=False, default_indent=unit, default_newline=newline,
+                         indent_tokens=list(indent))
     for node in new:
         node._codegen(state)
-    return Rendering("".join(state.tokens), state.spans)
+    return Rendering("".join(state.tokens), {key: (span.start, span.end) for key, span in state.spans.items()})
 
 
 @dataclass(frozen=True)

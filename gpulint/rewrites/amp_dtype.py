@@ -88,13 +88,3 @@ def choice_code(torch: str, device: str, quote: str, cuda: bool) -> str:
         return f"{torch}.bfloat16 if {native} else {torch}.float16"
     # the device type is chosen at run time: float16 only on a CUDA GPU without native bfloat16
     return f"{torch}.float16 if {device} == {quote}cuda{quote} and not {native} else {torch}.bfloat16"
-
-
-def free_name(ctx_names: set[str], candidates: tuple[str, ...]) -> str:
-    for candidate in candidates:
-        if candidate not in ctx_names:
-            return candidate
-    index = 1
-    while f"{candidates[0]}_{index}" in ctx_names:
-        index += 1
-    return f"{candidates[0]}_{index}"

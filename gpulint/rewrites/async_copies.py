@@ -295,7 +295,7 @@ def _copies_in(facts: TrainingFacts, loop: cst.For, batch: set[str], custom_coll
 def _whole_batch(loop: cst.For) -> set[str]:
     """The name a loop binds to a whole batch: `batch` in `for batch in ...` and `for i, batch in
     enumerate(...)`; the parts of an unpacked batch (`for x, y in ...`) are not."""
-    target = loop.target
+    target: cst.BaseExpression = loop.target
     source = loop.iter
     if isinstance(source, cst.Call) and isinstance(source.func, cst.Name) and source.func.value == "enumerate" \
             and isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2:

@@ -440,17 +440,27 @@ def scaler_anchor(facts: TrainingFacts, node: cst.CSTNode) -> cst.BaseStatement:
     return anchor  # type: ignore[return-value]
 
 
-def scaler_name(ctx: FileContext) -> str:
+def taken_names(ctx: FileContext) -> set[str]:
+    """Every name the file binds, in any scope: a name the fix adds must be none of them."""
     taken: set[str] = set()
     for scope in ctx.names.scopes.values():
         taken.update(scope.bindings)
-    for candidate in ("scaler", "grad_scaler", "amp_scaler"):
+    return taken
+
+
+def free_name(taken: set[str], candidates: tuple[str, ...]) -> str:
+    """The first candidate not taken, else the first with a number: `scaler_2`."""
+    for candidate in candidates:
         if candidate not in taken:
             return candidate
     index = 1
-    while f"scaler_{index}" in taken:
+    while f"{candidates[0]}_{index}" in taken:
         index += 1
-    return f"scaler_{index}"
+    return f"{candidates[0]}_{index}"
+
+
+def scaler_name(ctx: FileContext) -> str:
+    return free_name(taken_names(ctx), ("scaler", "grad_scaler", "amp_scaler"))
 
 
 # -- the transformation ---------------------------------------------------------------

@@ -15,20 +15,20 @@ from gpulint.analysis.training import (
     training_step_of,
 )
 from gpulint.core import floors
-from gpulint.core.context import FileContext
 from gpulint.core.edits import Applicability
 from gpulint.core.options import Choice, Option
 from gpulint.core.pending import PendingFix
 from gpulint.core.verification import MIXED_PRECISION, Verification, construct_enabled
 from gpulint.project.view import ProjectView
 from gpulint.rewrites.amp_device import cuda_device, default_device, device_type_code
-from gpulint.rewrites.amp_dtype import choice_code, float16_hazard, free_name
+from gpulint.rewrites.amp_dtype import choice_code, float16_hazard
 from gpulint.rewrites.mixed_precision import (
     Region,
     ScalerHome,
     ScalerPlan,
     StepRewrite,
     autocast_region,
+    free_name,
     fused_optimizer,
     grad_scaler_class,
     loss_passed_in,
@@ -42,6 +42,7 @@ from gpulint.rewrites.mixed_precision import (
     scaler_plan,
     scaler_refusal,
     step_edits,
+    taken_names,
 )
 from gpulint.rules.base import Rule, RuleDocs, Target
 
@@ -251,7 +252,7 @@ class MissingAutocast(Rule):
         dtype = f"{torch.expr}.{mode}"
         enabled = None
         if mode == "auto" and plan is not None:
-            choice_name = free_name(_bound_names(self.ctx), ("amp_dtype", "autocast_dtype"))
+            choice_name = free_name(taken_names(self.ctx), ("amp_dtype", "autocast_dtype"))
             quote = self.ctx.style.quote
 
             def choice(code: str, where: cst.CSTNode) -> str:
@@ -301,13 +302,6 @@ class MissingAutocast(Rule):
 def _no_fix(mode: str) -> str:
     """`no fix`, or `no float16 fix` when amp-dtype names the dtype that has none."""
     return "no fix" if mode == "auto" else f"no {mode} fix"
-
-
-def _bound_names(ctx: FileContext) -> set[str]:
-    names: set[str] = set()
-    for scope in ctx.names.scopes.values():
-        names.update(scope.bindings)
-    return names
 
 
 def _precision_handled(project: ProjectView) -> bool:

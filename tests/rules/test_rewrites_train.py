@@ -99,7 +99,8 @@ def test_scaler_is_passed_in_saved_and_resumed(tmp_path: Path, amp_dtype: str) -
         assert "train(model, device, data(), optimizer, losses, scaler=scaler)" in text
     else:
         assert "def train(model, device, loader, optimizer, losses, scaler=None, amp_dtype=None):" in text
-        assert "train(model, device, data(), optimizer, losses, scaler=scaler,\n              amp_dtype=amp_dtype)" in text
+        call = "train(model, device, data(), optimizer, losses, scaler=scaler,\n              amp_dtype=amp_dtype)"
+        assert call in text  # laid out under its bracket, as the file does
     checkpoint = tmp_path / "checkpoint.pt"
     first = run(script, str(checkpoint), "2")
     saved = torch.load(checkpoint)
