@@ -14,6 +14,12 @@ from gpulint.output.docs import rules_table  # noqa: E402
 from gpulint.rules import all_rules  # noqa: E402
 
 BEGIN, END = "<!-- RULES:BEGIN -->", "<!-- RULES:END -->"
+# The one place that says which torch the rule docs' own figures come from ("measured on CPU").
+MEASURED_WITH = (
+    "The figures the rule docs give as *measured on CPU* were measured by this project with torch 2.14.1 on\n"
+    "a CPU; which torch version has which API was read from torch's own sources, 1.13.1 through 2.14.1. The\n"
+    "tests pin torch 2.13.0 only because CI checks with that build; gpulint reads code written for any torch.\n"
+    "Figures quoted from elsewhere name their source.")
 PRECISION = ROOT / "bench" / "precision" / "RESULTS.md"
 
 
@@ -51,6 +57,7 @@ def rules_section() -> str:
         "reading of 30 of them, drawn at random, agreed on every verdict and found one fix that had to become\n"
         "unsafe); on 7 hold-out repositories read after the rules were final, the first reading was 258 right\n"
         "of 262, and the 85 findings in their notebooks, read later, were all right.\n\n"
+        + MEASURED_WITH + "\n\n"
         + with_precision(rules_table(all_rules())) + "\n"
     )
 

@@ -17,6 +17,7 @@ import click
 from gpulint import ENV_CACHE_DIR, __version__
 from gpulint.cli.options import (
     ADD_NOQA_OPTION,
+    DIFF_BASE_OPTION,
     FIX_OPTION,
     LintOptions,
     codes_option,
@@ -61,6 +62,7 @@ def _lint(**parsed: Any) -> None:
 @main.command()
 @FIX_OPTION
 @ADD_NOQA_OPTION
+@DIFF_BASE_OPTION
 @lint_options
 def check(**parsed: Any) -> None:
     """Report findings in PATHS (default: the current directory)."""
@@ -211,7 +213,9 @@ def server() -> None:
     import importlib.util
 
     if importlib.util.find_spec("pygls") is None:
-        click.echo("gpulint: error: gpulint server needs pygls: pip install 'gpulint[server]'", err=True)
+        from gpulint.core.extras import install_hint
+
+        click.echo(f"gpulint: error: gpulint server needs pygls: {install_hint('server', 'pygls')}", err=True)
         sys.exit(EXIT_ERROR)
     from gpulint.server.lsp import serve
 

@@ -24,6 +24,7 @@ from gpulint.core.findings import Finding
 from gpulint.core.settings import ConfigError
 from gpulint.core.source import SourceError, read_source, write_atomic
 from gpulint.engine.cache import ResultCache
+from gpulint.engine.changes import Changes, ChangesError, changes_since, keep_changed
 from gpulint.engine.files import LINT_SUFFIXES, PathError, Walker
 from gpulint.engine.profile import Profile
 from gpulint.engine.runner import (
@@ -66,7 +67,20 @@ def mode_of(options: LintOptions) -> Mode:
 
 
 def lint_command(options: LintOptions) -> int:
-    """The whole run; the exit code."""
+    """The whole run; the exit code. With `-o FILE` what it prints on stdout goes to FILE."""
+    if options.output_file is None:
+        return _lint_run(options)
+    from gpulint.cli.report_file import ReportFileError, stdout_to
+
+    try:
+        with stdout_to(options.output_file):
+            return _lint_run(options)
+    except ReportFileError as exc:
+        click.echo(printable(f"gpulint: error: {exc}"), err=True)
+        return EXIT_ERROR
+
+
+def _lint_run(options: LintOptions) -> int:
     started = time.perf_counter()
     cache = None if options.no_cache else ResultCache.open(options.cache_dir)
     # configuration is validated with the options a previous run of this build saved, if any
@@ -80,13 +94,15 @@ def lint_command(options: LintOptions) -> int:
         files = drop_excluded(found, options.targets, resolver)
         if not files and not walker.errors:
             return no_files(options.targets, found)
+        changes = _changes(options, files)
         project_started = time.perf_counter()
         projects = _scan_projects(files, options, cache)
         project_seconds = time.perf_counter() - project_started
         mode = mode_of(options)
-        jobs = collect_jobs(files, resolver.for_path, mode, options.unsafe_fixes, cache=cache,
+        linted = files if changes is None else [f for f in files if changes.changed(f)]
+        jobs = collect_jobs(linted, resolver.for_path, mode, options.unsafe_fixes, cache=cache,
                             profile=options.profile, projects=projects)
-    except (PathError, ConfigError) as exc:
+    except (PathError, ConfigError, ChangesError) as exc:
         click.echo(printable(f"gpulint: error: {exc}"), err=True)
         return EXIT_ERROR
     before: list[Finding] = []
@@ -94,7 +110,7 @@ def lint_command(options: LintOptions) -> int:
         before = [f for r in run_jobs(collect_jobs(files, resolver.for_path, Mode.CHECK, projects=projects),
                                       workers=options.jobs) for f in r.findings]
     linting = time.perf_counter()
-    with file_progress(len(jobs), "Fixing" if mode is Mode.FIX else "Checking") as advance:
+    with file_progress([job.path for job in jobs], "Fixing" if mode is Mode.FIX else "Checking") as advance:
         results = sorted(run_jobs(jobs, workers=options.jobs, advance=advance) + unreadable_directories(walker),
                          key=lambda r: r.path)
     if options.profile:
@@ -104,10 +120,25 @@ def lint_command(options: LintOptions) -> int:
         cache.store_rule_options()
     if options.add_noqa:
         return _add_noqa(results, options)
+    if changes is not None:
+        results, hidden = keep_changed(results, changes)
+        files_changed = f"{len(jobs)} changed file{'s' if len(jobs) != 1 else ''}" if jobs else "no file changed"
+        click.echo(f"gpulint: --diff-base {changes.describe()}: {files_changed}; {hidden} finding"
+                   f"{'s' if hidden != 1 else ''} on their unchanged lines not shown", err=True)
     code = print_results(results, mode, options, docs_site=resolver.docs_site(Path(".")))
     if options.show_fixes and mode is Mode.FIX:
         click.echo(fixed_listing(before, [f for r in results for f in r.findings]), nl=False, err=True)
     return code
+
+
+def _changes(options: LintOptions, files: Sequence[Path]) -> Optional[Changes]:
+    """`--diff-base`: the lines changed since the revision (None without the option; git is asked
+    only then)."""
+    if options.diff_base is None:
+        return None
+    if options.apply_fix or options.diff or options.add_noqa:
+        raise click.UsageError("--diff-base filters a report: it cannot be combined with --fix, --diff or --add-noqa")
+    return changes_since(options.diff_base, files)
 
 
 def _scan_projects(files: Sequence[Path], options: LintOptions, cache: Optional[ResultCache]) -> dict[str, Any]:
@@ -227,7 +258,8 @@ def print_results(results: Sequence[FileResult], mode: Mode, options: LintOption
 def render(findings: Sequence[Finding], options: LintOptions, ctx: RenderContext) -> str:
     """The report as text that always encodes (a file name's undecodable bytes are escaped)."""
     text = _render(findings, options, ctx)
-    return escape_surrogates(text) if options.output_format in ("json", "json-lines", "sarif") else printable(text)
+    json_text = options.output_format in ("json", "json-lines", "sarif", "gitlab")
+    return escape_surrogates(text) if json_text else printable(text)
 
 
 def _render(findings: Sequence[Finding], options: LintOptions, ctx: RenderContext) -> str:
@@ -291,6 +323,8 @@ def _lint_stdin(options: LintOptions, resolver: SettingsResolver, cache: Optiona
 
     if options.add_noqa:
         raise click.UsageError("--add-noqa cannot read from stdin")
+    if options.diff_base is not None:
+        raise click.UsageError("--diff-base compares files with a git revision: it cannot read from stdin")
     raw = _binary(sys.stdin).read()
     name = options.stdin_filename or STDIN
     mode = mode_of(options)

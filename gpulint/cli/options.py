@@ -39,6 +39,8 @@ class LintOptions:
     stdin_filename: Optional[str] = None
     # what to print, and how to exit
     output_format: str = "concise"
+    output_file: Optional[Path] = None  # -o: what stdout would get goes to this file
+    diff_base: Optional[str] = None  # `check --diff-base REV`: only findings on lines changed since REV
     statistics: bool = False
     show_fixes: bool = False
     exit_zero: bool = False
@@ -102,6 +104,8 @@ LINT_OPTIONS: list[Decorator] = [
     codes_option("--ignore", help="Codes or prefixes to disable, comma-separated."),
     click.option("--preview/--no-preview", default=None, help="Enable rules that are still in preview."),
     click.option("--output-format", type=click.Choice(sorted(FORMATS)), default="concise", show_default=True),
+    click.option("-o", "--output-file", type=click.Path(path_type=Path, dir_okay=False),
+                 help="Write the report (everything printed on stdout) to this file instead."),
     click.option("--unsafe-fixes", is_flag=True, help="Also apply (or count) fixes that may change numerics."),
     click.option("--diff", is_flag=True, help="Print the fixes as a unified diff; write nothing."),
     click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Worker processes (default: cores)."),
@@ -127,6 +131,10 @@ LINT_OPTIONS: list[Decorator] = [
 
 ADD_NOQA_OPTION = click.option("--add-noqa", is_flag=True, default=None,
                                help="Add `# noqa: CODE` comments for every current finding, then exit 0.")
+DIFF_BASE_OPTION = click.option(
+    "--diff-base", metavar="REV",
+    help="Report only findings on lines changed since git revision REV (its merge base with HEAD), "
+         "uncommitted and untracked files included.")
 FIX_OPTION = click.option("--fix", "apply_fix", is_flag=True, help="Apply safe fixes (same as `gpulint fix`).")
 
 

@@ -308,6 +308,10 @@ def _size(path: Path) -> int:
         return 0
 
 
+# advance(paths, cached): these files are done; `cached` when the cache answered them (no work)
+Advance = Callable[[Sequence[Path], bool], None]
+
+
 def default_jobs() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -319,26 +323,28 @@ def run_jobs(
     jobs: Sequence[Job],
     workers: Optional[int] = None,
     worker: Callable[[Job], FileResult] = run_job,
-    advance: Callable[[int], None] = lambda n: None,
+    advance: Advance = lambda paths, cached: None,
 ) -> list[FileResult]:
-    """Run every job; the result never depends on the number of workers. `advance(n)` is told
-    as files are done (a progress bar)."""
+    """Run every job; the result never depends on the number of workers. `advance(paths, cached)`
+    is told as files are done (a progress bar)."""
     workers = default_jobs() if workers is None else max(1, workers)
     results: list[FileResult] = []
     misses: list[Job] = []
+    answered: list[Path] = []
     for job in jobs:  # cache hits are answered here: no worker process for an unchanged tree
         hit = cached_result(job) if worker is run_job else None
         if hit is None:
             misses.append(job)
         else:
             results.append(hit)
-    advance(len(results))
+            answered.append(job.path)
+    advance(answered, True)
     ordered = sorted(misses, key=lambda j: -_size(j.path))  # largest first: no straggler at the end
     workers = min(workers, len(ordered))  # never more processes than files to lint
     if workers <= 1 or len(ordered) < POOL_THRESHOLD:
         for job in ordered:
             results.append(worker(job))
-            advance(1)
+            advance([job.path], False)
     else:
         results += _run_pool(ordered, workers, worker, advance)
     results.sort(key=lambda r: r.path)
@@ -354,7 +360,7 @@ def _context() -> Any:  # a fork or spawn context (the stubs give their common b
 
 
 def _run_pool(jobs: Sequence[Job], workers: int, worker: Callable[[Job], FileResult],
-              advance: Callable[[int], None] = lambda n: None) -> list[FileResult]:
+              advance: Advance = lambda paths, cached: None) -> list[FileResult]:
     """Run jobs in worker processes. A worker that dies (a crash in LibCST's native parser, the
     OOM killer) takes the pool down: the jobs it left unfinished then run again one process
     each, so the file that kills its process is named and every other file still gets linted.
@@ -374,7 +380,7 @@ def _run_pool(jobs: Sequence[Job], workers: int, worker: Callable[[Job], FileRes
                 results.append(future.result())
             except BrokenProcessPool:
                 unfinished.append(job)
-            advance(1)
+            advance([job.path], False)
     except BaseException:
         pool.shutdown(wait=True, cancel_futures=True)
         raise

@@ -23,6 +23,7 @@ FORMATS: dict[str, tuple[str, str]] = {
     "json": ("gpulint.output.json_format", "render_json"),
     "json-lines": ("gpulint.output.json_format", "render_json_lines"),
     "github": ("gpulint.output.github", "render_github"),
+    "gitlab": ("gpulint.output.gitlab", "render_gitlab"),
     "sarif": ("gpulint.output.sarif", "render_sarif"),
     "junit": ("gpulint.output.junit", "render_junit"),
 }

@@ -74,7 +74,7 @@ class Fp16WithoutGradScaler(Rule):
         GradScaler multiplies the loss before backward and divides the gradients before the
         step, skipping steps whose gradients overflowed; the PyTorch AMP docs: scaling
         "improves convergence for networks with float16 gradients". With the scaler, fp16
-        training on CPU (torch 2.14) tracked fp32 within 0.34 % per step over 50 steps.
+        training measured on CPU tracked fp32 within 0.34 % per step over 50 steps.
         """,
         example="""
         import torch
@@ -107,7 +107,7 @@ class Fp16WithoutGradScaler(Rule):
         parameters, or a fused optimizer under FSDP (whose ShardedGradScaler would skip the
         cross-rank inf check: bench/fsdp_fused_scaler.py), no fix is offered (prefer bfloat16).
         Not offered for fused SGD with momentum built nearby, whose momentum buffer a skipped
-        first step leaves uninitialised (weights blew up within 3 steps on torch 2.14), nor with
+        first step leaves uninitialised (weights blew up within 3 steps, measured on CPU), nor with
         a torch floor below the scaler it would write (`torch.amp.GradScaler` 2.3,
         `ShardedGradScaler(device)` 2.1). The finding's note says why no fix is offered. Not
         reported when the file or a caller creates a GradScaler, uses another loss scaler (apex

@@ -65,7 +65,7 @@ class NonFusedOptimizer(Rule):
         (2.75x, deepmodeling/deepmd-kit#4463, about 3 % end to end); +1.6–3.6 % throughput
         on Llama-8B training (pytorch/torchtitan#881). Small models may see no gain
         (pytorch/pytorch#101291). Losses match the unfused optimizer to the last bits:
-        ≤2.4e-7 absolute over 50 Adam steps on CPU (torch 2.14).
+        ≤2.4e-7 absolute over 50 Adam steps, measured on CPU.
         """,
         example="""
         import torch
@@ -90,7 +90,7 @@ class NonFusedOptimizer(Rule):
         GradScaler exists in the file or in a module that imports it, or where a framework
         that may scale the loss (Accelerate, Lightning, DeepSpeed) runs the loop: fused SGD
         with momentum leaves its momentum buffer uninitialised when the first scaled step
-        overflows (weights blew up within 3 steps on torch 2.14). Where gpulint's own float16
+        overflows (weights blew up within 3 steps, measured on CPU). Where gpulint's own float16
         fix (GPU001/GPU002) adds a GradScaler in the same run, SGD with momentum is reported
         without a fix, and not at all once the scaler exists. SGD without momentum keeps no
         buffer and is always reported. Under FSDP with a ShardedGradScaler (there, or written by

@@ -42,7 +42,7 @@ class DeepStackWithoutCheckpointing(Rule):
     code = "GPU301"
     name = "deep-stack-without-checkpointing"
     summary = "Deep nn.Sequential/ModuleList stack trained without activation checkpointing"
-    impact = "-49 to -70 % activation memory at +1 to +32 % step time (CPU, torch 2.14)"
+    impact = "-49 to -70 % activation memory at +1 to +32 % step time (measured on CPU)"
     needles = ("Sequential", "ModuleList")
     # an nn.Module subclass (is_module_class) that builds a torch.nn container (analysis/modules.py)
     ast_needles = (tuple(sorted(NN_MODULE)), (f"torch.nn.*{SEQUENTIAL}", f"torch.nn.*{MODULE_LIST}"))
@@ -94,7 +94,7 @@ class DeepStackWithoutCheckpointing(Rule):
         grows with depth. Checkpointing keeps only each segment's input and recomputes the
         rest during backward: O(sqrt n) activation memory for about one extra forward
         (Chen et al. 2016, "Training Deep Nets with Sublinear Memory Cost"). Measured on
-        CPU with torch 2.14, 16 x [Linear(1024) + GELU + LayerNorm]: bytes saved for
+        CPU, 16 x [Linear(1024) + GELU + LayerNorm]: bytes saved for
         backward fell from 47 MiB to 24 MiB (-49 %) with 2 segments, 14 MiB (-70 %) with 4,
         15 MiB (-68 %) checkpointing each block, at +1..32 % step time; the profiler's peak
         at batch 2048 fell 464 -> 224 MiB. It only pays when activations dominate memory:

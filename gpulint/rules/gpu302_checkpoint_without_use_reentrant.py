@@ -60,7 +60,7 @@ class CheckpointWithoutUseReentrant(Rule):
         silently gets no parameter gradients: its weights never train, and nothing fails.
         The non-reentrant mode has no such trap, supports keyword arguments,
         `torch.autograd.grad` and nested checkpoints, and gave bit-identical losses over 30
-        training steps with dropout on CPU (torch 2.14). See the torch.utils.checkpoint
+        training steps with dropout, measured on CPU. See the torch.utils.checkpoint
         documentation and pytorch/pytorch#100551.
         """,
         example="""

@@ -282,7 +282,9 @@ def write_plot(path: Path, results: Sequence["ScriptResult"]) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise PlotError("--plot needs matplotlib: pip install 'gpulint[verify]' (or matplotlib)") from None
+        from gpulint.core.extras import install_hint
+
+        raise PlotError(f"--plot needs matplotlib: {install_hint('verify', 'matplotlib')}") from None
     shown = [r for r in results if r.original is not None and r.rewritten is not None]
     rows = max(1, len(shown))
     fig, axes = plt.subplots(rows, 2, figsize=(11, 3.2 * rows), squeeze=False)

@@ -29,6 +29,7 @@ from typing import Any, Callable, Optional, Union
 import click
 
 from gpulint.config import CliOverrides, SettingsResolver
+from gpulint.core.extras import install_hint, torch_problem
 from gpulint.core.settings import ConfigError, Settings
 from gpulint.core.source import SourceError, SourceFile, decode_source
 from gpulint.core.verification import Verification
@@ -91,10 +92,11 @@ def adapt_warmup(steps: int, warmup: int) -> tuple[int, Optional[str]]:
 def check_options(options: VerifyOptions) -> None:
     if not options.paths:
         raise UsageError("give the training script to verify: gpulint verify train.py [-- script arguments]")
-    if importlib.util.find_spec("torch") is None:
-        raise UsageError("gpulint verify runs the scripts and needs torch: pip install 'gpulint[verify]'")
+    problem = torch_problem()
+    if problem is not None:
+        raise UsageError(problem)
     if options.plot_path is not None and importlib.util.find_spec("matplotlib") is None:
-        raise UsageError("--plot needs matplotlib: pip install 'gpulint[verify]' (or matplotlib)")
+        raise UsageError(f"--plot needs matplotlib: {install_hint('verify', 'matplotlib')}")
     if options.steps < 1:
         raise UsageError("--steps must be at least 1")
     if options.warmup < 0:
@@ -187,7 +189,11 @@ class Verifier:
             raise UsageError(str(exc)) from None
         if not files:
             raise UsageError("no Python files found in " + ", ".join(map(str, self.options.paths)))
-        return files, any(Path(p).is_dir() for p in self.options.paths)
+        folders = [Path(p) for p in self.options.paths if Path(p).is_dir()]
+        for notebook in sorted(Walker(suffixes=(".ipynb",)).files(folders)):
+            self.echo(f"gpulint verify: {notebook}: not run (a folder's notebooks run only when named, since a "
+                      f"notebook is often not a training run): gpulint verify {notebook}", err=True)
+        return files, bool(folders)
 
     def settings(self, path: Path) -> Settings:
         try:

@@ -369,9 +369,17 @@ def test_docs_commands_exist(project: Path) -> None:
     (project / "src" / "train.py").write_text(FLAGGED)
     (project / "ci").mkdir()
     (project / "ci" / "gpulint.toml").write_text("num-workers = 2\n")
+    # a repository with a branch to compare with, for --diff-base and the CI variables that name it
+    _git(project, "init", "-q", "-b", "main")
+    _git(project, "add", ".")
+    _git(project, "commit", "-qm", "base")
+    _git(project, "update-ref", "refs/remotes/origin/main", "HEAD")
+    ci_values = {"${{ github.base_ref }}": "main", "$CI_MERGE_REQUEST_DIFF_BASE_SHA": "main"}
     commands = [c for block in _blocks("bash") + _blocks("yaml") for c in _commands(block)]
     assert len(commands) >= 8
     for args in commands:
+        for key, value in ci_values.items():
+            args = [a.replace(key, value) for a in args]
         result = gpulint(*args)
         assert result.exit_code in (0, 1), (args, result.stderr)
 
@@ -386,39 +394,65 @@ def test_docs_yaml_snippets(tmp_path: Path) -> None:
         path = tmp_path / f"c{i}.yaml"
         path.write_text(yaml.safe_dump(config))
         load_config(path)  # pre-commit's own schema
-    remote = pre_commit_configs[0]["repos"][0]
-    manifest = {h["id"] for h in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())}
-    assert {h["id"] for h in remote["hooks"]} <= manifest
-    # no release is published: the snippet points at the reader's checkout, never at a tag that
-    # does not exist or a hosted repository that is not there
+    local, remote = (c["repos"][0] for c in pre_commit_configs)
+    # the recommended form comes first: the installed gpulint, the manifest's hook otherwise
+    manifest = {h["id"]: h for h in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())}
+    assert local["repo"] == "local" and "rev" not in local
+    hook = local["hooks"][0]
+    assert hook["language"] == "system"
+    for key in ("id", "entry", "types_or", "require_serial"):
+        assert hook[key] == manifest["gpulint"][key], key
+    # the remote form is for when a tag exists: it pins one (a branch makes pre-commit warn on every
+    # run), points at no repository that is not there, and says it cannot be used yet
+    assert {h["id"] for h in remote["hooks"]} <= set(manifest)
     assert not re.match(r"[a-z]+://", remote["repo"]), remote["repo"]
+    assert re.fullmatch(r"v\d+(\.\d+)*", str(remote["rev"])), remote["rev"]
     tags = subprocess.run(["git", "tag"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-    if re.fullmatch(r"v?\d+(\.\d+)*", str(remote["rev"])):
-        assert remote["rev"] in tags, f"the README's pre-commit snippet pins rev {remote['rev']}, which is no tag"
+    prose = " ".join(README.read_text(encoding="utf-8").split())
+    assert remote["rev"] in tags or "there is no tag yet, so use the local form above" in prose
     actions = next(b for b in blocks if "jobs" in b)
     steps = actions["jobs"]["gpulint"]["steps"]
     upload = next(s for s in steps if s.get("uses", "").startswith("github/codeql-action/upload-sarif"))
     assert upload["with"]["sarif_file"] == "gpulint.sarif"
     assert any("--output-format github" in s.get("run", "") for s in steps)
     gitlab = next(b for b in blocks if "gpulint" in b and "script" in b["gpulint"])
-    assert gitlab["gpulint"]["artifacts"]["reports"]["junit"] == "gpulint-junit.xml"
+    report = gitlab["gpulint"]["artifacts"]["reports"]["codequality"]
+    assert any(f"--output-format gitlab -o {report}" in line for line in gitlab["gpulint"]["script"])
 
 
 def test_docs_local_pre_commit_snippet_blocks_a_finding(tmp_path: Path) -> None:
+    """The README's recommended hook, run by real pre-commit with this environment's gpulint on the
+    PATH: it blocks a finding, passes the fixed file, and pre-commit says nothing else (no warning)."""
     local = next(b for b in _blocks("yaml") if "repo: local" in b)
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+    def run(repo: Path) -> subprocess.CompletedProcess:
+        subprocess.run(["git", "add", "."], cwd=repo, check=True)
+        return subprocess.run([sys.executable, "-m", "pre_commit", "run"], cwd=repo, env=env, capture_output=True,
+                              text=True, timeout=180)
+
     repo = tmp_path / "repo"
     repo.mkdir()
     _git(repo, "init", "-q")
     (repo / ".pre-commit-config.yaml").write_text(local)
-    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     (repo / "train.py").write_text(FLAGGED)
-    subprocess.run(["git", "add", "."], cwd=repo, check=True)
-    result = subprocess.run([sys.executable, "-m", "pre_commit", "run"], cwd=repo, env=env, capture_output=True,
-                            text=True, timeout=180)
+    result = run(repo)
     assert result.returncode == 1 and "train.py:3:10: GPU101" in result.stdout
+    assert "warning" not in (result.stdout + result.stderr).lower(), result.stdout + result.stderr
     (repo / "train.py").write_text(FIXED)
-    subprocess.run(["git", "add", "."], cwd=repo, check=True)
-    result = subprocess.run([sys.executable, "-m", "pre_commit", "run"], cwd=repo, env=env, capture_output=True,
-                            text=True, timeout=180)
-    assert result.returncode == 0, result.stdout
+    result = run(repo)
+    assert result.returncode == 0 and "gpulint....." in result.stdout, result.stdout
+    assert "warning" not in (result.stdout + result.stderr).lower(), result.stdout + result.stderr
+
+    # the fixing variant the README describes: the entry changed to `gpulint fix --force-exclude`
+    fixing = tmp_path / "fixing"
+    fixing.mkdir()
+    _git(fixing, "init", "-q")
+    assert "entry: gpulint check --force-exclude" in local
+    (fixing / ".pre-commit-config.yaml").write_text(local.replace("gpulint check", "gpulint fix"))
+    (fixing / "train.py").write_text(FLAGGED)
+    result = run(fixing)
+    assert result.returncode == 1 and "files were modified by this hook" in result.stdout, result.stdout
+    assert (fixing / "train.py").read_text() == FIXED
+    assert run(fixing).returncode == 0
