@@ -879,7 +879,9 @@ def step_edit(facts: TrainingFacts, rewrite: StepRewrite) -> Replace:
     new_statements[0] = new_statements[0].with_changes(leading_lines=head)
     if isinstance(anchor, (cst.FunctionDef, cst.ClassDef)):
         # new statements above a def or class: the blank lines PEP 8 wants between them (two at top level)
-        own = [cst.EmptyLine()] * (2 if isinstance(facts.parent(anchor), cst.Module) else 1) + own
+        own = [cst.EmptyLine(indent=False)] * (2 if isinstance(facts.parent(anchor), cst.Module) else 1) + own
+    elif own and head and head[-1].comment is None:
+        own = [cst.EmptyLine(indent=False), *own]  # a blank line set the comment block apart: it keeps one
     transformed = transformed.with_changes(leading_lines=own)
     return Replace(anchor, [*new_statements, transformed])
 

@@ -114,6 +114,33 @@ def test_the_issue_example_with_float16_and_bfloat16() -> None:
     """)
 
 
+def test_scaler_above_a_nested_def_gets_a_blank_line_without_indentation() -> None:
+    """The blank line PEP 8 wants between the new statements and a nested def is empty: an indented
+    one would be trailing whitespace (ruff W293) in the fixed file."""
+    fixed = fix("""
+        import torch
+        import torch.nn as nn
+
+        device = torch.device("cuda")
+
+
+        def main(loader):
+            model = nn.Linear(4, 2).to(device)
+            optimizer = torch.optim.AdamW(model.parameters(), fused=True)
+            # the step
+            def step(x, y):
+                optimizer.zero_grad()
+                loss = nn.functional.cross_entropy(model(x), y)
+                loss.backward()
+                optimizer.step()
+
+            for x, y in loader:
+                step(x.to(device), y.to(device))
+    """, "GPU001")
+    assert "scaler = torch.amp.GradScaler(device.type, enabled=(amp_dtype == torch.float16))\n\n    # the step\n" in fixed
+    assert not [line for line in fixed.splitlines() if line != line.rstrip()]
+
+
 def test_fix_is_reported_only_with_unsafe_fixes() -> None:
     source = textwrap.dedent("""
         import torch
