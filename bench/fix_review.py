@@ -6,7 +6,7 @@ Every `.py` file of every repository is checked with `gpulint check --unsafe-fix
 json` (the corpus is only read); the findings whose fix is unsafe are pooled, sorted, and a seeded
 random sample is drawn. Each one is printed as the diff of that fix alone on its file, with its
 rule, message, fix message and note. The verdicts of a reading (mergeable as is or not, and why)
-are recorded in bench/RESULTS.md by file and line only: the diffs hold the repositories' code and
+are recorded in bench/precision/fix_review.md by file and line only: the diffs hold the repositories' code and
 are not committed.
 """
 

@@ -137,7 +137,8 @@ def test_scaler_above_a_nested_def_gets_a_blank_line_without_indentation() -> No
             for x, y in loader:
                 step(x.to(device), y.to(device))
     """, "GPU001")
-    assert "scaler = torch.amp.GradScaler(device.type, enabled=(amp_dtype == torch.float16))\n\n    # the step\n" in fixed
+    scaler = "scaler = torch.amp.GradScaler(device.type, enabled=(amp_dtype == torch.float16))"
+    assert f"{scaler}\n\n    # the step\n" in fixed
     assert not [line for line in fixed.splitlines() if line != line.rstrip()]
 
 
