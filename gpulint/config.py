@@ -16,7 +16,15 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from gpulint.core.options import LINT_TESTS, TORCH_VERSION, Option, OptionError, describe_value, version_text
+from gpulint.core.options import (
+    LINE_LENGTH,
+    LINT_TESTS,
+    TORCH_VERSION,
+    Option,
+    OptionError,
+    describe_value,
+    version_text,
+)
 from gpulint.core.settings import ConfigError, Selection, Settings
 from gpulint.selectors import parse_codes
 
@@ -388,6 +396,7 @@ class SettingsResolver:
         self._cache: dict[str, Settings] = {}
         self._by_directory: dict[str, ProjectConfig] = {}
         self._torch_floors: dict[str, Declared] = {}  # by folder (project/requirements.py)
+        self._line_lengths: dict[str, tuple[Optional[int], Optional[str]]] = {}  # by folder (project/line_length.py)
         self._loaded: dict[str, ProjectConfig] = {}
         self.defaults = ProjectConfig(None, self.base)
         self._fixed: Optional[ProjectConfig] = None
@@ -460,6 +469,10 @@ class SettingsResolver:
                 floor, _ = self.declared_torch_floor(path)
                 if floor is not None:
                     settings = settings.with_values({TORCH_VERSION.key: floor})
+            if dict(settings.values).get(LINE_LENGTH.key) is None:
+                length, _ = self.declared_line_length(path)
+                if length is not None:
+                    settings = settings.with_values({LINE_LENGTH.key: length})
             self._cache[key] = settings
         return self._cache[key]
 
@@ -477,6 +490,17 @@ class SettingsResolver:
 
             found = declared_torch_floor(directory, self._torch_floors)
         return found
+
+    def declared_line_length(self, path: PathLike) -> tuple[Optional[int], Optional[str]]:
+        """The line length the project's ruff, black or flake8 settings give (project/line_length.py);
+        `line-length` in a gpulint configuration wins over it, and `--isolated` reads none."""
+        if self.isolated:
+            return None, None
+        from gpulint.project.line_length import declared_line_length
+
+        absolute = os.path.abspath(path)
+        directory = absolute if os.path.isdir(absolute) else os.path.dirname(absolute)
+        return declared_line_length(directory, self._line_lengths)
 
     def is_excluded(self, path: PathLike, explicit: bool = False) -> bool:
         """Whether `path` is excluded by its configuration; a path named on the command line
@@ -507,6 +531,10 @@ class SettingsResolver:
         floor, source = self.declared_torch_floor(path)
         if floor is not None and dict(project.settings.values).get(TORCH_VERSION.key) is None:
             lines.append(f"# torch-version: {version_text(floor)}, the torch floor {source} declares")
+        length, where = self.declared_line_length(path)
+        if dict(project.settings.values).get(LINE_LENGTH.key) is None:
+            lines.append(f"# line-length: {length}, from {where}" if length is not None else
+                         "# line-length: 88, the default (no ruff, black or flake8 line length found)")
         rows: list[tuple[str, object]] = [
             ("select", list(settings.select) or ["GPU"]),  # the default, as the README documents it
             ("extend-select", list(settings.extend_select)),
@@ -514,7 +542,8 @@ class SettingsResolver:
             ("per-file-ignores", list(settings.per_file_ignores)),
             ("preview", settings.preview),
         ]
-        rows += [(option.key, option.show(settings.value(option))) for option in all_options()]
+        rows += [(option.key, settings.line_length if option is LINE_LENGTH else option.show(settings.value(option)))
+                 for option in all_options()]
         rows += [
             ("test-patterns", list(project.test_patterns)),
             ("test-file", settings.test_file),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpulint.core import floors
+
 AUTOCAST = frozenset({"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"})
 AUTOCAST_DEPRECATED = frozenset({
     "torch.cuda.amp.autocast", "torch.cuda.amp.autocast_mode.autocast",
@@ -29,20 +31,26 @@ class Replacement:
     module: str
     name: str
     device: str  # the device type the old object implied
-    since: tuple[int, int]  # oldest torch with the replacement
+    symbol: str  # the replacement's entry in the table of what each fix symbol needs (core/floors.py)
+
+    @property
+    def since(self) -> tuple[int, int]:
+        """The oldest torch with the replacement."""
+        return floors.since(self.symbol)
 
 
 # deprecated qualified name -> its torch.amp replacement
 DEPRECATED_AMP: dict[str, Replacement] = {}
 for _device in ("cuda", "cpu"):
     for _where in ("", ".autocast_mode"):
-        DEPRECATED_AMP[f"torch.{_device}.amp{_where}.autocast"] = Replacement("torch.amp", "autocast", _device, (1, 10))
+        DEPRECATED_AMP[f"torch.{_device}.amp{_where}.autocast"] = Replacement(
+            "torch.amp", "autocast", _device, floors.AMP_AUTOCAST)
     for _where in ("", ".grad_scaler"):
         DEPRECATED_AMP[f"torch.{_device}.amp{_where}.GradScaler"] = Replacement(
-            "torch.amp", "GradScaler", _device, (2, 3))
+            "torch.amp", "GradScaler", _device, floors.GRAD_SCALER)
 for _name in ("custom_fwd", "custom_bwd"):
     for _where in ("", ".autocast_mode"):
-        DEPRECATED_AMP[f"torch.cuda.amp{_where}.{_name}"] = Replacement("torch.amp", _name, "cuda", (2, 4))
+        DEPRECATED_AMP[f"torch.cuda.amp{_where}.{_name}"] = Replacement("torch.amp", _name, "cuda", floors.CUSTOM_FWD)
 DEPRECATED_AMP_MODULES = frozenset(qualified.rsplit(".", 1)[0] for qualified in DEPRECATED_AMP)
 # torch.cuda.amp.autocast(enabled, dtype, cache_enabled): the old positional order
 OLD_AUTOCAST_ORDER = ("enabled", "dtype", "cache_enabled")

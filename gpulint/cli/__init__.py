@@ -107,7 +107,11 @@ def rule(code: Optional[str], show_all: bool, **parsed: Any) -> None:
         return
     found = rule_by_code(code)
     if found is None:
-        click.echo(printable(f"gpulint: error: unknown rule {code!r}; see `gpulint rule --all`"), err=True)
+        from gpulint.rules import nearest_rule
+
+        near = nearest_rule(code)
+        hint = f"; did you mean {near}?" if near else ""
+        click.echo(printable(f"gpulint: error: unknown rule {code!r}{hint} (see `gpulint rule --all`)"), err=True)
         sys.exit(EXIT_ERROR)
     try:
         site = resolver_for(LintOptions.of(**parsed)).docs_site(Path("."))

@@ -12,6 +12,7 @@ import os
 import sys
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -240,6 +241,9 @@ def print_results(results: Sequence[FileResult], mode: Mode, options: LintOption
                 click.echo(unified_diff(label, before, after), nl=False)
             if result.original_text is not None and result.fixed_text is not None:
                 click.echo(unified_diff(result.path, result.original_text, result.fixed_text), nl=False)
+        if any(r.cell_changes or (r.original_text is not None and r.fixed_text is not None) for r in results) \
+                and ctx is None:
+            click.echo("")  # as ruff: a blank line ends the last hunk before the summary
     if mode is Mode.DIFF and ctx is None:
         would = sum(r.fixed for r in results)
         click.echo(f"Would fix {would} finding{'s' if would != 1 else ''}.", err=True)
@@ -266,13 +270,17 @@ def _render(findings: Sequence[Finding], options: LintOptions, ctx: RenderContex
     if options.statistics:
         from gpulint.output.statistics import render_statistics
 
-        return render_statistics(findings, as_json=options.output_format in ("json", "json-lines"))
+        return render_statistics(findings, as_json=options.output_format in ("json", "json-lines"),
+                                 unsafe=options.unsafe_fixes)
+    ctx = replace(ctx, unsafe_fixes=options.unsafe_fixes)
     if options.output_format == "concise" and options.show_fixes:
         out = []
         for finding in findings:
-            out.append(concise_line(finding) + "\n")
+            out.append(concise_line(finding, options.unsafe_fixes) + "\n")
             if finding.fix is not None:
                 out.append(f"    fix ({finding.fix.applicability.value}): {finding.fix.message}\n")
+            if finding.note:
+                out.append(f"    note: {finding.note}\n")
         return "".join(out)
     return renderer(options.output_format)(findings, ctx)
 

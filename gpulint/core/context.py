@@ -11,6 +11,7 @@ from gpulint.core.arguments import KeywordArgs, keyword_args
 from gpulint.core.names import NameTable
 from gpulint.core.pending import ImportPlanner, PendingFinding, PendingFix, Reporter
 from gpulint.core.settings import Settings
+from gpulint.core.style import CodeStyle, detect
 from gpulint.project.facts import FileFacts
 from gpulint.project.view import ProjectView
 
@@ -31,6 +32,15 @@ class FileContext:
         self.findings: list[PendingFinding] = []
         self.statements: list[cst.CSTNode] = []  # the statements around the node being visited
         self._analyses: dict[Callable[..., Any], Any] = {}
+        self._style: Optional[CodeStyle] = None
+
+    @property
+    def style(self) -> CodeStyle:
+        """How this file writes code (quotes, line length, indentation), read when a fix needs it."""
+        if self._style is None:
+            unit = self.module.default_indent.replace("\f", "").replace("\v", "")
+            self._style = detect(self.text, self.settings.line_length, unit)
+        return self._style
 
     def analysis(self, compute: Callable[["FileContext"], T]) -> T:
         """Run a whole-file analysis once and share its result between rules."""
@@ -54,7 +64,8 @@ class FileContext:
         message: str,
         fix: Optional[PendingFix],
         statement: Optional[cst.CSTNode] = None,
+        note: str = "",
     ) -> None:
         if statement is None and self.statements:
             statement = self.statements[-1]
-        self.findings.append(PendingFinding(rule, node, message, fix, statement))
+        self.findings.append(PendingFinding(rule, node, message, fix, statement, note))

@@ -47,9 +47,10 @@ def _overlaps(a: Edit, b: Edit) -> bool:
     if a.start == a.end and b.start == b.end:
         return a.start == b.start  # two different insertions at one point: order unknown
     return a.start < b.end and b.start < a.end or (
-        # an insertion strictly inside a replaced range
-        (a.start == a.end and b.start < a.start < b.end)
-        or (b.start == b.end and a.start < b.start < a.end)
+        # an insertion inside a replaced range, or at its edge: `f(a, b)` laid out anew by one fix and
+        # `, c` added after `b` by another would leave `,\n, c` (which side comes first is unknown)
+        (a.start == a.end and b.start <= a.start <= b.end)
+        or (b.start == b.end and a.start <= b.start <= a.end)
     )
 
 

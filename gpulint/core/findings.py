@@ -57,6 +57,9 @@ class Finding:
     # rows a suppression comment may sit on: the reported statement's lines
     noqa_rows: tuple[int, int] = (0, 0)
     cell: Optional[CellRef] = None  # a notebook's cell; rows and columns are then the cell's
+    # what the one-line message leaves out: why no fix is offered, or what else to change by hand
+    # (`--show-fixes`, `--output-format full`, JSON `note`)
+    note: str = ""
 
     @property
     def sort_key(self) -> tuple:
@@ -82,6 +85,7 @@ class Finding:
             "end_location": [self.end_location.row, self.end_location.column],
             "fix": fix, "noqa_rows": list(self.noqa_rows),
             "cell": self.cell.to_list() if self.cell is not None else None,
+            "note": self.note,
         }
 
     @classmethod
@@ -108,6 +112,7 @@ class Finding:
             end_location=_location(data["end_location"]), fix=fix,
             noqa_rows=(_natural(first, 0), _natural(last, 0)),
             cell=CellRef.from_list(data["cell"]) if data.get("cell") is not None else None,
+            note=_typed(data.get("note") or "", str),
         )
 
 

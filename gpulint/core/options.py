@@ -232,4 +232,10 @@ STRICTNESS: Option[str] = Option(
     "default: report only what the project shows evidence for, premise by premise; pedantic: also findings "
     "whose premises gpulint cannot decide (each says which)")
 
-GENERAL_OPTIONS: tuple[Option[Any], ...] = (TORCH_VERSION, LINT_TESTS, MAX_FILE_SIZE, MAX_FIX_SIZE, STRICTNESS)
+LINE_LENGTH: Option[Optional[int]] = Option(
+    "line-length", Integer(1), None,
+    "the line length code written by fixes keeps to (unset: the project's ruff, black or flake8 line length, "
+    "else 88)")
+
+GENERAL_OPTIONS: tuple[Option[Any], ...] = (
+    TORCH_VERSION, LINT_TESTS, MAX_FILE_SIZE, MAX_FIX_SIZE, STRICTNESS, LINE_LENGTH)

@@ -7,6 +7,7 @@ resolves them into `Finding`s with text edits (core/findings.py).
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import ClassVar, Optional, Protocol, Sequence, Union
 
@@ -73,6 +74,7 @@ class PendingFinding:
     message: str
     fix: Optional[PendingFix]
     statement: Optional[cst.CSTNode]  # the statement whose lines a suppression comment may sit on
+    note: str = ""  # what the message leaves out (core/findings.py)
 
 
 # Submodules that `import torch` makes reachable as attributes (checked on torch 2.4-2.14).
@@ -159,28 +161,101 @@ class ImportPlanner:
         return names
 
     def _insert(self, statement: str) -> InsertStatements:
-        anchor, after = self._anchor()
-        return InsertStatements(anchor=anchor, code=statement, after=after)
+        """Where `statement` (one import) goes: into its isort section of the module's opening import
+        block, in the order ruff's and isort's defaults keep (plain imports before `from` imports,
+        modules compared case-insensitively), or as a new section with blank lines around it."""
+        block = self._import_block()
+        key = _import_key(statement)
+        if not block:
+            anchor, after = self._anchor()
+            if anchor is not None and not after:  # before the first statement: blank lines after it (PEP 8)
+                blank = "\n\n\n" if isinstance(anchor, (cst.FunctionDef, cst.ClassDef)) else "\n\n"
+                return InsertStatements(anchor=anchor, code=statement + blank, after=False)
+            return InsertStatements(anchor=anchor, code=statement, after=after)
+        groups: list[list[tuple[cst.SimpleStatementLine, tuple[int, int, str]]]] = []
+        for line in block:
+            if not groups or any(empty.comment is None for empty in line.leading_lines):
+                groups.append([])
+            groups[-1].append((line, _import_key(self.module.code_for_node(line.body[0]).strip())))
+        sections = [min(k[0] for _, k in group) for group in groups]
+        members = [(line, other) for group in groups for line, other in group]
+        root = key[2].split(".")[0]
+        # in order among the imports of the same package (`torch`), else of its section; blank lines
+        # aside (a notebook's cells have them), and never among a project's own modules it cannot tell
+        same = [m for m in members if m[1][0] == key[0] and m[1][2].split(".")[0] == root] or [
+            m for m in members if m[1][0] == key[0]]
+        if same:
+            for line, other in same:
+                if other > key:
+                    return InsertStatements(anchor=line, code=statement, after=False)
+            return InsertStatements(anchor=same[-1][0], code=statement, after=True)
+        # no section of its kind yet: a new one between the sections before and after it
+        before = [group for group, section in zip(groups, sections) if section < key[0]]
+        if before:
+            return InsertStatements(anchor=before[-1][-1][0], code="\n" + statement, after=True)
+        return InsertStatements(anchor=groups[0][0][0], code=statement + "\n\n", after=False)
 
-    def _anchor(self) -> tuple[Optional[cst.BaseStatement], bool]:
-        """After the last import of the module's opening block, else before its first statement."""
-        body = self.module.body
-        last_import: Optional[cst.BaseStatement] = None
-        preamble: Optional[cst.BaseStatement] = None
-        for index, statement in enumerate(body):
+    def _import_block(self) -> list[cst.SimpleStatementLine]:
+        """The module's opening import statements (after its docstring), one import a line."""
+        found: list[cst.SimpleStatementLine] = []
+        for index, statement in enumerate(self.module.body):
             if isinstance(statement, cst.SimpleStatementLine):
                 small = statement.body
                 if all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in small):
-                    last_import = statement
+                    found.append(statement)
                     continue
-                if index == 0 and len(small) == 1 and isinstance(small[0], cst.Expr) and isinstance(
-                    small[0].value, (cst.SimpleString, cst.ConcatenatedString)
-                ):
-                    preamble = statement  # module docstring
+                if index == 0 and _is_docstring(statement):
                     continue
             break
-        if last_import is not None:
-            return last_import, True
-        if preamble is not None:
-            return preamble, True
-        return (body[0], False) if body else (None, False)
+        return found
+
+    def _anchor(self) -> tuple[Optional[cst.BaseStatement], bool]:
+        """After the module docstring, else before its first statement (a module without imports)."""
+        body = self.module.body
+        first = body[0] if body else None
+        if first is not None and _is_docstring(first):
+            return first, True
+        return (first, False) if first is not None else (None, False)
+
+
+def _is_docstring(statement: cst.BaseStatement) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and isinstance(
+        statement.body[0], cst.Expr) and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+
+
+_FUTURE, _STDLIB, _THIRD_PARTY, _LOCAL = 0, 1, 2, 3
+
+
+def _section(module: str) -> int:
+    """isort's section of a module: `__future__`, the standard library, third party, or local
+    (relative). Modules of the project itself cannot be told from third-party ones by name: they
+    share the third-party rank, which keeps an insertion next to the file's other package imports."""
+    if module.startswith("."):
+        return _LOCAL
+    root = module.split(".")[0]
+    if root == "__future__":
+        return _FUTURE
+    return _STDLIB if root in _STDLIB_NAMES else _THIRD_PARTY
+
+
+def _import_key(code: str) -> tuple[int, int, str]:
+    """(section, plain import before `from` import, module lowercased): the order ruff's isort keeps."""
+    words = code.split()
+    if words and words[0] == "from" and len(words) > 1:
+        return _section(words[1]), 1, words[1].lower()
+    module = words[1].rstrip(",") if len(words) > 1 else ""
+    return _section(module), 0, module.lower()
+
+
+def _stdlib_names() -> frozenset[str]:
+    names = getattr(sys, "stdlib_module_names", None)
+    if names is not None:
+        return frozenset(names)
+    return frozenset({  # Python 3.9: the modules a fix may import, and the common ones around them
+        "os", "sys", "re", "math", "time", "json", "random", "argparse", "logging", "functools", "itertools",
+        "collections", "dataclasses", "typing", "pathlib", "shutil", "subprocess", "copy", "glob", "pickle",
+        "warnings", "contextlib", "datetime", "abc", "io", "inspect", "string", "tempfile", "threading", "uuid",
+    })
+
+
+_STDLIB_NAMES = _stdlib_names()

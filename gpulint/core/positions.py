@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, replace
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -45,10 +45,14 @@ class _Done(Exception):
     pass
 
 
-class _SpanState(CodegenState):
-    def __init__(self, module: cst.Module, targets: set[int]) -> None:
-        super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
+class SpanRecorder(CodegenState):
+    """Code generation that records where the target nodes start and end (and their indentation);
+    with `stop`, it stops as soon as the last one has been emitted."""
+
+    def __init__(self, targets: set[int], stop: bool = True, **codegen: Any) -> None:
+        super().__init__(**codegen)
         self.targets = targets
+        self.stop = stop
         self.offset = 0
         self.open: dict[int, tuple[int, tuple[str, ...]]] = {}
         self.spans: dict[int, Span] = {}
@@ -75,7 +79,7 @@ class _SpanState(CodegenState):
         if key in self.open:
             start, indent = self.open.pop(key)
             self.spans[key] = Span(start, self.offset, indent)
-            if len(self.spans) == len(self.targets):
+            if self.stop and len(self.spans) == len(self.targets):
                 raise _Done
 
 
@@ -113,7 +117,7 @@ def compute_spans(module: cst.Module, nodes: Iterable[cst.CSTNode], text: Option
     targets = {id(n) for n in nodes}
     if not targets:
         return table
-    state = _SpanState(module, targets)
+    state = SpanRecorder(targets, default_indent=module.default_indent, default_newline=module.default_newline)
     try:
         module._codegen(state)
     except _Done:

@@ -29,11 +29,11 @@ def _separator(call: cst.Call) -> cst.BaseParenthesizableWhitespace:
 def add_keyword(call: cst.Call, name: str, value: str) -> cst.Call:
     """`f(a, b)` -> `f(a, b, name=value)`, one argument per line if the call is laid out so."""
     new_value = cst.parse_expression(value)
-    arg = cst.Arg(
-        keyword=cst.Name(name),
-        value=new_value,
-        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
-    )
+    # `=` spaced as the call's own keywords are (`batch_size = 32` in some code bases)
+    tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+    equal = next((a.equal for a in reversed(call.args)
+                  if a.keyword is not None and isinstance(a.equal, cst.AssignEqual)), tight)
+    arg = cst.Arg(keyword=cst.Name(name), value=new_value, equal=equal)
     args = list(call.args)
     if not args:
         return call.with_changes(args=[arg])

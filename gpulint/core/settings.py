@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping, Optional, TypeVar
 
 from gpulint.core.options import (
+    LINE_LENGTH,
     LINT_TESTS,
     MAX_FILE_SIZE,
     MAX_FIX_SIZE,
@@ -101,6 +102,11 @@ class Settings:
     @property
     def max_fix_size(self) -> int:
         return self.value(MAX_FIX_SIZE)
+
+    @property
+    def line_length(self) -> int:
+        """The line length fixes keep to; 88 (ruff's and black's default) when nothing sets one."""
+        return self.value(LINE_LENGTH) or 88
 
     def is_enabled(self, code: str, preview_rule: bool = False) -> bool:
         """Ruff's semantics: the most specific selector wins; ignore wins a tie. The command

@@ -26,6 +26,7 @@ from gpulint.core.edits import (
     select_edits,
 )
 from gpulint.core.findings import Finding, FixEdit, Location
+from gpulint.core.layout import Frame, fit, long_lines
 from gpulint.core.pending import InsertStatements, PendingEdit, PendingFinding, Replace
 from gpulint.core.positions import LineIndex, Span, SpanTable, compute_spans
 from gpulint.core.settings import Settings
@@ -203,17 +204,17 @@ class _Placer:
                 last_row = self.index.location(s_end)[0]
             noqa_rows = (min(first_row, location.row), max(last_row, end_location.row))
         fix = None
-        message = report.message
+        note = report.note
         if report.fix is not None and report.fix.edits:
             try:
                 edits = tuple(edit for pending in report.fix.edits for edit in self.edits(pending))
                 fix = Fix(report.fix.applicability, report.fix.message, edits)
             except _Inexact:  # an edit over text LibCST does not reproduce could touch the wrong bytes
-                message += " (no automatic fix here: gpulint cannot reproduce the whitespace in this code exactly)"
+                note = "no automatic fix here: gpulint cannot reproduce the whitespace in this code exactly"
         rule = report.rule
         return Finding(
-            path=str(self.ctx.path), code=rule.code, name=rule.name, message=message,
-            location=location, end_location=end_location, fix=fix, noqa_rows=noqa_rows,
+            path=str(self.ctx.path), code=rule.code, name=rule.name, message=report.message,
+            location=location, end_location=end_location, fix=fix, noqa_rows=noqa_rows, note=note,
         )
 
     def edits(self, pending: PendingEdit) -> tuple[FixEdit, ...]:
@@ -270,6 +271,26 @@ class _Placer:
                 return line_start  # the text does not show those comment lines: stay put
         return starts[row - count]
 
+    def _fitted(self, pending: Replace, span: Span, end: int) -> str:
+        """The replacement's code, with the lines it makes too long broken (core/layout.py)."""
+        module = self.ctx.module
+        if isinstance(pending.new, str):
+            return pending.new
+        nodes = [pending.new] if isinstance(pending.new, cst.CSTNode) else list(pending.new)
+        start = min(span.start, len(self.text))
+        line_start = self.index.line_start(start)
+        prefix = self.text[line_start:start]
+        old = self.text[start:end]
+        suffix = ""
+        if not old.endswith(("\n", "\r")):
+            rest = self.text[end:]
+            cut = min((i for i in (rest.find("\n"), rest.find("\r")) if i >= 0), default=len(rest))
+            suffix = rest[:cut]
+        frame = Frame(prefix, suffix, span.indent, module.default_newline)
+        style = self.ctx.style
+        old_long = long_lines(prefix + old + suffix, style.width)
+        return _render(module, fit(nodes, frame, style, old_long), span.indent)
+
     def _text_edits(self, pending: PendingEdit) -> tuple[Edit, ...]:
         module = self.ctx.module
         newline = module.default_newline
@@ -278,7 +299,7 @@ class _Placer:
         if isinstance(pending, Replace):
             span = self.span(pending.node)
             end = min(span.end, len(self.text))
-            new = _render(module, pending.new, span.indent)
+            new = self._fitted(pending, span, end)
             if span.end > len(self.text) and new.endswith(newline):
                 new = new[: -len(newline)]  # the file has no trailing newline
             if span.generated_start < 0:  # generated code and file agree here

@@ -17,6 +17,7 @@ class RenderContext:
     sources: dict[str, str] = field(default_factory=dict)
     show_fixes: bool = False
     docs_site: Optional[str] = None  # where rule links point; None: no links (gpulint/core/docs_url.py)
+    unsafe_fixes: bool = False  # `[*]` marks unsafe fixes too (--unsafe-fixes), as ruff marks them
 
     def text_of(self, path: str) -> Optional[str]:
         if path not in self.sources:

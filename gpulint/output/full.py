@@ -70,7 +70,7 @@ def _fix_lines(finding: Finding, ctx: RenderContext) -> list[str]:
 
 
 def render_finding(finding: Finding, ctx: RenderContext) -> str:
-    out = [concise_line(finding)]
+    out = [concise_line(finding, ctx.unsafe_fixes)]
     text: Optional[str] = ctx.cell_text(finding.path, finding.cell.number if finding.cell is not None else None)
     if text is not None:
         out.extend("  " + line if line else "" for line in snippet(finding, text.splitlines()))
@@ -78,6 +78,8 @@ def render_finding(finding: Finding, ctx: RenderContext) -> str:
         label = "Safe fix" if finding.fix.applicability.value == "safe" else "Unsafe fix (needs --unsafe-fixes)"
         out.append(f"  = {label}: {finding.fix.message}")
         out.extend("    " + line for line in _fix_lines(finding, ctx))
+    if finding.note:
+        out.append(f"  = note: {finding.note}")
     return "\n".join(out) + "\n"
 
 

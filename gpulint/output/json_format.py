@@ -49,6 +49,7 @@ def finding_json(finding: Finding, site: Optional[str] = None) -> dict[str, Any]
         "location": _location(finding.location),
         "message": finding.message,
         "noqa_row": finding.location.row,
+        "note": finding.note or None,  # why no fix is offered, or what else to change (not in ruff's schema)
         "url": rule_url(finding.code, site),
     }
 

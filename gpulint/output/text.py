@@ -10,9 +10,10 @@ from gpulint.core.findings import Finding
 from gpulint.output.display import quote_path
 
 
-def fix_marker(finding: Finding) -> str:
+def fix_marker(finding: Finding, unsafe: bool = False) -> str:
+    """` [*]` when `gpulint fix` (with --unsafe-fixes, when `unsafe`) would fix the finding, as ruff marks it."""
     fix = finding.fix
-    return " [*]" if fix is not None and fix.applicability is Applicability.SAFE else ""
+    return " [*]" if fix is not None and fix.is_applicable(unsafe) else ""
 
 
 def position(finding: Finding) -> str:
@@ -22,12 +23,14 @@ def position(finding: Finding) -> str:
     return f"{cell}{loc.row}:{loc.column}"
 
 
-def concise_line(finding: Finding) -> str:
-    return f"{quote_path(finding.path)}:{position(finding)}: {finding.code}{fix_marker(finding)} {finding.message}"
+def concise_line(finding: Finding, unsafe: bool = False) -> str:
+    marker = fix_marker(finding, unsafe)
+    return f"{quote_path(finding.path)}:{position(finding)}: {finding.code}{marker} {finding.message}"
 
 
 def render_concise(findings: Sequence[Finding], ctx: object = None) -> str:
-    return "".join(concise_line(f) + "\n" for f in findings)
+    unsafe = bool(getattr(ctx, "unsafe_fixes", False))
+    return "".join(concise_line(f, unsafe) + "\n" for f in findings)
 
 
 @dataclass(frozen=True)
@@ -58,11 +61,16 @@ class Summary:
         noun = "finding" if self.findings == 1 else "findings"
         head = f"Found {self.findings} {noun}" + (" remaining" if fixing else "") + "."
         lines.append(head)
-        if self.safe_fixable and not fixing:
-            lines.append(f"[*] {self.safe_fixable} fixable with `gpulint fix`.")
-        hidden = self.unsafe_fixable if not unsafe_enabled else 0
-        if hidden:
-            lines.append(
-                f"({hidden} more fixable with `gpulint fix --unsafe-fixes`.)"
-            )
+        if fixing:
+            hidden = self.unsafe_fixable if not unsafe_enabled else 0
+            if hidden:
+                lines.append(f"({hidden} more fixable with `gpulint fix --unsafe-fixes`.)")
+            return "\n".join(lines) + "\n"
+        # as ruff counts: with --unsafe-fixes every fix counts as fixable by the command that applies them
+        fixable = self.safe_fixable + (self.unsafe_fixable if unsafe_enabled else 0)
+        command = "`gpulint fix --unsafe-fixes`" if unsafe_enabled else "`gpulint fix`"
+        if fixable:
+            lines.append(f"[*] {fixable} fixable with {command}.")
+        if self.unsafe_fixable and not unsafe_enabled:
+            lines.append(f"({self.unsafe_fixable} more fixable with `gpulint fix --unsafe-fixes`.)")
         return "\n".join(lines) + "\n"

@@ -13,6 +13,7 @@ import libcst as cst
 
 from gpulint.analysis.amp import DEPRECATED_AMP, OLD_AUTOCAST_ORDER, Replacement
 from gpulint.analysis.training import TrainingFacts, training_facts
+from gpulint.core import floors
 from gpulint.core.context import FileContext
 from gpulint.core.names import LOCAL, dotted
 from gpulint.core.pending import PendingEdit, PendingFix, Replace
@@ -48,10 +49,10 @@ def _prepend(call: cst.Call, value: str, args: list[cst.Arg]) -> cst.Call:
     return call.with_changes(args=[first, *args])
 
 
-def converted_call(call: cst.Call, replacement: Replacement,
-                   func: Optional[cst.BaseExpression] = None) -> Optional[cst.Call]:
+def converted_call(call: cst.Call, replacement: Replacement, func: Optional[cst.BaseExpression] = None,
+                   quote: str = '"') -> Optional[cst.Call]:
     """The same call against the torch.amp object, or None if it cannot be converted exactly."""
-    device = f'"{replacement.device}"'
+    device = f"{quote}{replacement.device}{quote}"
     keywords = {a.keyword.value for a in call.args if a.keyword is not None}
     if func is not None:
         call = call.with_changes(func=func)
@@ -77,12 +78,12 @@ def converted_call(call: cst.Call, replacement: Replacement,
     return add_keyword(call, "device_type", device)  # custom_fwd / custom_bwd
 
 
-def _decorator_call(func: cst.BaseExpression, replacement: Replacement) -> Optional[cst.Call]:
+def _decorator_call(func: cst.BaseExpression, replacement: Replacement, quote: str = '"') -> Optional[cst.Call]:
     """`@custom_fwd` -> `@custom_fwd(device_type="cuda")`; autocast/GradScaler are never bare decorators."""
     if replacement.name not in ("custom_fwd", "custom_bwd"):
         return None
     return cst.Call(func=func, args=[cst.Arg(keyword=cst.Name("device_type"), value=cst.SimpleString(
-        f'"{replacement.device}"'), equal=_no_space_equal())])
+        f"{quote}{replacement.device}{quote}"), equal=_no_space_equal())])
 
 
 class DeprecatedAmpFixes:
@@ -97,15 +98,14 @@ class DeprecatedAmpFixes:
         return self.ctx.analysis(training_facts)
 
     def _supported(self, replacement: Replacement) -> bool:
-        floor = self.ctx.settings.torch_version
-        return floor is None or floor >= replacement.since
+        return floors.too_new(self.ctx.settings.torch_version, [replacement.symbol]) is None
 
     def for_call(self, call: cst.Call, target: str) -> Optional[PendingFix]:
         replacement = DEPRECATED_AMP[target]
         if not self._supported(replacement):
             return None
         reference = self.ctx.imports.reference(replacement.module, replacement.name)
-        new = converted_call(call, replacement, cst.parse_expression(reference.expr))
+        new = converted_call(call, replacement, cst.parse_expression(reference.expr), self.ctx.style.quote)
         if new is None:
             return None
         return PendingFix.safe(f"Use `{reference.expr}`", reference.edit, Replace(call, new))
@@ -115,7 +115,7 @@ class DeprecatedAmpFixes:
         if not self._supported(replacement):
             return None
         reference = self.ctx.imports.reference(replacement.module, replacement.name)
-        new = _decorator_call(cst.parse_expression(reference.expr), replacement)
+        new = _decorator_call(cst.parse_expression(reference.expr), replacement, self.ctx.style.quote)
         if new is None:
             return None
         return PendingFix.safe(f"Use `{reference.expr}`", reference.edit, Replace(expr, new))
@@ -191,13 +191,13 @@ class DeprecatedAmpFixes:
                 continue
             parent = facts.parent(use)
             if isinstance(parent, cst.Call) and parent.func is use:
-                new = converted_call(parent, replacement)
+                new = converted_call(parent, replacement, quote=self.ctx.style.quote)
                 if new is None:
                     return None
                 calls.append(parent)
                 edits.append(Replace(parent, new))
             elif isinstance(parent, cst.Decorator) and parent.decorator is use:
-                decorated = _decorator_call(use, replacement)
+                decorated = _decorator_call(use, replacement, self.ctx.style.quote)
                 if decorated is None:
                     return None
                 edits.append(Replace(use, decorated))

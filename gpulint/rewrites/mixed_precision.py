@@ -21,25 +21,23 @@ from gpulint.analysis.training import (
     TrainingFacts,
     TrainingStep,
 )
-from gpulint.core.arguments import positional_args
 from gpulint.core.context import FileContext
 from gpulint.core.names import NameUses, dotted
 from gpulint.core.pending import PendingEdit, Replace
 from gpulint.core.rewrite import add_keyword, is_literal
 from gpulint.core.values import self_attribute_value, single_value
 from gpulint.core.walk import walk
+from gpulint.rewrites.amp_device import default_device, device_code_in, name_device_code, parameter_visible
 
 Container = Union[cst.IndentedBlock, cst.Module]
 
 # calls that only fetch, move or reshape a batch: a region never starts with them
 _MOVING_METHODS = frozenset({
-    "to", "cuda", "cpu", "float", "double", "long", "int", "bool", "contiguous", "view", "reshape",
+    "to", "cuda", "xpu", "mps", "cpu", "float", "double", "long", "int", "bool", "contiguous", "view", "reshape",
     "squeeze", "unsqueeze", "permute", "flatten", "pin_memory", "get", "items", "keys", "values",
 })
 _MOVING_FUNCTIONS = frozenset({"next", "iter", "len", "zip", "enumerate", "range", "tuple", "list", "dict"})
-_DEVICE_TYPES = ("cuda", "cpu")
 _SGD = frozenset({"torch.optim.SGD", "torch.optim.sgd.SGD"})
-GRAD_SCALER_SINCE = (2, 3)  # torch.amp.GradScaler
 SHARDED_SCALER_MODULE = "torch.distributed.fsdp.sharded_grad_scaler"
 
 
@@ -193,23 +191,38 @@ _TENSOR_METHODS = _MOVING_METHODS | frozenset({
 
 def _calls_model(facts: TrainingFacts, statement: cst.CSTNode) -> bool:
     """The statement calls something other than torch, builtins and tensor methods: a model or a loss."""
+    return any(facts.contains(statement, call) and _is_model_call(facts, call) for call in facts.calls)
+
+
+def _is_model_call(facts: TrainingFacts, call: cst.Call) -> bool:
+    func = call.func
+    qualified = facts.ctx.qualname(func)
+    if qualified is not None:
+        return qualified.split(".", 1)[0] not in ("torch", "numpy", "math", "random")
+    if isinstance(func, cst.Name):
+        return not (func.value in _BUILTINS and facts.ctx.names.binding_scope(func) is None)  # `len(...)`
+    return not (isinstance(func, cst.Attribute) and func.attr.value in _TENSOR_METHODS)
+
+
+def region_model_calls(facts: TrainingFacts, region: Region) -> list[cst.Call]:
+    """The calls of the region that run a model or a loss (not torch, builtins or tensor methods), in order."""
+    statements = region.container.body[region.start:region.end + 1]
+    found: list[cst.Call] = []
     for call in facts.calls:
-        if not facts.contains(statement, call):
-            continue
-        func = call.func
-        qualified = facts.ctx.qualname(func)
-        if qualified is not None:
-            if qualified.split(".", 1)[0] in ("torch", "numpy", "math", "random"):
-                continue
-            return True
-        if isinstance(func, cst.Name):
-            if func.value in _BUILTINS and facts.ctx.names.binding_scope(func) is None:
-                continue  # `len(...)`, `range(...)`, `zip(...)`
-            return True
-        if isinstance(func, cst.Attribute) and func.attr.value in _TENSOR_METHODS:
-            continue
+        if any(facts.contains(statement, call) for statement in statements) and _is_model_call(facts, call):
+            found.append(call)
+    return found
+
+
+def runs_repeatedly(facts: TrainingFacts, function: cst.FunctionDef) -> bool:
+    """The file calls `function` from a loop or from more than one place (a per-epoch `train()`)."""
+    name = function.name.value
+    calls = [c for c in facts.calls if (isinstance(c.func, cst.Name) and c.func.value == name)
+             or (isinstance(c.func, cst.Attribute) and c.func.attr.value == name)]
+    if len(calls) > 1:
         return True
-    return False
+    return any(isinstance(a, (cst.For, cst.While)) for call in calls for a in facts.ancestors(call)
+               if not facts.contains(a, function))
 
 
 def _not_forward(facts: TrainingFacts, statement: cst.CSTNode) -> bool:
@@ -361,6 +374,29 @@ def scaler_plan(facts: TrainingFacts, step: TrainingStep, backward: Backward) ->
     return ScalerPlan(backward, opt_step, first)
 
 
+def scaler_refusal(facts: TrainingFacts, step: TrainingStep) -> str:
+    """Why `scaler_plan` found no way to add a GradScaler, in one claim."""
+    if any(_fused_sgd_with_momentum(facts, s.optimizer) for s in step.steps) or facts.ctx.project.fused_sgd:
+        return "fused SGD with momentum is built in or around this file, and a skipped scaled step corrupts it"
+    if len(step.backwards) > 1:
+        return f"the step calls backward() {len(step.backwards)} times, and one GradScaler path cannot serve them"
+    if len(step.steps) > 1:
+        return f"the step steps {len(step.steps)} optimizers, and one GradScaler path cannot serve them"
+    return "the step's gradients are used between backward() and step() where a GradScaler cannot unscale them"
+
+
+def fused_optimizer(facts: TrainingFacts, step: TrainingStep) -> bool:
+    """An optimizer the step steps is built with `fused=True` (or a fused value other than False/None)."""
+    for opt_step in step.steps:
+        optimizer = opt_step.optimizer
+        value = single_value(optimizer, facts.ctx.names) if isinstance(optimizer, cst.Name) else None
+        if isinstance(value, cst.Call):
+            kwargs = facts.ctx.kwargs(value)
+            if kwargs.has("fused") and not is_literal(kwargs.get("fused"), "False", "None"):
+                return True
+    return False
+
+
 def _fused_sgd_with_momentum(facts: TrainingFacts, optimizer: cst.BaseExpression) -> bool:
     """Fused SGD with momentum leaves its momentum buffer uninitialised when the first scaled step
     overflows (weights blew up within 3 steps on torch 2.14): never pair it with a GradScaler."""
@@ -404,106 +440,27 @@ def scaler_anchor(facts: TrainingFacts, node: cst.CSTNode) -> cst.BaseStatement:
     return anchor  # type: ignore[return-value]
 
 
-# -- device type ----------------------------------------------------------------------
-def _device_kind(value: Optional[cst.BaseExpression], ctx: FileContext) -> Optional[str]:
-    """"device" for a torch.device, "string" for a "cuda"/"cpu" string, else None."""
-    if isinstance(value, cst.Call) and ctx.qualname(value.func) in ("torch.device",
-                                                                     "torch.accelerator.current_accelerator"):
-        return "device"
-    if isinstance(value, cst.SimpleString) and value.evaluated_value in _DEVICE_TYPES:
-        return "string"
-    if isinstance(value, cst.IfExp):
-        kinds = {_device_kind(value.body, ctx), _device_kind(value.orelse, ctx)}
-        return kinds.pop() if len(kinds) == 1 else None
-    return None
-
-
-def visible_at(facts: TrainingFacts, name: cst.Name, anchor: cst.CSTNode) -> bool:
-    """The name's one binding is made before `anchor`, in code that `anchor` can see."""
-    owner = facts.ctx.names.binding_scope(name)
-    if owner is None:
-        return False
-    value = single_value(name, facts.ctx.names)
-    if value is None or not facts.before(value, anchor):
-        return False
-    return owner.node is facts.ctx.module or facts.contains(owner.node, anchor)
-
-
-def _parameter_visible(facts: TrainingFacts, name: cst.Name, anchor: cst.CSTNode) -> bool:
-    """`name` is a parameter of a function that holds `anchor` (never rebound there)."""
-    owner = facts.ctx.names.binding_scope(name)
-    if owner is None or not isinstance(owner.node, cst.FunctionDef) or not facts.contains(owner.node, anchor):
-        return False
-    targets = owner.bindings.get(name.value, [])
-    values = owner.values.get(name.value, [])
-    params = {p.name.value for p in (*owner.node.params.posonly_params, *owner.node.params.params,
-                                     *owner.node.params.kwonly_params)}
-    return name.value in params and len(targets) == 1 and values == [None]
-
-
-def _looks_like_device(name: cst.Name) -> bool:
-    """`device`, `dev`, `local_rank`, `gpu`: a name that holds a device, never a dtype."""
-    lowered = name.value.lower()
-    return "dtype" not in lowered and (
-        "device" in lowered or lowered in ("dev", "rank", "local_rank", "gpu", "gpu_id"))
-
-
-def _device_targets(facts: TrainingFacts, scope: cst.CSTNode) -> list[cst.BaseExpression]:
-    """What `.to(X)` / `.to(device=X)` move tensors to inside `scope`."""
-    found: list[cst.BaseExpression] = []
-    for call in facts.calls:
-        if not facts.contains(scope, call) or not isinstance(call.func, cst.Attribute) \
-                or call.func.attr.value != "to":
-            continue
-        args = positional_args(call, ignore_starred=True)
-        target = args[0] if args else next(
-            (a.value for a in call.args if a.keyword is not None and a.keyword.value == "device"), None)
-        if isinstance(target, (cst.Name, cst.Attribute)):
-            found.append(target)
-    return found
-
-
-def device_code_in(facts: TrainingFacts, scopes: tuple[cst.CSTNode, ...], anchor: cst.CSTNode, torch: str) -> str:
-    """The script's own device type as code valid at `anchor`: `device.type`, `device`,
-    `torch.device(args.device).type`, or `"cuda"` when the scopes move tensors nowhere visible."""
-    for scope in scopes:
-        found: dict[str, str] = {}
-        for target in _device_targets(facts, scope):
-            code = facts.ctx.code(target)
-            if isinstance(target, cst.Name):
-                kind = _device_kind(single_value(target, facts.ctx.names), facts.ctx)
-                if kind is not None and visible_at(facts, target, anchor):
-                    found[code] = f"{code}.type" if kind == "device" else code
-                elif _looks_like_device(target) and (
-                        visible_at(facts, target, anchor) or _parameter_visible(facts, target, anchor)):
-                    found[code] = f"{torch}.device({code}).type"  # a str, an index or a torch.device: all work
-            elif isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and \
-                    "device" in target.attr.value.lower() and (
-                        _parameter_visible(facts, target.value, anchor) or visible_at(facts, target.value, anchor)):
-                found[code] = f"{torch}.device({code}).type"  # `args.device`, `self.device`
-        if len(found) == 1:
-            return next(iter(found.values()))
-        if found:
-            break
-    return '"cuda"'
-
-
-def device_type_code(facts: TrainingFacts, step: TrainingStep, anchor: cst.CSTNode, torch: str = "torch") -> str:
-    """`device.type`, `device` or `"cuda"`: the script's own device where it can be seen."""
-    return device_code_in(facts, (step.node, facts.scope_of(step.node)), anchor, torch)
-
-
-def scaler_name(ctx: FileContext) -> str:
+def taken_names(ctx: FileContext) -> set[str]:
+    """Every name the file binds, in any scope: a name the fix adds must be none of them."""
     taken: set[str] = set()
     for scope in ctx.names.scopes.values():
         taken.update(scope.bindings)
-    for candidate in ("scaler", "grad_scaler", "amp_scaler"):
+    return taken
+
+
+def free_name(taken: set[str], candidates: tuple[str, ...]) -> str:
+    """The first candidate not taken, else the first with a number: `scaler_2`."""
+    for candidate in candidates:
         if candidate not in taken:
             return candidate
     index = 1
-    while f"scaler_{index}" in taken:
+    while f"{candidates[0]}_{index}" in taken:
         index += 1
-    return f"scaler_{index}"
+    return f"{candidates[0]}_{index}"
+
+
+def scaler_name(ctx: FileContext) -> str:
+    return free_name(taken_names(ctx), ("scaler", "grad_scaler", "amp_scaler"))
 
 
 # -- the transformation ---------------------------------------------------------------
@@ -515,6 +472,7 @@ class _Plan:
     small_after: dict[int, list[cst.BaseSmallStatement]] = field(default_factory=dict)
     wrap: Optional[Region] = None
     with_item: Optional[cst.BaseExpression] = None
+    parameters: dict[int, list[str]] = field(default_factory=dict)  # def -> parameters it gains (`=None`)
 
 
 class _Rewriter(cst.CSTTransformer):
@@ -563,6 +521,12 @@ class _Rewriter(cst.CSTTransformer):
     def leave_SimpleStatementSuite(self, original_node: cst.SimpleStatementSuite,
                                    updated_node: cst.SimpleStatementSuite) -> cst.SimpleStatementSuite:
         return updated_node.with_changes(body=self._small(original_node.body, updated_node.body))
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        names = self.plan.parameters.get(id(original_node))
+        if names:
+            return updated_node.with_changes(params=_with_parameters(updated_node.params, names))
+        return updated_node
 
 
 def _with_statement(item: cst.BaseExpression, group: list[cst.BaseStatement]) -> cst.With:
@@ -618,10 +582,10 @@ def scaler_home(facts: TrainingFacts, step: TrainingStep, plan: ScalerPlan, torc
         creation = facts.statement_of(value) if value is not None else None
         if not isinstance(creation, cst.SimpleStatementLine) or _function_of(facts, creation) is not None:
             return None
-        device = device_code_in(facts, (function, facts.ctx.module), creation, torch)
+        device = device_code_in(facts, (function, facts.ctx.module), creation, torch) or _literal_device(facts)
         saves, loads = _checkpoints(facts, optimizer, owner, creation, None)
         return ScalerHome(creation, device, saves=saves, loads=loads)
-    if owner is not names.scopes.get(id(function)) or not _parameter_visible(facts, optimizer, step.node):
+    if owner is not names.scopes.get(id(function)) or not parameter_visible(facts, optimizer, step.node):
         return None
     return _caller_home(facts, function, optimizer.value, torch, name)
 
@@ -658,9 +622,8 @@ def _caller_home(facts: TrainingFacts, function: cst.FunctionDef, parameter: str
     assert creation is not None and passed is not None
     if not isinstance(creation, cst.SimpleStatementLine):
         return None
-    device = device_code_in(facts, (home_scope,), creation, torch)
-    if device == '"cuda"':
-        device = _device_through_call(facts, function, calls[0], creation, torch)
+    device = device_code_in(facts, (home_scope,), creation, torch) or _device_through_call(
+        facts, function, calls[0], creation, torch) or _literal_device(facts)
     saves, loads = _checkpoints(facts, passed, names.binding_scope(passed), creation, home_scope)
     return ScalerHome(creation, device, function, tuple(calls), saves, loads)
 
@@ -676,20 +639,23 @@ def _argument(call: cst.Call, parameter: str, position: Optional[int]) -> Option
 
 
 def _device_through_call(facts: TrainingFacts, function: cst.FunctionDef, call: cst.Call,
-                         creation: cst.CSTNode, torch: str) -> str:
+                         creation: cst.CSTNode, torch: str) -> Optional[str]:
     """The device the caller passes to the step function's device parameter, as code at `creation`."""
     inside = device_code_in(facts, (function,), function.body, torch)
     params = [*function.params.posonly_params, *function.params.params]
     for index, param in enumerate(params):
-        if inside not in (f"{param.name.value}.type", f"{torch}.device({param.name.value}).type"):
+        if inside not in (f"{param.name.value}.type", f"{torch}.device({param.name.value}).type", param.name.value):
             continue
         argument = _argument(call, param.name.value, index)
-        if isinstance(argument, cst.Name) and visible_at(facts, argument, creation):
-            kind = _device_kind(single_value(argument, facts.ctx.names), facts.ctx)
-            if kind == "device":
-                return f"{argument.value}.type"
-            return argument.value if kind == "string" else f"{torch}.device({argument.value}).type"
-    return '"cuda"'
+        if isinstance(argument, cst.Name):
+            written = name_device_code(facts, argument, creation, torch)
+            if written is not None:
+                return written
+    return None
+
+
+def _literal_device(facts: TrainingFacts) -> str:
+    return facts.ctx.style.string(default_device(facts.ctx))
 
 
 def _checkpoints(facts: TrainingFacts, optimizer: cst.Name, owner: object, creation: cst.CSTNode,
@@ -725,13 +691,21 @@ def _checkpoints(facts: TrainingFacts, optimizer: cst.Name, owner: object, creat
     return tuple(dict.fromkeys(saves)), tuple(loads)
 
 
-def home_edits(facts: TrainingFacts, home: ScalerHome, torch: str, name: str, scaler_class: str) -> list[Replace]:
-    """The edits outside the step's loop: create the scaler at home, pass it in, save and load its state."""
-    creation = cst.parse_statement(f"{name} = {scaler_class}({home.device})\n")
-    edits: list[Replace] = [Replace(home.creation, [home.creation, creation])]
-    if home.function is not None:
-        edits.append(Replace(home.function.params, _with_scaler_parameter(home.function.params, name)))
-        edits.extend(Replace(call, add_keyword(call, name, name)) for call in home.calls)
+def home_edits(facts: TrainingFacts, rewrite: "StepRewrite") -> list[Replace]:
+    """The edits outside the step's loop: create the scaler at home (with the dtype choice under
+    amp-dtype "auto"), pass both in, save and load the scaler's state."""
+    home, name = rewrite.home, rewrite.scaler_name
+    assert home is not None
+    quote = facts.ctx.style.string
+    statements = [cst.parse_statement(code + "\n") for code in _creation(rewrite, home.device, home.creation)]
+    edits: list[Replace] = [Replace(home.creation, [home.creation, *statements])]
+    if home.function is not None:  # the function's new parameters come with the step's edit
+        passed = _passed(rewrite)
+        for call in home.calls:
+            new = call
+            for each in passed:
+                new = add_keyword(new, each, each)
+            edits.append(Replace(call, new))
     taken = [edit.node for edit in edits]
     for holder in home.saves:
         if any(facts.contains(other, holder) or facts.contains(holder, other) for other in taken):
@@ -742,25 +716,36 @@ def home_edits(facts: TrainingFacts, home: ScalerHome, torch: str, name: str, sc
         if any(facts.contains(other, line) or facts.contains(line, other) for other in taken):
             continue
         guard = cst.parse_statement(
-            f"if {_quoted(name)} in {checkpoint}:\n    {name}.load_state_dict({checkpoint}[{_quoted(name)}])\n")
+            f"if {quote(name)} in {checkpoint}:\n    {name}.load_state_dict({checkpoint}[{quote(name)}])\n")
         edits.append(Replace(line, [line, guard]))
         taken.append(line)
     return edits
 
 
-def _quoted(key: str) -> str:
-    return f'"{key}"'
+def _passed(rewrite: "StepRewrite") -> list[str]:
+    """What the caller passes to the step's function: the scaler, and the dtype chosen (amp-dtype "auto")."""
+    return [rewrite.scaler_name] + ([rewrite.choice_name] if rewrite.choice is not None and rewrite.choice_name
+                                    else [])
 
 
-def _with_scaler_parameter(params: cst.Parameters, name: str) -> cst.Parameters:
+def _creation(rewrite: "StepRewrite", device: str, where: cst.CSTNode) -> list[str]:
+    """The statements that create the scaler: the dtype choice (amp-dtype "auto"), then the scaler."""
+    enabled = f", enabled=({rewrite.scaler_enabled})" if rewrite.scaler_enabled else ""
+    scaler = f"{rewrite.scaler_name} = {_scaler_class(rewrite)}({device}{enabled})"
+    if rewrite.choice is None:
+        return [scaler]
+    return [f"{rewrite.choice_name} = {rewrite.choice(device, where)}", scaler]
+
+
+def _with_parameters(params: cst.Parameters, names: list[str]) -> cst.Parameters:
     """`def train(a, b)` -> `def train(a, b, scaler=None)` (keyword-only after `*args`)."""
-    new = cst.Param(name=cst.Name(name), default=cst.Name("None"), equal=cst.AssignEqual(
-        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+    new = [cst.Param(name=cst.Name(name), default=cst.Name("None"), equal=cst.AssignEqual(
+        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))) for name in names]
     if isinstance(params.star_arg, cst.Param) or params.kwonly_params:
-        return params.with_changes(kwonly_params=[*params.kwonly_params, new])
+        return params.with_changes(kwonly_params=[*params.kwonly_params, *new])
     if params.star_kwarg is not None or params.params or params.posonly_params:
-        return params.with_changes(params=[*params.params, new])
-    return params.with_changes(params=[new])
+        return params.with_changes(params=[*params.params, *new])
+    return params.with_changes(params=new)
 
 
 def _with_entry(holder: cst.Dict, name: str) -> cst.Dict:
@@ -803,7 +788,11 @@ class StepRewrite:
     torch: str  # the file's spelling of `torch`
     device: str  # code for the device type
     region: Optional[Region] = None  # wrap in autocast
-    dtype: Optional[str] = None  # "float16" / "bfloat16" for the autocast written
+    dtype: Optional[str] = None  # code of the autocast's dtype: `torch.bfloat16`, `torch.float16`, `amp_dtype`
+    # amp-dtype "auto": the name the run-time dtype choice binds, and its right-hand side for the
+    # device code valid at a statement (the choice is written where the scaler is created)
+    choice_name: Optional[str] = None
+    choice: Optional[Callable[[str, cst.CSTNode], str]] = None
     scaler: Optional[ScalerPlan] = None
     scaler_name: str = "scaler"
     scaler_enabled: Optional[str] = None  # `enabled=` for a scaler needed only on a float16 path
@@ -816,7 +805,7 @@ def step_edits(facts: TrainingFacts, rewrite: StepRewrite) -> list[Replace]:
     """The replacement of the anchor statement carrying the step's rewrite, and the scaler's home."""
     edits = [step_edit(facts, rewrite)]
     if rewrite.home is not None and rewrite.scaler is not None:
-        edits += home_edits(facts, rewrite.home, rewrite.torch, rewrite.scaler_name, _scaler_class(rewrite))
+        edits += home_edits(facts, rewrite)
     return edits
 
 
@@ -827,11 +816,11 @@ def _scaler_class(rewrite: StepRewrite) -> str:
 def step_edit(facts: TrainingFacts, rewrite: StepRewrite) -> Replace:
     """One replacement of the anchor statement carrying the whole rewrite of the step."""
     plan = _Plan()
-    torch, name = rewrite.torch, rewrite.scaler_name
+    name = rewrite.scaler_name
     if rewrite.region is not None:
         plan.wrap = rewrite.region
         plan.with_item = cst.parse_expression(
-            f"{torch}.autocast(device_type={rewrite.device}, dtype={torch}.{rewrite.dtype})")
+            f"{rewrite.torch}.autocast(device_type={rewrite.device}, dtype={rewrite.dtype})")
     for call in rewrite.float_calls:
         plan.calls[id(call)] = _float_inputs
     scaler = rewrite.scaler
@@ -856,19 +845,26 @@ def step_edit(facts: TrainingFacts, rewrite: StepRewrite) -> Replace:
         expr = facts.parent(scaler.step.call)
         line = facts.statement_of(scaler.step.call)
         update = cst.parse_statement(f"{name}.update()\n")
-        if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 and not isinstance(
-                facts.parent(line), cst.Module):
-            plan.after[id(line)] = [update]
+        if isinstance(line, cst.SimpleStatementLine) and isinstance(facts.parent(line), cst.IndentedBlock):
+            plan.after[id(line)] = [update]  # its own line, also after `loss.backward(); opt.step()`
         else:
             plan.small_after[id(expr)] = [cst.Expr(cst.parse_expression(f"{name}.update()"))]
         if scaler.unscale_before is not None:
             plan.before[id(scaler.unscale_before)] = [cst.parse_statement(f"{name}.unscale_({optimizer_code})\n")]
-        enabled = f", enabled=({rewrite.scaler_enabled})" if rewrite.scaler_enabled else ""
-        creation = f"{name} = {_scaler_class(rewrite)}({rewrite.device}{enabled})"
+        creation = _creation(rewrite, rewrite.device, rewrite.anchor)
         if rewrite.home is None:
-            new_statements.append(cst.parse_statement(creation + "\n"))
+            new_statements.extend(cst.parse_statement(code + "\n") for code in creation)
         elif rewrite.home.function is not None:  # a fallback for callers that pass no scaler
-            new_statements.append(cst.parse_statement(f"if {name} is None:\n    {creation}\n"))
+            body = "".join(f"    {code}\n" for code in creation)
+            fallback = cst.parse_statement(f"if {name} is None:\n{body}")
+            # one edit of the whole function: its new parameters and the fallback before the loop,
+            # so the parameter list is laid out with the def it belongs to
+            function = rewrite.home.function
+            plan.before[id(rewrite.anchor)] = [fallback]
+            plan.parameters[id(function)] = _passed(rewrite)
+            rewritten = function.visit(_Rewriter(plan))
+            assert isinstance(rewritten, cst.FunctionDef)
+            return Replace(function, rewritten)
     anchor = rewrite.anchor
     transformed = anchor.visit(_Rewriter(plan))
     assert isinstance(transformed, cst.CSTNode)  # the rewriter replaces statements, it never removes one
@@ -881,10 +877,12 @@ def step_edit(facts: TrainingFacts, rewrite: StepRewrite) -> Replace:
         split -= 1  # the comments directly above the statement describe it (or suppress it): they stay
     head, own = leading[:split], leading[split:]
     new_statements[0] = new_statements[0].with_changes(leading_lines=head)
-    blank = [line for line in head if line.comment is None][:2]
-    if not isinstance(anchor, (cst.FunctionDef, cst.ClassDef)):
-        blank = []
-    transformed = transformed.with_changes(leading_lines=[*blank, *own])
+    if isinstance(anchor, (cst.FunctionDef, cst.ClassDef)):
+        # new statements above a def or class: the blank lines PEP 8 wants between them (two at top level)
+        own = [cst.EmptyLine(indent=False)] * (2 if isinstance(facts.parent(anchor), cst.Module) else 1) + own
+    elif own and head and head[-1].comment is None:
+        own = [cst.EmptyLine(indent=False), *own]  # a blank line set the comment block apart: it keeps one
+    transformed = transformed.with_changes(leading_lines=own)
     return Replace(anchor, [*new_statements, transformed])
 
 

@@ -83,6 +83,27 @@ def rule_by_code(code: str) -> Optional[type["Rule"]]:
     return None
 
 
+def nearest_rule(text: str) -> Optional[str]:
+    """The rule code (or name) closest to a mistyped one: `GPU999` -> GPU900, `GPU11` -> GPU101."""
+    import difflib
+
+    wanted = text.strip()
+    modules = rule_modules()
+    if wanted.upper().startswith("GPU"):
+        codes = [m.code for m in modules]
+        if not any(ch.isdigit() for ch in wanted):
+            return None
+        close = difflib.get_close_matches(wanted.upper(), codes, n=1, cutoff=0.5)
+        if close:
+            return close[0]
+        digits = "".join(ch for ch in wanted if ch.isdigit())
+        if digits:
+            return min(codes, key=lambda code: (abs(int(code[3:]) - int(digits)), code))
+        return None
+    names = difflib.get_close_matches(wanted.lower(), [m.name for m in modules], n=1, cutoff=0.5)
+    return names[0] if names else None
+
+
 # ---------------------------------------------------------------------------------------------
 # options: the general ones and every rule's, by key
 

@@ -126,15 +126,20 @@ class Rule:
         message: str,
         fix: Optional["PendingFix"] = None,
         statement: Optional["cst.CSTNode"] = None,
+        note: str = "",
     ) -> None:
         """Report `node`. `statement` (default: the statement being visited) scopes `# noqa`. Rules that
-        stay out of test files also stay out of `test_*` functions that compare against a reference."""
+        stay out of test files also stay out of `test_*` functions that compare against a reference.
+
+        `message` is one claim on one line (under about 120 characters); `note` says what it leaves
+        out, such as why no fix is offered; a fix's own message says what the fix does and any caveat.
+        """
         if not self.in_tests and not self.ctx.settings.lint_tests:
             from gpulint.analysis.test_code import in_test_function
 
             if in_test_function(self.ctx, node):
                 return
-        self.ctx.add_finding(self, node, message, fix, statement)
+        self.ctx.add_finding(self, node, message, fix, statement, note)
 
     def decide(self, evidence: dict[Premise, Evidence]) -> Decision:
         """Whether the evidence for the rule's premises allows a finding (`strictness` decides about
@@ -152,6 +157,7 @@ class Rule:
         message: str,
         fix: Optional["PendingFix"] = None,
         statement: Optional["cst.CSTNode"] = None,
+        note: str = "",
     ) -> None:
         """Report when `decision` allows it. A finding resting on undecided premises (pedantic) says
         which. (Its fix keeps the safety the rule gives it: a premise a fix's safety depends on, such as
@@ -160,4 +166,4 @@ class Rule:
             return
         if decision.assumed:
             message += undecided_note(decision.undecided)
-        self.report(node, message, fix, statement)
+        self.report(node, message, fix, statement, note)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Callable, Optional
 
 import libcst as cst
 
@@ -15,37 +15,43 @@ from gpulint.analysis.training import (
     Coverage,
     TrainingFacts,
     TrainingStep,
-    training_facts,
     training_step_of,
 )
 from gpulint.analysis.widths import trained_model_width
+from gpulint.core import floors
 from gpulint.core.edits import Applicability
-from gpulint.core.options import Choice, Integer, Option, version_text
+from gpulint.core.options import Choice, Integer, Option
 from gpulint.core.pending import PendingFix
 from gpulint.core.settings import Settings
 from gpulint.core.verification import MIXED_PRECISION, Verification, construct_enabled
 from gpulint.project.view import ProjectView
+from gpulint.rewrites.amp_device import cuda_device, default_device, device_type_code
+from gpulint.rewrites.amp_dtype import choice_code, float16_hazard
 from gpulint.rewrites.mixed_precision import (
-    GRAD_SCALER_SINCE,
     Region,
     ScalerHome,
     ScalerPlan,
     StepRewrite,
     autocast_region,
-    device_type_code,
+    free_name,
+    fused_optimizer,
     grad_scaler_class,
     loss_passed_in,
     loss_statement,
     refused_ops,
+    region_model_calls,
+    runs_repeatedly,
     scaler_anchor,
     scaler_home,
     scaler_name,
     scaler_plan,
+    scaler_refusal,
     step_edits,
+    taken_names,
 )
 from gpulint.rules.base import Rule, RuleDocs, Target
 
-AUTOCAST_SINCE = (1, 10)
+AUTOCAST_SINCE = floors.since(floors.AUTOCAST)
 _SIXTEEN_BIT = re.compile(r"\b(?:bfloat16|float16|half)\b")
 MIN_WIDTH: Option[int] = Option(
     "min-width", Integer(1), 128,
@@ -90,8 +96,9 @@ GPU_BOUND = Premise(
 # (host dispatch measured on a CPU, A100 datasheet throughput) reaches 1.5x at 8.3e8-9.2e8; rounded down
 STEP_WORK_FLOOR = 800_000_000
 AMP_DTYPE: Option[str] = Option(
-    "amp-dtype", Choice(("float16", "bfloat16")), "float16",
-    "the dtype autocast fixes use: float16 (every CUDA GPU, with a GradScaler) or bfloat16 (Ampere and newer)")
+    "amp-dtype", Choice(("auto", "float16", "bfloat16")), "auto",
+    "the dtype autocast fixes write: auto (bfloat16 where the GPU computes in it natively, else float16 with a "
+    "GradScaler, chosen at run time), float16 (with a GradScaler) or bfloat16 (Ampere and newer, no scaler)")
 
 
 class MissingAutocast(Rule):
@@ -142,11 +149,16 @@ class MissingAutocast(Rule):
         """,
         use_instead="""
         device = torch.device("cuda")
-        scaler = torch.amp.GradScaler(device.type)
+        amp_dtype = (
+            torch.bfloat16
+            if torch.cuda.is_bf16_supported(including_emulation=False)
+            else torch.float16
+        )
+        scaler = torch.amp.GradScaler(device.type, enabled=(amp_dtype == torch.float16))
         for data, target in loader:
             data, target = data.to(device), target.to(device)
             optimizer.zero_grad()
-            with torch.autocast(device_type=device.type, dtype=torch.float16):
+            with torch.autocast(device_type=device.type, dtype=amp_dtype):
                 output = model(data)
                 loss = criterion(output, target)
             scaler.scale(loss).backward()
@@ -161,24 +173,43 @@ class MissingAutocast(Rule):
         through the loss assignment. Building a model or an optimizer and waiting on futures
         are never inside; when such a line sits between forward statements, or the loss is
         computed inside the `backward()` call, no fix is offered. `backward()` stays outside.
-        The dtype comes from the `amp-dtype` setting: `float16` (default, every CUDA GPU) also
-        routes backward, gradient clipping (`unscale_`) and the optimizer step through one
-        GradScaler, on the accumulation boundary when the step is conditional; `bfloat16`
-        (Ampere and newer) needs none. The scaler lives as long as the optimizer: beside a
-        global optimizer; or, when `train()` receives the optimizer from a function of the
-        file, created there, passed in (`scaler=None` keeps other callers working) and saved
-        and loaded with the optimizer's state in checkpoint dicts; else before the step's
-        loop, and the message says what to move. Sharded parameters (FSDP) get
-        `ShardedGradScaler`, which agrees on inf/NaN across ranks; tensor-parallel (DTensor)
-        parameters get bfloat16 and no scaler. `nn.BCELoss` / `F.binary_cross_entropy`, which
-        CUDA autocast refuses ("unsafe to autocast"), stay outside the region with their
-        inputs cast to float32; inside a helper of the step, no fix. The device type is the
-        script's own (`device.type`, `torch.device(args.device).type`) when it can be seen,
-        else `"cuda"`. No float16 fix with a `torch-version` floor below 2.3, when the step is
-        too irregular for one scaler path (several backward calls or optimizers, gradients
-        clipped on every micro-step but stepped on a boundary), or when fused SGD with
-        momentum, which a skipped scaled step corrupts, is built in the file or a module of
-        the project around it.
+
+        The dtype comes from the `amp-dtype` setting. `"auto"` (the default) writes the choice
+        once, decided at run time: bfloat16 where the GPU computes in it natively (Ampere and
+        newer; `torch.cuda.is_bf16_supported(including_emulation=False)`, since a T4 or V100
+        only emulates it, slowly), else float16 with a GradScaler that is enabled on that path
+        only; where the device type is chosen at run time, a CPU, Intel GPU or Mac run takes
+        bfloat16. `"float16"` writes float16 and a GradScaler that is always on; `"bfloat16"`
+        writes no scaler. A GradScaler routes backward, gradient clipping (`unscale_`) and the
+        optimizer step through it, on the accumulation boundary when the step is conditional.
+        The scaler lives as long as the optimizer: beside a global optimizer; or, when
+        `train()` receives the optimizer from a function of the file, created there, passed in
+        with the dtype choice (`scaler=None, amp_dtype=None` keep other callers working) and
+        saved and loaded with the optimizer's state in checkpoint dicts; else before the step's
+        loop, and when that function runs more than once the fix message says what to move.
+
+        The device type is the script's own: the device the step moves tensors to
+        (`device.type`, `torch.device(args.device).type`, also a device chosen on several
+        branches), else the model's (`next(model.parameters()).device.type`), else the batch's
+        (`x.device.type`, bfloat16 only, since no scaler is created then), else `"cuda"` (or
+        `"xpu"` in a file that uses Intel GPUs only, which also gets bfloat16).
+
+        bfloat16 whatever `amp-dtype` says, with no scaler: for tensor-parallel (DTensor)
+        parameters, and for a fused optimizer under FSDP, whose ShardedGradScaler would skip
+        the cross-rank inf check (reproduced on two CPU ranks: bench/fsdp_fused_scaler.py).
+        Other FSDP-sharded parameters get `ShardedGradScaler`. A constant float16 cannot hold
+        in the forward pass or loss, in a function of the file they call, or in a `forward` of
+        the file (`1e-15` added before a log flushes to zero; a `-1e9` mask overflows past
+        65504) gets bfloat16 under `"auto"` and no fix under `"float16"`.
+        `nn.BCELoss` / `F.binary_cross_entropy`, which CUDA autocast refuses ("unsafe to
+        autocast"), stay outside the region with their inputs cast to float32; inside a helper
+        of the step, no fix. No fix when the project's torch floor lacks a symbol the fix would
+        write (`torch.autocast` 1.10, `torch.amp.GradScaler` and `including_emulation=` 2.3,
+        `ShardedGradScaler(device)` 2.1; see docs/fix-safety.md), when the step is too
+        irregular for one scaler path (several backward calls or optimizers, gradients clipped
+        on every micro-step but stepped on a boundary), or when fused SGD with momentum, which
+        a skipped scaled step corrupts, is built in the file or a module of the project around
+        it. The finding's note says which.
 
         Not reported in test files (`lint-tests`), when mixed precision is done another way in
         the file, its callers or the modules either imports (a GradScaler, FSDP
@@ -227,13 +258,8 @@ class MissingAutocast(Rule):
         if not decision.report:
             return
         fix, note = self._fix(facts, step, backward)
-        self.report_decided(
-            decision,
-            node,
-            "training step computes its forward pass and loss in fp32: wrap them in torch.autocast "
-            f"(mixed precision is up to 3x faster on tensor-core GPUs){note}",
-            fix,
-        )
+        self.report_decided(decision, node, "forward pass and loss run in fp32: wrap them in torch.autocast (up to 3x "
+                            "faster on tensor-core GPUs)", fix, note=note)
 
     @classmethod
     def may_report(cls, project: ProjectView, settings: Optional[Settings] = None) -> bool:
@@ -248,57 +274,114 @@ class MissingAutocast(Rule):
         return SHOWN if device_type_code(facts, step, anchor) != '"cuda"' else REFUTED
 
     def _fix(self, facts: TrainingFacts, step: TrainingStep, backward: Backward) -> tuple[Optional[PendingFix], str]:
-        """The rewrite, or None and the reason (appended to the message) when no rewrite is right."""
+        """The rewrite, or None and why no rewrite is right (the finding's note)."""
         settings = self.ctx.settings
-        dtype = settings.value(AMP_DTYPE)
-        floor = settings.torch_version
+        mode = settings.value(AMP_DTYPE)
         parallel = self.ctx.project.parallelism
-        if "tensor-parallel" in parallel:
-            dtype = "bfloat16"  # DTensor gradients: a GradScaler would not agree on inf/NaN across ranks
         region = autocast_region(facts, step, backward)
         if region is None:
-            return None, "; no fix: the forward pass and the loss cannot be told apart from the rest of the step"
+            return None, "no fix: the forward pass and the loss cannot be told apart from the rest of the step"
         region, float_calls, why = _outside_autocast(facts, region)
         if region is None:
             return None, why
-        plan = None
-        if dtype == "float16":
-            if floor is not None and floor < GRAD_SCALER_SINCE:
-                return None, ("; no float16 fix: torch.amp.GradScaler needs torch 2.3 "
-                              f"(torch-version is {version_text(floor)})")
-            if not backward.scaled:
-                plan = scaler_plan(facts, step, backward)
-                if plan is None:
-                    return None, ("; no float16 fix: the step's backward/optimizer calls are too irregular for a "
-                                  "GradScaler, or fused SGD with momentum (unsafe under one) is built nearby")
-        elif floor is not None and floor < AUTOCAST_SINCE:
-            return None, ""
         anchor = scaler_anchor(facts, step.node)
         torch = self.ctx.imports.module_alias("torch")
+        model_calls = region_model_calls(facts, region)
+        device = device_type_code(facts, step, anchor, torch.expr, model_calls)
+        forced = ""  # why this step gets bfloat16 whatever amp-dtype says
+        if backward.scaled and mode != "bfloat16":
+            mode = "float16"  # the step already scales its loss: the float16 path it was written for
+        elif "tensor-parallel" in parallel:
+            forced = "tensor-parallel (DTensor) gradients: a GradScaler would not agree on inf/NaN across ranks"
+        elif device == self.ctx.style.string("xpu"):
+            forced = "Intel GPUs compute in bfloat16"
+        elif "fsdp" in parallel and mode != "bfloat16" and fused_optimizer(facts, step):
+            forced = ("a fused optimizer under FSDP's ShardedGradScaler skips the cross-rank inf check "
+                      "(bench/fsdp_fused_scaler.py)")
+        if not forced and mode != "bfloat16":
+            hazard = float16_hazard(facts, list(region.container.body[region.start:region.end + 1]))
+            if hazard is not None and mode == "float16":
+                return None, f"no float16 fix: {hazard.text()}; amp-dtype = \"bfloat16\" gets a fix"
+            if hazard is not None:
+                forced = hazard.text()
+        if forced:
+            mode = "bfloat16"
+        if mode == "bfloat16" and device == self.ctx.style.string("cuda") and default_device(self.ctx) == "cuda":
+            # no scaler to create before the loop: the batch's own device type will do inside it
+            device = device_type_code(facts, step, anchor, torch.expr, model_calls, inside_step=True)
+        plan = None
+        if mode != "bfloat16" and not backward.scaled:
+            plan = scaler_plan(facts, step, backward)
+            if plan is None:
+                return None, f"{_no_fix(mode)}: {scaler_refusal(facts, step)}"
         name = scaler_name(self.ctx)
-        scaler_class, class_edit = grad_scaler_class(self.ctx, torch.expr, parallel)
+        scaler_class, class_edit = grad_scaler_class(self.ctx, torch.expr, parallel) if plan is not None \
+            else ("", None)
+        symbols = [floors.AUTOCAST]
+        if plan is not None:
+            symbols.append(floors.SHARDED_GRAD_SCALER if class_edit is not None or "fsdp" in parallel
+                           else floors.GRAD_SCALER)
+        if plan is not None and mode == "auto":
+            symbols.append(floors.BF16_CHECK)
+        too_new = floors.too_new(settings.torch_version, symbols)
+        if too_new is not None:
+            hint = "; amp-dtype = \"bfloat16\" needs only torch 1.10" if mode != "bfloat16" else ""
+            return None, f"{_no_fix(mode)}: {too_new.reason()}{hint}"
+        choice: Optional[Callable[[str, cst.CSTNode], str]] = None
+        choice_name = None
+        dtype = f"{torch.expr}.{mode}"
+        enabled = None
+        if mode == "auto" and plan is not None:
+            choice_name = free_name(taken_names(self.ctx), ("amp_dtype", "autocast_dtype"))
+            quote = self.ctx.style.quote
+
+            def choice(code: str, where: cst.CSTNode) -> str:
+                scope = facts.scope_of(where)
+                cuda = code == f"{quote}cuda{quote}" or cuda_device(facts, (scope, facts.ctx.module), code)
+                return choice_code(torch.expr, code, quote, cuda)
+
+            dtype, enabled = choice_name, f"{choice_name} == {torch.expr}.float16"
         home = scaler_home(facts, step, plan, torch.expr, name) if plan is not None else None
         rewrite = StepRewrite(
-            anchor=anchor, torch=torch.expr, device=device_type_code(facts, step, anchor, torch.expr),
-            region=region, dtype=dtype, scaler=plan, scaler_name=name, scaler_class=scaler_class, home=home,
+            anchor=anchor, torch=torch.expr, device=device, region=region, dtype=dtype, choice=choice,
+            choice_name=choice_name,
+            scaler=plan, scaler_name=name, scaler_enabled=enabled, scaler_class=scaler_class, home=home,
             float_calls=float_calls,
         )
-        message = f"Wrap the forward pass and loss in `torch.autocast` ({dtype})"
-        if plan is not None:
-            message += f" and scale the loss with a {scaler_class.rsplit('.', 1)[-1]}"
-        if float_calls:
-            message += "; binary_cross_entropy stays outside autocast, in float32"
-        note = self._lifetime_note(step, plan, home)
-        return PendingFix.unsafe(message, torch.edit, class_edit, *step_edits(facts, rewrite)), note
+        message = self._fix_message(mode, plan, scaler_class, forced, bool(float_calls))
+        note = self._lifetime_note(facts, step, plan, home)
+        return PendingFix.unsafe(message + note, torch.edit, class_edit, *step_edits(facts, rewrite)), ""
 
-    def _lifetime_note(self, step: TrainingStep, plan: Optional[ScalerPlan], home: Optional[ScalerHome]) -> str:
-        facts = self.ctx.analysis(training_facts)
+    @staticmethod
+    def _fix_message(mode: str, plan: Optional[ScalerPlan], scaler_class: str, forced: str, bce: bool) -> str:
+        scaler = scaler_class.rsplit(".", 1)[-1]
+        if mode == "auto":
+            message = (f"Wrap the forward pass and loss in torch.autocast: bfloat16 on GPUs that compute in it "
+                       f"natively, else float16 with a {scaler}")
+        elif mode == "float16" and plan is not None:
+            message = f"Wrap the forward pass and loss in torch.autocast (float16) and scale the loss with a {scaler}"
+        else:
+            message = f"Wrap the forward pass and loss in torch.autocast ({mode})"
+        if forced:
+            message += f"; bfloat16 because {forced}"
+        if bce:
+            message += "; binary_cross_entropy stays outside autocast, in float32"
+        return message
+
+    def _lifetime_note(self, facts: TrainingFacts, step: TrainingStep, plan: Optional[ScalerPlan],
+                       home: Optional[ScalerHome]) -> str:
+        """Say so when the scaler created before the loop is created anew each time its function runs."""
         function = facts.scope_of(step.node)
         if plan is None or home is not None or not isinstance(function, cst.FunctionDef) \
-                or isinstance(step.node, cst.FunctionDef):
+                or isinstance(step.node, cst.FunctionDef) or not runs_repeatedly(facts, function):
             return ""
-        return (f"; the fix creates the GradScaler each time {function.name.value}() runs: create it once where "
-                "the optimizer is made, pass it in, and save scaler.state_dict() with the optimizer's")
+        return (f"; {function.name.value}() runs more than once and creates a new GradScaler each time: create it "
+                "once where the optimizer is made, pass it in, and save scaler.state_dict() with the optimizer's")
+
+
+def _no_fix(mode: str) -> str:
+    """`no fix`, or `no float16 fix` when amp-dtype names the dtype that has none."""
+    return "no fix" if mode == "auto" else f"no {mode} fix"
 
 
 def _sixteen_bit_elsewhere(project: ProjectView) -> bool:
@@ -320,16 +403,16 @@ def _precision_handled(project: ProjectView) -> bool:
 def _outside_autocast(facts: TrainingFacts, region: Region) -> tuple[Optional[Region], tuple[cst.Call, ...], str]:
     """Keep what CUDA autocast refuses (binary_cross_entropy) out of the region, or say why that is impossible."""
     body = region.container.body
-    refusal = "; no fix: binary_cross_entropy raises under CUDA autocast (\"unsafe to autocast\")"
+    refusal = "no fix: binary_cross_entropy, which CUDA autocast refuses (\"unsafe to autocast\"),"
     for index in range(region.start, region.end + 1):
         found = refused_ops(facts, body[index])
         if found.indirect:
-            return None, (), f"{refusal}, and {found.indirect[0]}() computes it inside the step: call it on float32 " \
-                             "tensors outside the autocast region, or use binary_cross_entropy_with_logits"
+            return None, (), f"no fix: {found.indirect[0]}() computes binary_cross_entropy, which CUDA autocast " \
+                             "refuses (\"unsafe to autocast\"), inside the forward pass"
         if found.direct and index != region.end:
-            return None, (), f"{refusal} and is mixed into the forward pass here"
+            return None, (), f"{refusal} is mixed into the forward pass"
         if found.direct:
             if index == region.start:
-                return None, (), f"{refusal} and is computed in the same statement as the forward pass"
+                return None, (), f"{refusal} is computed in the same statement as the forward pass"
             return Region(region.container, region.start, region.end - 1), found.direct, ""
     return region, (), ""

@@ -23,6 +23,7 @@ from gpulint.analysis.training import (
     TrainingStep,
     training_step_of,
 )
+from gpulint.core import floors
 from gpulint.core.arguments import positional_args
 from gpulint.core.edits import Applicability
 from gpulint.core.names import dotted
@@ -30,17 +31,18 @@ from gpulint.core.pending import PendingFix
 from gpulint.core.rewrite import is_literal
 from gpulint.core.values import single_value, string_value
 from gpulint.core.verification import MIXED_PRECISION, Verification, construct_enabled
+from gpulint.rewrites.amp_device import default_device, visible_at
 from gpulint.rewrites.mixed_precision import (
-    GRAD_SCALER_SINCE,
     StepRewrite,
+    fused_optimizer,
     grad_scaler_class,
     loss_statement,
     scaler_anchor,
     scaler_home,
     scaler_name,
     scaler_plan,
+    scaler_refusal,
     step_edits,
-    visible_at,
 )
 from gpulint.rules.base import Rule, RuleDocs, Target
 
@@ -113,9 +115,12 @@ class Fp16WithoutGradScaler(Rule):
         chosen at run time from a table that includes float16 (`{"float16": torch.float16,
         ...}[dtype]`) gets a scaler enabled only for float16 (`enabled=(ptdtype ==
         torch.float16)`). Under FSDP the scaler is `ShardedGradScaler`; with tensor-parallel
-        parameters no fix is offered (prefer bfloat16). Not offered for fused SGD with momentum
-        built nearby, whose momentum buffer a skipped first step leaves uninitialised (weights
-        blew up within 3 steps, measured on CPU), nor with a `torch-version` floor below 2.3. Not
+        parameters, or a fused optimizer under FSDP (whose ShardedGradScaler would skip the
+        cross-rank inf check: bench/fsdp_fused_scaler.py), no fix is offered (prefer bfloat16).
+        Not offered for fused SGD with momentum built nearby, whose momentum buffer a skipped
+        first step leaves uninitialised (weights blew up within 3 steps, measured on CPU), nor with
+        a torch floor below the scaler it would write (`torch.amp.GradScaler` 2.3,
+        `ShardedGradScaler(device)` 2.1). The finding's note says why no fix is offered. Not
         reported when the file or a caller creates a GradScaler, uses another loss scaler (apex
         `scale_loss`), or in test files.
         """,
@@ -142,14 +147,15 @@ class Fp16WithoutGradScaler(Rule):
             return
         if MAYBE_FLOAT16 in dtypes:
             chosen = self._dtype_expression(cover.calls[0])
-            message = ("autocast dtype chosen at run time from a table that includes float16, without a GradScaler: "
-                       "on the float16 path small gradients underflow to zero; add a GradScaler enabled for float16")
-            fix = self._fix(facts, step, backward, cover.calls[0], enabled=chosen) if chosen else None
+            message = "float16 path of a run-time autocast dtype has no GradScaler: small gradients underflow to zero"
+            if chosen:
+                fix, note = self._fix(facts, step, backward, cover.calls[0], enabled=chosen)
+            else:
+                fix, note = None, "no fix: the dtype is not a plain name a scaler's enabled= can test"
         else:
-            message = ("float16 autocast without a GradScaler: small gradients underflow to zero; "
-                       "scale the loss with torch.amp.GradScaler")
-            fix = self._fix(facts, step, backward, cover.calls[0])
-        self.report_decided(decision, node, message, fix)
+            message = "float16 autocast without a GradScaler: small gradients underflow to zero"
+            fix, note = self._fix(facts, step, backward, cover.calls[0])
+        self.report_decided(decision, node, message, fix, note=note)
 
     # -- what the autocast does ------------------------------------------------
     def _device_type(self, expr: Optional[cst.BaseExpression]) -> Optional[str]:
@@ -239,33 +245,39 @@ class Fp16WithoutGradScaler(Rule):
     def _scaler_device(self, facts: TrainingFacts, autocast: cst.BaseExpression, anchor: cst.CSTNode) -> str:
         assert isinstance(autocast, cst.Call)
         target = self.ctx.qualname(autocast.func) or ""
+        quote = self.ctx.style.string
         if target in AUTOCAST_DEPRECATED:
-            return '"cpu"' if target.startswith("torch.cpu.") else '"cuda"'
+            return quote("cpu") if target.startswith("torch.cpu.") else quote("cuda")
         expr = (self._arguments(autocast) or {}).get("device_type")
-        if string_value(expr) in ("cuda", "cpu"):
+        if string_value(expr) in ("cuda", "cpu", "xpu"):
             return self.ctx.code(expr)  # type: ignore[arg-type]
         base = expr.value if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) else expr
         if isinstance(base, cst.Name) and dotted(expr) is not None and visible_at(facts, base, anchor):  # type: ignore[arg-type]
             return self.ctx.code(expr)  # type: ignore[arg-type]
-        return '"cuda"'
+        return quote(default_device(self.ctx))
 
-    def _fix(self, facts: TrainingFacts, step: TrainingStep, backward: Backward,
-             autocast: cst.BaseExpression, enabled: Optional[str] = None) -> Optional[PendingFix]:
-        floor = self.ctx.settings.torch_version
-        if floor is not None and floor < GRAD_SCALER_SINCE:
-            return None
+    def _fix(self, facts: TrainingFacts, step: TrainingStep, backward: Backward, autocast: cst.BaseExpression,
+             enabled: Optional[str] = None) -> tuple[Optional[PendingFix], str]:
+        """The scaler the step needs, or None and why not (the finding's note)."""
         parallel = self.ctx.project.parallelism
         if "tensor-parallel" in parallel:
-            return None  # DTensor gradients: prefer bfloat16 autocast, which needs no scaler
+            return None, "no fix: a GradScaler does not agree on inf/NaN across tensor-parallel ranks; use bfloat16"
+        if "fsdp" in parallel and fused_optimizer(facts, step):
+            return None, ("no fix: a fused optimizer under FSDP's ShardedGradScaler skips the cross-rank inf check; "
+                          "use bfloat16 (bench/fsdp_fused_scaler.py)")
         plan = scaler_plan(facts, step, backward)
         if plan is None:
-            return None
-        anchor = scaler_anchor(facts, step.node)
+            return None, f"no fix: {scaler_refusal(facts, step)}"
         torch = self.ctx.imports.module_alias("torch")
+        anchor = scaler_anchor(facts, step.node)
         if enabled is not None and not _visible_name(facts, enabled.split(" ", 1)[0], anchor):
-            return None  # the dtype is chosen after the point where the scaler is created
+            return None, "no fix: the dtype is chosen after the point where the scaler would be created"
         name = scaler_name(self.ctx)
         scaler_class, class_edit = grad_scaler_class(self.ctx, torch.expr, parallel)
+        symbol = floors.SHARDED_GRAD_SCALER if class_edit is not None or "fsdp" in parallel else floors.GRAD_SCALER
+        too_new = floors.too_new(self.ctx.settings.torch_version, [symbol])
+        if too_new is not None:
+            return None, f"no fix: {too_new.reason()}"
         home = scaler_home(facts, step, plan, torch.expr, name) if enabled is None else None
         device = self._scaler_device(facts, autocast, anchor)
         if home is not None and device.startswith(("'", '"')):
@@ -276,9 +288,7 @@ class Fp16WithoutGradScaler(Rule):
         )
         message = f"Scale the loss with a {scaler_class.rsplit('.', 1)[-1]}" + (
             " enabled for float16" if enabled else "")
-        return PendingFix.unsafe(message, torch.edit, class_edit, *step_edits(facts, rewrite))
-
-
+        return PendingFix.unsafe(message, torch.edit, class_edit, *step_edits(facts, rewrite)), ""
 
 
 def _visible_name(facts: TrainingFacts, name: str, anchor: cst.CSTNode) -> bool:

@@ -8,10 +8,10 @@ from gpulint.analysis.amp import DEPRECATED_AMP, DEPRECATED_AMP_MODULES, Replace
 from gpulint.analysis.evidence import REFUTED, SHOWN, Decision, Premise
 from gpulint.analysis.guards import version_guarded
 from gpulint.analysis.training import training_facts
+from gpulint.core import floors
 from gpulint.core.context import FileContext
 from gpulint.core.edits import Applicability
 from gpulint.core.names import dotted
-from gpulint.core.options import version_text
 from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.rewrites.amp_api import DeprecatedAmpFixes
 from gpulint.rules.base import Rule, RuleDocs, Target
@@ -124,9 +124,8 @@ class DeprecatedCudaAmp(Rule):
             self.report_decided(
                 decision,
                 alias,
-                f"{module}.{name} is deprecated (FutureWarning since torch 2.4): import {name} from torch.amp "
-                f"and pass device type \"{replacement.device}\"",
-                self.fixes.for_import(node, alias),
+                f"{module}.{name} is deprecated since torch 2.4: import {name} from torch.amp",
+                self.fixes.for_import(node, alias), note=self._floor_note(replacement),
             )
 
     def leave_ImportFrom(self, original_node: cst.ImportFrom) -> None:
@@ -138,12 +137,11 @@ class DeprecatedCudaAmp(Rule):
         constructed = f'{new}("{replacement.device}", ...)'
         how = {"autocast": constructed, "GradScaler": constructed}.get(
             replacement.name, f'{new}(..., device_type="{replacement.device}")')
-        message = f"{target} is deprecated (FutureWarning since torch 2.4): use {how}"
-        floor = self.ctx.settings.torch_version
-        if floor is not None and floor < replacement.since:
-            message += f"; not fixed: {new} needs torch {version_text(replacement.since)} " \
-                       f"(torch-version is {version_text(floor)})"
-        return message
+        return f"{target} is deprecated since torch 2.4: use {how}"
+
+    def _floor_note(self, replacement: Replacement) -> str:
+        too_new = floors.too_new(self.ctx.settings.torch_version, [replacement.symbol])
+        return f"no fix: {too_new.reason()}" if too_new is not None else ""
 
     def visit_Call(self, node: cst.Call) -> None:
         if self._in_import or not isinstance(node.func, cst.Attribute):
@@ -153,8 +151,8 @@ class DeprecatedCudaAmp(Rule):
             return
         self._handled.add(id(node.func))
         decision = self._decision(node, DEPRECATED_AMP[target])
-        if decision.report:
-            self.report_decided(decision, node, self._message(target), self.fixes.for_call(node, target))
+        self.report_decided(decision, node, self._message(target), self.fixes.for_call(node, target),
+                            note=self._floor_note(DEPRECATED_AMP[target]))
 
     def visit_Decorator(self, node: cst.Decorator) -> None:
         expr = node.decorator
@@ -165,12 +163,13 @@ class DeprecatedCudaAmp(Rule):
             return
         self._handled.add(id(expr))
         decision = self._decision(expr, DEPRECATED_AMP[target])
-        if decision.report:
-            self.report_decided(decision, expr, self._message(target), self.fixes.for_bare_decorator(expr, target))
+        self.report_decided(decision, expr, self._message(target), self.fixes.for_bare_decorator(expr, target),
+                            note=self._floor_note(DEPRECATED_AMP[target]))
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if self._in_import or id(node) in self._handled:
             return
         target = self.ctx.qualname(node)
         if target in DEPRECATED_AMP:
-            self.report_decided(self._decision(node, DEPRECATED_AMP[target]), node, self._message(target))
+            self.report_decided(self._decision(node, DEPRECATED_AMP[target]), node, self._message(target),
+                                note="no fix: only calls, decorators and imports are rewritten; change this use by hand")

@@ -13,12 +13,14 @@ from gpulint.analysis.datasets import (
 )
 from gpulint.analysis.device import cuda_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise, all_of
+from gpulint.core import floors
 from gpulint.core.arguments import KeywordArgs, positional_args
 from gpulint.core.edits import Applicability
 from gpulint.core.pending import PendingFix, Replace
 from gpulint.core.rewrite import add_keyword
 from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.project.facts import IN_MEMORY, NOTHING, ON_DEVICE, WORK
+from gpulint.rewrites.async_copies import batch_copies, copy_edits
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, ...)
@@ -95,7 +97,15 @@ class DataLoaderPinMemory(Rule):
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         """,
         fix_safety="""
-        Adds `pin_memory=True`; results are unchanged. Safe when the dataset is known to yield
+        Adds `pin_memory=True`, and `non_blocking=True` to the copies of the loader's batches to
+        the GPU, so that they run asynchronously (pinning alone leaves them synchronous and buys
+        little): the `.to(device)` / `.cuda()` calls on the batch, its parts and what is unpacked
+        from it, inside the loops over the loader in the file, also in a function of the file the
+        loader is passed to. Never a `.cpu()` or `.to("cpu")`, a dtype cast, a copy whose
+        result is read on the host in the loop (`.item()`, `.tolist()`, `.numpy()`, `print()`),
+        or `.to()` on a whole batch a `collate_fn` built (its own `.to()` may lack
+        `non_blocking`). Where gpulint sees no such copy, the finding's note says what to add.
+        Results are unchanged. Safe when the dataset is known to yield
         CPU tensors: a dataset class gpulint reads (in this file or another file of the
         project), unless its items hold values its constructor was handed as they are and the
         call passes them more than literals or command-line options; a TensorDataset of CPU
@@ -155,22 +165,33 @@ class DataLoaderPinMemory(Rule):
         decision = self.decide({CPU_TENSORS: cpu_tensors, REACHES_CUDA: all_of(device, moved), PAYS_OFF: pays})
         if not decision.report:
             return
-        edit = Replace(node, add_keyword(node, "pin_memory", "True"))
-        if any(each.hands_over_values for each in alternatives):
+        copies = batch_copies(self.ctx, node, custom_collate=loader.kwargs.has("collate_fn"))
+        edits = [Replace(node, add_keyword(node, "pin_memory", "True")), *copy_edits(self.ctx, copies)]
+        what = "Add `pin_memory=True`"
+        note = ""
+        if copies.calls:
+            count = len(copies.calls)
+            what += (f", and `non_blocking=True` to the {count} cop{'ies' if count > 1 else 'y'} of its batches "
+                     f"to the GPU in {' and '.join(copies.where)}")
+        elif copies.mover == "accelerate":
+            note = ("Accelerate copies its batches to the GPU: pass dataloader_config=DataLoaderConfiguration("
+                    "non_blocking=True) to Accelerator() so that the copies run asynchronously")
+        elif not copies.mover:  # Lightning and Fabric copy batches with non_blocking=True themselves
+            note = ("gpulint sees no copy of its batches to the GPU in this file: pass non_blocking=True to the "
+                    ".to(device) / .cuda() calls that make them")
+        too_new = floors.too_new(self.ctx.settings.torch_version, [floors.PIN_MEMORY, floors.NON_BLOCKING])
+        if too_new is not None:
+            fix = None
+            note = f"no fix: {too_new.reason()}"
+        elif any(each.hands_over_values for each in alternatives):
             # DreamBooth's dataset puts the prompt embeddings it was given into every item: computed on
             # the GPU when they are precomputed, and pinning them raises
-            fix = PendingFix.unsafe("Add `pin_memory=True` (unsafe: the dataset's items hold values its constructor "
-                                    "was given, whose device gpulint cannot see, and pinning CUDA tensors raises)",
-                                    edit)
+            fix = PendingFix.unsafe(f"{what}; unsafe: the dataset's items hold values its constructor was given, "
+                                    "whose device gpulint cannot see, and pinning CUDA tensors raises", *edits)
         elif all(each.dataset_kind in (IN_MEMORY, WORK) or each.library_dataset for each in alternatives):
-            fix = PendingFix.safe("Add `pin_memory=True`", edit)
+            fix = PendingFix.safe(what, *edits)
         else:  # pin_memory=True raises "cannot pin 'torch.cuda.FloatTensor'" on a dataset of CUDA tensors
-            fix = PendingFix.unsafe("Add `pin_memory=True` (unsafe: gpulint cannot see that the dataset yields "
-                                    "CPU tensors, and pinning CUDA tensors raises)", edit)
-        self.report_decided(
-            decision,
-            node,
-            "DataLoader without pin_memory=True: host-to-device copies stay synchronous; "
-            "pass pin_memory=True",
-            fix,
-        )
+            fix = PendingFix.unsafe(f"{what}; unsafe: gpulint cannot see that the dataset yields CPU tensors, and "
+                                    "pinning CUDA tensors raises", *edits)
+        self.report_decided(decision, node, "DataLoader without pin_memory=True: its batches' copies to the GPU "
+                                            "cannot run asynchronously", fix, note=note)

@@ -15,6 +15,7 @@ from gpulint.analysis.datasets import (
 )
 from gpulint.analysis.device import accelerator_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise, all_of
+from gpulint.core import floors
 from gpulint.core.arguments import positional_args
 from gpulint.core.edits import Applicability
 from gpulint.core.options import Flag, Integer, Option
@@ -144,15 +145,16 @@ class DataLoaderNumWorkers(Rule):
             new = set_keyword(node, "num_workers", capped)
         else:
             new = None
-        if new is not None:
+        note = ""
+        too_new = floors.too_new(self.ctx.settings.torch_version, [floors.NUM_WORKERS])
+        if new is None:
+            note = "no fix: num_workers comes from a `**dict` other calls may share; set it there"
+        elif too_new is not None:
+            note = f"no fix: {too_new.reason()}"
+        else:
             fix = PendingFix.unsafe(f"Set `num_workers={capped}`", os_module.edit, Replace(node, new))
-        self.report_decided(
-            decision,
-            node,
-            "DataLoader without worker processes: batches are prepared between GPU steps; "
-            f"set num_workers (e.g. {workers})",
-            fix,
-        )
+        self.report_decided(decision, node, "DataLoader without worker processes: the GPU waits while each batch is "
+                                            "prepared", fix, note=note)
 
 
 def _per_item_work(loader: LoaderCall) -> Evidence:

@@ -9,10 +9,10 @@ import libcst as cst
 
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
 from gpulint.analysis.training import FRAMEWORKS, training_facts
+from gpulint.core import floors
 from gpulint.core.arguments import KeywordArgs, positional_args
 from gpulint.core.context import FileContext
 from gpulint.core.edits import Applicability
-from gpulint.core.options import version_text
 from gpulint.core.pending import PendingFix, Replace
 from gpulint.core.rewrite import add_keyword, is_literal, set_keyword
 from gpulint.core.values import single_value
@@ -22,12 +22,12 @@ from gpulint.rules.base import Rule, RuleDocs, Target
 from gpulint.rules.gpu001_missing_autocast import AMP_DTYPE, MissingAutocast
 from gpulint.rules.gpu002_fp16_without_grad_scaler import Fp16WithoutGradScaler
 
-# class -> (oldest torch with a CUDA fused kernel, fix applicability)
-FUSED_OPTIMIZERS: dict[str, tuple[tuple[int, int], Applicability]] = {
-    "Adam": ((1, 13), Applicability.SAFE),
-    "AdamW": ((2, 0), Applicability.SAFE),
-    "SGD": ((2, 3), Applicability.UNSAFE),
-    "Adagrad": ((2, 12), Applicability.UNSAFE),
+# class -> fix applicability (the torch each needs is in core/floors.py)
+FUSED_OPTIMIZERS: dict[str, Applicability] = {
+    "Adam": Applicability.SAFE,
+    "AdamW": Applicability.SAFE,
+    "SGD": Applicability.UNSAFE,
+    "Adagrad": Applicability.UNSAFE,
 }
 OPTIMIZER_NAMES = {
     **{f"torch.optim.{name}": name for name in FUSED_OPTIMIZERS},
@@ -123,7 +123,12 @@ class NonFusedOptimizer(Rule):
         overflows (weights blew up within 3 steps, measured on CPU). Where gpulint's own float16
         fix (GPU001/GPU002) adds a GradScaler in the same run, SGD with momentum is reported
         without a fix, and not at all once the scaler exists. SGD without momentum keeps no
-        buffer and is always reported.
+        buffer and is always reported. Under FSDP with a ShardedGradScaler (there, or written by
+        gpulint's own mixed-precision fix in the same run) no optimizer gets a fix: the fused
+        path of `scaler.step` checks for inf/NaN on each rank's own gradient shard, skipping the
+        all-reduce that ShardedGradScaler does in `unscale_`, so one rank steps while another
+        skips and the loss scales split; calling `scaler.unscale_(optimizer)` first raises with
+        a fused Adam in torch 2.13 (both reproduced on two CPU ranks: bench/fsdp_fused_scaler.py).
         """,
         premises=(TORCH_OPTIMIZER, FUSED_DEVICE, FUSED_EXISTS, STEP_MATTERS, SCALER_SAFE),
     )
@@ -152,38 +157,40 @@ class NonFusedOptimizer(Rule):
         if project.own.replaces_optimizers or project.replacer_callers:
             return  # MS-AMP swaps the optimizer for its own implementation: `fused` never reaches torch
         fixable = len(torch_classes) == len(classes)
-        reason = ""
-        needed = self._torch_needed(names)
+        note = ""
+        too_new = self._too_new(names)
         scaler_safe: Evidence = SHOWN
         if "SGD" in names and _has_momentum(node, kwargs) and (self.ctx.project.scaler or self._framework_scales()):
             scaler_safe = REFUTED  # fused SGD + GradScaler: momentum buffer garbage after a skipped first step
         decision = self.decide({TORCH_OPTIMIZER: SHOWN, FUSED_DEVICE: _fused_device(project),
-                                FUSED_EXISTS: REFUTED if needed is not None else SHOWN,
+                                FUSED_EXISTS: REFUTED if too_new is not None else SHOWN,
                                 STEP_MATTERS: REFUTED if project.rl else SHOWN, SCALER_SAFE: scaler_safe})
         if not decision.report:
             return
         if "SGD" in names and _has_momentum(node, kwargs):
             if self.ctx.analysis(may_gain_grad_scaler):
-                fixable = False  # gpulint's own float16 fix (GPU001/GPU002) adds a GradScaler in this run
-                reason = ("; not fixed here: the mixed-precision fix adds a GradScaler to this file, and fused SGD "
-                          "with momentum is unsafe under one")
+                fixable = False  # gpulint's own mixed-precision fix (GPU001/GPU002) adds a GradScaler in this run
+                note = ("no fix: gpulint's mixed-precision fix adds a GradScaler to this file, and fused SGD with "
+                        "momentum is unsafe under one")
+        if fixable and not note and self._sharded_scaler():
+            fixable = False
+            note = ("no fix: under FSDP's ShardedGradScaler a fused optimizer skips the cross-rank inf check, and "
+                    "with scaler.unscale_() first it raises (bench/fsdp_fused_scaler.py)")
         spelled = " / ".join(names)
         if len(classes) > len(torch_classes):
-            reason = (f"; not fixed: {self.ctx.code(node.func)} is not always a torch optimizer here "
-                      f"(pass fused=True only when it is {spelled})")
+            note = (f"no fix: {self.ctx.code(node.func)} is not always a torch optimizer here; pass fused=True "
+                    f"only where it is {spelled}")
         elif not isinstance(node.func, cst.Attribute) and self.ctx.qualname(node.func) is None:
             spelled = f"{self.ctx.code(node.func)} ({spelled})"
-        floor = self.ctx.settings.torch_version
-        if fixable and not reason and needed is not None and floor is not None:
-            reason = (f"; not fixed: fused {spelled} needs torch {version_text(needed)} on every device "
-                      f"(torch-version is {version_text(floor)})")
+        if fixable and not note and too_new is not None:
+            note = f"no fix: {too_new.reason()}"
         self.report_decided(
             decision,
             node,
-            f"{spelled} without fused=True: one fused kernel per step instead of a loop over "
-            f"parameters; pass fused=True{reason}",
+            f"{spelled} without fused=True: a fused kernel would replace the loop over parameters",
             self._fix(node, names, kwargs.has("foreach") and is_literal(foreach, "True"),
-                      "foreach" in kwargs.from_splat) if fixable else None,
+                      "foreach" in kwargs.from_splat) if fixable and not note else None,
+            note=note,
         )
 
     def _optimizer_classes(self, func: cst.BaseExpression) -> list[Optional[str]]:
@@ -245,26 +252,24 @@ class NonFusedOptimizer(Rule):
             return False
         return self.ctx.analysis(training_facts).framework_owned
 
-    def _torch_needed(self, optimizers: list[str]) -> Optional[tuple[int, int]]:
-        """The torch the fused kernels need (CUDA and CPU alike), when the project supports an older one."""
-        floor = self.ctx.settings.torch_version
-        if floor is None:
-            return None
-        needed = max(max(FUSED_OPTIMIZERS[o][0], (2, 4) if o != "Adagrad" else FUSED_OPTIMIZERS[o][0])
-                     for o in optimizers)
-        return needed if floor < needed else None
+    def _sharded_scaler(self) -> bool:
+        """FSDP's ShardedGradScaler steps this file's optimizers, now or after gpulint's own float16 fix."""
+        if "fsdp" not in self.ctx.project.parallelism:
+            return "ShardedGradScaler" in self.ctx.text
+        return bool(self.ctx.project.scaler) or "ShardedGradScaler" in self.ctx.text \
+            or self.ctx.analysis(may_gain_grad_scaler)
+
+    def _too_new(self, optimizers: list[str]) -> Optional[floors.TooNew]:
+        """The fused kernels need a torch the project supports (on CUDA, and on CPU from 2.4)."""
+        symbols = [floors.fused(o) for o in optimizers] + [floors.FUSED_CPU for o in optimizers if o != "Adagrad"]
+        return floors.too_new(self.ctx.settings.torch_version, symbols)
 
     def _fix(self, node: cst.Call, optimizers: list[str], replace_foreach: bool,
              foreach_hidden: bool) -> Optional[PendingFix]:
-        applicability = Applicability.SAFE
-        if self._torch_needed(optimizers) is not None:
-            return None  # the project supports a torch without this fused kernel
-        for optimizer in optimizers:
-            minimum, kind = FUSED_OPTIMIZERS[optimizer]
-            if kind is Applicability.UNSAFE:
-                applicability = Applicability.UNSAFE
         if foreach_hidden:
             return None
+        unsafe = any(FUSED_OPTIMIZERS[o] is Applicability.UNSAFE for o in optimizers)
+        applicability = Applicability.UNSAFE if unsafe else Applicability.SAFE
         if replace_foreach:
             new = set_keyword(node, "fused", "True", rename_from="foreach")
             message = "Replace `foreach=True` with `fused=True`"
@@ -314,7 +319,7 @@ def may_gain_grad_scaler(ctx: FileContext) -> bool:
     agree in whichever order they are applied.
     """
     settings = ctx.settings
-    if settings.value(AMP_DTYPE) != "float16" or "backward" not in ctx.text:
+    if settings.value(AMP_DTYPE) == "bfloat16" or "backward" not in ctx.text:
         return False
     if not any(settings.is_enabled(rule.code) for rule in (MissingAutocast, Fp16WithoutGradScaler)):
         return False

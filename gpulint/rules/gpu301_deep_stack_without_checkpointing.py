@@ -223,14 +223,18 @@ class DeepStackWithoutCheckpointing(Rule):
             size = f"at least {depth.known} blocks" if depth.known else "a run-time number of blocks"
         else:
             size = f"{depth.known} blocks"
+        note = ""
+        if not fixable:
+            note = "no fix: the stack is also run in a way gpulint cannot rewrite (not one input per block)"
+        too_new = use_reentrant_too_new(self.ctx)
+        if fixable and too_new is not None:
+            note = f"no fix: {too_new.reason()}"
         self.report_decided(
             decision,
             stack.construction,
-            f"nn.{stack.kind} of {size} trained without activation checkpointing: every block's activations "
-            "stay in memory until backward; checkpoint it while training (-50..70 % activation memory, "
-            "about one extra forward)",
-            self._fix(stack, runs) if fixable else None,
-            statement=stack.statement,
+            f"nn.{stack.kind} of {size} trained without activation checkpointing: activations kept until backward",
+            self._fix(stack, runs) if fixable and too_new is None else None,
+            statement=stack.statement, note=note,
         )
 
     def _fix(self, stack: Stack, runs: list[Run]) -> Optional[PendingFix]:
@@ -254,7 +258,8 @@ class DeepStackWithoutCheckpointing(Rule):
                 segments = self._segments(stack, run)
                 edits.append(_whole_stack(self.ctx.module, run, ref.expr, segments, condition))
         how = "checkpoint each block" if per_block else "use checkpoint_sequential"
-        return PendingFix.unsafe(f"While training, {how} with use_reentrant=False", *_unique(edits))
+        return PendingFix.unsafe(f"While training, {how} with use_reentrant=False (-50..70 % activation memory, "
+                                 "about one extra forward pass)", *_unique(edits))
 
     def _checkpoint_ref(self, name: str) -> Reference:
         taken = any(name in scope.bindings for scope in self.ctx.names.scopes.values())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Optional
 
 import libcst as cst
@@ -12,6 +13,7 @@ from gpulint.analysis.evidence import REFUTED, SHOWN, Decision, Evidence, Premis
 from gpulint.analysis.guards import version_guarded
 from gpulint.analysis.nn_modules import GRAD_OFF
 from gpulint.analysis.training import training_facts
+from gpulint.core import floors
 from gpulint.core.arguments import positional_args, visible_dict_keys
 from gpulint.core.context import FileContext
 from gpulint.core.edits import Applicability
@@ -22,12 +24,8 @@ from gpulint.core.walk import walk
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 CHECKPOINT_MODULE = "torch.utils.checkpoint"
-# `use_reentrant=` exists on both checkpoint functions from torch 1.13; a project supporting an
-# older torch gets the finding without a fix.
-USE_REENTRANT_SINCE = (1, 13)
 HF_ENABLE = "gradient_checkpointing_enable"
 HF_KWARGS = "gradient_checkpointing_kwargs"
-NON_REENTRANT_DICT = '{"use_reentrant": False}'
 
 
 NO_USE_REENTRANT = Premise(
@@ -47,10 +45,9 @@ UNDER_AUTOGRAD = Premise(
     "`__main__` script that runs models under no_grad and trains nothing): checkpointing there does nothing.")
 
 
-def use_reentrant_too_new(ctx: FileContext) -> bool:
-    """The project supports a torch older than `use_reentrant=` (torch-version)."""
-    floor = ctx.settings.torch_version
-    return floor is not None and floor < USE_REENTRANT_SINCE
+def use_reentrant_too_new(ctx: FileContext) -> Optional[floors.TooNew]:
+    """Set when the project supports a torch older than `use_reentrant=` (torch-version)."""
+    return floors.too_new(ctx.settings.torch_version, [floors.USE_REENTRANT])
 
 
 class CheckpointWithoutUseReentrant(Rule):
@@ -100,7 +97,11 @@ class CheckpointWithoutUseReentrant(Rule):
         detached or modified in place inside the block behave differently, and the block's
         parameters now do get gradients when its inputs do not require grad). The strictly
         behaviour-preserving choice is `use_reentrant=True`, which silences the warning and
-        keeps the trap; write it yourself if you need it (e.g. for DeepSpeed ZeRO-3). Calls in
+        keeps the trap; write it yourself if you need it (e.g. for DeepSpeed ZeRO-3). Where the
+        enclosing function receives the caller's choice, the fix passes it on instead: its
+        `use_reentrant` parameter (`use_reentrant=use_reentrant`), or its
+        `gradient_checkpointing_kwargs` (`**(gradient_checkpointing_kwargs or {})` to torch,
+        `gradient_checkpointing_kwargs=gradient_checkpointing_kwargs` to Transformers). Calls in
         code kept for an older torch (the branches of a torch version test, `try/except
         ImportError`) are not reported: `use_reentrant` may not exist there.
         """,
@@ -157,16 +158,41 @@ class CheckpointWithoutUseReentrant(Rule):
             return
         name = "checkpoint_sequential" if sequential else "checkpoint"
         fix = None
-        if not use_reentrant_too_new(self.ctx):
+        note = ""
+        forwarded = self._caller_choice()
+        too_new = use_reentrant_too_new(self.ctx)
+        if too_new is not None:
+            note = f"no fix: {too_new.reason()}"
+        elif forwarded is not None and forwarded.annotation == "kwargs":
+            new = _with_star_kwargs(node, f"({forwarded.name} or {{}})" if forwarded.none else forwarded.name)
+            fix = PendingFix.unsafe(f"Pass the caller's `{forwarded.name}` on", Replace(node, new))
+        elif forwarded is not None:
+            new = add_keyword(node, "use_reentrant", forwarded.name)
+            fix = PendingFix.unsafe(f"Pass the caller's `use_reentrant={forwarded.name}` on", Replace(node, new))
+        else:
             new = add_keyword(node, "use_reentrant", "False")
             fix = PendingFix.unsafe("Add `use_reentrant=False`", Replace(node, new))
         self.report_decided(
             decision,
             node,
-            f"{name} without use_reentrant: torch still uses the reentrant mode, where a block whose inputs "
-            "don't require grad silently gets no parameter gradients; pass use_reentrant=False",
-            fix,
+            f"{name}() without use_reentrant runs in reentrant mode: blocks with no-grad inputs get no gradients",
+            fix, note=note,
         )
+
+    def _caller_choice(self) -> "Optional[_Forwarded]":
+        """The enclosing function's own `use_reentrant` or `gradient_checkpointing_kwargs` parameter."""
+        for statement in reversed(self.ctx.statements):
+            if isinstance(statement, cst.FunctionDef):
+                params = statement.params
+                for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+                    name = param.name.value
+                    none = param.default is not None and is_literal(param.default, "None")
+                    if name == "use_reentrant":
+                        return _Forwarded(name, "value", none)
+                    if name == HF_KWARGS:
+                        return _Forwarded(name, "kwargs", none)
+                return None
+        return None
 
     def _hf_enable(self, node: cst.Call) -> None:
         kwargs = self.ctx.kwargs(node)
@@ -174,7 +200,11 @@ class CheckpointWithoutUseReentrant(Rule):
         if not kwargs.complete or positional is None:
             return
         fix: Optional[PendingFix] = None
-        message = "Pass `gradient_checkpointing_kwargs={\"use_reentrant\": False}`"
+        quote = self.ctx.style.quote
+        non_reentrant = f"{{{quote}use_reentrant{quote}: False}}"
+        message = f"Pass `gradient_checkpointing_kwargs={non_reentrant}`"
+        too_new = use_reentrant_too_new(self.ctx)
+        note = f"no fix: {too_new.reason()}" if too_new is not None else ""
         if kwargs.has(HF_KWARGS) or positional:
             value = kwargs.get(HF_KWARGS) if kwargs.has(HF_KWARGS) else positional[0]
             if value is None:
@@ -190,18 +220,27 @@ class CheckpointWithoutUseReentrant(Rule):
             if use_reentrant_too_new(self.ctx) or HF_KWARGS in kwargs.from_splat:
                 fix = None
             elif isinstance(value, cst.Dict):
-                fix = PendingFix.unsafe("Add `\"use_reentrant\": False`", Replace(value, _add_dict_entry(value)))
+                fix = PendingFix.unsafe(f"Add `{quote}use_reentrant{quote}: False`",
+                                        Replace(value, _add_dict_entry(value, quote)))
             elif is_literal(value, "None") and kwargs.has(HF_KWARGS):
-                fix = PendingFix.unsafe(message, Replace(node, set_keyword(node, HF_KWARGS, NON_REENTRANT_DICT)))
+                fix = PendingFix.unsafe(message, Replace(node, set_keyword(node, HF_KWARGS, non_reentrant)))
         elif not use_reentrant_too_new(self.ctx):
-            fix = PendingFix.unsafe(message, Replace(node, add_keyword(node, HF_KWARGS, NON_REENTRANT_DICT)))
+            forwarded = self._caller_choice()
+            if forwarded is not None and forwarded.annotation == "kwargs":
+                fix = PendingFix.unsafe(f"Pass the caller's `{HF_KWARGS}` on",
+                                        Replace(node, add_keyword(node, HF_KWARGS, HF_KWARGS)))
+            elif forwarded is not None:
+                value_code = f"{{{quote}use_reentrant{quote}: {forwarded.name}}}"
+                fix = PendingFix.unsafe(f"Pass the caller's `use_reentrant={forwarded.name}` on",
+                                        Replace(node, add_keyword(node, HF_KWARGS, value_code)))
+            else:
+                fix = PendingFix.unsafe(message, Replace(node, add_keyword(node, HF_KWARGS, non_reentrant)))
         self.report_decided(
             self._decision(node),
             node,
-            "gradient_checkpointing_enable() without use_reentrant: Transformers then checkpoints in reentrant "
-            "mode, where a block whose inputs don't require grad silently gets no parameter gradients; pass "
-            "gradient_checkpointing_kwargs={\"use_reentrant\": False}",
-            fix,
+            "gradient_checkpointing_enable() without use_reentrant is reentrant: blocks with no-grad inputs get no "
+            "gradients",
+            fix, note=note,
         )
 
 
@@ -240,9 +279,26 @@ def _dict_literal_keys(value: cst.Dict) -> Optional[set[str]]:
     return keys
 
 
-def _add_dict_entry(value: cst.Dict) -> cst.Dict:
+@dataclass(frozen=True)
+class _Forwarded:
+    """A parameter of the enclosing function that carries the caller's checkpointing choice."""
+
+    name: str
+    annotation: str  # "value": `use_reentrant`; "kwargs": `gradient_checkpointing_kwargs`
+    none: bool  # its default is None
+
+
+def _with_star_kwargs(node: cst.Call, code: str) -> cst.Call:
+    """`checkpoint(f, x)` -> `checkpoint(f, x, **(kwargs or {}))`."""
+    args = list(node.args)
+    if args and not isinstance(args[-1].comma, cst.Comma):
+        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    return node.with_changes(args=[*args, cst.Arg(value=cst.parse_expression(code), star="**")])
+
+
+def _add_dict_entry(value: cst.Dict, quote: str = '"') -> cst.Dict:
     entry = cst.DictElement(
-        key=cst.SimpleString('"use_reentrant"'),
+        key=cst.SimpleString(f"{quote}use_reentrant{quote}"),
         value=cst.Name("False"),
         whitespace_before_colon=cst.SimpleWhitespace(""),
         whitespace_after_colon=cst.SimpleWhitespace(" "),

@@ -12,9 +12,9 @@ from gpulint.analysis.amp import ANY_AUTOCAST
 from gpulint.analysis.training import AutocastCover, Coverage, TrainingFacts, TrainingStep, training_facts
 from gpulint.core.context import FileContext
 from gpulint.core.settings import Settings
+from gpulint.rewrites.amp_device import device_type_code
 from gpulint.rewrites.mixed_precision import (
     autocast_region,
-    device_type_code,
     loss_statement,
     scaler_anchor,
     scaler_name,

@@ -51,16 +51,34 @@ def test_check_reports_sorted_lines_and_summary(project: Path) -> None:
     lines = result.output.splitlines()
     path = str(project / "train.py")
     assert lines[:3] == [
-        f"{path}:5:10: GPU101 [*] DataLoader without pin_memory=True: host-to-device copies stay synchronous; "
-        "pass pin_memory=True",
-        f"{path}:5:10: GPU102 DataLoader without worker processes: batches are prepared between GPU steps; "
-        "set num_workers (e.g. 4)",
-        f"{path}:6:13: GPU201 [*] AdamW without fused=True: one fused kernel per step instead of a loop over "
-        "parameters; pass fused=True",
+        f"{path}:5:10: GPU101 [*] DataLoader without pin_memory=True: its batches' copies to the GPU cannot run "
+        "asynchronously",
+        f"{path}:5:10: GPU102 DataLoader without worker processes: the GPU waits while each batch is prepared",
+        f"{path}:6:13: GPU201 [*] AdamW without fused=True: a fused kernel would replace the loop over parameters",
     ]
     assert "Found 3 findings." in result.output
     assert "[*] 2 fixable with `gpulint fix`." in result.output
     assert "(1 more fixable with `gpulint fix --unsafe-fixes`.)" in result.output
+
+
+def test_check_with_unsafe_fixes_counts_them_as_ruff_does(project: Path) -> None:
+    """With --unsafe-fixes every fix is fixable by the command that applies it: one count, marked `[*]`."""
+    result = invoke("check", "--unsafe-fixes", str(project))
+    assert result.exit_code == 1
+    assert [line.split(": ")[1][:10] for line in result.output.splitlines()[:3]] == [
+        "GPU101 [*]", "GPU102 [*]", "GPU201 [*]"]
+    assert "[*] 3 fixable with `gpulint fix --unsafe-fixes`." in result.output
+    assert "more fixable" not in result.output
+
+
+def test_first_lines_of_messages_stay_short_and_notes_carry_the_rest(tmp_path: Path) -> None:
+    (tmp_path / "setup.cfg").write_text("[options]\ninstall_requires =\n    torch>=1.9\n")
+    (tmp_path / "train.py").write_text(TRAIN)
+    result = invoke("check", "--show-fixes", str(tmp_path / "train.py"))
+    findings = [line for line in result.output.splitlines() if ": GPU" in line]
+    assert findings and all(len(line.split(": ", 1)[1]) <= 120 for line in findings)
+    # the newest symbol the fix would write, and the project's floor (setup.cfg)
+    assert "    note: no fix: fused=True on CPU parameters needs torch 2.4 (torch-version is 1.9)" in result.output
 
 
 def test_clean_file_exits_zero(project: Path) -> None:

@@ -24,6 +24,8 @@ FIXED = IMPORTS + "loader = DataLoader(ds(), num_workers=2, pin_memory=True)\n" 
 UNSAFE_ONLY = ("import torch\nfrom torch.utils.data import DataLoader\nfrom torchvision.datasets import MNIST\n"
                "device = 'cuda'\nloader = DataLoader(MNIST(), pin_memory=True)\n")
 CLEAN = "import torch\nx = torch.zeros(3)\n"
+UNSAFE_AND_NONE = (UNSAFE_ONLY + "a = torch.optim.Adam(model.parameters())\n"
+                   "b = torch.optim.SGD(model.parameters(), lr=0.1)\n")
 
 
 def gpulint(*args: str, input: bytes | str | None = None) -> Result:
@@ -139,7 +141,34 @@ def test_statistics(project: Path) -> None:
     assert result.stdout.splitlines()[0].split("\t") == ["2", "GPU101", "[*] dataloader-without-pin-memory"]
     result = gpulint("check", "--statistics", "--output-format", "json", ".")
     assert json.loads(result.stdout) == [
-        {"code": "GPU101", "name": "dataloader-without-pin-memory", "count": 2, "fixable": True}]
+        {"code": "GPU101", "name": "dataloader-without-pin-memory", "count": 2, "fixable": True, "fixable_count": 2}]
+
+
+def test_statistics_fixable_column_follows_unsafe_fixes(project: Path) -> None:
+    """ruff's fixable column: `[*]` every finding of the code fixable, `[-]` some, `[ ]` none; unsafe
+    fixes count with --unsafe-fixes."""
+    (project / "a.py").write_text(UNSAFE_AND_NONE)
+    rows = [line.split("\t") for line in gpulint("check", "--statistics", "a.py").stdout.splitlines()]
+    assert ["1", "GPU102", "[ ] dataloader-without-workers"] in rows
+    assert ["2", "GPU201", "[-] non-fused-optimizer"] in rows
+    rows = [line.split("\t") for line in gpulint("check", "--statistics", "--unsafe-fixes", "a.py").stdout.splitlines()]
+    assert ["1", "GPU102", "[*] dataloader-without-workers"] in rows
+    assert ["2", "GPU201", "[*] non-fused-optimizer"] in rows
+
+
+def test_diff_ends_with_a_blank_line_before_the_summary(project: Path) -> None:
+    (project / "a.py").write_text(FLAGGED)
+    result = gpulint("check", "--diff", "a.py")
+    assert result.stdout.endswith("\n\n") and result.stdout.startswith("--- a/a.py")
+    assert result.stderr == "Would fix 1 finding.\n"
+
+
+def test_rule_suggests_the_nearest_code(project: Path) -> None:
+    result = gpulint("rule", "GPU999")
+    assert result.exit_code == 2
+    assert "unknown rule 'GPU999'; did you mean GPU900?" in result.stderr
+    assert "did you mean GPU101?" in gpulint("rule", "GPU11").stderr
+    assert "did you mean missing-autocast?" in gpulint("rule", "missing-autocst").stderr
 
 
 def test_show_fixes(project: Path) -> None:

@@ -52,7 +52,7 @@ force-exclude = true
     ('num-workers = "4"\n', "num-workers", "expected an integer >= 1"),
     ("num-workers = 0\n", "num-workers", "expected an integer >= 1"),
     ("num-workers = true\n", "num-workers", "expected an integer >= 1"),
-    ('amp-dtype = "float32"\n', "amp-dtype", "expected one of 'float16', 'bfloat16'"),
+    ('amp-dtype = "float32"\n', "amp-dtype", "expected one of 'auto', 'float16', 'bfloat16'"),
     ('strictness = "strict"\n', "strictness", "expected one of 'default', 'pedantic'"),
     ("torch-version = 2.4\n", "torch-version", "write it as a string"),
     ('torch-version = "two"\n', "torch-version", "MAJOR.MINOR"),

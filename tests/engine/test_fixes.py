@@ -36,11 +36,19 @@ def test_overlapping_fix_is_left_for_the_next_round() -> None:
 
 
 def test_identical_import_edits_merge() -> None:
-    text = "x = 1\n"
+    text = "x = 1\ny = 1\n"
     imp = Edit(0, 0, "import torch\n")
-    new, applied = apply_fixes(text, [fix(imp, Edit(4, 5, "2")), fix(imp, Edit(5, 5, "0"))])
-    assert new == "import torch\nx = 20\n"
+    new, applied = apply_fixes(text, [fix(imp, Edit(4, 5, "2")), fix(imp, Edit(10, 11, "3"))])
+    assert new == "import torch\nx = 2\ny = 3\n"
     assert applied == 2
+
+
+def test_an_insertion_at_the_edge_of_a_replacement_waits_for_the_next_round() -> None:
+    """One fix lays a call out anew, another appends an argument right where that layout ends: applied
+    together they would leave `,\n, x`; the second is left for the next round, on the new text."""
+    text = "f(a, b)\n"
+    new, applied = apply_fixes(text, [fix(Edit(2, 6, "\n    a,\n    b,\n")), fix(Edit(6, 6, ", c"))])
+    assert (new, applied) == ("f(\n    a,\n    b,\n)\n", 1)
 
 
 def test_two_different_insertions_at_one_point_conflict() -> None:

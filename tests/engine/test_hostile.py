@@ -461,8 +461,8 @@ def test_non_ascii_identifiers_and_strings(tmp_path: Path) -> None:
     path.write_text(text, encoding="utf-8")
     result = check(path)
     assert result.stdout.splitlines()[0] == (
-        f"{path}:6:14: GPU101 [*] DataLoader without pin_memory=True: host-to-device copies stay "
-        "synchronous; pass pin_memory=True")
+        f"{path}:6:14: GPU101 [*] DataLoader without pin_memory=True: its batches' copies to the GPU cannot run "
+        "asynchronously")
     fix(path)
     assert path.read_text(encoding="utf-8") == text.replace("batch_size=2)", "batch_size=2, pin_memory=True)")
 

@@ -170,7 +170,7 @@ def _outside(text: str, edits) -> list[str]:  # noqa: ANN001
     """The pieces of `text` that no edit touches, in order."""
     pieces, cursor = [], 0
     for edit in sorted(edits, key=lambda e: (e.start, e.end)):
-        if edit.start > cursor:
+        if edit.start > cursor or not pieces:  # the first piece, empty when an edit starts the file
             pieces.append(text[cursor:edit.start])
         cursor = max(cursor, edit.end)
     pieces.append(text[cursor:])

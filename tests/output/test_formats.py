@@ -245,5 +245,6 @@ def test_full_uses_given_source_for_stdin() -> None:
 
 def test_statistics_counts(findings: list[Finding]) -> None:
     rows = statistics(findings + findings[:1])
-    assert rows[0] == {"code": "GPU101", "name": "dataloader-without-pin-memory", "count": 2, "fixable": True}
+    assert rows[0] == {"code": "GPU101", "name": "dataloader-without-pin-memory", "count": 2, "fixable": True,
+                       "fixable_count": 2}
     assert {r["code"]: r["count"] for r in rows} == {"GPU101": 2, "GPU102": 1, "GPU201": 1}

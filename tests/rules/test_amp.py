@@ -41,20 +41,49 @@ def test_gpu001_fix_leaves_nothing_for_gpu002(case: Case) -> None:
     assert lint_text(case.path, fixed, both).findings == []
 
 
+ISSUE_EXAMPLE = """
+    import torch
+    device = torch.device("cuda")
+    for data, target in loader:
+        data, target = data.to(device), target.to(device)
+        optimizer.zero_grad()
+        output = model(data)
+        loss = criterion(output, target)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+"""
+
+
 def test_the_issue_example_end_to_end() -> None:
-    fixed = fix("""
+    """amp-dtype "auto" (the default): bfloat16 where the GPU computes in it natively, float16 with
+    the scaler elsewhere, chosen once at run time; the choice is wrapped at the line length (88)."""
+    assert fix(ISSUE_EXAMPLE) == textwrap.dedent("""
         import torch
         device = torch.device("cuda")
+        amp_dtype = (
+            torch.bfloat16
+            if torch.cuda.is_bf16_supported(including_emulation=False)
+            else torch.float16
+        )
+        scaler = torch.amp.GradScaler(device.type, enabled=(amp_dtype == torch.float16))
         for data, target in loader:
             data, target = data.to(device), target.to(device)
             optimizer.zero_grad()
-            output = model(data)
-            loss = criterion(output, target)
-            loss.backward()
+            with torch.autocast(device_type=device.type, dtype=amp_dtype):
+                output = model(data)
+                loss = criterion(output, target)
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
+            scaler.step(optimizer)
+            scaler.update()
     """)
-    assert fixed == textwrap.dedent("""
+
+
+def test_the_issue_example_with_float16_and_bfloat16() -> None:
+    """amp-dtype "float16" writes 0.1's code; "bfloat16" writes no scaler at all."""
+    assert fix(ISSUE_EXAMPLE, amp_dtype="float16") == textwrap.dedent("""
         import torch
         device = torch.device("cuda")
         scaler = torch.amp.GradScaler(device.type)
@@ -70,6 +99,47 @@ def test_the_issue_example_end_to_end() -> None:
             scaler.step(optimizer)
             scaler.update()
     """)
+    assert fix(ISSUE_EXAMPLE, amp_dtype="bfloat16") == textwrap.dedent("""
+        import torch
+        device = torch.device("cuda")
+        for data, target in loader:
+            data, target = data.to(device), target.to(device)
+            optimizer.zero_grad()
+            with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
+                output = model(data)
+                loss = criterion(output, target)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+    """)
+
+
+def test_scaler_above_a_nested_def_gets_a_blank_line_without_indentation() -> None:
+    """The blank line PEP 8 wants between the new statements and a nested def is empty: an indented
+    one would be trailing whitespace (ruff W293) in the fixed file."""
+    fixed = fix("""
+        import torch
+        import torch.nn as nn
+
+        device = torch.device("cuda")
+
+
+        def main(loader):
+            model = nn.Linear(4, 2).to(device)
+            optimizer = torch.optim.AdamW(model.parameters(), fused=True)
+            # the step
+            def step(x, y):
+                optimizer.zero_grad()
+                loss = nn.functional.cross_entropy(model(x), y)
+                loss.backward()
+                optimizer.step()
+
+            for x, y in loader:
+                step(x.to(device), y.to(device))
+    """, "GPU001")
+    scaler = "scaler = torch.amp.GradScaler(device.type, enabled=(amp_dtype == torch.float16))"
+    assert f"{scaler}\n\n    # the step\n" in fixed
+    assert not [line for line in fixed.splitlines() if line != line.rstrip()]
 
 
 def test_fix_is_reported_only_with_unsafe_fixes() -> None:

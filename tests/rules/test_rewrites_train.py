@@ -1,7 +1,8 @@
 """The rewrites train: each script in fixtures/runtime is fixed with `gpulint fix --unsafe-fixes`, then
 run on the CPU with warnings promoted to errors, and its loss must go down.
 
-The mixed-precision scripts run under CPU autocast (float16, with a working CPU GradScaler). What
+The mixed-precision scripts run under CPU autocast (amp-dtype "auto" takes bfloat16 on the CPU; with
+"float16", a working CPU GradScaler scales the loss). What
 only CUDA would refuse (binary_cross_entropy under autocast) is asserted on the rewritten code.
 """
 
@@ -27,8 +28,14 @@ RUNTIME = Path(__file__).resolve().parents[2] / "fixtures" / "runtime"
 CPU_ONLY_WARNING = "'pin_memory' argument is set as true but no accelerator is found"
 
 
-def fix(path: Path) -> str:
-    result = CliRunner().invoke(main, ["fix", "--unsafe-fixes", "--isolated", "--no-cache", str(path)])
+def fix(path: Path, amp_dtype: str = "") -> str:
+    """`gpulint fix --unsafe-fixes` with no configuration file, or with `amp-dtype` set."""
+    settings = ["--isolated"]
+    if amp_dtype:
+        config = path.parent / "gpulint-test.toml"
+        config.write_text(f'amp-dtype = "{amp_dtype}"\n', encoding="utf-8")
+        settings = ["--config", str(config)]
+    result = CliRunner().invoke(main, ["fix", "--unsafe-fixes", *settings, "--no-cache", str(path)])
     assert result.exit_code in (0, 1), result.output
     return path.read_text(encoding="utf-8") if path.is_file() else ""
 
@@ -74,20 +81,30 @@ def test_scaler_lives_beside_a_global_optimizer(tmp_path: Path) -> None:
     text = fix(script)
     module = ast.parse(text)
     top_level = [ast.unparse(s) for s in module.body if isinstance(s, ast.Assign)]
-    assert "scaler = torch.amp.GradScaler(device)" in top_level  # created once, not per train() call
+    # created once, not per train() call, with the dtype chosen once beside it (amp-dtype "auto")
+    assert "scaler = torch.amp.GradScaler(device, enabled=amp_dtype == torch.float16)" in top_level
+    assert any(line.startswith("amp_dtype = ") for line in top_level)
     assert_trains(run(script))
 
 
-def test_scaler_is_passed_in_saved_and_resumed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("amp_dtype", ["float16", "auto"])
+def test_scaler_is_passed_in_saved_and_resumed(tmp_path: Path, amp_dtype: str) -> None:
+    """float16: the scaler's state is saved and resumed. "auto": the dtype chosen in main() is passed in
+    with the scaler, which this CPU run leaves off (bfloat16): its saved state is empty."""
     torch = pytest.importorskip("torch")
     script = copy(tmp_path, "epochs_with_checkpoint.py")
-    text = fix(script)
-    assert "def train(model, device, loader, optimizer, losses, scaler=None):" in text
-    assert "train(model, device, data(), optimizer, losses, scaler=scaler)" in text
+    text = fix(script, amp_dtype)
+    if amp_dtype == "float16":
+        assert "def train(model, device, loader, optimizer, losses, scaler=None):" in text
+        assert "train(model, device, data(), optimizer, losses, scaler=scaler)" in text
+    else:
+        assert "def train(model, device, loader, optimizer, losses, scaler=None, amp_dtype=None):" in text
+        call = "train(model, device, data(), optimizer, losses, scaler=scaler,\n              amp_dtype=amp_dtype)"
+        assert call in text  # laid out under its bracket, as the file does
     checkpoint = tmp_path / "checkpoint.pt"
     first = run(script, str(checkpoint), "2")
     saved = torch.load(checkpoint)
-    assert "scaler" in saved and saved["scaler"]["scale"] > 0
+    assert "scaler" in saved and (saved["scaler"]["scale"] > 0 if amp_dtype == "float16" else saved["scaler"] == {})
     resumed = run(script, str(checkpoint), "4")
     assert len(first) == len(resumed) == 20  # the second run resumed at epoch 2
     assert_trains(first + resumed)

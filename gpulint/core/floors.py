@@ -1,0 +1,105 @@
+"""The oldest torch each symbol a fix writes needs: one table, read by every fix and by the docs.
+
+A fix names the symbols it would write; with the project's torch floor (`torch-version`, or the
+floor its packaging declares) below one of them, the fix is not offered and the finding says
+which symbol needs which torch. Versions come from the source of each torch wheel, 1.13.1
+through 2.14.1 (docs/pytorch-performance-facts.md, section 2): a symbol present in 1.13.1 and
+older is listed at the release that introduced it where that is known, else at 1.13.
+`docs/fix-safety.md` prints this table (scripts/update_docs.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+Version = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Symbol:
+    code: str  # as the docs print it
+    since: Version
+    note: str = ""
+
+
+# every symbol a gpulint fix may write, and the oldest torch that has it
+SYMBOLS: dict[str, Symbol] = {s.code: s for s in (
+    Symbol("torch.autocast(device_type=..., dtype=...)", (1, 10)),
+    Symbol("torch.amp.autocast", (1, 10), "GPU003's rename of torch.cuda.amp.autocast"),
+    Symbol("torch.amp.GradScaler", (2, 3), "with a device type argument; CPU included"),
+    Symbol("torch.amp.custom_fwd / custom_bwd(device_type=...)", (2, 4)),
+    Symbol("ShardedGradScaler(device, ...)", (2, 1),
+           "torch.distributed.fsdp.sharded_grad_scaler; older ones take init_scale first (not in the "
+           "facts doc: from the 2.1 release, not read from a wheel)"),
+    Symbol("torch.cuda.is_bf16_supported(including_emulation=False)", (2, 3),
+           "False on GPUs that only emulate bfloat16 (T4, V100); amp-dtype \"auto\" writes it (not in "
+           "the facts doc: 2.3 added the emulation it excludes, not read from a wheel)"),
+    Symbol("Adam(fused=True)", (1, 13), "CUDA; CPU from 2.4"),
+    Symbol("AdamW(fused=True)", (2, 0), "CUDA; CPU from 2.4"),
+    Symbol("SGD(fused=True)", (2, 3), "CUDA; CPU from 2.4"),
+    Symbol("Adagrad(fused=True)", (2, 12), "CPU from 2.4, CUDA from 2.12"),
+    Symbol("fused=True on CPU parameters", (2, 4), "Adam, AdamW, SGD and Adagrad; a fused optimizer whose "
+           "parameters may be on the CPU needs it"),
+    Symbol("checkpoint(..., use_reentrant=False)", (1, 13),
+           "also checkpoint_sequential; 1.13.1 is the oldest wheel read"),
+    Symbol("DataLoader(pin_memory=True)", (1, 0)),
+    Symbol("DataLoader(num_workers=...)", (1, 0)),
+    Symbol("Tensor.to(..., non_blocking=True) / .cuda(non_blocking=True)", (1, 0)),
+)}
+
+AUTOCAST = "torch.autocast(device_type=..., dtype=...)"
+AMP_AUTOCAST = "torch.amp.autocast"
+GRAD_SCALER = "torch.amp.GradScaler"
+CUSTOM_FWD = "torch.amp.custom_fwd / custom_bwd(device_type=...)"
+SHARDED_GRAD_SCALER = "ShardedGradScaler(device, ...)"
+BF16_CHECK = "torch.cuda.is_bf16_supported(including_emulation=False)"
+FUSED_CPU = "fused=True on CPU parameters"
+USE_REENTRANT = "checkpoint(..., use_reentrant=False)"
+PIN_MEMORY = "DataLoader(pin_memory=True)"
+NUM_WORKERS = "DataLoader(num_workers=...)"
+NON_BLOCKING = "Tensor.to(..., non_blocking=True) / .cuda(non_blocking=True)"
+
+
+def fused(optimizer: str) -> str:
+    """The table's key for `fused=True` on a torch optimizer class (Adam, AdamW, SGD, Adagrad)."""
+    return f"{optimizer}(fused=True)"
+
+
+def since(code: str) -> Version:
+    return SYMBOLS[code].since
+
+
+def version_text(version: Version) -> str:
+    return f"{version[0]}.{version[1]}"
+
+
+@dataclass(frozen=True)
+class TooNew:
+    """The first symbol a fix would write that the project's torch floor lacks."""
+
+    symbol: Symbol
+    floor: Version
+
+    def reason(self) -> str:
+        """`torch.amp.GradScaler needs torch 2.3 (torch-version is 1.13)`."""
+        return f"{self.symbol.code} needs torch {version_text(self.symbol.since)} " \
+               f"(torch-version is {version_text(self.floor)})"
+
+
+def too_new(floor: Optional[Version], codes: Iterable[str]) -> Optional[TooNew]:
+    """The newest of `codes` when the floor is below it; None when the floor allows them all or is unknown."""
+    if floor is None:
+        return None
+    symbols = sorted((SYMBOLS[code] for code in codes), key=lambda s: s.since, reverse=True)
+    if symbols and floor < symbols[0].since:
+        return TooNew(symbols[0], floor)
+    return None
+
+
+def table_markdown() -> str:
+    """The table as docs/fix-safety.md prints it."""
+    lines = ["| symbol a fix writes | oldest torch | note |", "|---|---|---|"]
+    for symbol in sorted(SYMBOLS.values(), key=lambda s: (s.since, s.code)):
+        lines.append(f"| `{symbol.code}` | {version_text(symbol.since)} | {symbol.note} |")
+    return "\n".join(lines) + "\n"

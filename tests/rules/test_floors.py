@@ -1,0 +1,79 @@
+"""The torch floor: one table of what each written symbol needs, and every fix checks it."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gpulint.core import floors
+from gpulint.core.settings import Settings
+from gpulint.engine.linter import lint_text
+from tests.fixture_cases import ROOT
+
+
+def test_the_docs_print_the_table() -> None:
+    assert floors.table_markdown() in (ROOT / "docs" / "fix-safety.md").read_text(encoding="utf-8")
+
+
+def test_too_new_names_the_newest_symbol() -> None:
+    assert floors.too_new(None, [floors.GRAD_SCALER]) is None  # no floor known: every symbol allowed
+    assert floors.too_new((2, 3), [floors.GRAD_SCALER, floors.AUTOCAST]) is None
+    found = floors.too_new((2, 0), [floors.AUTOCAST, floors.GRAD_SCALER, floors.SHARDED_GRAD_SCALER])
+    assert found is not None and found.symbol.code == floors.GRAD_SCALER
+    assert found.reason() == "torch.amp.GradScaler needs torch 2.3 (torch-version is 2.0)"
+
+
+STEP = """
+    import torch
+    device = torch.device("cuda")
+    model = Net().to(device)
+    optimizer = OPTIMIZER
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x.to(device)), y.to(device))
+        loss.backward()
+        optimizer.step()
+"""
+AMP = STEP.replace("OPTIMIZER", "make()")
+FSDP = "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n" + textwrap.dedent(AMP).replace(
+    "Net().to(device)", "FSDP(Net().to(device))")
+CHECKPOINT = "from torch.utils.checkpoint import checkpoint\ny = checkpoint(block, x)\n"
+AMP_API = "import torch\nscaler = torch.cuda.amp.GradScaler()\n"
+CUSTOM_FWD = "import torch\n@torch.cuda.amp.custom_fwd\ndef f(x):\n    return x\n"
+
+
+def _fixes(source: str, code: str, floor: str, **options: str) -> list[tuple[bool, str]]:
+    version = tuple(int(part) for part in floor.split("."))
+    settings = Settings(select=(code,), preview=True).with_values({"torch-version": version, **options})
+    return [(f.fix is not None, f.note) for f in lint_text(Path("t.py"), textwrap.dedent(source), settings).findings
+            if f.code == code]
+
+
+@pytest.mark.parametrize(("source", "code", "below", "at", "symbol", "options"), [
+    (AMP, "GPU001", "2.2", "2.3", floors.GRAD_SCALER, {}),  # auto: the choice and the scaler, both 2.3
+    (AMP, "GPU001", "2.2", "2.3", floors.GRAD_SCALER, {"amp-dtype": "float16"}),
+    (AMP, "GPU001", "1.9", "1.10", floors.AUTOCAST, {"amp-dtype": "bfloat16"}),
+    (FSDP, "GPU001", "2.0", "2.1", floors.SHARDED_GRAD_SCALER, {"amp-dtype": "float16"}),
+    (STEP.replace("OPTIMIZER", "torch.optim.Adam(model.parameters())"), "GPU201", "2.3", "2.4", floors.FUSED_CPU, {}),
+    (STEP.replace("OPTIMIZER", "torch.optim.Adagrad(model.parameters())"), "GPU201", "2.11", "2.12",
+     floors.fused("Adagrad"), {}),
+    (CHECKPOINT, "GPU302", "1.12", "1.13", floors.USE_REENTRANT, {}),
+    (AMP_API, "GPU003", "2.2", "2.3", floors.GRAD_SCALER, {}),
+    (CUSTOM_FWD, "GPU003", "2.3", "2.4", floors.CUSTOM_FWD, {}),
+])
+def test_each_fix_checks_the_floor_of_what_it_writes(source: str, code: str, below: str, at: str, symbol: str,
+                                                     options: dict[str, str]) -> None:
+    """Just below the symbol's version: no fix, and the note names it; at the version: a fix."""
+    [(fixed, note)] = _fixes(source, code, below, **options)
+    assert not fixed and note.startswith("no ") and f"{symbol} needs torch" in note
+    assert [fixed for fixed, _ in _fixes(source, code, at, **options)] == [True]
+
+
+def test_every_symbol_of_the_table_is_one_a_fix_writes() -> None:
+    """No entry is dead: each names what some rule's fix code refers to."""
+    used = {floors.AUTOCAST, floors.AMP_AUTOCAST, floors.GRAD_SCALER, floors.CUSTOM_FWD, floors.SHARDED_GRAD_SCALER,
+            floors.BF16_CHECK, floors.FUSED_CPU, floors.USE_REENTRANT, floors.PIN_MEMORY, floors.NUM_WORKERS,
+            floors.NON_BLOCKING} | {floors.fused(o) for o in ("Adam", "AdamW", "SGD", "Adagrad")}
+    assert used == set(floors.SYMBOLS)
