@@ -86,6 +86,7 @@ def pedantic(settings: object) -> bool:
 
 
 def undecided_note(premises: Iterable[Premise]) -> str:
-    """What a pedantic finding appends to its message: the premises gpulint could not decide."""
+    """What a pedantic finding's note says first: the premises gpulint could not decide (the message stays
+    one short claim)."""
     keys = ", ".join(p.key for p in premises)
-    return f" [pedantic: not shown here: {keys}]" if keys else ""
+    return f"pedantic: not shown here: {keys}" if keys else ""

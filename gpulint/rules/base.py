@@ -165,5 +165,6 @@ class Rule:
         if not decision.report:
             return
         if decision.assumed:
-            message += undecided_note(decision.undecided)
+            assumed = undecided_note(decision.undecided)
+            note = f"{assumed}; {note}" if note else assumed
         self.report(node, message, fix, statement, note)

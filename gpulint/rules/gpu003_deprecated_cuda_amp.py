@@ -172,4 +172,5 @@ class DeprecatedCudaAmp(Rule):
         target = self.ctx.qualname(node)
         if target in DEPRECATED_AMP:
             self.report_decided(self._decision(node, DEPRECATED_AMP[target]), node, self._message(target),
-                                note="no fix: only calls, decorators and imports are rewritten; change this use by hand")
+                                note="no fix: only calls, decorators and imports are rewritten; change this use "
+                                     "by hand")

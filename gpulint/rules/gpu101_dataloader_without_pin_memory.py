@@ -160,12 +160,13 @@ class DataLoaderPinMemory(Rule):
             return
         device = cuda_evidence(self.ctx.project)
         batches = loader_batches(self.ctx, node)
-        moved = SHOWN if batches.moves or batches.framework else UNDECIDED
+        # the copies the fix makes asynchronous, also in a function the loader is passed to
+        copies = batch_copies(self.ctx, node, custom_collate=loader.kwargs.has("collate_fn"))
+        moved = SHOWN if batches.moves or batches.framework or copies.calls else UNDECIDED
         pays = SHOWN if batches.non_blocking or all(each.bulk for each in alternatives) else UNDECIDED
         decision = self.decide({CPU_TENSORS: cpu_tensors, REACHES_CUDA: all_of(device, moved), PAYS_OFF: pays})
         if not decision.report:
             return
-        copies = batch_copies(self.ctx, node, custom_collate=loader.kwargs.has("collate_fn"))
         edits = [Replace(node, add_keyword(node, "pin_memory", "True")), *copy_edits(self.ctx, copies)]
         what = "Add `pin_memory=True`"
         note = ""

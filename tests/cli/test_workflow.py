@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 IMPORTS = "import torch\nfrom torch.utils.data import DataLoader; from torchvision.datasets import MNIST as ds\n"
 MOVES = "for x, y in loader:\n    x = x.to('cuda')\n"  # the batches reach the GPU
 FLAGGED = IMPORTS + "loader = DataLoader(ds(), num_workers=2)\n" + MOVES
-FIXED = IMPORTS + "loader = DataLoader(ds(), num_workers=2, pin_memory=True)\n" + MOVES
+FIXED = (IMPORTS + "loader = DataLoader(ds(), num_workers=2, pin_memory=True)\n"
+         + MOVES.replace("to('cuda')", "to('cuda', non_blocking=True)"))  # the copies become asynchronous
 UNSAFE_ONLY = ("import torch\nfrom torch.utils.data import DataLoader\nfrom torchvision.datasets import MNIST\n"
                "device = 'cuda'\nloader = DataLoader(MNIST(), pin_memory=True)\n")
 CLEAN = "import torch\nx = torch.zeros(3)\n"

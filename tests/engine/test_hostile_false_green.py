@@ -32,6 +32,7 @@ for batch in loader:
     batch = batch.to(device, non_blocking=True)
 """
 CLEAN = "import torch\nx = torch.zeros(3)\n"
+MOVES = "for x in loader:\n    x = x.to(device, non_blocking=True)\n"  # the batches reach the GPU
 NOTEBOOK = json.dumps({"cells": [{"cell_type": "code", "source": ["import torch\n", "from torch.utils.data import "
                                                                   "DataLoader\n", "torch.device('cuda')\n",
                                                                   "loader = DataLoader([torch.zeros(2)] * 4)\n",
@@ -267,8 +268,9 @@ def test_add_noqa_covers_what_it_can_and_names_the_files_with_gpu000(gl: Gpulint
     (project / "ok.py").write_text(TRAIN)
     (project / "bad.py").write_text("def f(:\n")
     (project / "nb.ipynb").write_text(_notebook("import torch\nfrom torch.utils.data import DataLoader\n"
+                                                "from torchvision.datasets import MNIST\n"
                                                 "device = torch.device('cuda')\n", "def broken(:\n",
-                                                "loader = DataLoader(ds)\n"))
+                                                "loader = DataLoader(MNIST())\n" + MOVES))
     result = gl("check", "--add-noqa", ".")
     assert result.exit_code == 1, result.output
     assert result.stdout == "Added 4 noqa directives; 2 files with GPU000 findings no directive can cover.\n"
@@ -276,10 +278,10 @@ def test_add_noqa_covers_what_it_can_and_names_the_files_with_gpu000(gl: Gpulint
         "gpulint: warning: bad.py: GPU000 SyntaxError: invalid syntax; skipped, no noqa directive added",
         "gpulint: warning: nb.ipynb:cell 2: GPU000 SyntaxError: invalid syntax (the cell was not linted; the other "
         "cells were); the notebook's other cells got theirs"]
-    assert (project / "ok.py").read_text().splitlines()[4] == \
-        "loader = DataLoader(dataset, batch_size=32)  # noqa: GPU101, GPU102"
+    assert (project / "ok.py").read_text().splitlines()[5] == \
+        "loader = DataLoader(MNIST(), batch_size=32)  # noqa: GPU101, GPU102"
     assert json.loads((project / "nb.ipynb").read_text())["cells"][2]["source"] == \
-        "loader = DataLoader(ds)  # noqa: GPU101, GPU102\n"
+        "loader = DataLoader(MNIST())  # noqa: GPU101, GPU102\n" + MOVES
     after = gl("check", ".")  # what is left is what no comment can silence
     assert after.exit_code == 1
     assert sorted(line.split(":")[0] for line in after.stdout.splitlines() if " GPU" in line) == ["bad.py", "nb.ipynb"]

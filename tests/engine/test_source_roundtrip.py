@@ -22,6 +22,9 @@ BODY = (
     "for x, y in loader:\n"
     "    x = x.to('cuda')\n"
 )
+# GPU101's fix pins the loader's memory and makes the copy of its batches asynchronous
+PINNED = BODY.replace("DataLoader(ds)", "DataLoader(ds, pin_memory=True)").replace(
+    "x.to('cuda')", "x.to('cuda', non_blocking=True)")
 
 
 def run_fix(path: Path) -> None:
@@ -35,7 +38,7 @@ def test_newline_style_is_kept(tmp_path: Path, newline: str) -> None:
     path.write_bytes(BODY.replace("\n", newline).encode())
     run_fix(path)
     data = path.read_bytes()
-    assert data == BODY.replace("DataLoader(ds)", "DataLoader(ds, pin_memory=True)").replace("\n", newline).encode()
+    assert data == PINNED.replace("\n", newline).encode()
 
 
 def test_bom_is_kept(tmp_path: Path) -> None:
@@ -51,7 +54,8 @@ def test_declared_latin1_encoding_is_kept(tmp_path: Path) -> None:
     text = "# -*- coding: latin-1 -*-\n" + BODY.replace("\u2014", "-")
     path.write_bytes(text.encode("latin-1"))
     run_fix(path)
-    assert path.read_bytes() == text.replace("DataLoader(ds)", "DataLoader(ds, pin_memory=True)").encode("latin-1")
+    assert path.read_bytes() == text.replace("DataLoader(ds)", "DataLoader(ds, pin_memory=True)").replace(
+        "x.to('cuda')", "x.to('cuda', non_blocking=True)").encode("latin-1")
 
 
 def test_file_mode_is_kept(tmp_path: Path) -> None:
@@ -77,7 +81,7 @@ def test_no_trailing_newline_is_kept(tmp_path: Path) -> None:
     path.write_text(BODY.rstrip("\n"))
     run_fix(path)
     fixed = path.read_text()
-    assert "DataLoader(ds, pin_memory=True)\n" in fixed and fixed.endswith("x = x.to('cuda')")
+    assert "DataLoader(ds, pin_memory=True)\n" in fixed and fixed.endswith("x = x.to('cuda', non_blocking=True)")
 
 
 def test_undecodable_bytes_are_a_clear_error() -> None:

@@ -125,7 +125,7 @@ def test_scaler_above_a_nested_def_gets_a_blank_line_without_indentation() -> No
 
 
         def main(loader):
-            model = nn.Linear(4, 2).to(device)
+            model = nn.Linear(1024, 1024).to(device)
             optimizer = torch.optim.AdamW(model.parameters(), fused=True)
             # the step
             def step(x, y):

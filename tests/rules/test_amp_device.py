@@ -30,9 +30,10 @@ def test_an_intel_gpu_script_gets_xpu_and_bfloat16(monkeypatch: pytest.MonkeyPat
     """Which files GPU001 reports on is the detector's business (an XPU-only file has no CUDA evidence
     today); given one, the fix writes "xpu", never "cuda", and bfloat16 with no scaler."""
     monkeypatch.setattr(linter, "may_have_gpu_evidence", lambda text, project=None: True)
-    monkeypatch.setattr(MissingAutocast, "may_report", classmethod(lambda cls, project: True))
+    monkeypatch.setattr(MissingAutocast, "may_report", classmethod(lambda cls, project, settings=None: True))
     monkeypatch.setattr(MissingAutocast, "applies", lambda self: True)
-    fixed = fix_text(Path("t.py"), textwrap.dedent(XPU), Settings(select=("GPU001",)), unsafe=True).text
+    settings = Settings(select=("GPU001",), values=(("strictness", "pedantic"),))  # the detector's premises aside
+    fixed = fix_text(Path("t.py"), textwrap.dedent(XPU), settings, unsafe=True).text
     assert 'with torch.autocast(device_type="xpu", dtype=torch.bfloat16):' in fixed
     assert "cuda" not in fixed and "GradScaler" not in fixed
 

@@ -74,7 +74,8 @@ ACCELERATE = """
     from torch.utils.data import DataLoader
     from torchvision.datasets import CIFAR10
 
-    accelerator = Accelerator()
+    accelerator = Accelerator()  # on a CUDA machine:
+    assert torch.cuda.is_available()
     loader = DataLoader(CIFAR10("data"), batch_size=64)
     model, loader = accelerator.prepare(Net(), loader)
 """
@@ -83,6 +84,8 @@ LIGHTNING = """
     import torch
     from torch.utils.data import DataLoader
     from torchvision.datasets import CIFAR10
+
+    trainer = L.Trainer(accelerator="cuda")
 
     class Data(L.LightningDataModule):
         def train_dataloader(self):
