@@ -69,6 +69,8 @@ def test_verify_runs_the_cells_as_a_script(tmp_path: Path, monkeypatch: pytest.M
     pytest.importorskip("torch")
     folder = tmp_path / "notebooks"
     folder.mkdir()
+    # a toy model on small batches: the premises that keep gpulint silent on such code are lifted
+    (folder / "gpulint.toml").write_text('strictness = "pedantic"\nmin-width = 1\n')
     path = folder / "train.ipynb"
     path.write_text(notebook(TRAIN_CELLS))
     before = path.read_bytes()
@@ -83,4 +85,4 @@ def test_verify_runs_the_cells_as_a_script(tmp_path: Path, monkeypatch: pytest.M
     assert [r["status"] for r in script["rules"]] == ["exercised"] * 3
     assert "note: train.ipynb runs as train.ipynb.py: its code cells in order, in its folder" in result.output
     assert "`%%time` left out" in result.output and "`model?` left out: asks for help" in result.output
-    assert path.read_bytes() == before and sorted(p.name for p in folder.iterdir()) == ["train.ipynb"]
+    assert path.read_bytes() == before and sorted(p.name for p in folder.iterdir()) == ["gpulint.toml", "train.ipynb"]

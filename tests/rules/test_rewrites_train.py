@@ -29,12 +29,13 @@ CPU_ONLY_WARNING = "'pin_memory' argument is set as true but no accelerator is f
 
 
 def fix(path: Path, amp_dtype: str = "") -> str:
-    """`gpulint fix --unsafe-fixes` with no configuration file, or with `amp-dtype` set."""
-    settings = ["--isolated"]
-    if amp_dtype:
-        config = path.parent / "gpulint-test.toml"
-        config.write_text(f'amp-dtype = "{amp_dtype}"\n', encoding="utf-8")
-        settings = ["--config", str(config)]
+    """`gpulint fix --unsafe-fixes`, with `amp-dtype` set when given. The scripts are CPU-sized stand-ins
+    for real training, so the premises that keep gpulint silent on toy models and small batches are lifted
+    (pedantic, min-width 1): the rewrites are what these tests run."""
+    config = path.parent / "gpulint-test.toml"
+    lines = ['strictness = "pedantic"', "min-width = 1"] + ([f'amp-dtype = "{amp_dtype}"'] if amp_dtype else [])
+    config.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    settings = ["--config", str(config)]
     result = CliRunner().invoke(main, ["fix", "--unsafe-fixes", *settings, "--no-cache", str(path)])
     assert result.exit_code in (0, 1), result.output
     return path.read_text(encoding="utf-8") if path.is_file() else ""

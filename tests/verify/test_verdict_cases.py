@@ -74,7 +74,7 @@ def test_an_exception_the_script_swallows_is_counted_and_fails(tmp_path: Path) -
 
 def test_a_rule_is_exercised_only_when_every_edit_ran(tmp_path: Path) -> None:
     """On 02ed7e3: "GPU101 exercised" although the validation loader's rewrite never ran."""
-    code, output, script = _verify(tmp_path, "two_loaders.py")
+    code, output, script = _verify(tmp_path, "two_loaders.py", 40, "--select", "GPU101")
     [rule] = script["rules"]
     assert rule["code"] == "GPU101" and rule["status"] == "PARTLY EXERCISED", output
     assert [edit["exercised"] for edit in rule["edits"]] == [True, False]
@@ -109,7 +109,7 @@ def test_blame_by_subsets_names_the_rule_that_causes_the_failure(tmp_path: Path)
 
 def test_a_fix_that_makes_more_parameters_train_is_named_with_the_counts(tmp_path: Path) -> None:
     """On 02ed7e3: FAIL under the numerics-neutral limit, never saying that 8 more tensors now train."""
-    code, output, script = _verify(tmp_path, "checkpoint_input.py", 30)
+    code, output, script = _verify(tmp_path, "checkpoint_input.py", 30, "--select", "GPU302")
     assert script["rules_applied"] == ["GPU302"], output
     assert script["changes"][0].startswith("more parameters train: 10 of 10 parameter tensors change in the rewrite, "
                                            "2 of 10 in the original (GPU302")
@@ -138,7 +138,7 @@ def test_a_script_that_ends_by_itself_is_measured_at_exit(tmp_path: Path) -> Non
 
 def test_both_runs_diverging_at_the_same_step_is_said_and_the_steps_before_judged(tmp_path: Path) -> None:
     """Issue 22 item 15: "the rewritten loss is NaN" and "loss decreasing" for both."""
-    code, output, script = _verify(tmp_path, "diverges.py", 30)
+    code, output, script = _verify(tmp_path, "diverges.py", 30, "--select", "GPU101,GPU201")
     loss = script["comparison"]["loss"]
     assert loss["diverged_at"] == 15 and loss["compared_steps"] == 14 and loss["passed"] is True, output
     assert "rewritten loss is NaN" not in output

@@ -46,10 +46,11 @@ def _goes_down(losses: list[float]) -> bool:
 
 @pytest.fixture(scope="module")
 def fixed_copies(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The fixture scripts after `gpulint fix --unsafe-fixes` (the issue 3 end-to-end rewrite)."""
+    """The fixture scripts after `gpulint fix --unsafe-fixes` (the issue 3 end-to-end rewrite), with the
+    folder's gpulint.toml, as verify reads it."""
     folder = tmp_path_factory.mktemp("fixed") / "scripts"
     shutil.copytree(SCRIPTS, folder)
-    result = CliRunner().invoke(main, ["fix", "--unsafe-fixes", "--isolated", str(folder)])
+    result = CliRunner().invoke(main, ["fix", "--unsafe-fixes", str(folder)])
     assert result.exit_code in (0, 1), result.output
     return folder
 
