@@ -84,7 +84,7 @@ def module_import(source: str, module: str) -> str:
     placer = _Placer(ctx, [])
     placer.spans.update(__import__("gpulint.core.positions", fromlist=["compute_spans"]).compute_spans(
         tree, [ref.edit.anchor] if ref.edit.anchor is not None else []))
-    return apply_edits(text, [placer._text_edit(ref.edit)])
+    return apply_edits(text, list(placer._text_edits(ref.edit)))
 
 
 def test_a_standard_library_import_goes_into_its_section_in_order() -> None:
