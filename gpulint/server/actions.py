@@ -58,11 +58,10 @@ async def fix_all(ls: GpulintServer, action: types.CodeAction) -> types.CodeActi
     project = ls.projects.get(target.key)
     try:
         if target.is_notebook:
-            edits = await ls.worker.run(f"fix:{target.key}", "fix_cells", target.path, target.cells, settings, project,
-                                        here=target.small)
+            edits = await ls.worker.run(f"fix:{target.key}", "fix_cells", target.path, target.cells, settings, project)
         else:
             edits = {0: await ls.worker.run(f"fix:{target.key}", "fix_all", target.path, target.text, settings,
-                                            project, here=target.small)}
+                                            project)}
     except Superseded:
         raise JsonRpcContentModified(f"{target.key} changed while gpulint was fixing it") from None
     now = ls.target(target.key)

@@ -1,9 +1,8 @@
 """The server's state: the editor's open documents and notebooks, their lints and project views.
 
 Only what the editor has opened is linted, for the very text it holds: a lint runs in the worker
-(worker.py: a small buffer in this process, a large one in a child), a newer version of the
-document supersedes it, and its findings are published only if the document is still open with
-that text. While a configuration file is invalid, the last valid
+(worker.py), a newer version of the document supersedes it, and its findings are published only if
+the document is still open with that text. While a configuration file is invalid, the last valid
 configuration stays in use and the problem is shown once. The project pass runs in a thread; its
 results cache goes where the command line's would when run in the project.
 """
@@ -36,10 +35,6 @@ if TYPE_CHECKING:
     from gpulint.project.view import ProjectView
 
 DEBOUNCE_S = 0.2  # lint this long after the last keystroke
-# A buffer up to this many characters is linted in the server's own process, a larger one in a
-# lint worker's child (worker.py says why). bench/lsp_latency.py, main's rules, 2 loaded cores: a
-# 150-line script of 5-7 KB lints in 0.1-0.35 s; a 10 KB buffer of dense training loops in ~1 s.
-HERE_MAX_CHARS = 8_000
 PYTHON_CELLS = frozenset({"python", "python3", "ipython", "ipython3"})
 NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
     notebook_selector=[types.NotebookDocumentFilterWithCells(
@@ -73,11 +68,6 @@ class Target:
     @property
     def content(self) -> Hashable:
         return (self.text, self.cells, self.cell_uris)
-
-    @property
-    def small(self) -> bool:
-        """Linted in the server's own process (HERE_MAX_CHARS), not in a lint worker's child."""
-        return len(self.text) + sum(len(source) for _, source in self.cells) <= HERE_MAX_CHARS
 
 
 @dataclass(frozen=True)
@@ -284,10 +274,10 @@ class GpulintServer(LanguageServer):
             project = self.projects.get(target.key)
             if target.is_notebook:
                 findings = await self.worker.run(f"lint:{target.key}", "lint_cells", target.path, target.cells,
-                                                 settings, project, here=target.small)
+                                                 settings, project)
             else:
                 findings = await self.worker.run(f"lint:{target.key}", "lint", target.path, target.text,
-                                                 settings, project, here=target.small)
+                                                 settings, project)
         now = self.target(target.key)
         # a newer project view does not make these findings wrong for this text (a lint with it follows)
         if now is None or now.content != target.content or self.epoch != epoch:

@@ -11,15 +11,15 @@
   `gpulint fix` would do to the buffer).
 - Hover over a finding, or over a code such as GPU101 in a comment, shows the rule's docs.
 
-The server never waits on its own work (issue 22): a large buffer is linted in worker processes
-(worker.py) that a newer version of the document stops, so requests are answered meanwhile; a
-small one in a thread of the server, which needs no second interpreter (start-up).
+The server never waits on its own work (issue 22): linting runs in worker processes
+(worker.py) that a newer version of the document stops, so requests are answered meanwhile.
 What is linted, and when a diagnostic may be published, is documents.py; the code actions are
 actions.py; the answers the LSP specification requires where pygls gave none, protocol.py.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import sys
@@ -50,6 +50,7 @@ def create_server(cache: bool = True, cache_dir: Optional[Path] = None,
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: GpulintServer, params: types.InitializedParams) -> None:
+        asyncio.get_running_loop().run_in_executor(None, ls.worker.warm)  # ready before the first file opens
         watched = ls.client_capabilities.workspace and ls.client_capabilities.workspace.did_change_watched_files
         if watched and watched.dynamic_registration:
             options = types.DidChangeWatchedFilesRegistrationOptions(

@@ -1,25 +1,16 @@
-"""Linting off the server's event loop: small buffers in a thread of the server, large ones in
-child processes a newer job can stop.
+"""Linting off the server's event loop, in child processes a newer job can stop.
 
 A 0.9 MB buffer takes LibCST and the rules tens of seconds; on the event loop that blocked
-every request (hover, shutdown) for as long. Such jobs run in up to two child processes (a
+every request (hover, shutdown) for as long. Jobs run in up to two child processes (a
 large buffer being linted does not hold up a code action in another file), in arrival
 order; each names the document it is for, and a newer job for the same document supersedes
 the older one: still queued, it never runs; already running, its child is killed (pure-
 Python work cannot be interrupted any other way) and a fresh one takes the next job. The
 server's own threads only wait on pipes.
 
-A job the caller marks small (`here=True`: a buffer that lints in a fraction of a second) runs
-in a thread of the server instead, one at a time. Children cost start-up: a second interpreter
-that imports LibCST and the rules while the server imports the protocol, both on the same
-cores (measured with bench/lsp_latency.py: 1.4-2.2x the wall time to the first diagnostics).
-So no child is started until the first large job needs one, and a session that only edits
-small files never starts one. A small job cannot be stopped; a newer job for its document
-still makes its result stale (Superseded), and it still stops that document's large job.
-
-Where child processes cannot be started (a sandbox without fork or pipes), every job runs in a
-thread of the server: requests are still answered meanwhile, but a superseded job runs to its
-end and its result is dropped.
+Where child processes cannot be started (a sandbox without fork or pipes), jobs run in a
+thread of the server instead: requests are still answered meanwhile, but a superseded job
+runs to its end and its result is dropped.
 """
 
 from __future__ import annotations
@@ -115,8 +106,15 @@ class Worker:
         self._running: dict[str, tuple[int, _Child]] = {}  # per document: the job running and its child
         self._tokens = itertools.count(1)
         self.inline = False  # True once child processes turned out to be unavailable
-        self._here = threading.Lock()  # small jobs in the server's own process: one at a time
         self.stopped = False
+
+    def warm(self) -> None:
+        """Start one child ahead of the first job (from a thread: starting costs imports)."""
+        try:
+            self._idle[-1].connection()
+        except Exception as exc:  # noqa: BLE001 - no child processes here: jobs run in a thread
+            log.warning("lint worker unavailable, linting in a thread instead: %s", exc)
+            self.inline = True
 
     def stop(self) -> None:
         """Kill every child for good: the server is shutting down or exiting."""
@@ -169,23 +167,10 @@ class Worker:
         self.supersede(key)
         self._latest.pop(key, None)
 
-    def _run_here(self, key: str, token: int, name: str, args: tuple) -> Any:
-        """A small job, in a thread of the server (the lock keeps the linter to one thread)."""
-        with self._here:
-            if self.stopped or self._latest.get(key) != token:
-                raise Superseded(key)
-            return self._inline(name, args)
-
-    async def run(self, key: str, name: str, *args: Any, here: bool = False) -> Any:
+    async def run(self, key: str, name: str, *args: Any) -> Any:
         """Job `name` (of server/jobs.py) called with `args` in a child, after the jobs queued before
-        it; with `here`, a small job, in a thread of the server. Raises Superseded when a newer job for
-        `key` came first, JobFailed when the job failed."""
+        it. Raises Superseded when a newer job for `key` came first, JobFailed when the job failed."""
         token = self.supersede(key)
-        if here:
-            result = await asyncio.to_thread(self._run_here, key, token, name, args)
-            if self._latest.get(key) != token:
-                raise Superseded(key)
-            return result
         if self._slots is None:
             self._slots = asyncio.Semaphore(len(self._idle))
         async with self._slots:

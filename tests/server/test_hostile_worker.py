@@ -120,50 +120,6 @@ def test_a_cancelled_wait_stops_its_job_and_frees_the_worker(tmp_path: Path) -> 
     _run(scenario)
 
 
-def test_a_small_job_runs_in_the_server_and_starts_no_child() -> None:
-    """Start-up: a child costs a second interpreter importing LibCST and the rules; small buffers need none."""
-    async def scenario(worker: Worker) -> None:
-        assert await asyncio.wait_for(worker.run("doc", "pid", here=True), BOUND_S) == os.getpid()
-        assert all(child.process is None for child in worker._idle)
-        with pytest.raises(JobFailed, match="ValueError: a bug in a rule"):
-            await asyncio.wait_for(worker.run("doc", "fail", here=True), BOUND_S)
-        assert await asyncio.wait_for(worker.run("doc", "pid"), BOUND_S) != os.getpid()  # a large job: a child
-
-    _run(scenario)
-
-
-def test_a_small_job_stops_the_large_job_it_replaces(tmp_path: Path) -> None:
-    """A buffer cut down to a few lines while its large version is linted in a child."""
-    async def scenario(worker: Worker) -> None:
-        started = tmp_path / "started"
-        old = asyncio.ensure_future(worker.run("doc", "mark_and_sleep", str(started), 3 * BOUND_S))
-        await _until_exists(started)
-        assert await asyncio.wait_for(worker.run("doc", "pid", here=True), BOUND_S) == os.getpid()
-        with pytest.raises(Superseded):
-            await asyncio.wait_for(old, BOUND_S)
-        assert not _alive(int(started.read_text()))
-
-    _run(scenario)
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        found += [int(child) for child in (task / "children").read_text().split()]
-    return found
-
-
-@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs /proc to list the server's children")
-def test_editing_a_small_file_starts_no_lint_process(wire: Wire, tmp_path: Path) -> None:
-    wire.initialize(tmp_path)
-    uri = wire.open(tmp_path / "small.py", TRAIN)
-    assert codes(wire.diagnostics(uri)) == ["GPU101", "GPU201"]
-    wire.change(uri, 2, TRAIN + ADAM)
-    edited = wire.diagnostics(uri, lambda params: params.get("version") == 2, timeout=BOUND_S)
-    assert codes(edited) == ["GPU101", "GPU201", "GPU201"]
-    assert _children(wire.process.pid) == []
-
-
 def test_requests_are_answered_while_a_large_buffer_is_linted(wire: Wire, tmp_path: Path) -> None:
     wire.initialize(tmp_path)
     small = wire.open(tmp_path / "small.py", TRAIN)
