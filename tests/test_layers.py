@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gpulint.rules",),  # one module per rule, and the registry
     # the pipeline: linter, runner, cache, suppressions; notebooks linted as one program per notebook
     ("gpulint.engine", "gpulint.notebook", "gpulint.config", "gpulint.selectors"),
+    ("gpulint.dispatch",),  # one file's job: a Python file through the engine, a notebook through its package
     ("gpulint.output",),  # output formats, rule docs, diffs, the progress bar
     ("gpulint.server",),  # the language server
     ("gpulint.cli", "gpulint.verify"),  # the commands
@@ -157,6 +158,21 @@ def import_cycle(imports: Iterable[Import]) -> Optional[list[str]]:
     return find_cycle(edges)
 
 
+def package_cycle(imports: Iterable[Import]) -> Optional[list[str]]:
+    """A cycle between subpackages of gpulint (`gpulint.engine` -> `gpulint.notebook` -> ...): modules
+    of one layer may import each other, but two packages must not lean on each other both ways."""
+    edges: dict[str, set[str]] = {}
+    for edge in imports:
+        importer, imported = _subpackage(edge.importer), _subpackage(edge.imported)
+        if importer != imported and importer != "gpulint" and imported != "gpulint":
+            edges.setdefault(importer, set()).add(imported)
+    return find_cycle(edges)
+
+
+def _subpackage(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
 def upward_imports(imports: Iterable[Import]) -> list[str]:
     """Imports from a layer above the importer's."""
     return [f"{e.importer} (layer {layer_of(e.importer)}) line {e.line}: {e.imported} (layer {layer_of(e.imported)})"
@@ -190,7 +206,7 @@ def test_the_scan_sees_the_imports_it_must() -> None:
     assert ("gpulint.engine.runner", "gpulint.engine.linter") in pairs  # `from gpulint.engine import linter`
     assert ("gpulint.output", "gpulint.output.sarif") in pairs  # FORMATS names it; importlib imports it
     assert ("gpulint.cli", "gpulint.server.start") in pairs  # inside the `server` command's function
-    assert ("gpulint.engine.runner", "gpulint.notebook.job") in pairs  # inside the notebook branch
+    assert ("gpulint.dispatch.jobs", "gpulint.notebook.job") in pairs  # inside the notebook branch
 
 
 def test_the_scan_reads_every_way_of_importing() -> None:
@@ -222,6 +238,19 @@ def test_the_scan_reads_every_way_of_importing() -> None:
 def test_there_is_no_import_cycle() -> None:
     cycle = import_cycle(IMPORTS)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_no_two_packages_import_each_other() -> None:
+    cycle = package_cycle(IMPORTS)
+    assert cycle is None, "packages import each other: " + " -> ".join(cycle or [])
+
+
+def test_the_package_cycle_check_finds_the_engine_notebook_loop() -> None:
+    """The loop issue 25 removed: the runner dispatched notebooks, and the notebook package lints with the engine."""
+    old = [Import("gpulint.engine.runner", "gpulint.notebook.job", (), 159),
+           Import("gpulint.notebook.lint", "gpulint.engine.linter", ("lint_text",), 14)]
+    assert package_cycle(old) == ["gpulint.engine", "gpulint.notebook", "gpulint.engine"]
+    assert package_cycle(old[1:]) is None
 
 
 def test_every_module_belongs_to_a_layer() -> None:

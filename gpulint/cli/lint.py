@@ -23,6 +23,7 @@ from gpulint.config import CliOverrides, SettingsResolver
 from gpulint.core.findings import Finding
 from gpulint.core.settings import ConfigError
 from gpulint.core.source import SourceError, read_source, write_atomic
+from gpulint.dispatch.jobs import run_jobs
 from gpulint.engine.cache import ResultCache
 from gpulint.engine.changes import Changes, ChangesError, changes_since, keep_changed
 from gpulint.engine.files import LINT_SUFFIXES, PathError, Walker
@@ -34,7 +35,6 @@ from gpulint.engine.runner import (
     Mode,
     collect_jobs,
     default_jobs,
-    run_jobs,
 )
 from gpulint.notebook import is_notebook
 from gpulint.output import HUMAN_FORMATS, renderer
@@ -142,8 +142,8 @@ def _changes(options: LintOptions, files: Sequence[Path]) -> Optional[Changes]:
 
 
 def _scan_projects(files: Sequence[Path], options: LintOptions, cache: Optional[ResultCache]) -> dict[str, Any]:
-    """The project pass: facts from the files around each linted file (engine/project_scan.py)."""
-    from gpulint.engine.project_scan import scan_projects
+    """The project pass: facts from the files around each linted file (dispatch/project_scan.py)."""
+    from gpulint.dispatch.project_scan import scan_projects
 
     return scan_projects(files, options.targets, cache, workers=options.jobs or default_jobs())
 
@@ -323,7 +323,7 @@ def _binary(stream: Any) -> Any:
 
 def _lint_stdin(options: LintOptions, resolver: SettingsResolver, cache: Optional[ResultCache]) -> int:
     """`gpulint check -` / `gpulint fix -`: fixed code goes to stdout, the report to stderr."""
-    from gpulint.engine.runner import run_stdin
+    from gpulint.dispatch.jobs import run_stdin
 
     if options.add_noqa:
         raise click.UsageError("--add-noqa cannot read from stdin")

@@ -53,7 +53,7 @@ class CacheError(Exception):
 _GITIGNORE = "# created by gpulint\n*\n"
 _ENTRY = re.compile(r"[0-9a-f]{64}\.json")
 _FORMAT_DIR = re.compile(r"v[0-9]+")
-PROJECT_FACTS_DIR = "project-facts"  # one <sha256 of the root>.json per project (engine/project_scan.py)
+PROJECT_FACTS_DIR = "project-facts"  # one <sha256 of the root>.json per project (dispatch/project_scan.py)
 RULE_OPTIONS_DIR = "rule-options"  # one <sha256 of the run key>.json per gpulint build: the options it knows
 _MAX_ENTRY_BYTES = 16 * 1024 * 1024
 

@@ -341,7 +341,7 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
               profile: Profile = NO_PROFILE, project: Optional[ProjectView] = None) -> LintResult:
     """Findings for one file's decoded text. Raises InternalError on a bug in a rule.
 
-    `project` carries facts from the other files of the project (engine/project_scan.py);
+    `project` carries facts from the other files of the project (dispatch/project_scan.py);
     without it the file is judged alone.
     """
     with profile.phase("prefilter"):

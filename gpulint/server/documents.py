@@ -383,8 +383,8 @@ class GpulintServer(LanguageServer):
 
 
 def _project_view(path: Path, cache: bool, directory: Optional[Path]) -> Optional[ProjectView]:
+    from gpulint.dispatch.project_scan import scan_projects
     from gpulint.engine.cache import CacheError, ResultCache
-    from gpulint.engine.project_scan import scan_projects
 
     results = None
     if cache:

@@ -13,9 +13,10 @@ from click.testing import CliRunner, Result
 
 from gpulint.cli import main
 from gpulint.core.settings import Settings
-from gpulint.engine import linter, runner
+from gpulint.dispatch.jobs import cached_result, run_job, run_jobs
+from gpulint.engine import linter
 from gpulint.engine.cache import CacheError, ResultCache, clean, is_gpulint_cache
-from gpulint.engine.runner import Job, Mode, cached_result, run_jobs
+from gpulint.engine.runner import Job, Mode
 
 # a torchvision dataset yields CPU tensors, so GPU101's fix is the safe one (see docs/fix-safety.md)
 TRAIN = """\
@@ -135,7 +136,7 @@ def _put_many(args: tuple[str, str, int]) -> int:
     job = Job(Path(path), Settings(), Mode.CHECK, cache=cache)
     count = 0
     for _ in range(30):
-        report = runner.run_job(job)
+        report = run_job(job)
         count += len(report.findings)
     return count
 

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from gpulint.core.settings import Settings
+from gpulint.dispatch.jobs import run_jobs
 from gpulint.engine.guard import python_check
-from gpulint.engine.runner import Job, Mode, run_jobs
+from gpulint.engine.runner import Job, Mode
 
 SAMPLE = 150
 SEED = 7

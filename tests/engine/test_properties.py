@@ -26,9 +26,10 @@ from hypothesis import strategies as st
 
 from gpulint.core.edits import apply_edits, select_edits
 from gpulint.core.settings import Settings
+from gpulint.dispatch.jobs import run_jobs
 from gpulint.engine.cache import ResultCache
 from gpulint.engine.linter import MAX_FIX_ROUNDS, fix_text, lint_text
-from gpulint.engine.runner import Job, Mode, run_jobs
+from gpulint.engine.runner import Job, Mode
 
 # hypothesmith's generated programs make Python warn about odd literals while they are built
 pytestmark = pytest.mark.filterwarnings("ignore::SyntaxWarning")
