@@ -5,7 +5,7 @@
 writes `gpulint/rules/gpu401_some_name.py` (a rule that already works: it flags calls of a
 placeholder torch function, so every generic test passes until you make it yours) and
 `fixtures/rules/GPU401/` with a flagged case and a clean one. The registry finds the rule by
-itself; `python scripts/update_readme.py` puts it in the README table.
+itself; `python scripts/update_docs.py` puts it in the README table, the docs and the site's nav.
 """
 
 from __future__ import annotations
@@ -124,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for path in written:
         print(f"wrote {path.relative_to(args.root)}")
-    print("next: make the rule yours, then `python scripts/update_readme.py` and `python -m pytest tests/rules`")
+    print("next: make the rule yours, then `python scripts/update_docs.py` (README table, rule page, site nav) "
+          "and the README's test command, `python -m pytest`")
     return 0
 
 

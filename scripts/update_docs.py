@@ -1,6 +1,10 @@
-"""Write the documentation site's pages (docs/) from their sources; tests/test_docs.py checks they are current.
+"""Regenerate everything generated from the rules and the README; tests/test_docs.py checks it is current.
 
+The one command to run after adding or changing a rule. In order:
+
+- the README's rule table (scripts/update_readme.py), since the pages below are cut from the README;
 - docs/rules/<CODE>.md: each rule's documentation, from the rule class itself (`gpulint rule CODE`);
+- the site's navigation in mkdocs.yml: one entry per rule, between the `# rules:begin/end` comments;
 - the other generated pages: the README, one page per group of its sections, with links rewritten
   for the site (a link to another section becomes a link to its page; a file of the repository
   outside docs/ is named, not linked, since the site holds only docs/).
@@ -128,6 +132,23 @@ def rule_page(rule: type) -> str:
     return GENERATED.format(source=f"the rule class of {rule.code}") + text.rstrip("\n") + "\n"
 
 
+NAV = ROOT / "mkdocs.yml"
+NAV_BEGIN, NAV_END = "      # rules:begin (scripts/update_docs.py)\n", "      # rules:end\n"
+
+
+def render_nav(text: str) -> str:
+    """mkdocs.yml with one nav entry per rule, in code order, between its markers."""
+    from gpulint.rules import all_rules
+
+    if NAV_BEGIN not in text or NAV_END not in text:
+        raise SystemExit(f"update_docs: {NAV.name} lost its rule markers ({NAV_BEGIN.strip()} ... {NAV_END.strip()})")
+    head, rest = text.split(NAV_BEGIN, 1)
+    tail = rest.split(NAV_END, 1)[1]
+    rules = sorted(all_rules(), key=lambda r: r.code)
+    entries = "".join(f"      - {rule.code}: rules/{rule.code}.md\n" for rule in rules)
+    return head + NAV_BEGIN + entries + NAV_END + tail
+
+
 def render_all() -> dict[Path, str]:
     """Every generated page, by path."""
     from gpulint.rules import all_rules
@@ -135,6 +156,7 @@ def render_all() -> dict[Path, str]:
     pages = {DOCS / page: readme_page(page, title, names) for page, title, names in PAGES}
     for rule in all_rules():
         pages[DOCS / "rules" / f"{rule.code}.md"] = rule_page(rule)
+    pages[NAV] = render_nav(NAV.read_text(encoding="utf-8"))
     return pages
 
 
@@ -147,6 +169,9 @@ def stale_rule_pages() -> list[Path]:
 
 
 def main() -> None:
+    from scripts import update_readme
+
+    update_readme.main()
     for path, text in render_all().items():
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists() or path.read_text(encoding="utf-8") != text:

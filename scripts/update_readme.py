@@ -80,6 +80,14 @@ def render(readme: str) -> str:
     return pattern.sub(lambda _: f"{BEGIN}\n{rules_section()}{END}", readme)
 
 
-if __name__ == "__main__":
+def main() -> None:
     path = ROOT / "README.md"
-    path.write_text(render(path.read_text(encoding="utf-8")), encoding="utf-8")
+    text = path.read_text(encoding="utf-8")
+    new = render(text)
+    if new != text:
+        path.write_text(new, encoding="utf-8")
+        print("wrote README.md")
+
+
+if __name__ == "__main__":
+    main()

@@ -38,6 +38,8 @@ def copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("gpulint", "scripts", "fixtures", "tests"):
         shutil.copytree(ROOT / name, target / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "README.md", target / "README.md")
+    shutil.copy(ROOT / "mkdocs.yml", target / "mkdocs.yml")
+    shutil.copytree(ROOT / "docs", target / "docs", ignore=shutil.ignore_patterns("__pycache__"))
     (target / "bench" / "precision").mkdir(parents=True)  # the README table's precision column comes from here
     shutil.copy(ROOT / "bench" / "precision" / "RESULTS.md", target / "bench" / "precision" / "RESULTS.md")
     _git(target, "init", "-q")
@@ -63,12 +65,17 @@ def test_the_new_rule_is_in_the_rule_table_and_documented(copy: Path) -> None:
     assert docs.returncode == 0 and f"# {NAME} ({CODE})" in docs.stdout
 
 
-def test_the_new_rule_is_in_the_regenerated_readme_table(copy: Path) -> None:
-    proc = subprocess.run([sys.executable, str(copy / "scripts" / "update_readme.py")], capture_output=True,
+def test_one_command_puts_the_new_rule_in_the_readme_the_docs_and_the_site_nav(copy: Path) -> None:
+    proc = subprocess.run([sys.executable, str(copy / "scripts" / "update_docs.py")], capture_output=True,
                           text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(copy)))
     assert proc.returncode == 0, proc.stderr
     assert f"| {CODE} | {NAME} |" in (copy / "README.md").read_text(encoding="utf-8")
+    assert f"# {NAME} ({CODE})" in (copy / "docs" / "rules" / f"{CODE}.md").read_text(encoding="utf-8")
+    assert f"- {CODE}: rules/{CODE}.md" in (copy / "mkdocs.yml").read_text(encoding="utf-8")
     assert f"| {CODE} |" not in (ROOT / "README.md").read_text(encoding="utf-8")  # the real checkout is untouched
+    again = subprocess.run([sys.executable, str(copy / "scripts" / "update_docs.py")], capture_output=True,
+                           text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(copy)))
+    assert again.returncode == 0 and again.stdout == "", again.stdout  # a second run has nothing to write
 
 
 def test_the_new_rule_runs_on_its_own_cases(copy: Path) -> None:
