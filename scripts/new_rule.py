@@ -72,7 +72,7 @@ class {cls}(Rule):
 '''
 
 FLAGGED = '''# gpulint-test: select={code}
-# expect: 5:1 {code}
+# expect: 5:1 {code}: {function}() without fast=True: TODO say why that costs and what to do
 import torch
 
 torch.{function}()

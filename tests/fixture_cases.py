@@ -3,10 +3,14 @@
 A case file starts with comment lines the test reads:
 
     # gpulint-test: select=GPU101,GPU102 amp-dtype=bfloat16   (optional; default: the folder's code)
-    # expect: 8:10 GPU101                                      (one line per finding, exact row:column)
+    # expect: 8:10 GPU101: DataLoader without pin_memory ...  (one line per finding: exact row:column, code
+                                                             and the message, which the test compares too)
 
 No `# expect:` line means the case must be clean. `<case>.fixed.py` beside it holds the
-exact result of `gpulint fix --unsafe-fixes` with the same settings.
+exact result of `gpulint fix --unsafe-fixes` with the same settings. `python
+scripts/update_fixed_fixtures.py <case>.py` writes the messages of the expectations that
+have none, and the fixed output, for review. A `#` in a message is written `[hash]`, so that a
+pinned message quoting a suppression comment is not one itself.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Optional
 
 from gpulint.core.settings import Settings
 from gpulint.rules import all_options
@@ -22,8 +27,9 @@ from gpulint.selectors import parse_codes
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "rules"
-_EXPECT = re.compile(r"^#\s*expect:\s*(\d+):(\d+)\s+(GPU\d+)\s*$")
+_EXPECT = re.compile(r"^#\s*expect:\s*(\d+):(\d+)\s+(GPU\d+)(?::\s+(.*\S))?\s*$")
 _SETTINGS = re.compile(r"^#\s*gpulint-test:\s*(.*)$")
+HASH = "[hash]"  # how a pinned message writes `#` (see the module docstring)
 _ANY_EXPECT = re.compile(r"#\s*expect\b", re.IGNORECASE)  # what a reader takes for an expectation
 
 
@@ -35,6 +41,8 @@ class Case:
     path: Path
     settings: Settings
     expected: tuple[tuple[int, int, str], ...]
+    # the message pinned for each expectation (row, column, code, message); None: not pinned yet
+    messages: tuple[tuple[int, int, str, Optional[str]], ...] = ()
 
     @property
     def fixed_path(self) -> Path:
@@ -51,6 +59,7 @@ def load_case(path: Path) -> Case:
     options: dict[str, object] = {}
     known = {option.key: option for option in all_options()}
     expected = []
+    messages: list[tuple[int, int, str, Optional[str]]] = []
     lines = path.read_text(encoding="utf-8").splitlines()
     header = next((i for i, line in enumerate(lines) if line.strip() and not line.startswith("#")), len(lines))
     for number, line in enumerate(lines[header:], header + 1):
@@ -60,9 +69,11 @@ def load_case(path: Path) -> Case:
         m = _EXPECT.match(line)
         if m:
             expected.append((int(m.group(1)), int(m.group(2)), m.group(3)))
+            message = m.group(4).replace(HASH, "#") if m.group(4) is not None else None
+            messages.append((int(m.group(1)), int(m.group(2)), m.group(3), message))
             continue
         if _ANY_EXPECT.search(line):
-            raise CaseError(f"{path}:{number}: not `# expect: ROW:COL GPUnnn`: {line!r}")
+            raise CaseError(f"{path}:{number}: not `# expect: ROW:COL GPUnnn: message`: {line!r}")
         m = _SETTINGS.match(line)
         if m:
             for item in m.group(1).split():
@@ -72,7 +83,7 @@ def load_case(path: Path) -> Case:
                 else:
                     options[key] = known[key].kind.from_text(value)  # any option, typed by its kind
     settings = Settings(select=select, preview=True).with_values(options)
-    return Case(path, settings, tuple(sorted(expected)))
+    return Case(path, settings, tuple(sorted(expected)), tuple(sorted(messages, key=lambda m: m[:3])))
 
 
 def all_cases() -> list[Case]:

@@ -22,6 +22,16 @@ def test_findings_exact(case: Case) -> None:
     findings = lint_text(case.path, text, case.settings).findings
     got = tuple(sorted((f.location.row, f.location.column, f.code) for f in findings))
     assert got == case.expected
+    said = sorted((f.location.row, f.location.column, f.code, f.message) for f in findings)
+    pinned = [m for m in case.messages if m[3] is not None]
+    assert [m for m in said if m[:3] in {p[:3] for p in pinned}] == pinned, "a finding's message changed"
+
+
+def test_every_expectation_pins_its_message() -> None:
+    """A message is what users read and tools match on: a change to it is a change to review."""
+    unpinned = [f"{c.id}:{row}:{column} {code}" for c in CASES for row, column, code, message in c.messages
+                if message is None]
+    assert not unpinned, f"run: python scripts/update_fixed_fixtures.py <case>.py ({unpinned[:10]})"
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
@@ -55,8 +65,9 @@ def test_a_case_named_not_flagged_expects_no_finding() -> None:
 
 
 @pytest.mark.parametrize("header, problem", [
-    ("# expect: 3:1 GPU101 (the loader)\n", "not `# expect: ROW:COL GPUnnn`"),
-    ("# Expect: 3 GPU101\n", "not `# expect: ROW:COL GPUnnn`"),
+    ("# expect: 3:1 GPU101 (the loader)\n", "not `# expect: ROW:COL GPUnnn: message`"),
+    ("# expect: 3:1 GPU101:\n", "not `# expect: ROW:COL GPUnnn: message`"),
+    ("# Expect: 3 GPU101\n", "not `# expect: ROW:COL GPUnnn: message`"),
     ("# gpulint-test: select=GPU101\nimport torch\n# expect: 3:1 GPU101\n", "below the header"),
 ])
 def test_an_expectation_the_loader_cannot_read_is_an_error(tmp_path: Path, header: str, problem: str) -> None:
@@ -71,8 +82,9 @@ def test_an_expectation_the_loader_cannot_read_is_an_error(tmp_path: Path, heade
 def test_the_loader_reads_expectations_and_settings(tmp_path: Path) -> None:
     case = tmp_path / "GPU102" / "two.py"
     case.parent.mkdir()
-    case.write_text("# gpulint-test: select=GPU101,GPU102\n# expect: 9:5 GPU102\n# expect: 4:1 GPU101\n\nx = 1\n",
-                    encoding="utf-8")
+    case.write_text("# gpulint-test: select=GPU101,GPU102\n# expect: 9:5 GPU102: no workers: here\n"
+                    "# expect: 4:1 GPU101\n\nx = 1\n", encoding="utf-8")
     loaded = load_case(case)
     assert loaded.expected == ((4, 1, "GPU101"), (9, 5, "GPU102"))
+    assert loaded.messages == ((4, 1, "GPU101", None), (9, 5, "GPU102", "no workers: here"))
     assert loaded.settings.select == ("GPU101", "GPU102")
