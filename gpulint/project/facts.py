@@ -16,10 +16,11 @@ import ast
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Iterator, Optional, Union
 
+from gpulint.project.codec import decode_fields, encode_fields
 from gpulint.project.graph_data import step_rows
 from gpulint.project.layers import OPAQUE, Layer, class_layers
 
-FACTS_VERSION = 6
+FACTS_VERSION = 7
 
 DATASET_BASES = frozenset({
     "torch.utils.data.Dataset", "torch.utils.data.dataset.Dataset",
@@ -124,21 +125,6 @@ class ClassFacts:
     init_params: tuple[str, ...] = ()  # __init__'s parameters, in order (self left out)
     init_defaults: tuple[tuple[str, int], ...] = ()  # their integer defaults
 
-    def to_json(self) -> dict[str, Any]:
-        return {"bases": list(self.bases), "dataset": self.dataset, "iterable": self.iterable,
-                "sharded": self.sharded, "passed_arguments": list(self.passed_arguments), "bulk": self.bulk,
-                "module": self.module,
-                "layers": None if self.layers is None else [layer.to_json() for layer in self.layers],
-                "init_params": list(self.init_params), "init_defaults": [list(d) for d in self.init_defaults]}
-
-    @classmethod
-    def from_json(cls, v: dict[str, Any]) -> "ClassFacts":
-        return cls(tuple(v["bases"]), v["dataset"], bool(v["iterable"]), bool(v["sharded"]),
-                   tuple(v["passed_arguments"]), bool(v["bulk"]), bool(v["module"]),
-                   None if v["layers"] is None else tuple(Layer.from_json(x) for x in v["layers"]),
-                   tuple(v["init_params"]), tuple((str(k), int(n)) for k, n in v["init_defaults"]))
-
-
 @dataclass(frozen=True)
 class ImportRef:
     """One module-level binding made by an import: `local` names `name` of `module` (or the module)."""
@@ -196,44 +182,12 @@ class FileFacts:
     step_rows: Optional[int] = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "imports": [[i.local, i.module, i.level, i.name] for i in self.imports],
-            "gpu": self.gpu, "cpu_pinned": self.cpu_pinned, "scaler": self.scaler,
-            "mixed_precision": list(self.mixed_precision), "training": self.training, "rl": self.rl,
-            "sparse": self.sparse, "jax": self.jax, "replaces_optimizers": self.replaces_optimizers,
-            "parallelism": list(self.parallelism), "fused_sgd_momentum": self.fused_sgd_momentum,
-            "argparse_defaults": self.argparse_defaults, "dataclass_ints": self.dataclass_ints,
-            "classes": {k: v.to_json() for k, v in self.classes.items()},
-            "refs": {k: list(v) for k, v in self.refs.items()},
-            "optimizers": {k: list(v) for k, v in self.optimizers.items()},
-            "names": list(self.names), "row_functions": list(self.row_functions),
-            "dict_lookups": list(self.dict_lookups), "xla": self.xla,
-            "unpinned_collates": list(self.unpinned_collates), "devices": list(self.devices),
-            "version_flags": list(self.version_flags), "factories": self.factories,
-            "config_ints": {k: list(v) for k, v in self.config_ints.items()}, "step_rows": self.step_rows,
-        }
+        """Plain data for the facts cache and worker processes, derived from the fields (project/codec.py)."""
+        return encode_fields(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "FileFacts":
-        return cls(
-            imports=tuple(ImportRef(str(a), str(b), int(c), d) for a, b, c, d in data["imports"]),
-            gpu=bool(data["gpu"]), cpu_pinned=bool(data["cpu_pinned"]), scaler=bool(data["scaler"]),
-            mixed_precision=tuple(data["mixed_precision"]), training=bool(data["training"]),
-            rl=bool(data["rl"]), sparse=bool(data["sparse"]), jax=bool(data["jax"]),
-            replaces_optimizers=bool(data["replaces_optimizers"]), parallelism=tuple(data["parallelism"]),
-            fused_sgd_momentum=bool(data["fused_sgd_momentum"]),
-            argparse_defaults=dict(data["argparse_defaults"]),
-            dataclass_ints={k: {c: int(v) for c, v in d.items()} for k, d in data["dataclass_ints"].items()},
-            classes={k: ClassFacts.from_json(v) for k, v in data["classes"].items()},
-            refs={k: tuple(v) for k, v in data["refs"].items()},
-            optimizers={k: tuple(v) for k, v in data["optimizers"].items()},
-            names=tuple(data["names"]), row_functions=tuple(data["row_functions"]),
-            dict_lookups=tuple(data["dict_lookups"]), xla=bool(data["xla"]),
-            unpinned_collates=tuple(data["unpinned_collates"]), devices=tuple(data["devices"]),
-            version_flags=tuple(data["version_flags"]), factories=dict(data["factories"]),
-            config_ints={k: tuple(int(n) for n in v) for k, v in data["config_ints"].items()},
-            step_rows=None if data.get("step_rows") is None else int(data["step_rows"]),
-        )
+        return decode_fields(cls, data)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional, Union
+from typing import Callable, Iterator, Optional, Union
 
 # layer kinds
 DIMS = "dims"  # a layer whose matmul width is the smallest of `dims`
@@ -67,14 +67,6 @@ class Layer:
     name: str  # the layer's class as spelled in the file
     dims: tuple[str, ...] = ()  # width tokens (DIMS), or the positional argument tokens (MODULE)
     keywords: tuple[tuple[str, str], ...] = ()  # MODULE: keyword argument tokens
-
-    def to_json(self) -> list[object]:
-        return [self.kind, self.name, list(self.dims), [list(k) for k in self.keywords]]
-
-    @classmethod
-    def from_json(cls, data: list[Any]) -> "Layer":
-        kind, name, dims, keywords = data
-        return cls(str(kind), str(name), tuple(dims), tuple((str(k), str(v)) for k, v in keywords))
 
 
 FunctionNode = Union[ast.FunctionDef, ast.AsyncFunctionDef]
