@@ -27,15 +27,13 @@ from gpulint.core.verification import MIXED_PRECISION, Verification, construct_e
 from gpulint.project.view import ProjectView
 from gpulint.rewrites.amp_device import cuda_device, default_device, device_type_code
 from gpulint.rewrites.amp_dtype import choice_code, float16_hazard
-from gpulint.rewrites.mixed_precision import (
+from gpulint.rewrites.amp_plan import (
     Region,
     ScalerHome,
     ScalerPlan,
-    StepRewrite,
     autocast_region,
     free_name,
     fused_optimizer,
-    grad_scaler_class,
     loss_passed_in,
     loss_statement,
     refused_ops,
@@ -46,8 +44,12 @@ from gpulint.rewrites.mixed_precision import (
     scaler_name,
     scaler_plan,
     scaler_refusal,
-    step_edits,
     taken_names,
+)
+from gpulint.rewrites.mixed_precision import (
+    StepRewrite,
+    grad_scaler_class,
+    step_edits,
 )
 from gpulint.rules.base import Rule, RuleDocs, Target
 

@@ -32,16 +32,18 @@ from gpulint.core.rewrite import is_literal
 from gpulint.core.values import single_value, string_value
 from gpulint.core.verification import MIXED_PRECISION, Verification, construct_enabled
 from gpulint.rewrites.amp_device import default_device, visible_at
-from gpulint.rewrites.mixed_precision import (
-    StepRewrite,
+from gpulint.rewrites.amp_plan import (
     fused_optimizer,
-    grad_scaler_class,
     loss_statement,
     scaler_anchor,
     scaler_home,
     scaler_name,
     scaler_plan,
     scaler_refusal,
+)
+from gpulint.rewrites.mixed_precision import (
+    StepRewrite,
+    grad_scaler_class,
     step_edits,
 )
 from gpulint.rules.base import Rule, RuleDocs, Target

@@ -13,7 +13,7 @@ from gpulint.analysis.training import AutocastCover, Coverage, TrainingFacts, Tr
 from gpulint.core.context import FileContext
 from gpulint.core.settings import Settings
 from gpulint.rewrites.amp_device import device_type_code
-from gpulint.rewrites.mixed_precision import (
+from gpulint.rewrites.amp_plan import (
     autocast_region,
     loss_statement,
     scaler_anchor,
