@@ -22,7 +22,7 @@ import json
 import os
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
-from typing import Iterable, Iterator, Optional
+from typing import Iterable, Iterator, Optional, Union
 
 from gpulint.project.facts import ClassFacts, FileFacts, ImportRef
 from gpulint.project.layers import MODULE
@@ -203,12 +203,16 @@ class Project:
     components of the import graph, so a project of thousands of files stays cheap.
     """
 
-    def __init__(self, root: Path, facts: dict[str, FileFacts]) -> None:
+    def __init__(self, root: Path, facts: dict[str, FileFacts], existing: Optional[Iterable[str]] = None) -> None:
+        """`existing`: every module file of the project with facts, when `facts` holds only some of
+        them (the files one file's view reads, dispatch/project_scan.py): imports then resolve exactly
+        as in the whole project. None: `facts` is the whole project."""
         self.root = root
         self.facts = facts  # relative posix path -> facts
         self.paths = sorted(facts)
         self.index = {p: i for i, p in enumerate(self.paths)}
-        self._has_src = any(p.startswith("src/") for p in facts)
+        self._exists: Union[set[str], dict[str, FileFacts]] = set(existing) if existing is not None else facts
+        self._has_src = any(p.startswith("src/") for p in self._exists)
         self.edges: dict[str, list[tuple[str, ImportRef]]] = {p: self._resolve_all(p) for p in self.paths}
         self._importees = {p: {t for t, _ in self.edges[p]} for p in self.paths}
         self._callers = self._all_callers()
@@ -258,7 +262,7 @@ class Project:
         candidates = [base + "/__init__.py"] if not dotted else [base + ".py", base + ".pyi", base + "/__init__.py"]
         for candidate in candidates:
             candidate = candidate.lstrip("/")
-            if candidate in self.facts:
+            if candidate in self._exists:
                 return candidate
         return None
 
@@ -299,7 +303,8 @@ class Project:
         out = []
         for ref in self.facts[path].imports:
             for target in self.resolve(path, ref):
-                out.append((target, ref))
+                if target in self.facts:
+                    out.append((target, ref))
         return out
 
     def importees(self, path: str) -> set[str]:
@@ -583,18 +588,27 @@ def _strongly_connected(graph: list[list[int]]) -> list[list[int]]:
     return components
 
 
-def scan_files(root: Path, paths: Iterable[Path], facts_for: "FactsSource") -> Project:
-    """A project from the given files under `root`; `facts_for` reads (or recalls) each one's facts."""
+def scan_files(root: Path, paths: Iterable[Path], facts_for: "FactsSource",
+               existing: Optional[Iterable[str]] = None) -> Project:
+    """A project from the given files under `root`; `facts_for` reads (or recalls) each one's facts.
+    `existing`: see `Project` (the given files are then only those some views read)."""
     facts: dict[str, FileFacts] = {}
     for path in paths:
-        try:
-            relative = Path(os.path.abspath(path)).relative_to(root).as_posix()
-        except ValueError:
+        relative = relative_to(root, path)
+        if relative is None:
             continue
         found = facts_for(path)
         if found is not None:
             facts[relative] = found
-    return Project(root, facts)
+    return Project(root, facts, existing)
+
+
+def relative_to(root: Path, path: Path) -> Optional[str]:
+    """`path` as a posix path relative to `root` (how a project names its files), or None outside it."""
+    try:
+        return Path(os.path.abspath(path)).relative_to(root).as_posix()
+    except ValueError:
+        return None
 
 
 _VIEW_FIELDS = tuple(f.name for f in fields(ProjectView) if f.name != "own")
