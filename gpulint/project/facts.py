@@ -19,7 +19,7 @@ from typing import Any, Iterable, Iterator, Optional, Union
 from gpulint.project.graph_data import step_rows
 from gpulint.project.layers import OPAQUE, Layer, class_layers
 
-FACTS_VERSION = 6
+FACTS_VERSION = 7
 
 DATASET_BASES = frozenset({
     "torch.utils.data.Dataset", "torch.utils.data.dataset.Dataset",
@@ -194,6 +194,10 @@ class FileFacts:
     # the most rows a training step of the file feeds its model, when the benchmark datasets it loads
     # say so (project/graph_data.py); None: unknown
     step_rows: Optional[int] = None
+    # top-level functions of a file that trains which nothing in the file reaches (no call, no reference,
+    # no decorator, no name string), in a file without dynamic dispatch (`fire.Fire()`, `globals()`):
+    # dead code unless another file imports this one (project/view.py decides that)
+    unreached: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -211,6 +215,7 @@ class FileFacts:
             "unpinned_collates": list(self.unpinned_collates), "devices": list(self.devices),
             "version_flags": list(self.version_flags), "factories": self.factories,
             "config_ints": {k: list(v) for k, v in self.config_ints.items()}, "step_rows": self.step_rows,
+            "unreached": list(self.unreached),
         }
 
     @classmethod
@@ -233,6 +238,7 @@ class FileFacts:
             version_flags=tuple(data["version_flags"]), factories=dict(data["factories"]),
             config_ints={k: tuple(int(n) for n in v) for k, v in data["config_ints"].items()},
             step_rows=None if data.get("step_rows") is None else int(data["step_rows"]),
+            unreached=tuple(data.get("unreached", ())),
         )
 
 
@@ -547,6 +553,7 @@ class _Scanner:
                                  frozenset(r.local for r in self.imports if r.name not in (None, "*"))),
             config_ints={k: tuple(sorted(set(v))) for k, v in self.config.items()},
             step_rows=step_rows(self.tree) if training else None,
+            unreached=unreached_functions(self.tree) if training else (),
         )
 
     def _unpinned_collates(self) -> tuple[str, ...]:
@@ -768,6 +775,67 @@ _PLAIN_BASES = frozenset({
     "object", "Exception", "BaseException", "ValueError", "RuntimeError", "dict", "list", "tuple", "str", "int",
     "float", "set", "Enum", "IntEnum", "NamedTuple", "TypedDict", "ABC", "Protocol", "Generic", "Namespace",
 })
+
+
+# calls that reach functions by a name computed at run time: every function of the file may run
+_DYNAMIC_CALLS = frozenset({"globals", "locals", "vars", "eval", "exec", "Fire", "CLI", "import_module",
+                            "__import__", "run_module", "run_path"})
+
+
+def unreached_functions(tree: ast.Module) -> tuple[str, ...]:
+    """Top-level functions nothing in the file reaches: not called or referenced (as a name, an attribute
+    or a string) from module-level code, a class, a decorated function or a function that is reached.
+    Empty when the file dispatches dynamically (`fire.Fire()`, `globals()[name]`, `sys.modules`, `exec`)."""
+    functions = {s.name: s for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    if not functions:
+        return ()
+    mentioned: dict[str, set[str]] = {}  # function -> the names its body mentions
+    reached: set[str] = set()
+    pending: list[str] = []
+
+    def mentions(root: ast.AST, into: set[str]) -> bool:
+        """Collect the names `root` mentions; False when it dispatches by a computed name."""
+        for node in fast_walk(root):
+            if isinstance(node, ast.Name):
+                into.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                into.add(node.attr)
+                if node.attr == "modules" and isinstance(node.value, ast.Name) and node.value.id == "sys":
+                    return False
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
+                into.add(node.value)  # `getattr(module, "train")`, `__all__`, registries by name
+            elif isinstance(node, ast.Call):
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) \
+                    else ""
+                if name in _DYNAMIC_CALLS:
+                    return False
+        return True
+
+    roots: set[str] = set()
+    for statement in tree.body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            body: set[str] = set()
+            header = statement.decorator_list + [d for d in statement.args.defaults + statement.args.kw_defaults
+                                                 if d is not None]
+            for part in header:
+                if not mentions(part, roots):
+                    return ()
+            if not all(mentions(inner, body) for inner in statement.body):
+                return ()
+            mentioned[statement.name] = body
+            if statement.decorator_list:  # registered somewhere (a CLI command, a hydra entry point, a hook)
+                pending.append(statement.name)
+        elif not mentions(statement, roots):
+            return ()
+    pending += [name for name in functions if name in roots]
+    while pending:
+        name = pending.pop()
+        if name in reached:
+            continue
+        reached.add(name)
+        pending += [other for other in mentioned.get(name, ()) if other in functions and other not in reached]
+    return tuple(sorted(set(functions) - reached))
 
 
 def _all_classes(tree: ast.Module) -> Iterator[tuple[str, ast.ClassDef]]:

@@ -93,6 +93,9 @@ class ProjectView:
     # integers the file's callers pass by keyword to classes or set in config dicts: field -> values
     config_ints_callers: dict[str, tuple[int, ...]] = field(default_factory=dict)
     scanned: bool = False  # built from a project scan; False: the file alone
+    # a script: no project file imports it and its folder is no package (no `__init__.py`), so a function
+    # nothing in the file reaches never runs; False when unknown (the file alone, an editor's buffer)
+    script: bool = False
 
     @classmethod
     def alone(cls, facts: FileFacts) -> "ProjectView":
@@ -113,6 +116,12 @@ class ProjectView:
     @property
     def gpu(self) -> bool:
         return self.own.gpu or self.gpu_callers
+
+    @property
+    def unreached(self) -> frozenset[str]:
+        """Top-level functions of this file that never run: nothing in the file reaches them and no other
+        file can import them (a script); empty when that cannot be known."""
+        return frozenset(self.own.unreached) if self.script else frozenset()
 
     @property
     def rl(self) -> bool:
@@ -227,6 +236,10 @@ class Project:
         self._kind_imported = {k: sum(bit(p) for p in self.paths
                                       if any(k in facts[t].mixed_precision for t in self._importees[p]))
                                for k in kinds}
+        # every module name part and imported name any import of the project spells: a file whose stem is
+        # among them may be imported in a way the resolver cannot follow (`sys.path` tricks, another root)
+        self._import_words = {word for f in facts.values() for ref in f.imports
+                              for word in (*ref.module.split("."), ref.name or "")}
         self._users: dict[str, int] = {}  # identifier -> files with a training step that use it
         for path in self.paths:
             if facts[path].training:
@@ -402,6 +415,8 @@ class Project:
             devices_callers=tuple(kind for kind, mask in sorted(self._devices.items()) if callers & mask),
             imported_version_flags=flags,
             config_ints_callers={k: tuple(sorted(v)) for k, v in sorted(configured.items())}, scanned=True,
+            script=not callers and rel.endswith(".py") and _package_init(rel) not in self.facts
+            and rel.rpartition("/")[2][:-3] not in self._import_words,
         )
 
     def _parts_of(self, *exported: dict[str, ClassFacts]) -> dict[str, ClassFacts]:
@@ -516,6 +531,12 @@ class Project:
 
 
 PART = "::"  # "models/gcn.py::GraphConvolution": a model class keyed by its file, for the classes it builds
+
+
+def _package_init(path: str) -> str:
+    """The `__init__.py` that would make the folder of `path` (relative, posix) a package."""
+    folder = path.rpartition("/")[0]
+    return f"{folder}/__init__.py" if folder else "__init__.py"
 
 
 def part_key(path: str, name: str) -> str:

@@ -6,6 +6,7 @@ it, the way a user runs `gpulint check`, with and without the results cache.
 
 from __future__ import annotations
 
+import ast
 import json
 import textwrap
 from pathlib import Path
@@ -46,6 +47,10 @@ def train(model, loader, optimizer):
         loss = model(x).sub(y).pow(2).mean()
         loss.backward()
         optimizer.step()
+
+
+if __name__ == "__main__":  # a script runs its step (a function nothing reaches never runs)
+    train(model, loader, optimizer)
 """
 
 
@@ -435,3 +440,64 @@ def test_callers_are_transitive_and_cycles_terminate() -> None:
     assert project.callers("c.py") == {"a.py", "b.py"}
     assert project.callers("b.py") == {"a.py", "c.py"}
     assert project.callers("d.py") == frozenset()
+
+
+UNREACHED = """\
+import torch
+import torch.nn as nn
+
+model = nn.Linear(1024, 1024).cuda()
+opt = torch.optim.AdamW(model.parameters())
+
+
+def train_v1():
+    for _ in range(10):
+        loss = model(torch.randn(64, 1024).cuda()).sum()
+        loss.backward()
+        opt.step()
+
+
+def train():
+    for _ in range(10):
+        loss = model(torch.randn(64, 1024).cuda()).sum()
+        loss.backward()
+        opt.step()
+
+
+if __name__ == "__main__":
+    train()
+"""
+
+
+def test_a_training_function_nothing_reaches(tmp_path: Path) -> None:
+    """A step in a top-level function that nothing in its script reaches never runs (issue 21's family (c)):
+    silent in a script no project file imports; reported where another file imports it, inside a package
+    (public API), or where the script dispatches by name."""
+    write(tmp_path, {
+        "scripts/experiment.py": UNREACHED,
+        "lib/train.py": UNREACHED, "lib/run.py": "from train import train_v1\n\ntrain_v1()\n",
+        "unresolved/train_old.py": UNREACHED, "other/run.py": "from src.train_old import train_v1\n",
+        "pkg/__init__.py": "", "pkg/train.py": UNREACHED,
+        "cli/train.py": UNREACHED.replace('if __name__ == "__main__":\n    train()', "import fire\n\nfire.Fire()"),
+        "registered/train.py": UNREACHED.replace("def train_v1():", "@register\ndef train_v1():"),
+        "named/train.py": UNREACHED + "\nSTEPS = {'v1': 'train_v1'}\n",
+    })
+    found = findings(tmp_path, "--select", "GPU001")
+    assert [row for name, row, _ in found if name == "scripts/experiment.py"] == [18]
+    for path in ("lib/train.py", "pkg/train.py", "cli/train.py", "registered/train.py", "named/train.py",
+                 "unresolved/train_old.py"):  # the last: an import names its module, unresolved or not
+        assert len([row for name, row, _ in found if name == path]) == 2, path
+
+
+def test_unreached_functions_of_a_file() -> None:
+    from gpulint.project.facts import unreached_functions
+
+    def unreached(text: str) -> tuple[str, ...]:
+        return unreached_functions(ast.parse(textwrap.dedent(text)))
+
+    assert unreached("def a(): b()\ndef b(): pass\ndef c(): d()\ndef d(): pass\na()\n") == ("c", "d")
+    assert unreached("def a(): pass\nclass T:\n    run = staticmethod(a)\n") == ()  # a class body reaches
+    assert unreached("def a(): pass\ndef b(x=a): pass\n") == ("b",)  # a default reaches `a`
+    assert unreached("import sys\ndef a(): pass\ngetattr(sys.modules[__name__], 'x')()\n") == ()
+    assert unreached("def a(): pass\nglobals()['a']()\n") == ()
+    assert unreached("def a(): pass\nmp.spawn(a, nprocs=2)\n") == ()
