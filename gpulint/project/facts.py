@@ -32,6 +32,8 @@ GRAD_SCALERS = frozenset({
     "torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler", "torch.cpu.amp.GradScaler",
     "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
     "torch.distributed.fsdp.ShardedGradScaler",
+    # timm's loss scaler: a torch GradScaler behind `loss_scaler(loss, optimizer, ...)` (DeiT, ConvNeXt, MAE)
+    "timm.utils.NativeScaler", "timm.utils.cuda.NativeScaler",
 })
 AUTOCASTS = frozenset({
     "torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast",

@@ -67,6 +67,9 @@ class ProjectView:
     gpu_callers: bool = False  # a module that imports this one shows GPU evidence
     rl_callers: bool = False  # a module that imports this one imports a reinforcement-learning environment
     scaler_callers: bool = False  # a module that imports this one creates a GradScaler
+    # a module this one imports (two levels deep) creates a GradScaler or scales a loss through one: an
+    # optimizer built here may be stepped by it (`train_one_epoch(model, loader, optimizer, scaler)`)
+    scaler_importees: bool = False
     replacer_callers: bool = False  # a module that imports this one hands optimizers to MS-AMP (or alike)
     parallelism_callers: tuple[str, ...] = ()  # how callers shard parameters ("fsdp", "tensor-parallel")
     fused_sgd_around: bool = False  # fused SGD with momentum is built here, in a caller or in an import
@@ -404,6 +407,7 @@ class Project:
         return ProjectView(
             own=own, gpu_callers=bool(callers & self._gpu), scaler_callers=bool(callers & self._scaler),
             rl_callers=bool(callers & self._rl),
+            scaler_importees=any(self.facts[p].scaler for p in self._closure(rel, depth=2)),
             replacer_callers=bool(callers & self._replacer),
             parallelism_callers=tuple(kind for kind, mask in sorted(self._parallel.items()) if callers & mask),
             fused_sgd_around=bool(callers & self._fused_sgd) or any(

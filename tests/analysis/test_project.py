@@ -501,3 +501,20 @@ def test_unreached_functions_of_a_file() -> None:
     assert unreached("import sys\ndef a(): pass\ngetattr(sys.modules[__name__], 'x')()\n") == ()
     assert unreached("def a(): pass\nglobals()['a']()\n") == ()
     assert unreached("def a(): pass\nmp.spawn(a, nprocs=2)\n") == ()
+
+
+def test_a_grad_scaler_in_an_imported_step_is_seen_by_the_optimizer_file() -> None:
+    """main.py builds SGD with momentum and hands it, with a scaler, to engine.train_one_epoch, which calls
+    scaler.step(optimizer): the scaler drives the optimizer although main.py never imports the GradScaler
+    (issue 21's family (b): fused=True there is the skipped-first-step momentum bug)."""
+    engine = facts_of_text("def train_one_epoch(model, loader, optimizer, scaler):\n"
+                           "    for x in loader:\n        scaler.scale(model(x).sum()).backward()\n"
+                           "        scaler.step(optimizer)\n        scaler.update()\n")
+    main_py = facts_of_text("import torch\nfrom engine import train_one_epoch\n\n"
+                            "opt = torch.optim.SGD([], lr=0.1, momentum=0.9)\n")
+    timm = facts_of_text("from timm.utils import NativeScaler\n\nloss_scaler = NativeScaler()\n")
+    assert engine is not None and main_py is not None and timm is not None
+    assert engine.scaler and timm.scaler and not main_py.scaler
+    project = Project(Path("/p"), {"engine.py": engine, "main.py": main_py})
+    view = project.view(Path("/p/main.py"))
+    assert view is not None and view.scaler_importees and not view.scaler
