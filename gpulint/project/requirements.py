@@ -13,7 +13,9 @@ next to the code, as ruff takes its target version from `requires-python`:
   relative path, or as the parts of an `os.path.join`);
 - `requirements*.txt` (and `requirements/*.txt`), following `-r other.txt`;
 - `environment*.yml` / `environment*.yaml`: conda pins (`pytorch=1.7.1`, `pytorch>=1.8`) and the
-  pip section's requirements.
+  pip section's requirements;
+- install commands in shell scripts (`*.sh`) and Dockerfiles: `pip install torch==1.7.1`,
+  `conda install pytorch=1.8 -c pytorch`, and a Dockerfile's `FROM pytorch/pytorch:1.7.1-...` image.
 
 Prose is never a pin: a README that says "requires PyTorch 1.4" is not read (it is often stale, and
 a sentence is not a constraint pip or conda enforces).
@@ -44,6 +46,13 @@ else:  # pragma: no cover - Python 3.10
 METADATA_FILES = ("pyproject.toml", "setup.cfg", "setup.py")
 _ENVIRONMENT = re.compile(r"environment[\w.-]*\.ya?ml$", re.IGNORECASE)
 _REPOSITORY_ROOT = (".git", ".hg", ".svn")
+_SCRIPT = re.compile(r"(?:[\w.-]+\.sh|Dockerfile(?:\.[\w.-]+)?|[\w.-]+\.Dockerfile)$")
+# `pip install ...`, `python -m pip install ...`, `conda install ...` up to the end of the command
+_INSTALL = re.compile(r"\b(?P<tool>pip3?|conda|mamba|micromamba)\s+install\s+(?P<args>[^;&|#\n]*)")
+_IMAGE = re.compile(r"^\s*FROM\s+(?:--\S+\s+)?(?:docker\.io/)?pytorch/pytorch:(?P<version>\d+\.\d+)", re.MULTILINE)
+# options of pip and conda that take a value: the value is no package
+_VALUED = frozenset({"-f", "--find-links", "-i", "--index-url", "--extra-index-url", "-c", "--channel",
+                     "-r", "--requirement", "-e", "--editable", "-t", "--target", "-n", "--name", "-p", "--prefix"})
 _MAX_BYTES = 1024 * 1024
 _TORCH_NAMES = frozenset({"torch", "pytorch"})
 _REQUIREMENTS = re.compile(r"requirements[\w.-]*\.txt$", re.IGNORECASE)
@@ -193,11 +202,15 @@ def _declaring_files(directory: str) -> list[str]:
         except OSError:
             pass
     present += [os.path.join(directory, n) for n in names if _ENVIRONMENT.match(n)]
+    present += [os.path.join(directory, n) for n in names if _SCRIPT.match(n)]
     return [p for p in present if os.path.isfile(p)]
 
 
 def _floor_of(path: str) -> Reading:
     name = os.path.basename(path)
+    if _SCRIPT.match(name):
+        text = _read(path)
+        return _script_floor(text) if text is not None else (False, None)
     if _ENVIRONMENT.match(name):
         text = _read(path)
         return _environment_floor(text) if text is not None else (False, None)
@@ -389,6 +402,32 @@ def _environment_floor(text: str) -> Reading:
     floors = [f for f in (conda_floor(conda), torch_floor(pip)) if f is not None]
     unbounded = any(_CONDA.match(c) and conda_floor([c]) is None for c in conda) or (
         any(_mentions_torch(p) for p in pip) and torch_floor(pip) is None)
+    return named, None if unbounded or not floors else min(floors)
+
+
+def _script_floor(text: str) -> Reading:
+    """Install commands of a shell script or Dockerfile, and a Dockerfile's pytorch/pytorch base image."""
+    image = _IMAGE.search(text)
+    if image is not None:
+        return True, _release(image["version"])
+    pip: list[str] = []
+    conda: list[str] = []
+    for command in _INSTALL.finditer(text.replace("\\\n", " ")):
+        words = command["args"].split()
+        kept: list[str] = []
+        skip = False
+        for word in words:
+            if skip:
+                skip = False
+            elif word.startswith("-"):
+                skip = word in _VALUED
+            else:
+                kept.append(word.strip("'\""))
+        (pip if command["tool"].startswith("pip") else conda).extend(kept)
+    named = names_torch(pip) or any(_CONDA.match(c) for c in conda)
+    floors = [f for f in (torch_floor(pip), conda_floor(conda)) if f is not None]
+    unbounded = (names_torch(pip) and torch_floor(pip) is None) or (
+        any(_CONDA.match(c) for c in conda) and conda_floor(conda) is None)
     return named, None if unbounded or not floors else min(floors)
 
 

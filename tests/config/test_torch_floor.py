@@ -218,3 +218,24 @@ def test_one_look_per_folder(tmp_path: Path) -> None:
     assert all(memo[str(folder)] == expected for folder in passed)
     (tmp_path / "pyproject.toml").unlink()  # the memo answers without looking again
     assert declared_torch_floor(str(tmp_path / "a" / "d"), memo) == expected
+
+
+def test_install_commands_of_scripts_and_dockerfiles(tmp_path: Path) -> None:
+    """`pip install torch==1.7.1` in install.sh is a pin the project runs (a README sentence is not)."""
+    write(tmp_path, {
+        "pip/install.sh": "set -e\npip install torch==1.7.1+cu110 torchvision==0.8.2 \\\n"
+                          "    -f https://download.pytorch.org/whl/torch_stable.html\n",
+        "conda/setup_env.sh": "conda create -n x python=3.8\n"
+                              "conda install -y pytorch=1.8 cudatoolkit=11.1 -c pytorch\n",
+        "docker/Dockerfile": "FROM pytorch/pytorch:1.9.0-cuda11.1-cudnn8-runtime\n"
+                             "RUN pip install -r requirements.txt\n",
+        "latest/install.sh": "pip install torch torchvision\n",
+        "runs/.git/HEAD": "", "runs/train.sh": "python train.py --lr 0.1\n",  # names no torch: no floor
+        "order/requirements.txt": "torch>=2.0\n", "order/install.sh": "pip install torch==1.4\n",
+    })
+    assert declared_torch_floor(str(tmp_path / "pip")) == ((1, 7), str(tmp_path / "pip" / "install.sh"))
+    assert declared_torch_floor(str(tmp_path / "conda"))[0] == (1, 8)
+    assert declared_torch_floor(str(tmp_path / "docker"))[0] == (1, 9)
+    assert declared_torch_floor(str(tmp_path / "latest")) == (None, None)
+    assert declared_torch_floor(str(tmp_path / "runs")) == (None, None)
+    assert declared_torch_floor(str(tmp_path / "order"))[0] == (2, 0)  # the packaging metadata is asked first
