@@ -15,6 +15,15 @@ from typing import Callable, Iterable, Optional
 
 import libcst as cst
 
+from gpulint.analysis.evidence import REFUTED, SHOWN, Evidence, Premise
+
+RUNS = Premise(
+    "runs",
+    "the step can run: refuted when it lies in a top-level function nothing in its script reaches (no call "
+    "from module-level code or from a function that is reached, no reference, decorator or name string, no "
+    "dynamic dispatch such as `fire.Fire()` or `globals()[name]`), in a script no project file imports and "
+    "outside a package: a training function kept beside the one `__main__` calls never runs.")
+
 
 def never_runs_cst(module: cst.Module, ancestors: Iterable[cst.CSTNode], unreached: frozenset[str]) -> Optional[str]:
     """The name of the unreached top-level function `node` (given by its ancestors, innermost first) lies
@@ -29,6 +38,12 @@ def never_runs_cst(module: cst.Module, ancestors: Iterable[cst.CSTNode], unreach
             and outermost.name.value in unreached:
         return outermost.name.value
     return None
+
+
+def runs_cst(module: cst.Module, ancestors: Iterable[cst.CSTNode], unreached: frozenset[str]) -> Evidence:
+    """The RUNS premise for a node of a LibCST tree: refuted in an unreached function, else shown (whether
+    a function is called from outside a script that no file imports cannot be seen; that is not evidence)."""
+    return REFUTED if never_runs_cst(module, ancestors, unreached) else SHOWN
 
 
 def never_runs_ast(tree: ast.Module, node: ast.AST, parent: Callable[[ast.AST], Optional[ast.AST]],

@@ -9,7 +9,7 @@ import libcst as cst
 
 from gpulint.analysis.device import cuda_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
-from gpulint.analysis.reach import never_runs_cst
+from gpulint.analysis.reach import RUNS, runs_cst
 from gpulint.analysis.training import (
     TRAINING_STEP_NEEDLES,
     Backward,
@@ -93,12 +93,6 @@ GPU_BOUND = Premise(
     "the loop waits on the GPU: refuted in reinforcement-learning loops (the file imports an environment "
     "package), with sparse tensors (autocast does not cover sparse kernels), and where a framework "
     "(Lightning, Accelerate, Fabric, DeepSpeed) owns precision.")
-RUNS = Premise(
-    "runs",
-    "the step can run: refuted when it lies in a top-level function nothing in its script reaches (no call "
-    "from module-level code or from a function that is reached, no reference, decorator or name string, no "
-    "dynamic dispatch such as `fire.Fire()` or `globals()[name]`), in a script no project file imports and "
-    "outside a package: a training function kept beside the one `__main__` calls never runs.")
 # rows x width^2 of a step below which mixed precision cannot pay off: bench/amp_width.py's roofline model
 # (host dispatch measured on a CPU, A100 datasheet throughput) reaches 1.5x at 8.3e8-9.2e8; rounded down
 STEP_WORK_FLOOR = 800_000_000
@@ -262,8 +256,7 @@ class MissingAutocast(Rule):
         work = REFUTED if width is not None and rows is not None and rows * width * width < STEP_WORK_FLOOR else SHOWN
         decision = self.decide({ON_GPU: self._on_gpu(facts, step), FP32: fp32, WIDE_ENOUGH: wide, ENOUGH_WORK: work,
                                 AUTOCAST_EXISTS: autocast_exists, GPU_BOUND: bound,
-                                RUNS: REFUTED if never_runs_cst(self.ctx.module, facts.ancestors(node),
-                                                                project.unreached) else SHOWN})
+                                RUNS: runs_cst(self.ctx.module, facts.ancestors(node), project.unreached)})
         if not decision.report:
             return
         fix, note = self._fix(facts, step, backward)

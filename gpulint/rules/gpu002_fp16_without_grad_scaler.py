@@ -15,6 +15,7 @@ from gpulint.analysis.amp import (
     OLD_AUTOCAST_ORDER,
 )
 from gpulint.analysis.evidence import REFUTED, SHOWN, Premise
+from gpulint.analysis.reach import RUNS, runs_cst
 from gpulint.analysis.training import (
     TRAINING_STEP_NEEDLES,
     Backward,
@@ -124,7 +125,7 @@ class Fp16WithoutGradScaler(Rule):
         reported when the file or a caller creates a GradScaler, uses another loss scaler (apex
         `scale_loss`), or in test files.
         """,
-        premises=(FLOAT16_STEP, UNSCALED),
+        premises=(FLOAT16_STEP, UNSCALED, RUNS),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -142,7 +143,8 @@ class Fp16WithoutGradScaler(Rule):
         float16 = SHOWN if dtypes <= {FLOAT16_DTYPE, MAYBE_FLOAT16} else REFUTED
         # a scaler elsewhere in the file or in a caller: this backward may well go through it
         scaled = backward.scaled or "scale_loss" in self.ctx.text or self.ctx.project.scaler
-        decision = self.decide({FLOAT16_STEP: float16, UNSCALED: REFUTED if scaled else SHOWN})
+        decision = self.decide({FLOAT16_STEP: float16, UNSCALED: REFUTED if scaled else SHOWN,
+                                RUNS: runs_cst(self.ctx.module, facts.ancestors(node), self.ctx.project.unreached)})
         if not decision.report:
             return
         if MAYBE_FLOAT16 in dtypes:

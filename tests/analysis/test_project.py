@@ -489,6 +489,16 @@ def test_a_training_function_nothing_reaches(tmp_path: Path) -> None:
         assert len([row for name, row, _ in found if name == path]) == 2, path
 
 
+def test_a_float16_step_nothing_reaches(tmp_path: Path) -> None:
+    """GPU002 shares the premise: a float16 step that never runs loses no gradients."""
+    fp16 = UNREACHED.replace("        loss = model(", "        with torch.autocast('cuda', dtype=torch.float16):\n"
+                                                    "            loss = model(")
+    write(tmp_path, {"experiment.py": fp16, "lib/steps.py": fp16, "lib/run.py": "import steps\n"})
+    found = findings(tmp_path, "--select", "GPU002")
+    assert len([row for name, row, _ in found if name == "experiment.py"]) == 1
+    assert len([row for name, row, _ in found if name == "lib/steps.py"]) == 2
+
+
 def test_unreached_functions_of_a_file() -> None:
     from gpulint.project.facts import unreached_functions
 
