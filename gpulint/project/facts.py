@@ -47,6 +47,12 @@ FSDP_MIXED_PRECISION = frozenset({
     "torch.distributed.fsdp.MixedPrecisionPolicy", "torch.distributed._composable.fsdp.MixedPrecisionPolicy",
     "torch.distributed.fsdp._fully_shard.MixedPrecisionPolicy",
 })
+# modules torch removed, and the first release without them: a project that imports one unconditionally
+# runs only on an older torch, so advice about what a newer torch does or warns about cannot pay off there
+# (torch._six: removed in 2.0, pytorch#94709; from the release, not read from a wheel)
+REMOVED_MODULES: dict[str, tuple[int, int]] = {
+    "torch._six": (2, 0),
+}
 HALF_DTYPES = frozenset({"torch.float16", "torch.half", "torch.bfloat16"})
 OPTIMIZER_CLASSES = frozenset({
     "torch.optim.Adam", "torch.optim.AdamW", "torch.optim.SGD", "torch.optim.Adagrad",
@@ -200,6 +206,9 @@ class FileFacts:
     # no decorator, no name string), in a file without dynamic dispatch (`fire.Fire()`, `globals()`):
     # dead code unless another file imports this one (project/view.py decides that)
     unreached: tuple[str, ...] = ()
+    # the first torch the file cannot run on: it imports, unconditionally at module level, a module torch
+    # removed in that release (`from torch._six import inf`: removed in 2.0); None when nothing says so
+    torch_ceiling: Optional[tuple[int, int]] = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -218,6 +227,7 @@ class FileFacts:
             "version_flags": list(self.version_flags), "factories": self.factories,
             "config_ints": {k: list(v) for k, v in self.config_ints.items()}, "step_rows": self.step_rows,
             "unreached": list(self.unreached),
+            "torch_ceiling": None if self.torch_ceiling is None else list(self.torch_ceiling),
         }
 
     @classmethod
@@ -241,6 +251,8 @@ class FileFacts:
             config_ints={k: tuple(int(n) for n in v) for k, v in data["config_ints"].items()},
             step_rows=None if data.get("step_rows") is None else int(data["step_rows"]),
             unreached=tuple(data.get("unreached", ())),
+            torch_ceiling=None if data.get("torch_ceiling") is None else (
+                int(data["torch_ceiling"][0]), int(data["torch_ceiling"][1])),
         )
 
 
@@ -556,6 +568,7 @@ class _Scanner:
             config_ints={k: tuple(sorted(set(v))) for k, v in self.config.items()},
             step_rows=step_rows(self.tree) if training else None,
             unreached=unreached_functions(self.tree) if training else (),
+            torch_ceiling=torch_ceiling(self.tree),
         )
 
     def _unpinned_collates(self) -> tuple[str, ...]:
@@ -777,6 +790,21 @@ _PLAIN_BASES = frozenset({
     "object", "Exception", "BaseException", "ValueError", "RuntimeError", "dict", "list", "tuple", "str", "int",
     "float", "set", "Enum", "IntEnum", "NamedTuple", "TypedDict", "ABC", "Protocol", "Generic", "Namespace",
 })
+
+
+def torch_ceiling(tree: ast.Module) -> Optional[tuple[int, int]]:
+    """The first torch release this module cannot be imported on: a module-level import, outside any
+    `try` or `if`, of a module that release removed (REMOVED_MODULES)."""
+    found: list[tuple[int, int]] = []
+    for statement in tree.body:
+        if isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
+            modules = [statement.module] + [f"{statement.module}.{a.name}" for a in statement.names]
+        elif isinstance(statement, ast.Import):
+            modules = [a.name for a in statement.names]
+        else:
+            continue
+        found += [REMOVED_MODULES[m] for m in modules if m in REMOVED_MODULES]
+    return min(found) if found else None
 
 
 # calls that reach functions by a name computed at run time: every function of the file may run

@@ -96,6 +96,8 @@ class ProjectView:
     # integers the file's callers pass by keyword to classes or set in config dicts: field -> values
     config_ints_callers: dict[str, tuple[int, ...]] = field(default_factory=dict)
     scanned: bool = False  # built from a project scan; False: the file alone
+    # the first torch a module this one imports (transitively, three levels) cannot be imported on
+    ceiling_importees: Optional[tuple[int, int]] = None
     # a script: no project file imports it and its folder is no package (no `__init__.py`), so a function
     # nothing in the file reaches never runs; False when unknown (the file alone, an editor's buffer)
     script: bool = False
@@ -119,6 +121,13 @@ class ProjectView:
     @property
     def gpu(self) -> bool:
         return self.own.gpu or self.gpu_callers
+
+    @property
+    def torch_ceiling(self) -> Optional[tuple[int, int]]:
+        """The first torch this file cannot run on, from its own imports or those of the modules it imports
+        (`from torch._six import inf` somewhere on the way: torch 2.0); None when nothing says so."""
+        known = [c for c in (self.own.torch_ceiling, self.ceiling_importees) if c is not None]
+        return min(known) if known else None
 
     @property
     def unreached(self) -> frozenset[str]:
@@ -408,6 +417,8 @@ class Project:
             own=own, gpu_callers=bool(callers & self._gpu), scaler_callers=bool(callers & self._scaler),
             rl_callers=bool(callers & self._rl),
             scaler_importees=any(self.facts[p].scaler for p in self._closure(rel, depth=2)),
+            ceiling_importees=min((c for c in (self.facts[p].torch_ceiling for p in self._closure(rel, depth=3))
+                                   if c is not None), default=None),
             replacer_callers=bool(callers & self._replacer),
             parallelism_callers=tuple(kind for kind, mask in sorted(self._parallel.items()) if callers & mask),
             fused_sgd_around=bool(callers & self._fused_sgd) or any(

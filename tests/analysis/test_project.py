@@ -528,3 +528,14 @@ def test_a_grad_scaler_in_an_imported_step_is_seen_by_the_optimizer_file() -> No
     project = Project(Path("/p"), {"engine.py": engine, "main.py": main_py})
     view = project.view(Path("/p/main.py"))
     assert view is not None and view.scaler_importees and not view.scaler
+
+
+def test_a_module_that_imports_a_removed_torch_module_caps_the_torch_it_runs_on(tmp_path: Path) -> None:
+    """MAE-style util/misc.py imports `torch._six` (gone in torch 2.0): the scripts that import it run only on
+    an older torch, where torch.cuda.amp is not deprecated; GPU003 stays silent there."""
+    write(tmp_path, {
+        "util/misc.py": "import torch\nfrom torch._six import inf\n\nscaler = torch.cuda.amp.GradScaler()\n",
+        "main.py": "import torch\nimport util.misc as misc\n\nscaler = torch.cuda.amp.GradScaler()\n",
+        "other.py": "import torch\n\nscaler = torch.cuda.amp.GradScaler()\n",
+    })
+    assert findings(tmp_path, "--select", "GPU003") == [("other.py", 3, "GPU003")]
