@@ -277,7 +277,8 @@ class Fp16WithoutGradScaler(Rule):
         name = scaler_name(self.ctx)
         scaler_class, class_edit = grad_scaler_class(self.ctx, torch.expr, parallel)
         symbol = floors.SHARDED_GRAD_SCALER if class_edit is not None or "fsdp" in parallel else floors.GRAD_SCALER
-        too_new = floors.too_new(self.ctx.settings.torch_version, [symbol])
+        too_new = floors.too_new(self.ctx.settings.torch_version, [symbol]) \
+            or floors.above_ceiling(self.ctx.project.torch_ceiling, [symbol])
         if too_new is not None:
             return None, f"no fix: {too_new.reason()}"
         home = scaler_home(facts, step, plan, torch.expr, name) if enabled is None else None
