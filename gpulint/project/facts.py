@@ -209,6 +209,9 @@ class FileFacts:
     # the first torch the file cannot run on: it imports, unconditionally at module level, a module torch
     # removed in that release (`from torch._six import inf`: removed in 2.0); None when nothing says so
     torch_ceiling: Optional[tuple[int, int]] = None
+    # a script (a `__main__` guard) that runs models under no_grad/inference_mode and trains nothing (no
+    # backward, no optimizer, no trainer): the modules it imports are evaluated here, not trained
+    inference_script: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -228,6 +231,7 @@ class FileFacts:
             "config_ints": {k: list(v) for k, v in self.config_ints.items()}, "step_rows": self.step_rows,
             "unreached": list(self.unreached),
             "torch_ceiling": None if self.torch_ceiling is None else list(self.torch_ceiling),
+            "inference_script": self.inference_script,
         }
 
     @classmethod
@@ -253,6 +257,7 @@ class FileFacts:
             unreached=tuple(data.get("unreached", ())),
             torch_ceiling=None if data.get("torch_ceiling") is None else (
                 int(data["torch_ceiling"][0]), int(data["torch_ceiling"][1])),
+            inference_script=bool(data.get("inference_script", False)),
         )
 
 
@@ -569,6 +574,8 @@ class _Scanner:
             step_rows=step_rows(self.tree) if training else None,
             unreached=unreached_functions(self.tree) if training else (),
             torch_ceiling=torch_ceiling(self.tree),
+            inference_script=_has_main_guard(self.tree) and bool(names & _GRAD_OFF_NAMES)
+            and not (self.backward or training or names & _TRAINING_NAMES),
         )
 
     def _unpinned_collates(self) -> tuple[str, ...]:
@@ -790,6 +797,21 @@ _PLAIN_BASES = frozenset({
     "object", "Exception", "BaseException", "ValueError", "RuntimeError", "dict", "list", "tuple", "str", "int",
     "float", "set", "Enum", "IntEnum", "NamedTuple", "TypedDict", "ABC", "Protocol", "Generic", "Namespace",
 })
+
+
+_GRAD_OFF_NAMES = frozenset({"no_grad", "inference_mode"})
+# names a file that trains uses (an optimizer, a framework's trainer): such a file is no inference script
+_TRAINING_NAMES = frozenset({"optim", "optimizer", "Trainer", "Runner", "backward"})
+
+
+def _has_main_guard(tree: ast.Module) -> bool:
+    """`if __name__ == "__main__":` at module level: the file is run as a script."""
+    for statement in tree.body:
+        test = statement.test if isinstance(statement, ast.If) else None
+        if isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__" \
+                and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators):
+            return True
+    return False
 
 
 def torch_ceiling(tree: ast.Module) -> Optional[tuple[int, int]]:

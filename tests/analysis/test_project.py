@@ -539,3 +539,35 @@ def test_a_module_that_imports_a_removed_torch_module_caps_the_torch_it_runs_on(
         "other.py": "import torch\n\nscaler = torch.cuda.amp.GradScaler()\n",
     })
     assert findings(tmp_path, "--select", "GPU003") == [("other.py", 3, "GPU003")]
+
+
+def test_a_model_file_only_a_sampling_script_uses_is_not_trained(tmp_path: Path) -> None:
+    """GPU302: the checkpointed model of a release that only samples runs under no_grad; no backward reaches it.
+    Once a training script imports it too, the reentrant trap can drop gradients again."""
+    model = """\
+        from torch import nn
+        from torch.utils.checkpoint import checkpoint
+
+
+        class Decoder(nn.Module):
+            def forward(self, x):
+                return checkpoint(self.block, x)
+        """
+    sample = """\
+        import torch
+        from model import Decoder
+
+
+        @torch.no_grad()
+        def main():
+            print(Decoder().cuda().eval()(torch.randn(2, 8).cuda()))
+
+
+        if __name__ == "__main__":
+            main()
+        """
+    write(tmp_path, {"model.py": model, "sample.py": sample, "lib/model.py": model})
+    assert findings(tmp_path, "--select", "GPU302") == [("lib/model.py", 7, "GPU302")]  # no importer: unknown
+    write(tmp_path, {"train.py": "import torch\nfrom model import Decoder\n\nmodel = Decoder().cuda()\n"
+                                 "opt = torch.optim.Adam(model.parameters())\nmodel(x).sum().backward()\nopt.step()\n"})
+    assert [name for name, _, _ in findings(tmp_path, "--select", "GPU302")] == ["lib/model.py", "model.py"]
