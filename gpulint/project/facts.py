@@ -921,8 +921,13 @@ def _module_ints(tree: ast.Module) -> dict[str, int]:
 
 
 def _reads_torch_version(node: ast.AST, flags: set[str]) -> bool:
+    """`node` reads torch's version (`torch.__version__`, a `*torch_version*` name, a flag) or probes torch
+    for an attribute (`hasattr(torch, "compile")`, `hasattr(torch.amp, "GradScaler")`)."""
     for child in ast.walk(node):
         if isinstance(child, ast.Attribute) and child.attr == "__version__":
+            return True
+        if isinstance(child, ast.Call) and isinstance(child.func, ast.Name) and child.func.id == "hasattr" \
+                and child.args and _root_name(child.args[0]) == "torch":
             return True
         name = child.id if isinstance(child, ast.Name) else child.attr if isinstance(child, ast.Attribute) else ""
         if name and (name in flags or "torch_version" in name.lower()):
@@ -930,20 +935,47 @@ def _reads_torch_version(node: ast.AST, flags: set[str]) -> bool:
     return False
 
 
+def _root_name(node: ast.AST) -> str:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _target_names(target: ast.AST) -> list[str]:
+    """Names an assignment target binds: `flag`, and each name of `major, minor = ...`."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [name for element in target.elts for name in _target_names(element)]
+    if isinstance(target, ast.Starred):
+        return _target_names(target.value)
+    return []
+
+
 def _version_flags(tree: ast.Module) -> tuple[str, ...]:
     """Module-level names computed from torch's version, or from other such names (`TORCH_2 =
-    version.parse(torch.__version__) >= version.parse("2.0")`, `NEW_AMP = TORCH_2 and cuda`)."""
+    version.parse(torch.__version__) >= version.parse("2.0")`, `NEW_AMP = TORCH_2 and cuda`,
+    `major, minor = (int(v) for v in torch.__version__.split(".")[:2])`, `PT2 = hasattr(torch, "compile")`),
+    and top-level functions whose every `return` computes one (`def new_amp(): return version.parse(...)`)."""
     flags: set[str] = set()
     assignments = [n for n in _module_level(tree.body) if isinstance(n, (ast.Assign, ast.AnnAssign))
                    and n.value is not None]
+    functions = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     changed = True
     while changed:
         changed = False
         for node in assignments:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names = [t.id for t in targets if isinstance(t, ast.Name) and t.id not in flags]
+            names = [name for t in targets for name in _target_names(t) if name not in flags]
             if names and _reads_torch_version(node.value, flags):  # type: ignore[arg-type]
                 flags.update(names)
+                changed = True
+        for function in functions:
+            if function.name in flags:
+                continue
+            returns = [r.value for r in _own_body_nodes(function) if isinstance(r, ast.Return)]
+            if returns and all(r is not None and _reads_torch_version(r, flags) for r in returns):
+                flags.add(function.name)
                 changed = True
     return tuple(sorted(flags))
 

@@ -25,7 +25,8 @@ NOT_FALLBACK = Premise(
     "the use is not code kept for an older torch: not the fallback of `try: ... except (ImportError, "
     "AttributeError, TypeError)`, not a branch of a torch version test (`is_torch_version(...)`, "
     "`hasattr(torch, \"amp\")`, `version.parse(torch.__version__)`, or a flag computed once from "
-    "`torch.__version__`, here or in a module it is imported from).")
+    "`torch.__version__` or a `hasattr(torch, ...)` probe (also names unpacked from the version, and "
+    "top-level functions that return such a test), here or in a module it is imported from).")
 REPLACEMENT_EXISTS = Premise(
     "replacement-exists",
     "every torch the project supports has the replacement: the floor it declares is at least 1.10 "

@@ -571,3 +571,31 @@ def test_a_model_file_only_a_sampling_script_uses_is_not_trained(tmp_path: Path)
     write(tmp_path, {"train.py": "import torch\nfrom model import Decoder\n\nmodel = Decoder().cuda()\n"
                                  "opt = torch.optim.Adam(model.parameters())\nmodel(x).sum().backward()\nopt.step()\n"})
     assert [name for name, _, _ in findings(tmp_path, "--select", "GPU302")] == ["lib/model.py", "model.py"]
+
+
+def test_version_flags_in_every_shape() -> None:
+    text = textwrap.dedent("""\
+        import torch
+        from packaging import version
+
+        major, minor = (int(v) for v in torch.__version__.split(".")[:2])
+        PT2 = hasattr(torch, "compile")
+        NEW = PT2 and major >= 2
+
+
+        def new_amp():
+            return version.parse(torch.__version__) >= version.parse("2.3")
+
+
+        def uses_flag(cuda):
+            if cuda:
+                return NEW
+            return False
+
+
+        def amp_enabled(args):
+            return args.amp
+        """)
+    facts = facts_of_text(text)
+    assert facts is not None
+    assert facts.version_flags == ("NEW", "PT2", "major", "minor", "new_amp")
