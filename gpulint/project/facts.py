@@ -499,6 +499,7 @@ class _Scanner:
         cuda_names = {local for local, targets in self.aliases.table.items()
                       if any(t.startswith(("torch.cuda", "torch.accelerator")) for t in targets)}
         Call, Constant, Attribute, Name, Assign = ast.Call, ast.Constant, ast.Attribute, ast.Name, ast.Assign
+        versioned = False  # the file reads torch.__version__ somewhere (version flags are looked for only then)
         for statement in self.tree.body:
             defined = _defined_names(statement)
             used: set[str] = set()
@@ -511,6 +512,8 @@ class _Scanner:
                 elif kind is Attribute:
                     attr = node.attr  # type: ignore[attr-defined]
                     names.add(attr)
+                    if attr == "__version__":
+                        versioned = True
                     if attr == "__dict__" and isinstance(node.value, ast.Name):  # type: ignore[attr-defined]
                         dict_lookups.add(node.value.id)  # type: ignore[attr-defined]
                     if attr in ("cuda", "accelerator") and not self.gpu and any(
@@ -567,7 +570,7 @@ class _Scanner:
                 ref.name is not None and ref.name.startswith("XLA") and ref.module.split(".", 1)[0] in _LIGHTNING
                 for ref in self.imports),
             unpinned_collates=self._unpinned_collates(), devices=tuple(sorted(self.devices)),
-            version_flags=_version_flags(self.tree),
+            version_flags=_version_flags(self.tree) if versioned or "hasattr" in names else (),
             factories=_factories(self.tree, classes,
                                  frozenset(r.local for r in self.imports if r.name not in (None, "*"))),
             config_ints={k: tuple(sorted(set(v))) for k, v in self.config.items()},
@@ -956,7 +959,8 @@ def _version_flags(tree: ast.Module) -> tuple[str, ...]:
     """Module-level names computed from torch's version, or from other such names (`TORCH_2 =
     version.parse(torch.__version__) >= version.parse("2.0")`, `NEW_AMP = TORCH_2 and cuda`,
     `major, minor = (int(v) for v in torch.__version__.split(".")[:2])`, `PT2 = hasattr(torch, "compile")`),
-    and top-level functions whose every `return` computes one (`def new_amp(): return version.parse(...)`)."""
+    top-level functions whose every `return` computes one (`def new_amp(): return version.parse(...)`), and
+    attributes assigned one anywhere (`self.new_amp = ...`: tested as `if self.new_amp:`)."""
     flags: set[str] = set()
     assignments = [n for n in _module_level(tree.body) if isinstance(n, (ast.Assign, ast.AnnAssign))
                    and n.value is not None]
@@ -977,6 +981,10 @@ def _version_flags(tree: ast.Module) -> tuple[str, ...]:
             if returns and all(r is not None and _reads_torch_version(r, flags) for r in returns):
                 flags.add(function.name)
                 changed = True
+    for found in fast_walk(tree):  # `self.new_amp = version.parse(torch.__version__) >= ...` in a method
+        if isinstance(found, ast.Assign) and any(isinstance(t, ast.Attribute) for t in found.targets) \
+                and _reads_torch_version(found.value, flags):
+            flags.update(t.attr for t in found.targets if isinstance(t, ast.Attribute))
     return tuple(sorted(flags))
 
 

@@ -599,3 +599,6 @@ def test_version_flags_in_every_shape() -> None:
     facts = facts_of_text(text)
     assert facts is not None
     assert facts.version_flags == ("NEW", "PT2", "major", "minor", "new_amp")
+    method = facts_of_text("import torch\n\nclass T:\n    def __init__(self):\n"
+                           "        self.pt2 = torch.__version__ >= '2'\n")
+    assert method is not None and method.version_flags == ("pt2",)
