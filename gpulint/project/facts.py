@@ -570,7 +570,8 @@ class _Scanner:
                 ref.name is not None and ref.name.startswith("XLA") and ref.module.split(".", 1)[0] in _LIGHTNING
                 for ref in self.imports),
             unpinned_collates=self._unpinned_collates(), devices=tuple(sorted(self.devices)),
-            version_flags=_version_flags(self.tree) if versioned or "hasattr" in names else (),
+            version_flags=_version_flags(self.tree) if versioned or "hasattr" in names
+            or any("torch_version" in n.lower() for n in names) else (),
             factories=_factories(self.tree, classes,
                                  frozenset(r.local for r in self.imports if r.name not in (None, "*"))),
             config_ints={k: tuple(sorted(set(v))) for k, v in self.config.items()},
