@@ -212,6 +212,9 @@ class FileFacts:
     # a script (a `__main__` guard) that runs models under no_grad/inference_mode and trains nothing (no
     # backward, no optimizer, no trainer): the modules it imports are evaluated here, not trained
     inference_script: bool = False
+    # the file may train, directly or through a framework: a training step, an optimizer, or the names a
+    # trainer brings (`Trainer`, `Runner`, `.fit(`, `.backward`); false only when none is there
+    may_train: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -231,7 +234,7 @@ class FileFacts:
             "config_ints": {k: list(v) for k, v in self.config_ints.items()}, "step_rows": self.step_rows,
             "unreached": list(self.unreached),
             "torch_ceiling": None if self.torch_ceiling is None else list(self.torch_ceiling),
-            "inference_script": self.inference_script,
+            "inference_script": self.inference_script, "may_train": self.may_train,
         }
 
     @classmethod
@@ -258,6 +261,7 @@ class FileFacts:
             torch_ceiling=None if data.get("torch_ceiling") is None else (
                 int(data["torch_ceiling"][0]), int(data["torch_ceiling"][1])),
             inference_script=bool(data.get("inference_script", False)),
+            may_train=bool(data.get("may_train", True)),
         )
 
 
@@ -553,6 +557,7 @@ class _Scanner:
         # a file that runs a training step, or builds an optimizer for one (`main_pretrain.py` builds the
         # AdamW, `engine_pretrain.py` steps it): its models are trained
         training = (self.backward and self.steps) or self.optimizer_made
+        may_train = training or self.backward or bool(names & _TRAINING_NAMES)
         return FileFacts(
             imports=self.imports, gpu=self.gpu, cpu_pinned=self.cpu, scaler=self.scaler,
             mixed_precision=tuple(sorted(self.mixed)), training=training, rl=bool(roots & RL_PACKAGES),
@@ -578,8 +583,8 @@ class _Scanner:
             step_rows=step_rows(self.tree) if training else None,
             unreached=unreached_functions(self.tree) if training else (),
             torch_ceiling=torch_ceiling(self.tree),
-            inference_script=_has_main_guard(self.tree) and bool(names & _GRAD_OFF_NAMES)
-            and not (self.backward or training or names & _TRAINING_NAMES),
+            inference_script=_has_main_guard(self.tree) and bool(names & _GRAD_OFF_NAMES) and not may_train,
+            may_train=may_train,
         )
 
     def _unpinned_collates(self) -> tuple[str, ...]:
@@ -805,7 +810,8 @@ _PLAIN_BASES = frozenset({
 
 _GRAD_OFF_NAMES = frozenset({"no_grad", "inference_mode"})
 # names a file that trains uses (an optimizer, a framework's trainer): such a file is no inference script
-_TRAINING_NAMES = frozenset({"optim", "optimizer", "Trainer", "Runner", "backward"})
+_TRAINING_NAMES = frozenset({"optim", "optimizer", "Trainer", "Runner", "backward", "fit", "train_step",
+                             "training_step", "Accelerator", "Fabric", "initialize"})
 
 
 def _has_main_guard(tree: ast.Module) -> bool:

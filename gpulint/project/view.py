@@ -98,7 +98,7 @@ class ProjectView:
     scanned: bool = False  # built from a project scan; False: the file alone
     # the first torch a module this one imports (transitively, three levels) cannot be imported on
     ceiling_importees: Optional[tuple[int, int]] = None
-    # every project file that imports this one (transitively) trains nothing, and one of them is an inference
+    # neither this file nor any that imports it (transitively) may train, and one of them is an inference
     # script (a `__main__` that runs models under no_grad): the file's modules are evaluated, not trained
     evaluated_only: bool = False
     # a script: no project file imports it and its folder is no package (no `__init__.py`), so a function
@@ -420,8 +420,8 @@ class Project:
             own=own, gpu_callers=bool(callers & self._gpu), scaler_callers=bool(callers & self._scaler),
             rl_callers=bool(callers & self._rl),
             scaler_importees=any(self.facts[p].scaler for p in self._closure(rel, depth=2)),
-            evaluated_only=bool(callers) and not own.training and all(
-                not self.facts[self.paths[i]].training for i in _members(callers))
+            evaluated_only=bool(callers) and not own.may_train and all(
+                not self.facts[self.paths[i]].may_train for i in _members(callers))
             and any(self.facts[self.paths[i]].inference_script for i in _members(callers)),
             ceiling_importees=min((c for c in (self.facts[p].torch_ceiling for p in self._closure(rel, depth=3))
                                    if c is not None), default=None),

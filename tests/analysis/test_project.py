@@ -602,3 +602,16 @@ def test_version_flags_in_every_shape() -> None:
     method = facts_of_text("import torch\n\nclass T:\n    def __init__(self):\n"
                            "        self.pt2 = torch.__version__ >= '2'\n")
     assert method is not None and method.version_flags == ("pt2",)
+
+
+def test_a_model_file_a_framework_trains_is_not_evaluated_only(tmp_path: Path) -> None:
+    """A Hugging Face / Lightning script trains without a backward() of its own: its model file stays trained."""
+    write(tmp_path, {
+        "model.py": "from torch import nn\nfrom torch.utils.checkpoint import checkpoint\n\n\n"
+                    "class Decoder(nn.Module):\n    def forward(self, x):\n        return checkpoint(self.block, x)\n",
+        "sample.py": "import torch\nfrom model import Decoder\n\nif __name__ == '__main__':\n"
+                     "    with torch.no_grad():\n        Decoder()(torch.randn(2, 8))\n",
+        "train.py": "from transformers import Trainer\nfrom model import Decoder\n\n"
+                    "Trainer(model=Decoder()).train()\n",
+    })
+    assert findings(tmp_path, "--select", "GPU302") == [("model.py", 7, "GPU302")]
