@@ -25,6 +25,7 @@ from gpulint.project.view import (
     Project,
     ProjectView,
     find_root,
+    module_stem,
     relative_to,
     scan_files,
 )
@@ -205,16 +206,26 @@ def _partial_project(root: Path, paths: Sequence[Path], members: Sequence[Path],
             return True
 
         before = len(missing)
-        needed = _reach(resolver, by_name, [n for m in members if (n := relative_to(root, m)) in by_name], facts,
-                        known)
+        starts = [n for m in members if (n := relative_to(root, m)) in by_name]
+        needed, texts = _reach(resolver, by_name, starts, facts, known)
         if len(missing) == before:
             break  # no import resolved to a file without facts: the reach is exact
-    return scan_files(root, [by_name[name] for name in sorted(needed)], facts, existing)
+    # a script is a file no import of the project may reach, even one the resolver cannot follow: whether
+    # any file spells a member's name in its imports (the text test first, then the file's facts)
+    stems = {module_stem(name) for name in starts}
+    spelled: set[str] = set()
+    pattern = _word_pattern(stems)
+    for name, raw in texts.items():
+        found = facts(by_name[name]) if _spells_import_of(raw, pattern) else None
+        if found is not None:
+            spelled |= stems & {w for ref in found.imports for w in (*ref.module.split("."), ref.name or "")}
+    return scan_files(root, [by_name[name] for name in sorted(needed)], facts, existing, spelled)
 
 
 def _reach(resolver: Project, by_name: dict[str, Path], starts: list[str], facts: FactsCache,
-           known: Callable[[str], bool]) -> set[str]:
-    """The names of the files the views of `starts` read (see `_partial_project`)."""
+           known: Callable[[str], bool]) -> tuple[set[str], dict[str, bytes]]:
+    """The names of the files the views of `starts` read (see `_partial_project`), and the bytes of every
+    file of the project that holds the word `import`."""
 
     def imports(name: str) -> list[str]:
         found = facts(by_name[name])
@@ -257,7 +268,7 @@ def _reach(resolver: Project, by_name: dict[str, Path], starts: list[str], facts
         callers |= confirmed
         frontier = confirmed
     around = {t for c in callers for t in imports(c) if known(t)}
-    return down | callers | around
+    return down | callers | around, texts
 
 
 _COMMENT = re.compile(r"#[^\n]*")

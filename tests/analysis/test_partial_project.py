@@ -71,6 +71,10 @@ TREE = {
     "unrelated/a.py": "import os\nprint(os.getcwd())\n",
     "unrelated/b.py": "from unrelated import a\n",
     "uses_package.py": "import pkg.models.deep\n",  # reaches pkg/__init__.py without spelling `from pkg`
+    # scripts: one nothing imports, one imported from another folder through sys.path (unresolvable)
+    "scripts/alone.py": "import torch\ndef train(model, opt):\n    model(1).backward()\n    opt.step()\n",
+    "scripts/reached.py": "import torch\ndef train(model, opt):\n    model(1).backward()\n    opt.step()\n",
+    "other/runner.py": "import sys\nsys.path.append('scripts')\nfrom reached import train\n",
 }
 
 
@@ -119,6 +123,13 @@ def test_a_file_reads_only_what_its_view_needs(tree: Path) -> None:
     images = _partial_project(tree, paths, [tree / "pkg" / "data" / "images.py"], FactsCache())
     assert "train.py" in images.facts and "tools/run.py" in images.facts  # its callers decide its device
     assert "unrelated/a.py" not in images.facts and "src/lib/opt.py" in images.facts  # what tools/run.py imports
+
+
+def test_a_script_imported_only_through_sys_path_is_no_script(tree: Path) -> None:
+    paths = _project_files(tree, [])
+    for name, script in (("alone", True), ("reached", False)):
+        member = tree / "scripts" / f"{name}.py"
+        assert _partial_project(tree, paths, [member], FactsCache()).view(member).script is script  # type: ignore[union-attr]
 
 
 def test_views_of_this_repository_match_the_whole_project() -> None:
