@@ -551,6 +551,7 @@ class AstContext:
         self._analyses: dict[Callable[..., Any], Any] = {}
         self._parents: Optional[dict[int, ast.AST]] = None
         self._index: Optional[dict[type, list[ast.AST]]] = None
+        self._order: dict[int, int] = {}  # preorder number of every node, for `nodes` of several types
         self._lines: Optional[list[str]] = None
         self._starts: Optional[list[int]] = None
 
@@ -577,9 +578,11 @@ class AstContext:
     def _build_index(self) -> None:
         parents: dict[int, ast.AST] = {}
         index: dict[type, list[ast.AST]] = {}
+        order = self._order
         stack: list[ast.AST] = [self.tree]
         while stack:
             node = stack.pop()
+            order[id(node)] = len(order)
             index.setdefault(type(node), []).append(node)
             children = [c for c in ast.iter_child_nodes(node) if not isinstance(c, _SINGLETONS)]
             for child in children:
@@ -592,12 +595,12 @@ class AstContext:
         if self._index is None:
             self._build_index()
         assert self._index is not None
-        if len(types) == 1:
-            yield from self._index.get(types[0], ())
+        lists = [nodes for kind, nodes in self._index.items() if issubclass(kind, types)]
+        if len(lists) == 1:
+            yield from lists[0]
             return
-        found = [n for t, ns in self._index.items() if issubclass(t, types) for n in ns]
-        found.sort(key=_position)
-        yield from found
+        order = self._order
+        yield from sorted((n for nodes in lists for n in nodes), key=lambda n: order[id(n)])
 
     def parent(self, node: ast.AST) -> Optional[ast.AST]:
         if self._parents is None:
@@ -729,10 +732,6 @@ class AstContext:
             code=rule.code, name=rule.name, span=AstSpan.of(node), message=message, fix=fix, fix_message=fix_message,
             data=data, note=note, statement_rows=self.statement_rows(statement), node_type=type(node).__name__,
         ))
-
-
-def _position(node: ast.AST) -> tuple[int, int]:
-    return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
 
 
 def _source_order(children: list[ast.AST]) -> list[ast.AST]:

@@ -191,3 +191,15 @@ def test_a_detection_in_a_notebook_cell(monkeypatch: pytest.MonkeyPatch) -> None
     found = lint_notebook(Path("nb.ipynb"), load_notebook(raw), SETTINGS)
     assert [(f.code, f.cell.number if f.cell else None, f.location.row, f.location.column) for f in found] \
         == [("GPU990", 3, 2, 7)]
+
+
+def test_nodes_are_in_source_order_and_match_base_classes() -> None:
+    tree = ast.parse("@dec\ndef f(a=g()):\n    return h(i())\nx = {k(): v()}\n")
+    ctx = AstContext(Path("t.py"), "", tree, SETTINGS, None)  # type: ignore[arg-type]
+    calls = [c.func.id for c in ctx.nodes(ast.Call)]  # type: ignore[attr-defined]
+    assert calls == ["g", "h", "i", "k", "v"]
+    assert [type(n).__name__ for n in ctx.nodes(ast.stmt)] == ["FunctionDef", "Return", "Assign"]
+    mixed = [type(n).__name__ for n in ctx.nodes(ast.Return, ast.Call)]
+    assert mixed == ["Call", "Return", "Call", "Call", "Call", "Call"]
+    ret = next(ctx.nodes(ast.Return))
+    assert ctx.enclosing_function(ret) is tree.body[0] and ctx.statement(ret.value) is ret  # type: ignore[arg-type]
