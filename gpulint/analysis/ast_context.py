@@ -24,6 +24,7 @@ from gpulint.core.edits import Applicability
 from gpulint.project.facts import ImportAliases, module_imports
 
 if TYPE_CHECKING:
+    from gpulint.core.context import FileContext
     from gpulint.core.settings import Settings
     from gpulint.project.view import ProjectView
 
@@ -554,6 +555,18 @@ class AstContext:
         self._order: dict[int, int] = {}  # preorder number of every node, for `nodes` of several types
         self._lines: Optional[list[str]] = None
         self._starts: Optional[list[int]] = None
+        self._libcst: Optional["FileContext"] = None
+
+    def libcst(self) -> "FileContext":
+        """The file on LibCST, parsed on first use: only for an analysis not yet on `ast` (it costs the parse
+        this API exists to avoid). Raises what LibCST raises for a file it cannot parse."""
+        if self._libcst is None:
+            import libcst as cst
+
+            from gpulint.core.context import FileContext
+
+            self._libcst = FileContext(self.path, self.text, cst.parse_module(self.text), self.settings, self.project)
+        return self._libcst
 
     # -- names and arguments ---------------------------------------------------------------------
     @property
@@ -601,6 +614,12 @@ class AstContext:
             return
         order = self._order
         yield from sorted((n for nodes in lists for n in nodes), key=lambda n: order[id(n)])
+
+    def order(self, node: ast.AST) -> Optional[int]:
+        """The node's number in preorder (source order), None for a node not in this tree."""
+        if self._index is None:
+            self._build_index()
+        return self._order.get(id(node))
 
     def parent(self, node: ast.AST) -> Optional[ast.AST]:
         if self._parents is None:
