@@ -301,6 +301,22 @@ class AstNames:
         local, target = best
         return local + qualname[len(target):]
 
+    def module_alias(self, module: str) -> str:
+        """The name under which a fix refers to `module`: the file's own import of it, else the name the
+        import a fix adds binds (core/pending.py ImportPlanner.module_alias decides the same on LibCST)."""
+        for alias, targets in self.module_scope.bindings.items():
+            if len(set(targets)) == 1 and targets[0] == module:
+                return alias
+        taken: set[str] = set()
+        for scope in self.scopes.values():
+            taken.update(scope.bindings)
+        if module.split(".")[0] not in taken:
+            return module
+        alias = module.replace(".", "_") + "_"
+        while alias in taken:
+            alias += "_"
+        return alias
+
     @property
     def imports(self) -> ImportAliases:
         """The module-level import table the project facts use (permissive: every import a name may

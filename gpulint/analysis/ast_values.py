@@ -92,3 +92,45 @@ def value_at(ctx: AstContext, name: ast.Name) -> Optional[ast.expr]:
                 for v in values):
             return None
     return last
+
+
+def self_attribute_value(ctx: AstContext, expr: ast.Attribute, skip_none: bool = False) -> Optional[ast.expr]:
+    """For `self.x` inside a method: the one value the class ever assigns to `self.x`, else None.
+    With `skip_none`, `self.x = None` placeholders (in `__init__`, before `setup()` fills it) are left out."""
+    if not isinstance(expr.value, ast.Name):
+        return None
+    function = ctx.names.scope_of.get(id(expr.value))
+    if function is None or function.parent is None or not function.parent.is_class:
+        return None
+    cls = function.parent.node
+    if not isinstance(function.node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+            or not _is_self(function.node, expr.value.id):
+        return None
+    values: list[Optional[ast.expr]] = []
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if _same_attribute(target, expr):
+                    values.append(node.value if len(node.targets) == 1 else None)
+                elif isinstance(target, (ast.Tuple, ast.List)) and any(
+                        _same_attribute(e.value if isinstance(e, ast.Starred) else e, expr) for e in target.elts):
+                    # `self.a, self.b = split(ds, ...)`: the call whose result is unpacked
+                    values.append(node.value if isinstance(node.value, ast.Call) and len(node.targets) == 1 else None)
+        elif isinstance(node, ast.AnnAssign) and _same_attribute(node.target, expr):
+            values.append(node.value)
+        elif isinstance(node, ast.AugAssign) and _same_attribute(node.target, expr):
+            values.append(None)
+    if skip_none:
+        values = [v for v in values if not (isinstance(v, ast.Constant) and v.value is None)]
+    return values[0] if len(values) == 1 else None
+
+
+def _is_self(function: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
+    params = list(function.args.posonlyargs) + list(function.args.args)
+    return bool(params) and params[0].arg == name
+
+
+def _same_attribute(target: ast.expr, expr: ast.Attribute) -> bool:
+    return (isinstance(target, ast.Attribute) and target.attr == expr.attr
+            and isinstance(target.value, ast.Name) and isinstance(expr.value, ast.Name)
+            and target.value.id == expr.value.id)

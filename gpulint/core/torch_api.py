@@ -23,3 +23,20 @@ OPTIMIZER_CLASSES: dict[str, str] = {
 }
 OPTIMIZER_PARAMS = ("params", 0)  # every torch optimizer: (params, ...)
 SGD_MOMENTUM = ("momentum", 2)  # SGD(params, lr, momentum, dampening, weight_decay, nesterov)
+
+# ------------------------------------------------------------------------------------------------
+# data loading (GPU101, GPU102; analysis/loaders.py)
+# ------------------------------------------------------------------------------------------------
+
+DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+# DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, ...)
+DATALOADER_DATASET = ("dataset", 0)
+DATALOADER_NUM_WORKERS = ("num_workers", 5)
+DATALOADER_PIN_MEMORY = ("pin_memory", 7)
+TENSOR_DATASET = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
+# torch wrappers whose items are their first argument's items
+DATASET_WRAPPERS = frozenset({
+    "torch.utils.data.Subset", "torch.utils.data.dataset.Subset",
+    "torch.utils.data.ConcatDataset", "torch.utils.data.dataset.ConcatDataset",
+})
+DATASET_SPLITS = frozenset({"torch.utils.data.random_split", "torch.utils.data.dataset.random_split"})
