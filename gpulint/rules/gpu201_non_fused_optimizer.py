@@ -59,8 +59,9 @@ STEP_MATTERS = Premise(
     "simulator.")
 SCALER_SAFE = Premise(
     "scaler-safe",
-    "for SGD with momentum, no GradScaler drives the step (here, in a caller, or through a framework "
-    "that may scale): fused SGD's momentum buffer is garbage after a skipped first step.")
+    "for SGD with momentum, no GradScaler drives the step (here, in a caller, in a module it imports that "
+    "steps optimizers through one, or through a framework that may scale): fused SGD's momentum buffer is "
+    "garbage after a skipped first step.")
 
 
 class NonFusedOptimizer(Rule):
@@ -163,7 +164,9 @@ class NonFusedOptimizer(Rule):
         too_new = self._too_new(ctx, names)
         scaler_safe: Evidence = SHOWN
         momentum = "SGD" in names and _has_momentum(ctx, node, kwargs)
-        if momentum and (project.scaler or _framework_owned(ctx)):
+        # the scaler may live in a module this one hands the optimizer to (`train_one_epoch(..., optimizer,
+        # scaler)` in engine.py), so a module it imports that scales counts too
+        if momentum and (project.scaler or project.scaler_importees or _framework_owned(ctx)):
             scaler_safe = REFUTED  # fused SGD + GradScaler: momentum buffer garbage after a skipped first step
         decision = self.decide({TORCH_OPTIMIZER: SHOWN, FUSED_DEVICE: _fused_device(project),
                                 FUSED_EXISTS: REFUTED if too_new is not None else SHOWN,

@@ -83,6 +83,35 @@ def test_grad_scaler_in_the_caller_keeps_fused_sgd_away(tmp_path: Path) -> None:
     assert [(name, row) for name, row, _ in found] == [("utils/torch_utils.py", 7)]
 
 
+def test_a_grad_scaler_in_the_module_the_optimizer_is_handed_to_keeps_fused_sgd_away(tmp_path: Path) -> None:
+    """DeiT/MAE's shape: main.py builds SGD with momentum and hands it, with a scaler, to engine.py's
+    train_one_epoch, which calls scaler.step(optimizer). Fused SGD would be broken there (issue 21, (b))."""
+    write(tmp_path, {
+        "engine.py": """\
+            import torch
+
+            def train_one_epoch(model, loader, optimizer, scaler):
+                for x, y in loader:
+                    with torch.autocast("cuda", dtype=torch.float16):
+                        loss = model(x.cuda()).sub(y.cuda()).pow(2).mean()
+                    scaler.scale(loss).backward()
+                    scaler.step(optimizer)
+                    scaler.update()
+            """,
+        "main.py": """\
+            import torch
+            from engine import train_one_epoch
+
+            model = torch.nn.Linear(512, 512).cuda()
+            momentum = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+            plain = torch.optim.SGD(model.parameters(), lr=0.1)
+            adam = torch.optim.AdamW(model.parameters(), lr=0.1)
+            """,
+    })
+    found = findings(tmp_path, "--select", "GPU201")
+    assert [(name, row) for name, row, _ in found] == [("main.py", 6), ("main.py", 7)]  # not line 5
+
+
 def test_gpu_evidence_comes_from_the_caller(tmp_path: Path) -> None:
     """pytorch/examples FSDP: the step runs in utils/train_utils.py, the device is chosen in main.py."""
     write(tmp_path, {"steps.py": "import torch\n\n" + TRAIN_STEP, "lib.py": "import torch\n\n" + TRAIN_STEP})
