@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Union
 
 from gpulint.analysis.ast_context import AstContext, AstKeywordArgs, Detection, arg, positional_args
 from gpulint.analysis.ast_values import is_literal, single_value, value_at
@@ -271,10 +271,12 @@ class NonFusedOptimizer(Rule):
             return "ShardedGradScaler" in ctx.text
         return bool(ctx.project.scaler) or "ShardedGradScaler" in ctx.text or may_gain_grad_scaler(ctx)
 
-    def _too_new(self, ctx: AstContext, optimizers: list[str]) -> Optional[floors.TooNew]:
-        """The fused kernels need a torch the project supports (on CUDA, and on CPU from 2.4)."""
+    def _too_new(self, ctx: AstContext, optimizers: list[str]) -> Optional[Union[floors.TooNew, floors.AboveCeiling]]:
+        """The fused kernels need a torch the project supports (on CUDA, and on CPU from 2.4), and one the code
+        can run on (it imports no module that torch removed before the kernels arrived, like `torch._six`)."""
         symbols = [floors.fused(o) for o in optimizers] + [floors.FUSED_CPU for o in optimizers if o != "Adagrad"]
-        return floors.too_new(ctx.settings.torch_version, symbols)
+        return floors.too_new(ctx.settings.torch_version, symbols) \
+            or floors.above_ceiling(ctx.project.torch_ceiling, symbols)
 
 
 def _framework_owned(ctx: AstContext) -> bool:
