@@ -191,6 +191,10 @@ class StepFacts:
                 found.add(name.split(".")[0])
         return found
 
+    def value_of(self, name: ast.Name) -> Optional[ast.expr]:
+        """The value of the one plain assignment to `name` in its scope (None when bound otherwise or twice)."""
+        return self._single_value(name)
+
     def _single_value(self, name: ast.Name) -> Optional[ast.expr]:
         """The value of the one plain assignment to `name` in its scope (None when bound otherwise or twice)."""
         scope = self.scope_of(name) or self.tree
@@ -380,6 +384,10 @@ class StepFacts:
         return sites
 
     # -- questions rules ask ----------------------------------------------------------------------
+    def call_sites(self, function: ast.AST) -> list[ast.Call]:
+        """The calls of this file that run `function` (`f(...)`, `self.f(...)` in its class)."""
+        return list(self._callers.get(id(function), []))
+
     def step_loop(self, loop: ast.AST) -> Optional[StepLoop]:
         return self._by_loop.get(id(loop))
 
