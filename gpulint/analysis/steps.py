@@ -22,7 +22,10 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Callable, Iterator, Optional, TypeVar, Union
+
+if TYPE_CHECKING:
+    from gpulint.analysis.ast_context import AstContext
 
 Qualname = Callable[[ast.expr], Optional[str]]
 Loop = Union[ast.For, ast.AsyncFor, ast.While]
@@ -556,6 +559,6 @@ def step_facts_of(tree: ast.Module, qualname: Qualname) -> StepFacts:
     return StepFacts(tree, qualname)
 
 
-def step_facts(ctx: Any) -> StepFacts:
-    """The shared analysis: `ctx.analysis(step_facts)` with an AstContext (typed once the API lands)."""
+def step_facts(ctx: "AstContext") -> StepFacts:
+    """The shared analysis: `ctx.analysis(step_facts)`."""
     return StepFacts(ctx.tree, ctx.names.qualname)

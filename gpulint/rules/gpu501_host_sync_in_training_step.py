@@ -6,7 +6,7 @@ import ast
 from typing import TYPE_CHECKING, Optional
 
 from gpulint.analysis.device import accelerator_evidence
-from gpulint.analysis.evidence import REFUTED, SHOWN, Evidence, Premise, undecided_note
+from gpulint.analysis.evidence import REFUTED, SHOWN, Evidence, Premise
 from gpulint.analysis.steps import Place, StepFacts, step_facts
 from gpulint.rules.base import Rule, RuleDocs, Target
 
@@ -152,8 +152,7 @@ class HostSyncInTrainingStep(Rule):
             })
             if not decision.report:
                 continue
-            ctx.report(self, node, _message(spelled, tensor),
-                       note=undecided_note(decision.undecided) if decision.assumed else "")
+            ctx.report(self, node, _message(spelled, tensor), decision=decision)
 
 
 def _host_value(value: ast.expr) -> bool:
@@ -167,17 +166,21 @@ def _host_value(value: ast.expr) -> bool:
 
 
 def _message(spelled: str, tensor: Optional[ast.expr]) -> str:
-    """One claim, and the habit that avoids it."""
-    head = f"`{spelled}` waits for the GPU on every training step"
+    """One claim under 120 characters, and the habit that avoids it."""
+    head = f"`{spelled}` syncs with the GPU every training step"
     if tensor is None:
-        return f"{head}: synchronise only where you measure, or once per logging interval"
+        return f"{head}: synchronise only where you measure"
     name = ast.unparse(tensor)
     if spelled.endswith((".cpu()", ".tolist()", ".numpy()")):
-        what = f"`{name}`" if len(name) <= 30 else "the tensors"
-        return f"{head}: keep {what} on the device and copy once per logging interval"
-    if len(name) <= 30:
-        return f"{head}: accumulate `{name}.detach()` on the device and read it once per logging interval"
-    return f"{head}: accumulate the tensor on the device and read it once per logging interval"
+        specific = f"{head}: keep `{name}` on the GPU, copy it once per log interval"
+        generic = f"{head}: keep it on the GPU, copy it once per log interval"
+    else:
+        specific = f"{head}: accumulate `{name}.detach()`, read it once per log interval"
+        generic = f"{head}: accumulate it on the GPU, read it once per log interval"
+    if len(specific) <= 120:
+        return specific
+    return generic if len(generic) <= 120 else (
+        "a host read syncs with the GPU every training step: read once per log interval")
 
 
 class HostReads:
@@ -202,7 +205,9 @@ class HostReads:
             if method in SYNC_METHODS and not call.args and not call.keywords or method == "numpy" and force:
                 receiver = func.value
                 if self.is_tensor(receiver):
-                    return f"{_short(receiver)}.{method}()", _root_tensor(receiver)
+                    spelled = ast.unparse(receiver)
+                    spelled = f"{spelled}.{method}()" if len(spelled) <= 30 else f".{method}()"
+                    return spelled, _root_tensor(receiver)
             return None
         if isinstance(func, ast.Name) and func.id not in self.rebound:
             if func.id in ("float", "int") and len(call.args) == 1 and not call.keywords:
@@ -398,4 +403,4 @@ def _root_tensor(expr: ast.expr) -> ast.expr:
 
 def _short(expr: ast.expr) -> str:
     text = ast.unparse(expr)
-    return text if len(text) <= 40 else "..."
+    return text if len(text) <= 30 else "..."

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from gpulint.analysis.evidence import SHOWN, UNDECIDED, Premise, undecided_note
+from gpulint.analysis.evidence import SHOWN, UNDECIDED, Premise
 from gpulint.analysis.steps import StepFacts, step_facts
 from gpulint.rules.base import Rule, RuleDocs, Target
 
@@ -103,5 +103,4 @@ class DataParallelRule(Rule):
             decision = self.decide({TRAINS: trains, SEVERAL_DEVICES: SHOWN})
             if decision.report:
                 ctx.report(self, node, "nn.DataParallel drives every GPU from one process: use "
-                           "DistributedDataParallel with torchrun (one process per GPU)",
-                           note=undecided_note(decision.undecided) if decision.assumed else "")
+                           "DistributedDataParallel with torchrun (one process per GPU)", decision=decision)

@@ -5,17 +5,17 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Optional, Union
 
-from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise, undecided_note
+from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
 from gpulint.analysis.steps import StepFacts, step_facts
 from gpulint.core.edits import Applicability
+from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
     import libcst as cst
 
-    from gpulint.analysis.ast_context import AstContext
+    from gpulint.analysis.ast_context import AstContext, Detection
     from gpulint.core.context import FileContext
-    from gpulint.core.findings import Detection
     from gpulint.core.pending import PendingFix
 
 # torch names (to move into core/torch_api.py when it lands): contexts and decorators that turn grad off
@@ -64,6 +64,8 @@ class EvalWithoutNoGrad(Rule):
     in_tests = False
     preview = True
     fix = Applicability.SAFE
+    # the wrapped loop evaluates: the training steps verify times and compares are the same code
+    verification = Verification(NEUTRAL, (), "the training losses are unchanged: the wrapped loop only evaluates")
     docs = RuleDocs(
         what="""
         Checks for evaluation loops that run with gradients on: a `for` loop over a data
@@ -136,8 +138,7 @@ class EvalWithoutNoGrad(Rule):
             reported.append(node)
             ctx.report(self, node, "evaluation loop runs the model with autograd on: wrap it in "
                        "`with torch.no_grad():`", fix=Applicability.SAFE,
-                       fix_message="wrap the loop in `with torch.no_grad():`",
-                       note=undecided_note(decision.undecided) if decision.assumed else "")
+                       fix_message="wrap the loop in `with torch.no_grad():`", decision=decision)
 
     def build_fix(self, detection: "Detection", fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:
         import libcst as cst
@@ -150,7 +151,7 @@ class EvalWithoutNoGrad(Rule):
         wrapped = cst.With(
             items=[cst.WithItem(item=cst.parse_expression(f"{reference.expr}()"))],
             body=cst.IndentedBlock(body=[node.with_changes(leading_lines=())]),
-            leading_lines=())
+            leading_lines=node.leading_lines)  # the span replaced holds the comments above the loop: keep them
         return PendingFix.safe("wrap the loop in `with torch.no_grad():`", Replace(node, wrapped), reference.edit)
 
 

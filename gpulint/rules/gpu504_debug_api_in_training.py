@@ -6,7 +6,7 @@ import ast
 from typing import TYPE_CHECKING, Optional
 
 from gpulint.analysis.device import accelerator_evidence
-from gpulint.analysis.evidence import SHOWN, Premise, undecided_note
+from gpulint.analysis.evidence import SHOWN, Premise
 from gpulint.analysis.steps import StepFacts, step_facts
 from gpulint.rules.base import Rule, RuleDocs, Target
 
@@ -121,9 +121,8 @@ class DebugApiInTraining(Rule):
             decision = self.decide({LEFT_ON: SHOWN, COVERS_TRAINING: SHOWN,
                                     ON_ACCELERATOR: accelerator_evidence(ctx.project)})
             if decision.report:
-                ctx.report(self, node, f"torch.autograd {what} is left on in a training script: it slows every "
-                           "step; put it behind a debug flag or remove it",
-                           note=undecided_note(decision.undecided) if decision.assumed else "")
+                ctx.report(self, node, f"autograd {what} left on in a training script slows every step: "
+                           "put it behind a debug flag", decision=decision)
 
     def _with_covers(self, facts: StepFacts, call: ast.Call) -> bool:
         """A `with` item or decorator whose block runs a step loop, or that lies inside a step."""

@@ -6,7 +6,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from gpulint.analysis.device import accelerator_evidence
-from gpulint.analysis.evidence import SHOWN, Premise, undecided_note
+from gpulint.analysis.evidence import SHOWN, Premise
 from gpulint.analysis.steps import StepFacts, step_facts
 from gpulint.rules.base import Rule, RuleDocs, Target
 
@@ -100,6 +100,5 @@ class EmptyCacheInTrainingStep(Rule):
                 continue
             decision = self.decide({EVERY_STEP: SHOWN, ON_ACCELERATOR: accelerator_evidence(ctx.project)})
             if decision.report:
-                ctx.report(self, node, "torch.cuda.empty_cache() on every training step: the next step allocates "
-                           "its memory again; drop it or call it once per epoch",
-                           note=undecided_note(decision.undecided) if decision.assumed else "")
+                ctx.report(self, node, "torch.cuda.empty_cache() every training step makes the next step allocate "
+                           "again: drop it or call it per epoch", decision=decision)
