@@ -259,7 +259,8 @@ class HostReads:
             values = self._assignments(expr)
             if expr.id in self.losses:  # the loss, unless it is also given a host value (`loss = loss.item()`)
                 return values is None or not any(_host_value(v) for v in values)
-            return values is not None and len(values) == 1 and self.is_tensor(values[0], depth + 1)
+            # every value it is given is a tensor (`out = net(x).view(-1)` ... `out = net(fake).view(-1)`)
+            return bool(values) and all(self.is_tensor(v, depth + 1) for v in values or ())
         return False
 
     def _value(self, name: ast.Name) -> Optional[ast.expr]:

@@ -218,7 +218,7 @@ class _EvalLoops:
         modules = self._module_names()
         called: set[str] = set()
         for node in ast.walk(loop):
-            if isinstance(node, ast.Call):
+            if isinstance(node, ast.Call) and not self._under_grad_off(node, stop=loop):
                 func = node.func
                 if isinstance(func, ast.Attribute) and func.attr in ("forward", "generate"):
                     func = func.value
@@ -368,9 +368,11 @@ class _EvalLoops:
                 return REFUTED
         return SHOWN
 
-    def _under_grad_off(self, node: ast.AST) -> bool:
-        """Inside a grad-off `with` block or a function decorated with one (up to the module)."""
+    def _under_grad_off(self, node: ast.AST, stop: Optional[ast.AST] = None) -> bool:
+        """Inside a grad-off `with` block or a function decorated with one (up to the module, or `stop`)."""
         for ancestor in self.facts.ancestors(node):
+            if ancestor is stop:
+                return False
             if isinstance(ancestor, (ast.With, ast.AsyncWith)):
                 if any(self._grad_off(item.context_expr) or self._may_be_grad_off(item.context_expr)
                        for item in ancestor.items):
