@@ -316,7 +316,7 @@ class HostReads:
         for ancestor in self.facts.ancestors(node):
             if isinstance(ancestor, (ast.If, ast.While, ast.IfExp, ast.Assert)) and _within(node, ancestor.test):
                 return REFUTED
-            if isinstance(ancestor, ast.Raise):
+            if isinstance(ancestor, ast.Raise) or _steers(ancestor, node):
                 return REFUTED
             if isinstance(ancestor, ast.stmt):
                 statement = ancestor
@@ -328,6 +328,11 @@ class HostReads:
             for test in _tests(scope):
                 if any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(test)):
                     return REFUTED
+            for use in ast.walk(scope):
+                if isinstance(use, ast.Name) and use.id in names and isinstance(use.ctx, ast.Load):
+                    parent = self.facts.parent(use)
+                    if parent is not None and _steers(parent, use):
+                        return REFUTED
         return SHOWN
 
     def in_benchmark(self, node: ast.AST) -> bool:
@@ -337,6 +342,20 @@ class HostReads:
                     w in ancestor.name.lower() for w in ("bench", "profil", "timeit", "timing", "measure", "speed")):
                 return True
         return False
+
+
+def _steers(parent: ast.AST, child: ast.AST) -> bool:
+    """`child` is a host value the code needs as a number: an argument of a `.step(...)` (an environment's
+    action, ReduceLROnPlateau's metric), an index (`labels[int(i)]`), what a `for` iterates or `range()` counts."""
+    if isinstance(parent, ast.Call) and child is not parent.func:
+        if isinstance(parent.func, ast.Attribute) and parent.func.attr == "step":
+            return True
+        return isinstance(parent.func, ast.Name) and parent.func.id == "range"
+    if isinstance(parent, ast.keyword):
+        return False
+    if isinstance(parent, ast.Subscript) and child is parent.slice:
+        return True
+    return isinstance(parent, (ast.For, ast.comprehension)) and child is parent.iter
 
 
 def _within(node: ast.AST, root: ast.AST) -> bool:
