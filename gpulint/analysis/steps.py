@@ -114,8 +114,8 @@ class StepFacts:
         self._in_progress: set[int] = set()
         self.steps: list[StepLoop] = []
         self._by_loop: dict[int, StepLoop] = {}
-        self._find()
         self._callers = self._call_sites()
+        self._find()
 
     # -- tree helpers -----------------------------------------------------------------------------
     def parent(self, node: ast.AST) -> Optional[ast.AST]:
@@ -359,9 +359,7 @@ class StepFacts:
         return found
 
     def _calls_to(self, function: Function) -> Iterator[ast.Call]:
-        for node in ast.walk(self.tree):
-            if isinstance(node, ast.Call) and self.callee(node) is function:
-                yield node
+        yield from self._callers.get(id(function), [])
 
     def _counters(self, step: StepLoop) -> frozenset[str]:
         names: set[str] = set()

@@ -124,10 +124,10 @@ class EvalWithoutNoGrad(Rule):
         checker = _EvalLoops(facts, ctx.tree)
         if checker.global_grad_off():
             return
-        reported: list[ast.For] = []
+        reported: set[int] = set()  # loops reported: a loop inside one is covered by its fix
         for node in ctx.nodes(ast.For):
             assert isinstance(node, ast.For)
-            if any(_contains(r, node) for r in reported):
+            if any(id(a) in reported for a in facts.ancestors(node)):
                 continue
             evidence = checker.judge(node)
             if evidence is None:
@@ -135,7 +135,7 @@ class EvalWithoutNoGrad(Rule):
             decision = self.decide(evidence)
             if not decision.report:
                 continue
-            reported.append(node)
+            reported.add(id(node))
             ctx.report(self, node, "evaluation loop runs the model with autograd on: wrap it in "
                        "`with torch.no_grad():`", fix=Applicability.SAFE,
                        fix_message="wrap the loop in `with torch.no_grad():`", decision=decision)
@@ -161,6 +161,7 @@ class _EvalLoops:
     def __init__(self, facts: StepFacts, tree: ast.Module) -> None:
         self.facts = facts
         self.tree = tree
+        self._modules: Optional[set[str]] = None
 
     def global_grad_off(self) -> bool:
         """`torch.set_grad_enabled(False)` as a statement: grad is off for what follows."""
@@ -173,9 +174,11 @@ class _EvalLoops:
         """Evidence for the premises, or None when the loop is not an evaluation loop at all."""
         function = next((a for a in self.facts.ancestors(loop) if isinstance(a, (ast.FunctionDef,
                                                                                   ast.AsyncFunctionDef))), None)
-        if any(isinstance(a, (ast.Lambda, ast.ClassDef)) and function is not None and _contains(function, a)
-               for a in self.facts.ancestors(loop)):
-            return None
+        for ancestor in self.facts.ancestors(loop):
+            if ancestor is function:
+                break
+            if isinstance(ancestor, (ast.Lambda, ast.ClassDef)):
+                return None
         scope: ast.AST = function if function is not None else self.tree
         if not self._over_loader(loop.iter):
             return None
@@ -228,6 +231,11 @@ class _EvalLoops:
         return called
 
     def _module_names(self) -> set[str]:
+        if self._modules is None:
+            self._modules = self._find_module_names()
+        return self._modules
+
+    def _find_module_names(self) -> set[str]:
         names: set[str] = set()
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
@@ -400,10 +408,6 @@ class _EvalLoops:
             if value is not None:
                 text += " " + ast.unparse(value)
         return any(word in text for word in ("no_grad", "inference_mode", "grad_enabled", "inference"))
-
-
-def _contains(outer: ast.AST, inner: ast.AST) -> bool:
-    return outer is not inner and any(n is inner for n in ast.walk(outer))
 
 
 def _last(expr: ast.AST) -> Optional[str]:
