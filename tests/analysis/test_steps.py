@@ -4,37 +4,15 @@ from __future__ import annotations
 
 import ast
 import textwrap
-from typing import Callable, Optional
+from typing import Optional
 
+from gpulint.analysis.ast_context import AstNames
 from gpulint.analysis.steps import StepFacts, step_facts_of
-
-
-def _qualname_table(tree: ast.Module) -> Callable[[ast.expr], Optional[str]]:
-    """A small import table for tests (the engine passes AstNames.qualname)."""
-    table: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                table[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            for a in node.names:
-                table[a.asname or a.name] = f"{node.module}.{a.name}"
-
-    def qualname(expr: ast.expr) -> Optional[str]:
-        parts: list[str] = []
-        while isinstance(expr, ast.Attribute):
-            parts.append(expr.attr)
-            expr = expr.value
-        if not isinstance(expr, ast.Name) or expr.id not in table:
-            return None
-        return ".".join([table[expr.id], *reversed(parts)])
-
-    return qualname
 
 
 def facts(source: str) -> StepFacts:
     tree = ast.parse(textwrap.dedent(source))
-    return step_facts_of(tree, _qualname_table(tree))
+    return step_facts_of(tree, AstNames(tree).qualname)
 
 
 def node_at(f: StepFacts, text: str) -> ast.AST:
@@ -280,3 +258,35 @@ def test_loop_else_and_iterable_are_not_the_step() -> None:
     """)
     assert every_step(f, "x.item()") is None
     assert every_step(f, "loss.item()") is None
+
+
+def test_methods_through_self_and_a_transformers_trainer_subclass() -> None:
+    f = facts("""
+        class Loop:
+            def fit(self):
+                for epoch in range(3):
+                    for batch in self.loader:
+                        self.train_step(batch)
+
+            def train_step(self, batch):
+                loss = self.model(batch).sum()
+                loss.backward()
+                self.optimizer.step()
+                self.log(loss)
+
+            def log(self, loss):
+                print(loss.item())
+    """)
+    assert [(s.loop.lineno, s.owner) for s in f.steps] == [(5, None)]
+    assert [loop.lineno for loop in f.steps[0].epoch_loops] == [4]
+    assert every_step(f, "loss.item()") is True
+    f = facts("""
+        from transformers import Trainer
+        class MyTrainer(Trainer):
+            def custom_loop(self):
+                for batch in self.loader:
+                    loss = self.model(batch).sum()
+                    loss.backward()
+                    self.optimizer.step()
+    """)
+    assert [s.owner for s in f.steps] == ["transformers"]
