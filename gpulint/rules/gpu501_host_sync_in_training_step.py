@@ -190,7 +190,8 @@ class HostReads:
         self.facts = facts
         self.tree = tree
         self.rebound = _bound_names(tree)
-        self.losses = {ast.unparse(b.loss) for s in facts.steps for b in s.backwards}
+        # (scope, spelling) of every loss given to backward(): a `loss` elsewhere may be a number
+        self.losses = {(id(facts.scope_of(b.loss)), ast.unparse(b.loss)) for s in facts.steps for b in s.backwards}
         self.models = _model_names(tree)
 
     def sync_of(self, call: ast.Call) -> Optional[tuple[str, Optional[ast.expr]]]:
@@ -248,7 +249,7 @@ class HostReads:
         if isinstance(expr, ast.Attribute):
             if expr.attr in ("data", "grad"):
                 return self.is_tensor(expr.value, depth + 1) or _last(expr.value) in self.models
-            return ast.unparse(expr) in self.losses
+            return self._is_loss(expr)
         if isinstance(expr, ast.Subscript):
             return self.is_tensor(expr.value, depth + 1)
         if isinstance(expr, ast.BinOp):
@@ -257,11 +258,14 @@ class HostReads:
             return self.is_tensor(expr.left, depth + 1) or self.is_tensor(expr.comparators[0], depth + 1)
         if isinstance(expr, ast.Name):
             values = self._assignments(expr)
-            if expr.id in self.losses:  # the loss, unless it is also given a host value (`loss = loss.item()`)
+            if self._is_loss(expr):  # the loss, unless it is also given a host value (`loss = loss.item()`)
                 return values is None or not any(_host_value(v) for v in values)
             # every value it is given is a tensor (`out = net(x).view(-1)` ... `out = net(fake).view(-1)`)
             return bool(values) and all(self.is_tensor(v, depth + 1) for v in values or ())
         return False
+
+    def _is_loss(self, expr: ast.expr) -> bool:
+        return (id(self.facts.scope_of(expr)), ast.unparse(expr)) in self.losses
 
     def _value(self, name: ast.Name) -> Optional[ast.expr]:
         """The value `name` holds: its one plain assignment in its scope; None when it is bound otherwise."""
