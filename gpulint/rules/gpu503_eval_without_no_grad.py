@@ -50,7 +50,8 @@ GRAD_ON = Premise(
     "gradients are on where the loop runs: it is not inside `no_grad`/`inference_mode`/`set_grad_enabled(False)` "
     "(a `with` block, a decorator of its function), the file never turns grad off globally, and every call of "
     "its function in the file runs with grad on. Undecided when nothing in the file calls the function (a "
-    "caller elsewhere may turn grad off).")
+    "caller elsewhere may turn grad off), and when the file freezes parameters (`requires_grad_(False)`, "
+    "`p.requires_grad = False`: a frozen model builds no graph).")
 
 
 class EvalWithoutNoGrad(Rule):
@@ -223,8 +224,8 @@ class _EvalLoops:
         for node in ast.walk(loop):
             if isinstance(node, ast.Call) and not self._under_grad_off(node, stop=loop):
                 func = node.func
-                if isinstance(func, ast.Attribute) and func.attr in ("forward", "generate"):
-                    func = func.value
+                if isinstance(func, ast.Attribute) and func.attr == "forward":
+                    func = func.value  # (`generate()` of Hugging Face models runs under no_grad itself)
                 name = _last(func)
                 if name is not None and name in modules:
                     called.add(name)
@@ -355,9 +356,23 @@ class _EvalLoops:
     def _grad_on(self, loop: ast.For, function: Optional[Function]) -> Evidence:
         if self._under_grad_off(loop):
             return REFUTED
+        if self._freezes_parameters():
+            return UNDECIDED  # a frozen model builds no graph: whether this one is, the file does not say
         if function is None:
             return SHOWN
         return self._callers_grad_on(function, set())
+
+    def _freezes_parameters(self) -> bool:
+        """`requires_grad_(False)` or `p.requires_grad = False` somewhere in the file."""
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr == "requires_grad_" and node.args \
+                    and isinstance(node.args[0], ast.Constant) and node.args[0].value is False:
+                return True
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value is False \
+                    and any(isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in node.targets):
+                return True
+        return False
 
     def _callers_grad_on(self, function: ast.AST, seen: set[int]) -> Evidence:
         """Every call of `function` in the file runs with grad on; undecided when none is seen."""
