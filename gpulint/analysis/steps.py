@@ -460,17 +460,29 @@ class StepFacts:
             return all(self.is_interval(v) for v in test.values)
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             return _is_modulo(test.operand)
-        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
-            left, right = test.left, test.comparators[0]
-            if _is_modulo(left) or _is_modulo(right):
-                return True
-            return _looks_like_counter(left) or _looks_like_counter(right)
+        if isinstance(test, ast.Compare) and len(test.ops) == 1:
+            left, right, op = test.left, test.comparators[0], test.ops[0]
+            if isinstance(op, ast.Eq):
+                if _is_modulo(left) or _is_modulo(right):
+                    return True
+                return _looks_like_counter(left) or _looks_like_counter(right)
+            if isinstance(op, (ast.Lt, ast.LtE)) and _looks_like_counter(left) and isinstance(right, ast.Constant):
+                return True  # the first few steps only: `if step < 5:`
+            if isinstance(op, (ast.Gt, ast.GtE)):
+                return self._clock(left)  # `if time.time() - last_log > 30:`
         if isinstance(test, ast.Name):
             value = self._single_value(test)
             return value is not None and self.is_interval(value)
         if isinstance(test, ast.Call) and isinstance(test.func, (ast.Name, ast.Attribute)):
             last = _last_name(test.func) or ""
             return last.startswith(("should_log", "should_eval", "should_save", "is_log", "log_step"))
+        return False
+
+    def _clock(self, expr: ast.AST) -> bool:
+        """`expr` reads a clock: a time interval between logs."""
+        for node in ast.walk(expr):
+            if isinstance(node, ast.Call) and (self.qualname(node.func) or "").startswith(("time.", "datetime.")):
+                return True
         return False
 
     def _is_skip_interval(self, test: ast.AST) -> bool:

@@ -79,10 +79,13 @@ def test_interval_spellings() -> None:
     f = facts("")
     for text in ("step % 10 == 0", "(i + 1) % accum == 0", "i % args.log_interval == 0",
                  "rank == 0 and step % N == 0", "not it % 100", "i == 0", "step == total_steps - 1",
-                 "(i + 1) % accum == 0 or i == len(loader) - 1", "batch_idx == 0"):
+                 "(i + 1) % accum == 0 or i == len(loader) - 1", "batch_idx == 0", "step < 5"):
         assert f.is_interval(ast.parse(text, mode="eval").body), text
+    timed = facts("import time\nif time.time() - last > 30:\n    pass\n")
+    assert timed.is_interval(timed.tree.body[1].test)  # type: ignore[attr-defined]
     for text in ("step % 10 != 0", "step % 10", "args.verbose", "rank == 0", "loss > 3",
-                 "rank == 0 or step % N == 0", "i >= warmup"):
+                 "rank == 0 or step % N == 0", "i >= warmup", "step < warmup",
+                 "loss > 3.0"):
         assert not f.is_interval(ast.parse(text, mode="eval").body), text
 
 
