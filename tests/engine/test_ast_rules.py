@@ -275,7 +275,12 @@ def test_a_text_check_of_ported_rules_never_parses_libcst(monkeypatch: pytest.Mo
     settings = Settings(select=("GPU201", "GPU102"))
     parsed: list[str] = []
     real_parse = linter.parse
-    monkeypatch.setattr(linter, "parse", lambda source: parsed.append(source) or real_parse(source))
+
+    def counted(source: str) -> cst.Module:
+        parsed.append(source)
+        return real_parse(source)
+
+    monkeypatch.setattr(linter, "parse", counted)
     predicted = lint_text(Path("train.py"), text, settings, rules=rules, edits=False).findings
     assert [f.code for f in predicted] == ["GPU201", "GPU102"] and parsed == []
     built = lint_text(Path("train.py"), text, settings, rules=rules, edits=True).findings
