@@ -24,10 +24,14 @@ import ast
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterator, Optional, TypeVar, Union
 
+from gpulint.core.torch_api import AUTOGRAD_BACKWARD
+
 if TYPE_CHECKING:
     from gpulint.analysis.ast_context import AstContext
 
 Qualname = Callable[[ast.expr], Optional[str]]
+# what a training step spells, as `Rule.ast_needles` groups: a backward call and an optimizer step
+STEP_AST_NEEDLES = ((".backward(", ".manual_backward(", AUTOGRAD_BACKWARD), (".step(",))
 Loop = Union[ast.For, ast.AsyncFor, ast.While]
 Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
@@ -143,7 +147,7 @@ class StepFacts:
     # -- calls ------------------------------------------------------------------------------------
     def backward_of(self, call: ast.Call) -> Optional[Backward]:
         func = call.func
-        if self.qualname(func) == "torch.autograd.backward":
+        if self.qualname(func) == AUTOGRAD_BACKWARD:
             loss = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "tensors"), None)
             return Backward(call, loss, scaled=False) if loss is not None else None
         if not isinstance(func, ast.Attribute) or func.attr not in ("backward", "manual_backward"):

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Optional
 
 from gpulint.analysis.device import accelerator_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, Evidence, Premise
-from gpulint.analysis.steps import Place, StepFacts, step_facts
+from gpulint.analysis.steps import STEP_AST_NEEDLES, Place, StepFacts, step_facts
+from gpulint.core.torch_api import CUDA_SYNCHRONIZE
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
@@ -15,8 +16,6 @@ if TYPE_CHECKING:
 
 # tensor methods that copy the value to the host and wait for the GPU
 SYNC_METHODS = ("item", "cpu", "tolist")
-# what a training step spells (Rule.ast_needles): a backward call and an optimizer step
-STEP_NEEDLES = ((".backward(", "torch.autograd.backward"), (".step(",))
 # methods only torch tensors have: a receiver that calls one is a tensor
 _TORCH_ONLY_METHODS = frozenset({
     "detach", "cuda", "float", "half", "bfloat16", "softmax", "log_softmax", "numel", "eq", "ne", "gt", "lt",
@@ -65,7 +64,7 @@ class HostSyncInTrainingStep(Rule):
     summary = "A GPU value is read on the host (.item(), .cpu(), print) on every training step"
     impact = "removes one GPU->CPU synchronisation per step (Performance Tuning Guide); no figure measured here"
     needles = ("backward",)
-    ast_needles = STEP_NEEDLES
+    ast_needles = STEP_AST_NEEDLES
     target = Target.NOT_CPU_ONLY
     in_tests = False
     preview = True
@@ -197,7 +196,7 @@ class HostReads:
     def sync_of(self, call: ast.Call) -> Optional[tuple[str, Optional[ast.expr]]]:
         """(how the read is spelled, the tensor read) when `call` is a host read of a tensor."""
         func = call.func
-        if self.facts.qualname(func) == "torch.cuda.synchronize":
+        if self.facts.qualname(func) in CUDA_SYNCHRONIZE:
             return "torch.cuda.synchronize()", None
         if isinstance(func, ast.Attribute):
             method = func.attr

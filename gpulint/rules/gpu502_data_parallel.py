@@ -7,13 +7,11 @@ from typing import TYPE_CHECKING
 
 from gpulint.analysis.evidence import SHOWN, UNDECIDED, Premise
 from gpulint.analysis.steps import StepFacts, step_facts
+from gpulint.core.torch_api import DATA_PARALLEL
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
     from gpulint.analysis.ast_context import AstContext
-
-DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
-                           "torch.nn.parallel.data_parallel.DataParallel"})
 
 TRAINS = Premise(
     "trains",
@@ -31,8 +29,7 @@ class DataParallelRule(Rule):
     summary = "nn.DataParallel: DistributedDataParallel with torchrun is faster, even on one machine"
     impact = "DDP docs: 'significantly faster than torch.nn.DataParallel' for single-node multi-GPU training"
     needles = ("DataParallel",)
-    ast_needles = (("torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
-                    "torch.nn.parallel.data_parallel.DataParallel"),)
+    ast_needles = (tuple(sorted(DATA_PARALLEL)),)
     target = Target.NOT_CPU_ONLY
     in_tests = False
     preview = True

@@ -5,9 +5,18 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Optional, Union
 
+from gpulint.analysis.ast_context import arg
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
 from gpulint.analysis.steps import StepFacts, step_facts
 from gpulint.core.edits import Applicability
+from gpulint.core.torch_api import (
+    AUTOGRAD_BACKWARD,
+    DATALOADER,
+    ENABLE_GRAD,
+    GRAD_OFF,
+    SET_GRAD_ENABLED,
+    SET_GRAD_ENABLED_MODE,
+)
 from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.rules.base import Rule, RuleDocs, Target
 
@@ -18,14 +27,6 @@ if TYPE_CHECKING:
     from gpulint.core.context import FileContext
     from gpulint.core.pending import PendingFix
 
-# torch names (to move into core/torch_api.py when it lands): contexts and decorators that turn grad off
-GRAD_OFF = frozenset({
-    "torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.inference_mode",
-    "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode"})
-SET_GRAD_ENABLED = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled",
-                              "torch.autograd.grad_mode.set_grad_enabled"})
-ENABLE_GRAD = frozenset({"torch.enable_grad", "torch.autograd.enable_grad", "torch.autograd.grad_mode.enable_grad"})
-DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 # words that name an evaluation function
 _EVAL_WORDS = ("eval", "valid", "test", "predict", "infer", "score", "metric")
 # calls that make a value a plain number or cut it from the graph
@@ -122,7 +123,7 @@ class EvalWithoutNoGrad(Rule):
 
     def detect(self, ctx: "AstContext") -> None:
         facts: StepFacts = ctx.analysis(step_facts)
-        checker = _EvalLoops(facts, ctx.tree)
+        checker = _EvalLoops(facts, ctx)
         if checker.global_grad_off():
             return
         reported: set[int] = set()  # loops reported: a loop inside one is covered by its fix
@@ -159,9 +160,10 @@ class EvalWithoutNoGrad(Rule):
 class _EvalLoops:
     """The questions GPU503 asks of a `for` loop."""
 
-    def __init__(self, facts: StepFacts, tree: ast.Module) -> None:
+    def __init__(self, facts: StepFacts, ctx: "AstContext") -> None:
         self.facts = facts
-        self.tree = tree
+        self.ctx = ctx
+        self.tree = ctx.tree
         self._modules: Optional[set[str]] = None
 
     def global_grad_off(self) -> bool:
@@ -270,7 +272,7 @@ class _EvalLoops:
                 if isinstance(node, ast.Call):
                     target = self.facts.qualname(node.func) or ""
                     if target.startswith(("torch.autograd.grad", "torch.autograd.functional", "torch.func")) \
-                            or target in ENABLE_GRAD or target == "torch.autograd.backward":
+                            or target in ENABLE_GRAD or target == AUTOGRAD_BACKWARD:
                         return REFUTED
                     if isinstance(node.func, ast.Attribute) and node.func.attr in _NEEDS_GRAD_CALLS:
                         return REFUTED
@@ -410,7 +412,7 @@ class _EvalLoops:
         if target in GRAD_OFF:
             return True
         if target in SET_GRAD_ENABLED and isinstance(expr, ast.Call):
-            flag = expr.args[0] if expr.args else next((k.value for k in expr.keywords if k.arg == "mode"), None)
+            flag = arg(expr, *SET_GRAD_ENABLED_MODE, self.ctx.kwargs(expr))
             return not (isinstance(flag, ast.Constant) and flag.value is True)  # False, or a run-time choice
         return False
 

@@ -5,18 +5,22 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Optional
 
+from gpulint.analysis.ast_context import arg
 from gpulint.analysis.device import accelerator_evidence
 from gpulint.analysis.evidence import SHOWN, Premise
-from gpulint.analysis.steps import StepFacts, step_facts
+from gpulint.analysis.steps import STEP_AST_NEEDLES, StepFacts, step_facts
+from gpulint.core.torch_api import (
+    AUTOGRAD_PROFILERS,
+    DETECT_ANOMALY,
+    PROFILER_ENABLED,
+    SET_DETECT_ANOMALY,
+    SET_DETECT_ANOMALY_MODE,
+)
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
     from gpulint.analysis.ast_context import AstContext
 
-SET_ANOMALY = frozenset({"torch.autograd.set_detect_anomaly", "torch.autograd.anomaly_mode.set_detect_anomaly"})
-DETECT_ANOMALY = frozenset({"torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect_anomaly"})
-PROFILERS = frozenset({"torch.autograd.profiler.profile", "torch.autograd.profiler.emit_nvtx",
-                       "torch.autograd.profile", "torch.autograd.emit_nvtx"})
 # functions whose name says they exist to debug or measure: a debug API there is their purpose
 _DEBUG_WORDS = ("debug", "profil", "bench", "trace", "anomal", "check", "diagnos", "test")
 
@@ -42,7 +46,7 @@ class DebugApiInTraining(Rule):
     summary = "Autograd anomaly detection or the autograd profiler is left on in a training script"
     impact = "anomaly mode records a traceback per op and checks every backward for NaN (Tuning Guide)"
     needles = ("anomaly", "profiler", "emit_nvtx")
-    ast_needles = (("torch.autograd",), (".backward(", "torch.autograd.backward"))
+    ast_needles = (("torch.autograd",), *STEP_AST_NEEDLES)
     target = Target.NOT_CPU_ONLY
     in_tests = False
     preview = True
@@ -101,17 +105,17 @@ class DebugApiInTraining(Rule):
         for node in ctx.nodes(ast.Call):
             assert isinstance(node, ast.Call)
             target = facts.qualname(node.func)
-            if target in SET_ANOMALY:
+            if target in SET_DETECT_ANOMALY:
                 what = "set_detect_anomaly(True)"
-                on = _literal_true(_argument(node, "mode", 0))
+                on = _literal_true(arg(node, *SET_DETECT_ANOMALY_MODE, ctx.kwargs(node)))
                 covers = True if not _in_with(facts, node) else self._with_covers(facts, node)
             elif target in DETECT_ANOMALY:
                 what = "detect_anomaly()"
                 on = True
                 covers = self._with_covers(facts, node)
-            elif target in PROFILERS:
+            elif target in AUTOGRAD_PROFILERS:
                 what = f"{target.rsplit('.', 1)[-1]}(...)"
-                enabled = _argument(node, "enabled", 0)
+                enabled = arg(node, *PROFILER_ENABLED, ctx.kwargs(node))
                 on = enabled is None or _literal_true(enabled)
                 covers = self._with_covers(facts, node)
             else:
@@ -157,15 +161,6 @@ def _runs_step(facts: StepFacts, root: ast.AST) -> bool:
 
 def _in_with(facts: StepFacts, call: ast.Call) -> bool:
     return isinstance(facts.parent(call), ast.withitem)
-
-
-def _argument(call: ast.Call, name: str, position: int) -> Optional[ast.expr]:
-    for keyword in call.keywords:
-        if keyword.arg == name:
-            return keyword.value
-    if len(call.args) > position and not any(isinstance(a, ast.Starred) for a in call.args[:position + 1]):
-        return call.args[position]
-    return None
 
 
 def _literal_true(value: Optional[ast.expr]) -> bool:

@@ -7,13 +7,12 @@ from typing import TYPE_CHECKING
 
 from gpulint.analysis.device import accelerator_evidence
 from gpulint.analysis.evidence import SHOWN, Premise
-from gpulint.analysis.steps import StepFacts, step_facts
+from gpulint.analysis.steps import STEP_AST_NEEDLES, StepFacts, step_facts
+from gpulint.core.torch_api import EMPTY_CACHE
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
     from gpulint.analysis.ast_context import AstContext
-
-EMPTY_CACHE = frozenset({"torch.cuda.empty_cache", "torch.cuda.memory.empty_cache"})
 
 EVERY_STEP = Premise(
     "every-step",
@@ -33,7 +32,7 @@ class EmptyCacheInTrainingStep(Rule):
     summary = "torch.cuda.empty_cache() on every training step"
     impact = "saves a synchronisation and re-allocation per step (CUDA semantics notes); no figure measured here"
     needles = ("empty_cache",)
-    ast_needles = (("torch.cuda.empty_cache", "torch.cuda.memory.empty_cache"),)
+    ast_needles = (tuple(sorted(EMPTY_CACHE)), *STEP_AST_NEEDLES)
     target = Target.NOT_CPU_ONLY
     in_tests = False
     preview = True
