@@ -61,7 +61,8 @@ class EvalWithoutNoGrad(Rule):
     summary = "An evaluation loop runs the model with autograd on (no torch.no_grad())"
     impact = "no autograd graph: less memory and time per batch (Performance Tuning Guide)"
     needles = ("eval", "valid", "test", "predict", "infer")
-    ast_needles = None
+    # a loop calls a module only if something is called on it that only modules have
+    ast_needles = ((".eval(", ".train(", ".parameters(", ".named_parameters("),)
     target = Target.ANY
     in_tests = False
     preview = True
