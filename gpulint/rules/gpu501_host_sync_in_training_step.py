@@ -72,7 +72,8 @@ class HostSyncInTrainingStep(Rule):
         what="""
         Checks for host reads of GPU tensors that run on every step of a training loop:
         `.item()`, `.cpu()`, `.tolist()`, `.numpy(force=True)`, `float(t)`, `int(t)`,
-        `print(t)` (also in an f-string) and `torch.cuda.synchronize()`. The training loop
+        `print(t)`, a tensor formatted in an f-string (`f"{loss:.3f}"`) and
+        `torch.cuda.synchronize()`. The training loop
         is the innermost loop that calls `backward()` and steps an optimizer, directly or
         through functions of the same file; the read may sit in such a function.
         """,
@@ -132,9 +133,8 @@ class HostSyncInTrainingStep(Rule):
         if not facts.steps or all(s.framework_owned for s in facts.steps):
             return
         reads = HostReads(facts, ctx.tree)
-        for node in ctx.nodes(ast.Call):
-            assert isinstance(node, ast.Call)
-            found = reads.sync_of(node)
+        for node in ctx.nodes(ast.Call, ast.JoinedStr):
+            found = reads.sync_of(node) if isinstance(node, ast.Call) else reads.formatted(node)
             if found is None:
                 continue
             spelled, tensor = found
@@ -219,6 +219,18 @@ class HostReads:
                     tensor = self._printed_tensor(arg)
                     if tensor is not None:
                         return f"print({_short(tensor)})", _root_tensor(tensor)
+        return None
+
+    def formatted(self, text: ast.JoinedStr) -> Optional[tuple[str, Optional[ast.expr]]]:
+        """An f-string that formats a tensor (`f"{loss:.3f}"` copies it to the host), outside `print(...)`
+        (reported as the print)."""
+        parent = self.facts.parent(text)
+        if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id == "print" \
+                and "print" not in self.rebound:
+            return None
+        for part in text.values:
+            if isinstance(part, ast.FormattedValue) and self.is_tensor(part.value):
+                return f"f\"{{{_short(part.value)}}}\"", _root_tensor(part.value)
         return None
 
     def _printed_tensor(self, arg: ast.expr) -> Optional[ast.expr]:
