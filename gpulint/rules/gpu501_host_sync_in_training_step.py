@@ -134,7 +134,11 @@ class HostSyncInTrainingStep(Rule):
             return
         reads = HostReads(facts, ctx.tree)
         for node in ctx.nodes(ast.Call, ast.JoinedStr):
-            found = reads.sync_of(node) if isinstance(node, ast.Call) else reads.formatted(node)
+            if isinstance(node, ast.Call):
+                found = reads.sync_of(node)
+            else:
+                assert isinstance(node, ast.JoinedStr)
+                found = reads.formatted(node)
             if found is None:
                 continue
             spelled, tensor = found
