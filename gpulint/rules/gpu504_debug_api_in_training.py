@@ -27,8 +27,9 @@ _DEBUG_WORDS = ("debug", "profil", "bench", "trace", "anomal", "check", "diagnos
 LEFT_ON = Premise(
     "left-on",
     "the debug API is switched on unconditionally: `set_detect_anomaly(True)` with a literal True, "
-    "`detect_anomaly()`, or a profiler whose `enabled` is not given or a literal True; not under an `if` or "
-    "`try` (a debug flag, an argparse option), not in a function named for debugging or profiling.")
+    "`detect_anomaly()`, or a profiler whose `enabled` is not given or a literal True; not under an `if` (a "
+    "debug flag, an argparse option; the `__main__` guard does not count), not in an `except` handler, not in a "
+    "function named for debugging or profiling.")
 COVERS_TRAINING = Premise(
     "covers-training",
     "it applies to a training loop the file runs (a loop that calls backward() and steps an optimizer): the "
@@ -89,7 +90,8 @@ class DebugApiInTraining(Rule):
         fix_safety="""
         No fix: whether the run is a debugging session is the user's call. Put the switch
         behind a flag (`set_detect_anomaly(args.debug)`, `profile(enabled=args.profile)`) or
-        remove it. Not reported when the switch is a variable or under an `if`/`try`, in
+        remove it. Not reported when the switch is a variable, under an `if` (other than
+        the `__main__` guard) or in an `except` handler, in
         functions named for debugging, profiling or benchmarking, for profilers that only
         wrap code outside the training loop, in files without a training loop, in CPU-only
         files, or in tests. `torch.profiler.profile` with a schedule is a deliberate
@@ -167,10 +169,17 @@ def _literal_true(value: Optional[ast.expr]) -> bool:
     return isinstance(value, ast.Constant) and value.value is True
 
 
+def _main_guard(test: ast.expr) -> bool:
+    return isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
+
+
 def _conditional(facts: StepFacts, call: ast.Call) -> bool:
-    """Under an `if`/`try`/conditional expression (a debug flag), or in a function named for debugging."""
+    """Under an `if`/conditional expression (a debug flag; not the `__main__` guard), in an `except` handler
+    (turned on to chase a failure), or in a function named for debugging."""
     for ancestor in facts.ancestors(call):
-        if isinstance(ancestor, (ast.If, ast.IfExp, ast.Try, ast.ExceptHandler, ast.BoolOp)):
+        if isinstance(ancestor, ast.If) and _main_guard(ancestor.test):
+            continue  # `if __name__ == "__main__":` runs every time the script does
+        if isinstance(ancestor, (ast.If, ast.IfExp, ast.ExceptHandler, ast.BoolOp)):
             return True
         if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef)) \
                 and any(word in ancestor.name.lower() for word in _DEBUG_WORDS):
