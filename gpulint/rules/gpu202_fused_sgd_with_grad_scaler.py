@@ -10,6 +10,7 @@ from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premi
 from gpulint.analysis.holders import held_values
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import GRAD_SCALER_ENABLED_POSITION, GRAD_SCALERS, SGD, SGD_MOMENTUM_POSITION
+from gpulint.core.verification import FUSED_OPTIMIZER, Verification
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
@@ -45,6 +46,11 @@ class FusedSgdWithGradScaler(Rule):
     in_tests = False
     preview = True
     fix = Applicability.SAFE
+    verification = Verification(
+        FUSED_OPTIMIZER, ("optimizer",), "the optimizer built without fused=True steps",
+        lambda kind, details: details.get("fused") is not True,
+        mismatch_hint="where the original's scaled first step overflowed, its fused momentum buffer held garbage "
+                      "and its loss is the wrong one: a mismatch there is the fix at work")
     docs = RuleDocs(
         what="""
         Checks for `torch.optim.SGD(..., momentum=m, fused=True)` with `m > 0` whose step a
@@ -61,7 +67,7 @@ class FusedSgdWithGradScaler(Rule):
         that overflow: its initial scale (65536) is meant to be backed off. Measured on torch
         2.13 (CPU, `GradScaler("cpu")`, first loss made inf): the largest weight went from 0.125
         to 2e29, 3e29 or inf one step later, depending on what the memory held; unfused SGD
-        stayed at 0.125 (the same bug was seen on CUDA with torch 2.11, LibreYOLO#771, and in
+        stayed at 0.125 (bench/fused_sgd_scaler.py; the same bug was seen on CUDA with torch 2.11, LibreYOLO#771, and in
         torch 2.14's source). Fused Adam and AdamW keep zero-initialised state and are not affected.
         """,
         example="""
@@ -147,7 +153,7 @@ def _number(expr: ast.expr) -> Optional[float]:
     if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, (ast.USub, ast.UAdd)):
         inner = _number(expr.operand)
         return None if inner is None else (-inner if isinstance(expr.op, ast.USub) else inner)
-    if isinstance(expr, ast.Constant) and type(expr.value) in (int, float):
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, (int, float)) and not isinstance(expr.value, bool):
         return float(expr.value)
     return None
 
