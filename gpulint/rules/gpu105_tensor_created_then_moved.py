@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Optional
 from gpulint.analysis.ast_context import AstContext
 from gpulint.analysis.device import accelerator_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, Premise
+from gpulint.analysis.loader_loops import move_of
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import DETERMINISTIC_FACTORIES, RANDOM_FACTORIES
 from gpulint.core.verification import NEUTRAL, Verification
@@ -38,8 +39,6 @@ ON_ACCELERATOR = Premise(
 
 _PER_STEP_METHODS = frozenset({"forward", "training_step", "validation_step", "train_step", "step",
                                "compute_loss", "__call__"})
-_DEVICE_WORDS = ("device", "rank", "gpu", "cuda")
-_ACCELERATORS = ("cuda", "xpu", "mps")
 _FLOAT_DTYPES = frozenset({"float", "float16", "float32", "float64", "half", "double", "bfloat16"})
 
 
@@ -119,10 +118,10 @@ class TensorCreatedThenMoved(Rule):
             name = ctx.names.qualname(factory.func)
             if name not in DETERMINISTIC_FACTORIES and name not in RANDOM_FACTORIES:
                 continue
-            move = _device_of(ctx, call)
+            move = move_of(ctx, call)
             if move is None:
-                continue  # a dtype, a tensor, or a form not read
-            target, simple, accelerator = move
+                continue  # a dtype, a tensor, the CPU, or a form not read
+            target, simple, accelerator = move.target, move.simple, move.accelerator
             decision = self.decide({
                 FACTORY_MOVED: SHOWN,
                 REPEATED: SHOWN if _repeated(ctx, call) else REFUTED,
@@ -165,58 +164,6 @@ class TensorCreatedThenMoved(Rule):
             new = add_keyword(factory, "device", device)
         # the move's own parentheses and comments go; the factory keeps its layout
         return PendingFix.safe(detection.fix_message, Replace(node, new.with_changes(lpar=node.lpar, rpar=node.rpar)))
-
-
-def _device_of(ctx: AstContext, move: ast.Call) -> Optional[tuple[str, bool, bool]]:
-    """The device a `.cuda()`/`.to()` moves to, as code; whether the move is a form the fix rewrites
-    exactly; whether the target is known to be an accelerator. None for a dtype, a tensor or the CPU."""
-    func = move.func
-    assert isinstance(func, ast.Attribute)
-    extra = [k for k in move.keywords if k.arg != "non_blocking"]
-    if func.attr == "cuda":
-        if any(isinstance(a, ast.Starred) for a in move.args) or any(k.arg is None for k in move.keywords):
-            return None
-        simple = not move.args and not extra
-        return '"cuda"', simple, True
-    if any(isinstance(a, ast.Starred) for a in move.args) or any(k.arg is None for k in move.keywords):
-        return None
-    keywords = {k.arg: k.value for k in move.keywords if k.arg is not None}
-    if move.args:
-        target: Optional[ast.expr] = move.args[0]
-        others = len(move.args) - 1 + len([k for k in extra])
-    else:
-        target = keywords.get("device")
-        others = len([k for k in extra if k.arg != "device"])
-    if target is None:
-        return None
-    kind = _device_kind(ctx, target)
-    if kind is None:
-        return None
-    return ctx.segment(target), others == 0 and "\n" not in ctx.segment(target), kind
-
-
-def _device_kind(ctx: AstContext, expr: ast.expr) -> Optional[bool]:
-    """For a device expression: whether it is known to be an accelerator; None when it is not a device
-    (a dtype, a tensor) or is the CPU."""
-    if isinstance(expr, ast.Constant):
-        if isinstance(expr.value, str):
-            head = expr.value.split(":")[0]
-            return True if head in _ACCELERATORS else None
-        if isinstance(expr.value, int) and not isinstance(expr.value, bool):
-            return True  # `.to(0)`: an accelerator's index
-        return None
-    name = ctx.names.qualname(expr if not isinstance(expr, ast.Call) else expr.func) or ""
-    if isinstance(expr, ast.Call):
-        if name != "torch.device" or not expr.args:
-            return None
-        return _device_kind(ctx, expr.args[0])
-    if name.startswith("torch."):
-        return None  # torch.float16, torch.bfloat16
-    last = expr.attr if isinstance(expr, ast.Attribute) else (expr.id if isinstance(expr, ast.Name) else "")
-    lowered = last.lower()
-    if "dtype" in lowered or lowered == "cpu" or not any(word in lowered for word in _DEVICE_WORDS):
-        return None
-    return False  # a device whose kind is decided by the device evidence
 
 
 def _repeated(ctx: AstContext, node: ast.AST) -> bool:
