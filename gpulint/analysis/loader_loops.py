@@ -200,17 +200,14 @@ def _batch_names(loop: Union[ast.For, ast.AsyncFor], nodes: list[ast.AST]) -> se
     return names
 
 
-def read_on_host(ctx: AstContext, nodes: list[ast.AST], call: ast.Call) -> bool:
-    """The move's result is read on the host in the loop: `.to(device).item()`, or a name it is assigned
-    to passed to `.item()`, `.tolist()`, `.numpy()`, `.cpu()`, `print()`, `float()` later in the body."""
+def assigned_from(ctx: AstContext, call: ast.Call) -> set[str]:
+    """The names `call`'s result is assigned to: `x = call`, or its place in `x, y = a.to(d), b.to(d)`."""
     parent = ctx.parent(call)
-    if isinstance(parent, ast.Attribute) and parent.attr in HOST_READS:
-        return True
     assigned: set[str] = set()
     if isinstance(parent, ast.Assign):
         for target in parent.targets:
             assigned |= bound_names(target)
-    elif isinstance(parent, ast.Tuple):  # `x, y = x.to(device), y.to(device)`
+    elif isinstance(parent, ast.Tuple):
         assign = ctx.parent(parent)
         if isinstance(assign, ast.Assign) and len(assign.targets) == 1 \
                 and isinstance(assign.targets[0], (ast.Tuple, ast.List)):
@@ -218,6 +215,16 @@ def read_on_host(ctx: AstContext, nodes: list[ast.AST], call: ast.Call) -> bool:
             destination = assign.targets[0].elts
             if index < len(destination):
                 assigned = bound_names(destination[index])
+    return assigned
+
+
+def read_on_host(ctx: AstContext, nodes: list[ast.AST], call: ast.Call) -> bool:
+    """The move's result is read on the host in the loop: `.to(device).item()`, or a name it is assigned
+    to passed to `.item()`, `.tolist()`, `.numpy()`, `.cpu()`, `print()`, `float()` later in the body."""
+    parent = ctx.parent(call)
+    if isinstance(parent, ast.Attribute) and parent.attr in HOST_READS:
+        return True
+    assigned = assigned_from(ctx, call)
     if not assigned:
         return False
     start = (call.lineno, call.col_offset)

@@ -30,7 +30,7 @@ DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.datalo
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory,
 #            drop_last, timeout, worker_init_fn, multiprocessing_context, generator, *, prefetch_factor,
 #            persistent_workers, pin_memory_device, in_order)
-DATALOADER_POSITIONS = {"dataset": 0, "num_workers": 5, "pin_memory": 7}
+DATALOADER_POSITIONS = {"dataset": 0, "num_workers": 5, "collate_fn": 6, "pin_memory": 7}
 
 # factories whose values do not depend on a random stream: `device=` makes the same tensor on the device
 DETERMINISTIC_FACTORIES = frozenset(f"torch.{name}" for name in (
