@@ -24,6 +24,7 @@ from gpulint.core.edits import Applicability
 from gpulint.project.facts import ImportAliases, module_imports
 
 if TYPE_CHECKING:
+    from gpulint.core.context import FileContext
     from gpulint.core.settings import Settings
     from gpulint.project.view import ProjectView
 
@@ -300,6 +301,22 @@ class AstNames:
         local, target = best
         return local + qualname[len(target):]
 
+    def module_alias(self, module: str) -> str:
+        """The name under which a fix refers to `module`: the file's own import of it, else the name the
+        import a fix adds binds (core/pending.py ImportPlanner.module_alias decides the same on LibCST)."""
+        for alias, targets in self.module_scope.bindings.items():
+            if len(set(targets)) == 1 and targets[0] == module:
+                return alias
+        taken: set[str] = set()
+        for scope in self.scopes.values():
+            taken.update(scope.bindings)
+        if module.split(".")[0] not in taken:
+            return module
+        alias = module.replace(".", "_") + "_"
+        while alias in taken:
+            alias += "_"
+        return alias
+
     @property
     def imports(self) -> ImportAliases:
         """The module-level import table the project facts use (permissive: every import a name may
@@ -551,8 +568,21 @@ class AstContext:
         self._analyses: dict[Callable[..., Any], Any] = {}
         self._parents: Optional[dict[int, ast.AST]] = None
         self._index: Optional[dict[type, list[ast.AST]]] = None
+        self._order: dict[int, int] = {}  # preorder number of every node, for `nodes` of several types
         self._lines: Optional[list[str]] = None
         self._starts: Optional[list[int]] = None
+        self._libcst: Optional["FileContext"] = None
+
+    def libcst(self) -> "FileContext":
+        """The file on LibCST, parsed on first use: only for an analysis not yet on `ast` (it costs the parse
+        this API exists to avoid). Raises what LibCST raises for a file it cannot parse."""
+        if self._libcst is None:
+            import libcst as cst
+
+            from gpulint.core.context import FileContext
+
+            self._libcst = FileContext(self.path, self.text, cst.parse_module(self.text), self.settings, self.project)
+        return self._libcst
 
     # -- names and arguments ---------------------------------------------------------------------
     @property
@@ -577,9 +607,11 @@ class AstContext:
     def _build_index(self) -> None:
         parents: dict[int, ast.AST] = {}
         index: dict[type, list[ast.AST]] = {}
+        order = self._order
         stack: list[ast.AST] = [self.tree]
         while stack:
             node = stack.pop()
+            order[id(node)] = len(order)
             index.setdefault(type(node), []).append(node)
             children = [c for c in ast.iter_child_nodes(node) if not isinstance(c, _SINGLETONS)]
             for child in children:
@@ -592,12 +624,18 @@ class AstContext:
         if self._index is None:
             self._build_index()
         assert self._index is not None
-        if len(types) == 1:
-            yield from self._index.get(types[0], ())
+        lists = [nodes for kind, nodes in self._index.items() if issubclass(kind, types)]
+        if len(lists) == 1:
+            yield from lists[0]
             return
-        found = [n for t, ns in self._index.items() if issubclass(t, types) for n in ns]
-        found.sort(key=_position)
-        yield from found
+        order = self._order
+        yield from sorted((n for nodes in lists for n in nodes), key=lambda n: order[id(n)])
+
+    def order(self, node: ast.AST) -> Optional[int]:
+        """The node's number in preorder (source order), None for a node not in this tree."""
+        if self._index is None:
+            self._build_index()
+        return self._order.get(id(node))
 
     def parent(self, node: ast.AST) -> Optional[ast.AST]:
         if self._parents is None:
@@ -729,10 +767,6 @@ class AstContext:
             code=rule.code, name=rule.name, span=AstSpan.of(node), message=message, fix=fix, fix_message=fix_message,
             data=data, note=note, statement_rows=self.statement_rows(statement), node_type=type(node).__name__,
         ))
-
-
-def _position(node: ast.AST) -> tuple[int, int]:
-    return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
 
 
 def _source_order(children: list[ast.AST]) -> list[ast.AST]:

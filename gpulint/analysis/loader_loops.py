@@ -21,7 +21,7 @@ from typing import Optional, Union
 
 from gpulint.analysis.ast_context import AstContext
 from gpulint.analysis.holders import held_values
-from gpulint.core.torch_api import DATALOADERS
+from gpulint.core.torch_api import DATALOADER
 
 FunctionNode = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 Loop = Union[ast.For, ast.AsyncFor, ast.While]
@@ -256,7 +256,7 @@ def _loader_values(ctx: AstContext, expr: ast.expr) -> tuple[tuple[ast.Call, ...
     values = held_values(ctx, expr)
     if not values:
         return (), False
-    loaders = tuple(v for v in values if isinstance(v, ast.Call) and ctx.names.qualname(v.func) in DATALOADERS)
+    loaders = tuple(v for v in values if isinstance(v, ast.Call) and ctx.names.qualname(v.func) in DATALOADER)
     return loaders, len(loaders) == len(values)
 
 

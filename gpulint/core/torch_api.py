@@ -1,22 +1,51 @@
-"""Torch names, argument positions and defaults that rules on `ast` match (issue 25).
+"""Torch's API as the rules read it: qualified names, argument positions (issue 25: knowledge in one place).
 
-One table per concept, each in the section of the rule family that added it; the owner of this
-module (i25-api) keeps the shared sections. Names are the qualified names `AstNames.qualname`
-gives (through any import alias); every set was checked against torch's own modules
-(docs/pytorch-performance-facts.md, section 0).
+Version floors stay in core/floors.py (what a fix may write for a project's torch); this module says
+what torch calls things and where an argument sits when it is passed by position. Sections are per
+subject; others append theirs below, each headed with a comment.
 """
 
 from __future__ import annotations
 
 # ------------------------------------------------------------------------------------------------
-# r26-data: optimizers and GradScaler (GPU202), tensor factories (GPU105), DataLoader (GPU103/104)
-# (written before i25-api's version of this module landed: merge the sections at review)
+# optimizers (GPU201)
 # ------------------------------------------------------------------------------------------------
 
-SGD = frozenset({"torch.optim.SGD", "torch.optim.sgd.SGD"})
-# SGD(params, lr, momentum, dampening, weight_decay, nesterov, *, maximize, foreach, differentiable, fused)
-SGD_MOMENTUM_POSITION = 2
+# the optimizers with a fused kernel, by class name (the floor of each: core/floors.py `fused(name)`)
+FUSED_CAPABLE = ("Adam", "AdamW", "SGD", "Adagrad")
+# qualified name -> class name, through the public module and the one that defines the class
+OPTIMIZER_CLASSES: dict[str, str] = {
+    **{f"torch.optim.{name}": name for name in FUSED_CAPABLE},
+    "torch.optim.adam.Adam": "Adam",
+    "torch.optim.adamw.AdamW": "AdamW",
+    "torch.optim.sgd.SGD": "SGD",
+    "torch.optim.adagrad.Adagrad": "Adagrad",
+}
+OPTIMIZER_PARAMS = ("params", 0)  # every torch optimizer: (params, ...)
+SGD_MOMENTUM = ("momentum", 2)  # SGD(params, lr, momentum, dampening, weight_decay, nesterov)
 
+# ------------------------------------------------------------------------------------------------
+# data loading (GPU101, GPU102; analysis/loaders.py)
+# ------------------------------------------------------------------------------------------------
+
+DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+# DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, ...)
+DATALOADER_DATASET = ("dataset", 0)
+DATALOADER_NUM_WORKERS = ("num_workers", 5)
+DATALOADER_PIN_MEMORY = ("pin_memory", 7)
+TENSOR_DATASET = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
+# torch wrappers whose items are their first argument's items
+DATASET_WRAPPERS = frozenset({
+    "torch.utils.data.Subset", "torch.utils.data.dataset.Subset",
+    "torch.utils.data.ConcatDataset", "torch.utils.data.dataset.ConcatDataset",
+})
+DATASET_SPLITS = frozenset({"torch.utils.data.random_split", "torch.utils.data.dataset.random_split"})
+
+# ------------------------------------------------------------------------------------------------
+# r26-data: GradScaler steps (GPU202), tensor factories (GPU105), loader loops (GPU103/GPU104)
+# ------------------------------------------------------------------------------------------------
+
+SGD = frozenset(name for name, cls in OPTIMIZER_CLASSES.items() if cls == "SGD")
 GRAD_SCALERS = frozenset({
     "torch.GradScaler", "torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler",
     "torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler", "torch.cpu.amp.GradScaler",
@@ -25,16 +54,11 @@ GRAD_SCALERS = frozenset({
 # GradScaler(device="cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled);
 # torch.cuda.amp.GradScaler(init_scale, growth_factor, backoff_factor, growth_interval, enabled)
 GRAD_SCALER_ENABLED_POSITION = {"new": 5, "cuda": 4}
-
-DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
-# DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory,
-#            drop_last, timeout, worker_init_fn, multiprocessing_context, generator, *, prefetch_factor,
-#            persistent_workers, pin_memory_device, in_order)
-DATALOADER_POSITIONS = {"dataset": 0, "num_workers": 5, "collate_fn": 6, "pin_memory": 7}
+DATALOADER_COLLATE_FN = ("collate_fn", 6)
 
 # factories whose values do not depend on a random stream: `device=` makes the same tensor on the device
 DETERMINISTIC_FACTORIES = frozenset(f"torch.{name}" for name in (
-    "zeros", "ones", "full", "empty", "arange", "eye", "linspace", "logspace", "tensor",
+    "zeros", "ones", "full", "empty", "arange", "eye", "tensor",
     "zeros_like", "ones_like", "full_like", "empty_like",
 ))
 # factories that draw from the generator of the device they run on: CPU and CUDA streams differ

@@ -11,7 +11,7 @@ from gpulint.analysis.holders import held_values, same_variable
 from gpulint.analysis.loader_loops import LoaderLoop, loader_loops
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
-from gpulint.core.torch_api import DATALOADER_POSITIONS, DATALOADERS
+from gpulint.core.torch_api import DATALOADER, DATALOADER_DATASET, DATALOADER_NUM_WORKERS
 from gpulint.core.verification import NEUTRAL, RANDOM_STREAMS, Verification
 from gpulint.rules.base import Rule, RuleDocs, Target
 
@@ -49,7 +49,7 @@ class DataLoaderWorkersNotPersistent(Rule):
     summary = "DataLoader with workers iterated every epoch without persistent_workers=True"
     impact = "saves the worker start-up (fork + dataset copy + first batches) at every epoch (PyTorch DataLoader docs)"
     needles = ("DataLoader",)
-    ast_needles = (tuple(sorted(DATALOADERS)),)
+    ast_needles = (tuple(sorted(DATALOADER)),)
     target = Target.NOT_CPU_ONLY
     in_tests = False
     preview = True
@@ -112,12 +112,12 @@ class DataLoaderWorkersNotPersistent(Rule):
         loops = ctx.analysis(loader_loops)
         for call in ctx.nodes(ast.Call):
             assert isinstance(call, ast.Call)
-            if ctx.names.qualname(call.func) not in DATALOADERS:
+            if ctx.names.qualname(call.func) not in DATALOADER:
                 continue
             kwargs = ctx.kwargs(call)
             if "persistent_workers" in kwargs.explicit:
                 continue  # the user's choice
-            count = arg(call, "num_workers", DATALOADER_POSITIONS["num_workers"], kwargs)
+            count = arg(call, *DATALOADER_NUM_WORKERS, kwargs)
             workers = _positive(ctx, count) if count is not None else (UNDECIDED if kwargs.unknown else REFUTED)
             if kwargs.unknown:
                 workers = all_of(workers, UNDECIDED)  # a `**dict` may pass persistent_workers
@@ -233,7 +233,7 @@ def _ancestors_in_function(ctx: AstContext, node: ast.AST) -> list[ast.AST]:
 
 
 def _epoch_state(ctx: AstContext, loader: ast.Call) -> Evidence:
-    dataset = arg(loader, "dataset", DATALOADER_POSITIONS["dataset"], ctx.kwargs(loader))
+    dataset = arg(loader, *DATALOADER_DATASET, ctx.kwargs(loader))
     if dataset is None:
         return UNDECIDED
     for value in held_values(ctx, dataset) or [dataset]:

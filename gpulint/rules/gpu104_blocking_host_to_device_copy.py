@@ -10,7 +10,7 @@ from gpulint.analysis.device import accelerator_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise, all_of
 from gpulint.analysis.loader_loops import LoaderLoop, Move, assigned_from, base_name, loader_loops, read_on_host
 from gpulint.core.edits import Applicability
-from gpulint.core.torch_api import DATALOADER_POSITIONS
+from gpulint.core.torch_api import DATALOADER, DATALOADER_COLLATE_FN, DATALOADER_PIN_MEMORY
 from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.rules.base import Rule, RuleDocs, Target
 
@@ -46,7 +46,7 @@ class BlockingHostToDeviceCopy(Rule):
     summary = "pinned loader's batch copied with .to(device)/.cuda() without non_blocking=True"
     impact = "copies overlap the host's work instead of blocking it (PyTorch pin_memory/non_blocking tutorial)"
     needles = ("DataLoader",)
-    ast_needles = (("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"), (".to(", ".cuda("))
+    ast_needles = (tuple(sorted(DATALOADER)), (".to(", ".cuda("))
     target = Target.NOT_CPU_ONLY
     in_tests = False
     preview = True
@@ -105,8 +105,7 @@ class BlockingHostToDeviceCopy(Rule):
             pinned = _pinned(ctx, loop)
             if pinned is REFUTED:
                 continue
-            collate = DATALOADER_POSITIONS["collate_fn"]
-            custom_collate = any(arg(c, "collate_fn", collate, ctx.kwargs(c)) is not None or ctx.kwargs(c).unknown
+            custom_collate = any(arg(c, *DATALOADER_COLLATE_FN, ctx.kwargs(c)) is not None or ctx.kwargs(c).unknown
                                  for c in loop.loaders)
             nodes = list(ast.walk(ast.Module(body=loop.loop.body, type_ignores=[])))
             for move in loop.moves:
@@ -138,7 +137,7 @@ def _pinned(ctx: AstContext, loop: LoaderLoop) -> Evidence:
     found: list[Evidence] = []
     for loader in loop.loaders:
         kwargs = ctx.kwargs(loader)
-        value = arg(loader, "pin_memory", DATALOADER_POSITIONS["pin_memory"], kwargs)
+        value = arg(loader, *DATALOADER_PIN_MEMORY, kwargs)
         if value is None:
             found.append(UNDECIDED if kwargs.unknown else REFUTED)
         elif isinstance(value, ast.Constant):

@@ -135,7 +135,7 @@ class TensorCreatedThenMoved(Rule):
                         "run would change; pass device= if that is acceptable")
             elif not simple:
                 note = "no fix: the move also casts or takes other arguments; pass device= (and dtype=) to the factory"
-            elif ctx.kwargs(factory).unknown:
+            elif ctx.kwargs(factory).unknown or "device" in ctx.kwargs(factory).from_splat:
                 note = "no fix: a `**dict` may already pass device="
             elif short == "arange" and _floating(ctx, factory):
                 note = "no fix: a floating arange accumulates at different precisions on the CPU and on CUDA"

@@ -9,7 +9,7 @@ from gpulint.analysis.ast_context import AstContext, arg
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise, all_of, any_of
 from gpulint.analysis.holders import held_values
 from gpulint.core.edits import Applicability
-from gpulint.core.torch_api import GRAD_SCALER_ENABLED_POSITION, GRAD_SCALERS, SGD, SGD_MOMENTUM_POSITION
+from gpulint.core.torch_api import GRAD_SCALER_ENABLED_POSITION, GRAD_SCALERS, SGD, SGD_MOMENTUM
 from gpulint.core.verification import FUSED_OPTIMIZER, Verification
 from gpulint.rules.base import Rule, RuleDocs, Target
 
@@ -113,7 +113,7 @@ class FusedSgdWithGradScaler(Rule):
             kwargs = ctx.kwargs(call)
             fused = _fused(kwargs.get("fused")) if "fused" in kwargs.explicit else \
                 (UNDECIDED if kwargs.unknown else REFUTED)
-            momentum_expr = arg(call, "momentum", SGD_MOMENTUM_POSITION, kwargs)
+            momentum_expr = arg(call, *SGD_MOMENTUM, kwargs)
             if momentum_expr is None:
                 momentum = UNDECIDED if kwargs.unknown or _positional_hidden(call) else REFUTED
             else:
