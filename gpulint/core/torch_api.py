@@ -57,8 +57,9 @@ GRAD_SCALER_ENABLED_POSITION = {"new": 5, "cuda": 4}
 DATALOADER_COLLATE_FN = ("collate_fn", 6)
 
 # factories whose values do not depend on a random stream: `device=` makes the same tensor on the device
+# (not `torch.tensor(data)`: with `device=` it still builds the data on the host and copies it over)
 DETERMINISTIC_FACTORIES = frozenset(f"torch.{name}" for name in (
-    "zeros", "ones", "full", "empty", "arange", "eye", "tensor",
+    "zeros", "ones", "full", "empty", "arange", "eye",
     "zeros_like", "ones_like", "full_like", "empty_like",
 ))
 # factories that draw from the generator of the device they run on: CPU and CUDA streams differ

@@ -36,8 +36,9 @@ EVERY_EPOCH = Premise(
 EPOCH_STATE = Premise(
     "no-epoch-state",
     "the dataset carries no state the main process changes between epochs: it is not an IterableDataset "
-    "(by the project's class facts), and the file neither calls a method other than a sampler's "
-    "`set_epoch` on it nor assigns its attributes (persistent workers keep the copy they started with).")
+    "(by the project's class facts), and no loop of the file calls a per-epoch method on it "
+    "(`set_epoch`, `update`, ...: a sampler's `set_epoch` is fine) or assigns its attributes (persistent "
+    "workers keep the copy they started with); set-up outside loops does not count.")
 
 _MESSAGE = "DataLoader worker processes are started again for every epoch: persistent_workers=True keeps them"
 _PER_EPOCH_CALLS = frozenset({"set_epoch", "set_stage", "set_resolution", "update", "reset", "shuffle"})
@@ -240,6 +241,8 @@ def _epoch_state(ctx: AstContext, loader: ast.Call) -> Evidence:
         if isinstance(value, ast.Call) and _iterable_class(ctx, value.func):
             return REFUTED
     for node in ctx.nodes(ast.Call, ast.Assign):
+        if not any(isinstance(a, (ast.For, ast.AsyncFor, ast.While)) for a in ctx.ancestors(node)):
+            continue  # set-up before any loop: the workers start with it
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr in _PER_EPOCH_CALLS and _is_dataset(ctx, node.func.value, dataset):
             return REFUTED  # `dataset.set_epoch(epoch)`: workers would keep their first copy

@@ -23,15 +23,15 @@ if TYPE_CHECKING:
 
 FACTORY_MOVED = Premise(
     "factory-moved",
-    "a torch tensor factory (`torch.zeros/ones/full/empty/arange/eye/tensor`, their `*_like` forms, "
+    "a torch tensor factory (`torch.zeros/ones/full/empty/arange/eye`, their `*_like` forms, "
     "or a random one) resolved through imports, whose result is moved at once by `.cuda()` or by `.to()` "
     "to a device: a device string, `torch.device(...)`, an index, or a name or attribute that names a "
     "device (`device`, `args.device`, `x.device`, `local_rank`); never a dtype or another tensor.")
 REPEATED = Premise(
     "repeated",
-    "the expression runs again and again: inside a `for`/`while` loop or a comprehension of the same "
-    "function, or in a method that runs on every step (`forward`, `training_step`, ...). Refuted in "
-    "set-up code that runs once, where the copy costs nothing that matters.")
+    "the expression runs again and again: inside a `for`/`while` loop of the same function, or in a "
+    "method that runs on every step (`forward`, `training_step`, ...). Refuted in set-up code that runs "
+    "once (a comprehension alone included), where the copy costs nothing that matters.")
 ON_ACCELERATOR = Premise(
     "on-accelerator",
     "the target is an accelerator: shown by `.cuda()`, a \"cuda\"/\"xpu\"/\"mps\" string or device "
@@ -58,18 +58,21 @@ class TensorCreatedThenMoved(Rule):
     docs = RuleDocs(
         what="""
         Checks for a torch tensor factory (`torch.zeros`, `ones`, `full`, `empty`, `arange`,
-        `eye`, `tensor`, `zeros_like`/`ones_like`/`full_like`/`empty_like`, and the random
-        `rand`, `randn`, `randint`, `randperm`, `normal`, `rand_like`...) whose result is moved
-        at once with `.cuda()` or `.to(device)`, in code that runs repeatedly: a loop, a
-        comprehension, or a method that runs every step (`forward`, `training_step`).
+        `eye`, `zeros_like`/`ones_like`/`full_like`/`empty_like`, and the random `rand`,
+        `randn`, `randint`, `randperm`, `normal`, `rand_like`...) whose result is moved at once
+        with `.cuda()` or `.to(device)`, in code that runs repeatedly: a loop, or a method that
+        runs every step (`forward`, `training_step`).
         """,
         why="""
-        `torch.zeros(n).cuda()` allocates and fills the tensor in host memory, then copies
-        it to the device (a pageable copy, so not asynchronous), and frees the host tensor;
-        `torch.zeros(n, device="cuda")` is one fill kernel on the device. The PyTorch
-        Performance Tuning Guide ("Create tensors directly on the target device") names this
-        pattern; in a `forward` or a loop it is paid on every step. gpulint measured no figure
-        for it (a CPU has no device to copy to); set-up code that runs once is not reported.
+        `torch.zeros(n).cuda()` allocates and fills the tensor in host memory, then copies it
+        to the device from pageable memory, a blocking copy: the host waits for it, and so for
+        the work queued before it (PyTorch's pin_memory/non_blocking tutorial), instead of
+        queueing the next kernels; `torch.zeros(n, device="cuda")` is one fill kernel queued
+        like any other. The PyTorch Performance Tuning Guide ("Create tensors directly on the
+        target device") names this pattern; in a `forward` or a loop it is paid on every step.
+        gpulint measured no figure for it (a CPU has no device to copy to). Set-up code that
+        runs once is not reported, nor `torch.tensor(data)`: with `device=` it still builds the
+        data on the host and copies it, so moving the argument buys nothing.
         """,
         example="""
         import torch
@@ -172,9 +175,8 @@ def _repeated(ctx: AstContext, node: ast.AST) -> bool:
         if isinstance(ancestor, (ast.For, ast.AsyncFor)) and child is ancestor.iter:
             child = ancestor
             continue  # a loop's iterable is built once
-        if isinstance(ancestor, (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp,
-                                 ast.GeneratorExp)):
-            return True
+        if isinstance(ancestor, (ast.For, ast.AsyncFor, ast.While)):
+            return True  # (a comprehension alone is not: set-up code builds lists of tensors once)
         child = ancestor
         if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef)):
             parent = ctx.parent(ancestor)
