@@ -95,7 +95,10 @@ class DataLoaderWorkersNotPersistent(Rule):
                 train_step(images, labels)
         """,
         fix_safety="""
-        Safe: the batches are the same ones, in the same order for a sampler's order. Two
+        Safe: the batches are the same ones, in the same order for a sampler's order. A worker
+        count chosen at run time (`num_workers=args.workers`, whose default is above zero) gets
+        `persistent_workers=args.workers > 0`, so that `--workers 0` still runs (torch raises
+        `ValueError` for persistent workers without workers). Two
         things change and are worth a look: the workers stay alive (with their memory) between
         epochs, also while other loaders run; and workers keep their random state, so a
         `Dataset` that draws augmentations from the global RNG gets other (equally random)
@@ -126,9 +129,11 @@ class DataLoaderWorkersNotPersistent(Rule):
                 if loops.over(call) else UNDECIDED
             decision = self.decide({WORKERS: workers, EVERY_EPOCH: epochs, EPOCH_STATE: _epoch_state(ctx, call)})
             too_new = floors.too_new(ctx.settings.torch_version, [floors.PERSISTENT_WORKERS])
+            value = _persistent_value(ctx, count)
             ctx.report(self, call, _MESSAGE, fix=Applicability.SAFE if too_new is None else None,
-                       fix_message="Keep the workers between epochs: `persistent_workers=True`",
-                       note="" if too_new is None else f"no fix: {too_new.reason()}", decision=decision)
+                       fix_message=f"Keep the workers between epochs: `persistent_workers={value}`",
+                       data={"value": value}, note="" if too_new is None else f"no fix: {too_new.reason()}",
+                       decision=decision)
 
     def build_fix(self, detection: "Detection", fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:
         import libcst as cst
@@ -136,9 +141,22 @@ class DataLoaderWorkersNotPersistent(Rule):
         from gpulint.core.pending import PendingFix, Replace
         from gpulint.core.rewrite import add_keyword
 
-        if detection.fix is None or not isinstance(node, cst.Call):
+        if detection.fix is None or not isinstance(node, cst.Call) or not detection.data:
             return None
-        return PendingFix.safe(detection.fix_message, Replace(node, add_keyword(node, "persistent_workers", "True")))
+        value = str(detection.data["value"])
+        return PendingFix.safe(detection.fix_message, Replace(node, add_keyword(node, "persistent_workers", value)))
+
+
+def _persistent_value(ctx: AstContext, count: Optional[ast.expr]) -> str:
+    """`True` when the worker count is positive whatever the run; `<count> > 0` for a count chosen at run
+    time (`args.workers`, default 4: `--workers 0` must still work, and persistent_workers=True with no
+    workers raises ValueError)."""
+    if count is None:
+        return "True"
+    values = held_values(ctx, count) if isinstance(count, ast.Name) else [count]
+    if values and all(isinstance(v, (ast.Constant, ast.Call)) for v in values):
+        return "True"  # positive literals, `min(N, os.cpu_count() or 1)`: never zero
+    return f"{ctx.segment(count)} > 0"
 
 
 def _int(expr: ast.AST) -> Optional[int]:

@@ -109,8 +109,8 @@ class BlockingHostToDeviceCopy(Rule):
                                  for c in loop.loaders)
             nodes = list(ast.walk(ast.Module(body=loop.loop.body, type_ignores=[])))
             for move in loop.moves:
-                if id(move.call) in seen or move.non_blocking:
-                    continue
+                if id(move.call) in seen or _chooses_blocking(move.call):
+                    continue  # already asynchronous, or `non_blocking=False` chosen explicitly
                 seen.add(id(move.call))
                 copy = _batch_copy(ctx, loop, move, nodes, custom_collate)
                 decision = self.decide({
@@ -129,6 +129,13 @@ class BlockingHostToDeviceCopy(Rule):
         if detection.fix is None or not isinstance(node, cst.Call):
             return None
         return PendingFix.safe(detection.fix_message, Replace(node, add_keyword(node, "non_blocking", "True")))
+
+
+def _chooses_blocking(call: ast.Call) -> bool:
+    """The call passes non_blocking at all: by keyword, or by position (`.to(d, dtype, nb)`, `.cuda(d, nb)`)."""
+    assert isinstance(call.func, ast.Attribute)
+    positional = 2 if call.func.attr == "cuda" else 3
+    return any(k.arg == "non_blocking" for k in call.keywords) or len(call.args) >= positional
 
 
 def _pinned(ctx: AstContext, loop: LoaderLoop) -> Evidence:
