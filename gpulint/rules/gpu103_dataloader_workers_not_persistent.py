@@ -72,10 +72,10 @@ class DataLoaderWorkersNotPersistent(Rule):
         Without `persistent_workers=True`, every `for batch in loader` starts `num_workers`
         new processes (forked or spawned, each with its own copy of the dataset) and shuts
         them down when the pass ends; the first batches of every epoch wait for that start-up
-        and for the workers' prefetch to fill. PyTorch's DataLoader documentation describes
-        `persistent_workers` as keeping "the worker Dataset instances alive" instead of
-        shutting the workers down after a dataset has been consumed once (available since
-        torch 1.7). The cost grows with the dataset object each worker copies and with the
+        and for the workers' prefetch to fill. PyTorch's DataLoader documentation (torch 2.13):
+        with `persistent_workers=True` "the data loader will not shut down the worker processes
+        after a dataset has been consumed once. This allows to maintain the workers `Dataset`
+        instances alive" (available since torch 1.7). The cost grows with the dataset object each worker copies and with the
         start method (spawn re-imports the script); gpulint measured no figure for it.
         """,
         example="""
