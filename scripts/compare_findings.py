@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE, SEED = 150, 7  # tests/engine/test_corpus.py's sample of torch's own sources
@@ -90,13 +91,20 @@ def run(source: Path, args: list[str], cwd: Path) -> str:
     return done.stdout
 
 
-def side(source: Path, select: str, corpus: Path, jobs: int) -> dict[str, object]:
+def side(source: Path, select: str, corpus: Path, jobs: int, extra: list[str]) -> dict[str, Any]:
     check = ["-m", "gpulint", "check", "--no-cache", "--isolated", "--preview", "--select", select, "-j", str(jobs)]
-    paths = ["fixtures", "examples", "tests", str(corpus)]
-    out: dict[str, object] = {}
+    paths = ["fixtures", "examples", "tests", str(corpus), *extra]
+    out: dict[str, Any] = {}
     for fmt in ("json", "concise"):
         text = run(source, [*check, "--output-format", fmt, *paths], source)
-        out[fmt] = json.loads(text) if fmt == "json" else sorted(text.splitlines())
+        if fmt == "json":  # filenames are absolute: the same file has a different one on each side
+            rows = json.loads(text)
+            for row in rows:
+                row["filename"] = os.path.relpath(row["filename"], source) if row["filename"].startswith(
+                    str(source)) else row["filename"]
+            out[fmt] = rows
+        else:
+            out[fmt] = sorted(text.splitlines())
     out["fixtures"] = json.loads(run(source, ["-c", _FIXTURES, select], source))
     return out
 
@@ -106,18 +114,20 @@ def main() -> int:
     parser.add_argument("--base", default="main", help="git revision to compare with (default: main)")
     parser.add_argument("--select", default="GPU201", help="rule codes, comma-separated")
     parser.add_argument("-j", "--jobs", type=int, default=1)
+    parser.add_argument("paths", nargs="*", help="more folders to compare on (absolute: a precision corpus)")
     options = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gpulint-compare-") as tmp:
         work = Path(tmp)
         corpus = work / "torch-sample"
         sample = torch_sample(corpus)
         base = extract(options.base, work / "base")
-        before = side(base, options.select, corpus, options.jobs)
-        after = side(ROOT, options.select, corpus, options.jobs)
+        extra = [str(Path(p).resolve()) for p in options.paths]
+        before = side(base, options.select, corpus, options.jobs, extra)
+        after = side(ROOT, options.select, corpus, options.jobs, extra)
     same = True
     for key in ("json", "concise", "fixtures"):
         a, b = before[key], after[key]
-        count = len(a) if isinstance(a, list) else sum(len(v) for v in a.values())  # type: ignore[union-attr]
+        count = len(a) if isinstance(a, list) else sum(len(v) for v in a.values()) if isinstance(a, dict) else 0
         if a == b:
             print(f"{key}: identical ({count} {'findings' if key != 'fixtures' else 'fixture findings'})")
             continue
