@@ -75,8 +75,9 @@ class DataLoaderWorkersNotPersistent(Rule):
         and for the workers' prefetch to fill. PyTorch's DataLoader documentation (torch 2.13):
         with `persistent_workers=True` "the data loader will not shut down the worker processes
         after a dataset has been consumed once. This allows to maintain the workers `Dataset`
-        instances alive" (available since torch 1.7). The cost grows with the dataset object each worker copies and with the
-        start method (spawn re-imports the script); gpulint measured no figure for it.
+        instances alive" (available since torch 1.7). The cost grows with the dataset object
+        each worker copies and with the start method (spawn re-imports the script); gpulint
+        measured no figure for it.
         """,
         example="""
         from torch.utils.data import DataLoader
