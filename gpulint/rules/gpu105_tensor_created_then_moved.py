@@ -31,7 +31,8 @@ REPEATED = Premise(
     "repeated",
     "the expression runs again and again: inside a `for`/`while` loop of the same function, or in a "
     "method that runs on every step (`forward`, `training_step`, ...). Refuted in set-up code that runs "
-    "once (a comprehension alone included), where the copy costs nothing that matters.")
+    "once (a comprehension alone, a loop in `__init__`/`setup`/`build*`), where the copy costs nothing "
+    "that matters.")
 ON_ACCELERATOR = Premise(
     "on-accelerator",
     "the target is an accelerator: shown by `.cuda()`, a \"cuda\"/\"xpu\"/\"mps\" string or device "
@@ -39,6 +40,7 @@ ON_ACCELERATOR = Premise(
 
 _PER_STEP_METHODS = frozenset({"forward", "training_step", "validation_step", "train_step", "step",
                                "compute_loss", "__call__"})
+_SET_UP = frozenset({"__init__", "setup", "reset_parameters", "_reset_parameters", "__post_init__"})
 _FLOAT_DTYPES = frozenset({"float", "float16", "float32", "float64", "half", "double", "bfloat16"})
 
 
@@ -170,6 +172,9 @@ class TensorCreatedThenMoved(Rule):
 
 
 def _repeated(ctx: AstContext, node: ast.AST) -> bool:
+    function = ctx.enclosing_function(node)
+    if function is not None and (function.name in _SET_UP or function.name.startswith(("build", "init"))):
+        return False  # a loop in a constructor builds buffers once
     child = node
     for ancestor in ctx.ancestors(node):
         if isinstance(ancestor, (ast.For, ast.AsyncFor)) and child is ancestor.iter:
