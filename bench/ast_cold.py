@@ -32,16 +32,45 @@ def extract(revision: str, target: Path) -> Path:
 
 
 def cpu_of(source: Path, args: list[str]) -> tuple[float, float]:
-    """(CPU seconds, wall seconds) of one `python -m gpulint ...` run from `source`."""
+    """(CPU seconds, wall seconds) of one `python -m gpulint ...` run from `source` (its own copy of the
+    files: `-m` puts the working directory first on sys.path, ahead of PYTHONPATH)."""
     env = dict(os.environ, PYTHONPATH=str(source))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "gpulint", *args], cwd=ROOT, env=env, capture_output=True)
+    done = subprocess.run([sys.executable, "-m", "gpulint", *args], cwd=source, env=env, capture_output=True)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode not in (0, 1):
         raise SystemExit(f"{source}: failed ({done.returncode}): {done.stderr.decode()[-1000:]}")
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), wall
+
+
+# the lint phase alone, in one process per side: every file linted once (each file alone, no project pass),
+# CPU time of `lint_text` summed; LibCST and the rules are imported before the clock starts
+_LINT_PHASE = """
+import sys, time
+from pathlib import Path
+from gpulint.core.settings import Settings
+from gpulint.engine import linter
+import libcst
+select, paths = sys.argv[1], sys.argv[2:]
+settings = Settings(select=tuple(select.split(",")), preview=True)
+files = sorted(p for root in paths for p in Path(root).rglob("*.py"))
+texts = [(f, f.read_text(encoding="utf-8", errors="replace")) for f in files]
+linter.enabled_rules(settings)
+kwargs = {"edits": False} if "edits" in linter.lint_text.__code__.co_varnames else {}
+started = time.process_time()
+for path, text in texts:
+    linter.lint_text(path, text, settings, **kwargs)
+print(time.process_time() - started)
+"""
+
+
+def lint_phase(source: Path, select: str, paths: list[str]) -> float:
+    env = dict(os.environ, PYTHONPATH=str(source))
+    done = subprocess.run([sys.executable, "-c", _LINT_PHASE, select, *paths], cwd=source, env=env,
+                          capture_output=True, text=True, check=True)
+    return float(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> int:
@@ -64,6 +93,15 @@ def main() -> int:
                 times["before"].append(cpu_of(base, args)[0])
                 times["after"].append(cpu_of(ROOT, args)[0])
             before, after = statistics.median(times["before"]), statistics.median(times["after"])
+            print(f"{label:<20} {before:>12.2f} {after:>12.2f} {after / before:>12.2f}")
+        print("the lint phase alone (`lint_text` CPU, text check, each file alone, imports done):")
+        for label, select in selections.items():
+            codes = select[1]
+            phase: dict[str, list[float]] = {"before": [], "after": []}
+            for _ in range(options.repeat):
+                phase["before"].append(lint_phase(base, codes, options.paths))
+                phase["after"].append(lint_phase(ROOT, codes, options.paths))
+            before, after = statistics.median(phase["before"]), statistics.median(phase["after"])
             print(f"{label:<20} {before:>12.2f} {after:>12.2f} {after / before:>12.2f}")
     return 0
 

@@ -93,6 +93,7 @@ class _Binder:
     def __init__(self, names: "AstNames") -> None:
         self.names = names
         self.stack: list[AstScope] = [names.module_scope]
+        self._dispatch: dict[type, Optional[Callable[[Any], Optional[bool]]]] = {}
 
     @property
     def scope(self) -> AstScope:
@@ -101,11 +102,22 @@ class _Binder:
     def walk(self, node: Optional[ast.AST]) -> None:
         if node is None:
             return
-        method = getattr(self, "visit_" + type(node).__name__, None)
+        kind = type(node)
+        method = self._dispatch.get(kind)
+        if method is None and kind not in self._dispatch:
+            method = self._dispatch[kind] = getattr(self, "visit_" + kind.__name__, None)
         if method is not None and method(node) is False:
             return
-        for child in ast.iter_child_nodes(node):
-            self.walk(child)
+        for name in node._fields:
+            if name in _SKIP_FIELDS:
+                continue
+            value = getattr(node, name, None)
+            if value.__class__ is list:
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        self.walk(item)
+            elif isinstance(value, ast.AST):
+                self.walk(value)
 
     def walk_all(self, nodes: Iterable[Optional[ast.AST]]) -> None:
         for node in nodes:
@@ -547,7 +559,9 @@ class Detection:
 # the context
 # ------------------------------------------------------------------------------------------------
 
-_SINGLETONS = (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
+# fields that hold operators and load/store contexts (shared singletons: not nodes of the file)
+_SKIP_FIELDS = frozenset({"ctx", "op", "ops"})
+_REORDER = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Dict, ast.IfExp})
 _COMPOUND = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor, ast.While,
              ast.With, ast.AsyncWith, ast.Try) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ()) + \
             ((ast.Match,) if hasattr(ast, "Match") else ())
@@ -605,18 +619,40 @@ class AstContext:
 
     # -- the tree --------------------------------------------------------------------------------
     def _build_index(self) -> None:
+        """One pass: the preorder number, parent and kind of every node (operators and contexts left out)."""
         parents: dict[int, ast.AST] = {}
         index: dict[type, list[ast.AST]] = {}
         order = self._order
         stack: list[ast.AST] = [self.tree]
+        number = 0
+        AST = ast.AST
         while stack:
             node = stack.pop()
-            order[id(node)] = len(order)
-            index.setdefault(type(node), []).append(node)
-            children = [c for c in ast.iter_child_nodes(node) if not isinstance(c, _SINGLETONS)]
+            order[id(node)] = number
+            number += 1
+            kind = type(node)
+            found = index.get(kind)
+            if found is None:
+                index[kind] = [node]
+            else:
+                found.append(node)
+            children: list[ast.AST] = []
+            for name in node._fields:
+                if name in _SKIP_FIELDS:
+                    continue
+                value = getattr(node, name, None)
+                if value.__class__ is list:
+                    for item in value:
+                        if isinstance(item, AST):
+                            children.append(item)
+                elif isinstance(value, AST):
+                    children.append(value)
+            if kind in _REORDER:
+                children = _source_order(node, children)
             for child in children:
                 parents[id(child)] = node
-            stack.extend(reversed(_source_order(children)))
+            children.reverse()
+            stack.extend(children)
         self._parents, self._index = parents, index
 
     def nodes(self, *types: type) -> Iterator[ast.AST]:
@@ -769,22 +805,24 @@ class AstContext:
         ))
 
 
-def _source_order(children: list[ast.AST]) -> list[ast.AST]:
-    """Siblings in source order (decorators before their def, keys before values); a node without a
-    position keeps its place after the sibling before it."""
-    keyed: list[tuple[tuple[int, int], int, ast.AST]] = []
-    last = (0, 0)
-    ordered = True
-    for i, child in enumerate(children):
-        key = (child.lineno, child.col_offset) if hasattr(child, "lineno") else last  # type: ignore[attr-defined]
-        if key < last:
-            ordered = False
-        last = key
-        keyed.append((key, i, child))
-    if ordered:
-        return children
-    keyed.sort(key=lambda item: (item[0], item[1]))
-    return [child for _, _, child in keyed]
+def _source_order(node: ast.AST, children: list[ast.AST]) -> list[ast.AST]:
+    """Children in source order where `ast`'s field order differs: decorators before their def, a dict's
+    keys before their values, `a if c else b`."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        if not node.decorator_list:
+            return children
+        decorators = {id(d) for d in node.decorator_list}
+        return list(node.decorator_list) + [c for c in children if id(c) not in decorators]
+    if isinstance(node, ast.Dict):
+        out: list[ast.AST] = []
+        for key, value in zip(node.keys, node.values):
+            if key is not None:
+                out.append(key)
+            out.append(value)
+        return out
+    if isinstance(node, ast.IfExp):
+        return [node.body, node.test, node.orelse]
+    return children
 
 
 def _asserts(function: FunctionNode) -> bool:

@@ -45,6 +45,7 @@ SYMBOLS: dict[str, Symbol] = {s.code: s for s in (
            "also checkpoint_sequential; 1.13.1 is the oldest wheel read"),
     Symbol("DataLoader(pin_memory=True)", (1, 0)),
     Symbol("DataLoader(num_workers=...)", (1, 0)),
+    Symbol("DataLoader(persistent_workers=True)", (1, 7)),
     Symbol("Tensor.to(..., non_blocking=True) / .cuda(non_blocking=True)", (1, 0)),
 )}
 
@@ -58,6 +59,7 @@ FUSED_CPU = "fused=True on CPU parameters"
 USE_REENTRANT = "checkpoint(..., use_reentrant=False)"
 PIN_MEMORY = "DataLoader(pin_memory=True)"
 NUM_WORKERS = "DataLoader(num_workers=...)"
+PERSISTENT_WORKERS = "DataLoader(persistent_workers=True)"
 NON_BLOCKING = "Tensor.to(..., non_blocking=True) / .cuda(non_blocking=True)"
 
 

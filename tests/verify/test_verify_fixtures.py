@@ -160,6 +160,17 @@ def test_fixed_fixtures_still_train(fixed_copies: Path, dataloader_run: tuple[in
     assert _goes_down(record.losses)
 
 
+def test_non_blocking_copies_verify_bit_for_bit_with_no_effect_on_a_cpu(tmp_path: Path) -> None:
+    """GPU104 (preview): `non_blocking=True` on a pinned loader's copies changes no number, and on a CPU
+    there is no copy to overlap, so verify says the rewrite has no runtime effect there."""
+    code, output, data = _verify(tmp_path, "pinned_regression.py", "--preview", "--select", "GPU104")
+    assert code == 0, output
+    (script,) = data["scripts"]
+    assert script["rules_applied"] == ["GPU104"] and script["verdict"] == "PASS"
+    assert script["diff"].count("non_blocking=True") == 2
+    assert "\nloss: identical bit for bit" in output
+
+
 def test_crash_and_no_backward_are_verdicts_not_tracebacks(tmp_path: Path) -> None:
     scripts = Path(__file__).parent / "scripts"
     runner = CliRunner()
