@@ -46,6 +46,10 @@ SYMBOLS: dict[str, Symbol] = {s.code: s for s in (
     Symbol("DataLoader(pin_memory=True)", (1, 0)),
     Symbol("DataLoader(num_workers=...)", (1, 0)),
     Symbol("Tensor.to(..., non_blocking=True) / .cuda(non_blocking=True)", (1, 0)),
+    Symbol("F.scaled_dot_product_attention(q, k, v, attn_mask=, dropout_p=, is_causal=)", (2, 0),
+           "GPU403 (not in the facts doc: from the 2.0 release, not read from a wheel)"),
+    Symbol("F.scaled_dot_product_attention(..., scale=...)", (2, 1),
+           "GPU403, a scale other than 1/sqrt(head dim) (not in the facts doc: from the 2.1 release)"),
 )}
 
 AUTOCAST = "torch.autocast(device_type=..., dtype=...)"
@@ -59,6 +63,8 @@ USE_REENTRANT = "checkpoint(..., use_reentrant=False)"
 PIN_MEMORY = "DataLoader(pin_memory=True)"
 NUM_WORKERS = "DataLoader(num_workers=...)"
 NON_BLOCKING = "Tensor.to(..., non_blocking=True) / .cuda(non_blocking=True)"
+SDPA = "F.scaled_dot_product_attention(q, k, v, attn_mask=, dropout_p=, is_causal=)"
+SDPA_SCALE = "F.scaled_dot_product_attention(..., scale=...)"
 
 
 def fused(optimizer: str) -> str:
