@@ -12,12 +12,30 @@ from __future__ import annotations
 import argparse
 import io
 import statistics
+import sys
 import time
+from types import ModuleType
 from typing import Any, Callable
 
 import torch
 from PIL import Image
-from torchvision import transforms as T
+
+
+def _transforms() -> ModuleType:
+    """torchvision.transforms. A torchvision wheel whose C ops cannot load beside this torch (a CUDA
+    build next to a CPU torch) still has its PIL transforms, which are all this measures: its fake-op
+    registrations are skipped."""
+    try:
+        from torchvision import transforms
+    except RuntimeError:
+        for name in [m for m in sys.modules if m.split(".")[0] == "torchvision"]:
+            del sys.modules[name]
+        torch.library.register_fake = lambda *args, **kwargs: (lambda fn: fn)  # type: ignore[assignment]
+        from torchvision import transforms
+    return transforms
+
+
+T = _transforms()
 
 
 def timed(fn: Callable[[], Any], repeats: int) -> float:
