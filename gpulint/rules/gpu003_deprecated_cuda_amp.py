@@ -36,6 +36,7 @@ REPLACEMENT_EXISTS = Premise(
 class DeprecatedCudaAmp(Rule):
     code = "GPU003"
     name = "deprecated-cuda-amp"
+    habit = "mixed-precision"
     summary = "torch.cuda.amp / torch.cpu.amp API (deprecated since torch 2.4)"
     impact = "hygiene: removes the FutureWarning; no speed change"
     needles = ("cuda.amp", "cpu.amp", "torch.cuda import", "torch.cpu import")

@@ -32,6 +32,7 @@ ON_GPU = Premise(
 class CpuHeavyAugmentation(Rule):
     code = "GPU106"
     name = "cpu-heavy-augmentation"
+    habit = "gpu-augmentation"
     summary = "Per-sample image augmentation on the CPU (ColorJitter, GaussianBlur, RandAugment...) feeding a GPU"
     impact = ("per image on CPU: ColorJitter 23 ms, GaussianBlur(23) 175 ms, decode 4.4 ms "
               "(bench/augmentation_cpu_cost.py)")

@@ -46,6 +46,7 @@ ON_ACCELERATOR = Premise(
 class ManualAttention(Rule):
     code = "GPU403"
     name = "manual-attention"
+    habit = "fused-kernels"
     summary = "Attention written by hand (softmax(q @ k^T) @ v) instead of F.scaled_dot_product_attention"
     impact = ("FlashAttention: 3x GPT-2 training speed at 1K tokens (Dao et al. 2022); measured on CPU: "
               "-94 % activation memory, 5.1x fwd+bwd at T=1024 (bench/attention_sdpa_cpu.py)")
