@@ -454,15 +454,18 @@ class _Reader:
 
     def _head_dim(self, node: ast.expr, scores: _Scores) -> bool:
         """`q.size(-1)`, `k.shape[-1]`, `q.size()[-1]` of the chain's own q or k."""
+        tensor: Optional[ast.expr] = None
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" \
                 and len(node.args) == 1 and _int(node.args[0]) == -1 and not node.keywords:
             tensor = node.func.value
-        elif isinstance(node, ast.Subscript) and _int(node.slice) == -1 and (
-                (isinstance(node.value, ast.Attribute) and node.value.attr == "shape")
-                or (isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute)
-                    and node.value.func.attr == "size" and not node.value.args)):
-            tensor = node.value.value if isinstance(node.value, ast.Attribute) else node.value.func.value  # type: ignore[union-attr]
-        else:
+        elif isinstance(node, ast.Subscript) and _int(node.slice) == -1:
+            holder = node.value
+            if isinstance(holder, ast.Attribute) and holder.attr == "shape":
+                tensor = holder.value
+            elif isinstance(holder, ast.Call) and isinstance(holder.func, ast.Attribute) \
+                    and holder.func.attr == "size" and not holder.args:
+                tensor = holder.func.value
+        if tensor is None:
             return False
         mine = ast.dump(tensor)
         return mine in (ast.dump(scores.q), ast.dump(scores.k))
