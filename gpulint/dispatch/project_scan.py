@@ -11,25 +11,30 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from gpulint.core.source import SourceError, decode_source, read_bytes
 from gpulint.engine.cache import PROJECT_FACTS_DIR, ResultCache
 from gpulint.engine.files import Walker
 from gpulint.notebook import is_notebook, notebook_code
-from gpulint.project.facts import FACTS_VERSION, FileFacts, facts_of_text
+from gpulint.project.facts import FACTS_VERSION, FileFacts, ImportRef, facts_of_text
 from gpulint.project.view import (
     FactsSource,
     Project,
     ProjectView,
     find_root,
+    relative_to,
     scan_files,
 )
 
 MAX_FACTS_BYTES = 2 * 1024 * 1024  # larger files are generated data: no facts worth reading
 MAX_STORE_BYTES = 512 * 1024 * 1024  # a project's facts file larger than this is damaged: start over
 PARALLEL_THRESHOLD = 64  # fewer files to read than this: one process is faster than a pool
+# Linting fewer files than this share of their project reads only the files their views need (their
+# imports, transitively, and the files that import them): `gpulint check one_file.py` in a big tree.
+PART_OF_PROJECT = 0.5
 # A root with more Python files than this (a home directory under git, a monorepo) is not
 # scanned whole: the linted files' own folders stand in for it.
 MAX_PROJECT_FILES = 20_000
@@ -167,11 +172,101 @@ def scan_projects(files: Sequence[Path], arguments: Sequence[Path], cache: Optio
         store = f"{PROJECT_FACTS_DIR}/{hashlib.sha256(str(root).encode()).hexdigest()}.json"
         facts = FactsCache(cache, store, cache.run_key if cache is not None else "")
         paths = _project_files(root, members)
-        facts.prefetch(paths, workers)
-        project: Project = scan_files(root, paths, facts)
+        if len(members) < PART_OF_PROJECT * len(paths):
+            project = _partial_project(root, paths, members, facts)
+        else:
+            facts.prefetch(paths, workers)
+            project = scan_files(root, paths, facts)
         facts.save()
         for path in members:
             view = project.view(path)
             if view is not None:
                 views[str(path)] = view
     return views
+
+
+def _partial_project(root: Path, paths: Sequence[Path], members: Sequence[Path], facts: FactsCache) -> Project:
+    """The project as the members' views see it, from only the files those views read: every module the
+    members import, transitively (dataset classes and model parts are followed through re-exports), every
+    file that imports a member, transitively (the callers decide device, scaler and which models train),
+    and the modules those callers import directly. Callers are found with a text test first (a file that
+    imports module `pkg/data.py` names `data`), then confirmed by resolving its imports. The views are
+    those of the whole project: tests/analysis/test_partial_project.py compares them file by file."""
+    by_name = {name: path for path in paths if (name := relative_to(root, path)) is not None}
+    missing: set[str] = set()  # files without facts (unreadable, not Python): not modules, as in a full scan
+    while True:
+        existing = [name for name in by_name if name not in missing]
+        resolver = Project(root, {}, existing)
+
+        def known(name: str) -> bool:
+            if facts(by_name[name]) is None:
+                missing.add(name)
+                return False
+            return True
+
+        before = len(missing)
+        needed = _reach(resolver, by_name, [n for m in members if (n := relative_to(root, m)) in by_name], facts,
+                        known)
+        if len(missing) == before:
+            break  # no import resolved to a file without facts: the reach is exact
+    return scan_files(root, [by_name[name] for name in sorted(needed)], facts, existing)
+
+
+def _reach(resolver: Project, by_name: dict[str, Path], starts: list[str], facts: FactsCache,
+           known: Callable[[str], bool]) -> set[str]:
+    """The names of the files the views of `starts` read (see `_partial_project`)."""
+
+    def imports(name: str) -> list[str]:
+        found = facts(by_name[name])
+        return [t for ref in found.imports for t in resolver.resolve(name, ref)] if found is not None else []
+
+    down: set[str] = set()
+    pending = [s for s in starts if known(s)]
+    while pending:
+        name = pending.pop()
+        if name in down:
+            continue
+        down.add(name)
+        pending.extend(t for t in imports(name) if t not in down and known(t))
+    callers: set[str] = set()
+    frontier = {s for s in starts if s in down}
+    # every file's import statements, read from its text without parsing it (a superset of the imports
+    # its facts hold: statements in functions and strings included)
+    written: dict[str, list[ImportRef]] = {}
+    for name in by_name:
+        raw = _read(by_name[name])
+        if raw is not None and b"import" in raw:
+            written[name] = _written_imports(raw, is_notebook(name))
+    while frontier:
+        confirmed = {name for name, refs in written.items()
+                     if name not in callers and name not in starts
+                     and any(frontier.intersection(resolver.resolve(name, ref)) for ref in refs)
+                     and known(name) and frontier & set(imports(name))}
+        callers |= confirmed
+        frontier = confirmed
+    around = {t for c in callers for t in imports(c) if known(t)}
+    return down | callers | around
+
+
+_COMMENT = re.compile(r"#[^\n]*")
+_IMPORT = re.compile(r"^[ \t]*import[ \t]+([^\n#;]+)", re.M)
+_FROM = re.compile(r"^[ \t]*from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]*(\([^)]*\)|[^\n#;]+)", re.M)
+
+
+def _written_imports(raw: bytes, notebook: bool) -> list[ImportRef]:
+    """The import bindings a file's text spells, found line by line (backslash continuations joined)."""
+    text = (notebook_code(raw) or "") if notebook else raw.decode("utf-8", errors="replace")
+    text = _COMMENT.sub("", text.replace("\\\r\n", " ").replace("\\\n", " "))
+    refs: list[ImportRef] = []
+    for match in _IMPORT.finditer(text):
+        for part in match.group(1).split(","):
+            dotted = part.split(" as ")[0].strip()
+            if dotted:
+                refs.append(ImportRef("", dotted, 0, None))
+    for match in _FROM.finditer(text):
+        level, module = len(match.group(1)), match.group(2)
+        for part in match.group(3).strip("()").split(","):
+            name = part.split(" as ")[0].strip()
+            if name:
+                refs.append(ImportRef(name, module, level, name))
+    return refs

@@ -8,7 +8,7 @@ import difflib
 import traceback
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import TYPE_CHECKING, Iterable, Optional, Sequence
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -40,6 +40,9 @@ from gpulint.project.view import ProjectView
 from gpulint.rules import all_rules
 from gpulint.rules.base import Rule, Target
 from gpulint.rules.gpu000_invalid_file import InvalidFile
+
+if TYPE_CHECKING:
+    from gpulint.analysis.ast_context import AstContext, Detection
 
 MAX_FIX_ROUNDS = 10
 
@@ -331,6 +334,46 @@ class _Placer:
         return (Edit(offset, offset, prefix + body),)
 
 
+def _run_ast_rules(path: Path, text: str, tree: ast.Module, settings: Settings, view: ProjectView,
+                   rules: Sequence[type[Rule]], profile: Profile) -> list[Finding]:
+    """Run the rules that detect on `ast` and place what they report (no LibCST involved)."""
+    from gpulint.analysis.ast_context import AstContext
+
+    current = "analysis"
+    try:
+        with profile.phase("rules"):
+            ctx = AstContext(path, text, tree, settings, view)
+            for rule_type in rules:
+                current = rule_type.code
+                rule = rule_type(ctx)
+                if rule.applies():
+                    profile.timed(rule.code, rule.detect)(ctx)
+        current = "placing findings"
+        with profile.phase("placing"):
+            return [_ast_finding(ctx, detection) for detection in ctx.detections]
+    except RecursionError:
+        return [syntax_finding(str(path), "file is nested too deeply to analyse")]
+    except Exception as exc:  # a bug in gpulint: surface it, never swallow it
+        raise InternalError(str(path), f"{type(exc).__name__} in {current}: {exc}", traceback.format_exc()) from exc
+
+
+def _ast_finding(ctx: "AstContext", detection: "Detection") -> Finding:
+    """A finding at the detection's span, in 1-based character columns (`ast` counts UTF-8 bytes)."""
+    span = detection.span
+    location = Location(span.lineno, ctx.column(span.lineno, span.col_offset) + 1)
+    end_location = Location(span.end_lineno, ctx.column(span.end_lineno, span.end_col_offset) + 1)
+    first, last = detection.statement_rows
+    noqa_rows = (min(first, location.row), max(last, end_location.row)) if first else \
+        (location.row, end_location.row)
+    fix: Optional[Fix[FixEdit]] = Fix(detection.fix, detection.fix_message, ()) if detection.fix is not None \
+        else None
+    return Finding(
+        path=str(ctx.path), code=detection.code, name=detection.name,
+        message=detection.message, location=location, end_location=end_location, fix=fix,
+        noqa_rows=noqa_rows, note=detection.note,
+    )
+
+
 @dataclass
 class LintResult:
     findings: list[Finding] = field(default_factory=list)
@@ -378,12 +421,22 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
             candidates = [r for r in candidates if r.may_report(view, settings)]
     if check.valid and not candidates:
         return LintResult()
+    ast_findings: list[Finding] = []
+    if check.tree is not None and any(r.on_ast for r in candidates):
+        # rules on `ast` (issue 25) read the tree the guard parsed; LibCST is not needed to report them
+        ast_findings = _run_ast_rules(path, text, check.tree, settings, view,
+                                      [r for r in candidates if r.on_ast], profile)
+        candidates = [r for r in candidates if not r.on_ast]
+        if not candidates:
+            findings = apply_suppressions(path, text, ast_findings, (r.code for r in active))
+            findings.sort(key=lambda f: f.sort_key)
+            return LintResult(findings)
     check = replace(check, tree=None)  # the `ast` tree is not needed past here: free it before LibCST
     with profile.phase("parse"):
         too_costly = libcst_refusal(text)  # LibCST's memory grows with tokens and their nesting: bound it
     if too_costly is not None:
-        return LintResult([syntax_finding(str(path), too_costly.message, too_costly.row, too_costly.column)],
-                          parsed=False)
+        return LintResult([syntax_finding(str(path), too_costly.message, too_costly.row, too_costly.column),
+                           *ast_findings], parsed=False)
     profile.count("parsed")
     try:
         with profile.phase("parse"):
@@ -391,7 +444,7 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
     except cst.ParserSyntaxError as exc:
         if check.valid:  # Python accepts the file: the limit is LibCST's, not a syntax error
             return LintResult([syntax_finding(str(path), cannot_parse_message(exc), exc.raw_line,
-                                              exc.raw_column + 1)], parsed=False)
+                                              exc.raw_column + 1), *ast_findings], parsed=False)
         return LintResult([_syntax_error_finding(path, text, exc)], parsed=False)
     except RecursionError:
         return LintResult([syntax_finding(str(path), "file is nested too deeply to analyse")], parsed=False)
@@ -415,7 +468,7 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
         current = "placing findings"
         with profile.phase("placing"):
             placer = _Placer(ctx, ctx.findings)
-            findings = [placer.finding(r) for r in ctx.findings]
+            findings = [placer.finding(r) for r in ctx.findings] + ast_findings
         current = "suppressions"
         findings = apply_suppressions(path, text, findings, (r.code for r in active))
     except RecursionError:
@@ -457,7 +510,7 @@ def fix_text(path: Path, text: str, settings: Settings, unsafe: bool,
             result.findings.sort(key=lambda f: f.sort_key)
         return FixOutcome(text, 0, result.findings, result.parsed, too_large=True)
     for _ in range(MAX_FIX_ROUNDS):
-        fixes = [f.fix for f in result.findings if f.fix is not None and f.fix.is_applicable(unsafe)]
+        fixes = [f.fix for f in result.findings if f.fix is not None and f.fix.edits and f.fix.is_applicable(unsafe)]
         if not fixes:
             break
         with profile.phase("fixing"):

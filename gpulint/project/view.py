@@ -22,7 +22,7 @@ import json
 import os
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
-from typing import Iterable, Iterator, Optional
+from typing import Iterable, Iterator, Optional, Union
 
 from gpulint.project.facts import ClassFacts, FileFacts, ImportRef
 from gpulint.project.layers import MODULE
@@ -203,12 +203,16 @@ class Project:
     components of the import graph, so a project of thousands of files stays cheap.
     """
 
-    def __init__(self, root: Path, facts: dict[str, FileFacts]) -> None:
+    def __init__(self, root: Path, facts: dict[str, FileFacts], existing: Optional[Iterable[str]] = None) -> None:
+        """`existing`: every module file of the project with facts, when `facts` holds only some of
+        them (the files one file's view reads, dispatch/project_scan.py): imports then resolve exactly
+        as in the whole project. None: `facts` is the whole project."""
         self.root = root
         self.facts = facts  # relative posix path -> facts
         self.paths = sorted(facts)
         self.index = {p: i for i, p in enumerate(self.paths)}
-        self._has_src = any(p.startswith("src/") for p in facts)
+        self._exists: Union[set[str], dict[str, FileFacts]] = set(existing) if existing is not None else facts
+        self._has_src = any(p.startswith("src/") for p in self._exists)
         self.edges: dict[str, list[tuple[str, ImportRef]]] = {p: self._resolve_all(p) for p in self.paths}
         self._importees = {p: {t for t, _ in self.edges[p]} for p in self.paths}
         self._callers = self._all_callers()
@@ -258,7 +262,7 @@ class Project:
         candidates = [base + "/__init__.py"] if not dotted else [base + ".py", base + ".pyi", base + "/__init__.py"]
         for candidate in candidates:
             candidate = candidate.lstrip("/")
-            if candidate in self.facts:
+            if candidate in self._exists:
                 return candidate
         return None
 
@@ -299,7 +303,8 @@ class Project:
         out = []
         for ref in self.facts[path].imports:
             for target in self.resolve(path, ref):
-                out.append((target, ref))
+                if target in self.facts:
+                    out.append((target, ref))
         return out
 
     def importees(self, path: str) -> set[str]:
@@ -317,6 +322,9 @@ class Project:
         for number, members in enumerate(components):
             for member in members:
                 component_of[member] = number
+        # files in an import cycle, by file: the cycle's members (see `_exported_datasets`)
+        self._cycles = {self.paths[m]: tuple(sorted(self.paths[i] for i in members))
+                        for members in components if len(members) > 1 for m in members}
         # Tarjan emits components in reverse topological order of the `importers` graph: every
         # component reachable from one comes before it, so one pass fills the reach sets.
         reach = [0] * len(components)
@@ -490,11 +498,31 @@ class Project:
 
     def _exported_datasets(self, path: str) -> dict[str, ClassFacts]:
         """Dataset and model classes a module offers by name: its own top-level ones, the functions that
-        return one of its dataset classes (factories), and those it imports from project modules."""
+        return one of its dataset classes (factories), and those it imports from project modules.
+
+        The modules of an import cycle are solved together, from nothing, until what they offer stops
+        changing: the answer never depends on which module of the cycle was asked first (and so a file's
+        view does not depend on which other files were linted in the same run)."""
         cached = self._exported.get(path)
         if cached is not None:
             return cached
-        self._exported[path] = {}  # an import cycle sees what is known so far
+        cycle = self._cycles.get(path)
+        if cycle is None:
+            self._exported[path] = {}
+            self._exported[path] = self._offered(path)
+            return self._exported[path]
+        for member in cycle:
+            self._exported[member] = {}
+        for _ in range(len(cycle) + 2):  # each round can only pass names one module further round the cycle
+            before = {member: self._exported[member] for member in cycle}
+            for member in cycle:
+                self._exported[member] = self._offered(member)
+            if all(self._exported[member] == before[member] for member in cycle):
+                break
+        return self._exported[path]
+
+    def _offered(self, path: str) -> dict[str, ClassFacts]:
+        """What `path` offers, given what the modules it imports offer (`_exported_datasets`)."""
         out: dict[str, ClassFacts] = {}
         for target, ref in self.edges.get(path, ()):
             if ref.name == "*":
@@ -511,7 +539,6 @@ class Project:
         for name, key in own.factories.items():  # a factory returning a class this module imports
             if key not in own.classes and key in out:
                 out[name] = out[key]
-        self._exported[path] = out
         return out
 
 
@@ -583,18 +610,27 @@ def _strongly_connected(graph: list[list[int]]) -> list[list[int]]:
     return components
 
 
-def scan_files(root: Path, paths: Iterable[Path], facts_for: "FactsSource") -> Project:
-    """A project from the given files under `root`; `facts_for` reads (or recalls) each one's facts."""
+def scan_files(root: Path, paths: Iterable[Path], facts_for: "FactsSource",
+               existing: Optional[Iterable[str]] = None) -> Project:
+    """A project from the given files under `root`; `facts_for` reads (or recalls) each one's facts.
+    `existing`: see `Project` (the given files are then only those some views read)."""
     facts: dict[str, FileFacts] = {}
     for path in paths:
-        try:
-            relative = Path(os.path.abspath(path)).relative_to(root).as_posix()
-        except ValueError:
+        relative = relative_to(root, path)
+        if relative is None:
             continue
         found = facts_for(path)
         if found is not None:
             facts[relative] = found
-    return Project(root, facts)
+    return Project(root, facts, existing)
+
+
+def relative_to(root: Path, path: Path) -> Optional[str]:
+    """`path` as a posix path relative to `root` (how a project names its files), or None outside it."""
+    try:
+        return Path(os.path.abspath(path)).relative_to(root).as_posix()
+    except ValueError:
+        return None
 
 
 _VIEW_FIELDS = tuple(f.name for f in fields(ProjectView) if f.name != "own")

@@ -1,0 +1,151 @@
+"""One file in a big project costs one file: the project pass reads only what that file's view needs,
+and the view is the one the whole project gives."""
+
+from __future__ import annotations
+
+import random
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gpulint.dispatch import project_scan
+from gpulint.dispatch.project_scan import FactsCache, _partial_project, _project_files, scan_projects
+from gpulint.project.view import scan_files
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+TREE = {
+    "pyproject.toml": "",
+    "train.py": """
+        import torch
+        from torch.utils.data import DataLoader
+        from pkg.data import Images
+        from pkg import models
+        from pkg.models.deep import *
+        scaler = torch.cuda.amp.GradScaler()
+        model = models.Net().cuda()
+        loader = DataLoader(Images("x"), batch_size=8)
+        for x, y in loader:
+            loss = model(x.cuda()).sum()
+            loss.backward()
+    """,
+    "pkg/__init__.py": "from .data import Images\n",
+    "pkg/data/__init__.py": "from .images import Images as Images\nfrom .. import helpers\n",
+    "pkg/data/images.py": """
+        from PIL import Image
+        import torch
+        from torch.utils.data import Dataset
+        class Images(Dataset):
+            def __init__(self, root):
+                self.root = root
+            def __getitem__(self, i):
+                return torch.tensor(Image.open(self.root))
+    """,
+    "pkg/helpers.py": "from . import models\nN_LAYERS = 4\n",
+    "pkg/models/__init__.py": "from .net import Net\n",
+    "pkg/models/net.py": """
+        import torch.nn as nn
+        from .blocks import Block
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = nn.Sequential(*[Block(512) for _ in range(24)])
+    """,
+    "pkg/models/blocks.py": """
+        import torch.nn as nn
+        from ..models import net  # a cycle
+        class Block(nn.Module):
+            def __init__(self, width):
+                super().__init__()
+                self.fc = nn.Linear(width, width)
+    """,
+    "pkg/models/deep.py": "import torch\nDEEP = torch.bfloat16\n",
+    "src/lib/__init__.py": "",
+    "src/lib/opt.py": "import torch\nOPTIMIZERS = {'sgd': torch.optim.SGD}\n",
+    "tools/run.py": "from lib.opt import OPTIMIZERS\nimport pkg.data.images\nx = 1\n",
+    "tools/broken.py": "def broken(:\n",
+    "tools/helpers.py": "this is not python\n",  # shadows pkg.helpers? no: another folder
+    "tools/use_helpers.py": "import helpers\nimport torch\ntorch.cuda.synchronize()\n",
+    "unrelated/a.py": "import os\nprint(os.getcwd())\n",
+    "unrelated/b.py": "from unrelated import a\n",
+}
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("project")
+    for name, text in TREE.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return root
+
+
+def _same_views(root: Path, members: list[Path]) -> None:
+    """Each member linted alone, as `gpulint check member` does: a project built for it, whole or partial.
+    (A fresh whole project per member: views computed one after another share what a project learns
+    about an import cycle, so a view can depend on the views asked before it.)"""
+    paths = _project_files(root, members)
+    facts = FactsCache()
+    for member in members:
+        whole = scan_files(root, paths, facts)
+        part = _partial_project(root, paths, [member], facts)
+        assert part.view(member) == whole.view(member), member
+        assert len(part.facts) <= len(whole.facts)
+
+
+def test_every_file_of_a_tricky_tree_gets_the_view_of_the_whole_project(tree: Path) -> None:
+    """Packages that re-export, `from . import x`, `from .. import x`, a cycle, a star import, `src/`, a
+    file that does not parse, a caller chain: each file alone sees what the whole project shows it."""
+    members = sorted(p for p in tree.rglob("*.py"))
+    _same_views(tree, members)
+
+
+def test_a_file_reads_only_what_its_view_needs(tree: Path) -> None:
+    paths = _project_files(tree, [tree / "unrelated" / "a.py"])
+    part = _partial_project(tree, paths, [tree / "unrelated" / "a.py"], FactsCache())
+    assert sorted(part.facts) == ["unrelated/a.py", "unrelated/b.py"]
+    images = _partial_project(tree, paths, [tree / "pkg" / "data" / "images.py"], FactsCache())
+    assert "train.py" in images.facts and "tools/run.py" in images.facts  # its callers decide its device
+    assert "unrelated/a.py" not in images.facts and "src/lib/opt.py" in images.facts  # what tools/run.py imports
+
+
+def test_views_of_this_repository_match_the_whole_project() -> None:
+    """A real tree of several hundred files (the package, its tests, fixtures and examples): a seeded
+    sample of its files, each linted alone."""
+    paths = _project_files(ROOT, [])
+    sample = random.Random(25).sample(sorted(p for p in paths if str(p).endswith(".py")), 12)
+    _same_views(ROOT, sample)
+
+
+def test_scan_projects_takes_the_partial_path_for_a_few_files(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    real = project_scan._partial_project
+
+    def counted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - a spy
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(project_scan, "_partial_project", counted)
+    one = tree / "pkg" / "models" / "net.py"
+    views = scan_projects([one], [one])
+    assert calls and views[str(one)].gpu_callers  # train.py moves the model to the GPU
+    calls.clear()
+    everything = sorted(tree.rglob("*.py"))
+    scan_projects(everything, [tree])
+    assert not calls  # the whole project is linted: one full scan
+
+
+def test_a_view_does_not_depend_on_the_views_asked_before_it(tree: Path) -> None:
+    """pkg/__init__.py and pkg/data/__init__.py import each other: what they offer is solved for the
+    cycle as a whole, so `check tools/run.py` and `check .` give tools/run.py the same view."""
+    paths = _project_files(tree, [])
+    members = sorted(p for p in tree.rglob("*.py"))
+    forward = scan_files(tree, paths, FactsCache())
+    backward = scan_files(tree, paths, FactsCache())
+    first = {m: forward.view(m) for m in members}
+    second = {m: backward.view(m) for m in reversed(members)}
+    assert first == second
+    run = tree / "tools" / "run.py"
+    assert sorted(first[run].imported_classes) == ["pkg.Images", "pkg.data.images.Images"]
