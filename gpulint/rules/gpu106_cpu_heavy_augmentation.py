@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from gpulint.analysis.augmentation import COMPOSE, pipelines
 from gpulint.analysis.device import cuda_evidence
-from gpulint.analysis.evidence import SHOWN, UNDECIDED, Premise, undecided_note
+from gpulint.analysis.evidence import SHOWN, UNDECIDED, Premise
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
@@ -122,13 +122,9 @@ class CpuHeavyAugmentation(Rule):
         for pipeline in pipelines(ctx.tree, ctx.names.qualname):
             feeds = SHOWN if pipeline.loader is not None and trains else UNDECIDED
             decision = self.decide({HEAVY: SHOWN, FEEDS_GPU_STEP: feeds, ON_GPU: on_gpu})
-            if not decision.report:
-                continue
             note = "keep decode and resize on the CPU; run these ops on the batch after .to(device) " \
                    "(Kornia, DALI, or torchvision.transforms.v2 on CUDA tensors)"
-            if decision.assumed:
-                note = f"{undecided_note(decision.undecided)}; {note}"
             ops = ", ".join(pipeline.heavy)
             ctx.report(self, pipeline.compose,
                        f"per-image CPU augmentation ({ops}) feeds a GPU step: augment the batch on the GPU instead",
-                       note=note)
+                       note=note, decision=decision)

@@ -14,7 +14,7 @@ from gpulint.analysis.attention import (
     has_fused_path,
 )
 from gpulint.analysis.device import accelerator_evidence
-from gpulint.analysis.evidence import SHOWN, Premise, undecided_note
+from gpulint.analysis.evidence import SHOWN, Premise
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.verification import FUSED_OPTIMIZER, Verification
@@ -171,8 +171,6 @@ class ManualAttention(Rule):
 
     def _check(self, ctx: "AstContext", site: Attention) -> None:
         decision = self.decide({TRAINED: SHOWN, ON_ACCELERATOR: accelerator_evidence(ctx.project)})
-        if not decision.report:
-            return
         note = ""
         fix: Optional[Applicability] = None
         data: Optional[dict[str, Any]] = None
@@ -185,13 +183,10 @@ class ManualAttention(Rule):
         else:
             fix = Applicability.UNSAFE
             data = {"arguments": _arguments(ctx, site), "remove": [s.lineno for s in site.chain]}
-        if decision.assumed:
-            assumed = undecided_note(decision.undecided)
-            note = f"{assumed}; {note}" if note else assumed
         ctx.report(self, site.output,
                    "attention written by hand keeps a T x T weight matrix per head; a fused kernel never makes it",
                    fix=fix, fix_message="Use F.scaled_dot_product_attention (dropout only while training)",
-                   data=data, statement=site.statement, note=note)
+                   data=data, statement=site.statement, note=note, decision=decision)
 
     def build_fix(self, detection: "Detection", fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:
         from gpulint.core.pending import PendingFix, Replace
