@@ -368,37 +368,43 @@ class _Reader:
     def _mask(self, pre: _Pre, trace: _Trace) -> tuple[str, _Trace]:
         if not pre.masks:
             return NO_MASK, trace
-        if len(pre.masks) == 1 and pre.masks[0][0] == "fill" and self._causal_fill(pre.masks[0][1], trace):
-            return CAUSAL, trace
+        if len(pre.masks) == 1 and pre.masks[0][0] == "fill":
+            causal = self._causal_fill(pre.masks[0][1], trace)
+            if causal is not None:
+                return CAUSAL, causal
         return OTHER_MASK, trace.blocked(
             "a mask other than a visible causal tril: pass it as attn_mask= (a boolean attn_mask is True where "
             "attention is allowed)")
 
-    def _causal_fill(self, call: ast.expr, trace: _Trace) -> bool:
+    def _causal_fill(self, call: ast.expr, trace: _Trace) -> Optional[_Trace]:
         """`.masked_fill(M[..., :T, :T] == 0, float('-inf'))` with M = torch.tril(torch.ones(n, n)) (a buffer
         of __init__ or a name of the block). Any T that runs is the query and key length (the mask must
-        broadcast against the scores), so it equals is_causal=True."""
+        broadcast against the scores), so it equals is_causal=True. The trace, with a local mask's statement
+        in the chain when nothing else reads it; None: not that mask."""
         assert isinstance(call, ast.Call)
         condition, fill = call.args
         if not _very_negative(fill, self.qualname):
-            return False
+            return None
         if not (isinstance(condition, ast.Compare) and len(condition.ops) == 1
                 and isinstance(condition.ops[0], ast.Eq) and _int(condition.comparators[0]) == 0):
-            return False
+            return None
         source = condition.left
         if isinstance(source, ast.Subscript):
             if not _leading_corner(source.slice):
-                return False
+                return None
             source = source.value
         attribute = _self_attribute(source, self.me)
         if attribute is not None:
-            built: Optional[ast.expr] = self.init.attributes.get(attribute)
-        elif isinstance(source, ast.Name):
-            found = self._assignment(source.id, trace.limit)
-            built = found[1] if found is not None and not found[2] else None
-        else:
-            built = None
-        return built is not None and self._tril_of_ones(built)
+            built = self.init.attributes.get(attribute)
+            return trace if built is not None and self._tril_of_ones(built) else None
+        if not isinstance(source, ast.Name):
+            return None
+        found = self._assignment(source.id, trace.limit)
+        if found is None or found[2] or not self._tril_of_ones(found[1]):
+            return None
+        reads = [n for n in ast.walk(self.method) if isinstance(n, ast.Name) and n.id == source.id
+                 and isinstance(n.ctx, ast.Load)]
+        return replace(trace, chain=trace.chain + (found[0],)) if len(reads) == 1 else trace
 
     def _tril_of_ones(self, expr: ast.expr) -> bool:
         while True:

@@ -189,14 +189,19 @@ class ManualAttention(Rule):
                    data=data, statement=site.statement, note=note, decision=decision)
 
     def build_fix(self, detection: "Detection", fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:
+        import libcst as cst
+
         from gpulint.core.pending import PendingFix, Replace
 
         data = detection.data or {}
         if "arguments" not in data:
             return None
         function = fctx.imports.reference(FUNCTIONAL, SDPA)
-        edits: list[Any] = [function.edit, Replace(node, f"{function.expr}({data['arguments']})")]
-        edits.extend(Replace(line, []) for line in _statement_lines(fctx, set(data["remove"])))
+        call = cst.parse_expression(f"{function.expr}({data['arguments']})")  # a node: fitted to the line length
+        edits: list[Any] = [function.edit, Replace(node, call)]
+        # the statements that only computed the weights go; comment lines above them stay
+        edits.extend(Replace(line, [e for e in line.leading_lines if e.comment is not None])
+                     for line in _statement_lines(fctx, set(data["remove"])))
         return PendingFix.unsafe("Use F.scaled_dot_product_attention (dropout only while training)", *edits)
 
 
