@@ -6,16 +6,20 @@ from __future__ import annotations
 import ast
 import textwrap
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Optional
 
+import libcst as cst
 import pytest
 
-from gpulint.analysis.ast_context import AstContext, AstNames, arg, keyword_args
+from gpulint.analysis.ast_context import AstContext, AstNames, Detection, arg, keyword_args
 from gpulint.analysis.evidence import Evidence, Premise
+from gpulint.core.context import FileContext
 from gpulint.core.edits import Applicability
+from gpulint.core.pending import PendingFix, Replace
+from gpulint.core.rewrite import add_keyword
 from gpulint.core.settings import Settings
 from gpulint.engine import linter
-from gpulint.engine.linter import lint_text
+from gpulint.engine.linter import fix_text, lint_text
 from gpulint.notebook.lint import lint_notebook
 from gpulint.notebook.model import load_notebook
 from gpulint.rules.base import Rule, RuleDocs
@@ -44,6 +48,10 @@ class ToyAdam(Rule):
             decision = self.decide({UNFUSED: Evidence.of(True)})
             ctx.report(self, call, "Adam without fused", fix=Applicability.SAFE, fix_message="add fused=True",
                        decision=decision)
+
+    def build_fix(self, detection: Detection, fctx: FileContext, node: cst.CSTNode) -> Optional[PendingFix]:
+        assert isinstance(node, cst.Call)
+        return PendingFix.safe("add fused=True", Replace(node, add_keyword(node, "fused", "True")))
 
 
 SETTINGS = Settings(select=("GPU990",))
@@ -175,9 +183,33 @@ def test_test_functions_that_compare_results_are_silent() -> None:
 
 
 def test_a_predicted_fix_is_reported_without_libcst() -> None:
-    found = lint_text(Path("t.py"), "import torch\ntorch.optim.Adam(p)\n", SETTINGS, rules=[ToyAdam]).findings
-    assert len(found) == 1 and found[0].fix is not None
+    found = lint_text(Path("t.py"), "import torch\ntorch.optim.Adam(p)\n", SETTINGS, rules=[ToyAdam],
+                      edits=False).findings
+    assert len(found) == 1 and found[0].fix is not None and found[0].fix.edits == ()
     assert found[0].fix.applicability is Applicability.SAFE and found[0].fix.message == "add fused=True"
+
+
+def test_fixes_are_built_on_the_libcst_node_at_the_detections_span() -> None:
+    text = 'import torch\ns = "é"; a = (torch.optim.Adam(p))  # ü\nb = [torch.optim.Adam(\n    q)]\n'
+    found = lint_text(Path("t.py"), text, SETTINGS, rules=[ToyAdam]).findings
+    assert [f.fix.applicability for f in found if f.fix is not None and f.fix.edits] == [Applicability.SAFE] * 2
+    fixed = fix_text(Path("t.py"), text, SETTINGS, unsafe=False, rules=[ToyAdam])
+    assert fixed.text == ('import torch\ns = "é"; a = (torch.optim.Adam(p, fused=True))  # ü\n'
+                          'b = [torch.optim.Adam(\n    q,\n    fused=True)]\n')
+    assert fixed.applied == 2 and fixed.findings == []
+
+
+def test_a_fix_built_differently_from_its_prediction_is_a_bug() -> None:
+    class Liar(ToyAdam):
+        def build_fix(self, detection: Detection, fctx: FileContext, node: cst.CSTNode) -> Optional[PendingFix]:
+            fix = super().build_fix(detection, fctx, node)
+            assert fix is not None
+            return PendingFix.unsafe(fix.message, *fix.edits)
+
+    with pytest.raises(linter.InternalError, match="predicted a safe fix"):
+        lint_text(Path("t.py"), "import torch\ntorch.optim.Adam(p)\n", SETTINGS, rules=[Liar])
+    assert lint_text(Path("t.py"), "import torch\ntorch.optim.Adam(p)\n", SETTINGS, rules=[Liar],
+                     edits=False).findings  # without edits the prediction stands (the fixture test checks it)
 
 
 def test_a_detection_in_a_notebook_cell(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -202,4 +234,25 @@ def test_nodes_are_in_source_order_and_match_base_classes() -> None:
     mixed = [type(n).__name__ for n in ctx.nodes(ast.Return, ast.Call)]
     assert mixed == ["Call", "Return", "Call", "Call", "Call", "Call"]
     ret = next(ctx.nodes(ast.Return))
-    assert ctx.enclosing_function(ret) is tree.body[0] and ctx.statement(ret.value) is ret  # type: ignore[arg-type]
+    assert ctx.enclosing_function(ret) is tree.body[0] and ctx.statement(ret.value) is ret  # type: ignore[attr-defined]
+
+
+def test_the_cache_never_serves_a_predicted_fix_where_edits_are_needed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpulint.dispatch.jobs import cached_result, run_job
+    from gpulint.engine.cache import ResultCache
+    from gpulint.engine.runner import Job, Mode
+
+    monkeypatch.setattr(linter, "enabled_rules", lambda settings, rules=None: [ToyAdam])
+    source = tmp_path / "train.py"
+    source.write_text("import torch\ntorch.optim.Adam(p)\n")
+    cache = ResultCache.open(tmp_path / "cache")
+    check = Job(source, SETTINGS, Mode.CHECK, cache=cache, edits=False)
+    first = run_job(check)
+    assert first.findings[0].fix is not None and first.findings[0].fix.edits == ()
+    assert cached_result(check) is not None  # a later text `check` is answered from the cache
+    json_check = Job(source, SETTINGS, Mode.CHECK, cache=cache, edits=True)
+    assert cached_result(json_check) is None  # the predicted fix has no edits to show
+    built = run_job(json_check)
+    assert built.findings[0].fix is not None and built.findings[0].fix.edits
+    assert cached_result(check) is not None and cached_result(json_check) is not None  # built edits serve both
