@@ -74,15 +74,25 @@ def pipelines(tree: ast.Module, qualname: QualName) -> list[Pipeline]:
 
 
 def _heavy_ops(compose: ast.Call, scope: Scope, qualname: QualName) -> Iterator[tuple[ast.Call, str]]:
-    stack: list[ast.AST] = [*compose.args, *(k.value for k in compose.keywords)]
-    seen: set[str] = set()
+    yield from _ops_in([*compose.args, *(k.value for k in compose.keywords)], scope, qualname, set())
+
+
+def _ops_in(roots: list[ast.AST], scope: Scope, qualname: QualName, seen: set[str]) -> Iterator[tuple[ast.Call, str]]:
+    """Heavy ops in these expressions; a name counts with the ops every one of its assignments in the scope
+    holds (`augmentation = [...]` in both branches of an `if`: the ops both lists share)."""
+    stack = list(roots)
     while stack:
         node = stack.pop(0)
-        if isinstance(node, ast.Name) and node.id not in seen:
+        if isinstance(node, ast.Name):
+            if node.id in seen:
+                continue
             seen.add(node.id)
-            value = _only_assignment(scope, node.id)
-            if isinstance(value, (ast.List, ast.Tuple)):
-                stack.append(value)
+            values = _assignments(scope, node.id)
+            found = [list(_ops_in([v], scope, qualname, seen)) for v in values
+                     if isinstance(v, (ast.List, ast.Tuple, ast.Call, ast.BinOp))]
+            if found and len(found) == len(values):
+                common = set.intersection(*({name for _, name in ops} for ops in found))
+                yield from ((call, name) for call, name in found[0] if name in common)
             continue
         if isinstance(node, (ast.List, ast.Tuple)):
             stack.extend(node.elts)
@@ -154,10 +164,16 @@ def _assigned_name(node: ast.expr, parents: dict[int, ast.AST]) -> Optional[str]
     return None
 
 
-def _only_assignment(scope: Scope, name: str) -> Optional[ast.expr]:
-    values = [n.value for n in _own_nodes(scope) if isinstance(n, ast.Assign) and len(n.targets) == 1
-              and isinstance(n.targets[0], ast.Name) and n.targets[0].id == name]
-    return values[0] if len(values) == 1 else None
+def _assignments(scope: Scope, name: str) -> list[ast.expr]:
+    """The values `name = ...` binds in the scope; empty when anything else binds it too."""
+    values: list[ast.expr] = []
+    for node in _own_nodes(scope):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and node.targets[0].id == name:
+            values.append(node.value)
+    stores = [n for n in _own_nodes(scope) if isinstance(n, ast.Name) and n.id == name
+              and isinstance(n.ctx, (ast.Store, ast.Del))]
+    return values if len(stores) == len(values) else []
 
 
 def _loads(scope: Scope, name: str) -> list[ast.Name]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 from gpulint.analysis.attention import (
     CAUSAL,
@@ -182,7 +182,8 @@ class ManualAttention(Rule):
             note = f"no fix: {too_new.reason()}"
         else:
             fix = Applicability.UNSAFE
-            data = {"arguments": _arguments(ctx, site), "remove": [s.lineno for s in site.chain]}
+            data = {"arguments": _arguments(ctx, site), "remove": [s.lineno for s in site.chain],
+                    "output_row": site.statement.lineno}
         ctx.report(self, site.output,
                    "attention written by hand keeps a T x T weight matrix per head; a fused kernel never makes it",
                    fix=fix, fix_message="Use F.scaled_dot_product_attention (dropout only while training)",
@@ -199,9 +200,18 @@ class ManualAttention(Rule):
         function = fctx.imports.reference(FUNCTIONAL, SDPA)
         call = cst.parse_expression(f"{function.expr}({data['arguments']})")  # a node: fitted to the line length
         edits: list[Any] = [function.edit, Replace(node, call)]
-        # the statements that only computed the weights go; comment lines above them stay
-        edits.extend(Replace(line, [e for e in line.leading_lines if e.comment is not None])
-                     for line in _statement_lines(fctx, set(data["remove"])))
+        lines = _statement_lines(fctx, {*data["remove"], data["output_row"]})
+        removed = [line for line in lines if line.start_row in data["remove"]]
+        output = [line for line in lines if line.start_row == data["output_row"]]
+        output_blank = bool(output) and any(e.comment is None for e in output[0].line.leading_lines)
+        for index, found in enumerate(removed):
+            # the statements that only computed the weights go; the comment lines above them stay, and the
+            # blank lines above the first one unless the output's own blank line keeps the gap
+            kept = [e for e in found.line.leading_lines if e.comment is not None
+                    or (index == 0 and not output_blank)]
+            if index == 0 and any(e.comment is not None for e in found.line.leading_lines):
+                kept = list(found.line.leading_lines)
+            edits.append(Replace(found.line, kept))
         return PendingFix.unsafe("Use F.scaled_dot_product_attention (dropout only while training)", *edits)
 
 
@@ -216,13 +226,18 @@ def _arguments(ctx: "AstContext", site: Attention) -> str:
     return ", ".join(parts)
 
 
-def _statement_lines(fctx: "FileContext", rows: set[int]) -> list["cst.SimpleStatementLine"]:
-    """The one-statement lines starting on these rows (the chain's statements, which stand alone)."""
+class _Line(NamedTuple):
+    line: "cst.SimpleStatementLine"
+    start_row: int
+
+
+def _statement_lines(fctx: "FileContext", rows: set[int]) -> list[_Line]:
+    """The one-statement lines starting on these rows (the chain's statements, which stand alone, and the
+    output's), in source order."""
     import libcst as cst
     from libcst.metadata import MetadataWrapper, PositionProvider
 
-    if not rows:
-        return []
     positions = MetadataWrapper(fctx.module, unsafe_skip_copy=True).resolve(PositionProvider)
-    return [line for line, where in positions.items()
-            if isinstance(line, cst.SimpleStatementLine) and where.start.line in rows]
+    found = [_Line(line, where.start.line) for line, where in positions.items()
+             if isinstance(line, cst.SimpleStatementLine) and where.start.line in rows]
+    return sorted(found, key=lambda f: f.start_row)
