@@ -17,7 +17,7 @@ from gpulint.analysis.device import accelerator_evidence
 from gpulint.analysis.evidence import SHOWN, Premise
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
-from gpulint.core.verification import FUSED_OPTIMIZER, Verification
+from gpulint.core.verification import FUSED_KERNEL, Verification
 from gpulint.project.view import ProjectView
 from gpulint.rules.base import Rule, RuleDocs, Target
 
@@ -57,7 +57,7 @@ class ManualAttention(Rule):
     preview = True
     in_tests = False
     verification = Verification(
-        FUSED_OPTIMIZER, ("attention",), "F.scaled_dot_product_attention runs in the step",
+        FUSED_KERNEL, ("attention",), "F.scaled_dot_product_attention runs in the step",
         mismatch_hint="with dropout in the attention the fused kernel draws other dropout masks: compare "
                       "with the model's dropout at 0")
     docs = RuleDocs(
