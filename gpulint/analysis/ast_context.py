@@ -24,6 +24,7 @@ from gpulint.core.edits import Applicability
 from gpulint.project.facts import ImportAliases, module_imports
 
 if TYPE_CHECKING:
+    from gpulint.core.context import FileContext
     from gpulint.core.settings import Settings
     from gpulint.project.view import ProjectView
 
@@ -300,6 +301,22 @@ class AstNames:
         local, target = best
         return local + qualname[len(target):]
 
+    def module_alias(self, module: str) -> str:
+        """The name under which a fix refers to `module`: the file's own import of it, else the name the
+        import a fix adds binds (core/pending.py ImportPlanner.module_alias decides the same on LibCST)."""
+        for alias, targets in self.module_scope.bindings.items():
+            if len(set(targets)) == 1 and targets[0] == module:
+                return alias
+        taken: set[str] = set()
+        for scope in self.scopes.values():
+            taken.update(scope.bindings)
+        if module.split(".")[0] not in taken:
+            return module
+        alias = module.replace(".", "_") + "_"
+        while alias in taken:
+            alias += "_"
+        return alias
+
     @property
     def imports(self) -> ImportAliases:
         """The module-level import table the project facts use (permissive: every import a name may
@@ -554,6 +571,18 @@ class AstContext:
         self._order: dict[int, int] = {}  # preorder number of every node, for `nodes` of several types
         self._lines: Optional[list[str]] = None
         self._starts: Optional[list[int]] = None
+        self._libcst: Optional["FileContext"] = None
+
+    def libcst(self) -> "FileContext":
+        """The file on LibCST, parsed on first use: only for an analysis not yet on `ast` (it costs the parse
+        this API exists to avoid). Raises what LibCST raises for a file it cannot parse."""
+        if self._libcst is None:
+            import libcst as cst
+
+            from gpulint.core.context import FileContext
+
+            self._libcst = FileContext(self.path, self.text, cst.parse_module(self.text), self.settings, self.project)
+        return self._libcst
 
     # -- names and arguments ---------------------------------------------------------------------
     @property
@@ -601,6 +630,12 @@ class AstContext:
             return
         order = self._order
         yield from sorted((n for nodes in lists for n in nodes), key=lambda n: order[id(n)])
+
+    def order(self, node: ast.AST) -> Optional[int]:
+        """The node's number in preorder (source order), None for a node not in this tree."""
+        if self._index is None:
+            self._build_index()
+        return self._order.get(id(node))
 
     def parent(self, node: ast.AST) -> Optional[ast.AST]:
         if self._parents is None:

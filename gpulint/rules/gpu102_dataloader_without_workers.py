@@ -2,31 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Optional
+import ast
+from typing import TYPE_CHECKING, Optional
 
-import libcst as cst
-
-from gpulint.analysis.datasets import (
-    DATALOADER_AST_NEEDLES,
-    DATALOADER_NEEDLES,
-    UNSHARDED,
-    LoaderCall,
-    dataloader_call,
-)
+from gpulint.analysis.ast_context import AstContext, Detection, positional_args
+from gpulint.analysis.ast_values import is_literal
+from gpulint.analysis.datasets import DATALOADER_AST_NEEDLES, DATALOADER_NEEDLES
 from gpulint.analysis.device import accelerator_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise, all_of
+from gpulint.analysis.loaders import UNSHARDED, LoaderCall, dataloader_call
 from gpulint.core import floors
-from gpulint.core.arguments import positional_args
 from gpulint.core.edits import Applicability
 from gpulint.core.options import Flag, Integer, Option
-from gpulint.core.pending import PendingFix, Replace
-from gpulint.core.rewrite import add_keyword, is_literal, set_keyword
+from gpulint.core.torch_api import DATALOADER_NUM_WORKERS
 from gpulint.core.verification import NEUTRAL, RANDOM_STREAMS, Verification
 from gpulint.project.facts import IN_MEMORY, NOTHING, ON_DEVICE, WORK
 from gpulint.rules.base import Rule, RuleDocs, Target
 
-# DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, ...)
-NUM_WORKERS_POSITION = 5
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from gpulint.core.context import FileContext
+    from gpulint.core.pending import PendingFix
+
+NUM_WORKERS_POSITION = DATALOADER_NUM_WORKERS[1]
 NUM_WORKERS: Option[int] = Option("num-workers", Integer(1), 4, "num_workers the fix writes (capped by the cores)")
 ALLOW_ZERO_WORKERS: Option[bool] = Option(
     "allow-zero-workers", Flag(), True, "an explicit num_workers=0 is the user's choice: not reported")
@@ -114,48 +113,59 @@ class DataLoaderNumWorkers(Rule):
         premises=(PER_ITEM_WORK, ON_ACCELERATOR),
     )
 
-    def visit_Call(self, node: cst.Call) -> None:
-        loader = dataloader_call(self.ctx, node)
+    def detect(self, ctx: AstContext) -> None:
+        for node in ctx.nodes(ast.Call):
+            assert isinstance(node, ast.Call)
+            self._check(ctx, node)
+
+    def _check(self, ctx: AstContext, node: ast.Call) -> None:
+        loader = dataloader_call(ctx, node)
         if loader is None:
             return
         kwargs = loader.kwargs
+        name, position = DATALOADER_NUM_WORKERS
         positional = positional_args(node) or []
-        if len(positional) > NUM_WORKERS_POSITION:
-            value: Optional[cst.BaseExpression] = positional[NUM_WORKERS_POSITION]
+        if len(positional) > position:
+            value: Optional[ast.expr] = positional[position]
             explicit = True
         else:
-            explicit = kwargs.has("num_workers")
-            value = kwargs.get("num_workers")
-        if explicit and not is_literal(value, "0"):
+            explicit = kwargs.passed(name)
+            value = kwargs.get(name)
+        if explicit and not is_literal(ctx, value, "0"):
             return  # the user chose a value
-        if explicit and self.ctx.settings.value(ALLOW_ZERO_WORKERS):
+        if explicit and ctx.settings.value(ALLOW_ZERO_WORKERS):
             return  # an explicit num_workers=0 is the user's choice (`allow-zero-workers = false` reports it)
         work = all_of(*(_per_item_work(each) for each in loader.alternatives()))
-        decision = self.decide({PER_ITEM_WORK: work,
-                                ON_ACCELERATOR: accelerator_evidence(self.ctx.project)})
+        decision = self.decide({PER_ITEM_WORK: work, ON_ACCELERATOR: accelerator_evidence(ctx.project)})
         if not decision.report:
             return
-        workers = self.ctx.settings.value(NUM_WORKERS)
+        workers = ctx.settings.value(NUM_WORKERS)
         # capped by the machine's cores: more workers than cores is slower, and torch warns about it
-        os_module = self.ctx.imports.module_alias("os")
-        capped = f"min({workers}, {os_module.expr}.cpu_count() or 1)"
-        fix = None
-        if not explicit:
-            new = add_keyword(node, "num_workers", capped)
-        elif "num_workers" in kwargs.values and "num_workers" not in kwargs.from_splat:
-            new = set_keyword(node, "num_workers", capped)
-        else:
-            new = None
+        capped = f"min({workers}, {ctx.names.module_alias('os')}.cpu_count() or 1)"
+        # add the keyword, or set it where the call writes it (not where a shared `**dict` does)
+        how = "add" if not explicit else "set" if name in kwargs.explicit and name not in kwargs.from_splat else ""
         note = ""
-        too_new = floors.too_new(self.ctx.settings.torch_version, [floors.NUM_WORKERS])
-        if new is None:
+        too_new = floors.too_new(ctx.settings.torch_version, [floors.NUM_WORKERS])
+        if not how:
             note = "no fix: num_workers comes from a `**dict` other calls may share; set it there"
         elif too_new is not None:
             note = f"no fix: {too_new.reason()}"
-        else:
-            fix = PendingFix.unsafe(f"Set `num_workers={capped}`", os_module.edit, Replace(node, new))
-        self.report_decided(decision, node, "DataLoader without worker processes: the GPU waits while each batch is "
-                                            "prepared", fix, note=note)
+        ctx.report(self, node, "DataLoader without worker processes: the GPU waits while each batch is prepared",
+                   fix=Applicability.UNSAFE if not note else None, fix_message=f"Set `num_workers={capped}`",
+                   data={"how": how}, note=note, decision=decision)
+
+    def build_fix(self, detection: Detection, fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:
+        import libcst as cst
+
+        from gpulint.core.pending import PendingFix, Replace
+        from gpulint.core.rewrite import add_keyword, set_keyword
+
+        assert isinstance(node, cst.Call) and detection.data is not None
+        os_module = fctx.imports.module_alias("os")
+        capped = f"min({fctx.settings.value(NUM_WORKERS)}, {os_module.expr}.cpu_count() or 1)"
+        name = DATALOADER_NUM_WORKERS[0]
+        new = add_keyword(node, name, capped) if detection.data["how"] == "add" else set_keyword(node, name, capped)
+        return PendingFix.unsafe(f"Set `num_workers={capped}`", os_module.edit, Replace(node, new))
 
 
 def _per_item_work(loader: LoaderCall) -> Evidence:

@@ -256,3 +256,35 @@ def test_the_cache_never_serves_a_predicted_fix_where_edits_are_needed(
     built = run_job(json_check)
     assert built.findings[0].fix is not None and built.findings[0].fix.edits
     assert cached_result(check) is not None and cached_result(json_check) is not None  # built edits serve both
+
+
+def test_a_text_check_of_ported_rules_never_parses_libcst(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GPU201 and GPU102 run on `ast`: without edits nothing reaches LibCST's parser; with edits it does."""
+    from gpulint.rules.gpu102_dataloader_without_workers import DataLoaderNumWorkers
+    from gpulint.rules.gpu201_non_fused_optimizer import NonFusedOptimizer
+
+    text = textwrap.dedent("""\
+        import torch
+        from torchvision.datasets import CIFAR10
+        from torch.utils.data import DataLoader
+        model = torch.nn.Linear(8, 8).cuda()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        loader = DataLoader(CIFAR10("data"), batch_size=64)
+        """)
+    rules = [NonFusedOptimizer, DataLoaderNumWorkers]
+    settings = Settings(select=("GPU201", "GPU102"))
+    parsed: list[str] = []
+    real_parse = linter.parse
+
+    def counted(source: str) -> cst.Module:
+        parsed.append(source)
+        return real_parse(source)
+
+    monkeypatch.setattr(linter, "parse", counted)
+    predicted = lint_text(Path("train.py"), text, settings, rules=rules, edits=False).findings
+    assert [f.code for f in predicted] == ["GPU201", "GPU102"] and parsed == []
+    built = lint_text(Path("train.py"), text, settings, rules=rules, edits=True).findings
+    assert len(parsed) == 1
+    assert [(f.code, f.fix.applicability if f.fix else None) for f in built] == \
+        [(f.code, f.fix.applicability if f.fix else None) for f in predicted]
+    assert all(f.fix is not None and f.fix.edits for f in built)
