@@ -20,18 +20,24 @@ import ast
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Optional, Union
 
-QualName = Callable[[ast.expr], Optional[str]]
+from gpulint.analysis.ast_context import AstNames, arg, keyword_args
+from gpulint.core.torch_api import (
+    DROPOUT_FUNCTIONS,
+    DROPOUT_INPLACE,
+    DROPOUT_MODULES,
+    DROPOUT_P,
+    DROPOUT_TRAINING,
+    EINSUM_FUNCTIONS,
+    FINFO,
+    MATMUL_FUNCTIONS,
+    ONES_FUNCTIONS,
+    SOFTMAX_DIM,
+    SOFTMAX_FUNCTIONS,
+    SOFTMAX_MODULES,
+    TRANSPOSE_FUNCTIONS,
+    TRIL_FUNCTIONS,
+)
 
-SOFTMAX_FUNCTIONS = frozenset({"torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax"})
-SOFTMAX_MODULES = frozenset({"torch.nn.Softmax", "torch.nn.modules.activation.Softmax"})
-MATMUL_FUNCTIONS = frozenset({"torch.matmul"})
-EINSUM_FUNCTIONS = frozenset({"torch.einsum", "torch.functional.einsum"})
-DROPOUT_FUNCTIONS = frozenset({"torch.nn.functional.dropout"})
-DROPOUT_MODULES = frozenset({"torch.nn.Dropout", "torch.nn.modules.dropout.Dropout"})
-TRANSPOSE_FUNCTIONS = frozenset({"torch.transpose"})
-TRIL_FUNCTIONS = frozenset({"torch.tril"})
-ONES_FUNCTIONS = frozenset({"torch.ones", "torch.ones_like"})
-FINFO = frozenset({"torch.finfo"})
 # a class that calls one of these already has a fused path: its hand-written attention is the fallback
 FUSED_ATTENTION_TEXT = ("scaled_dot_product_attention", "memory_efficient_attention", "flash_attn")
 # casts around a softmax: kept in the chain, but SDPA computes in the inputs' dtype (no fix)
@@ -122,14 +128,14 @@ def has_fused_path(class_text: str) -> bool:
     return any(needle in class_text for needle in FUSED_ATTENTION_TEXT)
 
 
-def attention_in_class(cls: ast.ClassDef, qualname: QualName, segment: Callable[[ast.AST], str]) -> list[Attention]:
+def attention_in_class(cls: ast.ClassDef, names: AstNames, segment: Callable[[ast.AST], str]) -> list[Attention]:
     """Every hand-written attention chain in the methods of `cls` whose weights are not read elsewhere."""
     init = class_init(cls)
     found: list[Attention] = []
     for method in cls.body:
         if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) or not method.args.args:
             continue
-        reader = _Reader(method, init, qualname, segment)
+        reader = _Reader(method, init, names, segment)
         for block in _blocks(method):
             for index, statement in enumerate(block):
                 for output in _outputs(statement):
@@ -143,12 +149,13 @@ def attention_in_class(cls: ast.ClassDef, qualname: QualName, segment: Callable[
 
 
 class _Reader:
-    def __init__(self, method: Union[ast.FunctionDef, ast.AsyncFunctionDef], init: ClassInit, qualname: QualName,
+    def __init__(self, method: Union[ast.FunctionDef, ast.AsyncFunctionDef], init: ClassInit, names: AstNames,
                  segment: Callable[[ast.AST], str]) -> None:
         self.method = method
         self.me = method.args.args[0].arg
         self.init = init
-        self.qualname = qualname
+        self.names = names
+        self.qualname = names.qualname
         self.segment = segment
         self.block: list[ast.stmt] = []
 
@@ -264,9 +271,9 @@ class _Reader:
             return None
         if self.qualname(expr.func) not in DROPOUT_FUNCTIONS:
             return None
-        p = _argument(expr, "p", 1)
-        training = _argument(expr, "training", 2)
-        inplace = _argument(expr, "inplace", 3)
+        p = self._argument(expr, *DROPOUT_P)
+        training = self._argument(expr, *DROPOUT_TRAINING)
+        inplace = self._argument(expr, *DROPOUT_INPLACE)
         if any(k.arg is None for k in expr.keywords) or (inplace is not None and not _is_false(inplace)):
             return expr.args[0], None
         p_code = self._code(p) if p is not None else "0.5"
@@ -286,17 +293,17 @@ class _Reader:
             # `x.softmax(dim=-1)`: a tensor method (not `torch.softmax`, not the module's own `self.softmax`)
             if _self_attribute(func.value, self.me) is not None:
                 return None
-            dim = _argument(expr, "dim", 0)
+            dim = self._argument(expr, "dim", 0)
             return (func.value, _exact_softmax(expr)) if _last_dim(dim) else None
         attribute = _self_attribute(func, self.me)
         if attribute is not None:
             built = self.init.attributes.get(attribute)
             if isinstance(built, ast.Call) and self.qualname(built.func) in SOFTMAX_MODULES \
-                    and len(expr.args) == 1 and not expr.keywords and _last_dim(_argument(built, "dim", 0)):
+                    and len(expr.args) == 1 and not expr.keywords and _last_dim(self._argument(built, "dim", 0)):
                 return expr.args[0], True
             return None
         if self.qualname(func) in SOFTMAX_FUNCTIONS and expr.args:
-            dim = _argument(expr, "dim", 1)
+            dim = self._argument(expr, *SOFTMAX_DIM)
             return (expr.args[0], _exact_softmax(expr)) if _last_dim(dim) else None
         return None
 
@@ -523,6 +530,9 @@ class _Reader:
     def _code(self, node: ast.expr) -> str:
         return self.segment(node)
 
+    def _argument(self, call: ast.Call, name: str, position: Optional[int]) -> Optional[ast.expr]:
+        return arg(call, name, position, keyword_args(call, self.names))
+
 
 # ------------------------------------------------------------------------------------------------
 # small helpers
@@ -600,16 +610,6 @@ def _self_attribute(node: ast.AST, me: str) -> Optional[str]:
     return None
 
 
-def _argument(call: ast.Call, name: str, position: Optional[int]) -> Optional[ast.expr]:
-    for keyword in call.keywords:
-        if keyword.arg == name:
-            return keyword.value
-    if position is not None and len(call.args) > position and not any(
-            isinstance(a, ast.Starred) for a in call.args[:position + 1]):
-        return call.args[position]
-    return None
-
-
 def _string(node: ast.AST) -> Optional[str]:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
@@ -641,7 +641,7 @@ def _exact_softmax(call: ast.Call) -> bool:
     return not any(k.arg in ("dtype", "_stacklevel") or k.arg is None for k in call.keywords) and len(call.args) <= 2
 
 
-def _very_negative(node: ast.expr, qualname: QualName) -> bool:
+def _very_negative(node: ast.expr, qualname: Callable[[ast.expr], Optional[str]]) -> bool:
     """-inf in any spelling, a finite fill that underflows exp() (<= -1e4), or torch.finfo(...).min."""
     if isinstance(node, ast.Call) and _is_name(node.func, "float") and len(node.args) == 1:
         return _string(node.args[0]) in ("-inf", "-Inf", "-infinity")

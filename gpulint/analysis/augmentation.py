@@ -24,18 +24,16 @@ import ast
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional, Union
 
+from gpulint.core.torch_api import (
+    COMPOSE,
+    DATALOADER,
+    HEAVY_ALBUMENTATIONS,
+    HEAVY_TORCHVISION,
+    TORCHVISION_TRANSFORMS,
+)
+
 QualName = Callable[[ast.expr], Optional[str]]
 
-_TORCHVISION = ("torchvision.transforms.", "torchvision.transforms.v2.", "torchvision.transforms.transforms.",
-                "torchvision.transforms.v2._color.", "torchvision.transforms.v2._geometry.",
-                "torchvision.transforms.v2._auto_augment.", "torchvision.transforms.autoaugment.")
-HEAVY_TORCHVISION = frozenset({"ColorJitter", "GaussianBlur", "AugMix", "ElasticTransform", "RandomPerspective",
-                               "RandAugment"})
-HEAVY_ALBUMENTATIONS = frozenset({"ElasticTransform", "GridDistortion", "OpticalDistortion"})
-COMPOSE = frozenset({"torchvision.transforms.Compose", "torchvision.transforms.v2.Compose",
-                     "torchvision.transforms.transforms.Compose", "albumentations.Compose",
-                     "albumentations.core.composition.Compose"})
-DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 Scope = Union[ast.Module, ast.FunctionDef, ast.AsyncFunctionDef]
 
 
@@ -51,7 +49,7 @@ def heavy_op(qualname: Optional[str]) -> Optional[str]:
     if qualname is None:
         return None
     name = qualname.rsplit(".", 1)[-1]
-    if qualname.startswith(_TORCHVISION) and name in HEAVY_TORCHVISION:
+    if qualname.startswith(TORCHVISION_TRANSFORMS) and name in HEAVY_TORCHVISION:
         return name
     if qualname.startswith("albumentations.") and name in HEAVY_ALBUMENTATIONS:
         return name
@@ -130,7 +128,7 @@ def _enclosing_call(node: ast.expr, parents: dict[int, ast.AST], qualname: QualN
     parent = parents.get(id(node))
     while isinstance(parent, (ast.Call, ast.keyword, ast.List, ast.Tuple, ast.Starred)):
         if isinstance(parent, ast.Call):
-            if child is parent.func or qualname(parent.func) in DATALOADERS:
+            if child is parent.func or qualname(parent.func) in DATALOADER:
                 break
             found = parent
         child, parent = parent, parents.get(id(parent))
@@ -150,7 +148,7 @@ def _dataloader_taking(dataset: ast.Call, scope: Scope, parents: dict[int, ast.A
             parent = parents.get(id(parent))
         elif not (isinstance(parent, ast.Call) and parent.args and parent.args[0] is candidate):
             continue
-        if isinstance(parent, ast.Call) and qualname(parent.func) in DATALOADERS:
+        if isinstance(parent, ast.Call) and qualname(parent.func) in DATALOADER:
             return parent
     return None
 

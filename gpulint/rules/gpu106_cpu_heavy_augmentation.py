@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpulint.analysis.augmentation import COMPOSE, pipelines
+from gpulint.analysis.augmentation import pipelines
 from gpulint.analysis.device import cuda_evidence
 from gpulint.analysis.evidence import SHOWN, UNDECIDED, Premise
+from gpulint.core.torch_api import COMPOSE
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 if TYPE_CHECKING:

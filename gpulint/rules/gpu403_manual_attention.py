@@ -5,18 +5,12 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
-from gpulint.analysis.attention import (
-    CAUSAL,
-    SOFTMAX_FUNCTIONS,
-    SOFTMAX_MODULES,
-    Attention,
-    attention_in_class,
-    has_fused_path,
-)
+from gpulint.analysis.attention import CAUSAL, Attention, attention_in_class, has_fused_path
 from gpulint.analysis.device import accelerator_evidence
 from gpulint.analysis.evidence import SHOWN, Premise
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
+from gpulint.core.torch_api import SDPA_MODULE, SDPA_NAME, SOFTMAX_FUNCTIONS, SOFTMAX_MODULES
 from gpulint.core.verification import FUSED_KERNEL, Verification
 from gpulint.project.view import ProjectView
 from gpulint.rules.base import Rule, RuleDocs, Target
@@ -28,9 +22,6 @@ if TYPE_CHECKING:
     from gpulint.core.context import FileContext
     from gpulint.core.pending import PendingFix
     from gpulint.core.settings import Settings
-
-FUNCTIONAL = "torch.nn.functional"
-SDPA = "scaled_dot_product_attention"
 
 TRAINED = Premise(
     "trained",
@@ -166,7 +157,7 @@ class ManualAttention(Rule):
             facts = ctx.project.own.classes.get(cls.name)
             if facts is None or not facts.module or has_fused_path(ctx.segment(cls)):
                 continue
-            for site in attention_in_class(cls, ctx.names.qualname, ctx.segment):
+            for site in attention_in_class(cls, ctx.names, ctx.segment):
                 self._check(ctx, site)
 
     def _check(self, ctx: "AstContext", site: Attention) -> None:
@@ -197,7 +188,7 @@ class ManualAttention(Rule):
         data = detection.data or {}
         if "arguments" not in data:
             return None
-        function = fctx.imports.reference(FUNCTIONAL, SDPA)
+        function = fctx.imports.reference(SDPA_MODULE, SDPA_NAME)
         call = cst.parse_expression(f"{function.expr}({data['arguments']})")  # a node: fitted to the line length
         edits: list[Any] = [function.edit, Replace(node, call)]
         lines = _statement_lines(fctx, {*data["remove"], data["output_row"]})
