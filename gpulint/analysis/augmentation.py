@@ -12,10 +12,9 @@ never reported alone: ToTensor, Normalize, flips, RandomCrop (< 0.1 ms), RandomR
 TrivialAugmentWide 0.74 ms, RandomGrayscale 0.7 ms, RandomErasing 0.46 ms. Albumentations (OpenCV)
 ops were not measured: only its geometric warps, the torchvision ElasticTransform's kind, count.
 
-The pipeline's way to a loader is followed within one scope: the pipeline (or a name holding it)
-is an argument, at any depth, of a call (the dataset, maybe wrapping it as MoCo's
-`TwoCropsTransform(...)` does) whose result is, directly or through one name, the dataset of a
-`DataLoader(...)`.
+The way from a loader to its pipeline starts at each `DataLoader(...)` of the file: its dataset as
+analysis/loaders.py follows it (names, `self.x`, factories, Subset/random_split), then the Compose among
+that dataset call's arguments, at any depth (MoCo's `TwoCropsTransform(Compose(...))`) and through names.
 """
 
 from __future__ import annotations
@@ -24,13 +23,10 @@ import ast
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional, Union
 
-from gpulint.core.torch_api import (
-    COMPOSE,
-    DATALOADER,
-    HEAVY_ALBUMENTATIONS,
-    HEAVY_TORCHVISION,
-    TORCHVISION_TRANSFORMS,
-)
+from gpulint.analysis.ast_context import AstContext
+from gpulint.analysis.ast_values import value_at
+from gpulint.analysis.loaders import dataloader_call
+from gpulint.core.torch_api import COMPOSE, HEAVY_ALBUMENTATIONS, HEAVY_TORCHVISION, TORCHVISION_TRANSFORMS
 
 QualName = Callable[[ast.expr], Optional[str]]
 
@@ -41,7 +37,7 @@ Scope = Union[ast.Module, ast.FunctionDef, ast.AsyncFunctionDef]
 class Pipeline:
     compose: ast.Call  # the Compose(...) call
     heavy: tuple[str, ...]  # the heavy ops it holds, by class name, in order
-    loader: Optional[ast.Call]  # the DataLoader its dataset reaches in the same scope; None: not seen
+    loader: ast.Call  # the DataLoader that loads its dataset
 
 
 def heavy_op(qualname: Optional[str]) -> Optional[str]:
@@ -56,19 +52,46 @@ def heavy_op(qualname: Optional[str]) -> Optional[str]:
     return None
 
 
-def pipelines(tree: ast.Module, qualname: QualName) -> list[Pipeline]:
-    """Every Compose(...) holding a heavy op, with the DataLoader its dataset reaches (if seen)."""
-    found: list[Pipeline] = []
-    for scope in _scopes(tree):
-        parents = _parents(scope)
-        for node in _own_nodes(scope):
-            if not (isinstance(node, ast.Call) and qualname(node.func) in COMPOSE):
+def pipelines(ctx: AstContext) -> list[Pipeline]:
+    """Every Compose(...) holding a heavy op that a DataLoader of the file loads through its dataset (the
+    dataset as analysis/loaders.py follows it: names, `self.x`, factories, Subset/random_split)."""
+    found: dict[int, Pipeline] = {}
+    for node in ctx.nodes(ast.Call):
+        assert isinstance(node, ast.Call)
+        loader = dataloader_call(ctx, node)
+        if loader is None:
+            continue
+        for alternative in loader.alternatives():
+            dataset = alternative.dataset
+            if not isinstance(dataset, ast.Call):
                 continue
-            ops = sorted(_heavy_ops(node, scope, qualname), key=lambda op: (op[0].lineno, op[0].col_offset))
-            heavy = tuple(dict.fromkeys(name for _, name in ops))
-            if heavy:
-                found.append(Pipeline(node, heavy, _loader_of(node, scope, parents, qualname)))
-    return found
+            for compose in _composes_in(ctx, dataset):
+                if id(compose) in found:
+                    continue
+                scope = ctx.enclosing_function(compose) or ctx.tree
+                ops = sorted(_heavy_ops(compose, scope, ctx.qualname), key=lambda op: (op[0].lineno, op[0].col_offset))
+                heavy = tuple(dict.fromkeys(name for _, name in ops))
+                if heavy:
+                    found[id(compose)] = Pipeline(compose, heavy, node)
+    return sorted(found.values(), key=lambda p: (p.compose.lineno, p.compose.col_offset))
+
+
+def _composes_in(ctx: AstContext, dataset: ast.Call) -> Iterator[ast.Call]:
+    """Compose calls among the dataset call's arguments, at any depth (MoCo's `TwoCropsTransform(Compose(...))`),
+    also through a name holding one (`ImageFolder(root, transform=train_tf)`)."""
+    stack: list[ast.AST] = [*dataset.args, *(k.value for k in dataset.keywords)]
+    depth = 0
+    while stack and depth < 64:
+        depth += 1
+        node = stack.pop()
+        if isinstance(node, ast.Name):
+            value = value_at(ctx, node)
+            if value is not None:
+                stack.append(value)
+        elif isinstance(node, ast.Call) and ctx.qualname(node.func) in COMPOSE:
+            yield node
+        elif isinstance(node, (ast.Call, ast.List, ast.Tuple, ast.Starred, ast.keyword)):
+            stack.extend(ast.iter_child_nodes(node))
 
 
 def _heavy_ops(compose: ast.Call, scope: Scope, qualname: QualName) -> Iterator[tuple[ast.Call, str]]:
@@ -106,62 +129,6 @@ def _ops_in(roots: list[ast.AST], scope: Scope, qualname: QualName, seen: set[st
             stack.extend((node.left, node.right))
 
 
-def _loader_of(compose: ast.Call, scope: Scope, parents: dict[int, ast.AST], qualname: QualName) -> Optional[ast.Call]:
-    holders: list[ast.expr] = [compose]
-    name = _assigned_name(compose, parents)
-    if name is not None:
-        holders.extend(_loads(scope, name))
-    for holder in holders:
-        dataset = _enclosing_call(holder, parents, qualname)
-        if dataset is None:
-            continue
-        loader = _dataloader_taking(dataset, scope, parents, qualname)
-        if loader is not None:
-            return loader
-    return None
-
-
-def _enclosing_call(node: ast.expr, parents: dict[int, ast.AST], qualname: QualName) -> Optional[ast.Call]:
-    """The outermost call whose arguments hold `node`, short of a DataLoader: the dataset (or its wrapper)."""
-    found: Optional[ast.Call] = None
-    child: ast.AST = node
-    parent = parents.get(id(node))
-    while isinstance(parent, (ast.Call, ast.keyword, ast.List, ast.Tuple, ast.Starred)):
-        if isinstance(parent, ast.Call):
-            if child is parent.func or qualname(parent.func) in DATALOADER:
-                break
-            found = parent
-        child, parent = parent, parents.get(id(parent))
-    return found
-
-
-def _dataloader_taking(dataset: ast.Call, scope: Scope, parents: dict[int, ast.AST],
-                       qualname: QualName) -> Optional[ast.Call]:
-    """The DataLoader whose dataset is `dataset` itself or the one name it is assigned to."""
-    candidates: list[ast.expr] = [dataset]
-    name = _assigned_name(dataset, parents)
-    if name is not None:
-        candidates.extend(_loads(scope, name))
-    for candidate in candidates:
-        parent = parents.get(id(candidate))
-        if isinstance(parent, ast.keyword) and parent.arg == "dataset":
-            parent = parents.get(id(parent))
-        elif not (isinstance(parent, ast.Call) and parent.args and parent.args[0] is candidate):
-            continue
-        if isinstance(parent, ast.Call) and qualname(parent.func) in DATALOADER:
-            return parent
-    return None
-
-
-def _assigned_name(node: ast.expr, parents: dict[int, ast.AST]) -> Optional[str]:
-    parent = parents.get(id(node))
-    if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
-        return parent.targets[0].id
-    if isinstance(parent, ast.AnnAssign) and isinstance(parent.target, ast.Name):
-        return parent.target.id
-    return None
-
-
 def _assignments(scope: Scope, name: str) -> list[ast.expr]:
     """The values `name = ...` binds in the scope; empty when anything else binds it too."""
     values: list[ast.expr] = []
@@ -172,17 +139,6 @@ def _assignments(scope: Scope, name: str) -> list[ast.expr]:
     stores = [n for n in _own_nodes(scope) if isinstance(n, ast.Name) and n.id == name
               and isinstance(n.ctx, (ast.Store, ast.Del))]
     return values if len(stores) == len(values) else []
-
-
-def _loads(scope: Scope, name: str) -> list[ast.Name]:
-    return [n for n in _own_nodes(scope) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
-
-
-def _scopes(tree: ast.Module) -> Iterator[Scope]:
-    yield tree
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            yield node
 
 
 def _own_nodes(scope: Scope) -> Iterator[ast.AST]:
@@ -196,9 +152,3 @@ def _own_nodes(scope: Scope) -> Iterator[ast.AST]:
         stack.extend(ast.iter_child_nodes(node))
 
 
-def _parents(scope: Scope) -> dict[int, ast.AST]:
-    out: dict[int, ast.AST] = {}
-    for node in _own_nodes(scope):
-        for child in ast.iter_child_nodes(node):
-            out[id(child)] = node
-    return out

@@ -21,9 +21,10 @@ HEAVY = Premise(
     "albumentations' ElasticTransform, GridDistortion, OpticalDistortion.")
 FEEDS_GPU_STEP = Premise(
     "feeds-gpu-step",
-    "the dataset the pipeline is given to is the dataset of a DataLoader in a file that runs a training "
-    "step (calls backward() and steps an optimizer); a pipeline whose way to a loader or a step gpulint "
-    "cannot follow in the file is undecided.")
+    "a DataLoader loads the dataset the pipeline is given to (followed from the loader through names, self "
+    "attributes, factories and Subset/random_split), in a file that runs a training step (calls backward() "
+    "and steps an optimizer); in a file without one, undecided. A pipeline no loader of the file loads is "
+    "not read at all.")
 ON_GPU = Premise(
     "on-gpu",
     "the step runs on a CUDA GPU, where Kornia, DALI or torchvision's v2 transforms can augment the batch: "
@@ -120,8 +121,8 @@ class CpuHeavyAugmentation(Rule):
     def detect(self, ctx: "AstContext") -> None:
         on_gpu = cuda_evidence(ctx.project)
         trains = ctx.project.own.training
-        for pipeline in pipelines(ctx.tree, ctx.names.qualname):
-            feeds = SHOWN if pipeline.loader is not None and trains else UNDECIDED
+        for pipeline in pipelines(ctx):
+            feeds = SHOWN if trains else UNDECIDED
             decision = self.decide({HEAVY: SHOWN, FEEDS_GPU_STEP: feeds, ON_GPU: on_gpu})
             note = "keep decode and resize on the CPU; run these ops on the batch after .to(device) " \
                    "(Kornia, DALI, or torchvision.transforms.v2 on CUDA tensors)"
