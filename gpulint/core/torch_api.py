@@ -89,3 +89,39 @@ DETERMINISTIC_FACTORIES = frozenset(f"torch.{name}" for name in (
 RANDOM_FACTORIES = frozenset(f"torch.{name}" for name in (
     "rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like", "normal",
 ))
+
+# ------------------------------------------------------------------------------------------------
+# attention (GPU403; analysis/attention.py)
+# ------------------------------------------------------------------------------------------------
+
+SOFTMAX_FUNCTIONS = frozenset({"torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax"})
+SOFTMAX_MODULES = frozenset({"torch.nn.Softmax", "torch.nn.modules.activation.Softmax"})
+SOFTMAX_DIM = ("dim", 1)  # F.softmax(input, dim, ...); Tensor.softmax(dim) and nn.Softmax(dim) take it first
+MATMUL_FUNCTIONS = frozenset({"torch.matmul"})
+EINSUM_FUNCTIONS = frozenset({"torch.einsum", "torch.functional.einsum"})
+DROPOUT_FUNCTIONS = frozenset({"torch.nn.functional.dropout"})
+DROPOUT_MODULES = frozenset({"torch.nn.Dropout", "torch.nn.modules.dropout.Dropout"})
+# F.dropout(input, p=0.5, training=True, inplace=False)
+DROPOUT_P, DROPOUT_TRAINING, DROPOUT_INPLACE = ("p", 1), ("training", 2), ("inplace", 3)
+TRANSPOSE_FUNCTIONS = frozenset({"torch.transpose"})
+TRIL_FUNCTIONS = frozenset({"torch.tril"})
+ONES_FUNCTIONS = frozenset({"torch.ones", "torch.ones_like"})
+FINFO = frozenset({"torch.finfo"})
+SDPA_MODULE, SDPA_NAME = "torch.nn.functional", "scaled_dot_product_attention"
+
+# ------------------------------------------------------------------------------------------------
+# image augmentation (GPU106; analysis/augmentation.py): torchvision and albumentations, not torch
+# ------------------------------------------------------------------------------------------------
+
+TORCHVISION_TRANSFORMS = (
+    "torchvision.transforms.", "torchvision.transforms.v2.", "torchvision.transforms.transforms.",
+    "torchvision.transforms.v2._color.", "torchvision.transforms.v2._geometry.",
+    "torchvision.transforms.v2._auto_augment.", "torchvision.transforms.autoaugment.",
+)
+COMPOSE = frozenset({"torchvision.transforms.Compose", "torchvision.transforms.v2.Compose",
+                     "torchvision.transforms.transforms.Compose", "albumentations.Compose",
+                     "albumentations.core.composition.Compose"})
+# ops that cost about a JPEG decode or more per image on CPU (bench/augmentation_cpu_cost.py)
+HEAVY_TORCHVISION = frozenset({"ColorJitter", "GaussianBlur", "AugMix", "ElasticTransform", "RandomPerspective",
+                               "RandAugment"})
+HEAVY_ALBUMENTATIONS = frozenset({"ElasticTransform", "GridDistortion", "OpticalDistortion"})

@@ -107,6 +107,7 @@ AMP_DTYPE: Option[str] = Option(
 class MissingAutocast(Rule):
     code = "GPU001"
     name = "missing-autocast"
+    habit = "mixed-precision"
     summary = "Training step runs its forward pass and loss in fp32 (no autocast)"
     impact = "up to 3x step speed on Volta and newer (PyTorch Tuning Guide); 2-3x (AMP recipe)"
     needles = ("backward",)

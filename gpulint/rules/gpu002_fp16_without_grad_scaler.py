@@ -65,6 +65,7 @@ UNSCALED = Premise(
 class Fp16WithoutGradScaler(Rule):
     code = "GPU002"
     name = "fp16-without-grad-scaler"
+    habit = "mixed-precision"
     summary = "float16 autocast training step without a GradScaler"
     impact = "correctness: fp16 gradients below ~6e-5 flush to zero"
     needles = ("autocast",)

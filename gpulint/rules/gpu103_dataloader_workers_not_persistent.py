@@ -47,6 +47,7 @@ _PER_EPOCH_CALLS = frozenset({"set_epoch", "set_stage", "set_resolution", "updat
 class DataLoaderWorkersNotPersistent(Rule):
     code = "GPU103"
     name = "dataloader-workers-not-persistent"
+    habit = "data-loading"
     summary = "DataLoader with workers iterated every epoch without persistent_workers=True"
     impact = "saves the worker start-up (fork + dataset copy + first batches) at every epoch (PyTorch DataLoader docs)"
     needles = ("DataLoader",)

@@ -43,6 +43,7 @@ _MESSAGE = "copy of a pinned batch to the device without non_blocking=True: the 
 class BlockingHostToDeviceCopy(Rule):
     code = "GPU104"
     name = "blocking-host-to-device-copy"
+    habit = "data-loading"
     summary = "pinned loader's batch copied with .to(device)/.cuda() without non_blocking=True"
     impact = "copies overlap the host's work instead of blocking it (PyTorch pin_memory/non_blocking tutorial)"
     needles = ("DataLoader",)

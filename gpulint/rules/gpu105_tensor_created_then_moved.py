@@ -47,6 +47,7 @@ _FLOAT_DTYPES = frozenset({"float", "float16", "float32", "float64", "half", "do
 class TensorCreatedThenMoved(Rule):
     code = "GPU105"
     name = "tensor-created-then-moved"
+    habit = "data-loading"
     summary = "tensor created on the CPU, then copied to the device (device= creates it there)"
     impact = "one CPU fill + host-to-device copy per call saved (PyTorch Tuning Guide)"
     needles = (".cuda(", ".to(")

@@ -38,6 +38,7 @@ _MESSAGE = ("fused SGD with momentum stepped by a GradScaler: a skipped first st
 class FusedSgdWithGradScaler(Rule):
     code = "GPU202"
     name = "fused-sgd-with-grad-scaler"
+    habit = "fused-optimizers"
     summary = "fused SGD with momentum stepped by a GradScaler (garbage momentum after a skipped first step)"
     impact = "weights 0.125 -> 2e29..inf one step after a skipped first step (torch 2.13 CPU, measured)"
     needles = ("SGD",)

@@ -109,3 +109,13 @@ def test_code_names_rules_through_their_class_not_a_string() -> None:
              for path in sorted(PACKAGE.rglob("*.py")) for line, value in _string_constants(path)
              if re.fullmatch(r"GPU\d{3}", value)]
     assert found == []
+
+
+def test_every_rule_names_a_habit_of_the_guide() -> None:
+    """The README's habits table and each rule page read `Rule.habit`: a key the guide's table knows."""
+    from gpulint.output.docs import GUIDE_HABITS
+
+    keys = {key for key, _ in GUIDE_HABITS}
+    unknown = [f"{r.code}: {r.habit!r}" for r in RULES if r.habit and r.habit not in keys]
+    assert unknown == []
+    assert {key for key, _ in GUIDE_HABITS} <= {r.habit for r in RULES}, "a habit no rule checks"
