@@ -46,6 +46,9 @@ SYMBOLS: dict[str, Symbol] = {s.code: s for s in (
     Symbol("DataLoader(pin_memory=True)", (1, 0)),
     Symbol("DataLoader(num_workers=...)", (1, 0)),
     Symbol("Tensor.to(..., non_blocking=True) / .cuda(non_blocking=True)", (1, 0)),
+    Symbol('torch.set_float32_matmul_precision("high")', (1, 12)),
+    Symbol("torch.backends.cudnn.benchmark = True", (1, 0)),
+    Symbol("torch.compile(model)", (2, 0)),
 )}
 
 AUTOCAST = "torch.autocast(device_type=..., dtype=...)"
@@ -59,6 +62,9 @@ USE_REENTRANT = "checkpoint(..., use_reentrant=False)"
 PIN_MEMORY = "DataLoader(pin_memory=True)"
 NUM_WORKERS = "DataLoader(num_workers=...)"
 NON_BLOCKING = "Tensor.to(..., non_blocking=True) / .cuda(non_blocking=True)"
+MATMUL_PRECISION = 'torch.set_float32_matmul_precision("high")'
+CUDNN_BENCHMARK = "torch.backends.cudnn.benchmark = True"
+COMPILE = "torch.compile(model)"
 
 
 def fused(optimizer: str) -> str:
