@@ -65,3 +65,14 @@ def test_a_matmul_precision_set_elsewhere_in_the_project_silences_gpu401(tmp_pat
     (tmp_path / "main.py").write_text("import setup\nfrom steps import train\n\ntrain(net, loader, opt)\n",
                                       encoding="utf-8")
     assert findings(tmp_path, "--select", "GPU401") == [("steps.py", 8 + (where == "imported"), "GPU401")]
+
+
+def test_an_opt_in_rule_runs_only_when_selected_by_its_code() -> None:
+    from gpulint.core.settings import Settings
+
+    assert not Settings(preview=True).is_enabled("GPU601", preview_rule=True, opt_in=True)
+    assert not Settings(select=("ALL",), preview=True).is_enabled("GPU601", preview_rule=True, opt_in=True)
+    assert not Settings(select=("GPU6",), preview=True).is_enabled("GPU601", preview_rule=True, opt_in=True)
+    assert Settings(select=("GPU601",)).is_enabled("GPU601", preview_rule=True, opt_in=True)
+    assert Settings(extend_select=("GPU601",)).is_enabled("GPU601", preview_rule=True, opt_in=True)
+    assert not Settings(select=("GPU601",), ignore=("GPU601",)).is_enabled("GPU601", preview_rule=True, opt_in=True)
