@@ -43,12 +43,6 @@ def script_anchor(facts: TrainingFacts) -> cst.Call:
     return min(calls, key=lambda call: facts.order[id(call)])
 
 
-def uses_mixed_precision(ctx: FileContext, facts: TrainingFacts) -> bool:
-    """16-bit training in this file or around it: autocast mentioned here, a model cast to half/bfloat16, or
-    any mixed-precision evidence the project facts hold (autocast, `.half()`, FSDP mixed precision...)."""
-    return facts.mentions_autocast or facts.low_precision_model or bool(ctx.project.mixed_precision)
-
-
 # -- convolutions and their input sizes (GPU402) ---------------------------------------------------
 CONVOLUTIONS = frozenset(f"torch.nn.{kind}{n}d" for kind in ("Conv", "ConvTranspose") for n in (1, 2, 3)) | frozenset(
     f"torch.nn.modules.conv.{kind}{n}d" for kind in ("Conv", "ConvTranspose") for n in (1, 2, 3))

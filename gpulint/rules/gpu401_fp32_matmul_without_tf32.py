@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from gpulint.analysis.evidence import REFUTED, SHOWN, Premise
-from gpulint.analysis.gpu_scripts import own_training_loop, script_anchor, trains_on_cuda, uses_mixed_precision
-from gpulint.analysis.training import TRAINING_STEP_NEEDLES
+from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Decision, Evidence, Premise
+from gpulint.analysis.gpu_scripts import own_training_loop, trains_on_cuda
+from gpulint.analysis.training import TRAINING_STEP_NEEDLES, TrainingFacts, TrainingStep
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.pending import PendingFix
@@ -14,6 +14,7 @@ from gpulint.core.verification import TF32_MATMULS, Verification
 from gpulint.project.facts import SETTING_MATMUL_PRECISION
 from gpulint.rewrites.after_imports import after_torch_imports
 from gpulint.rules.base import Rule, RuleDocs, Target
+from gpulint.rules.gpu001_missing_autocast import ENOUGH_WORK, WIDE_ENOUGH, fp32_step, step_scale
 
 TRAINS_ON_CUDA = Premise(
     "trains-on-cuda",
@@ -21,13 +22,19 @@ TRAINS_ON_CUDA = Premise(
     "and shows CUDA evidence, here or in a caller.")
 FLOAT32 = Premise(
     "float32",
-    "its matmuls run in float32: no autocast anywhere in the file, no model cast to 16 bits, and no "
-    "mixed-precision evidence in the files around it.")
+    "the step's forward pass and loss run in float32: no autocast covers them, the model is not cast to 16 "
+    "bits, and no other mixed-precision mechanism is used around it (GPU001's fp32 premise). Undecided when "
+    "the file uses autocast in a way gpulint cannot link to the step.")
+GPU_BOUND = Premise(
+    "gpu-bound",
+    "the loop waits on the GPU's matmuls: refuted in reinforcement-learning loops (the file imports an "
+    "environment package) and with sparse tensors.")
 DEFAULT_PRECISION = Premise(
     "default-matmul-precision",
     "nothing sets or reads the float32 matmul precision (`torch.set_float32_matmul_precision`, "
     "`torch.backends.cuda.matmul.allow_tf32`, the `fp32_precision` settings of torch 2.9) in the file, its "
-    "callers, or any module they import: torch's default, \"highest\", keeps TF32 off for matmuls.")
+    "callers, or any module they import: torch's default since 1.12, \"highest\", keeps TF32 off for "
+    "matmuls. Undecided when the project supports an older torch, whose default was TF32 on.")
 
 
 class Fp32MatmulWithoutTf32(Rule):
@@ -50,7 +57,10 @@ class Fp32MatmulWithoutTf32(Rule):
         the files that import it and every module they import are searched for
         `torch.set_float32_matmul_precision`, `torch.backends.cuda.matmul.allow_tf32` and
         the `fp32_precision` settings; any mention, whichever value, silences the rule.
-        Reported once per file, on its first optimizer step.
+        Reported once per file, on the first optimizer step of its first such training
+        step. Silent where tensor cores cannot matter, judged as for GPU001: every layer of
+        the trained model narrower than `min-width`, or too few rows per step, and in
+        reinforcement-learning loops and with sparse tensors.
         """,
         why="""
         Since torch 1.12, float32 matmuls default to full float32 precision
@@ -94,20 +104,38 @@ class Fp32MatmulWithoutTf32(Rule):
         autocast (its matmuls already run in 16 bits), where a framework owns the loop, in
         CPU-only files or in test files.
         """,
-        premises=(TRAINS_ON_CUDA, FLOAT32, DEFAULT_PRECISION),
+        premises=(TRAINS_ON_CUDA, FLOAT32, WIDE_ENOUGH, ENOUGH_WORK, GPU_BOUND, DEFAULT_PRECISION),
     )
 
     def visit_Module(self, node: cst.Module) -> None:
         facts = own_training_loop(self.ctx)
         if facts is None:
             return
-        decision = self.decide({
+        project = self.ctx.project
+        common = {
             TRAINS_ON_CUDA: trains_on_cuda(self.ctx, facts),
-            FLOAT32: REFUTED if uses_mixed_precision(self.ctx, facts) else SHOWN,
-            DEFAULT_PRECISION: REFUTED if SETTING_MATMUL_PRECISION in self.ctx.project.settings else SHOWN,
-        })
-        if not decision.report:
-            return
+            GPU_BOUND: REFUTED if project.rl or project.own.sparse else SHOWN,
+            DEFAULT_PRECISION: self._default_precision(),
+        }
+        for step in sorted(facts.steps, key=lambda s: facts.order[id(s.node)]):
+            fp32 = fp32_step(self.ctx.text, facts, step)
+            if fp32 is None:
+                continue
+            wide, work = step_scale(facts, step)
+            decision = self.decide({**common, FLOAT32: fp32, WIDE_ENOUGH: wide, ENOUGH_WORK: work})
+            if decision.report:
+                self._report(decision, facts, step)
+                return  # once per file: the setting is process-wide
+
+    def _default_precision(self) -> Evidence:
+        """TF32 is off unless the code says otherwise, on every torch the project supports: before 1.12,
+        `allow_tf32` defaulted to True, so with an older floor the claim does not hold for every user."""
+        if SETTING_MATMUL_PRECISION in self.ctx.project.settings:
+            return REFUTED
+        floor = self.ctx.settings.torch_version
+        return UNDECIDED if floor is not None and floor < floors.since(floors.MATMUL_PRECISION) else SHOWN
+
+    def _report(self, decision: Decision, facts: TrainingFacts, step: TrainingStep) -> None:
         fix, note = None, ""
         quote = self.ctx.style.string("high")
         placed = after_torch_imports(self.ctx, "{torch}.set_float32_matmul_precision(" + quote + ")")
@@ -119,7 +147,7 @@ class Fp32MatmulWithoutTf32(Rule):
         else:
             torch, edit = placed
             fix = PendingFix.unsafe(f"Add `{torch}.set_float32_matmul_precision({quote})` after the imports", edit)
-        anchor = script_anchor(facts)
+        anchor = min((s.call for s in step.steps), key=lambda call: facts.order[id(call)])
         self.report_decided(decision, anchor, "float32 training without TF32 matmuls: no autocast and no matmul "
                                               "precision setting (up to ~7x slower matmuls on Ampere+)",
                             fix, statement=facts.statement_of(anchor), note=note)
