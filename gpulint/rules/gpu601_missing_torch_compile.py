@@ -25,6 +25,11 @@ NOT_COMPILED = Premise(
     "not-compiled",
     "nothing in the file, its callers, or the modules they import calls `torch.compile`, a module's "
     "`.compile()`, or configures `torch._dynamo` / `torch._inductor`.")
+GPU_BOUND = Premise(
+    "gpu-bound",
+    "the loop waits on the model's GPU work: refuted in reinforcement-learning loops (the file imports an "
+    "environment package: the step waits on the simulator) and with sparse tensors (which torch.compile "
+    "does not trace).")
 # wrappers that should see the compiled module, or whose order with compile the fix cannot choose for the user
 _WRAPPERS = ("DistributedDataParallel", "DataParallel", "FullyShardedDataParallel", "fully_shard", "DDP(", "FSDP(")
 
@@ -92,9 +97,10 @@ class MissingTorchCompile(Rule):
         when the file saves or loads `model.state_dict()` (a compiled module's keys gain an
         `_orig_mod.` prefix), when it wraps the model in DDP, DataParallel or FSDP (the order
         of wrapping and compiling is the user's choice), or with a torch floor below 2.0.
-        Not reported where a framework owns the loop, in CPU-only files or in test files.
+        Not reported where a framework owns the loop, in reinforcement-learning loops, with
+        sparse tensors, in CPU-only files or in test files.
         """,
-        premises=(TRAINS_ON_CUDA, NOT_COMPILED),
+        premises=(TRAINS_ON_CUDA, NOT_COMPILED, GPU_BOUND),
     )
 
     def visit_Module(self, node: cst.Module) -> None:
@@ -104,6 +110,7 @@ class MissingTorchCompile(Rule):
         decision = self.decide({
             TRAINS_ON_CUDA: trains_on_cuda(self.ctx, facts),
             NOT_COMPILED: REFUTED if SETTING_COMPILE in self.ctx.project.settings else SHOWN,
+            GPU_BOUND: REFUTED if self.ctx.project.rl or self.ctx.project.own.sparse else SHOWN,
         })
         if not decision.report:
             return
