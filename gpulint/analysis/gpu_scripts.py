@@ -66,21 +66,36 @@ VARIABLE_SIZE_CALLS = frozenset({
 _VARIABLE_TEXT = ("multi_scale", "multiscale", "multi-scale", "DataCollatorWithPadding", "random_size", "scale_range")
 
 
-def convolutions(ctx: FileContext, facts: TrainingFacts) -> Evidence:
+# torchvision convnets without grouped or depthwise convolutions (channels_last can slow those down)
+_DENSE_CONVNET_PREFIXES = ("resnet", "wide_resnet", "vgg", "densenet", "googlenet", "inception", "alexnet",
+                           "squeezenet")
+
+
+def convolutions(ctx: FileContext, facts: TrainingFacts, only_dense_2d: bool = False) -> Evidence:
     """Shown when the file builds a convolution layer or a torchvision convnet, or uses a project class that
-    builds one; undecided otherwise (a model gpulint cannot read may still convolve)."""
+    builds one; undecided otherwise (a model gpulint cannot read may still convolve). `only_dense_2d`: 2-D
+    convolutions without groups (what channels_last speeds up); a grouped one makes it undecided."""
+    names = ("Conv2d",) if only_dense_2d else ("Conv1d", "Conv2d", "Conv3d")
+    found_conv = False
     for call in facts.calls:
         target = ctx.qualname(call.func) or ""
-        if target in CONVOLUTIONS:
-            return SHOWN
-        if target.startswith("torchvision.models.") and target.rsplit(".", 1)[-1].startswith(_CONVNET_PREFIXES):
-            return SHOWN
+        if target in CONVOLUTIONS and (not only_dense_2d or target.endswith(("Conv2d", "ConvTranspose2d"))):
+            if only_dense_2d and any(a.keyword is not None and a.keyword.value == "groups" for a in call.args):
+                return UNDECIDED
+            found_conv = True
+        last = target.rsplit(".", 1)[-1]
+        prefixes = _DENSE_CONVNET_PREFIXES if only_dense_2d else _CONVNET_PREFIXES
+        if target.startswith("torchvision.models.") and last.startswith(prefixes) and not (
+                only_dense_2d and last.startswith("resnext")):
+            found_conv = True
+        if only_dense_2d:
+            continue  # another file's layers do not say whether they are grouped: its own calls only
         spelled = dotted(call.func)
         found = ctx.project.class_facts(spelled) if spelled else None
         if found is not None and found.layers and any(
-                layer.name.rsplit(".", 1)[-1] in ("Conv1d", "Conv2d", "Conv3d") for layer in found.layers):
-            return SHOWN
-    return UNDECIDED
+                layer.name.rsplit(".", 1)[-1] in names for layer in found.layers):
+            found_conv = True
+    return SHOWN if found_conv else UNDECIDED
 
 
 def fixed_input_sizes(ctx: FileContext, facts: TrainingFacts) -> Evidence:
