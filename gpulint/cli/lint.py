@@ -37,7 +37,7 @@ from gpulint.engine.runner import (
     default_jobs,
 )
 from gpulint.notebook import is_notebook
-from gpulint.output import HUMAN_FORMATS, renderer
+from gpulint.output import EDIT_FORMATS, HUMAN_FORMATS, renderer
 from gpulint.output.display import (
     RenderContext,
     display_path,
@@ -64,6 +64,12 @@ def resolver_for(options: LintOptions) -> SettingsResolver:
 
 def mode_of(options: LintOptions) -> Mode:
     return Mode.DIFF if options.diff else (Mode.FIX if options.apply_fix else Mode.CHECK)
+
+
+def needs_edits(options: LintOptions) -> bool:
+    """Whether findings must carry their fixes' edits; a `check` that shows none takes the `ast` rules'
+    predicted fixes and never parses LibCST for them."""
+    return mode_of(options) is not Mode.CHECK or options.show_fixes or options.output_format in EDIT_FORMATS
 
 
 def lint_command(options: LintOptions) -> int:
@@ -101,7 +107,7 @@ def _lint_run(options: LintOptions) -> int:
         mode = mode_of(options)
         linted = files if changes is None else [f for f in files if changes.changed(f)]
         jobs = collect_jobs(linted, resolver.for_path, mode, options.unsafe_fixes, cache=cache,
-                            profile=options.profile, projects=projects)
+                            profile=options.profile, projects=projects, edits=needs_edits(options))
     except (PathError, ConfigError, ChangesError) as exc:
         click.echo(printable(f"gpulint: error: {exc}"), err=True)
         return EXIT_ERROR
@@ -344,7 +350,7 @@ def _lint_stdin(options: LintOptions, resolver: SettingsResolver, cache: Optiona
     before: list[Finding] = []
     if mode is Mode.FIX and options.show_fixes:
         before = run_stdin(name, raw, Job(Path(name), settings, Mode.CHECK)).findings
-    result = run_stdin(name, raw, Job(Path(name), settings, mode, options.unsafe_fixes))
+    result = run_stdin(name, raw, Job(Path(name), settings, mode, options.unsafe_fixes, edits=needs_edits(options)))
     if mode is Mode.FIX:
         stdout.write(result.data if result.data is not None else raw)
         stdout.flush()

@@ -46,7 +46,7 @@ def run_source(path: Path, source: SourceFile, job: Job, profile: Profile = NO_P
     try:
         if job.mode is Mode.CHECK:
             result.findings = linter.lint_text(path, source.text, job.settings, profile=profile,
-                                               project=job.project).findings
+                                               project=job.project, edits=job.edits).findings
             return result
         outcome = linter.fix_text(path, source.text, job.settings, job.unsafe, profile=profile, project=job.project)
     except linter.InternalError as exc:
@@ -141,6 +141,14 @@ def _needs_fixing(findings: list[Finding], job: Job) -> bool:
     return job.mode is not Mode.CHECK and any(f.fix is not None and f.fix.is_applicable(job.unsafe) for f in findings)
 
 
+def _unusable(findings: list[Finding], job: Job) -> bool:
+    """A cached result this job cannot use: it has fixes to apply, or it holds fixes predicted without
+    edits (a `check` that showed no edits stored it) where this job shows or applies edits."""
+    if _needs_fixing(findings, job):
+        return True
+    return job.edits and any(f.fix is not None and not f.fix.edits for f in findings)
+
+
 def cached_result(job: Job) -> Optional[FileResult]:
     """The job's result straight from the cache, or None: no cache, a miss, or fixes to apply."""
     if job.cache is None:
@@ -156,7 +164,7 @@ def cached_result(job: Job) -> Optional[FileResult]:
         return None
     with profile.phase("cache"):
         cached = job.cache.get(job.cache_key(raw), str(job.path))
-    if cached is None or _needs_fixing(cached, job):
+    if cached is None or _unusable(cached, job):
         return None
     profile.count("cached")
     return FileResult(str(job.path), cached, timings=profile.to_dict() if profile.enabled else None,
@@ -178,7 +186,7 @@ def _run_job(job: Job, profile: Profile) -> FileResult:
             key = job.cache_key(source.raw)
             cached = cache.get(key, str(job.path))
         # a hit answers `check`, and `fix` too when none of its findings has a fix to apply
-        if cached is not None and not _needs_fixing(cached, job):
+        if cached is not None and not _unusable(cached, job):
             profile.count("cached")
             return FileResult(str(job.path), cached, digest=_digest(source.raw))
     profile.count("linted")

@@ -8,7 +8,7 @@ import difflib
 import traceback
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import TYPE_CHECKING, Iterable, Optional, Sequence
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -40,6 +40,9 @@ from gpulint.project.view import ProjectView
 from gpulint.rules import all_rules
 from gpulint.rules.base import Rule, Target
 from gpulint.rules.gpu000_invalid_file import InvalidFile
+
+if TYPE_CHECKING:
+    from gpulint.analysis.ast_context import AstContext, Detection
 
 MAX_FIX_ROUNDS = 10
 
@@ -210,7 +213,7 @@ class _Placer:
                 edits = tuple(edit for pending in report.fix.edits for edit in self.edits(pending))
                 fix = Fix(report.fix.applicability, report.fix.message, edits)
             except _Inexact:  # an edit over text LibCST does not reproduce could touch the wrong bytes
-                note = "no automatic fix here: gpulint cannot reproduce the whitespace in this code exactly"
+                note = _INEXACT_NOTE
         rule = report.rule
         return Finding(
             path=str(self.ctx.path), code=rule.code, name=rule.name, message=report.message,
@@ -332,17 +335,216 @@ class _Placer:
 
 
 @dataclass
+class _AstRun:
+    """What the rules on `ast` reported in one file: detections and their findings, index by index."""
+
+    ctx: "AstContext"
+    rules: dict[str, Rule]
+    detections: list["Detection"]
+    findings: list[Finding]
+
+
+def _run_ast_rules(path: Path, text: str, tree: ast.Module, settings: Settings, view: ProjectView,
+                   rules: Sequence[type[Rule]], profile: Profile) -> _AstRun:
+    """Run the rules that detect on `ast` and place what they report (no LibCST involved)."""
+    from gpulint.analysis.ast_context import AstContext
+
+    current = "analysis"
+    try:
+        with profile.phase("rules"):
+            ctx = AstContext(path, text, tree, settings, view)
+            instances: dict[str, Rule] = {}
+            for rule_type in rules:
+                current = rule_type.code
+                rule = rule_type(ctx)
+                if rule.applies():
+                    instances[rule.code] = rule
+                    profile.timed(rule.code, rule.detect)(ctx)
+        current = "placing findings"
+        with profile.phase("placing"):
+            findings = [_ast_finding(ctx, detection) for detection in ctx.detections]
+        return _AstRun(ctx, instances, list(ctx.detections), findings)
+    except RecursionError:
+        ctx = AstContext(path, text, tree, settings, view)
+        return _AstRun(ctx, {}, [], [syntax_finding(str(path), "file is nested too deeply to analyse")])
+    except Exception as exc:  # a bug in gpulint: surface it, never swallow it
+        raise InternalError(str(path), f"{type(exc).__name__} in {current}: {exc}", traceback.format_exc()) from exc
+
+
+def _ast_finding(ctx: "AstContext", detection: "Detection") -> Finding:
+    """A finding at the detection's span, in 1-based character columns (`ast` counts UTF-8 bytes)."""
+    span = detection.span
+    location = Location(span.lineno, ctx.column(span.lineno, span.col_offset) + 1)
+    end_location = Location(span.end_lineno, ctx.column(span.end_lineno, span.end_col_offset) + 1)
+    first, last = detection.statement_rows
+    noqa_rows = (min(first, location.row), max(last, end_location.row)) if first else \
+        (location.row, end_location.row)
+    fix: Optional[Fix[FixEdit]] = Fix(detection.fix, detection.fix_message, ()) if detection.fix is not None \
+        else None
+    return Finding(
+        path=str(ctx.path), code=detection.code, name=detection.name,
+        message=detection.message, location=location, end_location=end_location, fix=fix,
+        noqa_rows=noqa_rows, note=detection.note,
+    )
+
+
+# the LibCST node classes an `ast` node class can be (a detection's node is found among them by span)
+_CST_TYPES: dict[str, tuple[type[cst.CSTNode], ...]] = {
+    "Call": (cst.Call,), "Name": (cst.Name,), "Attribute": (cst.Attribute,), "Subscript": (cst.Subscript,),
+    "keyword": (cst.Arg,), "Starred": (cst.Arg, cst.StarredElement), "Dict": (cst.Dict,), "List": (cst.List,),
+    "Tuple": (cst.Tuple,), "Set": (cst.Set,), "Lambda": (cst.Lambda,), "Compare": (cst.Comparison,),
+    "BinOp": (cst.BinaryOperation,), "BoolOp": (cst.BooleanOperation,), "UnaryOp": (cst.UnaryOperation,),
+    "IfExp": (cst.IfExp,), "Await": (cst.Await,), "NamedExpr": (cst.NamedExpr,),
+    "Constant": (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString, cst.Name,
+                 cst.Ellipsis),
+    "JoinedStr": (cst.FormattedString, cst.ConcatenatedString),
+    "ListComp": (cst.ListComp,), "SetComp": (cst.SetComp,), "DictComp": (cst.DictComp,),
+    "GeneratorExp": (cst.GeneratorExp,),
+    "Assign": (cst.Assign,), "AnnAssign": (cst.AnnAssign,), "AugAssign": (cst.AugAssign,), "Expr": (cst.Expr,),
+    "Return": (cst.Return,), "Import": (cst.Import,), "ImportFrom": (cst.ImportFrom,),
+    "For": (cst.For,), "AsyncFor": (cst.For,), "While": (cst.While,), "If": (cst.If,), "With": (cst.With,),
+    "AsyncWith": (cst.With,), "FunctionDef": (cst.FunctionDef,), "AsyncFunctionDef": (cst.FunctionDef,),
+    "ClassDef": (cst.ClassDef,), "Try": (cst.Try,),
+}
+
+
+class _Candidates(cst.CSTVisitor):
+    def __init__(self, types: tuple[type[cst.CSTNode], ...]) -> None:
+        self.types = types
+        self.found: list[cst.CSTNode] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, self.types):
+            self.found.append(node)
+        return True
+
+
+@dataclass
+class _Built:
+    index: int  # of the detection in _AstRun
+    pending: PendingFinding
+
+
+def _build_ast_fixes(fctx: FileContext, run: _AstRun) -> list[_Built]:
+    """Find each fixable detection's LibCST node (same span) and have its rule build the fix; its
+    applicability must be the one predicted (`check` showed that one)."""
+    wanted = [(i, d) for i, d in enumerate(run.detections) if d.fix is not None and d.code in run.rules]
+    if not wanted:
+        return []
+    types = tuple({t for _, d in wanted for t in _CST_TYPES.get(d.node_type, (cst.CSTNode,))})
+    collector = _Candidates(types)
+    walk(fctx.module, collector)
+    placer = _Placer(fctx, [])
+    placer.spans = compute_spans(fctx.module, collector.found, fctx.text)  # the candidates' positions only
+    ranges = [(placer.node_range(node), node) for node in collector.found]
+    out: list[_Built] = []
+    for index, detection in wanted:
+        span = detection.span
+        start = run.ctx.offset(span.lineno, span.col_offset)
+        end = run.ctx.offset(span.end_lineno, span.end_col_offset)
+        kinds = _CST_TYPES.get(detection.node_type, (cst.CSTNode,))
+        node = _node_at(start, end, [(r, n) for r, n in ranges if isinstance(n, kinds)])
+        rule = run.rules[detection.code]
+        fix = rule.build_fix(detection, fctx, node) if node is not None else None
+        built = fix.applicability if fix is not None else None
+        if built != detection.fix:
+            raise AssertionError(f"{detection.code} predicted a {detection.fix.value if detection.fix else 'no'} fix "
+                                 f"at {span.lineno}:{span.col_offset + 1} but built "
+                                 f"{built.value if built is not None else 'none'}")
+        assert node is not None and fix is not None
+        out.append(_Built(index, PendingFinding(rule, node, detection.message, fix, None, detection.note)))
+    return out
+
+
+
+
+def _node_at(start: int, end: int, ranges: list[tuple[tuple[int, int], cst.CSTNode]]) -> Optional[cst.CSTNode]:
+    """The node whose code is exactly start..end; else the one starting there (a block's end differs by
+    its trailing comments); else the smallest one holding it (a decorated def starts at its `@`)."""
+    exact = [node for (s, e), node in ranges if s == start and e == end]
+    if exact:
+        return exact[-1]  # the innermost of nodes with one span (`(x)`'s parentheses are stripped)
+    same_start = [(e, node) for (s, e), node in ranges if s == start and e >= end]
+    if same_start:
+        return min(same_start, key=lambda item: item[0])[1]
+    holding = [(e - s, node) for (s, e), node in ranges if s <= start and e >= end]
+    return min(holding, key=lambda item: item[0])[1] if holding else None
+
+
+def _with_built_fixes(placer: "_Placer", run: _AstRun, built: list[_Built]) -> list[Finding]:
+    """The ast findings, with the fixes built for them placed as text edits."""
+    findings = list(run.findings)
+    for item in built:
+        pending = item.pending
+        assert pending.fix is not None
+        finding = findings[item.index]
+        try:
+            edits = tuple(edit for part in pending.fix.edits for edit in placer.edits(part))
+        except _Inexact:  # an edit over text LibCST does not reproduce could touch the wrong bytes
+            findings[item.index] = replace(finding, fix=None, note=_INEXACT_NOTE)
+            continue
+        fix = Fix(pending.fix.applicability, pending.fix.message, edits) if edits else None
+        findings[item.index] = replace(finding, fix=fix)
+    return findings
+
+
+def _without_fixes(findings: list[Finding], note: str) -> list[Finding]:
+    return [replace(f, fix=None, note=f"{note}; {f.note}" if f.note else note) if f.fix is not None else f
+            for f in findings]
+
+
+def _lint_for_fixes(path: Path, text: str, settings: Settings, view: ProjectView, run: _AstRun,
+                    active: Sequence[type[Rule]], profile: Profile) -> LintResult:
+    """Only rules on `ast` ran: parse LibCST to build their fixes. A file LibCST cannot take keeps its
+    findings without fixes (no GPU000 finding: `check` without edits would not have one either)."""
+    findings = run.findings
+    if libcst_refusal(text) is None:
+        try:
+            with profile.phase("parse"):
+                module = parse(text)
+        except (cst.ParserSyntaxError, RecursionError, SyntaxError, ValueError):
+            findings = _without_fixes(findings, _NO_LIBCST_NOTE)
+        else:
+            current = "building fixes"
+            try:
+                fctx = FileContext(path, text, module, settings, view)
+                with profile.phase("fixing"):
+                    built = _build_ast_fixes(fctx, run)
+                current = "placing findings"
+                with profile.phase("placing"):
+                    placer = _Placer(fctx, [b.pending for b in built])
+                    findings = _with_built_fixes(placer, run, built)
+            except RecursionError:
+                findings = _without_fixes(findings, _NO_LIBCST_NOTE)
+            except Exception as exc:  # a bug in gpulint: surface it, never swallow it
+                raise InternalError(str(path), f"{type(exc).__name__} in {current}: {exc}",
+                                    traceback.format_exc()) from exc
+    else:
+        findings = _without_fixes(findings, _NO_LIBCST_NOTE)
+    findings = apply_suppressions(path, text, findings, (r.code for r in active))
+    findings.sort(key=lambda f: f.sort_key)
+    return LintResult(findings)
+
+
+_INEXACT_NOTE = "no automatic fix here: gpulint cannot reproduce the whitespace in this code exactly"
+_NO_LIBCST_NOTE = "no automatic fix here: gpulint cannot parse this file to edit it"
+
+
+@dataclass
 class LintResult:
     findings: list[Finding] = field(default_factory=list)
     parsed: bool = True
 
 
 def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequence[type[Rule]]] = None,
-              profile: Profile = NO_PROFILE, project: Optional[ProjectView] = None) -> LintResult:
+              profile: Profile = NO_PROFILE, project: Optional[ProjectView] = None,
+              edits: bool = True) -> LintResult:
     """Findings for one file's decoded text. Raises InternalError on a bug in a rule.
 
     `project` carries facts from the other files of the project (dispatch/project_scan.py);
-    without it the file is judged alone.
+    without it the file is judged alone. Without `edits` (`check` in a format that shows no edits),
+    the fixes of rules on `ast` are their predictions (applicability and message, no edits) and
+    LibCST is not parsed for them; with it, their fixes are built (`Rule.build_fix`).
     """
     with profile.phase("prefilter"):
         active = enabled_rules(settings) if rules is None else list(rules)
@@ -378,12 +580,31 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
             candidates = [r for r in candidates if r.may_report(view, settings)]
     if check.valid and not candidates:
         return LintResult()
+    ast_run: Optional[_AstRun] = None
+    ast_findings: list[Finding] = []
+    if check.tree is not None and any(r.on_ast for r in candidates):
+        # rules on `ast` (issue 25) read the tree the guard parsed; LibCST is not needed to report them
+        ast_run = _run_ast_rules(path, text, check.tree, settings, view,
+                                 [r for r in candidates if r.on_ast], profile)
+        ast_findings = ast_run.findings
+        candidates = [r for r in candidates if not r.on_ast]
+        if not edits or not any(d.fix is not None for d in ast_run.detections):
+            ast_run = None  # nothing to build: the predictions stand
+        if not candidates and ast_run is None:
+            findings = apply_suppressions(path, text, ast_findings, (r.code for r in active))
+            findings.sort(key=lambda f: f.sort_key)
+            return LintResult(findings)
+    if not candidates and ast_run is not None:
+        # LibCST only to build the ast rules' fixes: where it cannot, the findings stand without them
+        return _lint_for_fixes(path, text, settings, view, ast_run, active, profile)
     check = replace(check, tree=None)  # the `ast` tree is not needed past here: free it before LibCST
+    if ast_run is not None:  # in case LibCST refuses the file below: findings without the fixes it cannot build
+        ast_findings = _without_fixes(ast_findings, _NO_LIBCST_NOTE)
     with profile.phase("parse"):
         too_costly = libcst_refusal(text)  # LibCST's memory grows with tokens and their nesting: bound it
     if too_costly is not None:
-        return LintResult([syntax_finding(str(path), too_costly.message, too_costly.row, too_costly.column)],
-                          parsed=False)
+        return LintResult([syntax_finding(str(path), too_costly.message, too_costly.row, too_costly.column),
+                           *ast_findings], parsed=False)
     profile.count("parsed")
     try:
         with profile.phase("parse"):
@@ -391,13 +612,14 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
     except cst.ParserSyntaxError as exc:
         if check.valid:  # Python accepts the file: the limit is LibCST's, not a syntax error
             return LintResult([syntax_finding(str(path), cannot_parse_message(exc), exc.raw_line,
-                                              exc.raw_column + 1)], parsed=False)
+                                              exc.raw_column + 1), *ast_findings], parsed=False)
         return LintResult([_syntax_error_finding(path, text, exc)], parsed=False)
     except RecursionError:
         return LintResult([syntax_finding(str(path), "file is nested too deeply to analyse")], parsed=False)
     except (SyntaxError, ValueError) as exc:
         return LintResult([syntax_finding(str(path), f"SyntaxError: {exc}")], parsed=False)
     current = "analysis"
+    built: list[_Built] = []
     try:
         with profile.phase("analysis"):
             ctx = FileContext(path, text, module, settings, view)
@@ -412,10 +634,17 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
             with profile.phase("rules"):
                 dispatch = _Dispatch(ctx, instances, profile)
                 walk(module, dispatch, dispatch.skip)
+        if ast_run is not None:
+            current = "building fixes"
+            with profile.phase("fixing"):
+                built = _build_ast_fixes(ctx, ast_run)
         current = "placing findings"
         with profile.phase("placing"):
-            placer = _Placer(ctx, ctx.findings)
+            placer = _Placer(ctx, ctx.findings + [b.pending for b in built] if ast_run is not None else ctx.findings)
             findings = [placer.finding(r) for r in ctx.findings]
+            if ast_run is not None:
+                ast_findings = _with_built_fixes(placer, ast_run, built)
+            findings += ast_findings
         current = "suppressions"
         findings = apply_suppressions(path, text, findings, (r.code for r in active))
     except RecursionError:
@@ -457,7 +686,7 @@ def fix_text(path: Path, text: str, settings: Settings, unsafe: bool,
             result.findings.sort(key=lambda f: f.sort_key)
         return FixOutcome(text, 0, result.findings, result.parsed, too_large=True)
     for _ in range(MAX_FIX_ROUNDS):
-        fixes = [f.fix for f in result.findings if f.fix is not None and f.fix.is_applicable(unsafe)]
+        fixes = [f.fix for f in result.findings if f.fix is not None and f.fix.edits and f.fix.is_applicable(unsafe)]
         if not fixes:
             break
         with profile.phase("fixing"):

@@ -63,6 +63,9 @@ class Job:
     cache: Optional[ResultCache] = None
     profile: bool = False
     project: Optional[ProjectView] = None  # facts from the rest of the project (dispatch/project_scan.py)
+    # whether findings must carry their fixes' edits (fix, --diff, formats that show edits); without,
+    # the fixes of rules on `ast` are predictions and LibCST is not parsed for them
+    edits: bool = True
 
     def cache_key(self, raw: bytes) -> str:
         assert self.cache is not None
@@ -279,6 +282,7 @@ def _crashed(job: Job, code: int) -> FileResult:
 
 def collect_jobs(paths: Iterable[Path], settings_for: Callable[[Path], Settings], mode: Mode,
                  unsafe: bool = False, cache: Optional[ResultCache] = None, profile: bool = False,
-                 projects: Optional[dict[str, ProjectView]] = None) -> list[Job]:
+                 projects: Optional[dict[str, ProjectView]] = None, edits: bool = True) -> list[Job]:
     views = projects or {}
-    return [Job(path, settings_for(path), mode, unsafe, cache, profile, views.get(str(path))) for path in paths]
+    edits = edits or mode is not Mode.CHECK
+    return [Job(path, settings_for(path), mode, unsafe, cache, profile, views.get(str(path)), edits) for path in paths]

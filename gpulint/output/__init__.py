@@ -28,6 +28,8 @@ FORMATS: dict[str, tuple[str, str]] = {
     "junit": ("gpulint.output.junit", "render_junit"),
 }
 HUMAN_FORMATS = frozenset({"concise", "full"})  # followed by the summary
+# formats that show fixes' edits: `check` builds them (LibCST) only for these or with --show-fixes
+EDIT_FORMATS = frozenset({"full", "json", "json-lines", "sarif"})
 
 
 def renderer(name: str) -> Renderer:

@@ -1094,3 +1094,8 @@ def facts_of_text(text: str) -> Optional[FileFacts]:
         return scan(tree)
     except RecursionError:
         return None
+
+
+# the module-level import table, for the `ast` detectors' name table (analysis/ast_context.py)
+ImportAliases = _Aliases
+module_imports = _imports

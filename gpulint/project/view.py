@@ -337,6 +337,9 @@ class Project:
         for number, members in enumerate(components):
             for member in members:
                 component_of[member] = number
+        # files in an import cycle, by file: the cycle's members (see `_exported_datasets`)
+        self._cycles = {self.paths[m]: tuple(sorted(self.paths[i] for i in members))
+                        for members in components if len(members) > 1 for m in members}
         # Tarjan emits components in reverse topological order of the `importers` graph: every
         # component reachable from one comes before it, so one pass fills the reach sets.
         reach = [0] * len(components)
@@ -514,11 +517,31 @@ class Project:
 
     def _exported_datasets(self, path: str) -> dict[str, ClassFacts]:
         """Dataset and model classes a module offers by name: its own top-level ones, the functions that
-        return one of its dataset classes (factories), and those it imports from project modules."""
+        return one of its dataset classes (factories), and those it imports from project modules.
+
+        The modules of an import cycle are solved together, from nothing, until what they offer stops
+        changing: the answer never depends on which module of the cycle was asked first (and so a file's
+        view does not depend on which other files were linted in the same run)."""
         cached = self._exported.get(path)
         if cached is not None:
             return cached
-        self._exported[path] = {}  # an import cycle sees what is known so far
+        cycle = self._cycles.get(path)
+        if cycle is None:
+            self._exported[path] = {}
+            self._exported[path] = self._offered(path)
+            return self._exported[path]
+        for member in cycle:
+            self._exported[member] = {}
+        for _ in range(len(cycle) + 2):  # each round can only pass names one module further round the cycle
+            before = {member: self._exported[member] for member in cycle}
+            for member in cycle:
+                self._exported[member] = self._offered(member)
+            if all(self._exported[member] == before[member] for member in cycle):
+                break
+        return self._exported[path]
+
+    def _offered(self, path: str) -> dict[str, ClassFacts]:
+        """What `path` offers, given what the modules it imports offer (`_exported_datasets`)."""
         out: dict[str, ClassFacts] = {}
         for target, ref in self.edges.get(path, ()):
             if ref.name == "*":
@@ -535,7 +558,6 @@ class Project:
         for name, key in own.factories.items():  # a factory returning a class this module imports
             if key not in own.classes and key in out:
                 out[name] = out[key]
-        self._exported[path] = out
         return out
 
 

@@ -28,6 +28,7 @@ from gpulint.core.verification import Verification
 if TYPE_CHECKING:
     import libcst as cst
 
+    from gpulint.analysis.ast_context import AstContext, Detection
     from gpulint.core.context import FileContext
     from gpulint.core.pending import PendingFix
     from gpulint.core.settings import Settings
@@ -90,9 +91,27 @@ class Rule:
     options: ClassVar[tuple[Option[Any], ...]] = ()
     # what `gpulint verify` checks for the rewrite; None: the rule has no fix to verify
     verification: ClassVar[Optional[Verification]] = None
+    # True when the rule detects on CPython's `ast` (it overrides `detect`; set by the base): the
+    # engine then never runs LibCST for it unless a fix must be built (`build_fix`)
+    on_ast: ClassVar[bool] = False
 
-    def __init__(self, ctx: "FileContext") -> None:
+    def __init__(self, ctx: Any) -> None:
+        # a FileContext (LibCST visitors) or, for rules on `ast`, an AstContext
         self.ctx = ctx
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.on_ast = cls.detect is not Rule.detect
+
+    def detect(self, ctx: "AstContext") -> None:
+        """Find the rule's cases on the file's `ast` tree and `ctx.report` each (issue 25). A rule that
+        overrides this runs on `ast` only; LibCST is parsed for it only to build a fix."""
+
+    def build_fix(self, detection: "Detection", fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:
+        """The fix for `detection`, built on the LibCST node `node` whose span is the detection's.
+        Only called when edits are needed (fix, --diff, --show-fixes, edit-carrying output, server
+        actions). Its applicability must equal the detection's predicted `fix`."""
+        return None
 
     @classmethod
     def url(cls, site: Optional[str]) -> Optional[str]:
@@ -165,6 +184,9 @@ class Rule:
         """Report when `decision` allows it. A finding resting on undecided premises (pedantic) says
         which. (Its fix keeps the safety the rule gives it: a premise a fix's safety depends on, such as
         GPU101's CPU tensors, makes the rule offer that fix as unsafe when it is not shown.)"""
+        if self.on_ast:
+            self.ctx.report(self, node, message, statement=statement, note=note, decision=decision)
+            return
         if not decision.report:
             return
         if decision.assumed:

@@ -2,25 +2,28 @@
 
 from __future__ import annotations
 
+import ast
 import re
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-import libcst as cst
-
+from gpulint.analysis.ast_context import AstContext, AstKeywordArgs, Detection, arg, positional_args
+from gpulint.analysis.ast_values import is_literal, single_value, value_at
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
-from gpulint.analysis.training import FRAMEWORKS, training_facts
+from gpulint.analysis.training import FRAMEWORKS
 from gpulint.core import floors
-from gpulint.core.arguments import KeywordArgs, positional_args
-from gpulint.core.context import FileContext
 from gpulint.core.edits import Applicability
-from gpulint.core.pending import PendingFix, Replace
-from gpulint.core.rewrite import add_keyword, is_literal, set_keyword
-from gpulint.core.values import single_value
+from gpulint.core.torch_api import FUSED_CAPABLE, OPTIMIZER_CLASSES, OPTIMIZER_PARAMS, SGD_MOMENTUM
 from gpulint.core.verification import FUSED_OPTIMIZER, Verification
 from gpulint.project.view import ProjectView
 from gpulint.rules.base import Rule, RuleDocs, Target
 from gpulint.rules.gpu001_missing_autocast import AMP_DTYPE, MissingAutocast
 from gpulint.rules.gpu002_fp16_without_grad_scaler import Fp16WithoutGradScaler
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from gpulint.core.context import FileContext
+    from gpulint.core.pending import PendingFix
 
 # class -> fix applicability (the torch each needs is in core/floors.py)
 FUSED_OPTIMIZERS: dict[str, Applicability] = {
@@ -29,13 +32,8 @@ FUSED_OPTIMIZERS: dict[str, Applicability] = {
     "SGD": Applicability.UNSAFE,
     "Adagrad": Applicability.UNSAFE,
 }
-OPTIMIZER_NAMES = {
-    **{f"torch.optim.{name}": name for name in FUSED_OPTIMIZERS},
-    "torch.optim.adam.Adam": "Adam",
-    "torch.optim.adamw.AdamW": "AdamW",
-    "torch.optim.sgd.SGD": "SGD",
-    "torch.optim.adagrad.Adagrad": "Adagrad",
-}
+assert tuple(FUSED_OPTIMIZERS) == FUSED_CAPABLE
+OPTIMIZER_NAMES = OPTIMIZER_CLASSES
 _SPARSE = re.compile(r"\bsparse\s*=\s*True\b")
 
 TORCH_OPTIMIZER = Premise(
@@ -63,7 +61,6 @@ SCALER_SAFE = Premise(
     "scaler-safe",
     "for SGD with momentum, no GradScaler drives the step (here, in a caller, or through a framework "
     "that may scale): fused SGD's momentum buffer is garbage after a skipped first step.")
-SGD_MOMENTUM_POSITION = 2  # SGD(params, lr, momentum, dampening, weight_decay, nesterov)
 
 
 class NonFusedOptimizer(Rule):
@@ -133,150 +130,160 @@ class NonFusedOptimizer(Rule):
         premises=(TORCH_OPTIMIZER, FUSED_DEVICE, FUSED_EXISTS, STEP_MATTERS, SCALER_SAFE),
     )
 
-    def visit_Call(self, node: cst.Call) -> None:
-        classes = self._optimizer_classes(node.func)
+    def detect(self, ctx: AstContext) -> None:
+        for node in ctx.nodes(ast.Call):
+            assert isinstance(node, ast.Call)
+            self._check(ctx, node)
+
+    def _check(self, ctx: AstContext, node: ast.Call) -> None:
+        classes = self._optimizer_classes(ctx, node.func)
         if not classes:
             return
         torch_classes = [c for c in classes if c is not None]
         if not torch_classes:
             return
         names = sorted({OPTIMIZER_NAMES[c] for c in torch_classes})
-        kwargs = self.ctx.kwargs(node)
-        if not kwargs.complete or kwargs.has("fused"):
+        kwargs = ctx.kwargs(node)
+        if not kwargs.complete or kwargs.passed("fused"):
             return
-        if kwargs.has("differentiable") and not is_literal(kwargs.get("differentiable"), "False"):
+        if kwargs.passed("differentiable") and not is_literal(ctx, kwargs.get("differentiable"), "False"):
             return
         foreach = kwargs.get("foreach")
-        if kwargs.has("foreach") and not is_literal(foreach, "True", "False", "None"):
+        if kwargs.passed("foreach") and not is_literal(ctx, foreach, "True", "False", "None"):
             return  # an explicit, computed choice of implementation
-        if _SPARSE.search(self.ctx.text):
+        if _SPARSE.search(ctx.text):
             return  # sparse gradients: fused kernels reject them
         if _single_tensor(node, kwargs):
             return  # one tensor (a latent or an embedding optimised at inference): nothing to fuse
-        project = self.ctx.project
+        project = ctx.project
         if project.own.replaces_optimizers or project.replacer_callers:
             return  # MS-AMP swaps the optimizer for its own implementation: `fused` never reaches torch
         fixable = len(torch_classes) == len(classes)
         note = ""
-        too_new = self._too_new(names)
+        too_new = self._too_new(ctx, names)
         scaler_safe: Evidence = SHOWN
-        if "SGD" in names and _has_momentum(node, kwargs) and (self.ctx.project.scaler or self._framework_scales()):
+        momentum = "SGD" in names and _has_momentum(ctx, node, kwargs)
+        if momentum and (project.scaler or _framework_owned(ctx)):
             scaler_safe = REFUTED  # fused SGD + GradScaler: momentum buffer garbage after a skipped first step
         decision = self.decide({TORCH_OPTIMIZER: SHOWN, FUSED_DEVICE: _fused_device(project),
                                 FUSED_EXISTS: REFUTED if too_new is not None else SHOWN,
                                 STEP_MATTERS: REFUTED if project.rl else SHOWN, SCALER_SAFE: scaler_safe})
         if not decision.report:
             return
-        if "SGD" in names and _has_momentum(node, kwargs):
-            if self.ctx.analysis(may_gain_grad_scaler):
-                fixable = False  # gpulint's own mixed-precision fix (GPU001/GPU002) adds a GradScaler in this run
-                note = ("no fix: gpulint's mixed-precision fix adds a GradScaler to this file, and fused SGD with "
-                        "momentum is unsafe under one")
-        if fixable and not note and self._sharded_scaler():
+        if momentum and may_gain_grad_scaler(ctx):
+            fixable = False  # gpulint's own mixed-precision fix (GPU001/GPU002) adds a GradScaler in this run
+            note = ("no fix: gpulint's mixed-precision fix adds a GradScaler to this file, and fused SGD with "
+                    "momentum is unsafe under one")
+        if fixable and not note and self._sharded_scaler(ctx):
             fixable = False
             note = ("no fix: under FSDP's ShardedGradScaler a fused optimizer skips the cross-rank inf check, and "
                     "with scaler.unscale_() first it raises (bench/fsdp_fused_scaler.py)")
         spelled = " / ".join(names)
         if len(classes) > len(torch_classes):
-            note = (f"no fix: {self.ctx.code(node.func)} is not always a torch optimizer here; pass fused=True "
+            note = (f"no fix: {ctx.segment(node.func)} is not always a torch optimizer here; pass fused=True "
                     f"only where it is {spelled}")
-        elif not isinstance(node.func, cst.Attribute) and self.ctx.qualname(node.func) is None:
-            spelled = f"{self.ctx.code(node.func)} ({spelled})"
+        elif not isinstance(node.func, ast.Attribute) and ctx.qualname(node.func) is None:
+            spelled = f"{ctx.segment(node.func)} ({spelled})"
         if fixable and not note and too_new is not None:
             note = f"no fix: {too_new.reason()}"
-        self.report_decided(
-            decision,
-            node,
-            f"{spelled} without fused=True: a fused kernel would replace the loop over parameters",
-            self._fix(node, names, kwargs.has("foreach") and is_literal(foreach, "True"),
-                      "foreach" in kwargs.from_splat) if fixable and not note else None,
-            note=note,
+        replace_foreach = kwargs.passed("foreach") and is_literal(ctx, foreach, "True")
+        offered = fixable and not note and "foreach" not in kwargs.from_splat
+        unsafe = any(FUSED_OPTIMIZERS[o] is Applicability.UNSAFE for o in names)
+        ctx.report(
+            self, node, f"{spelled} without fused=True: a fused kernel would replace the loop over parameters",
+            fix=(Applicability.UNSAFE if unsafe else Applicability.SAFE) if offered else None,
+            fix_message="Replace `foreach=True` with `fused=True`" if replace_foreach else "Add `fused=True`",
+            data={"replace_foreach": replace_foreach}, note=note, decision=decision,
         )
 
-    def _optimizer_classes(self, func: cst.BaseExpression) -> list[Optional[str]]:
+    def build_fix(self, detection: Detection, fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:
+        import libcst as cst
+
+        from gpulint.core.pending import PendingFix, Replace
+        from gpulint.core.rewrite import add_keyword, set_keyword
+
+        assert isinstance(node, cst.Call) and detection.fix is not None
+        if detection.data and detection.data.get("replace_foreach"):
+            new = set_keyword(node, "fused", "True", rename_from="foreach")
+        else:
+            new = add_keyword(node, "fused", "True")
+        return PendingFix(detection.fix, detection.fix_message, (Replace(node, new),))
+
+    def _optimizer_classes(self, ctx: AstContext, func: ast.expr) -> list[Optional[str]]:
         """The torch optimizer classes a callee may be (None for anything else it may be); [] if none.
 
         `torch.optim.AdamW`, an alias of it, a name assigned torch optimizer classes
         (`optimizer_class = torch.optim.AdamW`), or a registry dict of them (`OPTIMIZERS[name]`).
         """
-        qualified = self.ctx.qualname(func)
+        qualified = ctx.qualname(func)
         if qualified in OPTIMIZER_NAMES:
             return [qualified]
-        project = self.ctx.project
+        project = ctx.project
         if qualified is not None:
             return list(project.optimizer_classes(qualified))
-        if isinstance(func, cst.Subscript) and isinstance(func.value, (cst.Name, cst.Attribute)):
-            registry = single_value(func.value, self.ctx.names) if isinstance(func.value, cst.Name) else None
-            if isinstance(registry, cst.Dict):
-                return self._registry(registry)
-            spelled = self.ctx.qualname(func.value)
+        names = ctx.names
+        if isinstance(func, ast.Subscript) and isinstance(func.value, (ast.Name, ast.Attribute)):
+            registry = single_value(func.value, names) if isinstance(func.value, ast.Name) else None
+            if isinstance(registry, ast.Dict):
+                return self._registry(ctx, registry)
+            spelled = ctx.qualname(func.value)
             if spelled is not None:
                 return list(project.optimizer_classes(spelled))
-            names = self.ctx.names
-            if isinstance(func.value, cst.Name) and names.binding_scope(func.value) is names.module_scope:
-                return list(project.own.optimizers.get(func.value.value, ()))
+            if isinstance(func.value, ast.Name) and names.binding_scope(func.value) is names.module_scope:
+                return list(project.own.optimizers.get(func.value.id, ()))
             return []
-        if not isinstance(func, cst.Name):
+        if not isinstance(func, ast.Name):
             return []
-        owner = self.ctx.names.binding_scope(func)
+        owner = names.binding_scope(func)
         if owner is None:
             return []
-        reaching = self.ctx.analysis(training_facts).value_at(func)
+        reaching = value_at(ctx, func)
         if reaching is not None:  # `optimizer_class = prodigyopt.Prodigy` just above the call: that one
-            target = self.ctx.qualname(reaching)
+            target = ctx.qualname(reaching)
             return [target] if target in OPTIMIZER_NAMES else []
-        targets = owner.bindings.get(func.value, [])
-        values = owner.values.get(func.value, [])
+        targets = owner.bindings.get(func.id, [])
+        values = owner.values.get(func.id, [])
         if any(t is not None for t in targets) or not values or any(v is None for v in values):
             return []  # bound by an import, a parameter, a loop: not a plain `name = <class>`
         found: list[Optional[str]] = []
         for value in values:
-            target = self.ctx.qualname(value)  # type: ignore[arg-type]
+            target = ctx.qualname(value)  # type: ignore[arg-type]
             found.append(target if target in OPTIMIZER_NAMES else None)
         return found if any(found) else []
 
-    def _registry(self, registry: cst.Dict) -> list[Optional[str]]:
+    def _registry(self, ctx: AstContext, registry: ast.Dict) -> list[Optional[str]]:
         found: list[Optional[str]] = []
-        for element in registry.elements:
-            if not isinstance(element, cst.DictElement):
-                return []
-            target = self.ctx.qualname(element.value)
+        for key, value in zip(registry.keys, registry.values):
+            if key is None:
+                return []  # `{**other}`
+            target = ctx.qualname(value)
             if target not in OPTIMIZER_NAMES:
                 return []  # a registry of other things too: which one runs is not known
             found.append(target)
         return found
 
-    def _framework_scales(self) -> bool:
-        """A framework that owns the loop (Accelerate, Lightning, DeepSpeed) may scale the loss under fp16."""
-        if not any(name in self.ctx.text for name in FRAMEWORKS):
-            return False
-        return self.ctx.analysis(training_facts).framework_owned
-
-    def _sharded_scaler(self) -> bool:
+    def _sharded_scaler(self, ctx: AstContext) -> bool:
         """FSDP's ShardedGradScaler steps this file's optimizers, now or after gpulint's own float16 fix."""
-        if "fsdp" not in self.ctx.project.parallelism:
-            return "ShardedGradScaler" in self.ctx.text
-        return bool(self.ctx.project.scaler) or "ShardedGradScaler" in self.ctx.text \
-            or self.ctx.analysis(may_gain_grad_scaler)
+        if "fsdp" not in ctx.project.parallelism:
+            return "ShardedGradScaler" in ctx.text
+        return bool(ctx.project.scaler) or "ShardedGradScaler" in ctx.text or may_gain_grad_scaler(ctx)
 
-    def _too_new(self, optimizers: list[str]) -> Optional[floors.TooNew]:
+    def _too_new(self, ctx: AstContext, optimizers: list[str]) -> Optional[floors.TooNew]:
         """The fused kernels need a torch the project supports (on CUDA, and on CPU from 2.4)."""
         symbols = [floors.fused(o) for o in optimizers] + [floors.FUSED_CPU for o in optimizers if o != "Adagrad"]
-        return floors.too_new(self.ctx.settings.torch_version, symbols)
+        return floors.too_new(ctx.settings.torch_version, symbols)
 
-    def _fix(self, node: cst.Call, optimizers: list[str], replace_foreach: bool,
-             foreach_hidden: bool) -> Optional[PendingFix]:
-        if foreach_hidden:
-            return None
-        unsafe = any(FUSED_OPTIMIZERS[o] is Applicability.UNSAFE for o in optimizers)
-        applicability = Applicability.UNSAFE if unsafe else Applicability.SAFE
-        if replace_foreach:
-            new = set_keyword(node, "fused", "True", rename_from="foreach")
-            message = "Replace `foreach=True` with `fused=True`"
-        else:
-            new = add_keyword(node, "fused", "True")
-            message = "Add `fused=True`"
-        return PendingFix(applicability, message, (Replace(node, new),))
+
+def _framework_owned(ctx: AstContext) -> bool:
+    """A framework that owns the loop (Accelerate, Lightning, DeepSpeed) may scale the loss under fp16: the
+    file imports one at module level (analysis/training.py's test, on `ast`)."""
+    if not any(name in ctx.text for name in FRAMEWORKS):
+        return False
+    for targets in ctx.names.module_scope.bindings.values():
+        for target in targets:
+            if target and any(target == f or target.startswith(f + ".") for f in FRAMEWORKS):
+                return True
+    return False
 
 
 def _fused_device(project: ProjectView) -> Evidence:
@@ -289,34 +296,39 @@ def _fused_device(project: ProjectView) -> Evidence:
     return SHOWN
 
 
-def _single_tensor(node: cst.Call, kwargs: KeywordArgs) -> bool:
+def _single_tensor(node: ast.Call, kwargs: AstKeywordArgs) -> bool:
     """The params are a one-element list or tuple of a tensor (not of a param-group dict)."""
-    params = kwargs.get("params") if kwargs.has("params") else next(
-        (a.value for a in node.args if a.keyword is None and not a.star), None)
-    if not isinstance(params, (cst.List, cst.Tuple)) or len(params.elements) != 1:
+    name, _ = OPTIMIZER_PARAMS
+    params = kwargs.get(name) if kwargs.passed(name) else next(
+        (a for a in node.args if not isinstance(a, ast.Starred)), None)
+    if not isinstance(params, (ast.List, ast.Tuple)) or len(params.elts) != 1:
         return False
-    element = params.elements[0]
-    return not isinstance(element, cst.StarredElement) and not isinstance(element.value, (cst.Dict, cst.Call))
+    element = params.elts[0]
+    return not isinstance(element, (ast.Starred, ast.Dict, ast.Call))
 
 
-def _has_momentum(node: cst.Call, kwargs: KeywordArgs) -> bool:
+def _has_momentum(ctx: AstContext, node: ast.Call, kwargs: AstKeywordArgs) -> bool:
     """SGD(params, lr, momentum, ...): a momentum buffer exists unless momentum is visibly 0."""
-    if kwargs.has("momentum"):
-        return not is_literal(kwargs.get("momentum"), "0")
-    positional = positional_args(node)
-    if positional is None:
+    name, position = SGD_MOMENTUM
+    if kwargs.passed(name):
+        return not is_literal(ctx, kwargs.get(name), "0")
+    if positional_args(node) is None:
         return True
-    if len(positional) > SGD_MOMENTUM_POSITION:
-        value = positional[SGD_MOMENTUM_POSITION]
-        return not (is_literal(value, "0") or (isinstance(value, cst.Float) and float(value.value) == 0.0))
-    return False
+    value = arg(node, name, position, kwargs)
+    if value is None:
+        return False
+    return not (is_literal(ctx, value, "0") or (isinstance(value, ast.Constant) and type(value.value) is float
+                                                and value.value == 0.0))
 
 
-def may_gain_grad_scaler(ctx: FileContext) -> bool:
+def may_gain_grad_scaler(ctx: AstContext) -> bool:
     """gpulint's own float16 mixed-precision fix (GPU001/GPU002) may add a GradScaler to this file in
     the same fix run: GPU201 then offers no fused-SGD fix, since fused SGD with momentum breaks
     under a scaler. Once the scaler exists, GPU201 sees it and leaves SGD alone, so the two fixes
     agree in whichever order they are applied.
+
+    The training steps are still LibCST's analysis (analysis/training.py) until the `ast` one
+    (analysis/steps.py) lands: this one question parses LibCST, only when every cheaper test passed.
     """
     settings = ctx.settings
     if settings.value(AMP_DTYPE) == "bfloat16" or "backward" not in ctx.text:
@@ -326,5 +338,16 @@ def may_gain_grad_scaler(ctx: FileContext) -> bool:
     project = ctx.project
     if project.rl or project.mixed_precision and "autocast" not in project.own.mixed_precision:
         return False  # MissingAutocast stays silent there (precision handled, or an environment-bound loop)
-    facts = ctx.analysis(training_facts)
+    return ctx.analysis(_unscaled_training_steps)
+
+
+def _unscaled_training_steps(ctx: AstContext) -> bool:
+    import libcst as cst
+
+    from gpulint.analysis.training import training_facts
+
+    try:
+        facts = training_facts(ctx.libcst())
+    except cst.ParserSyntaxError:
+        return True  # unknown: offer no fix
     return not facts.framework_owned and any(not b.scaled for step in facts.steps for b in step.backwards)

@@ -135,3 +135,17 @@ def test_scan_projects_takes_the_partial_path_for_a_few_files(tree: Path, monkey
     everything = sorted(tree.rglob("*.py"))
     scan_projects(everything, [tree])
     assert not calls  # the whole project is linted: one full scan
+
+
+def test_a_view_does_not_depend_on_the_views_asked_before_it(tree: Path) -> None:
+    """pkg/__init__.py and pkg/data/__init__.py import each other: what they offer is solved for the
+    cycle as a whole, so `check tools/run.py` and `check .` give tools/run.py the same view."""
+    paths = _project_files(tree, [])
+    members = sorted(p for p in tree.rglob("*.py"))
+    forward = scan_files(tree, paths, FactsCache())
+    backward = scan_files(tree, paths, FactsCache())
+    first = {m: forward.view(m) for m in members}
+    second = {m: backward.view(m) for m in reversed(members)}
+    assert first == second
+    run = tree / "tools" / "run.py"
+    assert sorted(first[run].imported_classes) == ["pkg.Images", "pkg.data.images.Images"]

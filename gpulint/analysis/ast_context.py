@@ -1,0 +1,783 @@
+"""What an `ast` detector may ask about one file (issue 25): names, keyword arguments, parents, spans.
+
+Rules that override `Rule.detect` read the CPython `ast` tree the engine already parsed for its guard,
+prefilter and project facts; LibCST is parsed only when a fix must be built (`Rule.build_fix`). This
+module must not import LibCST: `check` of a file whose rules all run on `ast` never loads it.
+
+Names resolve like `core/names.py` does on LibCST (scope by scope, a name also bound some other way
+resolves to nothing, so a user's own `Adam` is never torch's), so a rule ported from LibCST finds the
+same calls. The module-level import table is the project facts' own (`project/facts.py`,
+`ImportAliases`): `AstNames.qualified` gives its permissive answer (every import a name may stand for).
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Iterator, Optional, Protocol, TypeVar, Union
+
+from gpulint.analysis.evidence import Decision, undecided_note
+from gpulint.core.edits import Applicability
+from gpulint.project.facts import ImportAliases, module_imports
+
+if TYPE_CHECKING:
+    from gpulint.core.context import FileContext
+    from gpulint.core.settings import Settings
+    from gpulint.project.view import ProjectView
+
+T = TypeVar("T")
+FunctionNode = Union[ast.FunctionDef, ast.AsyncFunctionDef]
+
+LOCAL = None  # binding marker for anything that is not an import
+
+
+class Reporting(Protocol):
+    """What `AstContext.report` needs of the rule that reports (rules/base.py's Rule)."""
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    in_tests: ClassVar[bool]
+
+
+# ------------------------------------------------------------------------------------------------
+# names
+# ------------------------------------------------------------------------------------------------
+
+@dataclass(eq=False)
+class AstScope:
+    node: ast.AST
+    parent: Optional["AstScope"]
+    is_class: bool = False
+    # name -> qualified import targets, with LOCAL for non-import bindings
+    bindings: dict[str, list[Optional[str]]] = field(default_factory=dict)
+    # name -> values assigned to it with a plain `name = value` (None for other bindings)
+    values: dict[str, list[Optional[ast.expr]]] = field(default_factory=dict)
+    globals_: set[str] = field(default_factory=set)
+
+    def bind(self, name: str, target: Optional[str], value: Optional[ast.expr] = None) -> None:
+        scope = self
+        if name in self.globals_:
+            while scope.parent is not None:
+                scope = scope.parent
+        scope.bindings.setdefault(name, []).append(target)
+        scope.values.setdefault(name, []).append(value)
+
+    def lookup(self, name: str) -> Optional["AstScope"]:
+        """The scope whose binding of `name` is visible here (Python's LEGB, classes skipped)."""
+        scope: Optional[AstScope] = self
+        first = True
+        while scope is not None:
+            if (first or not scope.is_class) and name in scope.bindings:
+                return scope
+            first = False
+            scope = scope.parent
+        return None
+
+
+def dotted(expr: ast.AST) -> Optional[str]:
+    """`self.opt` / `torch.optim` for an attribute chain over a name, else None."""
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if isinstance(expr, ast.Attribute):
+        base = dotted(expr.value)
+        return f"{base}.{expr.attr}" if base else None
+    return None
+
+
+class _Binder:
+    """One pass over the module: scopes, bindings, and the scope of every Name (as core/names.py)."""
+
+    def __init__(self, names: "AstNames") -> None:
+        self.names = names
+        self.stack: list[AstScope] = [names.module_scope]
+
+    @property
+    def scope(self) -> AstScope:
+        return self.stack[-1]
+
+    def walk(self, node: Optional[ast.AST]) -> None:
+        if node is None:
+            return
+        method = getattr(self, "visit_" + type(node).__name__, None)
+        if method is not None and method(node) is False:
+            return
+        for child in ast.iter_child_nodes(node):
+            self.walk(child)
+
+    def walk_all(self, nodes: Iterable[Optional[ast.AST]]) -> None:
+        for node in nodes:
+            self.walk(node)
+
+    def _push(self, node: ast.AST, is_class: bool = False) -> None:
+        scope = AstScope(node=node, parent=self.scope, is_class=is_class)
+        self.names.scopes[id(node)] = scope
+        self.stack.append(scope)
+
+    def _params(self, args: ast.arguments) -> list[ast.arg]:
+        out = list(args.posonlyargs) + list(args.args) + list(args.kwonlyargs)
+        if args.vararg is not None:
+            out.append(args.vararg)
+        if args.kwarg is not None:
+            out.append(args.kwarg)
+        return out
+
+    def _outer_params(self, args: ast.arguments, annotations: bool = True) -> None:
+        """Defaults and annotations run in the enclosing scope."""
+        self.walk_all(args.defaults)
+        self.walk_all(d for d in args.kw_defaults if d is not None)
+        if annotations:
+            self.walk_all(p.annotation for p in self._params(args))
+
+    def visit_FunctionDef(self, node: FunctionNode) -> bool:
+        self.scope.bind(node.name, LOCAL)
+        self.walk_all(node.decorator_list)
+        self._outer_params(node.args)
+        self.walk(node.returns)
+        self._push(node)
+        for param in self._params(node.args):
+            self.scope.bind(param.arg, LOCAL)
+        self.walk_all(node.body)
+        self.stack.pop()
+        return False
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Lambda(self, node: ast.Lambda) -> bool:
+        self._outer_params(node.args, annotations=False)
+        self._push(node)
+        for param in self._params(node.args):
+            self.scope.bind(param.arg, LOCAL)
+        self.walk(node.body)
+        self.stack.pop()
+        return False
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> bool:
+        self.scope.bind(node.name, LOCAL)
+        self.walk_all(node.decorator_list)
+        self.walk_all(node.bases)
+        self.walk_all(node.keywords)
+        self._push(node, is_class=True)
+        self.walk_all(node.body)
+        self.stack.pop()
+        return False
+
+    def visit_Global(self, node: ast.Global) -> None:
+        self.scope.globals_.update(node.names)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        self.names.scope_of[id(node)] = self.scope
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if alias.asname:
+                self.scope.bind(alias.asname, alias.name)
+            else:
+                top = alias.name.split(".")[0]
+                self.scope.bind(top, top)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        # a relative import keeps its dots (`from .data import X` -> ".data.X"), as core/names.py does
+        module = "." * node.level + (node.module or "")
+        for alias in node.names:
+            if alias.name == "*":
+                return
+            target = (f"{module}.{alias.name}" if node.module else f"{module}{alias.name}") if module else LOCAL
+            self.scope.bind(alias.asname or alias.name, target)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self._bind_target(target, node.value if len(node.targets) == 1 else None)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self._bind_target(node.target, node.value)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self._bind_target(node.target, None)
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
+        self._bind_target(node.target, node.value)
+
+    def visit_For(self, node: Union[ast.For, ast.AsyncFor]) -> None:
+        self._bind_target(node.target, None)
+
+    visit_AsyncFor = visit_For
+
+    def visit_comprehension(self, node: ast.comprehension) -> None:
+        self._bind_target(node.target, None)
+
+    def visit_withitem(self, node: ast.withitem) -> None:
+        if node.optional_vars is not None:
+            self._bind_target(node.optional_vars, None)
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        if node.name is not None:
+            self.scope.bind(node.name, LOCAL)
+
+    def visit_Delete(self, node: ast.Delete) -> bool:
+        return False  # `del x` after its last use changes no value the rules read
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            self.names.note_mutation(self.scope, func.value.id, node)
+
+    def _bind_target(self, target: ast.expr, value: Optional[ast.expr]) -> None:
+        if isinstance(target, ast.Name):
+            self.scope.bind(target.id, LOCAL, value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                self._bind_target(element, None)
+        elif isinstance(target, ast.Starred):
+            self._bind_target(target.value, None)
+        elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+            self.names.note_mutation(self.scope, target.value.id, target)
+
+
+class AstNames:
+    """Scopes and bindings of one module, and qualified-name resolution over them (issue 25's one
+    alias table on `ast`; its module-level imports are the project facts' `ImportAliases`)."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.module_scope = AstScope(node=tree, parent=None)
+        self.scopes: dict[int, AstScope] = {id(tree): self.module_scope}
+        self.scope_of: dict[int, AstScope] = {}
+        self._mutations: list[tuple[AstScope, str, ast.AST]] = []
+        self._tree = tree
+        self._imports: Optional[ImportAliases] = None
+        _Binder(self).walk_all(tree.body)
+
+    def note_mutation(self, scope: AstScope, name: str, node: ast.AST) -> None:
+        # `kw.update(...)`, `kw["k"] = v`: matched to a binding once all bindings are known
+        self._mutations.append((scope, name, node))
+
+    def mutations_of(self, owner: AstScope, name: str) -> list[ast.AST]:
+        """Method calls and subscript stores on the binding of `name` owned by `owner`."""
+        return [node for scope, n, node in self._mutations if n == name and scope.lookup(name) is owner]
+
+    def binding_scope(self, node: ast.Name) -> Optional[AstScope]:
+        scope = self.scope_of.get(id(node))
+        return scope.lookup(node.id) if scope is not None else None
+
+    def resolve_name(self, node: ast.Name) -> Optional[str]:
+        owner = self.binding_scope(node)
+        if owner is None:
+            return None
+        targets = owner.bindings[node.id]
+        if LOCAL in targets or len(set(targets)) != 1:
+            return None
+        return targets[0]
+
+    def qualname(self, expr: ast.AST) -> Optional[str]:
+        """`torch.optim.Adam` for `optim.Adam` after `import torch.optim as optim`; None when the name is
+        bound by anything but an import (a user's own `Adam`) or its imports disagree."""
+        if isinstance(expr, ast.Name):
+            return self.resolve_name(expr)
+        if isinstance(expr, ast.Attribute):
+            base = self.qualname(expr.value)
+            return f"{base}.{expr.attr}" if base else None
+        return None
+
+    def is_(self, expr: ast.AST, *qualnames: str) -> bool:
+        name = self.qualname(expr)
+        return name is not None and name in qualnames
+
+    def alias_for(self, qualname: str) -> Optional[str]:
+        """How this file spells `qualname` through its module-level imports (`F.relu` for
+        `torch.nn.functional.relu` after `import torch.nn.functional as F`), else None."""
+        best: Optional[tuple[str, str]] = None
+        for local, targets in self.module_scope.bindings.items():
+            if LOCAL in targets or len(set(targets)) != 1:
+                continue
+            target = targets[0]
+            assert target is not None
+            if qualname == target or qualname.startswith(target + "."):
+                if best is None or len(target) > len(best[1]):
+                    best = (local, target)
+        if best is None:
+            return None
+        local, target = best
+        return local + qualname[len(target):]
+
+    @property
+    def imports(self) -> ImportAliases:
+        """The module-level import table the project facts use (permissive: every import a name may
+        stand for, other bindings ignored)."""
+        if self._imports is None:
+            self._imports = ImportAliases(module_imports(self._tree))
+        return self._imports
+
+    def qualified(self, node: ast.AST) -> set[str]:
+        """The project facts' answer: every qualified name a dotted chain may stand for."""
+        return self.imports.qualified(node)
+
+
+# ------------------------------------------------------------------------------------------------
+# keyword arguments
+# ------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AstKeywordArgs:
+    """The keywords a call passes, looking through `**d` dicts visible in the file.
+
+    `explicit` maps each keyword known to be passed to its value expression (None: passed, but its
+    value is not visible, e.g. set with `d["k"] = ...`). `unknown` is True when a `**x` cannot be seen
+    through: any other keyword might be set too."""
+
+    explicit: dict[str, Optional[ast.expr]]
+    unknown: bool
+    from_splat: frozenset[str] = frozenset()  # keys that come from a `**dict`, not from the call itself
+
+    def has(self, name: str) -> bool:
+        """Passed, or possibly passed (a `**x` hides some keys)."""
+        return name in self.explicit or self.unknown
+
+    def passed(self, name: str) -> bool:
+        """Known to be passed (as `KeywordArgs.has` on LibCST)."""
+        return name in self.explicit
+
+    def get(self, name: str) -> Optional[ast.expr]:
+        return self.explicit.get(name)
+
+    @property
+    def complete(self) -> bool:
+        return not self.unknown
+
+
+def _string(node: Optional[ast.AST]) -> Optional[str]:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+_Keys = Optional[dict[str, Optional[ast.expr]]]
+
+
+def _dict_keys(expr: ast.AST, names: AstNames, depth: int = 0) -> _Keys:
+    """Keys of a dict literal or `dict(k=v)` call, also through `**other` dicts visible in the file;
+    None when not fully known."""
+    if depth > 4:
+        return None
+    if isinstance(expr, ast.Dict):
+        out: dict[str, Optional[ast.expr]] = {}
+        for key_node, value in zip(expr.keys, expr.values):
+            if key_node is None:  # `{**base, "lr": lr}`
+                inner = _splat_keys(value, names, depth)
+                if inner is None:
+                    return None
+                out.update(inner)
+                continue
+            key = _string(key_node)
+            if key is None:
+                return None
+            out[key] = value
+        return out
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "dict":
+        if names.binding_scope(expr.func) is not None:
+            return None  # a user's own `dict`
+        out = {}
+        for arg in expr.args:
+            if isinstance(arg, ast.Starred):
+                return None
+            inner = _splat_keys(arg, names, depth)  # `dict(base, lr=lr)`
+            if inner is None:
+                return None
+            out.update(inner)
+        for keyword in expr.keywords:
+            if keyword.arg is None:  # `dict(**base, lr=lr)`
+                inner = _splat_keys(keyword.value, names, depth)
+                if inner is None:
+                    return None
+                out.update(inner)
+            else:
+                out[keyword.arg] = keyword.value
+        return out
+    return None
+
+
+def _splat_keys(expr: ast.AST, names: AstNames, depth: int) -> _Keys:
+    if isinstance(expr, ast.Name):
+        return visible_dict_keys(expr, names, depth + 1)
+    return _dict_keys(expr, names, depth + 1)
+
+
+def _mutation_keys(node: ast.AST, names: AstNames) -> _Keys:
+    if isinstance(node, ast.Subscript):  # kw["key"] = value
+        key = _string(node.slice)
+        return {key: None} if key is not None else None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        method = node.func.attr
+        if method == "update":
+            if len(node.args) == 1 and not node.keywords and not isinstance(node.args[0], ast.Starred):
+                return _dict_keys(node.args[0], names)
+            if not node.args and all(k.arg is not None for k in node.keywords):
+                return {k.arg: k.value for k in node.keywords if k.arg is not None}
+            return None
+        if method in {"get", "keys", "values", "items", "copy", "__contains__", "pop"}:
+            return {}  # reads (and removals: `pop` adds no key) do not add keys
+        if method == "setdefault" and node.args and _string(node.args[0]) is not None:
+            return {_string(node.args[0]): None}  # type: ignore[dict-item]
+        return None  # clear, popitem, ...: not tracked
+    return None
+
+
+def visible_dict_keys(name: ast.Name, names: AstNames, depth: int = 0) -> _Keys:
+    """Keys of the dict bound to `name`, when every binding and change of it is visible. A key removed
+    with `pop`/`del` may still be listed: a superset, never missing a key that is there."""
+    owner = names.binding_scope(name)
+    if owner is None:
+        return None
+    keys: dict[str, Optional[ast.expr]] = {}
+    for target, value in zip(owner.bindings[name.id], owner.values[name.id]):
+        if target is not None or value is None:
+            return None
+        found = _dict_keys(value, names, depth)
+        if found is None:
+            return None
+        for key, val in found.items():
+            keys[key] = val if key not in keys else None
+    for node in names.mutations_of(owner, name.id):
+        found = _mutation_keys(node, names)
+        if found is None:
+            return None
+        for key in found:
+            keys[key] = None
+    return keys
+
+
+def keyword_args(call: ast.Call, names: AstNames) -> AstKeywordArgs:
+    values: dict[str, Optional[ast.expr]] = {}
+    splat: set[str] = set()
+    unknown = False
+    for keyword in call.keywords:
+        if keyword.arg is not None:
+            values[keyword.arg] = keyword.value
+            continue
+        found: _Keys = None
+        if isinstance(keyword.value, ast.Name):
+            found = visible_dict_keys(keyword.value, names)
+        elif isinstance(keyword.value, (ast.Dict, ast.Call)):
+            found = _dict_keys(keyword.value, names)
+        if found is None:
+            unknown = True
+        else:
+            values.update(found)
+            splat.update(found)
+    return AstKeywordArgs(values, unknown, frozenset(splat))
+
+
+def positional_args(call: ast.Call) -> Optional[list[ast.expr]]:
+    """The positional arguments; None when a `*args` hides how many there are."""
+    if any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    return list(call.args)
+
+
+def arg(call: ast.Call, name: str, position: Optional[int], kwargs: AstKeywordArgs) -> Optional[ast.expr]:
+    """The argument `name` of `call`, passed by keyword (also through a visible `**d`) or at
+    `position` (0-based, from core/torch_api.py); None when not passed or not visible. A `*args`
+    before `position` hides which argument lands there: None."""
+    if name in kwargs.explicit:
+        return kwargs.explicit[name]
+    if position is None:
+        return None
+    for index, value in enumerate(call.args):
+        if isinstance(value, ast.Starred):
+            return None
+        if index == position:
+            return value
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
+# detections
+# ------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AstSpan:
+    """A node's position as `ast` gives it: 1-based rows, UTF-8 byte columns (the engine converts
+    them to character columns)."""
+
+    lineno: int
+    col_offset: int
+    end_lineno: int
+    end_col_offset: int
+
+    @classmethod
+    def of(cls, node: ast.AST) -> "AstSpan":
+        return cls(node.lineno, node.col_offset,  # type: ignore[attr-defined]
+                   getattr(node, "end_lineno", None) or node.lineno,  # type: ignore[attr-defined]
+                   getattr(node, "end_col_offset", None) or node.col_offset)  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class Detection:
+    """What an `ast` detector reported; the engine turns it into a Finding (and, when edits are
+    needed, finds the LibCST node at `span` and asks the rule's `build_fix`)."""
+
+    code: str
+    name: str
+    span: AstSpan
+    message: str
+    fix: Optional[Applicability] = None  # predicted applicability of the fix build_fix builds
+    fix_message: str = ""
+    data: Optional[dict[str, Any]] = None
+    note: str = ""
+    statement_rows: tuple[int, int] = (0, 0)  # the rows a noqa comment may sit on (a block: its header)
+    node_type: str = ""  # the `ast` node's class name, to find the matching LibCST node
+
+
+# ------------------------------------------------------------------------------------------------
+# the context
+# ------------------------------------------------------------------------------------------------
+
+_SINGLETONS = (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
+_COMPOUND = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor, ast.While,
+             ast.With, ast.AsyncWith, ast.Try) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ()) + \
+            ((ast.Match,) if hasattr(ast, "Match") else ())
+
+
+class AstContext:
+    """Everything an `ast` detector may ask about one file; analyses are computed on first use."""
+
+    def __init__(self, path: Path, text: str, tree: ast.Module, settings: "Settings",
+                 project: "ProjectView") -> None:
+        self.path = path
+        self.text = text
+        self.tree = tree
+        self.settings = settings
+        self.project = project
+        self.detections: list[Detection] = []
+        self._names: Optional[AstNames] = None
+        self._analyses: dict[Callable[..., Any], Any] = {}
+        self._parents: Optional[dict[int, ast.AST]] = None
+        self._index: Optional[dict[type, list[ast.AST]]] = None
+        self._order: dict[int, int] = {}  # preorder number of every node, for `nodes` of several types
+        self._lines: Optional[list[str]] = None
+        self._starts: Optional[list[int]] = None
+        self._libcst: Optional["FileContext"] = None
+
+    def libcst(self) -> "FileContext":
+        """The file on LibCST, parsed on first use: only for an analysis not yet on `ast` (it costs the parse
+        this API exists to avoid). Raises what LibCST raises for a file it cannot parse."""
+        if self._libcst is None:
+            import libcst as cst
+
+            from gpulint.core.context import FileContext
+
+            self._libcst = FileContext(self.path, self.text, cst.parse_module(self.text), self.settings, self.project)
+        return self._libcst
+
+    # -- names and arguments ---------------------------------------------------------------------
+    @property
+    def names(self) -> AstNames:
+        if self._names is None:
+            self._names = AstNames(self.tree)
+        return self._names
+
+    def qualname(self, expr: ast.AST) -> Optional[str]:
+        return self.names.qualname(expr)
+
+    def kwargs(self, call: ast.Call) -> AstKeywordArgs:
+        return keyword_args(call, self.names)
+
+    def analysis(self, compute: Callable[["AstContext"], T]) -> T:
+        """Run a whole-file analysis once and share its result between rules."""
+        if compute not in self._analyses:
+            self._analyses[compute] = compute(self)
+        return self._analyses[compute]
+
+    # -- the tree --------------------------------------------------------------------------------
+    def _build_index(self) -> None:
+        parents: dict[int, ast.AST] = {}
+        index: dict[type, list[ast.AST]] = {}
+        order = self._order
+        stack: list[ast.AST] = [self.tree]
+        while stack:
+            node = stack.pop()
+            order[id(node)] = len(order)
+            index.setdefault(type(node), []).append(node)
+            children = [c for c in ast.iter_child_nodes(node) if not isinstance(c, _SINGLETONS)]
+            for child in children:
+                parents[id(child)] = node
+            stack.extend(reversed(_source_order(children)))
+        self._parents, self._index = parents, index
+
+    def nodes(self, *types: type) -> Iterator[ast.AST]:
+        """Every node of these types, in source order (parents before their children)."""
+        if self._index is None:
+            self._build_index()
+        assert self._index is not None
+        lists = [nodes for kind, nodes in self._index.items() if issubclass(kind, types)]
+        if len(lists) == 1:
+            yield from lists[0]
+            return
+        order = self._order
+        yield from sorted((n for nodes in lists for n in nodes), key=lambda n: order[id(n)])
+
+    def order(self, node: ast.AST) -> Optional[int]:
+        """The node's number in preorder (source order), None for a node not in this tree."""
+        if self._index is None:
+            self._build_index()
+        return self._order.get(id(node))
+
+    def parent(self, node: ast.AST) -> Optional[ast.AST]:
+        if self._parents is None:
+            self._build_index()
+        assert self._parents is not None
+        return self._parents.get(id(node))
+
+    def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
+        parent = self.parent(node)
+        while parent is not None:
+            yield parent
+            parent = self.parent(parent)
+
+    def statement(self, node: ast.AST) -> ast.stmt:
+        """The innermost statement holding `node` (itself when it is one)."""
+        current: Optional[ast.AST] = node
+        while current is not None and not isinstance(current, ast.stmt):
+            current = self.parent(current)
+        assert isinstance(current, ast.stmt), "a node outside any statement"
+        return current
+
+    def enclosing_function(self, node: ast.AST) -> Optional[FunctionNode]:
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return ancestor
+        return None
+
+    # -- text ------------------------------------------------------------------------------------
+    def _line_table(self) -> tuple[list[str], list[int]]:
+        if self._lines is None or self._starts is None:
+            from gpulint.core.lines import LineIndex
+
+            index = LineIndex(self.text)
+            self._starts = index.starts
+            self._lines = [index.line_text(row + 1) for row in range(len(index.starts))]
+        return self._lines, self._starts
+
+    def column(self, lineno: int, col_offset: int) -> int:
+        """The 0-based character column of `ast`'s UTF-8 byte column on row `lineno`."""
+        lines, _ = self._line_table()
+        if lineno < 1 or lineno > len(lines):
+            return col_offset
+        line = lines[lineno - 1]
+        if line.isascii():
+            return col_offset
+        return len(line.encode("utf-8", "surrogatepass")[:col_offset].decode("utf-8", "replace"))
+
+    def offset(self, lineno: int, col_offset: int) -> int:
+        """The character offset in the text of an `ast` position."""
+        _, starts = self._line_table()
+        row = min(max(lineno, 1), len(starts)) - 1
+        return min(starts[row] + self.column(lineno, col_offset), len(self.text))
+
+    def segment(self, node: ast.AST) -> str:
+        """The source text of `node`."""
+        span = AstSpan.of(node)
+        return self.text[self.offset(span.lineno, span.col_offset):self.offset(span.end_lineno, span.end_col_offset)]
+
+    def statement_rows(self, statement: ast.stmt) -> tuple[int, int]:
+        """The rows a `# noqa` for this statement may sit on: a simple statement's rows, or a block's
+        header (decorators to the colon)."""
+        first = statement.lineno
+        decorators = getattr(statement, "decorator_list", None)
+        if decorators:
+            first = min(first, *(d.lineno - (1 if self._at_sign_above(d) else 0) for d in decorators))
+        if not isinstance(statement, _COMPOUND):
+            return first, statement.end_lineno or statement.lineno
+        return first, self._header_end_row(statement)
+
+    def _at_sign_above(self, decorator: ast.expr) -> bool:
+        return False  # `@` and its expression share a row in any code Python accepts but `@\` continuations
+
+    def _header_end_row(self, statement: ast.stmt) -> int:
+        """The row of the colon that ends a block statement's header."""
+        body = getattr(statement, "body", None)
+        first_body = body[0].lineno if body and isinstance(body, list) and hasattr(body[0], "lineno") \
+            else (statement.end_lineno or statement.lineno)
+        lines, _ = self._line_table()
+        start = statement.lineno
+        source = "\n".join(lines[start - 1:first_body]) + "\n"
+        depth = 0
+        lambdas = 0
+        try:
+            for token in tokenize.generate_tokens(io.StringIO(source).readline):
+                if token.type == tokenize.OP:
+                    if token.string in "([{":
+                        depth += 1
+                    elif token.string in ")]}":
+                        depth -= 1
+                    elif token.string == ":" and depth == 0:
+                        if lambdas:
+                            lambdas -= 1
+                            continue
+                        return start + token.start[0] - 1
+                elif token.type == tokenize.NAME and token.string == "lambda" and depth == 0:
+                    lambdas += 1
+        except (tokenize.TokenError, IndentationError, SyntaxError):
+            pass
+        return max(start, first_body - 1) if first_body > start else start
+
+    # -- reporting -------------------------------------------------------------------------------
+    def in_test_function(self, node: ast.AST) -> bool:
+        """`node` lies in a `test*` function that compares results (analysis/test_code.py on `ast`)."""
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef)) and ancestor.name.startswith("test") \
+                    and _asserts(ancestor):
+                return True
+        return False
+
+    def report(self, rule: Reporting, node: ast.AST, message: str, *, fix: Optional[Applicability] = None,
+               fix_message: str = "", data: Optional[dict[str, Any]] = None,
+               statement: Optional[ast.stmt] = None, note: str = "",
+               decision: Optional[Decision] = None) -> None:
+        """Report `node`. `fix` is the applicability of the fix `rule.build_fix` will build (None: no
+        fix); `data` holds plain facts it needs. `statement` (default: the innermost statement holding
+        `node`) scopes `# noqa`. With `decision`, report only when it allows, noting undecided premises.
+        Rules that stay out of test files also stay out of `test_*` functions that compare results."""
+        if decision is not None:
+            if not decision.report:
+                return
+            if decision.assumed:
+                assumed = undecided_note(decision.undecided)
+                note = f"{assumed}; {note}" if note else assumed
+        if not rule.in_tests and not self.settings.lint_tests and self.in_test_function(node):
+            return
+        if statement is None:
+            statement = self.statement(node)
+        self.detections.append(Detection(
+            code=rule.code, name=rule.name, span=AstSpan.of(node), message=message, fix=fix, fix_message=fix_message,
+            data=data, note=note, statement_rows=self.statement_rows(statement), node_type=type(node).__name__,
+        ))
+
+
+def _source_order(children: list[ast.AST]) -> list[ast.AST]:
+    """Siblings in source order (decorators before their def, keys before values); a node without a
+    position keeps its place after the sibling before it."""
+    keyed: list[tuple[tuple[int, int], int, ast.AST]] = []
+    last = (0, 0)
+    ordered = True
+    for i, child in enumerate(children):
+        key = (child.lineno, child.col_offset) if hasattr(child, "lineno") else last  # type: ignore[attr-defined]
+        if key < last:
+            ordered = False
+        last = key
+        keyed.append((key, i, child))
+    if ordered:
+        return children
+    keyed.sort(key=lambda item: (item[0], item[1]))
+    return [child for _, _, child in keyed]
+
+
+def _asserts(function: FunctionNode) -> bool:
+    for node in (n for statement in function.body for n in ast.walk(statement)):
+        if isinstance(node, ast.Assert):
+            return True
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if name.startswith("assert") or name == "allclose":
+                return True
+    return False
