@@ -20,33 +20,31 @@ def _imports_only(statement: cst.BaseStatement) -> bool:
         isinstance(small, (cst.Import, cst.ImportFrom)) for small in statement.body)
 
 
-def _binds_module(statement: cst.BaseStatement, alias: str, module: str) -> bool:
-    """`import torch` / `import torch as th` (alias `th`) on this top-level line."""
+def _torch_alias(statement: cst.BaseStatement) -> Optional[str]:
+    """`torch` / `th` when this top-level line is `import torch` / `import torch as th`."""
     if not isinstance(statement, cst.SimpleStatementLine):
-        return False
+        return None
     for small in statement.body:
         if isinstance(small, cst.Import):
             for name in small.names:
-                bound = name.asname.name if name.asname is not None else name.name
-                spelled = cst.Module([]).code_for_node(name.name)
-                if isinstance(bound, cst.Name) and bound.value == alias and spelled == module:
-                    return True
-    return False
+                if isinstance(name.name, cst.Name) and name.name.value == "torch":
+                    bound = name.asname.name if name.asname is not None else name.name
+                    return bound.value if isinstance(bound, cst.Name) else None
+    return None
 
 
 def after_torch_imports(ctx: FileContext, statement: str) -> Optional[tuple[str, InsertStatements]]:
     """`torch`'s name in the file and the edit that puts `statement` (code with `{torch}` for that name)
-    after the top-level imports holding `import torch`; None when the file binds `torch` no other way
-    than a top-level `import torch [as x]` could be found for (inside a try, a function, or not at all)."""
-    torch = ctx.imports.module_alias("torch")
-    if torch.edit is not None:
-        return None  # no `import torch`: adding one as well as a setting is more than this fix should do
+    after the run of top-level imports holding the first top-level `import torch [as x]`; None without one
+    (torch imported inside a try, a function, or not at all). The ast rules predict the same from
+    analysis/script_settings.py's `torch_import_alias`."""
     body = ctx.module.body
     for index, line in enumerate(body):
-        if _binds_module(line, torch.expr, "torch"):
+        alias = _torch_alias(line)
+        if alias is not None:
             end = index
             while end + 1 < len(body) and _imports_only(body[end + 1]):
                 end += 1
-            code = "\n" + statement.format(torch=torch.expr)
-            return torch.expr, InsertStatements(anchor=body[end], code=code, after=True)
+            code = "\n" + statement.format(torch=alias)
+            return alias, InsertStatements(anchor=body[end], code=code, after=True)
     return None

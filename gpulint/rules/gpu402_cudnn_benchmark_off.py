@@ -2,24 +2,31 @@
 
 from __future__ import annotations
 
-import libcst as cst
+from typing import TYPE_CHECKING, Optional
 
+from gpulint.analysis.ast_context import AstContext, Detection
 from gpulint.analysis.evidence import REFUTED, SHOWN, Premise
-from gpulint.analysis.gpu_scripts import (
+from gpulint.analysis.script_settings import (
     convolutions,
     fixed_input_sizes,
-    own_training_loop,
+    own_steps,
     script_anchor,
+    torch_import_alias,
     trains_on_cuda,
 )
-from gpulint.analysis.training import TRAINING_STEP_NEEDLES
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
-from gpulint.core.pending import PendingFix
 from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.project.facts import SETTING_CUDNN_BENCHMARK, SETTING_DETERMINISTIC
-from gpulint.rewrites.after_imports import after_torch_imports
 from gpulint.rules.base import Rule, RuleDocs, Target
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from gpulint.core.context import FileContext
+    from gpulint.core.pending import PendingFix
+
+SETTING = "{torch}.backends.cudnn.benchmark = True"
 
 TRAINS_ON_CUDA = Premise(
     "trains-on-cuda",
@@ -47,7 +54,8 @@ class CudnnBenchmarkOff(Rule):
     summary = "convnet trained on fixed-size inputs with cuDNN's autotuner off (cudnn.benchmark)"
     impact = "cuDNN's heuristic instead of the fastest measured algorithm per conv shape (Tuning Guide)"
     needles = ("backward",)
-    ast_needles = TRAINING_STEP_NEEDLES  # the convolutions may be in a project class built here
+    # a backward and a step (the convolutions may be in a project class built here)
+    ast_needles = ((".backward(", "torch.autograd.backward"), (".step(",))
     target = Target.GPU
     in_tests = False
     fix = Applicability.UNSAFE
@@ -110,30 +118,39 @@ class CudnnBenchmarkOff(Rule):
         premises=(TRAINS_ON_CUDA, CONVOLVES, FIXED_SIZES, AUTOTUNER_UNSET),
     )
 
-    def visit_Module(self, node: cst.Module) -> None:
-        facts = own_training_loop(self.ctx)
-        if facts is None:
+    def detect(self, ctx: AstContext) -> None:
+        steps = own_steps(ctx)
+        if steps is None:
             return
-        settings = self.ctx.project.settings
+        settings = ctx.project.settings
         decision = self.decide({
-            TRAINS_ON_CUDA: trains_on_cuda(self.ctx, facts),
-            CONVOLVES: convolutions(self.ctx, facts),
-            FIXED_SIZES: fixed_input_sizes(self.ctx, facts),
+            TRAINS_ON_CUDA: trains_on_cuda(ctx, steps),
+            CONVOLVES: convolutions(ctx),
+            FIXED_SIZES: fixed_input_sizes(ctx),
             AUTOTUNER_UNSET: REFUTED if settings & {SETTING_CUDNN_BENCHMARK, SETTING_DETERMINISTIC} else SHOWN,
         })
         if not decision.report:
             return
-        fix, note = None, ""
-        placed = after_torch_imports(self.ctx, "{torch}.backends.cudnn.benchmark = True")
-        too_new = floors.too_new(self.ctx.settings.torch_version, [floors.CUDNN_BENCHMARK])
+        fix: Optional[Applicability] = None
+        fix_message, note = "", ""
+        torch = torch_import_alias(ctx.tree)
+        too_new = floors.too_new(ctx.settings.torch_version, [floors.CUDNN_BENCHMARK])
         if too_new is not None:
             note = f"no fix: {too_new.reason()}"
-        elif placed is None:
+        elif torch is None:
             note = "no fix: the file does not `import torch` at the top level"
         else:
-            torch, edit = placed
-            fix = PendingFix.unsafe(f"Add `{torch}.backends.cudnn.benchmark = True` after the imports", edit)
-        anchor = script_anchor(facts)
-        self.report_decided(decision, anchor, "convnet trained on fixed-size inputs with cudnn.benchmark off: "
-                                              "cuDNN guesses instead of timing the fastest algorithm",
-                            fix, statement=facts.statement_of(anchor), note=note)
+            fix, fix_message = Applicability.UNSAFE, f"Add `{SETTING.format(torch=torch)}` after the imports"
+        anchor = script_anchor(steps)
+        ctx.report(self, anchor, "convnet trained on fixed-size inputs with cudnn.benchmark off: cuDNN guesses "
+                                 "instead of timing the fastest algorithm", fix=fix, fix_message=fix_message,
+                   statement=ctx.statement(anchor), note=note, decision=decision)
+
+    def build_fix(self, detection: Detection, fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:
+        from gpulint.core.pending import PendingFix
+        from gpulint.rewrites.after_imports import after_torch_imports
+
+        placed = after_torch_imports(fctx, SETTING)
+        if placed is None:
+            return None
+        return PendingFix.unsafe(detection.fix_message, placed[1])
