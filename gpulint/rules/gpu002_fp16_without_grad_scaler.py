@@ -221,10 +221,10 @@ class Fp16WithoutGradScaler(Rule):
             return quote("cpu") if target.startswith("torch.cpu.") else quote("cuda")
         expr = (self._arguments(autocast) or {}).get("device_type")
         if string_value(expr) in ("cuda", "cpu", "xpu"):
-            return self.ctx.code(expr)  # type: ignore[arg-type]
+            return self.ctx.code(expr)
         base = expr.value if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) else expr
         if isinstance(base, cst.Name) and dotted(expr) is not None and visible_at(facts, base, anchor):  # type: ignore[arg-type]
-            return self.ctx.code(expr)  # type: ignore[arg-type]
+            return self.ctx.code(expr)
         return quote(default_device(self.ctx))
 
     def _fix(self, facts: TrainingFacts, step: TrainingStep, backward: Backward, autocast: cst.BaseExpression,
