@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Optional
+import ast
+from typing import TYPE_CHECKING, Optional, Union
 
-import libcst as cst
-
+from gpulint.analysis.ast_context import AstContext, Detection
 from gpulint.analysis.evidence import REFUTED, SHOWN, Premise
-from gpulint.analysis.gpu_scripts import own_training_loop, script_anchor, trains_on_cuda
-from gpulint.analysis.training import TRAINING_STEP_NEEDLES, TrainingFacts
+from gpulint.analysis.script_settings import own_steps, script_anchor, trains_on_cuda
+from gpulint.analysis.steps import StepFacts
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
-from gpulint.core.pending import InsertStatements, PendingFix
-from gpulint.core.values import single_value
 from gpulint.core.verification import FUSED_OPTIMIZER, Verification
 from gpulint.project.facts import SETTING_COMPILE
 from gpulint.rules.base import Rule, RuleDocs, Target
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from gpulint.core.context import FileContext
+    from gpulint.core.pending import PendingFix
 
 TRAINS_ON_CUDA = Premise(
     "trains-on-cuda",
@@ -40,7 +44,7 @@ class MissingTorchCompile(Rule):
     summary = "GPU training script that never calls torch.compile (select GPU601 to run it)"
     impact = "+43% training speed on average over 163 models on an A100 (+21% fp32, +51% AMP; PyTorch 2.0 release)"
     needles = ("backward",)
-    ast_needles = TRAINING_STEP_NEEDLES
+    ast_needles = ((".backward(", "torch.autograd.backward"), (".step(",))
     target = Target.GPU
     in_tests = False
     fix = Applicability.UNSAFE
@@ -103,138 +107,97 @@ class MissingTorchCompile(Rule):
         premises=(TRAINS_ON_CUDA, NOT_COMPILED, GPU_BOUND),
     )
 
-    def visit_Module(self, node: cst.Module) -> None:
-        facts = own_training_loop(self.ctx)
-        if facts is None:
+    def detect(self, ctx: AstContext) -> None:
+        steps = own_steps(ctx)
+        if steps is None:
             return
         decision = self.decide({
-            TRAINS_ON_CUDA: trains_on_cuda(self.ctx, facts),
-            NOT_COMPILED: REFUTED if SETTING_COMPILE in self.ctx.project.settings else SHOWN,
-            GPU_BOUND: REFUTED if self.ctx.project.rl or self.ctx.project.own.sparse else SHOWN,
+            TRAINS_ON_CUDA: trains_on_cuda(ctx, steps),
+            NOT_COMPILED: REFUTED if SETTING_COMPILE in ctx.project.settings else SHOWN,
+            GPU_BOUND: REFUTED if ctx.project.rl or ctx.project.own.sparse else SHOWN,
         })
         if not decision.report:
             return
-        fix, note = None, ""
-        too_new = floors.too_new(self.ctx.settings.torch_version, [floors.COMPILE])
-        placed = _compile_point(self.ctx.text, facts)
+        fix: Optional[Applicability] = None
+        fix_message, note, data = "", "", None
+        too_new = floors.too_new(ctx.settings.torch_version, [floors.COMPILE])
+        placed = _compile_point(ctx, steps)
         if too_new is not None:
             note = f"no fix: {too_new.reason()}"
         elif isinstance(placed, str):
             note = f"no fix: {placed}"
         else:
-            name, statement = placed
-            torch = self.ctx.imports.module_alias("torch")
-            fix = PendingFix.unsafe(f"Compile `{name}` before its optimizer is built", torch.edit,
-                                    InsertStatements(statement, f"{name} = {torch.expr}.compile({name})"))
-        anchor = script_anchor(facts)
-        self.report_decided(decision, anchor, "GPU training without torch.compile: the model runs eagerly, one "
-                                              "kernel per operation", fix, statement=facts.statement_of(anchor),
-                            note=note)
+            name, line = placed
+            fix, fix_message = Applicability.UNSAFE, f"Compile `{name}` before its optimizer is built"
+            data = {"name": name, "line": line}
+        anchor = script_anchor(steps)
+        ctx.report(self, anchor, "GPU training without torch.compile: the model runs eagerly, one kernel per "
+                                 "operation", fix=fix, fix_message=fix_message, data=data,
+                   statement=ctx.statement(anchor), note=note, decision=decision)
+
+    def build_fix(self, detection: Detection, fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:
+        import libcst as cst
+        from libcst.metadata import MetadataWrapper, PositionProvider
+
+        from gpulint.core.pending import InsertStatements, PendingFix
+
+        assert detection.data is not None
+        name, line = detection.data["name"], detection.data["line"]
+        positions = MetadataWrapper(fctx.module, unsafe_skip_copy=True).resolve(PositionProvider)
+        for each, where in positions.items():
+            if isinstance(each, cst.SimpleStatementLine) and where.start.line == line:
+                torch = fctx.imports.module_alias("torch")
+                return PendingFix.unsafe(detection.fix_message, torch.edit,
+                                         InsertStatements(each, f"{name} = {torch.expr}.compile({name})"))
+        return None
 
 
-def _compile_point(text: str, facts: TrainingFacts) -> "tuple[str, cst.SimpleStatementLine] | str":
-    """The model's name and the optimizer's statement to compile it before, or why the fix is not offered."""
-    if any(wrapper in text for wrapper in _WRAPPERS):
+def _compile_point(ctx: AstContext, steps: StepFacts) -> Union[tuple[str, int], str]:
+    """The model's name and the line of the optimizer's statement to compile it before, or why the fix is not
+    offered."""
+    if any(wrapper in ctx.text for wrapper in _WRAPPERS):
         return "the model is wrapped for data parallelism; compile it where the wrapping order is chosen"
     names: set[str] = set()
-    built: Optional[cst.Call] = None
-    for step in facts.steps:
+    built: Optional[ast.Call] = None
+    for step in steps.steps:
         for optimizer_step in step.steps:
-            optimizer = optimizer_step.optimizer
-            value = single_value(optimizer, facts.ctx.names) if isinstance(optimizer, cst.Name) else None
-            name = _parameters_of(value) if isinstance(value, cst.Call) else None
-            if name is None or not _calls(facts, step.node, name):
+            value = _single_value(ctx, optimizer_step.optimizer)
+            name = _parameters_of(value) if isinstance(value, ast.Call) else None
+            if name is None or not any(isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == name
+                                       for c in ast.walk(step.loop)):
                 return "the model whose parameters the optimizer steps is not one plain name the step calls"
             names.add(name)
             built = value  # type: ignore[assignment]
     if len(names) != 1 or built is None:
         return "the steps train more than one model"
     name = names.pop()
-    if f"{name}.state_dict" in text or f"{name}.load_state_dict" in text:
+    if f"{name}.state_dict" in ctx.text or f"{name}.load_state_dict" in ctx.text:
         return f"`{name}` is saved or loaded by state_dict, whose keys compiling would prefix with `_orig_mod.`"
-    statement = facts.statement_of(built)
-    if not isinstance(statement, cst.SimpleStatementLine):
+    statement = ctx.statement(built)
+    if not isinstance(statement, (ast.Assign, ast.AnnAssign)):
         return "the optimizer is not built by a statement of its own"
-    scope = facts.scope_of(built)
-    bindings = _bindings(scope, name)
-    if not bindings or any(not isinstance(b, cst.Assign) or not facts.before(b, statement) for b in bindings):
+    model = built.args[0].func.value  # type: ignore[attr-defined]  # `model` in `model.parameters()`
+    owner = ctx.names.binding_scope(model)
+    values = owner.values.get(name, []) if owner is not None else []
+    if not values or any(v is None or v.lineno >= statement.lineno or ctx.enclosing_function(v)
+                         is not ctx.enclosing_function(statement) for v in values):
         return f"`{name}` is bound other than by plain assignments before the optimizer is built"
-    return name, statement
+    return name, statement.lineno
 
 
-def _parameters_of(call: cst.Call) -> Optional[str]:
+def _single_value(ctx: AstContext, expr: ast.expr) -> Optional[ast.expr]:
+    """The one value a plain name is assigned, else None."""
+    if not isinstance(expr, ast.Name):
+        return None
+    owner = ctx.names.binding_scope(expr)
+    values = owner.values.get(expr.id, []) if owner is not None else []
+    return values[0] if len(values) == 1 else None
+
+
+def _parameters_of(call: ast.Call) -> Optional[str]:
     """`model` in `AdamW(model.parameters(), ...)`."""
-    first = call.args[0].value if call.args and call.args[0].keyword is None and not call.args[0].star else None
-    if isinstance(first, cst.Call) and isinstance(first.func, cst.Attribute) and first.func.attr.value == "parameters" \
-            and isinstance(first.func.value, cst.Name) and not first.args:
-        return first.func.value.value
+    first = call.args[0] if call.args and not isinstance(call.args[0], ast.Starred) else None
+    if isinstance(first, ast.Call) and isinstance(first.func, ast.Attribute) and first.func.attr == "parameters" \
+            and isinstance(first.func.value, ast.Name) and not first.args:
+        return first.func.value.id
     return None
-
-
-def _calls(facts: TrainingFacts, node: cst.CSTNode, name: str) -> bool:
-    return any(isinstance(c.func, cst.Name) and c.func.value == name and facts.contains(node, c) for c in facts.calls)
-
-
-class _Bindings(cst.CSTVisitor):
-    """Statements of one scope that bind `name` (nested functions and classes are other scopes)."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.found: list[cst.CSTNode] = []
-
-    def parameters(self, node: cst.FunctionDef) -> None:
-        """The scope's own parameters bind the name too."""
-        params = node.params
-        if any(p.name.value == self.name for p in (*params.params, *params.kwonly_params, *params.posonly_params)):
-            self.found.append(node)
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        return False
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        if any(isinstance(t.target, cst.Name) and t.target.value == self.name for t in node.targets):
-            self.found.append(node)
-        elif any(self._mentions(t.target) for t in node.targets):
-            self.found.extend(node.targets)  # `model, opt = ...`: not a plain binding
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        if self._mentions(node.target):
-            self.found.append(node)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        if self._mentions(node.target):
-            self.found.append(node)
-
-    def visit_For(self, node: cst.For) -> None:
-        if self._mentions(node.target):
-            self.found.append(node)
-
-    def visit_AsName(self, node: cst.AsName) -> None:
-        if self._mentions(node.name):
-            self.found.append(node)
-
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        if self._mentions(node.target):
-            self.found.append(node)
-
-    def _mentions(self, target: cst.BaseExpression) -> bool:
-        if isinstance(target, cst.Name):
-            return target.value == self.name
-        if isinstance(target, (cst.Tuple, cst.List)):
-            return any(self._mentions(e.value) for e in target.elements)
-        if isinstance(target, cst.StarredElement):
-            return self._mentions(target.value)
-        return False
-
-
-def _bindings(scope: cst.CSTNode, name: str) -> list[cst.CSTNode]:
-    visitor = _Bindings(name)
-    if isinstance(scope, cst.FunctionDef):
-        visitor.parameters(scope)
-        scope.body.visit(visitor)
-    else:
-        scope.visit(visitor)
-    return visitor.found
