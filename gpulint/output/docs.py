@@ -33,7 +33,8 @@ def rule_markdown(rule: type[Rule], site: Optional[str] = None) -> str:
     parts = [
         f"# {rule.name} ({rule.code})",
         "",
-        f"Fix: {fix_label(rule)}" + (" · preview" if rule.preview else "") + f" · applies to {rule.target.value}",
+        f"Fix: {fix_label(rule)}" + (" · preview" if rule.preview else "")
+        + (" · runs only when selected by its code" if rule.opt_in else "") + f" · applies to {rule.target.value}",
         *([f"Habit of the guide: {habit_title(rule.habit)}"] if rule.habit else []),
         "",
         "## What it does",
@@ -90,6 +91,6 @@ def rules_table(rules: Sequence[type[Rule]]) -> str:
     """Markdown table of rules; the README's rule table is this, kept current by a test."""
     rows = ["| code | name | fix | status | summary | effect |", "|---|---|---|---|---|---|"]
     for rule in rules:
-        status = "preview" if rule.preview else "stable"
+        status = ("preview" if rule.preview else "stable") + (", select by code" if rule.opt_in else "")
         rows.append(f"| {rule.code} | {rule.name} | {fix_label(rule)} | {status} | {rule.summary} | {rule.impact} |")
     return "\n".join(rows)

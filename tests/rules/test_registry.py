@@ -63,7 +63,7 @@ def test_docs_are_complete_and_rendered(rule: type[Rule]) -> None:
 @pytest.mark.parametrize("rule", RULES, ids=[r.code for r in RULES])
 def test_the_documented_example_is_flagged_and_its_fix_is_clean(rule: type[Rule]) -> None:
     """`example` shows code the rule reports, `use_instead` code it leaves alone."""
-    settings = Settings(select=("ALL",), preview=True)
+    settings = Settings(select=("ALL",), extend_select=(rule.code,), preview=True)  # opt-in rules too
     example = lint_text(Path("train.py"), rule.docs.section("example") + "\n", settings).findings
     assert rule.code in {f.code for f in example}, f"{rule.code}'s documented example is not flagged"
     better = lint_text(Path("train.py"), rule.docs.section("use_instead") + "\n", settings).findings
