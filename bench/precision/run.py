@@ -6,8 +6,11 @@
     python bench/precision/run.py --unlabelled         # list findings that have no verdict yet
     python bench/precision/run.py --gpulint ../old     # score another checkout (for recall today)
     python bench/precision/run.py --blind --write      # the blind hold-out (blind.toml, blind-labels.tsv)
+    python bench/precision/run.py --set blind3 --write # any named set: blind3.toml, blind3-labels.tsv,
+                                                       # blind3-recall.tsv; RESULTS.md blocks BLIND3-*
     git worktree add /tmp/frozen f1a9263 && python bench/precision/run.py --blind --gpulint /tmp/frozen \
         --block-prefix BLIND-FIRST- --write            # its first reading: the rules as they were frozen
+    python bench/precision/run.py --set blind3 --gpulint /work/wt/frozen --block-prefix BLIND3-FIRST- --write
 
 Each repository present in the corpus directory (`--corpus`, env GPULINT_CORPUS, default
 ~/.cache/gpulint/corpus; see prepare.py) is linted cold (`--no-cache --preview`, every rule
@@ -235,6 +238,10 @@ def main(argv: Optional[list[str]] = None) -> int:
                         help="lint the hold-out repositories (holdout.toml) and write their HOLDOUT-* blocks")
     parser.add_argument("--blind", action="store_true",
                         help="lint the blind hold-out (blind.toml, blind-labels.tsv); write its BLIND-* blocks")
+    parser.add_argument("--set", dest="set_name", default=None, metavar="NAME",
+                        help="lint a named set of repositories: NAME.toml, NAME-labels.tsv and NAME-recall.tsv "
+                             "(in --set-dir); write its NAME-* blocks (upper case) in RESULTS.md")
+    parser.add_argument("--set-dir", type=Path, default=HERE, help="where --set finds its files")
     parser.add_argument("--block-prefix", default=None,
                         help="name of the RESULTS.md blocks to write (BLIND-FIRST- for the first reading at the "
                              "frozen commit, run with --gpulint on a checkout of it)")
@@ -246,14 +253,18 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.holdout and args.repos == HERE / "repos.toml":
         args.repos = HERE / "holdout.toml"
-    if args.blind:
+    if args.blind and args.set_name is None:
+        args.set_name, args.set_dir = "blind", HERE
+    if args.set_name is not None:
+        # a named set's files sit side by side; an explicit --repos/--labels/--recall still wins
         if args.repos == HERE / "repos.toml":
-            args.repos = HERE / "blind.toml"
+            args.repos = args.set_dir / f"{args.set_name}.toml"
         if args.labels == HERE / "labels.tsv":
-            args.labels = HERE / "blind-labels.tsv"
+            args.labels = args.set_dir / f"{args.set_name}-labels.tsv"
         if args.recall == HERE / "recall.tsv":
-            args.recall = HERE / "blind-recall.tsv"
-    prefix = "HOLDOUT-" if args.holdout else "BLIND-" if args.blind else ""
+            args.recall = args.set_dir / f"{args.set_name}-recall.tsv"
+    named = args.set_name is not None
+    prefix = "HOLDOUT-" if args.holdout else f"{args.set_name.upper()}-" if named else ""
     if args.block_prefix is not None:
         prefix = args.block_prefix
     corpus = args.corpus.expanduser()
@@ -293,7 +304,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         text = results.read_text(encoding="utf-8") if results.exists() else "# Precision on real code\n"
         text = replace_block(text, prefix + "SUMMARY", summary)
         text = replace_block(text, prefix + "PER-REPOSITORY", table)
-        if not args.holdout and not args.blind and not args.rescore:
+        if not args.holdout and not named and not args.rescore:
             text = replace_block(text, "TIMING", timing_table(runs))
         text = replace_block(text, prefix + "FALSE-POSITIVES", false_positive_list(runs, labels))
         results.write_text(text, encoding="utf-8")

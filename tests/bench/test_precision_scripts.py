@@ -45,3 +45,39 @@ def test_run_scores_present_repositories_and_skips_absent_ones(tmp_path: Path) -
     assert "\t?\t" not in out  # every finding has its verdict
     text = results.read_text(encoding="utf-8")
     assert "<!-- SUMMARY:BEGIN -->" in text and "a reason" in text and "(NP): true, but pointless here" in text
+
+
+def test_a_named_set_reads_its_own_files_and_writes_its_own_blocks(tmp_path: Path) -> None:
+    """`--set NAME` takes NAME.toml, NAME-labels.tsv and NAME-recall.tsv together and writes NAME-* blocks,
+    leaving the development corpus's blocks (and its timing) alone."""
+    corpus = tmp_path / "corpus"
+    repo = corpus / "demo+held"
+    repo.mkdir(parents=True)
+    (repo / "train.py").write_text(textwrap.dedent("""\
+        import torch
+
+        model = Net().cuda()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        """), encoding="utf-8")
+    sets = tmp_path / "sets"
+    sets.mkdir()
+    (sets / "held3.toml").write_text('[[repo]]\nname = "demo/held"\ncommit = "0"\n', encoding="utf-8")
+    (sets / "held3-labels.tsv").write_text("demo+held\ttrain.py:4\tGPU201\tNP\ttoy scale here\n", encoding="utf-8")
+    (sets / "held3-recall.tsv").write_text("demo+held\ttrain.py:4\tGPU201\tAdamW\n", encoding="utf-8")
+    results = tmp_path / "RESULTS.md"
+    results.write_text("# results\n\n<!-- SUMMARY:BEGIN -->\nuntouched\n<!-- SUMMARY:END -->\n", encoding="utf-8")
+    out = subprocess.run(
+        [sys.executable, str(RUN), "--corpus", str(corpus), "--set", "held3", "--set-dir", str(sets),
+         "--block-prefix", "HELD3-FIRST-", "--results", str(results), "--out", str(tmp_path / "out"), "--write"],
+        capture_output=True, text=True, cwd=ROOT, check=True,
+    ).stdout
+    assert "| GPU201 | stable | 1 | 0 | 1 | 0 | 0.0 % | 100.0 % | 1/1 (100 %) |" in out
+    text = results.read_text(encoding="utf-8")
+    assert "<!-- HELD3-FIRST-SUMMARY:BEGIN -->" in text and "<!-- HELD3-FIRST-PER-REPOSITORY:BEGIN -->" in text
+    assert "GPU201 `demo/held/train.py:4` (NP): toy scale here" in text
+    assert "untouched" in text and "TIMING" not in text
+    subprocess.run(
+        [sys.executable, str(RUN), "--corpus", str(corpus), "--set", "held3", "--set-dir", str(sets),
+         "--results", str(results), "--out", str(tmp_path / "out"), "--rescore", "--write"],
+        capture_output=True, text=True, cwd=ROOT, check=True)
+    assert "<!-- HELD3-SUMMARY:BEGIN -->" in results.read_text(encoding="utf-8")
