@@ -2,9 +2,10 @@
 
     python scripts/new_rule.py GPU401 some-name
 
-writes `gpulint/rules/gpu401_some_name.py` (a rule that already works: it flags calls of a
-placeholder torch function, so every generic test passes until you make it yours) and
-`fixtures/rules/GPU401/` with a flagged case and a clean one. The registry finds the rule by
+writes `gpulint/rules/gpu401_some_name.py` (a rule that already works: its detector on CPython's
+`ast` flags calls of a placeholder torch function and predicts its fix, which is built on LibCST
+only when edits are needed, so every generic test passes until you make it yours) and
+`fixtures/rules/GPU401/` with a flagged case, its fixed output and a clean one. The registry finds the rule by
 itself; `python scripts/update_docs.py` puts it in the README table, the docs and the site's nav.
 """
 
@@ -21,12 +22,23 @@ MODULE = '''"""{code} {name}: TODO say in one line what the rule finds."""
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
+from typing import TYPE_CHECKING, Optional
 
 from gpulint.analysis.evidence import SHOWN, Premise
+from gpulint.core.edits import Applicability
+from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.rules.base import Rule, RuleDocs, Target
 
-# TODO the API the rule looks for, as `ctx.qualname` spells it (through any import alias)
+if TYPE_CHECKING:  # LibCST is imported only where a fix is built, never to find the problem
+    import libcst as cst
+
+    from gpulint.analysis.ast_context import AstContext, Detection
+    from gpulint.core.context import FileContext
+    from gpulint.core.pending import PendingFix
+
+# TODO the API the rule looks for, as `ctx.names.qualname` spells it (through any import alias); torch's
+# names, floors and argument positions shared by several rules belong in gpulint/core/torch_api.py
 API = "torch.{function}"
 # TODO one Premise per claim the message makes; the detector gives evidence for each (analysis/evidence.py)
 CALLED = Premise("called-without-fast", "TODO what the code must show: `{function}()` is called without fast=True.")
@@ -41,6 +53,10 @@ class {cls}(Rule):
     ast_needles = ((API,),)  # ... and when the `ast` tree resolves one of these names
     target = Target.ANY
     preview = True  # new rules start opt-in, so upgrading gpulint never turns a CI red by itself
+    fix = Applicability.SAFE
+    # TODO what `gpulint verify` checks for the rewrite: a tolerance, the harness constructs that show the
+    # fix ran (none: the fix has no runtime effect), and that evidence in words (gpulint/core/verification.py)
+    verification = Verification(NEUTRAL, (), "the rewritten call runs")
     docs = RuleDocs(
         what="""
         TODO what the rule checks for.
@@ -59,16 +75,32 @@ class {cls}(Rule):
         torch.{function}(fast=True)
         """,
         fix_safety="""
-        No fix yet. TODO when there is one: whether it is safe, and when it is not offered.
+        TODO whether the fix keeps behaviour (safe) or may change numerics or semantics (unsafe), and when
+        none is offered.
         """,
         premises=(CALLED,),
     )
 
-    def visit_Call(self, node: cst.Call) -> None:
-        if self.ctx.qualname(node.func) != API or self.ctx.kwargs(node).has("fast"):
-            return
-        decision = self.decide({{CALLED: SHOWN}})
-        self.report_decided(decision, node, "{function}() without fast=True: TODO say why that costs and what to do")
+    def detect(self, ctx: AstContext) -> None:
+        """Find the problem on CPython's `ast` tree; predict the fix that `build_fix` will build."""
+        for call in ctx.nodes(ast.Call):
+            assert isinstance(call, ast.Call)
+            if ctx.names.qualname(call.func) != API or ctx.kwargs(call).has("fast"):
+                continue
+            decision = self.decide({{CALLED: SHOWN}})
+            ctx.report(self, call, "{function}() without fast=True: TODO say why that costs and what to do",
+                       fix=Applicability.SAFE, fix_message="Add `fast=True`", decision=decision)
+
+    def build_fix(self, detection: Detection, fctx: FileContext, node: cst.CSTNode) -> Optional[PendingFix]:
+        """The fix, on the LibCST node at the finding's span (only when edits are needed: fix, --diff ...).
+        Its applicability must be the one `detect` predicted (a test checks every fixture)."""
+        import libcst as cst
+
+        from gpulint.core.pending import PendingFix, Replace
+        from gpulint.core.rewrite import add_keyword
+
+        assert isinstance(node, cst.Call)
+        return PendingFix.safe("Add `fast=True`", Replace(node, add_keyword(node, "fast", "True")))
 '''
 
 FLAGGED = '''# gpulint-test: select={code}
@@ -76,6 +108,13 @@ FLAGGED = '''# gpulint-test: select={code}
 import torch
 
 torch.{function}()
+'''
+
+FIXED = '''# gpulint-test: select={code}
+# expect: 5:1 {code}: {function}() without fast=True: TODO say why that costs and what to do
+import torch
+
+torch.{function}(fast=True)
 '''
 
 CLEAN = '''# gpulint-test: select={code}
@@ -105,8 +144,8 @@ def scaffold(code: str, name: str, root: Path = ROOT) -> list[Path]:
     if cases.exists():
         raise ValueError(f"{cases} exists already")
     cases.mkdir(parents=True)
-    written = [module, cases / "basic.py", cases / "with_fast_not_flagged.py"]
-    for path, template in zip(written, (MODULE, FLAGGED, CLEAN)):
+    written = [module, cases / "basic.py", cases / "basic.fixed.py", cases / "with_fast_not_flagged.py"]
+    for path, template in zip(written, (MODULE, FLAGGED, FIXED, CLEAN)):
         path.write_text(template.format(**values), encoding="utf-8")
     return written
 

@@ -53,8 +53,20 @@ def copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_scaffold_writes_the_module_and_the_fixture_folder_only(copy: Path) -> None:
     status = sorted(_git(copy, "status", "--porcelain", "--untracked-files=all").splitlines())
-    assert status == [f"?? fixtures/rules/{CODE}/basic.py", f"?? fixtures/rules/{CODE}/with_fast_not_flagged.py",
-                      f"?? {MODULE}"]
+    assert status == [f"?? fixtures/rules/{CODE}/basic.fixed.py", f"?? fixtures/rules/{CODE}/basic.py",
+                      f"?? fixtures/rules/{CODE}/with_fast_not_flagged.py", f"?? {MODULE}"]
+
+
+def test_the_scaffold_writes_an_ast_detector_with_a_libcst_fix(copy: Path) -> None:
+    """Issue 25: new rules read CPython's `ast` and import LibCST only to build the fix."""
+    source = (copy / MODULE).read_text(encoding="utf-8")
+    assert "def detect(self, ctx: AstContext)" in source and "def build_fix(" in source
+    assert "def visit_" not in source
+    top_level = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
+    assert not any("libcst" in line for line in top_level)
+    fixed = _gpulint(copy, "fix", "--isolated", "--no-cache", "--select", CODE, "--diff",
+                     str(copy / "fixtures" / "rules" / CODE / "basic.py"))
+    assert "(fast=True)" in fixed.stdout, fixed.stdout + fixed.stderr
 
 
 def test_the_new_rule_is_in_the_rule_table_and_documented(copy: Path) -> None:

@@ -5,8 +5,8 @@
 
 `--git-dirs` holds one git directory (a clone, bare or not) per repository, named `owner+name`
 or `name`, optionally with the clone under `owner+name/repo`. Only the files gpulint reads
-(`.py`, `.pyi`, `.ipynb`, `.toml`, `.cfg`, and the `requirements*.txt` / `environment.yml` files
-that pin torch) are written, as they are at the pinned commit; a
+(`.py`, `.pyi`, `.ipynb`, `.toml`, `.cfg`, and the `requirements*.txt` / `environment*.yml` files,
+install scripts and Dockerfiles that pin torch) are written, as they are at the pinned commit; a
 repository whose clone or commit is missing is skipped with a note. Nothing is downloaded.
 """
 
@@ -27,7 +27,8 @@ from corpus import DEFAULT_CORPUS, Repo, load_repos  # noqa: E402
 
 SUFFIXES = (".py", ".pyi", ".ipynb", ".toml", ".cfg")
 # where projects pin torch besides their metadata (gpulint/project/requirements.py)
-PIN_FILES = re.compile(r"(?:^|/)(?:requirements[\w.-]*\.txt|requirements/[\w.-]+\.txt|environment\.ya?ml)$")
+PIN_FILES = re.compile(r"(?:^|/)(?:requirements[\w.-]*\.txt|requirements/[\w.-]+\.txt|environment[\w.-]*\.ya?ml"
+                       r"|[\w.-]+\.sh|Dockerfile(?:\.[\w.-]+)?|[\w.-]+\.Dockerfile)$")
 
 
 def git_dir(base: Path, repo: Repo) -> Optional[Path]:

@@ -97,6 +97,30 @@ def too_new(floor: Optional[Version], codes: Iterable[str]) -> Optional[TooNew]:
     return None
 
 
+@dataclass(frozen=True)
+class AboveCeiling:
+    """The first symbol a fix would write that no torch the code can run on has: the code imports a module
+    a torch release removed (`torch._six`, gone in 2.0), and the symbol arrived in that release or later."""
+
+    symbol: Symbol
+    ceiling: Version
+
+    def reason(self) -> str:
+        """`torch.amp.GradScaler needs torch 2.3; the code runs only on torch older than 2.0 (...)`."""
+        return f"{self.symbol.code} needs torch {version_text(self.symbol.since)}; the code runs only on torch " \
+               f"older than {version_text(self.ceiling)} (it imports a module that release removed)"
+
+
+def above_ceiling(ceiling: Optional[Version], codes: Iterable[str]) -> Optional[AboveCeiling]:
+    """The newest of `codes` when it is at or past the ceiling; None when the ceiling is unknown or allows all."""
+    if ceiling is None:
+        return None
+    symbols = sorted((SYMBOLS[code] for code in codes), key=lambda s: s.since, reverse=True)
+    if symbols and symbols[0].since >= ceiling:
+        return AboveCeiling(symbols[0], ceiling)
+    return None
+
+
 def table_markdown() -> str:
     """The table as docs/fix-safety.md prints it."""
     lines = ["| symbol a fix writes | oldest torch | note |", "|---|---|---|"]

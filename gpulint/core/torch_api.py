@@ -40,3 +40,26 @@ DATASET_WRAPPERS = frozenset({
     "torch.utils.data.ConcatDataset", "torch.utils.data.dataset.ConcatDataset",
 })
 DATASET_SPLITS = frozenset({"torch.utils.data.random_split", "torch.utils.data.dataset.random_split"})
+
+# ------------------------------------------------------------------------------------------------
+# training steps, syncs, debug APIs, grad mode (GPU501-GPU505; analysis/steps.py) — r27-steps
+# ------------------------------------------------------------------------------------------------
+CUDA_SYNCHRONIZE = frozenset({"torch.cuda.synchronize"})
+EMPTY_CACHE = frozenset({"torch.cuda.empty_cache", "torch.cuda.memory.empty_cache"})
+DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
+                           "torch.nn.parallel.data_parallel.DataParallel"})
+SET_DETECT_ANOMALY = frozenset({"torch.autograd.set_detect_anomaly", "torch.autograd.anomaly_mode.set_detect_anomaly"})
+SET_DETECT_ANOMALY_MODE = ("mode", 0)  # set_detect_anomaly(mode, check_nan=True)
+DETECT_ANOMALY = frozenset({"torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect_anomaly"})
+AUTOGRAD_PROFILERS = frozenset({"torch.autograd.profiler.profile", "torch.autograd.profiler.emit_nvtx",
+                                "torch.autograd.profile", "torch.autograd.emit_nvtx"})
+PROFILER_ENABLED = ("enabled", 0)  # profile(enabled=True, *, ...), emit_nvtx(enabled=True, record_shapes=False)
+# contexts and decorators that turn autograd off
+GRAD_OFF = frozenset({
+    "torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.inference_mode",
+    "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode"})
+SET_GRAD_ENABLED = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled",
+                              "torch.autograd.grad_mode.set_grad_enabled"})
+SET_GRAD_ENABLED_MODE = ("mode", 0)
+ENABLE_GRAD = frozenset({"torch.enable_grad", "torch.autograd.enable_grad", "torch.autograd.grad_mode.enable_grad"})
+AUTOGRAD_BACKWARD = "torch.autograd.backward"

@@ -25,6 +25,7 @@ from gpulint.project.view import (
     Project,
     ProjectView,
     find_root,
+    module_stem,
     relative_to,
     scan_files,
 )
@@ -205,16 +206,26 @@ def _partial_project(root: Path, paths: Sequence[Path], members: Sequence[Path],
             return True
 
         before = len(missing)
-        needed = _reach(resolver, by_name, [n for m in members if (n := relative_to(root, m)) in by_name], facts,
-                        known)
+        starts = [n for m in members if (n := relative_to(root, m)) in by_name]
+        needed, texts = _reach(resolver, by_name, starts, facts, known)
         if len(missing) == before:
             break  # no import resolved to a file without facts: the reach is exact
-    return scan_files(root, [by_name[name] for name in sorted(needed)], facts, existing)
+    # a script is a file no import of the project may reach, even one the resolver cannot follow: whether
+    # any file spells a member's name in its imports (the text test first, then the file's facts)
+    stems = {module_stem(name) for name in starts}
+    spelled: set[str] = set()
+    pattern = _word_pattern(stems)
+    for name, raw in texts.items():
+        found = facts(by_name[name]) if _spells_import_of(raw, pattern) else None
+        if found is not None:
+            spelled |= stems & {w for ref in found.imports for w in (*ref.module.split("."), ref.name or "")}
+    return scan_files(root, [by_name[name] for name in sorted(needed)], facts, existing, spelled)
 
 
 def _reach(resolver: Project, by_name: dict[str, Path], starts: list[str], facts: FactsCache,
-           known: Callable[[str], bool]) -> set[str]:
-    """The names of the files the views of `starts` read (see `_partial_project`)."""
+           known: Callable[[str], bool]) -> tuple[set[str], dict[str, bytes]]:
+    """The names of the files the views of `starts` read (see `_partial_project`), and the bytes of every
+    file of the project that holds the word `import`."""
 
     def imports(name: str) -> list[str]:
         found = facts(by_name[name])
@@ -231,21 +242,33 @@ def _reach(resolver: Project, by_name: dict[str, Path], starts: list[str], facts
     callers: set[str] = set()
     frontier = {s for s in starts if s in down}
     # every file's import statements, read from its text without parsing it (a superset of the imports
-    # its facts hold: statements in functions and strings included)
+    # its facts hold: statements in functions and strings included), for the files that spell a word an
+    # import of the frontier must spell
+    texts = {name: raw for name in by_name if (raw := _read(by_name[name])) is not None and b"import" in raw}
     written: dict[str, list[ImportRef]] = {}
-    for name in by_name:
-        raw = _read(by_name[name])
-        if raw is not None and b"import" in raw:
-            written[name] = _written_imports(raw, is_notebook(name))
     while frontier:
-        confirmed = {name for name, refs in written.items()
-                     if name not in callers and name not in starts
-                     and any(frontier.intersection(resolver.resolve(name, ref)) for ref in refs)
-                     and known(name) and frontier & set(imports(name))}
+        words = {_module_word(name) for name in frontier}
+        packages = any(name.endswith("__init__.py") for name in frontier)  # `from . import x` names no package
+        spelled = _word_pattern(words)
+        confirmed: set[str] = set()
+        for name, raw in texts.items():
+            if name in callers or name in starts:
+                continue
+            if is_notebook(name):  # cells are JSON strings: no line starts with the import
+                if not any(w.encode() in raw for w in words) and not packages:
+                    continue
+            elif not (packages and b"from ." in raw) and not _spells_import_of(raw, spelled):
+                continue
+            if name not in written:
+                written[name] = _written_imports(raw, is_notebook(name))
+            refs = [r for r in written[name] if _may_reach(r, words, packages)]
+            if any(frontier.intersection(resolver.resolve(name, ref)) for ref in refs) \
+                    and known(name) and frontier & set(imports(name)):
+                confirmed.add(name)
         callers |= confirmed
         frontier = confirmed
     around = {t for c in callers for t in imports(c) if known(t)}
-    return down | callers | around
+    return down | callers | around, texts
 
 
 _COMMENT = re.compile(r"#[^\n]*")
@@ -261,7 +284,8 @@ def _written_imports(raw: bytes, notebook: bool) -> list[ImportRef]:
     for match in _IMPORT.finditer(text):
         for part in match.group(1).split(","):
             dotted = part.split(" as ")[0].strip()
-            if dotted:
+            if dotted:  # `import a.b` binds `a` and reaches a.b (as project/facts.py records it)
+                refs.append(ImportRef("", dotted.split(".", 1)[0], 0, None))
                 refs.append(ImportRef("", dotted, 0, None))
     for match in _FROM.finditer(text):
         level, module = len(match.group(1)), match.group(2)
@@ -270,3 +294,47 @@ def _written_imports(raw: bytes, notebook: bool) -> list[ImportRef]:
             if name:
                 refs.append(ImportRef(name, module, level, name))
     return refs
+
+
+_IMPORT_START = re.compile(rb"[ \t]*(?:from|import)\b")
+_CONTINUATION_LINES = 50  # how far back an import statement's first line is looked for
+
+
+def _word_pattern(words: set[str]) -> "re.Pattern[bytes]":
+    return re.compile(rb"\b(?:" + b"|".join(re.escape(w.encode()) for w in sorted(words)) + rb")\b")
+
+
+def _spells_import_of(raw: bytes, words: "re.Pattern[bytes]") -> bool:
+    """Whether an import statement spells one of the words: on its first line, or on a later line of
+    a `from ... import (...)` or of a backslash continuation (a superset: the imports are then parsed)."""
+    for match in words.finditer(raw):
+        start = raw.rfind(b"\n", 0, match.start()) + 1
+        if _IMPORT_START.match(raw, start):
+            return True
+        line = start
+        for _ in range(_CONTINUATION_LINES):
+            if line == 0:
+                break
+            line = raw.rfind(b"\n", 0, line - 1) + 1
+            if _IMPORT_START.match(raw, line):
+                statement = raw[line:match.start()]
+                if b"(" in statement or b"\\\n" in statement or b"\\\r\n" in statement:
+                    return True
+                break
+    return False
+
+
+def _may_reach(ref: ImportRef, words: set[str], packages: bool) -> bool:
+    """Whether an import could resolve to a module whose word is in `words` (cheap, before resolving it)."""
+    if ref.name is not None and ref.name in words:
+        return True
+    if not ref.module:
+        return packages and ref.level > 0
+    return ref.module.rsplit(".", 1)[-1] in words
+
+
+def _module_word(name: str) -> str:
+    """The word an import of this module must spell: its file's stem, or its package's name."""
+    parts = name.split("/")
+    stem = parts[-1].rsplit(".", 1)[0]
+    return parts[-2] if stem == "__init__" and len(parts) > 1 else stem

@@ -207,6 +207,7 @@ class Walker:
 
         for dirpath, dirnames, filenames in os.walk(top, onerror=onerror, followlinks=False):
             base = Path(dirpath)
+            real_base = os.path.realpath(dirpath)  # once per folder: a plain file's real path is this + its name
             dirnames[:] = sorted(
                 d for d in dirnames
                 if not self.excluded_name(d) and not self.is_gitignored(base / d, is_dir=True)
@@ -217,8 +218,9 @@ class Walker:
                 path = base / name
                 if self.is_gitignored(path, is_dir=False):
                     continue
-                key = os.path.realpath(path)
-                if key in seen or (os.path.islink(path) and not (os.path.exists(path) and _inside(key, roots))):
+                link = os.path.islink(path)
+                key = os.path.realpath(path) if link else os.path.join(real_base, name)
+                if key in seen or (link and not (os.path.exists(path) and _inside(key, roots))):
                     continue
                 seen.add(key)
                 yield path

@@ -20,7 +20,7 @@ from gpulint.project.codec import decode_fields, encode_fields
 from gpulint.project.graph_data import step_rows
 from gpulint.project.layers import OPAQUE, Layer, class_layers
 
-FACTS_VERSION = 7
+FACTS_VERSION = 8
 
 DATASET_BASES = frozenset({
     "torch.utils.data.Dataset", "torch.utils.data.dataset.Dataset",
@@ -33,6 +33,8 @@ GRAD_SCALERS = frozenset({
     "torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler", "torch.cpu.amp.GradScaler",
     "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
     "torch.distributed.fsdp.ShardedGradScaler",
+    # timm's loss scaler: a torch GradScaler behind `loss_scaler(loss, optimizer, ...)` (DeiT, ConvNeXt, MAE)
+    "timm.utils.NativeScaler", "timm.utils.cuda.NativeScaler",
 })
 AUTOCASTS = frozenset({
     "torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast",
@@ -46,6 +48,12 @@ FSDP_MIXED_PRECISION = frozenset({
     "torch.distributed.fsdp.MixedPrecisionPolicy", "torch.distributed._composable.fsdp.MixedPrecisionPolicy",
     "torch.distributed.fsdp._fully_shard.MixedPrecisionPolicy",
 })
+# modules torch removed, and the first release without them: a project that imports one unconditionally
+# runs only on an older torch, so advice about what a newer torch does or warns about cannot pay off there
+# (torch._six: removed in 2.0, pytorch#94709; from the release, not read from a wheel)
+REMOVED_MODULES: dict[str, tuple[int, int]] = {
+    "torch._six": (2, 0),
+}
 HALF_DTYPES = frozenset({"torch.float16", "torch.half", "torch.bfloat16"})
 OPTIMIZER_CLASSES = frozenset({
     "torch.optim.Adam", "torch.optim.AdamW", "torch.optim.SGD", "torch.optim.Adagrad",
@@ -180,6 +188,19 @@ class FileFacts:
     # the most rows a training step of the file feeds its model, when the benchmark datasets it loads
     # say so (project/graph_data.py); None: unknown
     step_rows: Optional[int] = None
+    # top-level functions of a file that trains which nothing in the file reaches (no call, no reference,
+    # no decorator, no name string), in a file without dynamic dispatch (`fire.Fire()`, `globals()`):
+    # dead code unless another file imports this one (project/view.py decides that)
+    unreached: tuple[str, ...] = ()
+    # the first torch the file cannot run on: it imports, unconditionally at module level, a module torch
+    # removed in that release (`from torch._six import inf`: removed in 2.0); None when nothing says so
+    torch_ceiling: Optional[tuple[int, int]] = None
+    # a script (a `__main__` guard) that runs models under no_grad/inference_mode and trains nothing (no
+    # backward, no optimizer, no trainer): the modules it imports are evaluated here, not trained
+    inference_script: bool = False
+    # the file may train, directly or through a framework: a training step, an optimizer, or the names a
+    # trainer brings (`Trainer`, `Runner`, `.fit(`, `.backward`); false only when none is there
+    may_train: bool = True
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for the facts cache and worker processes, derived from the fields (project/codec.py)."""
@@ -428,6 +449,7 @@ class _Scanner:
         cuda_names = {local for local, targets in self.aliases.table.items()
                       if any(t.startswith(("torch.cuda", "torch.accelerator")) for t in targets)}
         Call, Constant, Attribute, Name, Assign = ast.Call, ast.Constant, ast.Attribute, ast.Name, ast.Assign
+        versioned = False  # the file reads torch.__version__ somewhere (version flags are looked for only then)
         for statement in self.tree.body:
             defined = _defined_names(statement)
             used: set[str] = set()
@@ -440,6 +462,8 @@ class _Scanner:
                 elif kind is Attribute:
                     attr = node.attr  # type: ignore[attr-defined]
                     names.add(attr)
+                    if attr == "__version__":
+                        versioned = True
                     if attr == "__dict__" and isinstance(node.value, ast.Name):  # type: ignore[attr-defined]
                         dict_lookups.add(node.value.id)  # type: ignore[attr-defined]
                     if attr in ("cuda", "accelerator") and not self.gpu and any(
@@ -479,6 +503,7 @@ class _Scanner:
         # a file that runs a training step, or builds an optimizer for one (`main_pretrain.py` builds the
         # AdamW, `engine_pretrain.py` steps it): its models are trained
         training = (self.backward and self.steps) or self.optimizer_made
+        may_train = training or self.backward or bool(names & _TRAINING_NAMES)
         return FileFacts(
             imports=self.imports, gpu=self.gpu, cpu_pinned=self.cpu, scaler=self.scaler,
             mixed_precision=tuple(sorted(self.mixed)), training=training, rl=bool(roots & RL_PACKAGES),
@@ -496,11 +521,16 @@ class _Scanner:
                 ref.name is not None and ref.name.startswith("XLA") and ref.module.split(".", 1)[0] in _LIGHTNING
                 for ref in self.imports),
             unpinned_collates=self._unpinned_collates(), devices=tuple(sorted(self.devices)),
-            version_flags=_version_flags(self.tree),
+            version_flags=_version_flags(self.tree) if versioned or "hasattr" in names
+            or any("torch_version" in n.lower() for n in names) else (),
             factories=_factories(self.tree, classes,
                                  frozenset(r.local for r in self.imports if r.name not in (None, "*"))),
             config_ints={k: tuple(sorted(set(v))) for k, v in self.config.items()},
             step_rows=step_rows(self.tree) if training else None,
+            unreached=unreached_functions(self.tree) if training else (),
+            torch_ceiling=torch_ceiling(self.tree),
+            inference_script=_has_main_guard(self.tree) and bool(names & _GRAD_OFF_NAMES) and not may_train,
+            may_train=may_train,
         )
 
     def _unpinned_collates(self) -> tuple[str, ...]:
@@ -724,6 +754,98 @@ _PLAIN_BASES = frozenset({
 })
 
 
+_GRAD_OFF_NAMES = frozenset({"no_grad", "inference_mode"})
+# names a file that trains uses (an optimizer, a framework's trainer): such a file is no inference script
+_TRAINING_NAMES = frozenset({"optim", "optimizer", "Trainer", "Runner", "backward", "fit", "train_step",
+                             "training_step", "Accelerator", "Fabric", "initialize"})
+
+
+def _has_main_guard(tree: ast.Module) -> bool:
+    """`if __name__ == "__main__":` at module level: the file is run as a script."""
+    for statement in tree.body:
+        test = statement.test if isinstance(statement, ast.If) else None
+        if isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__" \
+                and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators):
+            return True
+    return False
+
+
+def torch_ceiling(tree: ast.Module) -> Optional[tuple[int, int]]:
+    """The first torch release this module cannot be imported on: a module-level import, outside any
+    `try` or `if`, of a module that release removed (REMOVED_MODULES)."""
+    found: list[tuple[int, int]] = []
+    for statement in tree.body:
+        if isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
+            modules = [statement.module] + [f"{statement.module}.{a.name}" for a in statement.names]
+        elif isinstance(statement, ast.Import):
+            modules = [a.name for a in statement.names]
+        else:
+            continue
+        found += [REMOVED_MODULES[m] for m in modules if m in REMOVED_MODULES]
+    return min(found) if found else None
+
+
+# calls that reach functions by a name computed at run time: every function of the file may run
+_DYNAMIC_CALLS = frozenset({"globals", "locals", "vars", "eval", "exec", "Fire", "CLI", "import_module",
+                            "__import__", "run_module", "run_path"})
+
+
+def unreached_functions(tree: ast.Module) -> tuple[str, ...]:
+    """Top-level functions nothing in the file reaches: not called or referenced (as a name, an attribute
+    or a string) from module-level code, a class, a decorated function or a function that is reached.
+    Empty when the file dispatches dynamically (`fire.Fire()`, `globals()[name]`, `sys.modules`, `exec`)."""
+    functions = {s.name: s for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    if not functions:
+        return ()
+    mentioned: dict[str, set[str]] = {}  # function -> the names its body mentions
+    reached: set[str] = set()
+    pending: list[str] = []
+
+    def mentions(root: ast.AST, into: set[str]) -> bool:
+        """Collect the names `root` mentions; False when it dispatches by a computed name."""
+        for node in fast_walk(root):
+            if isinstance(node, ast.Name):
+                into.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                into.add(node.attr)
+                if node.attr == "modules" and isinstance(node.value, ast.Name) and node.value.id == "sys":
+                    return False
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
+                into.add(node.value)  # `getattr(module, "train")`, `__all__`, registries by name
+            elif isinstance(node, ast.Call):
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) \
+                    else ""
+                if name in _DYNAMIC_CALLS:
+                    return False
+        return True
+
+    roots: set[str] = set()
+    for statement in tree.body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            body: set[str] = set()
+            header = statement.decorator_list + [d for d in statement.args.defaults + statement.args.kw_defaults
+                                                 if d is not None]
+            for part in header:
+                if not mentions(part, roots):
+                    return ()
+            if not all(mentions(inner, body) for inner in statement.body):
+                return ()
+            mentioned[statement.name] = body
+            if statement.decorator_list:  # registered somewhere (a CLI command, a hydra entry point, a hook)
+                pending.append(statement.name)
+        elif not mentions(statement, roots):
+            return ()
+    pending += [name for name in functions if name in roots]
+    while pending:
+        name = pending.pop()
+        if name in reached:
+            continue
+        reached.add(name)
+        pending += [other for other in mentioned.get(name, ()) if other in functions and other not in reached]
+    return tuple(sorted(set(functions) - reached))
+
+
 def _all_classes(tree: ast.Module) -> Iterator[tuple[str, ast.ClassDef]]:
     """Every class with its `__qualname__`: `Outer.Inner`, `train.<locals>.Frames`."""
     stack: list[tuple[str, ast.AST]] = [("", tree)]
@@ -755,8 +877,13 @@ def _module_ints(tree: ast.Module) -> dict[str, int]:
 
 
 def _reads_torch_version(node: ast.AST, flags: set[str]) -> bool:
+    """`node` reads torch's version (`torch.__version__`, a `*torch_version*` name, a flag) or probes torch
+    for an attribute (`hasattr(torch, "compile")`, `hasattr(torch.amp, "GradScaler")`)."""
     for child in ast.walk(node):
         if isinstance(child, ast.Attribute) and child.attr == "__version__":
+            return True
+        if isinstance(child, ast.Call) and isinstance(child.func, ast.Name) and child.func.id == "hasattr" \
+                and child.args and _root_name(child.args[0]) == "torch":
             return True
         name = child.id if isinstance(child, ast.Name) else child.attr if isinstance(child, ast.Attribute) else ""
         if name and (name in flags or "torch_version" in name.lower()):
@@ -764,21 +891,53 @@ def _reads_torch_version(node: ast.AST, flags: set[str]) -> bool:
     return False
 
 
+def _root_name(node: ast.AST) -> str:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _target_names(target: ast.AST) -> list[str]:
+    """Names an assignment target binds: `flag`, and each name of `major, minor = ...`."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [name for element in target.elts for name in _target_names(element)]
+    if isinstance(target, ast.Starred):
+        return _target_names(target.value)
+    return []
+
+
 def _version_flags(tree: ast.Module) -> tuple[str, ...]:
     """Module-level names computed from torch's version, or from other such names (`TORCH_2 =
-    version.parse(torch.__version__) >= version.parse("2.0")`, `NEW_AMP = TORCH_2 and cuda`)."""
+    version.parse(torch.__version__) >= version.parse("2.0")`, `NEW_AMP = TORCH_2 and cuda`,
+    `major, minor = (int(v) for v in torch.__version__.split(".")[:2])`, `PT2 = hasattr(torch, "compile")`),
+    top-level functions whose every `return` computes one (`def new_amp(): return version.parse(...)`), and
+    attributes assigned one anywhere (`self.new_amp = ...`: tested as `if self.new_amp:`)."""
     flags: set[str] = set()
     assignments = [n for n in _module_level(tree.body) if isinstance(n, (ast.Assign, ast.AnnAssign))
                    and n.value is not None]
+    functions = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     changed = True
     while changed:
         changed = False
         for node in assignments:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names = [t.id for t in targets if isinstance(t, ast.Name) and t.id not in flags]
+            names = [name for t in targets for name in _target_names(t) if name not in flags]
             if names and _reads_torch_version(node.value, flags):  # type: ignore[arg-type]
                 flags.update(names)
                 changed = True
+        for function in functions:
+            if function.name in flags:
+                continue
+            returns = [r.value for r in _own_body_nodes(function) if isinstance(r, ast.Return)]
+            if returns and all(r is not None and _reads_torch_version(r, flags) for r in returns):
+                flags.add(function.name)
+                changed = True
+    for found in fast_walk(tree):  # `self.new_amp = version.parse(torch.__version__) >= ...` in a method
+        if isinstance(found, ast.Assign) and any(isinstance(t, ast.Attribute) for t in found.targets) \
+                and _reads_torch_version(found.value, flags):
+            flags.update(t.attr for t in found.targets if isinstance(t, ast.Attribute))
     return tuple(sorted(flags))
 
 

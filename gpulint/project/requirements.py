@@ -5,19 +5,29 @@ of its users (`torch.amp.GradScaler` exists from 2.3 on; `fused=True` raises a T
 1.7). The `torch-version` setting says so explicitly; without it, the floor comes from the files
 next to the code, as ruff takes its target version from `requires-python`:
 
-- `pyproject.toml`: `[project] dependencies`;
+- `pyproject.toml`: `[project] dependencies` (its optional dependencies when those name torch and
+  the required ones do not), or Poetry's `[tool.poetry.dependencies]` (`torch = "^1.13"`);
 - `setup.cfg`: `[options] install_requires`;
 - `setup.py`: `install_requires=` of the `setup(...)` call, a list of string literals (or a
-  module-level name bound to one), or a `*.txt` file the script reads at run time;
+  module-level name bound to one), or the `*.txt` files the script reads at run time (named as one
+  relative path, or as the parts of an `os.path.join`);
 - `requirements*.txt` (and `requirements/*.txt`), following `-r other.txt`;
-- `environment.yml` / `environment.yaml`: conda pins (`pytorch=1.7.1`, `pytorch>=1.8`) and the
-  pip section's requirements.
+- `environment*.yml` / `environment*.yaml`: conda pins (`pytorch=1.7.1`, `pytorch>=1.8`) and the
+  pip section's requirements;
+- install commands in shell scripts (`*.sh`) and Dockerfiles: `pip install torch==1.7.1`,
+  `conda install pytorch=1.8 -c pytorch`, and a Dockerfile's `FROM pytorch/pytorch:1.7.1-...` image.
+
+Prose is never a pin: a README that says "requires PyTorch 1.4" is not read (it is often stale, and
+a sentence is not a constraint pip or conda enforces).
 
 Requirements are parsed with `packaging` (PEP 508 and PEP 440: `torch>=2`, `torch==2.*`,
 `torch~=1.13.0`, markers, extras); conda's `name=version` means that version's prefix. The first
 directory at or above the file that holds any of these files is the project's; in it, the first
 file with a bounded torch requirement gives the floor, the lowest version each of its torch lines
-admits. Metadata that cannot be read or parsed gives no floor: it never stops a run.
+admits. A folder whose files do not name torch at all (an example's `requirements.txt` listing
+`transformers`, a C extension's `setup.py`) leaves the question to the folders above it, up to the
+repository's root (a `.git`, `.hg` or `.svn`): the code there runs on the torch the repository pins.
+Metadata that cannot be read or parsed gives no floor: it never stops a run.
 """
 
 from __future__ import annotations
@@ -34,7 +44,15 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 METADATA_FILES = ("pyproject.toml", "setup.cfg", "setup.py")
-ENVIRONMENT_FILES = ("environment.yml", "environment.yaml")
+_ENVIRONMENT = re.compile(r"environment[\w.-]*\.ya?ml$", re.IGNORECASE)
+_REPOSITORY_ROOT = (".git", ".hg", ".svn")
+_SCRIPT = re.compile(r"(?:[\w.-]+\.sh|Dockerfile(?:\.[\w.-]+)?|[\w.-]+\.Dockerfile)$")
+# `pip install ...`, `python -m pip install ...`, `conda install ...` up to the end of the command
+_INSTALL = re.compile(r"\b(?P<tool>pip3?|conda|mamba|micromamba)\s+install\s+(?P<args>[^;&|#\n]*)")
+_IMAGE = re.compile(r"^\s*FROM\s+(?:--\S+\s+)?(?:docker\.io/)?pytorch/pytorch:(?P<version>\d+\.\d+)", re.MULTILINE)
+# options of pip and conda that take a value: the value is no package
+_VALUED = frozenset({"-f", "--find-links", "-i", "--index-url", "--extra-index-url", "-c", "--channel",
+                     "-r", "--requirement", "-e", "--editable", "-t", "--target", "-n", "--name", "-p", "--prefix"})
 _MAX_BYTES = 1024 * 1024
 _TORCH_NAMES = frozenset({"torch", "pytorch"})
 _REQUIREMENTS = re.compile(r"requirements[\w.-]*\.txt$", re.IGNORECASE)
@@ -46,6 +64,8 @@ _TOP_KEY = re.compile(r"^(?P<key>[A-Za-z_][\w-]*)\s*:")
 
 Version = tuple[int, int]
 Declared = tuple[Optional[Version], Optional[str]]
+# what one file says about torch: (whether it names torch at all, the floor it gives)
+Reading = tuple[bool, Optional[Version]]
 
 
 def _release(text: str) -> Optional[Version]:
@@ -91,6 +111,20 @@ def torch_floor(requirements: Iterable[str]) -> Optional[Version]:
     return min(floors) if floors else None
 
 
+def names_torch(requirements: Iterable[str]) -> bool:
+    """Whether any of these PEP 508 requirement strings is about torch itself."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    for line in requirements:
+        try:
+            if Requirement(line.strip()).name.lower() in _TORCH_NAMES:
+                return True
+        except InvalidRequirement:
+            if _mentions_torch(line):
+                return True  # `torch @ file.whl#...` spelled in a way packaging refuses: torch, unbounded
+    return False
+
+
 def conda_floor(lines: Iterable[str]) -> Optional[Version]:
     """The same for conda pins (`pytorch=1.7`, `pytorch=1.7.1=py3.8_cuda...`, `pytorch>=1.8,<2`, `pytorch 1.9.*`)."""
     floors: list[Version] = []
@@ -122,16 +156,12 @@ def declared_torch_floor(directory: str, memo: Optional[dict[str, Declared]] = N
     answer: Declared = (None, None)
     while current not in memo:
         passed.append(current)
-        present = _declaring_files(current)
-        if present:
-            for path in present:
-                floor = _floor_of(path)
-                if floor is not None:
-                    answer = (floor, path)
-                    break
+        decided, found = _folder_floor(current)
+        if decided:
+            answer = found
             break
         parent = os.path.dirname(current)
-        if parent == current:
+        if parent == current or _is_repository_root(current):
             break
         current = parent
     else:
@@ -139,6 +169,22 @@ def declared_torch_floor(directory: str, memo: Optional[dict[str, Declared]] = N
     for folder in passed:
         memo[folder] = answer
     return answer
+
+
+def _folder_floor(directory: str) -> tuple[bool, Declared]:
+    """(whether this folder's files decide, their answer): the first bounded torch requirement gives
+    the floor; a torch named without a bound gives none; files that never name torch do not decide."""
+    named = False
+    for path in _declaring_files(directory):
+        mentioned, floor = _floor_of(path)
+        if floor is not None:
+            return True, (floor, path)
+        named = named or mentioned
+    return named, (None, None)
+
+
+def _is_repository_root(directory: str) -> bool:
+    return any(os.path.exists(os.path.join(directory, marker)) for marker in _REPOSITORY_ROOT)
 
 
 def _declaring_files(directory: str) -> list[str]:
@@ -155,17 +201,23 @@ def _declaring_files(directory: str) -> list[str]:
                         for n in sorted(os.listdir(os.path.join(directory, "requirements"))) if n.endswith(".txt")]
         except OSError:
             pass
-    present += [os.path.join(directory, n) for n in ENVIRONMENT_FILES if n in names]
+    present += [os.path.join(directory, n) for n in names if _ENVIRONMENT.match(n)]
+    present += [os.path.join(directory, n) for n in names if _SCRIPT.match(n)]
     return [p for p in present if os.path.isfile(p)]
 
 
-def _floor_of(path: str) -> Optional[Version]:
+def _floor_of(path: str) -> Reading:
     name = os.path.basename(path)
-    if name in ENVIRONMENT_FILES:
+    if _SCRIPT.match(name):
         text = _read(path)
-        return _environment_floor(text) if text is not None else None
+        return _script_floor(text) if text is not None else (False, None)
+    if _ENVIRONMENT.match(name):
+        text = _read(path)
+        return _environment_floor(text) if text is not None else (False, None)
     requirements = _requirements(path)
-    return torch_floor(requirements) if requirements is not None else None
+    if requirements is None:
+        return False, None
+    return names_torch(requirements), torch_floor(requirements)
 
 
 def _read(path: str) -> Optional[str]:
@@ -197,11 +249,49 @@ def _requirements(path: str, depth: int = 0) -> Optional[list[str]]:
 
 
 def _from_pyproject(text: str) -> Optional[list[str]]:
-    project = tomllib.loads(text).get("project")
-    dependencies = project.get("dependencies") if isinstance(project, dict) else None
-    if not isinstance(dependencies, list):
-        return None
-    return [d for d in dependencies if isinstance(d, str)]
+    document = tomllib.loads(text)
+    project = document.get("project")
+    project = project if isinstance(project, dict) else {}
+    dependencies = _strings(project.get("dependencies"))
+    if not names_torch(dependencies):  # torch only in an extra (`pip install pkg[train]`): that extra's pin
+        extras = project.get("optional-dependencies")
+        for group in extras.values() if isinstance(extras, dict) else ():
+            dependencies += [d for d in _strings(group) if names_torch([d])]
+    tool = document.get("tool")
+    poetry = tool.get("poetry") if isinstance(tool, dict) else None
+    if not names_torch(dependencies) and isinstance(poetry, dict):
+        dependencies += _from_poetry(poetry.get("dependencies"))
+    return dependencies or None
+
+
+def _strings(value: object) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def _from_poetry(table: object) -> list[str]:
+    """Poetry's torch constraint as a PEP 508 string: `^1.13` and `~1.13` admit 1.13 and later of that
+    line (the floor is all that is read), `*` admits any; a table carries it in `version`."""
+    if not isinstance(table, dict):
+        return []
+    out: list[str] = []
+    for name, value in table.items():
+        if not isinstance(name, str) or name.lower() not in _TORCH_NAMES:
+            continue
+        if isinstance(value, dict):
+            value = value.get("version", "*")
+        if not isinstance(value, str):
+            continue
+        clauses = []
+        for part in value.split(","):
+            part = part.strip()
+            if part.startswith("^") or (part.startswith("~") and not part.startswith("~=")):
+                part = ">=" + part.lstrip("^~").strip()
+            elif part and part[0].isdigit():
+                part = "==" + part
+            if part and part != "*":
+                clauses.append(part)
+        out.append(f"{name}{','.join(clauses)}")
+    return out
 
 
 def _from_setup_cfg(text: str) -> Optional[list[str]]:
@@ -266,17 +356,29 @@ def _from_setup_py(text: str, directory: str, depth: int) -> Optional[list[str]]
 
 
 def _read_at_run_time(tree: ast.Module, directory: str, depth: int) -> Optional[list[str]]:
-    """`install_requires=read("requirements.txt")`: the `*.txt` files the script names, read here."""
-    named = sorted({n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
-                    and n.value.endswith(".txt") and "/" not in n.value.strip("./")})
+    """`install_requires=read("requirements.txt")`: the `*.txt` files the script names, read here. A
+    name is one relative path (`"requirements/base.txt"`) or the string parts of a path join
+    (`os.path.join(here, "requirements", "base.txt")`); nothing outside the script's folder is read."""
+    named: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.endswith(".txt"):
+            named.add(node.value)
+        elif isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)) \
+                and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id) == "join":
+            parts = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            if parts and parts[-1].endswith(".txt"):
+                named.add("/".join(parts))
     out: list[str] = []
-    for name in named:
-        found = _requirements(os.path.join(directory, name), depth + 1) if depth < 2 else None
+    for name in sorted(named):
+        relative = os.path.normpath(name.strip())
+        if os.path.isabs(relative) or relative.startswith(".."):
+            continue
+        found = _requirements(os.path.join(directory, relative), depth + 1) if depth < 2 else None
         out.extend(found or [])
     return out or None
 
 
-def _environment_floor(text: str) -> Optional[Version]:
+def _environment_floor(text: str) -> Reading:
     """Conda dependencies of an environment file, and the requirements of its `pip:` section."""
     conda: list[str] = []
     pip: list[str] = []
@@ -296,10 +398,37 @@ def _environment_floor(text: str) -> Optional[Version]:
             continue
         pip_indent = indent if item.rstrip(":") == "pip" and item.endswith(":") else None
         conda.append(item)
+    named = any(_CONDA.match(c) for c in conda) or any(_mentions_torch(p) for p in pip)
     floors = [f for f in (conda_floor(conda), torch_floor(pip)) if f is not None]
     unbounded = any(_CONDA.match(c) and conda_floor([c]) is None for c in conda) or (
         any(_mentions_torch(p) for p in pip) and torch_floor(pip) is None)
-    return None if unbounded or not floors else min(floors)
+    return named, None if unbounded or not floors else min(floors)
+
+
+def _script_floor(text: str) -> Reading:
+    """Install commands of a shell script or Dockerfile, and a Dockerfile's pytorch/pytorch base image."""
+    image = _IMAGE.search(text)
+    if image is not None:
+        return True, _release(image["version"])
+    pip: list[str] = []
+    conda: list[str] = []
+    for command in _INSTALL.finditer(text.replace("\\\n", " ")):
+        words = command["args"].split()
+        kept: list[str] = []
+        skip = False
+        for word in words:
+            if skip:
+                skip = False
+            elif word.startswith("-"):
+                skip = word in _VALUED
+            else:
+                kept.append(word.strip("'\""))
+        (pip if command["tool"].startswith("pip") else conda).extend(kept)
+    named = names_torch(pip) or any(_CONDA.match(c) for c in conda)
+    floors = [f for f in (torch_floor(pip), conda_floor(conda)) if f is not None]
+    unbounded = (names_torch(pip) and torch_floor(pip) is None) or (
+        any(_CONDA.match(c) for c in conda) and conda_floor(conda) is None)
+    return named, None if unbounded or not floors else min(floors)
 
 
 def _mentions_torch(requirement: str) -> bool:

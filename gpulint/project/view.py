@@ -67,6 +67,9 @@ class ProjectView:
     gpu_callers: bool = False  # a module that imports this one shows GPU evidence
     rl_callers: bool = False  # a module that imports this one imports a reinforcement-learning environment
     scaler_callers: bool = False  # a module that imports this one creates a GradScaler
+    # a module this one imports (two levels deep) creates a GradScaler or scales a loss through one: an
+    # optimizer built here may be stepped by it (`train_one_epoch(model, loader, optimizer, scaler)`)
+    scaler_importees: bool = False
     replacer_callers: bool = False  # a module that imports this one hands optimizers to MS-AMP (or alike)
     parallelism_callers: tuple[str, ...] = ()  # how callers shard parameters ("fsdp", "tensor-parallel")
     fused_sgd_around: bool = False  # fused SGD with momentum is built here, in a caller or in an import
@@ -93,6 +96,14 @@ class ProjectView:
     # integers the file's callers pass by keyword to classes or set in config dicts: field -> values
     config_ints_callers: dict[str, tuple[int, ...]] = field(default_factory=dict)
     scanned: bool = False  # built from a project scan; False: the file alone
+    # the first torch a module this one imports (transitively, three levels) cannot be imported on
+    ceiling_importees: Optional[tuple[int, int]] = None
+    # neither this file nor any that imports it (transitively) may train, and one of them is an inference
+    # script (a `__main__` that runs models under no_grad): the file's modules are evaluated, not trained
+    evaluated_only: bool = False
+    # a script: no project file imports it and its folder is no package (no `__init__.py`), so a function
+    # nothing in the file reaches never runs; False when unknown (the file alone, an editor's buffer)
+    script: bool = False
 
     @classmethod
     def alone(cls, facts: FileFacts) -> "ProjectView":
@@ -113,6 +124,19 @@ class ProjectView:
     @property
     def gpu(self) -> bool:
         return self.own.gpu or self.gpu_callers
+
+    @property
+    def torch_ceiling(self) -> Optional[tuple[int, int]]:
+        """The first torch this file cannot run on, from its own imports or those of the modules it imports
+        (`from torch._six import inf` somewhere on the way: torch 2.0); None when nothing says so."""
+        known = [c for c in (self.own.torch_ceiling, self.ceiling_importees) if c is not None]
+        return min(known) if known else None
+
+    @property
+    def unreached(self) -> frozenset[str]:
+        """Top-level functions of this file that never run: nothing in the file reaches them and no other
+        file can import them (a script); empty when that cannot be known."""
+        return frozenset(self.own.unreached) if self.script else frozenset()
 
     @property
     def rl(self) -> bool:
@@ -203,10 +227,12 @@ class Project:
     components of the import graph, so a project of thousands of files stays cheap.
     """
 
-    def __init__(self, root: Path, facts: dict[str, FileFacts], existing: Optional[Iterable[str]] = None) -> None:
+    def __init__(self, root: Path, facts: dict[str, FileFacts], existing: Optional[Iterable[str]] = None,
+                 import_words: Optional[set[str]] = None) -> None:
         """`existing`: every module file of the project with facts, when `facts` holds only some of
         them (the files one file's view reads, dispatch/project_scan.py): imports then resolve exactly
-        as in the whole project. None: `facts` is the whole project."""
+        as in the whole project; `import_words` then holds the words of `_words_imported` the views ask
+        about that some file of the whole project spells. None: `facts` is the whole project."""
         self.root = root
         self.facts = facts  # relative posix path -> facts
         self.paths = sorted(facts)
@@ -231,6 +257,9 @@ class Project:
         self._kind_imported = {k: sum(bit(p) for p in self.paths
                                       if any(k in facts[t].mixed_precision for t in self._importees[p]))
                                for k in kinds}
+        # every module name part and imported name any import of the project spells: a file whose stem is
+        # among them may be imported in a way the resolver cannot follow (`sys.path` tricks, another root)
+        self._import_words = import_words if import_words is not None else _words_imported(facts.values())
         self._users: dict[str, int] = {}  # identifier -> files with a training step that use it
         for path in self.paths:
             if facts[path].training:
@@ -399,6 +428,12 @@ class Project:
         return ProjectView(
             own=own, gpu_callers=bool(callers & self._gpu), scaler_callers=bool(callers & self._scaler),
             rl_callers=bool(callers & self._rl),
+            scaler_importees=any(self.facts[p].scaler for p in self._closure(rel, depth=2)),
+            evaluated_only=bool(callers) and not own.may_train and all(
+                not self.facts[self.paths[i]].may_train for i in _members(callers))
+            and any(self.facts[self.paths[i]].inference_script for i in _members(callers)),
+            ceiling_importees=min((c for c in (self.facts[p].torch_ceiling for p in self._closure(rel, depth=3))
+                                   if c is not None), default=None),
             replacer_callers=bool(callers & self._replacer),
             parallelism_callers=tuple(kind for kind, mask in sorted(self._parallel.items()) if callers & mask),
             fused_sgd_around=bool(callers & self._fused_sgd) or any(
@@ -410,6 +445,8 @@ class Project:
             devices_callers=tuple(kind for kind, mask in sorted(self._devices.items()) if callers & mask),
             imported_version_flags=flags,
             config_ints_callers={k: tuple(sorted(v)) for k, v in sorted(configured.items())}, scanned=True,
+            script=not callers and rel.endswith(".py") and _package_init(rel) not in self._exists
+            and rel.rpartition("/")[2][:-3] not in self._import_words,
         )
 
     def _parts_of(self, *exported: dict[str, ClassFacts]) -> dict[str, ClassFacts]:
@@ -545,6 +582,23 @@ class Project:
 PART = "::"  # "models/gcn.py::GraphConvolution": a model class keyed by its file, for the classes it builds
 
 
+def _words_imported(facts: Iterable[FileFacts]) -> set[str]:
+    """Every module name part and imported name the imports of these files spell: a file whose stem is
+    among them may be imported in a way the resolver cannot follow (`sys.path` tricks, another root)."""
+    return {word for f in facts for ref in f.imports for word in (*ref.module.split("."), ref.name or "")}
+
+
+def module_stem(path: str) -> str:
+    """The name an import would spell for the module file `path` (relative, posix)."""
+    return path.rpartition("/")[2].rsplit(".", 1)[0]
+
+
+def _package_init(path: str) -> str:
+    """The `__init__.py` that would make the folder of `path` (relative, posix) a package."""
+    folder = path.rpartition("/")[0]
+    return f"{folder}/__init__.py" if folder else "__init__.py"
+
+
 def part_key(path: str, name: str) -> str:
     return f"{path}{PART}{name}"
 
@@ -611,7 +665,7 @@ def _strongly_connected(graph: list[list[int]]) -> list[list[int]]:
 
 
 def scan_files(root: Path, paths: Iterable[Path], facts_for: "FactsSource",
-               existing: Optional[Iterable[str]] = None) -> Project:
+               existing: Optional[Iterable[str]] = None, import_words: Optional[set[str]] = None) -> Project:
     """A project from the given files under `root`; `facts_for` reads (or recalls) each one's facts.
     `existing`: see `Project` (the given files are then only those some views read)."""
     facts: dict[str, FileFacts] = {}
@@ -622,7 +676,7 @@ def scan_files(root: Path, paths: Iterable[Path], facts_for: "FactsSource",
         found = facts_for(path)
         if found is not None:
             facts[relative] = found
-    return Project(root, facts, existing)
+    return Project(root, facts, existing, import_words)
 
 
 def relative_to(root: Path, path: Path) -> Optional[str]:

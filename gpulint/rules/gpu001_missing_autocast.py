@@ -9,6 +9,7 @@ import libcst as cst
 
 from gpulint.analysis.device import cuda_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
+from gpulint.analysis.reach import RUNS, runs_cst
 from gpulint.analysis.training import (
     TRAINING_STEP_NEEDLES,
     Backward,
@@ -223,7 +224,7 @@ class MissingAutocast(Rule):
         reinforcement-learning loops (the file imports an environment package), or with sparse
         tensors, which autocast does not cover. One finding per training step.
         """,
-        premises=(ON_GPU, FP32, WIDE_ENOUGH, ENOUGH_WORK, AUTOCAST_EXISTS, GPU_BOUND),
+        premises=(ON_GPU, FP32, WIDE_ENOUGH, ENOUGH_WORK, AUTOCAST_EXISTS, GPU_BOUND, RUNS),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -256,7 +257,8 @@ class MissingAutocast(Rule):
         rows = project.own.step_rows
         work = REFUTED if width is not None and rows is not None and rows * width * width < STEP_WORK_FLOOR else SHOWN
         decision = self.decide({ON_GPU: self._on_gpu(facts, step), FP32: fp32, WIDE_ENOUGH: wide, ENOUGH_WORK: work,
-                                AUTOCAST_EXISTS: autocast_exists, GPU_BOUND: bound})
+                                AUTOCAST_EXISTS: autocast_exists, GPU_BOUND: bound,
+                                RUNS: runs_cst(self.ctx.module, facts.ancestors(node), project.unreached)})
         if not decision.report:
             return
         fix, note = self._fix(facts, step, backward)
@@ -325,7 +327,8 @@ class MissingAutocast(Rule):
                            else floors.GRAD_SCALER)
         if plan is not None and mode == "auto":
             symbols.append(floors.BF16_CHECK)
-        too_new = floors.too_new(settings.torch_version, symbols)
+        too_new = floors.too_new(settings.torch_version, symbols) \
+            or floors.above_ceiling(self.ctx.project.torch_ceiling, symbols)
         if too_new is not None:
             hint = "; amp-dtype = \"bfloat16\" needs only torch 1.10" if mode != "bfloat16" else ""
             return None, f"{_no_fix(mode)}: {too_new.reason()}{hint}"

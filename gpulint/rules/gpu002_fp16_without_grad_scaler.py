@@ -15,6 +15,7 @@ from gpulint.analysis.amp import (
     OLD_AUTOCAST_ORDER,
 )
 from gpulint.analysis.evidence import REFUTED, SHOWN, Premise
+from gpulint.analysis.reach import RUNS, runs_cst
 from gpulint.analysis.training import (
     TRAINING_STEP_NEEDLES,
     Backward,
@@ -126,7 +127,7 @@ class Fp16WithoutGradScaler(Rule):
         reported when the file or a caller creates a GradScaler, uses another loss scaler (apex
         `scale_loss`), or in test files.
         """,
-        premises=(FLOAT16_STEP, UNSCALED),
+        premises=(FLOAT16_STEP, UNSCALED, RUNS),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -144,7 +145,8 @@ class Fp16WithoutGradScaler(Rule):
         float16 = SHOWN if dtypes <= {FLOAT16_DTYPE, MAYBE_FLOAT16} else REFUTED
         # a scaler elsewhere in the file or in a caller: this backward may well go through it
         scaled = backward.scaled or "scale_loss" in self.ctx.text or self.ctx.project.scaler
-        decision = self.decide({FLOAT16_STEP: float16, UNSCALED: REFUTED if scaled else SHOWN})
+        decision = self.decide({FLOAT16_STEP: float16, UNSCALED: REFUTED if scaled else SHOWN,
+                                RUNS: runs_cst(self.ctx.module, facts.ancestors(node), self.ctx.project.unreached)})
         if not decision.report:
             return
         if MAYBE_FLOAT16 in dtypes:
@@ -252,10 +254,10 @@ class Fp16WithoutGradScaler(Rule):
             return quote("cpu") if target.startswith("torch.cpu.") else quote("cuda")
         expr = (self._arguments(autocast) or {}).get("device_type")
         if string_value(expr) in ("cuda", "cpu", "xpu"):
-            return self.ctx.code(expr)  # type: ignore[arg-type]
+            return self.ctx.code(expr)
         base = expr.value if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) else expr
         if isinstance(base, cst.Name) and dotted(expr) is not None and visible_at(facts, base, anchor):  # type: ignore[arg-type]
-            return self.ctx.code(expr)  # type: ignore[arg-type]
+            return self.ctx.code(expr)
         return quote(default_device(self.ctx))
 
     def _fix(self, facts: TrainingFacts, step: TrainingStep, backward: Backward, autocast: cst.BaseExpression,
@@ -277,7 +279,8 @@ class Fp16WithoutGradScaler(Rule):
         name = scaler_name(self.ctx)
         scaler_class, class_edit = grad_scaler_class(self.ctx, torch.expr, parallel)
         symbol = floors.SHARDED_GRAD_SCALER if class_edit is not None or "fsdp" in parallel else floors.GRAD_SCALER
-        too_new = floors.too_new(self.ctx.settings.torch_version, [symbol])
+        too_new = floors.too_new(self.ctx.settings.torch_version, [symbol]) \
+            or floors.above_ceiling(self.ctx.project.torch_ceiling, [symbol])
         if too_new is not None:
             return None, f"no fix: {too_new.reason()}"
         home = scaler_home(facts, step, plan, torch.expr, name) if enabled is None else None

@@ -25,12 +25,22 @@ NOT_FALLBACK = Premise(
     "the use is not code kept for an older torch: not the fallback of `try: ... except (ImportError, "
     "AttributeError, TypeError)`, not a branch of a torch version test (`is_torch_version(...)`, "
     "`hasattr(torch, \"amp\")`, `version.parse(torch.__version__)`, or a flag computed once from "
-    "`torch.__version__`, here or in a module it is imported from).")
+    "`torch.__version__` or a `hasattr(torch, ...)` probe (also names unpacked from the version, and "
+    "top-level functions that return such a test), here or in a module it is imported from).")
 REPLACEMENT_EXISTS = Premise(
     "replacement-exists",
     "every torch the project supports has the replacement: the floor it declares is at least 1.10 "
     "(`torch.amp.autocast`), 2.3 (`torch.amp.GradScaler`) or 2.4 (`torch.amp.custom_fwd`), or it declares "
     "none. On an older floor the deprecated spelling is the one that works everywhere.")
+
+WARNS = Premise(
+    "runs-where-deprecated",
+    "the code can run on a torch that deprecates the API (2.4 and later): refuted when it, or a module it "
+    "imports, unconditionally imports a module torch removed before 2.4 (`from torch._six import inf`: gone "
+    "in 2.0). Such code never sees the FutureWarning, and on every torch it runs on the replacement may be "
+    "missing (`torch.amp.GradScaler` needs 2.3).")
+# the release whose torch.cuda.amp / torch.cpu.amp emit the FutureWarning
+DEPRECATED_SINCE = (2, 4)
 
 
 class DeprecatedCudaAmp(Rule):
@@ -81,7 +91,7 @@ class DeprecatedCudaAmp(Rule):
         TypeError)`, and the branches of a torch version test (`is_torch_version(...)`,
         `_TORCH_GREATER_EQUAL_2_4`, `hasattr(torch, "amp")`, `version.parse(torch.__version__)`).
         """,
-        premises=(DEPRECATED, NOT_FALLBACK, REPLACEMENT_EXISTS),
+        premises=(DEPRECATED, NOT_FALLBACK, REPLACEMENT_EXISTS, WARNS),
     )
 
     def __init__(self, ctx: FileContext) -> None:
@@ -102,10 +112,12 @@ class DeprecatedCudaAmp(Rule):
 
     def _decision(self, node: cst.CSTNode, replacement: Replacement) -> Decision:
         floor = self.ctx.settings.torch_version
+        ceiling = self.ctx.project.torch_ceiling
         return self.decide({
             DEPRECATED: SHOWN,
             NOT_FALLBACK: REFUTED if self._guarded(node) else SHOWN,
             REPLACEMENT_EXISTS: REFUTED if floor is not None and floor < replacement.since else SHOWN,
+            WARNS: REFUTED if ceiling is not None and ceiling <= DEPRECATED_SINCE else SHOWN,
         })
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Union
 
 from gpulint.analysis.ast_context import AstContext, AstKeywordArgs, Detection, arg, positional_args
 from gpulint.analysis.ast_values import is_literal, single_value, value_at
@@ -59,8 +59,9 @@ STEP_MATTERS = Premise(
     "simulator.")
 SCALER_SAFE = Premise(
     "scaler-safe",
-    "for SGD with momentum, no GradScaler drives the step (here, in a caller, or through a framework "
-    "that may scale): fused SGD's momentum buffer is garbage after a skipped first step.")
+    "for SGD with momentum, no GradScaler drives the step (here, in a caller, in a module it imports that "
+    "steps optimizers through one, or through a framework that may scale): fused SGD's momentum buffer is "
+    "garbage after a skipped first step.")
 
 
 class NonFusedOptimizer(Rule):
@@ -163,7 +164,9 @@ class NonFusedOptimizer(Rule):
         too_new = self._too_new(ctx, names)
         scaler_safe: Evidence = SHOWN
         momentum = "SGD" in names and _has_momentum(ctx, node, kwargs)
-        if momentum and (project.scaler or _framework_owned(ctx)):
+        # the scaler may live in a module this one hands the optimizer to (`train_one_epoch(..., optimizer,
+        # scaler)` in engine.py), so a module it imports that scales counts too
+        if momentum and (project.scaler or project.scaler_importees or _framework_owned(ctx)):
             scaler_safe = REFUTED  # fused SGD + GradScaler: momentum buffer garbage after a skipped first step
         decision = self.decide({TORCH_OPTIMIZER: SHOWN, FUSED_DEVICE: _fused_device(project),
                                 FUSED_EXISTS: REFUTED if too_new is not None else SHOWN,
@@ -268,10 +271,12 @@ class NonFusedOptimizer(Rule):
             return "ShardedGradScaler" in ctx.text
         return bool(ctx.project.scaler) or "ShardedGradScaler" in ctx.text or may_gain_grad_scaler(ctx)
 
-    def _too_new(self, ctx: AstContext, optimizers: list[str]) -> Optional[floors.TooNew]:
-        """The fused kernels need a torch the project supports (on CUDA, and on CPU from 2.4)."""
+    def _too_new(self, ctx: AstContext, optimizers: list[str]) -> Optional[Union[floors.TooNew, floors.AboveCeiling]]:
+        """The fused kernels need a torch the project supports (on CUDA, and on CPU from 2.4), and one the code
+        can run on (it imports no module that torch removed before the kernels arrived, like `torch._six`)."""
         symbols = [floors.fused(o) for o in optimizers] + [floors.FUSED_CPU for o in optimizers if o != "Adagrad"]
-        return floors.too_new(ctx.settings.torch_version, symbols)
+        return floors.too_new(ctx.settings.torch_version, symbols) \
+            or floors.above_ceiling(ctx.project.torch_ceiling, symbols)
 
 
 def _framework_owned(ctx: AstContext) -> bool:

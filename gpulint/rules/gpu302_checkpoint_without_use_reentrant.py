@@ -42,7 +42,9 @@ UNDER_AUTOGRAD = Premise(
     "under-autograd",
     "the checkpointed code can run with grad enabled, where the reentrant trap drops gradients: refuted "
     "inside `torch.no_grad()`/`inference_mode()` (a block or a decorator) and in inference scripts (a "
-    "`__main__` script that runs models under no_grad and trains nothing): checkpointing there does nothing.")
+    "`__main__` script that runs models under no_grad and trains nothing), and in a module whose importers "
+    "train nothing and include such an inference script (a model file only a sampling script uses): "
+    "checkpointing there does nothing.")
 
 
 def use_reentrant_too_new(ctx: FileContext) -> Optional[floors.TooNew]:
@@ -143,7 +145,7 @@ class CheckpointWithoutUseReentrant(Rule):
                     self.ctx.qualname(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator)
                     in GRAD_OFF for d in ancestor.decorators):
                 return REFUTED
-        return REFUTED if _inference_script(self.ctx.text) else SHOWN
+        return REFUTED if _inference_script(self.ctx.text) or self.ctx.project.evaluated_only else SHOWN
 
     def _torch_checkpoint(self, node: cst.Call, sequential: bool) -> None:
         kwargs = self.ctx.kwargs(node)

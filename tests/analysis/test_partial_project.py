@@ -3,6 +3,7 @@ and the view is the one the whole project gives."""
 
 from __future__ import annotations
 
+import json
 import random
 import textwrap
 from pathlib import Path
@@ -69,6 +70,11 @@ TREE = {
     "tools/use_helpers.py": "import helpers\nimport torch\ntorch.cuda.synchronize()\n",
     "unrelated/a.py": "import os\nprint(os.getcwd())\n",
     "unrelated/b.py": "from unrelated import a\n",
+    "uses_package.py": "import pkg.models.deep\n",  # reaches pkg/__init__.py without spelling `from pkg`
+    # scripts: one nothing imports, one imported from another folder through sys.path (unresolvable)
+    "scripts/alone.py": "import torch\ndef train(model, opt):\n    model(1).backward()\n    opt.step()\n",
+    "scripts/reached.py": "import torch\ndef train(model, opt):\n    model(1).backward()\n    opt.step()\n",
+    "other/runner.py": "import sys\nsys.path.append('scripts')\nfrom reached import train\n",
 }
 
 
@@ -79,6 +85,10 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text), encoding="utf-8")
+    cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+              "source": ["import torch\n", "from pkg.models import blocks\n", "torch.cuda.init()\n"]}]
+    (root / "explore.ipynb").write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4,
+                                                    "nbformat_minor": 5}), encoding="utf-8")
     return root
 
 
@@ -98,17 +108,28 @@ def _same_views(root: Path, members: list[Path]) -> None:
 def test_every_file_of_a_tricky_tree_gets_the_view_of_the_whole_project(tree: Path) -> None:
     """Packages that re-export, `from . import x`, `from .. import x`, a cycle, a star import, `src/`, a
     file that does not parse, a caller chain: each file alone sees what the whole project shows it."""
-    members = sorted(p for p in tree.rglob("*.py"))
+    members = sorted(p for p in tree.rglob("*.py")) + [tree / "explore.ipynb"]
     _same_views(tree, members)
 
 
 def test_a_file_reads_only_what_its_view_needs(tree: Path) -> None:
+    blocks = tree / "pkg" / "models" / "blocks.py"
+    paths = _project_files(tree, [blocks])
+    # a notebook is a member when it is linted, never a caller: the whole project leaves it out too
+    assert "explore.ipynb" not in _partial_project(tree, paths, [blocks], FactsCache()).facts
     paths = _project_files(tree, [tree / "unrelated" / "a.py"])
     part = _partial_project(tree, paths, [tree / "unrelated" / "a.py"], FactsCache())
     assert sorted(part.facts) == ["unrelated/a.py", "unrelated/b.py"]
     images = _partial_project(tree, paths, [tree / "pkg" / "data" / "images.py"], FactsCache())
     assert "train.py" in images.facts and "tools/run.py" in images.facts  # its callers decide its device
     assert "unrelated/a.py" not in images.facts and "src/lib/opt.py" in images.facts  # what tools/run.py imports
+
+
+def test_a_script_imported_only_through_sys_path_is_no_script(tree: Path) -> None:
+    paths = _project_files(tree, [])
+    for name, script in (("alone", True), ("reached", False)):
+        member = tree / "scripts" / f"{name}.py"
+        assert _partial_project(tree, paths, [member], FactsCache()).view(member).script is script  # type: ignore[union-attr]
 
 
 def test_views_of_this_repository_match_the_whole_project() -> None:

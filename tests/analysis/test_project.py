@@ -6,6 +6,7 @@ it, the way a user runs `gpulint check`, with and without the results cache.
 
 from __future__ import annotations
 
+import ast
 import json
 import textwrap
 from pathlib import Path
@@ -46,6 +47,10 @@ def train(model, loader, optimizer):
         loss = model(x).sub(y).pow(2).mean()
         loss.backward()
         optimizer.step()
+
+
+if __name__ == "__main__":  # a script runs its step (a function nothing reaches never runs)
+    train(model, loader, optimizer)
 """
 
 
@@ -76,6 +81,35 @@ def test_grad_scaler_in_the_caller_keeps_fused_sgd_away(tmp_path: Path) -> None:
     found = findings(tmp_path, "--select", "GPU201")
     # the SGD with momentum is silent; the one without momentum keeps no buffer and is reported
     assert [(name, row) for name, row, _ in found] == [("utils/torch_utils.py", 7)]
+
+
+def test_a_grad_scaler_in_the_module_the_optimizer_is_handed_to_keeps_fused_sgd_away(tmp_path: Path) -> None:
+    """DeiT/MAE's shape: main.py builds SGD with momentum and hands it, with a scaler, to engine.py's
+    train_one_epoch, which calls scaler.step(optimizer). Fused SGD would be broken there (issue 21, (b))."""
+    write(tmp_path, {
+        "engine.py": """\
+            import torch
+
+            def train_one_epoch(model, loader, optimizer, scaler):
+                for x, y in loader:
+                    with torch.autocast("cuda", dtype=torch.float16):
+                        loss = model(x.cuda()).sub(y.cuda()).pow(2).mean()
+                    scaler.scale(loss).backward()
+                    scaler.step(optimizer)
+                    scaler.update()
+            """,
+        "main.py": """\
+            import torch
+            from engine import train_one_epoch
+
+            model = torch.nn.Linear(512, 512).cuda()
+            momentum = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+            plain = torch.optim.SGD(model.parameters(), lr=0.1)
+            adam = torch.optim.AdamW(model.parameters(), lr=0.1)
+            """,
+    })
+    found = findings(tmp_path, "--select", "GPU201")
+    assert [(name, row) for name, row, _ in found] == [("main.py", 6), ("main.py", 7)]  # not line 5
 
 
 def test_gpu_evidence_comes_from_the_caller(tmp_path: Path) -> None:
@@ -435,3 +469,178 @@ def test_callers_are_transitive_and_cycles_terminate() -> None:
     assert project.callers("c.py") == {"a.py", "b.py"}
     assert project.callers("b.py") == {"a.py", "c.py"}
     assert project.callers("d.py") == frozenset()
+
+
+UNREACHED = """\
+import torch
+import torch.nn as nn
+
+model = nn.Linear(1024, 1024).cuda()
+opt = torch.optim.AdamW(model.parameters())
+
+
+def train_v1():
+    for _ in range(10):
+        loss = model(torch.randn(64, 1024).cuda()).sum()
+        loss.backward()
+        opt.step()
+
+
+def train():
+    for _ in range(10):
+        loss = model(torch.randn(64, 1024).cuda()).sum()
+        loss.backward()
+        opt.step()
+
+
+if __name__ == "__main__":
+    train()
+"""
+
+
+def test_a_training_function_nothing_reaches(tmp_path: Path) -> None:
+    """A step in a top-level function that nothing in its script reaches never runs (issue 21's family (c)):
+    silent in a script no project file imports; reported where another file imports it, inside a package
+    (public API), or where the script dispatches by name."""
+    write(tmp_path, {
+        "scripts/experiment.py": UNREACHED,
+        "lib/train.py": UNREACHED, "lib/run.py": "from train import train_v1\n\ntrain_v1()\n",
+        "unresolved/train_old.py": UNREACHED, "other/run.py": "from src.train_old import train_v1\n",
+        "pkg/__init__.py": "", "pkg/train.py": UNREACHED,
+        "cli/train.py": UNREACHED.replace('if __name__ == "__main__":\n    train()', "import fire\n\nfire.Fire()"),
+        "registered/train.py": UNREACHED.replace("def train_v1():", "@register\ndef train_v1():"),
+        "named/train.py": UNREACHED + "\nSTEPS = {'v1': 'train_v1'}\n",
+    })
+    found = findings(tmp_path, "--select", "GPU001")
+    assert [row for name, row, _ in found if name == "scripts/experiment.py"] == [18]
+    for path in ("lib/train.py", "pkg/train.py", "cli/train.py", "registered/train.py", "named/train.py",
+                 "unresolved/train_old.py"):  # the last: an import names its module, unresolved or not
+        assert len([row for name, row, _ in found if name == path]) == 2, path
+
+
+def test_a_float16_step_nothing_reaches(tmp_path: Path) -> None:
+    """GPU002 shares the premise: a float16 step that never runs loses no gradients."""
+    fp16 = UNREACHED.replace("        loss = model(", "        with torch.autocast('cuda', dtype=torch.float16):\n"
+                                                    "            loss = model(")
+    write(tmp_path, {"experiment.py": fp16, "lib/steps.py": fp16, "lib/run.py": "import steps\n"})
+    found = findings(tmp_path, "--select", "GPU002")
+    assert len([row for name, row, _ in found if name == "experiment.py"]) == 1
+    assert len([row for name, row, _ in found if name == "lib/steps.py"]) == 2
+
+
+def test_unreached_functions_of_a_file() -> None:
+    from gpulint.project.facts import unreached_functions
+
+    def unreached(text: str) -> tuple[str, ...]:
+        return unreached_functions(ast.parse(textwrap.dedent(text)))
+
+    assert unreached("def a(): b()\ndef b(): pass\ndef c(): d()\ndef d(): pass\na()\n") == ("c", "d")
+    assert unreached("def a(): pass\nclass T:\n    run = staticmethod(a)\n") == ()  # a class body reaches
+    assert unreached("def a(): pass\ndef b(x=a): pass\n") == ("b",)  # a default reaches `a`
+    assert unreached("import sys\ndef a(): pass\ngetattr(sys.modules[__name__], 'x')()\n") == ()
+    assert unreached("def a(): pass\nglobals()['a']()\n") == ()
+    assert unreached("def a(): pass\nmp.spawn(a, nprocs=2)\n") == ()
+
+
+def test_a_grad_scaler_in_an_imported_step_is_seen_by_the_optimizer_file() -> None:
+    """main.py builds SGD with momentum and hands it, with a scaler, to engine.train_one_epoch, which calls
+    scaler.step(optimizer): the scaler drives the optimizer although main.py never imports the GradScaler
+    (issue 21's family (b): fused=True there is the skipped-first-step momentum bug)."""
+    engine = facts_of_text("def train_one_epoch(model, loader, optimizer, scaler):\n"
+                           "    for x in loader:\n        scaler.scale(model(x).sum()).backward()\n"
+                           "        scaler.step(optimizer)\n        scaler.update()\n")
+    main_py = facts_of_text("import torch\nfrom engine import train_one_epoch\n\n"
+                            "opt = torch.optim.SGD([], lr=0.1, momentum=0.9)\n")
+    timm = facts_of_text("from timm.utils import NativeScaler\n\nloss_scaler = NativeScaler()\n")
+    assert engine is not None and main_py is not None and timm is not None
+    assert engine.scaler and timm.scaler and not main_py.scaler
+    project = Project(Path("/p"), {"engine.py": engine, "main.py": main_py})
+    view = project.view(Path("/p/main.py"))
+    assert view is not None and view.scaler_importees and not view.scaler
+
+
+def test_a_module_that_imports_a_removed_torch_module_caps_the_torch_it_runs_on(tmp_path: Path) -> None:
+    """MAE-style util/misc.py imports `torch._six` (gone in torch 2.0): the scripts that import it run only on
+    an older torch, where torch.cuda.amp is not deprecated; GPU003 stays silent there."""
+    write(tmp_path, {
+        "util/misc.py": "import torch\nfrom torch._six import inf\n\nscaler = torch.cuda.amp.GradScaler()\n",
+        "main.py": "import torch\nimport util.misc as misc\n\nscaler = torch.cuda.amp.GradScaler()\n",
+        "other.py": "import torch\n\nscaler = torch.cuda.amp.GradScaler()\n",
+    })
+    assert findings(tmp_path, "--select", "GPU003") == [("other.py", 3, "GPU003")]
+
+
+def test_a_model_file_only_a_sampling_script_uses_is_not_trained(tmp_path: Path) -> None:
+    """GPU302: the checkpointed model of a release that only samples runs under no_grad; no backward reaches it.
+    Once a training script imports it too, the reentrant trap can drop gradients again."""
+    model = """\
+        from torch import nn
+        from torch.utils.checkpoint import checkpoint
+
+
+        class Decoder(nn.Module):
+            def forward(self, x):
+                return checkpoint(self.block, x)
+        """
+    sample = """\
+        import torch
+        from model import Decoder
+
+
+        @torch.no_grad()
+        def main():
+            print(Decoder().cuda().eval()(torch.randn(2, 8).cuda()))
+
+
+        if __name__ == "__main__":
+            main()
+        """
+    write(tmp_path, {"model.py": model, "sample.py": sample, "lib/model.py": model})
+    assert findings(tmp_path, "--select", "GPU302") == [("lib/model.py", 7, "GPU302")]  # no importer: unknown
+    write(tmp_path, {"train.py": "import torch\nfrom model import Decoder\n\nmodel = Decoder().cuda()\n"
+                                 "opt = torch.optim.Adam(model.parameters())\nmodel(x).sum().backward()\nopt.step()\n"})
+    assert [name for name, _, _ in findings(tmp_path, "--select", "GPU302")] == ["lib/model.py", "model.py"]
+
+
+def test_version_flags_in_every_shape() -> None:
+    text = textwrap.dedent("""\
+        import torch
+        from packaging import version
+
+        major, minor = (int(v) for v in torch.__version__.split(".")[:2])
+        PT2 = hasattr(torch, "compile")
+        NEW = PT2 and major >= 2
+
+
+        def new_amp():
+            return version.parse(torch.__version__) >= version.parse("2.3")
+
+
+        def uses_flag(cuda):
+            if cuda:
+                return NEW
+            return False
+
+
+        def amp_enabled(args):
+            return args.amp
+        """)
+    facts = facts_of_text(text)
+    assert facts is not None
+    assert facts.version_flags == ("NEW", "PT2", "major", "minor", "new_amp")
+    method = facts_of_text("import torch\n\nclass T:\n    def __init__(self):\n"
+                           "        self.pt2 = torch.__version__ >= '2'\n")
+    assert method is not None and method.version_flags == ("pt2",)
+
+
+def test_a_model_file_a_framework_trains_is_not_evaluated_only(tmp_path: Path) -> None:
+    """A Hugging Face / Lightning script trains without a backward() of its own: its model file stays trained."""
+    write(tmp_path, {
+        "model.py": "from torch import nn\nfrom torch.utils.checkpoint import checkpoint\n\n\n"
+                    "class Decoder(nn.Module):\n    def forward(self, x):\n        return checkpoint(self.block, x)\n",
+        "sample.py": "import torch\nfrom model import Decoder\n\nif __name__ == '__main__':\n"
+                     "    with torch.no_grad():\n        Decoder()(torch.randn(2, 8))\n",
+        "train.py": "from transformers import Trainer\nfrom model import Decoder\n\n"
+                    "Trainer(model=Decoder()).train()\n",
+    })
+    assert findings(tmp_path, "--select", "GPU302") == [("model.py", 7, "GPU302")]

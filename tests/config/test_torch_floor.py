@@ -95,17 +95,69 @@ def test_each_kind_of_metadata_is_read(tmp_path: Path) -> None:
     assert declared_torch_floor(str(tmp_path / "k")) == ((2, 1), str(tmp_path / "k" / "requirements" / "base.txt"))
 
 
-def test_the_nearest_project_decides(tmp_path: Path) -> None:
-    """A sub-package with metadata of its own is its own project; folders without any look upwards."""
+def test_the_nearest_project_that_names_torch_decides(tmp_path: Path) -> None:
+    """The nearest folder whose files name torch decides; a sub-package or an example whose metadata never
+    names torch runs on the torch the repository pins, so the question goes on upwards (to the repository's
+    root at most); one that names torch without a bound says any torch may be installed."""
     write(tmp_path, {
         "pyproject.toml": '[project]\nname = "outer"\ndependencies = ["torch>=1.13"]\n',
         "src/pkg/train.py": AMP,
         "plugins/inner/pyproject.toml": '[project]\nname = "inner"\ndependencies = ["numpy"]\n',
         "plugins/inner/train.py": AMP,
+        "examples/llm/requirements.txt": "transformers>=4.30\n",
+        "examples/llm/train.py": AMP,
+        "ops/setup.py": "from setuptools import setup\nsetup(name='ops', ext_modules=[])\n",
+        "ops/train.py": AMP,
+        "latest/requirements.txt": "torch\n",
+        "latest/train.py": AMP,
     })
     resolver = SettingsResolver()
     assert resolver.for_path(tmp_path / "src" / "pkg" / "train.py").torch_version == (1, 13)
-    assert resolver.for_path(tmp_path / "plugins" / "inner" / "train.py").torch_version is None
+    for folder in ("plugins/inner", "examples/llm", "ops"):
+        assert resolver.for_path(tmp_path / folder / "train.py").torch_version == (1, 13), folder
+    assert resolver.for_path(tmp_path / "latest" / "train.py").torch_version is None
+
+
+def test_the_repository_root_ends_the_search(tmp_path: Path) -> None:
+    """A checkout inside a folder that pins torch for something else is its own project."""
+    write(tmp_path, {"requirements.txt": "torch==1.4.0\n", "clone/.git/HEAD": "ref: refs/heads/main\n",
+                     "clone/requirements.txt": "numpy\n", "clone/train.py": AMP})
+    assert declared_torch_floor(str(tmp_path / "clone")) == (None, None)
+
+
+def test_prose_is_never_a_pin(tmp_path: Path) -> None:
+    """A README's "requires PyTorch 1.4" is not a constraint pip or conda enforces, and often stale."""
+    write(tmp_path, {".git/HEAD": "ref: refs/heads/main\n",
+                     "README.md": "## Requirements\n\nThis code requires PyTorch 1.4 (torch>=1.4.0).\n",
+                     "INSTALL.txt": "pip install torch==1.4.0\n", "train.py": AMP})
+    assert declared_torch_floor(str(tmp_path)) == (None, None)
+
+
+def test_more_places_that_pin_torch(tmp_path: Path) -> None:
+    write(tmp_path, {
+        "poetry/pyproject.toml": '[tool.poetry.dependencies]\npython = "^3.9"\ntorch = "^1.13"\n',
+        "poetry-table/pyproject.toml": '[tool.poetry.dependencies]\ntorch = {version = ">=2.1,<3", source = "pt"}\n',
+        "poetry-any/pyproject.toml": '[tool.poetry.dependencies]\ntorch = "*"\n',
+        "extra/pyproject.toml": '[project]\nname = "x"\ndependencies = ["numpy"]\n\n'
+                                '[project.optional-dependencies]\ntrain = ["torch>=2.0", "wandb"]\n',
+        "joined/setup.py": "import os\nfrom setuptools import setup\nhere = os.path.dirname(__file__)\n"
+                           "setup(install_requires=open(os.path.join(here, 'requirements', 'base.txt'))\n"
+                           "      .read().split())\n",
+        "joined/requirements/base.txt": "torch>=1.10\n",
+        "subpath/setup.py": "from setuptools import setup\n"
+                            "setup(install_requires=open('deps/train.txt').readlines())\n",
+        "subpath/deps/train.txt": "torch==1.8.1\n",
+        "outside/setup.py": "from setuptools import setup\nsetup(install_requires=open('/etc/reqs.txt').readlines())\n",
+        "env-named/environment-cuda.yml": "dependencies:\n  - pytorch==1.9.0\n",
+    })
+    assert declared_torch_floor(str(tmp_path / "poetry"))[0] == (1, 13)
+    assert declared_torch_floor(str(tmp_path / "poetry-table"))[0] == (2, 1)
+    assert declared_torch_floor(str(tmp_path / "poetry-any")) == (None, None)
+    assert declared_torch_floor(str(tmp_path / "extra"))[0] == (2, 0)
+    assert declared_torch_floor(str(tmp_path / "joined"))[0] == (1, 10)
+    assert declared_torch_floor(str(tmp_path / "subpath"))[0] == (1, 8)
+    assert declared_torch_floor(str(tmp_path / "outside")) == (None, None)
+    assert declared_torch_floor(str(tmp_path / "env-named"))[0] == (1, 9)
 
 
 def test_a_configured_torch_version_wins_and_isolated_reads_nothing(tmp_path: Path) -> None:
@@ -166,3 +218,24 @@ def test_one_look_per_folder(tmp_path: Path) -> None:
     assert all(memo[str(folder)] == expected for folder in passed)
     (tmp_path / "pyproject.toml").unlink()  # the memo answers without looking again
     assert declared_torch_floor(str(tmp_path / "a" / "d"), memo) == expected
+
+
+def test_install_commands_of_scripts_and_dockerfiles(tmp_path: Path) -> None:
+    """`pip install torch==1.7.1` in install.sh is a pin the project runs (a README sentence is not)."""
+    write(tmp_path, {
+        "pip/install.sh": "set -e\npip install torch==1.7.1+cu110 torchvision==0.8.2 \\\n"
+                          "    -f https://download.pytorch.org/whl/torch_stable.html\n",
+        "conda/setup_env.sh": "conda create -n x python=3.8\n"
+                              "conda install -y pytorch=1.8 cudatoolkit=11.1 -c pytorch\n",
+        "docker/Dockerfile": "FROM pytorch/pytorch:1.9.0-cuda11.1-cudnn8-runtime\n"
+                             "RUN pip install -r requirements.txt\n",
+        "latest/install.sh": "pip install torch torchvision\n",
+        "runs/.git/HEAD": "", "runs/train.sh": "python train.py --lr 0.1\n",  # names no torch: no floor
+        "order/requirements.txt": "torch>=2.0\n", "order/install.sh": "pip install torch==1.4\n",
+    })
+    assert declared_torch_floor(str(tmp_path / "pip")) == ((1, 7), str(tmp_path / "pip" / "install.sh"))
+    assert declared_torch_floor(str(tmp_path / "conda"))[0] == (1, 8)
+    assert declared_torch_floor(str(tmp_path / "docker"))[0] == (1, 9)
+    assert declared_torch_floor(str(tmp_path / "latest")) == (None, None)
+    assert declared_torch_floor(str(tmp_path / "runs")) == (None, None)
+    assert declared_torch_floor(str(tmp_path / "order"))[0] == (2, 0)  # the packaging metadata is asked first

@@ -136,7 +136,6 @@ def test_every_rule_needle_is_well_formed() -> None:
     "import torch\n# a DataLoader, an Adam optimizer, checkpoint, autocast and backward, all in comments\n",
     'import torch\nHELP = "use torch.optim.Adam(fused=True) and torch.utils.data.DataLoader"\n',
     "from mylib import DataLoader, Adam\nDataLoader(ds)\nAdam(p)\n",
-    "import torch\nclass Adam:\n    pass\nopt = Adam(model.parameters())\n",
     "import torch\nmodel.cuda()\nloss.backward()  # no optimizer step anywhere\n",
     "import torch.nn as nn\nlayers = nn.Sequential(nn.Linear(2, 2))  # no nn.Module subclass\n",
 ])
@@ -186,10 +185,18 @@ def test_shadowing_never_skips_a_flagged_file(text: str) -> None:
 
 
 def test_shadowed_import_passes_and_stays_silent(parses: list[str]) -> None:
-    # the alias table refuses `Adam` (also bound locally); the prefilter lets it through, unsure
+    # the alias table refuses `Adam` (also bound locally); the prefilter lets it through, unsure, to
+    # GPU201's detector, which reads the `ast` tree: LibCST is never parsed for a rule on `ast` (issue 25)
     text = "from torch.optim import Adam\nAdam = make_adam\nopt = Adam(model.parameters())\n"
     assert lint(text) == lint(text, enabled=False) == []
-    assert parses  # when unsure, the file goes to LibCST
+    assert parses == []
+
+
+def test_a_user_class_named_like_torchs_costs_no_libcst_parse(parses: list[str]) -> None:
+    """Only GPU201 could look at this file, and it decides on `ast`: no parse with or without the prefilter."""
+    text = "import torch\nclass Adam:\n    pass\nopt = Adam(model.parameters())\n"
+    assert lint(text) == lint(text, enabled=False) == []
+    assert parses == []
 
 
 def test_unused_suppressions_still_reported(parses: list[str]) -> None:
