@@ -554,8 +554,8 @@ class SettingsResolver:
             ("force-exclude", self.force_exclude_flag or project.force_exclude),
             ("excluded", project.is_excluded(path) or not project.is_included(path)),
             ("docs-url", self.docs_site(path) or ""),  # "": no site, so no rule links
-            ("enabled-rules", [rule.code for rule in all_rules()
-                               if rule is not InvalidFile and settings.is_enabled(rule.code, rule.preview)]),
+            ("enabled-rules", [rule.code for rule in all_rules() if rule is not InvalidFile
+                               and settings.is_enabled(rule.code, rule.preview, rule.opt_in)]),
         ]
         lines.extend(f"{key} = {_as_toml(value)}" for key, value in rows)
         return "\n".join(lines) + "\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gpulint.output.docs import rules_table  # noqa: E402
+from gpulint.output.docs import habits_table, rules_table  # noqa: E402
 from gpulint.rules import all_rules  # noqa: E402
 
 BEGIN, END = "<!-- RULES:BEGIN -->", "<!-- RULES:END -->"
@@ -71,7 +71,11 @@ def rules_section() -> str:
         "networks), and none was wrong outright. The last column is the 20 repositories the rules were\n"
         "developed on: a regression suite, not a measurement.\n\n"
         + MEASURED_WITH + "\n\n"
-        + with_precision(rules_table(all_rules())) + "\n"
+        + with_precision(rules_table(all_rules())) + "\n\n"
+        "### The guide's habits\n\n"
+        "The habits of the GPU-optimisation guide gpulint was built from, and the rules that check each one\n"
+        "(each rule's documentation names its habit):\n\n"
+        + habits_table(all_rules()) + "\n"
     )
 
 

@@ -45,7 +45,15 @@ SYMBOLS: dict[str, Symbol] = {s.code: s for s in (
            "also checkpoint_sequential; 1.13.1 is the oldest wheel read"),
     Symbol("DataLoader(pin_memory=True)", (1, 0)),
     Symbol("DataLoader(num_workers=...)", (1, 0)),
+    Symbol("DataLoader(persistent_workers=True)", (1, 7)),
     Symbol("Tensor.to(..., non_blocking=True) / .cuda(non_blocking=True)", (1, 0)),
+    Symbol("F.scaled_dot_product_attention(q, k, v, attn_mask=, dropout_p=, is_causal=)", (2, 0),
+           "GPU403 (not in the facts doc: from the 2.0 release, not read from a wheel)"),
+    Symbol("F.scaled_dot_product_attention(..., scale=...)", (2, 1),
+           "GPU403, a scale other than 1/sqrt(head dim) (not in the facts doc: from the 2.1 release)"),
+    Symbol('torch.set_float32_matmul_precision("high")', (1, 12)),
+    Symbol("torch.backends.cudnn.benchmark = True", (1, 0)),
+    Symbol("torch.compile(model)", (2, 0)),
 )}
 
 AUTOCAST = "torch.autocast(device_type=..., dtype=...)"
@@ -58,7 +66,13 @@ FUSED_CPU = "fused=True on CPU parameters"
 USE_REENTRANT = "checkpoint(..., use_reentrant=False)"
 PIN_MEMORY = "DataLoader(pin_memory=True)"
 NUM_WORKERS = "DataLoader(num_workers=...)"
+PERSISTENT_WORKERS = "DataLoader(persistent_workers=True)"
 NON_BLOCKING = "Tensor.to(..., non_blocking=True) / .cuda(non_blocking=True)"
+SDPA = "F.scaled_dot_product_attention(q, k, v, attn_mask=, dropout_p=, is_causal=)"
+SDPA_SCALE = "F.scaled_dot_product_attention(..., scale=...)"
+MATMUL_PRECISION = 'torch.set_float32_matmul_precision("high")'
+CUDNN_BENCHMARK = "torch.backends.cudnn.benchmark = True"
+COMPILE = "torch.compile(model)"
 
 
 def fused(optimizer: str) -> str:

@@ -70,3 +70,18 @@ def is_literal(expr: cst.BaseExpression | None, *values: str) -> bool:
     if isinstance(expr, cst.Integer):
         return expr.value in values
     return False
+
+
+def remove_keyword(call: cst.Call, name: str) -> cst.Call:
+    """`f(a, name=v, b=1)` -> `f(a, b=1)`; a removed last argument hands its comma (or its absence) to the
+    one before it, so `f(a, name=v)` -> `f(a)` and a trailing-comma layout keeps its trailing comma."""
+    args = list(call.args)
+    index = next((i for i, a in enumerate(args) if a.keyword is not None and a.keyword.value == name), None)
+    if index is None:
+        return call
+    removed = args.pop(index)
+    if index == len(args) and index > 0:
+        previous = args[index - 1]
+        args[index - 1] = previous.with_changes(comma=removed.comma,
+                                                whitespace_after_arg=removed.whitespace_after_arg)
+    return call.with_changes(args=args)

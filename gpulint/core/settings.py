@@ -108,9 +108,10 @@ class Settings:
         """The line length fixes keep to; 88 (ruff's and black's default) when nothing sets one."""
         return self.value(LINE_LENGTH) or 88
 
-    def is_enabled(self, code: str, preview_rule: bool = False) -> bool:
+    def is_enabled(self, code: str, preview_rule: bool = False, opt_in: bool = False) -> bool:
         """Ruff's semantics: the most specific selector wins; ignore wins a tie. The command
-        line's selection (`overrides`) is a layer on top of the configuration's."""
+        line's selection (`overrides`) is a layer on top of the configuration's. An `opt_in` rule
+        (advice most projects would not take unasked) runs only when selected by its exact code."""
         if any(selector_matches(selector, code) for selector in self.per_file_ignores):
             return False
         enabled = _decide(code, self.select or (SELECT_ALL,), self.extend_select, self.ignore)
@@ -126,6 +127,8 @@ class Settings:
                 exact = exact or code in layer.extend_select
         # preview rules run only when opted in, or when selected by their exact code
         if preview_rule and not self.preview and not exact:
+            return False
+        if opt_in and not exact:
             return False
         return bool(enabled)
 

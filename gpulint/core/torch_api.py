@@ -7,6 +7,8 @@ subject; others append theirs below, each headed with a comment.
 
 from __future__ import annotations
 
+from gpulint.project import facts
+
 # ------------------------------------------------------------------------------------------------
 # optimizers (GPU201)
 # ------------------------------------------------------------------------------------------------
@@ -63,3 +65,63 @@ SET_GRAD_ENABLED = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad
 SET_GRAD_ENABLED_MODE = ("mode", 0)
 ENABLE_GRAD = frozenset({"torch.enable_grad", "torch.autograd.enable_grad", "torch.autograd.grad_mode.enable_grad"})
 AUTOGRAD_BACKWARD = "torch.autograd.backward"
+
+# ------------------------------------------------------------------------------------------------
+# r26-data: GradScaler steps (GPU202), tensor factories (GPU105), loader loops (GPU103/GPU104)
+# ------------------------------------------------------------------------------------------------
+
+SGD = frozenset(name for name, cls in OPTIMIZER_CLASSES.items() if cls == "SGD")
+# torch's own GradScaler classes, from the one list the project facts keep (project/facts.py sits below
+# this layer), without the third-party loss scalers that wrap one (timm's NativeScaler has no .step(opt))
+GRAD_SCALERS = frozenset(name for name in facts.GRAD_SCALERS if name.startswith("torch."))
+# GradScaler(device="cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled);
+# torch.cuda.amp.GradScaler(init_scale, growth_factor, backoff_factor, growth_interval, enabled)
+GRAD_SCALER_ENABLED_POSITION = {"new": 5, "cuda": 4}
+DATALOADER_COLLATE_FN = ("collate_fn", 6)
+
+# factories whose values do not depend on a random stream: `device=` makes the same tensor on the device
+# (not `torch.tensor(data)`: with `device=` it still builds the data on the host and copies it over)
+DETERMINISTIC_FACTORIES = frozenset(f"torch.{name}" for name in (
+    "zeros", "ones", "full", "empty", "arange", "eye",
+    "zeros_like", "ones_like", "full_like", "empty_like",
+))
+# factories that draw from the generator of the device they run on: CPU and CUDA streams differ
+RANDOM_FACTORIES = frozenset(f"torch.{name}" for name in (
+    "rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like", "normal",
+))
+
+# ------------------------------------------------------------------------------------------------
+# attention (GPU403; analysis/attention.py)
+# ------------------------------------------------------------------------------------------------
+
+SOFTMAX_FUNCTIONS = frozenset({"torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax"})
+SOFTMAX_MODULES = frozenset({"torch.nn.Softmax", "torch.nn.modules.activation.Softmax"})
+SOFTMAX_DIM = ("dim", 1)  # F.softmax(input, dim, ...); Tensor.softmax(dim) and nn.Softmax(dim) take it first
+MATMUL_FUNCTIONS = frozenset({"torch.matmul"})
+EINSUM_FUNCTIONS = frozenset({"torch.einsum", "torch.functional.einsum"})
+DROPOUT_FUNCTIONS = frozenset({"torch.nn.functional.dropout"})
+DROPOUT_MODULES = frozenset({"torch.nn.Dropout", "torch.nn.modules.dropout.Dropout"})
+# F.dropout(input, p=0.5, training=True, inplace=False)
+DROPOUT_P, DROPOUT_TRAINING, DROPOUT_INPLACE = ("p", 1), ("training", 2), ("inplace", 3)
+TRANSPOSE_FUNCTIONS = frozenset({"torch.transpose"})
+TRIL_FUNCTIONS = frozenset({"torch.tril"})
+ONES_FUNCTIONS = frozenset({"torch.ones", "torch.ones_like"})
+FINFO = frozenset({"torch.finfo"})
+SDPA_MODULE, SDPA_NAME = "torch.nn.functional", "scaled_dot_product_attention"
+
+# ------------------------------------------------------------------------------------------------
+# image augmentation (GPU106; analysis/augmentation.py): torchvision and albumentations, not torch
+# ------------------------------------------------------------------------------------------------
+
+TORCHVISION_TRANSFORMS = (
+    "torchvision.transforms.", "torchvision.transforms.v2.", "torchvision.transforms.transforms.",
+    "torchvision.transforms.v2._color.", "torchvision.transforms.v2._geometry.",
+    "torchvision.transforms.v2._auto_augment.", "torchvision.transforms.autoaugment.",
+)
+COMPOSE = frozenset({"torchvision.transforms.Compose", "torchvision.transforms.v2.Compose",
+                     "torchvision.transforms.transforms.Compose", "albumentations.Compose",
+                     "albumentations.core.composition.Compose"})
+# ops that cost about a JPEG decode or more per image on CPU (bench/augmentation_cpu_cost.py)
+HEAVY_TORCHVISION = frozenset({"ColorJitter", "GaussianBlur", "AugMix", "ElasticTransform", "RandomPerspective",
+                               "RandAugment"})
+HEAVY_ALBUMENTATIONS = frozenset({"ElasticTransform", "GridDistortion", "OpticalDistortion"})

@@ -45,6 +45,16 @@ class Tolerance:
 
 NEUTRAL = Tolerance("numerics-neutral", 1e-6, rank=0, bit_exact=True)
 FUSED_OPTIMIZER = Tolerance("fused optimizer", 1e-4, rank=1)
+# a fused kernel for the same math (GPU403's scaled_dot_product_attention): float32 losses within 1.1e-07
+# relative over 12 steps on CPU (tests/verify/scripts/manual_attention_lm.py), last-bit rounding like a fused
+# optimizer's
+FUSED_KERNEL = Tolerance("fused kernel", 1e-4, rank=1)
+# a GradScaler switched off under bfloat16: scaling by a power of two is exact unless a bfloat16 gradient
+# is subnormal unscaled, so the losses agree up to the last bits of bfloat16 (GPU004)
+UNSCALED_BFLOAT16 = Tolerance("bfloat16 without loss scaling", 1e-4, rank=1, noise_bits=7)
+# float32 matmuls with TF32 inputs (10-bit mantissa, float16's): on a CPU the setting changes nothing, on an
+# Ampere GPU the losses drift like float16 autocast's at most (GPU401)
+TF32_MATMULS = Tolerance("TF32 matmuls", 2e-2, mean_last=1e-2, rank=2, noise_bits=10)
 MIXED_PRECISION = Tolerance("mixed precision", 2e-2, mean_last=1e-2, grace_steps=5, rank=2, noise_bits=10)
 
 # what a rewrite may change on purpose (Verification.changes)

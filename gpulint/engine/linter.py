@@ -60,7 +60,7 @@ class InternalError(Exception):
 def enabled_rules(settings: Settings, rules: Optional[Sequence[type[Rule]]] = None) -> list[type[Rule]]:
     """The rules that run on a file with these settings (GPU000 is the engine's own: never a visitor)."""
     candidates = [r for r in all_rules() if r is not InvalidFile] if rules is None else rules
-    return [r for r in candidates if settings.is_enabled(r.code, r.preview)]
+    return [r for r in candidates if settings.is_enabled(r.code, r.preview, r.opt_in)]
 
 
 def syntax_finding(path: str, message: str, row: int = 1, column: int = 1) -> Finding:

@@ -6,6 +6,20 @@ from typing import Optional, Sequence
 
 from gpulint.rules.base import Rule
 
+# The habits of the GPU-optimisation guide gpulint was built from, in its order: key (`Rule.habit`), title.
+GUIDE_HABITS: tuple[tuple[str, str], ...] = (
+    ("mixed-precision", "Train in mixed precision (autocast, a GradScaler for float16)"),
+    ("data-loading", "Keep the GPU fed: loader workers, pinned memory, asynchronous copies"),
+    ("fused-optimizers", "Use fused optimizers"),
+    ("activation-checkpointing", "Trade compute for memory with activation checkpointing"),
+    ("gpu-augmentation", "Move augmentations to the GPU (DALI, Kornia)"),
+    ("fused-kernels", "Combine small operations into a single kernel (xFormers, fused attention)"),
+)
+
+
+def habit_title(key: str) -> str:
+    return dict(GUIDE_HABITS).get(key, key)
+
 
 def fix_label(rule: type[Rule]) -> str:
     if rule.fix_detail:
@@ -19,7 +33,9 @@ def rule_markdown(rule: type[Rule], site: Optional[str] = None) -> str:
     parts = [
         f"# {rule.name} ({rule.code})",
         "",
-        f"Fix: {fix_label(rule)}" + (" · preview" if rule.preview else "") + f" · applies to {rule.target.value}",
+        f"Fix: {fix_label(rule)}" + (" · preview" if rule.preview else "")
+        + (" · runs only when selected by its code" if rule.opt_in else "") + f" · applies to {rule.target.value}",
+        *([f"Habit of the guide: {habit_title(rule.habit)}"] if rule.habit else []),
         "",
         "## What it does",
         docs.section("what"),
@@ -62,10 +78,19 @@ def premises_markdown(rule: type[Rule]) -> list[str]:
     return lines + [""]
 
 
+def habits_table(rules: Sequence[type[Rule]]) -> str:
+    """Each habit of the guide, the rules that check it and their state; the README prints it."""
+    rows = ["| habit of the guide | rules (state) |", "|---|---|"]
+    for key, title in GUIDE_HABITS:
+        found = [f"{r.code} {r.name} ({'preview' if r.preview else 'stable'})" for r in rules if r.habit == key]
+        rows.append(f"| {title} | {', '.join(found) or 'none yet'} |")
+    return "\n".join(rows)
+
+
 def rules_table(rules: Sequence[type[Rule]]) -> str:
     """Markdown table of rules; the README's rule table is this, kept current by a test."""
     rows = ["| code | name | fix | status | summary | effect |", "|---|---|---|---|---|---|"]
     for rule in rules:
-        status = "preview" if rule.preview else "stable"
+        status = ("preview" if rule.preview else "stable") + (", select by code" if rule.opt_in else "")
         rows.append(f"| {rule.code} | {rule.name} | {fix_label(rule)} | {status} | {rule.summary} | {rule.impact} |")
     return "\n".join(rows)

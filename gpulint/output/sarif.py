@@ -47,7 +47,7 @@ def rule_descriptor(rule: Any, site: Optional[str] = None) -> dict[str, Any]:
         "shortDescription": {"text": rule.summary},
         "fullDescription": {"text": rule.docs.section("what")},
         "help": {"text": markdown, "markdown": markdown},
-        "defaultConfiguration": {"level": "error", "enabled": not rule.preview},
+        "defaultConfiguration": {"level": "error", "enabled": not rule.preview and not rule.opt_in},
         "properties": {"tags": ["performance", "pytorch"] if rule is not InvalidFile else ["correctness"],
                        "fix": rule.fix.value if rule.fix is not None else "none"},
     }

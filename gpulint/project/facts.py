@@ -20,7 +20,7 @@ from gpulint.project.codec import decode_fields, encode_fields
 from gpulint.project.graph_data import step_rows
 from gpulint.project.layers import OPAQUE, Layer, class_layers
 
-FACTS_VERSION = 8
+FACTS_VERSION = 9
 
 DATASET_BASES = frozenset({
     "torch.utils.data.Dataset", "torch.utils.data.dataset.Dataset",
@@ -201,6 +201,9 @@ class FileFacts:
     # the file may train, directly or through a framework: a training step, an optimizer, or the names a
     # trainer brings (`Trainer`, `Runner`, `.fit(`, `.backward`); false only when none is there
     may_train: bool = True
+    # backend settings the file makes or reads anywhere (SETTING_* kinds): any mention counts, so a rule
+    # that suggests one stays silent where the code already decides it, whichever way
+    settings: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for the facts cache and worker processes, derived from the fields (project/codec.py)."""
@@ -422,6 +425,25 @@ def _weightless(node: ast.ClassDef) -> bool:
     return "forward" in methods and "__init__" not in methods and not rest
 
 
+# backend settings (FileFacts.settings), by the attribute that names them and what it must resolve to
+SETTING_MATMUL_PRECISION = "matmul-precision"  # TF32 / float32 matmul precision, either API
+SETTING_CUDNN_BENCHMARK = "cudnn-benchmark"
+SETTING_DETERMINISTIC = "deterministic"  # cudnn.deterministic, use_deterministic_algorithms
+SETTING_COMPILE = "compile"  # torch.compile, Module.compile(), dynamo/inductor configuration
+SETTING_CHANNELS_LAST = "channels-last"
+# attribute names specific enough to count wherever they appear, resolved or not
+_SETTING_ATTRIBUTES = {
+    "set_float32_matmul_precision": SETTING_MATMUL_PRECISION,
+    "allow_tf32": SETTING_MATMUL_PRECISION,
+    "fp32_precision": SETTING_MATMUL_PRECISION,
+    "use_deterministic_algorithms": SETTING_DETERMINISTIC,
+    "channels_last": SETTING_CHANNELS_LAST,
+}
+# attribute names that count only on cuDNN's settings (`torch.backends.cudnn.benchmark`, `cudnn.benchmark`)
+_CUDNN_ATTRIBUTES = {"benchmark": SETTING_CUDNN_BENCHMARK, "deterministic": SETTING_DETERMINISTIC}
+_COMPILE_MODULES = ("torch.compile", "torch._dynamo", "torch._inductor")
+
+
 class _Scanner:
     def __init__(self, tree: ast.Module) -> None:
         self.tree = tree
@@ -441,6 +463,7 @@ class _Scanner:
         self.devices: set[str] = set()
         self.config: dict[str, list[int]] = {}
         self.module_ints = _module_ints(tree)
+        self.settings: set[str] = set()
 
     def run(self) -> FileFacts:
         names: set[str] = set()
@@ -472,6 +495,12 @@ class _Scanner:
                     elif attr in ("mps", "xpu") and any(q in ("torch.backends.mps", "torch.mps", "torch.xpu")
                                                          for q in self.aliases.qualified(node)):
                         self.devices.add(attr)
+                    elif attr in _SETTING_ATTRIBUTES:
+                        self.settings.add(_SETTING_ATTRIBUTES[attr])
+                    elif attr == "compile" and self._compiles(node):  # type: ignore[arg-type]
+                        self.settings.add(SETTING_COMPILE)
+                    elif attr in _CUDNN_ATTRIBUTES and self._names_cudnn(node.value):  # type: ignore[attr-defined]
+                        self.settings.add(_CUDNN_ATTRIBUTES[attr])
                 elif kind is Call:
                     self._call(node)  # type: ignore[arg-type]
                 elif kind is Constant:
@@ -504,6 +533,8 @@ class _Scanner:
         # AdamW, `engine_pretrain.py` steps it): its models are trained
         training = (self.backward and self.steps) or self.optimizer_made
         may_train = training or self.backward or bool(names & _TRAINING_NAMES)
+        if any(t.startswith(_COMPILE_MODULES) for targets in self.aliases.table.values() for t in targets):
+            self.settings.add(SETTING_COMPILE)  # `from torch import compile`, dynamo/inductor configuration
         return FileFacts(
             imports=self.imports, gpu=self.gpu, cpu_pinned=self.cpu, scaler=self.scaler,
             mixed_precision=tuple(sorted(self.mixed)), training=training, rl=bool(roots & RL_PACKAGES),
@@ -531,7 +562,21 @@ class _Scanner:
             torch_ceiling=torch_ceiling(self.tree),
             inference_script=_has_main_guard(self.tree) and bool(names & _GRAD_OFF_NAMES) and not may_train,
             may_train=may_train,
+            settings=tuple(sorted(self.settings)),
         )
+
+    def _compiles(self, node: ast.Attribute) -> bool:
+        """`torch.compile`, or `.compile` on an object (`model.compile()`, nn.Module.compile since 2.2);
+        not another module's function (`re.compile`)."""
+        qualified = self.aliases.qualified(node)
+        return not qualified or "torch.compile" in qualified
+
+    def _names_cudnn(self, node: ast.AST) -> bool:
+        """`torch.backends.cudnn` through the imports, or any chain ending in `cudnn`."""
+        if (isinstance(node, ast.Attribute) and node.attr == "cudnn") or (
+                isinstance(node, ast.Name) and node.id == "cudnn"):
+            return True
+        return "torch.backends.cudnn" in self.aliases.qualified(node)
 
     def _unpinned_collates(self) -> tuple[str, ...]:
         body = self.tree.body

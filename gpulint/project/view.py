@@ -95,6 +95,9 @@ class ProjectView:
     imported_version_flags: frozenset[str] = frozenset()
     # integers the file's callers pass by keyword to classes or set in config dicts: field -> values
     config_ints_callers: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # backend settings (facts.SETTING_*) made by a caller, or by a module this file or a caller imports,
+    # directly or through others
+    settings_around: tuple[str, ...] = ()
     scanned: bool = False  # built from a project scan; False: the file alone
     # the first torch a module this one imports (transitively, three levels) cannot be imported on
     ceiling_importees: Optional[tuple[int, int]] = None
@@ -178,6 +181,11 @@ class ProjectView:
                             | set(self.config_ints_callers.get(field_name, ()))))
 
     @property
+    def settings(self) -> frozenset[str]:
+        """Backend settings made in this file or around it (`settings_around`)."""
+        return frozenset(self.own.settings) | frozenset(self.settings_around)
+
+    @property
     def devices(self) -> frozenset[str]:
         """Devices other than CUDA named here or by a caller, and "framework" when one picks the device."""
         return frozenset(self.own.devices) | frozenset(self.devices_callers)
@@ -252,6 +260,13 @@ class Project:
                          for kind in ("framework", "mps", "xpu")}
         self._parallel = {kind: sum(bit(p) for p in self.paths if kind in facts[p].parallelism)
                           for kind in ("fsdp", "tensor-parallel")}
+        setting_kinds = sorted({k for f in facts.values() for k in f.settings})
+        self._setting_here = {k: sum(bit(p) for p in self.paths if k in facts[p].settings) for k in setting_kinds}
+        # the files that import, directly or through others, a file that makes the setting
+        self._setting_importers = {k: 0 for k in setting_kinds}
+        for path in self.paths:
+            for kind in facts[path].settings:
+                self._setting_importers[kind] |= self._callers[self.index[path]]
         kinds = sorted({k for f in facts.values() for k in f.mixed_precision})
         self._kind_here = {k: sum(bit(p) for p in self.paths if k in facts[p].mixed_precision) for k in kinds}
         self._kind_imported = {k: sum(bit(p) for p in self.paths
@@ -444,7 +459,11 @@ class Project:
             model_parts=self._parts_of(classes, star),
             devices_callers=tuple(kind for kind, mask in sorted(self._devices.items()) if callers & mask),
             imported_version_flags=flags,
-            config_ints_callers={k: tuple(sorted(v)) for k, v in sorted(configured.items())}, scanned=True,
+            config_ints_callers={k: tuple(sorted(v)) for k, v in sorted(configured.items())},
+            settings_around=tuple(kind for kind in self._setting_here
+                                  if callers & self._setting_here[kind]
+                                  or (callers | me) & self._setting_importers[kind]),
+            scanned=True,
             script=not callers and rel.endswith(".py") and _package_init(rel) not in self._exists
             and rel.rpartition("/")[2][:-3] not in self._import_words,
         )

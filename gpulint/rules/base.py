@@ -81,6 +81,12 @@ class Rule:
     fix: ClassVar[Optional[Applicability]] = None  # the fix the rule offers, for docs
     fix_detail: ClassVar[Optional[str]] = None  # when safety depends on the case, e.g. per optimizer
     preview: ClassVar[bool] = False  # new rules start opt-in so upgrades never turn CI red
+    # the habit of the GPU-optimisation guide the rule checks (a key of output/docs.py GUIDE_HABITS); "" for
+    # the rules about gpulint itself (GPU000, GPU900)
+    habit: ClassVar[str] = ""
+    # runs only when selected by its exact code (`--select GPU601`), even with preview on and under `ALL`:
+    # advice that pays off often but that most projects would not take unasked (torch.compile)
+    opt_in: ClassVar[bool] = False
     # False for rules about training steps, loaders and optimizers: test code runs fp32 references
     # and bitwise checks, so they stay silent in test files unless `lint-tests = true`
     in_tests: ClassVar[bool] = True

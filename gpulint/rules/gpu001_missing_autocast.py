@@ -107,6 +107,7 @@ AMP_DTYPE: Option[str] = Option(
 class MissingAutocast(Rule):
     code = "GPU001"
     name = "missing-autocast"
+    habit = "mixed-precision"
     summary = "Training step runs its forward pass and loss in fp32 (no autocast)"
     impact = "up to 3x step speed on Volta and newer (PyTorch Tuning Guide); 2-3x (AMP recipe)"
     needles = ("backward",)
@@ -235,27 +236,13 @@ class MissingAutocast(Rule):
         if step.backwards[0] is not backward:
             return  # one finding per training step, at its first backward()
         project = self.ctx.project
-        fp32 = REFUTED if facts.low_precision_model or _sixteen_bit_elsewhere(project) else SHOWN
-        for each in step.backwards:
-            statement = loss_statement(facts, step, each)
-            if statement is None:
-                return
-            if loss_passed_in(facts, each):
-                return  # a helper handed the loss (a loss scaler's __call__): the forward pass is the caller's
-            coverage = facts.coverage(statement).coverage
-            if coverage is Coverage.COVERED:
-                fp32 = REFUTED
-            elif coverage is Coverage.UNKNOWN and fp32 is SHOWN:
-                fp32 = UNDECIDED
-        if fp32 is SHOWN and "grad-scaler" in project.mixed_precision and _SIXTEEN_BIT.search(self.ctx.text):
-            fp32 = UNDECIDED  # a scaler and a 16-bit dtype named here: the model may compute in it (nanochat)
+        fp32 = fp32_step(self.ctx.text, facts, step)
+        if fp32 is None:
+            return
         bound = REFUTED if project.rl or project.own.sparse else SHOWN
         floor = self.ctx.settings.torch_version
         autocast_exists = REFUTED if floor is not None and floor < AUTOCAST_SINCE else SHOWN
-        width = trained_model_width(facts, step)
-        wide = REFUTED if width is not None and width < self.ctx.settings.value(MIN_WIDTH) else SHOWN
-        rows = project.own.step_rows
-        work = REFUTED if width is not None and rows is not None and rows * width * width < STEP_WORK_FLOOR else SHOWN
+        wide, work = step_scale(facts, step)
         decision = self.decide({ON_GPU: self._on_gpu(facts, step), FP32: fp32, WIDE_ENOUGH: wide, ENOUGH_WORK: work,
                                 AUTOCAST_EXISTS: autocast_exists, GPU_BOUND: bound,
                                 RUNS: runs_cst(self.ctx.module, facts.ancestors(node), project.unreached)})
@@ -387,6 +374,37 @@ class MissingAutocast(Rule):
 def _no_fix(mode: str) -> str:
     """`no fix`, or `no float16 fix` when amp-dtype names the dtype that has none."""
     return "no fix" if mode == "auto" else f"no {mode} fix"
+
+
+def fp32_step(text: str, facts: TrainingFacts, step: TrainingStep) -> Optional[Evidence]:
+    """Whether the step's forward pass and loss run in fp32 (the FP32 premise; GPU401 asks the same); None
+    when a helper is handed the loss, so the forward pass is a caller's."""
+    project = facts.ctx.project
+    fp32 = REFUTED if facts.low_precision_model or _sixteen_bit_elsewhere(project) else SHOWN
+    for each in step.backwards:
+        statement = loss_statement(facts, step, each)
+        if statement is None:
+            return None
+        if loss_passed_in(facts, each):
+            return None  # a helper handed the loss (a loss scaler's __call__): the forward pass is the caller's
+        coverage = facts.coverage(statement).coverage
+        if coverage is Coverage.COVERED:
+            fp32 = REFUTED
+        elif coverage is Coverage.UNKNOWN and fp32 is SHOWN:
+            fp32 = UNDECIDED
+    if fp32 is SHOWN and "grad-scaler" in project.mixed_precision and _SIXTEEN_BIT.search(text):
+        fp32 = UNDECIDED  # a scaler and a 16-bit dtype named here: the model may compute in it (nanochat)
+    return fp32
+
+
+def step_scale(facts: TrainingFacts, step: TrainingStep) -> tuple[Evidence, Evidence]:
+    """The WIDE_ENOUGH and ENOUGH_WORK premises: whether tensor cores can matter for the model the step trains
+    (GPU401 asks the same for TF32)."""
+    width = trained_model_width(facts, step)
+    wide = REFUTED if width is not None and width < facts.ctx.settings.value(MIN_WIDTH) else SHOWN
+    rows = facts.ctx.project.own.step_rows
+    work = REFUTED if width is not None and rows is not None and rows * width * width < STEP_WORK_FLOOR else SHOWN
+    return wide, work
 
 
 def _sixteen_bit_elsewhere(project: ProjectView) -> bool:

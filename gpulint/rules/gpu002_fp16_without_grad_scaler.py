@@ -12,8 +12,8 @@ from gpulint.analysis.amp import (
     AUTOCAST_DEPRECATED,
     BFLOAT16,
     FLOAT16,
-    OLD_AUTOCAST_ORDER,
 )
+from gpulint.analysis.autocast_dtype import autocast_arguments, device_type
 from gpulint.analysis.evidence import REFUTED, SHOWN, Premise
 from gpulint.analysis.reach import RUNS, runs_cst
 from gpulint.analysis.training import (
@@ -25,7 +25,6 @@ from gpulint.analysis.training import (
     training_step_of,
 )
 from gpulint.core import floors
-from gpulint.core.arguments import positional_args
 from gpulint.core.edits import Applicability
 from gpulint.core.names import dotted
 from gpulint.core.pending import PendingFix
@@ -65,6 +64,7 @@ UNSCALED = Premise(
 class Fp16WithoutGradScaler(Rule):
     code = "GPU002"
     name = "fp16-without-grad-scaler"
+    habit = "mixed-precision"
     summary = "float16 autocast training step without a GradScaler"
     impact = "correctness: fp16 gradients below ~6e-5 flush to zero"
     needles = ("autocast",)
@@ -163,24 +163,7 @@ class Fp16WithoutGradScaler(Rule):
 
     # -- what the autocast does ------------------------------------------------
     def _device_type(self, expr: Optional[cst.BaseExpression]) -> Optional[str]:
-        """"cuda"/"cpu" when the device type is visible ("cuda" if a GPU is used when present)."""
-        if expr is None:
-            return None
-        if isinstance(expr, cst.Attribute) and expr.attr.value == "type" and isinstance(expr.value, cst.Name):
-            value = single_value(expr.value, self.ctx.names)
-            if isinstance(value, cst.Call) and self.ctx.qualname(value.func) == "torch.device" and value.args:
-                return self._device_type(value.args[0].value)
-            return None
-        if isinstance(expr, cst.Name):
-            return self._device_type(single_value(expr, self.ctx.names))
-        if isinstance(expr, cst.IfExp):
-            kinds = {self._device_type(expr.body), self._device_type(expr.orelse)}
-            return "cuda" if "cuda" in kinds else None
-        text = string_value(expr)
-        if text is None:
-            return None
-        kind = text.split(":")[0]
-        return kind if kind in ("cuda", "cpu") else None
+        return device_type(self.ctx, expr)
 
     def _dtype(self, expr: cst.BaseExpression) -> Optional[str]:
         target = self.ctx.qualname(expr)
@@ -215,20 +198,7 @@ class Fp16WithoutGradScaler(Rule):
         return f"{dtype.value} == {torch.expr}.float16"
 
     def _arguments(self, call: cst.Call) -> Optional[dict[str, cst.BaseExpression]]:
-        kwargs = self.ctx.kwargs(call)
-        if not kwargs.complete or any(a.star == "*" for a in call.args):
-            return None
-        deprecated = self.ctx.qualname(call.func) in AUTOCAST_DEPRECATED
-        order = OLD_AUTOCAST_ORDER if deprecated else ("device_type", "dtype", "enabled", "cache_enabled")
-        out: dict[str, cst.BaseExpression] = {}
-        for index, argument in enumerate(positional_args(call, ignore_starred=True)):
-            if index < len(order):
-                out[order[index]] = argument
-        for key, value in kwargs.values.items():
-            if value is None:
-                return None
-            out[key] = value
-        return out
+        return autocast_arguments(self.ctx, call)
 
     def _autocast_dtype(self, expr: cst.BaseExpression) -> Optional[str]:
         if not isinstance(expr, cst.Call):

@@ -46,6 +46,7 @@ DEPRECATED_SINCE = (2, 4)
 class DeprecatedCudaAmp(Rule):
     code = "GPU003"
     name = "deprecated-cuda-amp"
+    habit = "mixed-precision"
     summary = "torch.cuda.amp / torch.cpu.amp API (deprecated since torch 2.4)"
     impact = "hygiene: removes the FutureWarning; no speed change"
     needles = ("cuda.amp", "cpu.amp", "torch.cuda import", "torch.cpu import")

@@ -50,6 +50,7 @@ PAYS_OFF = Premise(
 class DataLoaderPinMemory(Rule):
     code = "GPU101"
     name = "dataloader-without-pin-memory"
+    habit = "data-loading"
     summary = "DataLoader without pin_memory=True"
     impact = "asynchronous host-to-device copies (PyTorch Tuning Guide)"
     needles = DATALOADER_NEEDLES

@@ -47,6 +47,7 @@ ON_ACCELERATOR = Premise(
 class DataLoaderNumWorkers(Rule):
     code = "GPU102"
     name = "dataloader-without-workers"
+    habit = "data-loading"
     summary = "DataLoader loads batches in the training process (num_workers=0)"
     impact = ("1.65-1.80x with GPU101 on the shipped image-classifier fixture when a CPU core is free; "
               "0.87-1.17x with both cores busy (bench/verify_dataloader.py)")

@@ -67,6 +67,7 @@ SCALER_SAFE = Premise(
 class NonFusedOptimizer(Rule):
     code = "GPU201"
     name = "non-fused-optimizer"
+    habit = "fused-optimizers"
     summary = "Adam/AdamW/SGD/Adagrad without fused=True"
     impact = "optimizer step 22 -> 8 ms (deepmd-kit#4463); +1.6-3.6 % Llama-8B throughput (torchtitan#881)"
     needles = ("Adam", "SGD", "Adagrad")

@@ -59,6 +59,7 @@ NOT_CHECKPOINTED = Premise(
 class DeepStackWithoutCheckpointing(Rule):
     code = "GPU301"
     name = "deep-stack-without-checkpointing"
+    habit = "activation-checkpointing"
     summary = "Deep nn.Sequential/ModuleList stack trained without activation checkpointing"
     impact = "-49 to -70 % activation memory at +1 to +32 % step time (measured on CPU)"
     needles = ("Sequential", "ModuleList")

@@ -55,6 +55,7 @@ def use_reentrant_too_new(ctx: FileContext) -> Optional[floors.TooNew]:
 class CheckpointWithoutUseReentrant(Rule):
     code = "GPU302"
     name = "checkpoint-without-use-reentrant"
+    habit = "activation-checkpointing"
     summary = "checkpoint/checkpoint_sequential without an explicit use_reentrant"
     impact = "correctness: reentrant mode silently drops parameter gradients when inputs need no grad"
     needles = ("checkpoint",)

@@ -647,6 +647,19 @@ def _install_construct_hooks(torch: Any, recorder: Recorder) -> None:
     wrap_checkpoint("checkpoint")
     wrap_checkpoint("checkpoint_sequential")
 
+    import torch.nn.functional as functional
+
+    original_sdpa = getattr(functional, "scaled_dot_product_attention", None)
+    if original_sdpa is not None:  # GPU403's rewrite: a fused attention call in the step
+        @functools.wraps(original_sdpa)
+        def sdpa(*args: Any, **kwargs: Any) -> Any:
+            site = recorder.site(None, "attention", {"is_causal": bool(kwargs.get("is_causal", False)),
+                                                     "mask": kwargs.get("attn_mask") is not None})
+            recorder.use(site)
+            return original_sdpa(*args, **kwargs)
+
+        functional.scaled_dot_product_attention = sdpa
+
     amp_mode = torch.amp.autocast_mode
     original_custom_fwd = getattr(amp_mode, "custom_fwd", None)
     if original_custom_fwd is not None:

@@ -304,6 +304,8 @@ def _describe_site(site: events.Site) -> str:
         return "GradScaler"
     if site.kind == "checkpoint":
         return f"{d.get('function', 'checkpoint')}(use_reentrant={d.get('use_reentrant')})"
+    if site.kind == "attention":
+        return f"scaled_dot_product_attention(is_causal={d.get('is_causal')})"
     return site.kind
 
 

@@ -119,7 +119,7 @@ def test_an_unknown_code_on_the_command_line_is_exit_2_with_a_suggestion(
     ("GPU11", "unknown rule prefix 'GPU11': it selects no rule; did you mean GPU10?"),
     ("GPU1010", "unknown rule code 'GPU1010'; did you mean GPU101?"),
     ("GPU999", "unknown rule code 'GPU999'"),
-    ("GPU4", "unknown rule prefix 'GPU4': it selects no rule"),
+    ("GPU7", "unknown rule prefix 'GPU7': it selects no rule"),  # GPU4 exists since issue 27
     ("E501", "invalid rule selector 'E501'"),
 ])
 def test_unknown_codes_and_prefixes_are_named(value: str, message: str) -> None:

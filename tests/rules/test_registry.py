@@ -63,7 +63,7 @@ def test_docs_are_complete_and_rendered(rule: type[Rule]) -> None:
 @pytest.mark.parametrize("rule", RULES, ids=[r.code for r in RULES])
 def test_the_documented_example_is_flagged_and_its_fix_is_clean(rule: type[Rule]) -> None:
     """`example` shows code the rule reports, `use_instead` code it leaves alone."""
-    settings = Settings(select=("ALL",), preview=True)
+    settings = Settings(select=("ALL",), extend_select=(rule.code,), preview=True)  # opt-in rules too
     example = lint_text(Path("train.py"), rule.docs.section("example") + "\n", settings).findings
     assert rule.code in {f.code for f in example}, f"{rule.code}'s documented example is not flagged"
     better = lint_text(Path("train.py"), rule.docs.section("use_instead") + "\n", settings).findings
@@ -109,3 +109,13 @@ def test_code_names_rules_through_their_class_not_a_string() -> None:
              for path in sorted(PACKAGE.rglob("*.py")) for line, value in _string_constants(path)
              if re.fullmatch(r"GPU\d{3}", value)]
     assert found == []
+
+
+def test_every_rule_names_a_habit_of_the_guide() -> None:
+    """The README's habits table and each rule page read `Rule.habit`: a key the guide's table knows."""
+    from gpulint.output.docs import GUIDE_HABITS
+
+    keys = {key for key, _ in GUIDE_HABITS}
+    unknown = [f"{r.code}: {r.habit!r}" for r in RULES if r.habit and r.habit not in keys]
+    assert unknown == []
+    assert {key for key, _ in GUIDE_HABITS} <= {r.habit for r in RULES}, "a habit no rule checks"

@@ -144,6 +144,25 @@ def test_checkpointing_fixture_saves_less_activation_memory_with_the_same_loss(t
     assert loss["passed"] is True and loss["tolerance"]["per_step"] == 1e-6
 
 
+def test_fused_attention_fixture_matches_the_hand_written_loss_with_less_memory(tmp_path: Path) -> None:
+    """GPU403 on the CPU: SDPA's kernel reproduces the hand-written causal attention's loss within the rule's
+    tolerance, keeps fewer bytes for backward, and verify sees the fused call run in the timed steps."""
+    script_path = Path(__file__).parent / "scripts" / "manual_attention_lm.py"
+    report = tmp_path / "report.json"
+    result = CliRunner().invoke(main, [
+        "verify", str(script_path), "--select", "GPU403", "--repeats", "0", "--steps", str(STEPS), "--warmup",
+        str(WARMUP), "--threads", "1", "--json", str(report), "--workdir", str(tmp_path / "work"), "--",
+        "--size", "tiny"])
+    (script,) = json.loads(report.read_text())["scripts"]
+    assert script["rules_applied"] == ["GPU403"], result.output
+    assert result.exit_code == 0, result.output
+    assert "scaled_dot_product_attention(is_causal=True)" in result.output
+    memory = script["comparison"]["memory"]
+    assert memory["rewritten_bytes"] < memory["original_bytes"]
+    loss = script["comparison"]["loss"]
+    assert loss["passed"] is True and loss["max_step_deviation"] < 1e-5
+
+
 def test_fixed_fixtures_still_train(fixed_copies: Path, dataloader_run: tuple[int, str, dict[str, Any], Path],
                                     transformer_run: tuple[int, str, dict[str, Any]], tmp_path: Path) -> None:
     """Issue 3 end to end: `gpulint fix --unsafe-fixes` output runs on this machine and its loss goes down."""
@@ -158,6 +177,17 @@ def test_fixed_fixtures_still_train(fixed_copies: Path, dataloader_run: tuple[in
                                  timeout=120, cwd=tmp_path, script_args=("--size", "tiny")))
     assert record.status == events.STOPPED, record.message + record.log_tail
     assert _goes_down(record.losses)
+
+
+def test_non_blocking_copies_verify_bit_for_bit_with_no_effect_on_a_cpu(tmp_path: Path) -> None:
+    """GPU104 (preview): `non_blocking=True` on a pinned loader's copies changes no number, and on a CPU
+    there is no copy to overlap, so verify says the rewrite has no runtime effect there."""
+    code, output, data = _verify(tmp_path, "pinned_regression.py", "--preview", "--select", "GPU104")
+    assert code == 0, output
+    (script,) = data["scripts"]
+    assert script["rules_applied"] == ["GPU104"] and script["verdict"] == "PASS"
+    assert script["diff"].count("non_blocking=True") == 2
+    assert "\nloss: identical bit for bit" in output
 
 
 def test_crash_and_no_backward_are_verdicts_not_tracebacks(tmp_path: Path) -> None:

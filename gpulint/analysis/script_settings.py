@@ -1,0 +1,128 @@
+"""Whole-script facts on `ast` for the settings rules (GPU402 today; GPU401/404/601 once the autocast
+analysis is on `ast`): does the file run its own training loop on CUDA, where is a finding about the whole
+script anchored, does it convolve, are its input sizes fixed. No LibCST here: ast rules import it.
+
+The torch/torchvision names are also what analysis/gpu_scripts.py (the LibCST twin GPU404 still uses) reads.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Optional
+
+from gpulint.analysis.ast_context import AstContext, dotted
+from gpulint.analysis.device import cuda_evidence
+from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence
+from gpulint.analysis.steps import StepFacts, step_facts
+
+CONVOLUTIONS = frozenset(f"torch.nn.{kind}{n}d" for kind in ("Conv", "ConvTranspose") for n in (1, 2, 3)) | frozenset(
+    f"torch.nn.modules.conv.{kind}{n}d" for kind in ("Conv", "ConvTranspose") for n in (1, 2, 3))
+# torchvision's convnet builders (`torchvision.models.resnet50(...)`)
+CONVNET_PREFIXES = ("resnet", "resnext", "wide_resnet", "vgg", "densenet", "mobilenet", "efficientnet", "regnet",
+                    "convnext", "squeezenet", "shufflenet", "mnasnet", "googlenet", "inception", "alexnet")
+# torchvision convnets without grouped or depthwise convolutions (channels_last can slow those down)
+DENSE_CONVNET_PREFIXES = ("resnet", "wide_resnet", "vgg", "densenet", "googlenet", "inception", "alexnet",
+                          "squeezenet")
+# datasets whose images all have one size (torchvision stores them as fixed-size arrays)
+FIXED_SIZE_DATASETS = frozenset(f"torchvision.datasets.{name}" for name in (
+    "MNIST", "FashionMNIST", "KMNIST", "QMNIST", "EMNIST", "CIFAR10", "CIFAR100", "SVHN", "STL10"))
+# transforms whose output has one size whatever the input
+CROPS = frozenset(f"torchvision.transforms.{v}{name}" for v in ("", "v2.") for name in (
+    "RandomResizedCrop", "CenterCrop", "RandomCrop"))
+RESIZES = frozenset({"torchvision.transforms.Resize", "torchvision.transforms.v2.Resize"})
+# datasets whose images differ in size, and batching that pads to the longest item
+VARIABLE_SIZE_CALLS = frozenset({
+    "torchvision.datasets.CocoDetection", "torchvision.datasets.CocoCaptions", "torchvision.datasets.VOCDetection",
+    "torchvision.datasets.VOCSegmentation", "torchvision.datasets.ImageFolder", "torchvision.datasets.DatasetFolder",
+    "torch.nn.utils.rnn.pad_sequence", "torch.nn.utils.rnn.pack_padded_sequence",
+    "torch.nn.utils.rnn.pad_packed_sequence", "torch.nn.functional.interpolate",
+})
+VARIABLE_TEXT = ("multi_scale", "multiscale", "multi-scale", "DataCollatorWithPadding", "random_size", "scale_range")
+
+
+def own_steps(ctx: AstContext) -> Optional[StepFacts]:
+    """The file's step loops when it has some and runs them itself: None without a step loop, or when a
+    framework (Lightning, HF Trainer, Accelerate, DeepSpeed...) is imported or owns one."""
+    steps = ctx.analysis(step_facts)
+    if not steps.steps or steps.imported_frameworks() or any(s.framework_owned for s in steps.steps):
+        return None
+    return steps
+
+
+def trains_on_cuda(ctx: AstContext, steps: Optional[StepFacts]) -> Evidence:
+    """Shown when the file runs its own training step and CUDA evidence is in it or a caller."""
+    return REFUTED if steps is None else cuda_evidence(ctx.project)
+
+
+def script_anchor(steps: StepFacts) -> ast.Call:
+    """The first optimizer step of the file in source order: one place per file for a finding about the whole
+    script, on a line the user reads as "the training step"."""
+    calls = [s.call for step in steps.steps for s in step.steps] or [b.call for step in steps.steps
+                                                                     for b in step.backwards]
+    return min(calls, key=lambda call: (call.lineno, call.col_offset))
+
+
+def convolutions(ctx: AstContext) -> Evidence:
+    """Shown when the file builds a convolution layer or a torchvision convnet, or uses a project class that
+    builds one; undecided otherwise (a model gpulint cannot read may still convolve)."""
+    for call in ctx.nodes(ast.Call):
+        assert isinstance(call, ast.Call)
+        target = ctx.qualname(call.func) or ""
+        if target in CONVOLUTIONS:
+            return SHOWN
+        if target.startswith("torchvision.models.") and target.rsplit(".", 1)[-1].startswith(CONVNET_PREFIXES):
+            return SHOWN
+        spelled = dotted(call.func)
+        found = ctx.project.class_facts(spelled) if spelled else None
+        if found is not None and found.layers and any(
+                layer.name.rsplit(".", 1)[-1] in ("Conv1d", "Conv2d", "Conv3d") for layer in found.layers):
+            return SHOWN
+    return UNDECIDED
+
+
+def fixed_input_sizes(ctx: AstContext) -> Evidence:
+    """Shown when the file's data has one size per batch: a fixed-size torchvision dataset (MNIST, CIFAR...) or
+    transforms that crop to a fixed size, and nothing that varies sizes. Refuted by datasets of images of many
+    sizes without such a crop, padding to the longest item, multi-scale training, resizing inside the step.
+    Undecided without evidence either way (data built elsewhere, a custom collate_fn)."""
+    if any(word in ctx.text for word in VARIABLE_TEXT):
+        return REFUTED
+    calls = [c for c in ctx.nodes(ast.Call) if isinstance(c, ast.Call)]
+    crops = [c for c in calls if ctx.qualname(c.func) in CROPS]
+    fixed = False
+    for call in calls:
+        target = ctx.qualname(call.func)
+        if target in VARIABLE_SIZE_CALLS and not (target.endswith("Folder") and crops):
+            return REFUTED
+        if target in RESIZES and not _fixed_resize(call) and not _next_to_crop(ctx, call):
+            return REFUTED  # Resize(256) keeps the aspect ratio: sizes vary unless a crop follows
+        if target in FIXED_SIZE_DATASETS or target in CROPS or (target in RESIZES and _fixed_resize(call)):
+            fixed = True
+        if any(k.arg == "collate_fn" for k in call.keywords):
+            return UNDECIDED  # a collate function may pad
+    return SHOWN if fixed else UNDECIDED
+
+
+def _fixed_resize(call: ast.Call) -> bool:
+    """`Resize((224, 224))` / `Resize([h, w])`: one output size."""
+    size = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "size"), None)
+    return isinstance(size, (ast.Tuple, ast.List)) and len(size.elts) == 2
+
+
+def _next_to_crop(ctx: AstContext, call: ast.Call) -> bool:
+    """The Resize sits in a list (a Compose) that also crops to a fixed size."""
+    listed = ctx.parent(call)
+    if not isinstance(listed, (ast.List, ast.Tuple)):
+        return False
+    return any(isinstance(e, ast.Call) and ctx.qualname(e.func) in CROPS for e in listed.elts)
+
+
+def torch_import_alias(tree: ast.Module) -> Optional[str]:
+    """The name of the first top-level `import torch [as x]`: where a script-wide setting can follow
+    (rewrites/after_imports.py finds the same statement on LibCST)."""
+    for statement in tree.body:
+        if isinstance(statement, ast.Import):
+            for alias in statement.names:
+                if alias.name == "torch":
+                    return alias.asname or "torch"
+    return None

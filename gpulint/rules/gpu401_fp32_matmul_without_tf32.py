@@ -1,0 +1,153 @@
+"""GPU401 fp32-matmul-without-tf32: a float32 GPU training script that leaves TF32 matmuls off."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Decision, Evidence, Premise
+from gpulint.analysis.gpu_scripts import own_training_loop, trains_on_cuda
+from gpulint.analysis.training import TRAINING_STEP_NEEDLES, TrainingFacts, TrainingStep
+from gpulint.core import floors
+from gpulint.core.edits import Applicability
+from gpulint.core.pending import PendingFix
+from gpulint.core.verification import TF32_MATMULS, Verification
+from gpulint.project.facts import SETTING_MATMUL_PRECISION
+from gpulint.rewrites.after_imports import after_torch_imports
+from gpulint.rules.base import Rule, RuleDocs, Target
+from gpulint.rules.gpu001_missing_autocast import ENOUGH_WORK, WIDE_ENOUGH, fp32_step, step_scale
+
+TRAINS_ON_CUDA = Premise(
+    "trains-on-cuda",
+    "the file runs a training step of its own (backward and an optimizer step; no framework owns the loop) "
+    "and shows CUDA evidence, here or in a caller.")
+FLOAT32 = Premise(
+    "float32",
+    "the step's forward pass and loss run in float32: no autocast covers them, the model is not cast to 16 "
+    "bits, and no other mixed-precision mechanism is used around it (GPU001's fp32 premise). Undecided when "
+    "the file uses autocast in a way gpulint cannot link to the step.")
+GPU_BOUND = Premise(
+    "gpu-bound",
+    "the loop waits on the GPU's matmuls: refuted in reinforcement-learning loops (the file imports an "
+    "environment package) and with sparse tensors.")
+DEFAULT_PRECISION = Premise(
+    "default-matmul-precision",
+    "nothing sets or reads the float32 matmul precision (`torch.set_float32_matmul_precision`, "
+    "`torch.backends.cuda.matmul.allow_tf32`, the `fp32_precision` settings of torch 2.9) in the file, its "
+    "callers, or any module they import: torch's default since 1.12, \"highest\", keeps TF32 off for "
+    "matmuls. Undecided when the project supports an older torch, whose default was TF32 on.")
+
+
+class Fp32MatmulWithoutTf32(Rule):
+    code = "GPU401"
+    name = "fp32-matmul-without-tf32"
+    summary = "float32 GPU training without TF32 matmuls (no autocast, no matmul precision setting)"
+    impact = "10240x10240 float32 matmul on an A100: 0.11 s -> 0.016 s with TF32 (~7x; CUDA semantics notes)"
+    needles = ("backward",)
+    ast_needles = TRAINING_STEP_NEEDLES
+    target = Target.GPU
+    in_tests = False
+    fix = Applicability.UNSAFE
+    preview = True
+    verification = Verification(TF32_MATMULS, ("optimizer",),
+                                "the training steps run with the matmul precision the fix set")
+    docs = RuleDocs(
+        what="""
+        Checks for GPU training scripts that run their own training loop in float32 (no
+        autocast, no 16-bit model) and never choose a float32 matmul precision. The file,
+        the files that import it and every module they import are searched for
+        `torch.set_float32_matmul_precision`, `torch.backends.cuda.matmul.allow_tf32` and
+        the `fp32_precision` settings; any mention, whichever value, silences the rule.
+        Reported once per file, on the first optimizer step of its first such training
+        step. Silent where tensor cores cannot matter, judged as for GPU001: every layer of
+        the trained model narrower than `min-width`, or too few rows per step, and in
+        reinforcement-learning loops and with sparse tensors.
+        """,
+        why="""
+        Since torch 1.12, float32 matmuls default to full float32 precision
+        (`torch.get_float32_matmul_precision() == "highest"`, verified on 2.14.1), so Ampere
+        and newer GPUs leave their TF32 tensor cores idle for them. PyTorch's CUDA semantics
+        notes measure a 10240x10240 matmul on an A100 at 0.11 s in float32 and 0.016 s with
+        TF32 (about 7x). Convolutions already use TF32 (`cudnn.allow_tf32` defaults to True),
+        so the gain is in linear layers, attention and other matmuls.
+        """,
+        example="""
+        import torch
+
+        model = torch.nn.Linear(1024, 1024).cuda()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x.cuda()), y.cuda())
+            loss.backward()
+            optimizer.step()
+        """,
+        use_instead="""
+        import torch
+
+        torch.set_float32_matmul_precision("high")
+
+        model = torch.nn.Linear(1024, 1024).cuda()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x.cuda()), y.cuda())
+            loss.backward()
+            optimizer.step()
+        """,
+        fix_safety="""
+        Unsafe: TF32 keeps float32's range but rounds matmul inputs to a 10-bit mantissa, so
+        results change in the fourth significant digit; most training is indifferent to it
+        (it is the precision autocast's float16 matmuls have), code that compares against
+        float32 references or solves ill-conditioned systems is not. The fix writes
+        `torch.set_float32_matmul_precision("high")` after the top-level imports that hold
+        `import torch` (torch 1.12 or newer; the setting is process-wide, and it runs when
+        the module is imported). No fix when `torch` is not imported at the top level by
+        `import torch`. A GPU older than Ampere ignores the setting. Not reported under
+        autocast (its matmuls already run in 16 bits), where a framework owns the loop, in
+        CPU-only files or in test files.
+        """,
+        premises=(TRAINS_ON_CUDA, FLOAT32, WIDE_ENOUGH, ENOUGH_WORK, GPU_BOUND, DEFAULT_PRECISION),
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        facts = own_training_loop(self.ctx)
+        if facts is None:
+            return
+        project = self.ctx.project
+        common = {
+            TRAINS_ON_CUDA: trains_on_cuda(self.ctx, facts),
+            GPU_BOUND: REFUTED if project.rl or project.own.sparse else SHOWN,
+            DEFAULT_PRECISION: self._default_precision(),
+        }
+        for step in sorted(facts.steps, key=lambda s: facts.order[id(s.node)]):
+            fp32 = fp32_step(self.ctx.text, facts, step)
+            if fp32 is None:
+                continue
+            wide, work = step_scale(facts, step)
+            decision = self.decide({**common, FLOAT32: fp32, WIDE_ENOUGH: wide, ENOUGH_WORK: work})
+            if decision.report:
+                self._report(decision, facts, step)
+                return  # once per file: the setting is process-wide
+
+    def _default_precision(self) -> Evidence:
+        """TF32 is off unless the code says otherwise, on every torch the project supports: before 1.12,
+        `allow_tf32` defaulted to True, so with an older floor the claim does not hold for every user."""
+        if SETTING_MATMUL_PRECISION in self.ctx.project.settings:
+            return REFUTED
+        floor = self.ctx.settings.torch_version
+        return UNDECIDED if floor is not None and floor < floors.since(floors.MATMUL_PRECISION) else SHOWN
+
+    def _report(self, decision: Decision, facts: TrainingFacts, step: TrainingStep) -> None:
+        fix, note = None, ""
+        quote = self.ctx.style.string("high")
+        placed = after_torch_imports(self.ctx, "{torch}.set_float32_matmul_precision(" + quote + ")")
+        too_new = floors.too_new(self.ctx.settings.torch_version, [floors.MATMUL_PRECISION])
+        if too_new is not None:
+            note = f"no fix: {too_new.reason()}"
+        elif placed is None:
+            note = "no fix: the file does not `import torch` at the top level"
+        else:
+            torch, edit = placed
+            fix = PendingFix.unsafe(f"Add `{torch}.set_float32_matmul_precision({quote})` after the imports", edit)
+        anchor = min((s.call for s in step.steps), key=lambda call: facts.order[id(call)])
+        self.report_decided(decision, anchor, "float32 training without TF32 matmuls: no autocast and no matmul "
+                                              "precision setting (up to ~7x slower matmuls on Ampere+)",
+                            fix, statement=facts.statement_of(anchor), note=note)
