@@ -2,8 +2,8 @@
 
 Both sides run in the same session, interleaved, from their own source (`git archive` of the base into a
 temporary folder, PYTHONPATH), cold (`--no-cache --isolated --preview -j1`), on the same files, once per
-selection: the rules already on `ast` alone (where a text `check` never parses LibCST) and every rule
-(where LibCST still parses the files the other rules need). CPU is the child's user+sys time; the
+selection: the rules already on `ast` alone (where a text `check` never parses LibCST) and every rule the base
+has (where LibCST still parses the files the other rules need). CPU is the child's user+sys time; the
 median of the repeats is reported, and the ratio after/before.
 
     python bench/ast_cold.py --base main --repeat 3 fixtures examples
@@ -80,9 +80,14 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--ported", default="GPU102,GPU201", help="the rules on `ast` (comma-separated)")
     options = parser.parse_args()
-    selections = {"rules on ast only": ["--select", options.ported], "all rules": ["--select", "ALL"]}
     with tempfile.TemporaryDirectory(prefix="gpulint-bench-") as tmp:
         base = extract(options.base, Path(tmp) / "base")
+        # "all rules": every rule the base has (rules added since would make the sides differ in work)
+        env = dict(os.environ, PYTHONPATH=str(base))
+        codes = subprocess.run([sys.executable, "-c", "from gpulint.rules import all_rules; "
+                                "print(','.join(r.code for r in all_rules() if r.code != 'GPU000'))"],
+                               cwd=base, env=env, capture_output=True, text=True, check=True).stdout.strip()
+        selections = {"rules on ast only": ["--select", options.ported], "all rules": ["--select", codes]}
         print(f"cold `check -j1 --no-cache --isolated --preview` of {' '.join(options.paths)}; base {options.base}, "
               f"median of {options.repeat}")
         print(f"{'selection':<20} {'before CPU s':>12} {'after CPU s':>12} {'after/before':>12}")

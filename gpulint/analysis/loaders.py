@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 from gpulint.analysis.ast_context import AstContext, AstKeywordArgs, positional_args
 from gpulint.analysis.ast_values import self_attribute_value, single_value, value_at
@@ -482,3 +483,586 @@ class LoaderCall:
                 if value is not None and value is not expr and self._on_device(value, depth + 1):
                     return True
         return False
+
+
+# ------------------------------------------------------------------------------------------------
+# where a loader's batches go (the `ast` port of analysis/batches.py and of the copies part of
+# rewrites/async_copies.py): loops over the loader, the batch names they bind, copies to a device
+# ------------------------------------------------------------------------------------------------
+
+# calls that hand the loader's batches on unchanged: `for i, b in enumerate(tqdm(loader))`
+_PASS_THROUGH = frozenset({"enumerate", "tqdm", "zip", "iter", "trange", "islice", "cycle", "chain"})
+_LIGHTNING_HOOKS = frozenset({"train_dataloader", "val_dataloader", "test_dataloader", "predict_dataloader"})
+_LIGHTNING_FIT = frozenset({"fit", "validate", "test", "predict"})
+MOVES = frozenset({"to", "cuda"})
+# calls that wrap an iterable and hand its items on: `enumerate(loader)`, `tqdm(loader, desc=...)`
+_COPY_WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "track", "progress_bar", "ProgressBar", "Bar"})
+_HOST_READS = frozenset({"item", "tolist", "numpy", "cpu"})
+_HOST_FUNCTIONS = frozenset({"print", "float", "int", "bool", "str", "repr"})
+_DEVICE_WORDS = ("device", "rank", "gpu", "cuda")
+_SCOPE_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+Loop = Union[ast.For, ast.AsyncFor]
+
+
+@dataclass
+class BatchUse:
+    """What the file shows of a loader's batches."""
+
+    moves: list[ast.Call] = field(default_factory=list)  # `.to(...)`/`.cuda(...)` on a batch, in a loop over it
+    framework: Optional[str] = None  # "accelerate" or "lightning": the framework moves the batches
+    iterated: bool = False  # some loop (or next()) over the loader was found
+
+    @property
+    def non_blocking(self) -> bool:
+        """A move already asks for an asynchronous copy (or the framework makes one: Lightning on CUDA)."""
+        return self.framework == "lightning" or any(_non_blocking(c) for c in self.moves)
+
+
+def _non_blocking(call: ast.Call) -> bool:
+    return any(k.arg == "non_blocking" and not (isinstance(k.value, ast.Constant) and k.value.value is False)
+               for k in call.keywords)
+
+
+def _scope_node(ctx: AstContext, node: ast.AST) -> ast.AST:
+    """The function, lambda, class or module whose code `node` is."""
+    return next((a for a in ctx.ancestors(node) if isinstance(a, _SCOPE_NODES)), ctx.tree)
+
+
+def _reads(expr: ast.AST) -> set[str]:
+    """The names an expression reads (core/names.py NameUses.reads: not a walrus target)."""
+    return {n.id for n in _loaded_names(expr)}
+
+
+def _bound(target: ast.AST) -> set[str]:
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, (ast.Tuple, ast.List)):
+        out: set[str] = set()
+        for element in target.elts:
+            out |= _bound(element)
+        return out
+    if isinstance(target, ast.Starred):
+        return _bound(target.value)
+    return set()
+
+
+def _to_a_device(ctx: AstContext, call: ast.Call) -> bool:
+    """`.cuda(...)`, or `.to(...)` with a device (not only a dtype, not "cpu")."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr == "cuda":
+        return True
+    passed: list[tuple[Optional[str], ast.expr]] = [(None, _unstarred(a)) for a in call.args]
+    passed += [(k.arg, k.value) for k in call.keywords]
+    for keyword, value in passed:
+        if keyword is not None and keyword not in ("device", "non_blocking"):
+            continue
+        if isinstance(value, ast.Constant) and isinstance(value.value, (str, bytes)) and "cpu" in ctx.segment(value):
+            return False
+        if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == "torch" \
+                and value.attr in ("float32", "float16", "bfloat16", "float", "long", "int64", "half"):
+            return False
+    return bool(passed)
+
+
+def _call_name(func: ast.expr) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def loader_batches(ctx: AstContext, loader: ast.Call) -> BatchUse:
+    """Follow the DataLoader call `loader` to the loops that read its batches."""
+    return _Follower(ctx).follow(loader)
+
+
+class _Follower:
+    def __init__(self, ctx: AstContext) -> None:
+        self.ctx = ctx
+        self.use = BatchUse()
+        self.seen: set[int] = set()
+
+    def follow(self, loader: ast.Call) -> BatchUse:
+        self._expression(loader, depth=0)
+        return self.use
+
+    def _expression(self, expr: ast.expr, depth: int) -> None:
+        """`expr` evaluates to the loader: see what its surroundings do with it."""
+        if id(expr) in self.seen or depth > 4:
+            return
+        self.seen.add(id(expr))
+        ctx = self.ctx
+        parent = ctx.parent(expr)
+        if isinstance(parent, ast.Call) and parent.func is not expr:
+            self._argument(parent, None, False, expr, depth)
+        elif isinstance(parent, ast.keyword):
+            call = ctx.parent(parent)
+            if isinstance(call, ast.Call):
+                self._argument(call, parent.arg, parent.arg is None, expr, depth)
+        elif isinstance(parent, ast.Starred) and isinstance(ctx.parent(parent), ast.Call):
+            self._argument(ctx.parent(parent), None, True, expr, depth)  # type: ignore[arg-type]
+        elif isinstance(parent, (ast.For, ast.AsyncFor)) and parent.iter is expr:
+            self._loop(parent.target, parent.body)
+        elif isinstance(parent, ast.comprehension) and parent.iter is expr:
+            self._loop(parent.target, ctx.parent(parent))
+        elif isinstance(parent, ast.Assign) and parent.value is expr:
+            for target in parent.targets:
+                self._stored(target, depth)
+        elif isinstance(parent, ast.AnnAssign) and parent.value is expr:
+            self._stored(parent.target, depth)
+        elif isinstance(parent, ast.Return):
+            self._returned(expr, depth)
+        elif isinstance(parent, (ast.Tuple, ast.List)):
+            self._in_container(parent, expr, depth)
+
+    def _in_container(self, holder: Union[ast.Tuple, ast.List], expr: ast.expr, depth: int) -> None:
+        """`return model, loader` / `a, b = x, loader`: followed only through a matching unpacking."""
+        position = next((i for i, e in enumerate(holder.elts) if e is expr), None)
+        parent = self.ctx.parent(holder)
+        if position is None:
+            return
+        if isinstance(parent, (ast.For, ast.AsyncFor)) and parent.iter is holder:
+            self._stored(parent.target, depth)  # `for loader in (train_loader, val_loader):`
+        elif isinstance(parent, ast.Assign) and parent.value is holder:
+            for target in parent.targets:
+                if isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) == len(holder.elts):
+                    self._stored(_unstarred(target.elts[position]), depth)
+        elif isinstance(parent, ast.Return):
+            self._returned(holder, depth, position)
+
+    def _argument(self, call: ast.Call, keyword: Optional[str], star: bool, expr: ast.expr, depth: int) -> None:
+        func = call.func
+        name = _call_name(func)
+        if name in _PASS_THROUGH:
+            if name == "iter":
+                self._iterator(call, depth)
+            self._expression(call, depth + 1)
+            return
+        if name == "next":
+            self._next(call)
+            return
+        if name == "prepare" and isinstance(func, ast.Attribute):
+            self.use.framework = self.use.framework or "accelerate"  # accelerator.prepare(..., loader, ...)
+            self.use.iterated = True
+            return
+        if name in _LIGHTNING_FIT and isinstance(func, ast.Attribute):
+            self.use.framework = "lightning"
+            self.use.iterated = True
+            return
+        if isinstance(func, ast.Name) and (keyword is not None or not star):
+            self._into_function(func, call, keyword, expr, depth)
+
+    def _stored(self, target: ast.expr, depth: int) -> None:
+        if isinstance(target, ast.Name):
+            for use in self._uses_of(target):
+                self._expression(use, depth + 1)
+        elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+            for attribute in self.ctx.nodes(ast.Attribute):
+                assert isinstance(attribute, ast.Attribute)
+                if attribute is not target and attribute.attr == target.attr and \
+                        isinstance(attribute.value, ast.Name) and attribute.value.id == "self":
+                    self._expression(attribute, depth + 1)
+
+    def _uses_of(self, target: ast.Name) -> list[ast.Name]:
+        """Reads of the name bound by `target`, in the same scope."""
+        ctx = self.ctx
+        names = ctx.names
+        owner = names.binding_scope(target)
+        if owner is None:
+            return []
+        found = []
+        here = ctx.order(target) or 0
+        for use in ctx.nodes(ast.Name):
+            assert isinstance(use, ast.Name)
+            if use is target or use.id != target.id or names.binding_scope(use) is not owner:
+                continue
+            if isinstance(owner.node, ast.Module) or here < (ctx.order(use) or 0):
+                found.append(use)  # a global is read by functions defined anywhere
+        return found
+
+    def _returned(self, expr: ast.expr, depth: int, position: Optional[int] = None) -> None:
+        """Returned from a function (or a Lightning `*_dataloader` hook): follow its callers in the file."""
+        ctx = self.ctx
+        function = next((a for a in ctx.ancestors(expr) if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))),
+                        None)
+        if function is None:
+            return
+        if function.name in _LIGHTNING_HOOKS:
+            self.use.framework = "lightning"
+            self.use.iterated = True
+            return
+        for call in ctx.nodes(ast.Call):
+            assert isinstance(call, ast.Call)
+            func = call.func
+            called = func.id if isinstance(func, ast.Name) else (
+                func.attr if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                and func.value.id == "self" else None)
+            if called != function.name:
+                continue
+            if position is None:
+                self._expression(call, depth + 1)
+                continue
+            parent = ctx.parent(call)
+            if isinstance(parent, ast.Assign):
+                for target in parent.targets:
+                    if isinstance(target, (ast.Tuple, ast.List)) and position < len(target.elts):
+                        self._stored(_unstarred(target.elts[position]), depth + 1)
+
+    def _into_function(self, func: ast.Name, call: ast.Call, keyword: Optional[str], expr: ast.expr,
+                       depth: int) -> None:
+        """`train(model, loader, ...)`: the loader is the function's parameter there."""
+        ctx = self.ctx
+        definition = next((f for f in ctx.nodes(ast.FunctionDef, ast.AsyncFunctionDef)
+                           if f.name == func.id), None)  # type: ignore[attr-defined]
+        if definition is None or ctx.names.binding_scope(func) is None:
+            return
+        assert isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef))
+        params = list(definition.args.posonlyargs) + list(definition.args.args)
+        if keyword is not None:
+            param = next((p for p in params + list(definition.args.kwonlyargs) if p.arg == keyword), None)
+        else:
+            positional = [a for a in call.args if not isinstance(a, ast.Starred)]
+            position = next((i for i, a in enumerate(positional) if a is expr), None)
+            param = params[position] if position is not None and position < len(params) else None
+        if param is None:
+            return
+        scope = ctx.names.scopes.get(id(definition))
+        for use in ctx.nodes(ast.Name):
+            assert isinstance(use, ast.Name)
+            if use.id == param.arg and any(a is definition for a in ctx.ancestors(use)) \
+                    and ctx.names.binding_scope(use) is scope:
+                self._expression(use, depth + 1)
+
+    def _iterator(self, call: ast.Call, depth: int) -> None:
+        """`it = iter(loader)`, then `batch = next(it)`."""
+        ctx = self.ctx
+        parent = ctx.parent(call)
+        if isinstance(parent, ast.Assign):
+            for target in parent.targets:
+                if isinstance(target, ast.Name):
+                    for use in self._uses_of(target):
+                        outer = _argument_of(ctx, use)
+                        if outer is not None and isinstance(outer.func, ast.Name) and outer.func.id == "next":
+                            self._next(outer)
+
+    def _next(self, call: ast.Call) -> None:
+        """`batch = next(...)`: the batch is read in the statements of the same block after it."""
+        self.use.iterated = True
+        parent = self.ctx.parent(call)
+        if isinstance(parent, ast.Assign):
+            self._moves_in(parent.targets[0], [_scope_node(self.ctx, call)])
+
+    def _loop(self, target: ast.expr, body: Union[list[ast.stmt], Optional[ast.AST]]) -> None:
+        self.use.iterated = True
+        if body is not None:
+            self._moves_in(target, body if isinstance(body, list) else [body])
+
+    def _moves_in(self, target: ast.expr, body: list[Any]) -> None:
+        batch = {target.id} if isinstance(target, ast.Name) else _bound(target) if isinstance(
+            target, (ast.Tuple, ast.List)) else set()
+        inside = [n for part in body for n in ast.walk(part)]
+        statements = [n for n in inside if isinstance(n, ast.Assign)]
+        comps = [n for n in inside if isinstance(n, ast.comprehension)]
+        changed = True
+        while changed:  # names taken from the batch: `x, y = batch`, `inputs = batch["x"]`
+            changed = False
+            for node in statements:
+                if _reads(node.value) & batch:
+                    for t in node.targets:
+                        new = _bound(t) - batch
+                        if new:
+                            batch |= new
+                            changed = True
+            for comp in comps:
+                if _reads(comp.iter) & batch:
+                    new = _bound(comp.target) - batch
+                    if new:
+                        batch |= new
+                        changed = True
+        order = self.ctx.order
+        calls = sorted((n for n in inside if isinstance(n, ast.Call)), key=lambda n: order(n) or 0)
+        for call in calls:
+            func = call.func
+            if isinstance(func, ast.Attribute) and func.attr in MOVES and _reads(func.value) & batch \
+                    and _to_a_device(self.ctx, call):
+                self.use.moves.append(call)
+
+
+@dataclass(frozen=True)
+class Copies:
+    calls: tuple[ast.Call, ...]  # `.to(device)` / `.cuda()` calls that get `non_blocking=True`
+    loops: int  # loops over the loader found in this file
+    where: tuple[str, ...]  # the functions holding them, for the fix message
+    mover: str = ""  # the framework that copies the batches instead: "accelerate", "lightning", ""
+
+
+def framework_mover(ctx: AstContext, loader: ast.Call) -> str:
+    """Who copies the loader's batches when the file does not: Accelerate (`accelerator.prepare(loader)`),
+    or Lightning / Fabric (`*_dataloader()` hooks, `fabric.setup_dataloaders(loader)`)."""
+    function = _scope_node(ctx, loader)
+    if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) and function.name.endswith("_dataloader") \
+            and any(isinstance(a, ast.ClassDef) for a in ctx.ancestors(function)):
+        return "lightning"
+    holder = _holder(ctx, loader)
+    if holder is None:
+        return ""
+    for call in ctx.nodes(ast.Call):
+        assert isinstance(call, ast.Call)
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr in ("prepare", "setup_dataloaders") and any(
+                _same(ctx, value, holder) for value in _all_arguments(call)):
+            return "accelerate" if func.attr == "prepare" else "lightning"
+    return ""
+
+
+def batch_copies(ctx: AstContext, loader: ast.Call, custom_collate: bool) -> Copies:
+    """The host-to-device copies of the loader's batches in the loops over it (rewrites/async_copies.py)."""
+    loops = _loops_over(ctx, loader)
+    calls: list[ast.Call] = []
+    where: list[str] = []
+    for loop in loops:
+        found = _copies_in(ctx, loop, _names(loop.target), custom_collate)
+        for call in found:
+            if all(call is not c for c in calls):
+                calls.append(call)
+        if found:
+            function = _scope_node(ctx, loop)
+            name = f"{function.name}()" if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                else "the module"
+            if name not in where:
+                where.append(name)
+    return Copies(tuple(calls), len(loops), tuple(where), "" if calls else framework_mover(ctx, loader))
+
+
+def _holder(ctx: AstContext, loader: ast.Call) -> Optional[ast.expr]:
+    """The name or `self.x` the loader is assigned to."""
+    parent = ctx.parent(loader)
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1:
+        target = parent.targets[0]
+        if isinstance(target, ast.Name) or (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+                                            and target.value.id == "self"):
+            return target
+    if isinstance(parent, ast.AnnAssign) and isinstance(parent.target, (ast.Name, ast.Attribute)):
+        return parent.target
+    return None
+
+
+def _class_of(ctx: AstContext, node: ast.AST) -> Optional[ast.ClassDef]:
+    return next((a for a in ctx.ancestors(node) if isinstance(a, ast.ClassDef)), None)
+
+
+def _same(ctx: AstContext, a: ast.expr, b: ast.expr) -> bool:
+    """The same variable: one name binding, or `self.x` in the same class."""
+    names = ctx.names
+    if isinstance(a, ast.Name) and isinstance(b, ast.Name):
+        return a.id == b.id and names.binding_scope(a) is names.binding_scope(b) and names.binding_scope(a) is not None
+    if isinstance(a, ast.Attribute) and isinstance(b, ast.Attribute) and isinstance(a.value, ast.Name) \
+            and isinstance(b.value, ast.Name) and a.value.id == b.value.id == "self":
+        return a.attr == b.attr and _class_of(ctx, a) is _class_of(ctx, b) is not None
+    return False
+
+
+def _unwrapped(expr: ast.expr) -> ast.expr:
+    """`enumerate(tqdm(loader))` -> `loader`."""
+    while isinstance(expr, ast.Call) and expr.args and not isinstance(expr.args[0], ast.Starred) \
+            and _first_in_source(expr) is expr.args[0]:
+        if _call_name(expr.func) not in _COPY_WRAPPERS:
+            break
+        expr = expr.args[0]
+    return expr
+
+
+def _first_in_source(call: ast.Call) -> Optional[ast.AST]:
+    """The call's first argument as written (`f(k=1, *a)` writes the keyword first)."""
+    first: list[ast.AST] = [*call.args, *call.keywords]
+    return min(first, key=lambda n: (n.lineno, n.col_offset)) if first else None  # type: ignore[attr-defined]
+
+
+def _loops_over(ctx: AstContext, loader: ast.Call) -> list[Loop]:
+    holder = _holder(ctx, loader)
+    if holder is None:
+        return []
+    loops: list[Loop] = []
+    for loop in ctx.nodes(ast.For, ast.AsyncFor):
+        assert isinstance(loop, (ast.For, ast.AsyncFor))
+        source = _unwrapped(loop.iter)
+        if _same(ctx, source, holder):
+            loops.append(loop)
+        elif isinstance(source, ast.Name) and isinstance(holder, ast.Name) and _passed_in(ctx, source, holder):
+            loops.append(loop)
+    return loops
+
+
+def _passed_in(ctx: AstContext, parameter: ast.Name, loader: ast.Name) -> bool:
+    """`parameter` is a parameter of a function that a call in this file passes `loader` to
+    (`train(model, train_loader, ...)` -> `def train(model, loader, ...)`), and is never rebound."""
+    names = ctx.names
+    owner = names.binding_scope(parameter)
+    if owner is None or not isinstance(owner.node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+            or owner.bindings.get(parameter.id) != [None] or owner.values.get(parameter.id) != [None]:
+        return False
+    function = owner.node
+    params = [*function.args.posonlyargs, *function.args.args]
+    position = next((i for i, p in enumerate(params) if p.arg == parameter.id), None)
+    calls = [c for c in ctx.nodes(ast.Call) if isinstance(c.func, ast.Name)  # type: ignore[attr-defined]
+             and c.func.id == function.name and names.binding_scope(c.func) is names.module_scope]  # type: ignore
+    if not calls:
+        return False
+    passes = 0
+    for call in calls:
+        assert isinstance(call, ast.Call)
+        argument: Optional[ast.expr] = next((k.value for k in call.keywords if k.arg == parameter.id), None)
+        if argument is None and position is not None:
+            # LibCST's positional arguments: `*a` and `**d` included, in the order written
+            positional: list[ast.AST] = [*call.args, *(k for k in call.keywords if k.arg is None)]
+            if any(isinstance(a, (ast.Starred, ast.keyword)) for a in positional[:position + 1]) \
+                    or len(positional) <= position:
+                continue
+            argument = positional[position]  # type: ignore[assignment]
+        if argument is not None and _same(ctx, argument, loader):
+            passes += 1
+    return passes > 0
+
+
+def _names(target: ast.expr) -> set[str]:
+    """The names a loop target binds: `x, y`, `(i, (x, y))`, `batch`."""
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, (ast.Tuple, ast.List)):
+        out: set[str] = set()
+        for element in target.elts:
+            out |= _names(_unstarred(element))
+        return out
+    return set()
+
+
+def _base_name(expr: ast.expr) -> Optional[str]:
+    """`x` for `x`, `x[0]`, `x["image"]`, `x.images`."""
+    while isinstance(expr, (ast.Subscript, ast.Attribute)):
+        expr = expr.value
+    return expr.id if isinstance(expr, ast.Name) else None
+
+
+def _chain_base(expr: ast.expr) -> Optional[str]:
+    """`x` for `x.sum()`, `x[0].mean()`: the name a chain of calls, attributes and subscripts starts from."""
+    while isinstance(expr, (ast.Subscript, ast.Attribute, ast.Call)):
+        expr = expr.func if isinstance(expr, ast.Call) else expr.value
+    return expr.id if isinstance(expr, ast.Name) else None
+
+
+def _is_device(ctx: AstContext, expr: ast.expr) -> bool:
+    """A device, never a dtype nor the CPU: `device`, `args.device`, `"cuda"`, `0`, `x.device`."""
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, (str, bytes)):
+        return isinstance(expr.value, str) and expr.value.split(":")[0] in ("cuda", "xpu")
+    if isinstance(expr, ast.Constant) and type(expr.value) is int:
+        return True
+    qualified = ctx.qualname(expr) or ""
+    if qualified.startswith("torch.") and "device" not in qualified:
+        return False  # torch.float16, torch.bfloat16
+    if isinstance(expr, ast.Call):
+        first = _first_in_source(expr)
+        value = first.value if isinstance(first, (ast.keyword, ast.Starred)) else first
+        return qualified == "torch.device" and value is not None and _is_device(ctx, value)  # type: ignore[arg-type]
+    if isinstance(expr, ast.Constant):
+        last = repr(expr.value) if expr.value is None or isinstance(expr.value, bool) else ""
+    else:
+        last = expr.attr if isinstance(expr, ast.Attribute) else (expr.id if isinstance(expr, ast.Name) else "")
+    lowered = last.lower()
+    return "dtype" not in lowered and any(word in lowered for word in _DEVICE_WORDS)
+
+
+def _host_to_device(ctx: AstContext, call: ast.Call) -> bool:
+    func = call.func
+    if not isinstance(func, ast.Attribute) or any(k.arg == "non_blocking" for k in call.keywords):
+        return False
+    starred = any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords)
+    if func.attr == "cuda":
+        return not starred and len(call.args) + len(call.keywords) <= 1
+    if func.attr != "to" or starred:
+        return False
+    positional = list(call.args)
+    target = positional[0] if positional else next((k.value for k in call.keywords if k.arg == "device"), None)
+    return target is not None and _is_device(ctx, target) and len(positional) <= 2
+
+
+def _inside_body(ctx: AstContext, loop: Loop, node: ast.AST) -> bool:
+    return any(any(a is s for s in loop.body) for a in ctx.ancestors(node)) or any(node is s for s in loop.body)
+
+
+def _copies_in(ctx: AstContext, loop: Loop, batch: set[str], custom_collate: bool) -> list[ast.Call]:
+    names = set(batch)
+    # `x, y = batch` / `images = batch["image"]`: names unpacked from the batch carry it on (statements
+    # directly in the loop's indented block; a body on the `for` line is not one)
+    if loop.body and loop.body[0].lineno != loop.lineno:
+        for statement in loop.body:
+            if isinstance(statement, ast.Assign) and _base_name(statement.value) in names \
+                    and not isinstance(statement.value, ast.Call):
+                for target in statement.targets:
+                    names |= _names(target)
+    found: list[ast.Call] = []
+    for call in ctx.nodes(ast.Call):
+        assert isinstance(call, ast.Call)
+        if not _inside_body(ctx, loop, call) or not _host_to_device(ctx, call):
+            continue
+        if any(isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) for a in
+               _ancestors_below(ctx, call, loop)):
+            continue
+        receiver = call.func.value  # type: ignore[attr-defined]
+        if _base_name(receiver) not in names:
+            continue
+        if custom_collate and isinstance(receiver, ast.Name) and receiver.id in _whole_batch(loop):
+            continue  # a batch a collate_fn built: its own `.to()` may not take non_blocking
+        if _read_on_host(ctx, loop, call):
+            continue
+        found.append(call)
+    return found
+
+
+def _ancestors_below(ctx: AstContext, node: ast.AST, outer: ast.AST) -> list[ast.AST]:
+    out = []
+    for ancestor in ctx.ancestors(node):
+        if ancestor is outer:
+            break
+        out.append(ancestor)
+    return out
+
+
+def _whole_batch(loop: Loop) -> set[str]:
+    """The name a loop binds to a whole batch: `batch` in `for batch in ...` and `for i, batch in
+    enumerate(...)`; the parts of an unpacked batch (`for x, y in ...`) are not."""
+    target: ast.expr = loop.target
+    source = loop.iter
+    if isinstance(source, ast.Call) and isinstance(source.func, ast.Name) and source.func.id == "enumerate" \
+            and isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) == 2:
+        target = _unstarred(target.elts[1])
+    return {target.id} if isinstance(target, ast.Name) else set()
+
+
+def _read_on_host(ctx: AstContext, loop: Loop, call: ast.Call) -> bool:
+    """The copy's result is read on the host in the loop: `.to(device).item()`, or a name it is
+    assigned to later passed to `.item()`, `.tolist()`, `.numpy()`, `.cpu()` or `print()`."""
+    parent = ctx.parent(call)
+    if isinstance(parent, ast.Attribute) and parent.attr in _HOST_READS:
+        return True
+    assigned: set[str] = set()
+    if isinstance(parent, ast.Assign):
+        for target in parent.targets:
+            assigned |= _names(target)
+    elif isinstance(parent, ast.Tuple):  # `x, y = x.to(device), y.to(device)`
+        assign = ctx.parent(parent)
+        if isinstance(assign, ast.Assign) and assign.value is parent and len(assign.targets) == 1:
+            destination = assign.targets[0]
+            index = next(i for i, e in enumerate(parent.elts) if e is call)
+            if isinstance(destination, (ast.Tuple, ast.List)) and index < len(destination.elts):
+                assigned = _names(_unstarred(destination.elts[index]))
+    if not assigned:
+        return False
+    here = ctx.order(call) or 0
+    for other in ctx.nodes(ast.Call):
+        assert isinstance(other, ast.Call)
+        if not _inside_body(ctx, loop, other) or not here < (ctx.order(other) or 0):
+            continue
+        func = other.func
+        if isinstance(func, ast.Attribute) and func.attr in _HOST_READS and _chain_base(func.value) in assigned:
+            return True
+        if isinstance(func, ast.Name) and func.id in _HOST_FUNCTIONS and any(
+                _chain_base(value) in assigned for value in _all_arguments(other)):
+            return True
+    return False

@@ -359,7 +359,9 @@ def _run_ast_rules(path: Path, text: str, tree: ast.Module, settings: Settings, 
                 rule = rule_type(ctx)
                 if rule.applies():
                     instances[rule.code] = rule
-                    profile.timed(rule.code, rule.detect)(ctx)
+            current = "rules"
+            for rule in instances.values():
+                profile.timed(rule.code, rule.detect)(ctx)
         current = "placing findings"
         with profile.phase("placing"):
             findings = [_ast_finding(ctx, detection) for detection in ctx.detections]

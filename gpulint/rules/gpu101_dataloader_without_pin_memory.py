@@ -2,29 +2,28 @@
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
+from typing import TYPE_CHECKING, Optional
 
-from gpulint.analysis.batches import loader_batches
-from gpulint.analysis.datasets import (
-    DATALOADER_AST_NEEDLES,
-    DATALOADER_NEEDLES,
-    LoaderCall,
-    dataloader_call,
-)
+from gpulint.analysis.ast_context import AstContext, AstKeywordArgs, Detection, positional_args
+from gpulint.analysis.datasets import DATALOADER_AST_NEEDLES, DATALOADER_NEEDLES
 from gpulint.analysis.device import cuda_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise, all_of
+from gpulint.analysis.loaders import LoaderCall, batch_copies, dataloader_call, loader_batches
 from gpulint.core import floors
-from gpulint.core.arguments import KeywordArgs, positional_args
 from gpulint.core.edits import Applicability
-from gpulint.core.pending import PendingFix, Replace
-from gpulint.core.rewrite import add_keyword
+from gpulint.core.torch_api import DATALOADER_PIN_MEMORY
 from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.project.facts import IN_MEMORY, NOTHING, ON_DEVICE, WORK
-from gpulint.rewrites.async_copies import batch_copies, copy_edits
 from gpulint.rules.base import Rule, RuleDocs, Target
 
-# DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, ...)
-PIN_MEMORY_POSITION = 7
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from gpulint.core.context import FileContext
+    from gpulint.core.pending import PendingFix
+
+PIN_MEMORY_POSITION = DATALOADER_PIN_MEMORY[1]
 
 CPU_TENSORS = Premise(
     "cpu-tensors",
@@ -124,51 +123,57 @@ class DataLoaderPinMemory(Rule):
         premises=(CPU_TENSORS, REACHES_CUDA, PAYS_OFF),
     )
 
-    def _collate_returns_unpinnable(self, kwargs: KeywordArgs) -> bool:
+    def _collate_returns_unpinnable(self, ctx: AstContext, kwargs: AstKeywordArgs) -> bool:
         """`collate_fn=` a function of a module that defines a batch container without `pin_memory()`."""
-        collate = kwargs.get("collate_fn") if kwargs.has("collate_fn") else None
+        collate = kwargs.get("collate_fn") if kwargs.passed("collate_fn") else None
         if collate is None:
             return False
-        project = self.ctx.project
-        if isinstance(collate, cst.Name) and self.ctx.names.binding_scope(collate) is self.ctx.names.module_scope \
-                and collate.value in project.own.unpinned_collates:
+        project = ctx.project
+        if isinstance(collate, ast.Name) and ctx.names.binding_scope(collate) is ctx.names.module_scope \
+                and collate.id in project.own.unpinned_collates:
             return True
-        return self.ctx.qualname(collate) in project.unpinned_collates
+        return ctx.qualname(collate) in project.unpinned_collates
 
-    def _cpu_tensors(self, loader: LoaderCall) -> Evidence:
+    def _cpu_tensors(self, ctx: AstContext, loader: LoaderCall) -> Evidence:
         kind = loader.dataset_kind
         if kind in (ON_DEVICE, NOTHING):
             return REFUTED  # tensors already on a device (pinning them raises), or no tensor at all
         if kind is None and loader.dataset_undefined:
             return REFUTED  # a dataset class the file neither defines nor imports: not torch data we can see
-        if self.ctx.project.own.jax:
+        if ctx.project.own.jax:
             return REFUTED  # batches feed JAX as NumPy arrays: torch's pinned memory does not reach them
-        if self._collate_returns_unpinnable(loader.kwargs):
+        if self._collate_returns_unpinnable(ctx, loader.kwargs):
             return REFUTED  # the pin thread passes the batch's container through unpinned
         if kind in (IN_MEMORY, WORK) or loader.library_dataset:
             return SHOWN
         return UNDECIDED
 
-    def visit_Call(self, node: cst.Call) -> None:
-        loader = dataloader_call(self.ctx, node)
-        if loader is None or loader.kwargs.has("pin_memory"):
+    def detect(self, ctx: AstContext) -> None:
+        for node in ctx.nodes(ast.Call):
+            assert isinstance(node, ast.Call)
+            self._check(ctx, node)
+
+    def _check(self, ctx: AstContext, node: ast.Call) -> None:
+        loader = dataloader_call(ctx, node)
+        name, position = DATALOADER_PIN_MEMORY
+        if loader is None or loader.kwargs.passed(name):
             return
-        if len(positional_args(node) or []) > PIN_MEMORY_POSITION:
+        if len(positional_args(node) or []) > position:
             return
         alternatives = loader.alternatives()  # the dataset may be one of several (branches): all must agree
-        cpu_tensors = all_of(*(self._cpu_tensors(each) for each in alternatives))
+        cpu_tensors = all_of(*(self._cpu_tensors(ctx, each) for each in alternatives))
         if cpu_tensors is REFUTED:
             return
-        device = cuda_evidence(self.ctx.project)
-        batches = loader_batches(self.ctx, node)
+        device = cuda_evidence(ctx.project)
+        batches = loader_batches(ctx, node)
         # the copies the fix makes asynchronous, also in a function the loader is passed to
-        copies = batch_copies(self.ctx, node, custom_collate=loader.kwargs.has("collate_fn"))
+        custom_collate = loader.kwargs.passed("collate_fn")
+        copies = batch_copies(ctx, node, custom_collate=custom_collate)
         moved = SHOWN if batches.moves or batches.framework or copies.calls else UNDECIDED
         pays = SHOWN if batches.non_blocking or all(each.bulk for each in alternatives) else UNDECIDED
         decision = self.decide({CPU_TENSORS: cpu_tensors, REACHES_CUDA: all_of(device, moved), PAYS_OFF: pays})
         if not decision.report:
             return
-        edits = [Replace(node, add_keyword(node, "pin_memory", "True")), *copy_edits(self.ctx, copies)]
         what = "Add `pin_memory=True`"
         note = ""
         if copies.calls:
@@ -181,19 +186,40 @@ class DataLoaderPinMemory(Rule):
         elif not copies.mover:  # Lightning and Fabric copy batches with non_blocking=True themselves
             note = ("gpulint sees no copy of its batches to the GPU in this file: pass non_blocking=True to the "
                     ".to(device) / .cuda() calls that make them")
-        too_new = floors.too_new(self.ctx.settings.torch_version, [floors.PIN_MEMORY, floors.NON_BLOCKING])
+        too_new = floors.too_new(ctx.settings.torch_version, [floors.PIN_MEMORY, floors.NON_BLOCKING])
+        fix: Optional[Applicability] = None
+        message = ""
         if too_new is not None:
-            fix = None
             note = f"no fix: {too_new.reason()}"
         elif any(each.hands_over_values for each in alternatives):
             # DreamBooth's dataset puts the prompt embeddings it was given into every item: computed on
             # the GPU when they are precomputed, and pinning them raises
-            fix = PendingFix.unsafe(f"{what}; unsafe: the dataset's items hold values its constructor was given, "
-                                    "whose device gpulint cannot see, and pinning CUDA tensors raises", *edits)
+            fix = Applicability.UNSAFE
+            message = (f"{what}; unsafe: the dataset's items hold values its constructor was given, whose device "
+                       "gpulint cannot see, and pinning CUDA tensors raises")
         elif all(each.dataset_kind in (IN_MEMORY, WORK) or each.library_dataset for each in alternatives):
-            fix = PendingFix.safe(what, *edits)
+            fix, message = Applicability.SAFE, what
         else:  # pin_memory=True raises "cannot pin 'torch.cuda.FloatTensor'" on a dataset of CUDA tensors
-            fix = PendingFix.unsafe(f"{what}; unsafe: gpulint cannot see that the dataset yields CPU tensors, and "
-                                    "pinning CUDA tensors raises", *edits)
-        self.report_decided(decision, node, "DataLoader without pin_memory=True: its batches' copies to the GPU "
-                                            "cannot run asynchronously", fix, note=note)
+            fix = Applicability.UNSAFE
+            message = (f"{what}; unsafe: gpulint cannot see that the dataset yields CPU tensors, and pinning CUDA "
+                       "tensors raises")
+        ctx.report(self, node, "DataLoader without pin_memory=True: its batches' copies to the GPU cannot run "
+                               "asynchronously", fix=fix, fix_message=message,
+                   data={"custom_collate": custom_collate, "copies": len(copies.calls)}, note=note, decision=decision)
+
+    def build_fix(self, detection: Detection, fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:
+        import libcst as cst
+
+        from gpulint.core.pending import PendingFix, Replace
+        from gpulint.core.rewrite import add_keyword
+        from gpulint.rewrites.async_copies import batch_copies as cst_batch_copies
+        from gpulint.rewrites.async_copies import copy_edits
+
+        assert isinstance(node, cst.Call) and detection.fix is not None and detection.data is not None
+        # the copies are found again on LibCST, where their edits are made (analysis/loaders.py found them on
+        # `ast` for the message; the prediction test checks that both agree)
+        copies = cst_batch_copies(fctx, node, custom_collate=detection.data["custom_collate"])
+        if len(copies.calls) != detection.data["copies"]:
+            return None
+        edits = [Replace(node, add_keyword(node, "pin_memory", "True")), *copy_edits(fctx, copies)]
+        return PendingFix(detection.fix, detection.fix_message, tuple(edits))

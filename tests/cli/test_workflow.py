@@ -91,10 +91,10 @@ def test_syntax_error_is_a_finding_and_other_files_are_linted(project: Path) -> 
 def test_internal_error_exits_2(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from gpulint.rules.gpu101_dataloader_without_pin_memory import DataLoaderPinMemory
 
-    def boom(self, node):  # noqa: ANN001, ANN202
+    def boom(self, ctx):  # noqa: ANN001, ANN202
         raise RuntimeError("rule bug")
 
-    monkeypatch.setattr(DataLoaderPinMemory, "visit_Call", boom, raising=False)
+    monkeypatch.setattr(DataLoaderPinMemory, "detect", boom)  # the rule detects on `ast` (issue 25)
     (project / "a.py").write_text(FLAGGED)
     result = gpulint("check", "a.py")
     assert result.exit_code == 2 and "internal error" in result.stderr

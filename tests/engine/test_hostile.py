@@ -493,10 +493,10 @@ def test_fix_keeps_mode_and_replaces_atomically(tmp_path: Path, monkeypatch: pyt
 def test_internal_error_is_one_line_and_v_shows_the_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from gpulint.rules.gpu101_dataloader_without_pin_memory import DataLoaderPinMemory
 
-    def broken(self, node) -> None:  # noqa: ANN001
+    def broken(self, ctx) -> None:  # noqa: ANN001
         raise KeyError("simulated bug")
 
-    monkeypatch.setattr(DataLoaderPinMemory, "visit_Call", broken)
+    monkeypatch.setattr(DataLoaderPinMemory, "detect", broken)  # the rule detects on `ast` (issue 25)
     path = tmp_path / "train.py"
     path.write_text(TRAIN)
     other = tmp_path / "clean.py"

@@ -219,10 +219,10 @@ def test_pre_commit_naming_only_excluded_files_is_a_deliberate_skip(gl: Gpulint,
 def broken_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     from gpulint.rules.gpu101_dataloader_without_pin_memory import DataLoaderPinMemory
 
-    def broken(self, node) -> None:  # noqa: ANN001
+    def broken(self, ctx) -> None:  # noqa: ANN001
         raise KeyError("simulated bug")
 
-    monkeypatch.setattr(DataLoaderPinMemory, "visit_Call", broken)
+    monkeypatch.setattr(DataLoaderPinMemory, "detect", broken)  # the rule detects on `ast` (issue 25)
 
 
 @pytest.mark.parametrize("args", [("check",), ("fix",), ("fix", "--diff"), ("check", "--exit-zero"),
