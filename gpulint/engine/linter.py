@@ -86,8 +86,8 @@ def _syntax_error_finding(path: Path, text: str, exc: cst.ParserSyntaxError) -> 
 
 def cannot_parse_message(exc: cst.ParserSyntaxError) -> str:
     reason = " ".join(str(exc.message).split())
-    return (f"gpulint cannot parse this file although Python can (LibCST: {reason}); it was not checked. "
-            "Form feeds or tabs inside the indentation are the usual cause")
+    return (f"gpulint cannot parse this file although Python can (LibCST: {reason}); the rules that need LibCST "
+            "did not check it and no fix applies to it. Form feeds or tabs inside the indentation are the usual cause")
 
 
 def parse(text: str) -> cst.Module:
