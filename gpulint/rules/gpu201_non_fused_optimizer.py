@@ -50,8 +50,9 @@ FUSED_EXISTS = Premise(
     "fused-exists",
     "every torch the project supports has the fused kernel: the floor it declares (`torch-version`, or "
     "its requirements, pyproject, setup.py, setup.cfg, environment.yml) is at least the version that "
-    "added it (Adam 1.13, AdamW 2.0, SGD 2.3, Adagrad 2.12), or it declares none. A project pinned to "
-    "an older torch would get a TypeError.")
+    "added it (Adam 1.13, AdamW 2.0, SGD 2.3, Adagrad 2.12; and 2.4 for the CPU kernels, unless the script "
+    "shows CUDA and never names the CPU as a device), or it declares none. A project pinned to an older torch "
+    "would get a TypeError.")
 STEP_MATTERS = Premise(
     "step-matters",
     "the optimizer step is part of a loop that waits on the device: refuted in reinforcement-learning code (the "
@@ -59,8 +60,8 @@ STEP_MATTERS = Premise(
     "simulator.")
 SCALER_SAFE = Premise(
     "scaler-safe",
-    "for SGD with momentum, no GradScaler drives the step (here, in a caller, in a module it imports that "
-    "steps optimizers through one, or through a framework that may scale): fused SGD's momentum buffer is "
+    "for SGD with momentum, no GradScaler drives the step (here, in a caller, in a module it or a caller imports "
+    "that creates or steps through one, or through a framework that may scale): fused SGD's momentum buffer is "
     "garbage after a skipped first step.")
 
 
@@ -167,7 +168,8 @@ class NonFusedOptimizer(Rule):
         momentum = "SGD" in names and _has_momentum(ctx, node, kwargs)
         # the scaler may live in a module this one hands the optimizer to (`train_one_epoch(..., optimizer,
         # scaler)` in engine.py), so a module it imports that scales counts too
-        if momentum and (project.scaler or project.scaler_importees or _framework_owned(ctx)):
+        if momentum and (project.scaler or project.scaler_importees or project.scaler_beside_callers
+                         or _framework_owned(ctx)):
             scaler_safe = REFUTED  # fused SGD + GradScaler: momentum buffer garbage after a skipped first step
         decision = self.decide({TORCH_OPTIMIZER: SHOWN, FUSED_DEVICE: _fused_device(project),
                                 FUSED_EXISTS: REFUTED if too_new is not None else SHOWN,
@@ -275,9 +277,20 @@ class NonFusedOptimizer(Rule):
     def _too_new(self, ctx: AstContext, optimizers: list[str]) -> Optional[Union[floors.TooNew, floors.AboveCeiling]]:
         """The fused kernels need a torch the project supports (on CUDA, and on CPU from 2.4), and one the code
         can run on (it imports no module that torch removed before the kernels arrived, like `torch._six`)."""
-        symbols = [floors.fused(o) for o in optimizers] + [floors.FUSED_CPU for o in optimizers if o != "Adagrad"]
+        symbols = [floors.fused(o) for o in optimizers]
+        if not _cuda_only(ctx):  # parameters that may sit on the CPU need its fused kernels too
+            symbols += [floors.FUSED_CPU for o in optimizers if o != "Adagrad"]
         return floors.too_new(ctx.settings.torch_version, symbols) \
             or floors.above_ceiling(ctx.project.torch_ceiling, symbols)
+
+
+def _cuda_only(ctx: AstContext) -> bool:
+    """The script shows CUDA (here or in a caller) and never names the CPU (no "cpu" string anywhere in it, so
+    no `"cuda" if available else "cpu"` fallback) nor another device: its parameters are on the GPU, and the
+    CPU fused kernels (torch 2.4) are not needed."""
+    project = ctx.project
+    return project.gpu and not project.own.cpu_pinned and not (set(project.devices) - {"framework"}) \
+        and not _CPU_STRING.search(ctx.text)
 
 
 def _framework_owned(ctx: AstContext) -> bool:
@@ -290,6 +303,9 @@ def _framework_owned(ctx: AstContext) -> bool:
             if target and any(target == f or target.startswith(f + ".") for f in FRAMEWORKS):
                 return True
     return False
+
+
+_CPU_STRING = re.compile(r"""["']cpu(?::\d+)?["']""")
 
 
 def _fused_device(project: ProjectView) -> Evidence:

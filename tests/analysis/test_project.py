@@ -112,6 +112,41 @@ def test_a_grad_scaler_in_the_module_the_optimizer_is_handed_to_keeps_fused_sgd_
     assert [(name, row) for name, row, _ in found] == [("main.py", 6), ("main.py", 7)]  # not line 5
 
 
+def test_a_scaler_class_beside_the_caller_keeps_fused_sgd_away(tmp_path: Path) -> None:
+    """ConvNeXt's shape (blind3): main.py takes SGD with momentum from optim_factory.py and its loss scaler, a
+    class wrapping a GradScaler, from utils.py; optim_factory.py imports neither."""
+    write(tmp_path, {
+        "utils.py": """\
+            import torch
+
+            class NativeScaler:
+                def __init__(self):
+                    self._scaler = torch.cuda.amp.GradScaler()
+
+                def __call__(self, loss, optimizer):
+                    self._scaler.scale(loss).backward()
+                    self._scaler.step(optimizer)
+                    self._scaler.update()
+            """,
+        "optim_factory.py": """\
+            import torch
+
+            def create_optimizer(model):
+                return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+            """,
+        "main.py": """\
+            import torch
+            from optim_factory import create_optimizer
+            from utils import NativeScaler
+
+            model = torch.nn.Linear(512, 512).cuda()
+            optimizer = create_optimizer(model)
+            loss_scaler = NativeScaler()
+            """,
+    })
+    assert findings(tmp_path, "--select", "GPU201") == []
+
+
 def test_gpu_evidence_comes_from_the_caller(tmp_path: Path) -> None:
     """pytorch/examples FSDP: the step runs in utils/train_utils.py, the device is chosen in main.py."""
     write(tmp_path, {"steps.py": "import torch\n\n" + TRAIN_STEP, "lib.py": "import torch\n\n" + TRAIN_STEP})
