@@ -1,10 +1,9 @@
 """DataLoader calls on CPython's `ast` (issue 25): the dataset behind a loader, and what each item costs.
 
-The `ast` port of analysis/datasets.py (which the LibCST rules keep using until they are ported):
-whether the dataset holds tensors already on a device, items computed up front, or work done per item,
-read from the call, the names it is built from, and the project's dataset classes (the kinds are the
-project facts' own: project/facts.py IN_MEMORY, NOTHING, ON_DEVICE, WORK). Shared by GPU102 (and GPU101
-once ported); other loader rules import it.
+Whether the dataset holds tensors already on a device, items computed up front, or work done per
+item, read from the call, the names it is built from, and the project's dataset classes (the kinds are
+the project facts' own: project/facts.py IN_MEMORY, NOTHING, ON_DEVICE, WORK). Shared by GPU101 and
+GPU102 (ported from the LibCST analyses that this module replaced); other loader rules import it.
 """
 
 from __future__ import annotations
@@ -486,7 +485,7 @@ class LoaderCall:
 
 
 # ------------------------------------------------------------------------------------------------
-# where a loader's batches go (the `ast` port of analysis/batches.py and of the copies part of
+# where a loader's batches go (ported from the LibCST batch analysis, and the copies part of
 # rewrites/async_copies.py): loops over the loader, the batch names they bind, copies to a device
 # ------------------------------------------------------------------------------------------------
 

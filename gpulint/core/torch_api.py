@@ -31,6 +31,9 @@ SGD_MOMENTUM = ("momentum", 2)  # SGD(params, lr, momentum, dampening, weight_de
 # ------------------------------------------------------------------------------------------------
 
 DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+# the rules about DataLoader calls can only fire where the text says DataLoader and the tree resolves one
+DATALOADER_NEEDLES = ("DataLoader",)
+DATALOADER_AST_NEEDLES = (tuple(sorted(DATALOADER)),)
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, ...)
 DATALOADER_DATASET = ("dataset", 0)
 DATALOADER_NUM_WORKERS = ("num_workers", 5)

@@ -6,13 +6,12 @@ import ast
 from typing import TYPE_CHECKING, Optional
 
 from gpulint.analysis.ast_context import AstContext, AstKeywordArgs, Detection, positional_args
-from gpulint.analysis.datasets import DATALOADER_AST_NEEDLES, DATALOADER_NEEDLES
 from gpulint.analysis.device import cuda_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise, all_of
 from gpulint.analysis.loaders import LoaderCall, batch_copies, dataloader_call, loader_batches
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
-from gpulint.core.torch_api import DATALOADER_PIN_MEMORY
+from gpulint.core.torch_api import DATALOADER_AST_NEEDLES, DATALOADER_NEEDLES, DATALOADER_PIN_MEMORY
 from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.project.facts import IN_MEMORY, NOTHING, ON_DEVICE, WORK
 from gpulint.rules.base import Rule, RuleDocs, Target

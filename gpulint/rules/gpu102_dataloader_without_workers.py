@@ -7,14 +7,13 @@ from typing import TYPE_CHECKING, Optional
 
 from gpulint.analysis.ast_context import AstContext, Detection, positional_args
 from gpulint.analysis.ast_values import is_literal
-from gpulint.analysis.datasets import DATALOADER_AST_NEEDLES, DATALOADER_NEEDLES
 from gpulint.analysis.device import accelerator_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise, all_of
 from gpulint.analysis.loaders import UNSHARDED, LoaderCall, dataloader_call
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.options import Flag, Integer, Option
-from gpulint.core.torch_api import DATALOADER_NUM_WORKERS
+from gpulint.core.torch_api import DATALOADER_AST_NEEDLES, DATALOADER_NEEDLES, DATALOADER_NUM_WORKERS
 from gpulint.core.verification import NEUTRAL, RANDOM_STREAMS, Verification
 from gpulint.project.facts import IN_MEMORY, NOTHING, ON_DEVICE, WORK
 from gpulint.rules.base import Rule, RuleDocs, Target

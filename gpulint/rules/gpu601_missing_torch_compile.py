@@ -34,6 +34,10 @@ GPU_BOUND = Premise(
     "the loop waits on the model's GPU work: refuted in reinforcement-learning loops (the file imports an "
     "environment package: the step waits on the simulator) and with sparse tensors (which torch.compile "
     "does not trace).")
+COMPILE_EXISTS = Premise(
+    "compile-exists",
+    "every torch the project supports has `torch.compile` (2.0 on): refuted by a declared floor below it "
+    "(`torch-version`, requirements, setup.py ...), where the advice could not be taken.")
 # wrappers that should see the compiled module, or whose order with compile the fix cannot choose for the user
 _WRAPPERS = ("DistributedDataParallel", "DataParallel", "FullyShardedDataParallel", "fully_shard", "DDP(", "FSDP(")
 
@@ -101,11 +105,11 @@ class MissingTorchCompile(Rule):
         step calls and which is bound only by plain assignments before that line. No fix
         when the file saves or loads `model.state_dict()` (a compiled module's keys gain an
         `_orig_mod.` prefix), when it wraps the model in DDP, DataParallel or FSDP (the order
-        of wrapping and compiling is the user's choice), or with a torch floor below 2.0.
-        Not reported where a framework owns the loop, in reinforcement-learning loops, with
+        of wrapping and compiling is the user's choice). Not reported with a torch floor
+        below 2.0 (no torch.compile there), where a framework owns the loop, in reinforcement-learning loops, with
         sparse tensors, in CPU-only files or in test files.
         """,
-        premises=(TRAINS_ON_CUDA, NOT_COMPILED, GPU_BOUND),
+        premises=(TRAINS_ON_CUDA, NOT_COMPILED, GPU_BOUND, COMPILE_EXISTS),
     )
 
     def detect(self, ctx: AstContext) -> None:
@@ -116,16 +120,14 @@ class MissingTorchCompile(Rule):
             TRAINS_ON_CUDA: trains_on_cuda(ctx, steps),
             NOT_COMPILED: REFUTED if SETTING_COMPILE in ctx.project.settings else SHOWN,
             GPU_BOUND: REFUTED if ctx.project.rl or ctx.project.own.sparse else SHOWN,
+            COMPILE_EXISTS: REFUTED if floors.too_new(ctx.settings.torch_version, [floors.COMPILE]) else SHOWN,
         })
         if not decision.report:
             return
         fix: Optional[Applicability] = None
         fix_message, note, data = "", "", None
-        too_new = floors.too_new(ctx.settings.torch_version, [floors.COMPILE])
         placed = _compile_point(ctx, steps)
-        if too_new is not None:
-            note = f"no fix: {too_new.reason()}"
-        elif isinstance(placed, str):
+        if isinstance(placed, str):
             note = f"no fix: {placed}"
         else:
             name, line = placed
