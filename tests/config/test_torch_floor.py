@@ -197,14 +197,19 @@ def test_no_fix_needs_a_torch_newer_than_the_project_declares(tmp_path: Path, ca
 def test_no_optimizer_advice_needs_a_torch_the_project_does_not_declare(tmp_path: Path) -> None:
     """`fused=True` raises a TypeError on a torch without the kernel: a project that declares one is not told
     to pass it, also when it pins torch in requirements.txt or environment.yml."""
-    write(tmp_path, {"a/pyproject.toml": '[project]\nname = "p"\ndependencies = ["torch>=2.0"]\n', "a/train.py": ADAM,
+    maybe_cpu = ADAM.replace(".cuda()", '.to("cuda" if torch.cuda.is_available() else "cpu")')
+    torch_2 = '[project]\nname = "p"\ndependencies = ["torch>=2.0"]\n'
+    write(tmp_path, {"a/pyproject.toml": torch_2, "a/train.py": maybe_cpu,
                      "b/requirements.txt": "numpy\ntorch==1.7.1\n", "b/train.py": ADAM,
                      "c/environment.yml": "dependencies:\n  - pytorch=1.8\n", "c/train.py": ADAM,
-                     "d/requirements.txt": "torch>=2.4\n", "d/train.py": ADAM})
+                     "d/requirements.txt": "torch>=2.4\n", "d/train.py": ADAM,
+                     "e/pyproject.toml": torch_2, "e/train.py": ADAM})
     gpulint = Gpulint(False, tmp_path / "cache")
     for folder in "abc":
         assert "GPU201" not in gpulint.check("--output-format", "concise", tmp_path / folder / "train.py").output
     assert "GPU201" in gpulint.check("--output-format", "concise", tmp_path / "d" / "train.py").output
+    # a CUDA-only script needs only the CUDA kernel (Adam: 1.13), not the CPU one (2.4): mar's case, blind3
+    assert "GPU201" in gpulint.check("--output-format", "concise", tmp_path / "e" / "train.py").output
 
 
 def test_one_look_per_folder(tmp_path: Path) -> None:
