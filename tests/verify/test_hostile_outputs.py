@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -82,13 +83,18 @@ def test_the_writer_refuses_a_link_made_after_the_check(tmp_path: Path) -> None:
     with pytest.raises(OutputRefused, match="has 2 names"):
         write_output(tmp_path / "h.json", b"{}")
     os.mkfifo(tmp_path / "f.json")
-    reader = threading.Thread(target=lambda: open(tmp_path / "f.json", "rb").close())  # a reader is waiting
+    # a reader is waiting; a daemon, so that a reader still blocked in open() can never keep the test run from
+    # exiting (it did once: the writer refused before the reader had opened, and the release below found no one)
+    reader = threading.Thread(target=lambda: open(tmp_path / "f.json", "rb").close(), daemon=True)
     reader.start()
     try:
         with pytest.raises(OutputRefused, match="a FIFO"):
             write_output(tmp_path / "f.json", b"{}")
-    finally:  # let the reader go, whatever happened, without blocking when it is gone
-        with contextlib.suppress(OSError):
-            os.close(os.open(tmp_path / "f.json", os.O_WRONLY | os.O_NONBLOCK))
-        reader.join(5)
+    finally:  # let the reader go, whatever happened: until it has opened, a non-blocking writer finds no one
+        deadline = time.monotonic() + 5
+        while reader.is_alive() and time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                os.close(os.open(tmp_path / "f.json", os.O_WRONLY | os.O_NONBLOCK))
+            reader.join(0.05)
+        assert not reader.is_alive()
     assert target.read_text() == LIBRARY
