@@ -469,7 +469,7 @@ class Project:
                                   if callers & self._setting_here[kind]
                                   or (callers | me) & self._setting_importers[kind]),
             scanned=True,
-            script=not callers and rel.endswith(".py") and _package_init(rel) not in self._exists
+            script=not callers and rel.endswith(".py") and package_init(rel) not in self._exists
             and rel.rpartition("/")[2][:-3] not in self._import_words,
         )
 
@@ -617,7 +617,7 @@ def module_stem(path: str) -> str:
     return path.rpartition("/")[2].rsplit(".", 1)[0]
 
 
-def _package_init(path: str) -> str:
+def package_init(path: str) -> str:
     """The `__init__.py` that would make the folder of `path` (relative, posix) a package."""
     folder = path.rpartition("/")[0]
     return f"{folder}/__init__.py" if folder else "__init__.py"
@@ -705,6 +705,9 @@ def scan_files(root: Path, paths: Iterable[Path], facts_for: "FactsSource",
 
 def relative_to(root: Path, path: Path) -> Optional[str]:
     """`path` as a posix path relative to `root` (how a project names its files), or None outside it."""
+    absolute, base = os.path.abspath(path), str(root)
+    if os.path.isabs(base) and not base.endswith(os.sep) and absolute.startswith(base + os.sep):
+        return absolute[len(base) + 1:].replace(os.sep, "/")  # plain strings: called once per project file
     try:
         return Path(os.path.abspath(path)).relative_to(root).as_posix()
     except ValueError:
