@@ -582,6 +582,7 @@ class AstContext:
         self._analyses: dict[Callable[..., Any], Any] = {}
         self._parents: Optional[dict[int, ast.AST]] = None
         self._index: Optional[dict[type, list[ast.AST]]] = None
+        self._named: Optional[dict[str, list[ast.Name]]] = None
         self._order: dict[int, int] = {}  # preorder number of every node, for `nodes` of several types
         self._lines: Optional[list[str]] = None
         self._starts: Optional[list[int]] = None
@@ -666,6 +667,17 @@ class AstContext:
             return
         order = self._order
         yield from sorted((n for nodes in lists for n in nodes), key=lambda n: order[id(n)])
+
+    def named(self, identifier: str) -> list[ast.Name]:
+        """Every `Name` node spelling `identifier`, in source order (an index: a name's uses are asked per
+        binding, and a long file has thousands of names)."""
+        if self._named is None:
+            named: dict[str, list[ast.Name]] = {}
+            for node in self.nodes(ast.Name):
+                assert isinstance(node, ast.Name)
+                named.setdefault(node.id, []).append(node)
+            self._named = named
+        return self._named.get(identifier, [])
 
     def order(self, node: ast.AST) -> Optional[int]:
         """The node's number in preorder (source order), None for a node not in this tree."""

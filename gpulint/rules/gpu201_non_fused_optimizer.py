@@ -154,7 +154,7 @@ class NonFusedOptimizer(Rule):
         foreach = kwargs.get("foreach")
         if kwargs.passed("foreach") and not is_literal(ctx, foreach, "True", "False", "None"):
             return  # an explicit, computed choice of implementation
-        if _SPARSE.search(ctx.text):
+        if ctx.analysis(_names_sparse):
             return  # sparse gradients: fused kernels reject them
         if _single_tensor(node, kwargs):
             return  # one tensor (a latent or an embedding optimised at inference): nothing to fuse
@@ -290,7 +290,7 @@ def _cuda_only(ctx: AstContext) -> bool:
     CPU fused kernels (torch 2.4) are not needed."""
     project = ctx.project
     return project.gpu and not project.own.cpu_pinned and not (set(project.devices) - {"framework"}) \
-        and not _CPU_STRING.search(ctx.text)
+        and not ctx.analysis(_names_cpu)
 
 
 def _framework_owned(ctx: AstContext) -> bool:
@@ -306,6 +306,15 @@ def _framework_owned(ctx: AstContext) -> bool:
 
 
 _CPU_STRING = re.compile(r"""["']cpu(?::\d+)?["']""")
+
+
+def _names_cpu(ctx: AstContext) -> bool:
+    """Once per file: a file of many optimizers would search its text once for each."""
+    return _CPU_STRING.search(ctx.text) is not None
+
+
+def _names_sparse(ctx: AstContext) -> bool:
+    return _SPARSE.search(ctx.text) is not None
 
 
 def _fused_device(project: ProjectView) -> Evidence:
