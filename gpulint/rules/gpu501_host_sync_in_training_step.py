@@ -85,7 +85,10 @@ class HostSyncInTrainingStep(Rule):
         `print(cuda_tensor)`, `cuda_tensor.cpu()` and explicit synchronisation under "Avoid
         unnecessary CPU-GPU synchronization"; `torch.cuda.set_sync_debug_mode("warn")`
         shows each one at run time. How much it costs depends on how long Python needs to
-        queue a step: small models and short steps lose the most.
+        queue a step: small models and short steps lose the most. There is no verify fixture
+        for this rule: on a CPU every operation runs before Python moves on, so a host read
+        waits for nothing and costs nothing to remove; the effect shows only on a GPU
+        (`torch.cuda.set_sync_debug_mode("warn")`, or a profiler trace's idle gaps).
         """,
         example="""
         import torch
