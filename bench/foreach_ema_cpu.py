@@ -1,9 +1,10 @@
 """GPU507's figure on a CPU: an EMA update as a Python loop over parameters against torch._foreach_*.
 
 The parameters of an 80-layer MLP of width 64 (80 weights of 64x64 and 80 biases: 160 tensors), float32,
-under torch.no_grad(). Prints the median time of one update for the loop (`e.mul_(d).add_(p, alpha=1 - d)`),
-the two foreach calls the fix writes on a torch floor below 2.0 (`_foreach_mul_` + `_foreach_add_`), the
-one it writes otherwise (`_foreach_lerp_`), and the largest difference of each from the loop's result.
+under torch.no_grad(). Prints the median time of one update for a loop of `e.mul_(d).add_(p, alpha=1 - d)` and the two
+foreach calls the fix writes for it (`_foreach_mul_` + `_foreach_add_`), for a loop of `e.lerp_(p, 1 - d)` and
+the call the fix writes for that (`_foreach_lerp_`), with the speedup over the first loop and the largest
+difference of each from the first loop's result.
 Run: python bench/foreach_ema_cpu.py [--threads N] [--repeats R] [--width W] [--layers L]
 """
 
@@ -22,6 +23,11 @@ Update = Callable[[list[torch.Tensor], list[torch.Tensor], float], None]
 def loop(ema: list[torch.Tensor], params: list[torch.Tensor], d: float) -> None:
     for e, p in zip(ema, params):
         e.mul_(d).add_(p, alpha=1 - d)
+
+
+def loop_lerp(ema: list[torch.Tensor], params: list[torch.Tensor], d: float) -> None:
+    for e, p in zip(ema, params):
+        e.lerp_(p, 1 - d)
 
 
 def mul_add(ema: list[torch.Tensor], params: list[torch.Tensor], d: float) -> None:
@@ -51,8 +57,8 @@ def main() -> None:
         loop(reference, params, 0.999)
         print(f"{len(params)} tensors, {args.threads} thread(s), median of {args.repeats} updates")
         base = None
-        for name, update in (("python loop", loop), ("_foreach_mul_ + _foreach_add_", mul_add),
-                             ("_foreach_lerp_", lerp)):
+        for name, update in (("python loop, mul_ + add_", loop), ("_foreach_mul_ + _foreach_add_", mul_add),
+                             ("python loop, lerp_", loop_lerp), ("_foreach_lerp_", lerp)):
             ema = [e.clone() for e in start]
             update(ema, params, 0.999)
             diff = max(float((a - b).abs().max()) for a, b in zip(ema, reference))

@@ -49,8 +49,8 @@ class PerParameterPythonLoop(Rule):
     name = "per-parameter-python-loop"
     habit = "fused-kernels"
     summary = "EMA/momentum update as a Python loop over parameters, every step (torch._foreach_* does it at once)"
-    impact = ("160 tensors of a width-64 MLP: 1.25 ms -> 0.17 ms per update with torch._foreach_lerp_ on one CPU "
-              "thread (bench/foreach_ema_cpu.py); on a GPU each op per parameter is a kernel launch")
+    impact = ("an EMA over 244 tensors: training step 5.3 -> 3.3 ms on one CPU thread (gpulint verify, "
+              "tests/verify/scripts/ema_mlp.py); on a GPU each op per parameter is a kernel launch")
     needles = ("parameters", "state_dict")
     ast_needles = ((".backward(", "torch.autograd.backward"), (".step(",))
     target = Target.GPU
@@ -70,13 +70,17 @@ class PerParameterPythonLoop(Rule):
         why="""
         Each tensor method call in the loop is a separate kernel launch (and Python dispatch)
         per parameter: a ResNet-50 EMA update is 161 parameters x 2 launches every step.
-        `torch._foreach_*` functions take the whole list and launch a few fused kernels. On a
-        CPU here (bench/foreach_ema_cpu.py: 160 tensors of an 80-layer MLP of width 64, one
-        thread, shared 2-core machine), one update took 1.25 ms as a Python loop, 0.71 ms
-        with `_foreach_mul_` + `_foreach_add_` (1.8x) and 0.17 ms with `_foreach_lerp_`
-        (7.5x); an earlier session measured 6.0 ms against 0.49 ms for the loop and
-        `_foreach_lerp_`. `gpulint verify` on tests/verify/scripts/ema_mlp.py shows the
-        whole training step getting shorter with the same losses. Optimizers use the same
+        `torch._foreach_*` functions take the whole list and launch a few fused kernels. Even
+        on a CPU, where they run one kernel per tensor, the Python loop costs: with
+        bench/foreach_ema_cpu.py (160 and 244 tensors of an MLP of width 64, one thread,
+        medians of 500 updates, three runs on a shared 2-core machine) a loop of `lerp_`
+        took 0.32-0.77 ms and `_foreach_lerp_` 0.17-0.19 ms (2.5-4.5x), a loop of `mul_`
+        then `add_` 0.86-1.32 ms and `_foreach_mul_` + `_foreach_add_` 1.25-1.9x less;
+        an earlier session measured 6.0 ms against 0.49 ms for the loop and
+        `_foreach_lerp_`. `gpulint verify --preview --select GPU507` on
+        tests/verify/scripts/ema_mlp.py (an EMA over 244 tensors, most of its step)
+        reproduces the losses bit for bit with a shorter step: 5.3 -> 3.3 ms (1.60x, 95% CI
+        1.21-2.28x, 5 interleaved run pairs of 60 steps). Optimizers use the same
         multi-tensor path by default on CUDA.
         """,
         example="""
@@ -108,20 +112,22 @@ class PerParameterPythonLoop(Rule):
                 torch._foreach_lerp_(ema_params, params, 0.001)
         """,
         fix_safety="""
-        Unsafe: the fix replaces the loop with `torch._foreach_lerp_(ema_params,
-        model_params, 1 - d)` for `t.lerp_(s, w)`, `t.mul_(d).add_(s, alpha=1 - d)` and
-        `t.copy_(t * d + s * (1 - d))` (torch 2.0 or newer), else with `torch._foreach_mul_`
-        and `torch._foreach_add_` (1.13), over lists built in its place from the same
-        `parameters()`, `buffers()` or `state_dict().values()` calls (`[p.data for p in
-        ...]` where the loop used `.data`), under the loop's own `torch.no_grad()`. It is
-        unsafe because `torch._foreach_*` is a private API; `lerp` rounds the last bits
-        differently from `mul_` then `add_` (at most 4.8e-07 on the bench's values), and
-        so may CUDA's multi-tensor kernels; `zip` stopped at the shorter model where the
-        foreach functions raise when the lists differ in length. Offered only when the loop
-        body is exactly one such update, both iterables belong to named modules, the update
-        runs under `torch.no_grad()`/`inference_mode()` (a `with` or a decorator) or on
-        `.data` or `state_dict()` tensors, no loop variable is read after the loop, the loop
-        holds no comment, and the project's torch floor has the functions; otherwise the
+        Unsafe: the fix replaces the loop with the same update on whole lists:
+        `torch._foreach_lerp_(ema_params, model_params, w)` for `t.lerp_(s, w)` (torch 2.0 or
+        newer), `torch._foreach_mul_` then `torch._foreach_add_` for
+        `t.mul_(d).add_(s, alpha=a)` and `t.copy_(t * d + s * a)` (1.13), over lists built
+        in its place from the same `parameters()`, `buffers()` or `state_dict().values()`
+        calls (`[p.data for p in ...]` where the loop used `.data`), under the loop's own
+        `torch.no_grad()`. A `mul_`/`add_` update is not turned into `lerp` even with `a = 1
+        - d`: lerp wants both tensors of one dtype, and a float32 EMA of a bfloat16 model
+        would make it raise. It is unsafe because `torch._foreach_*` is a private API;
+        `copy_(t * d + s * a)` now rounds like `mul_` then `add_`, and CUDA's multi-tensor
+        kernels may round the last bits differently; `zip` stopped at the shorter model where
+        the foreach functions raise when the lists differ in length. Offered only when the
+        loop body is exactly one such update, both iterables belong to named modules, the
+        update runs under `torch.no_grad()`/`inference_mode()` (a `with` or a decorator) or
+        on `.data` or `state_dict()` tensors, no loop variable is read after the loop, the
+        loop holds no comment, and the project's torch floor has the functions; otherwise the
         finding says why no fix is offered. Not reported for loops that do anything but
         elementwise updates (conditions, reads of `.grad`, assignments), loops under a
         logging-interval condition, where a framework owns the loop, in CPU-only files or in
@@ -281,9 +287,8 @@ def _plan_fix(ctx: AstContext, loop: ast.For) -> Union[_Plan, str]:
     detached = {v for v, owner in zip(variables, owners) if v in data or (owner is not None and owner[1] == "values")}
     if set(variables) - detached and not contexts and not _grad_off(ctx, loop):
         return "the update does not run under `torch.no_grad()` (nor on `.data`)"
-    lerp_exists = floors.too_new(ctx.settings.torch_version, [floors.FOREACH_LERP]) is None
-    if kind == "muladd" and lerp_exists and _one_minus(scalars["alpha"], scalars["scale"]):
-        kind, scalars = "lerp", {"weight": scalars["alpha"]}  # t * d + s * (1 - d) is lerp(t, s, 1 - d): one pass
+    # `mul_` + `add_` stays two steps even as `d` and `1 - d`: lerp wants both lists of one dtype, and an EMA
+    # kept in float32 for a bfloat16 model is updated by mul_/add_ but would make lerp raise
     floor = floors.too_new(ctx.settings.torch_version,
                            [floors.FOREACH_LERP if kind == "lerp" else floors.FOREACH_MUL_ADD])
     if floor is not None:
@@ -320,13 +325,6 @@ def _plan_fix(ctx: AstContext, loop: ast.For) -> Union[_Plan, str]:
     except SyntaxError:
         return "a factor of the update cannot be moved out of the loop as written"
     return _Plan(code, message)
-
-
-def _one_minus(expr: Optional[ast.expr], scale: Optional[ast.expr]) -> bool:
-    """`expr` is written `1 - scale` (or `1.0 - scale`)."""
-    return isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Sub) and isinstance(expr.left, ast.Constant) \
-        and expr.left.value == 1 and not isinstance(expr.left.value, bool) and scale is not None \
-        and ast.dump(expr.right) == ast.dump(scale)
 
 
 def _owner(iterable: ast.expr) -> Optional[tuple[str, str]]:

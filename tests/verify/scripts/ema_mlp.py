@@ -2,8 +2,8 @@
 
 The backbone (60 pre-norm residual blocks) is frozen and only a linear head trains, as in linear
 probing or head fine-tuning; the EMA, as timm's ModelEma does, follows every parameter of the model
-after each optimizer step, in a Python loop over the two models' parameters: two tensor operations
-for each of 244 parameters at the "tiny" size, then most of the step. `gpulint verify --select
+after each optimizer step, in a Python loop over the two models' parameters: one `lerp_` for each
+of 244 parameters at the "tiny" size, then most of the step. `gpulint verify --select
 GPU507 --preview` runs it against its rewrite to one `torch._foreach_lerp_` call: the same losses
 (the EMA model is not in the loss), a shorter step.
 
@@ -62,7 +62,7 @@ def main() -> None:
         optimizer.step()
         with torch.no_grad():
             for ema_p, p in zip(ema.parameters(), model.parameters()):
-                ema_p.mul_(decay).add_(p, alpha=1 - decay)
+                ema_p.lerp_(p, 1 - decay)
         if step % 20 == 0:
             print(f"step {step} loss {loss.item():.4f}")
 
