@@ -250,7 +250,7 @@ def _plan_fix(ctx: AstContext, steps: StepFacts, step: StepLoop) -> Union[_Plan,
         rows.update(range(statement.lineno, (statement.end_lineno or statement.lineno) + 1))
     text = ctx.segment(condition)
     if "\n" in text:
-        text = f"({text})"
+        text = ast.unparse(condition)  # on one line: the fix's layout breaks it where the file's width needs
     return _Plan(first, last, text, model)
 
 
