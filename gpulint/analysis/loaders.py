@@ -876,14 +876,18 @@ def _loops_over(ctx: AstContext, loader: ast.Call) -> list[Loop]:
     if holder is None:
         return []
     loops: list[Loop] = []
-    for loop in ctx.nodes(ast.For, ast.AsyncFor):
-        assert isinstance(loop, (ast.For, ast.AsyncFor))
-        source = _unwrapped(loop.iter)
+    for loop, source in ctx.analysis(_loop_sources):
         if _same(ctx, source, holder):
             loops.append(loop)
         elif isinstance(source, ast.Name) and isinstance(holder, ast.Name) and _passed_in(ctx, source, holder):
             loops.append(loop)
     return loops
+
+
+def _loop_sources(ctx: AstContext) -> list[tuple[Loop, ast.expr]]:
+    """Every `for` loop of the file and what it iterates, unwrapped (once per file, not once per loader)."""
+    return [(loop, _unwrapped(loop.iter))  # type: ignore[misc, attr-defined]
+            for loop in ctx.nodes(ast.For, ast.AsyncFor)]
 
 
 def _passed_in(ctx: AstContext, parameter: ast.Name, loader: ast.Name) -> bool:
@@ -980,8 +984,8 @@ def _host_to_device(ctx: AstContext, call: ast.Call) -> bool:
 
 def _body_calls(ctx: AstContext, loop: Loop) -> list[ast.Call]:
     """The calls in the loop's body, in source order (asked once per loop: a file of many loops stays linear)."""
-    inside = {id(n) for statement in loop.body for n in ast.walk(statement) if isinstance(n, ast.Call)}
-    return [c for c in ctx.nodes(ast.Call) if id(c) in inside]  # type: ignore[misc]
+    inside = [n for statement in loop.body for n in ast.walk(statement) if isinstance(n, ast.Call)]
+    return sorted(inside, key=lambda call: ctx.order(call) or 0)
 
 
 def _copies_in(ctx: AstContext, loop: Loop, batch: set[str], custom_collate: bool) -> list[ast.Call]:
