@@ -110,6 +110,9 @@ class ProjectView:
     # a script: no project file imports it and its folder is no package (no `__init__.py`), so a function
     # nothing in the file reaches never runs; False when unknown (the file alone, an editor's buffer)
     script: bool = False
+    # another project file imports this one (directly or through others): its `__main__` block is a self-test
+    # or a demo run by hand, not the training
+    imported: bool = False
 
     @classmethod
     def alone(cls, facts: FileFacts) -> "ProjectView":
@@ -469,6 +472,7 @@ class Project:
                                   if callers & self._setting_here[kind]
                                   or (callers | me) & self._setting_importers[kind]),
             scanned=True,
+            imported=bool(callers & ~me),
             script=not callers and rel.endswith(".py") and package_init(rel) not in self._exists
             and rel.rpartition("/")[2][:-3] not in self._import_words,
         )
