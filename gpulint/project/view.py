@@ -70,6 +70,9 @@ class ProjectView:
     # a module this one imports (two levels deep) creates a GradScaler or scales a loss through one: an
     # optimizer built here may be stepped by it (`train_one_epoch(model, loader, optimizer, scaler)`)
     scaler_importees: bool = False
+    # a module this one imports (two levels deep) makes sparse tensors: GCNII's train.py trains model.py's
+    # torch.spmm layers on an adjacency utils.py makes sparse
+    sparse_importees: bool = False
     # a module a caller imports directly creates a GradScaler or scales through one (ConvNeXt: main.py takes the
     # optimizer from optim_factory.py and a scaler class from utils.py): the optimizer may be stepped by it
     scaler_beside_callers: bool = False
@@ -450,6 +453,7 @@ class Project:
             own=own, gpu_callers=bool(callers & self._gpu), scaler_callers=bool(callers & self._scaler),
             rl_callers=bool(callers & self._rl),
             scaler_importees=any(self.facts[p].scaler for p in self._closure(rel, depth=2)),
+            sparse_importees=any(self.facts[p].sparse for p in self._closure(rel, depth=2)),
             scaler_beside_callers=any(self.facts[t].scaler for i in _members(callers)
                                       for t in self._importees[self.paths[i]]),
             evaluated_only=bool(callers) and not own.may_train and all(

@@ -185,6 +185,25 @@ def test_a_loader_in_the_self_test_of_an_imported_module_is_silent(tmp_path: Pat
     assert found == ([] if imported else ["GPU101", "GPU102"])
 
 
+def test_sparse_tensors_made_in_an_imported_module_keep_gpu001_away(tmp_path: Path) -> None:
+    """GCNII (fourth blind reading, 3 NP): model.py aggregates with torch.spmm over an adjacency that utils.py
+    makes sparse; train.py, which holds the step, does neither itself."""
+    write(tmp_path, {
+        "utils.py": "import torch\n\ndef adjacency(i, v, n):\n    return torch.sparse_coo_tensor(i, v, (n, n))\n",
+        "model.py": "import torch\nimport torch.nn as nn\n\nclass GCN(nn.Module):\n"
+                    "    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(2048, 2048)\n\n"
+                    "    def forward(self, x, adj):\n        return torch.spmm(adj, self.fc(x))\n",
+        "train.py": "import torch\nfrom model import GCN\nfrom utils import adjacency\n\n" + TRAIN_STEP
+                    + "\ntrain(GCN().cuda(), loader, opt)\n",
+    })
+    assert codes(findings(tmp_path, "--select", "GPU001"), "train.py") == []
+    (tmp_path / "model.py").write_text("import torch\nimport torch.nn as nn\n\nclass GCN(nn.Module):\n"
+                                       "    def __init__(self):\n        super().__init__()\n"
+                                       "        self.fc = nn.Linear(2048, 2048)\n", encoding="utf-8")
+    (tmp_path / "utils.py").write_text("import torch\n", encoding="utf-8")
+    assert codes(findings(tmp_path, "--select", "GPU001"), "train.py") == ["GPU001"]
+
+
 def test_gpu_evidence_comes_from_the_caller(tmp_path: Path) -> None:
     """pytorch/examples FSDP: the step runs in utils/train_utils.py, the device is chosen in main.py."""
     write(tmp_path, {"steps.py": "import torch\n\n" + TRAIN_STEP, "lib.py": "import torch\n\n" + TRAIN_STEP})
