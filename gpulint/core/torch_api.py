@@ -128,3 +128,14 @@ COMPOSE = frozenset({"torchvision.transforms.Compose", "torchvision.transforms.v
 HEAVY_TORCHVISION = frozenset({"ColorJitter", "GaussianBlur", "AugMix", "ElasticTransform", "RandomPerspective",
                                "RandAugment"})
 HEAVY_ALBUMENTATIONS = frozenset({"ElasticTransform", "GridDistortion", "OpticalDistortion"})
+
+# ------------------------------------------------------------------------------------------------
+# spelling torch objects in fixes (core/pending.py ImportPlanner, analysis/ast_context.py AstNames)
+# ------------------------------------------------------------------------------------------------
+
+# submodules that `import torch` makes reachable as attributes (checked on torch 2.4-2.14)
+REACHABLE_FROM_TORCH = (
+    "torch.amp", "torch.autograd", "torch.cuda", "torch.nn", "torch.optim",
+    "torch.utils.data", "torch.utils.checkpoint", "torch.distributed",
+)
+

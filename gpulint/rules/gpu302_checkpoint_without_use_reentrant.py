@@ -10,7 +10,7 @@ import libcst as cst
 
 from gpulint.analysis.deep_stacks import CHECKPOINT_FUNCTIONS, CHECKPOINT_SEQUENTIAL
 from gpulint.analysis.evidence import REFUTED, SHOWN, Decision, Evidence, Premise
-from gpulint.analysis.guards import version_guarded
+from gpulint.analysis.guards_cst import version_guarded
 from gpulint.analysis.nn_modules import GRAD_OFF
 from gpulint.analysis.training import training_facts
 from gpulint.core import floors
