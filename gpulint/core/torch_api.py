@@ -139,3 +139,12 @@ REACHABLE_FROM_TORCH = (
     "torch.utils.data", "torch.utils.checkpoint", "torch.distributed",
 )
 
+# ------------------------------------------------------------------------------------------------
+# activation checkpointing (GPU301, GPU302)
+# ------------------------------------------------------------------------------------------------
+
+CHECKPOINT = "torch.utils.checkpoint.checkpoint"
+CHECKPOINT_SEQUENTIAL = "torch.utils.checkpoint.checkpoint_sequential"
+CHECKPOINT_FUNCTIONS = frozenset({CHECKPOINT, CHECKPOINT_SEQUENTIAL})
+# checkpoint_sequential(functions, segments, input, use_reentrant, ...): a fourth positional sets it
+CHECKPOINT_SEQUENTIAL_USE_REENTRANT = ("use_reentrant", 3)
