@@ -148,3 +148,11 @@ CHECKPOINT_SEQUENTIAL = "torch.utils.checkpoint.checkpoint_sequential"
 CHECKPOINT_FUNCTIONS = frozenset({CHECKPOINT, CHECKPOINT_SEQUENTIAL})
 # checkpoint_sequential(functions, segments, input, use_reentrant, ...): a fourth positional sets it
 CHECKPOINT_SEQUENTIAL_USE_REENTRANT = ("use_reentrant", 3)
+
+# ------------------------------------------------------------------------------------------------
+# frameworks that run the training loop (analysis/training.py, GPU201)
+# ------------------------------------------------------------------------------------------------
+
+# packages (and classes) that run the training loop and own precision themselves: a module-level import
+FRAMEWORKS = ("accelerate", "lightning", "pytorch_lightning", "lightning_fabric", "deepspeed", "mmengine",
+              "transformers.Trainer", "transformers.trainer")
