@@ -171,7 +171,7 @@ class CheckpointWithoutUseReentrant(Rule):
         positional = positional_args(node)
         if not kwargs.complete or positional is None:
             return
-        quote = detect_style(ctx.text, ctx.settings.line_length, "    ").quote
+        quote = ctx.analysis(_quote)
         non_reentrant = f"{{{quote}use_reentrant{quote}: False}}"
         how, message = "", f"Pass `gradient_checkpointing_kwargs={non_reentrant}`"
         forwarded: Optional[_Forwarded] = None
@@ -244,6 +244,11 @@ class CheckpointWithoutUseReentrant(Rule):
         else:
             new = add_keyword(node, HF_KWARGS, non_reentrant)
         return PendingFix.unsafe(message, Replace(node, new))
+
+
+def _quote(ctx: AstContext) -> str:
+    """The quote character the file's strings use (the one a LibCST fix context reads: core/style.py)."""
+    return detect_style(ctx.text, ctx.settings.line_length, "    ").quote
 
 
 def _under_autograd(ctx: AstContext, node: ast.Call) -> Evidence:
