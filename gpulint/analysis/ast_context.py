@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Iterator, O
 
 from gpulint.analysis.evidence import Decision, undecided_note
 from gpulint.core.edits import Applicability
+from gpulint.core.torch_api import REACHABLE_FROM_TORCH
 from gpulint.project.facts import ImportAliases, module_imports
 
 if TYPE_CHECKING:
@@ -327,6 +328,37 @@ class AstNames:
         alias = module.replace(".", "_") + "_"
         while alias in taken:
             alias += "_"
+        return alias
+
+    def reference(self, module: str, name: str) -> str:
+        """How a fix spells `module.name`: the file's own name for it, or through its import of the module
+        (or of `torch`, for a submodule `import torch` reaches), else the name the import a fix adds binds
+        (core/pending.py ImportPlanner.reference decides the same on LibCST)."""
+        qualified = f"{module}.{name}"
+        bound = {alias: targets[0] if len(set(targets)) == 1 and LOCAL not in targets else None
+                 for alias, targets in self.module_scope.bindings.items()}
+        for alias, target in bound.items():
+            if target == qualified:
+                return alias
+        best: Optional[tuple[str, str]] = None
+        for alias, target in bound.items():
+            if target is None:
+                continue
+            if module == target or (module.startswith(target + ".") and target == "torch"
+                                    and module.startswith(REACHABLE_FROM_TORCH)):
+                if best is None or len(target) > len(best[1]):
+                    best = (alias, target)
+        if best is not None:
+            alias, target = best
+            return alias + module[len(target):] + "." + name
+        taken: set[str] = set()
+        for scope in self.scopes.values():
+            taken.update(scope.bindings)
+        if module.split(".")[0] not in taken:
+            return qualified
+        alias = name
+        while alias in taken:
+            alias = f"{module.split('.')[-1]}_{alias}"
         return alias
 
     @property
