@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -24,7 +25,7 @@ def test_the_heap_is_frozen_only_while_a_big_run_lints(tmp_path: Path, monkeypat
     seen: list[int] = []
     real = lint.run_jobs
 
-    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def counted(*args: Any, **kwargs: Any) -> Any:
         seen.append(gc.get_freeze_count())
         return real(*args, **kwargs)
 
