@@ -162,6 +162,7 @@ class FusedOption:
     config: bool  # a field of a config object (its default is in the config class), not a parameter
     node: ast.expr  # the parameter's default (`False`), or the config read (`config.flash_attn`)
     position: Optional[int]  # the parameter's index among the positional arguments after self; None: keyword-only
+    attribute: str  # `self.<attribute>`, which a script may also set on the built model (`model.attn.flash = True`)
     branch: ast.If  # the test that chooses the kernel
     site: Attention  # the hand-written chain that runs while the option is off
 
@@ -205,7 +206,7 @@ def fused_options(cls: ast.ClassDef, names: AstNames, sites: list[Attention]) ->
                 source = sources[attribute]
                 if site is not None and source.option not in found:
                     found[source.option] = FusedOption(source.option, source.config, source.node, source.position,
-                                                       statement, site)
+                                                       attribute, statement, site)
     return list(found.values())
 
 

@@ -696,7 +696,7 @@ class _Scanner:
         for keyword in call.keywords:
             if keyword.arg is not None:
                 self._option(keyword.arg, keyword.value)  # `Attention(dim, flash=True)`, `dict(use_sdpa=x)`
-        if last[:1].isupper():
+        if last[:1].isupper() and not last.endswith(("Error", "Exception", "Warning")):
             self._class_call(call, last, qualified)
         elif last == "setattr" and len(call.args) == 3 and _string(call.args[1]) is not None:
             self._option(_string(call.args[1]) or "", call.args[2])

@@ -253,7 +253,7 @@ class ManualAttention(Rule):
 def _off_by_default(project: ProjectView, name: str, option: FusedOption) -> tuple[Evidence, str]:
     """Whether the project leaves the option at its default, False (see OFF_BY_DEFAULT), and the config
     class that holds it ("" for a parameter)."""
-    values = project.option_values(option.option)
+    values = project.option_values(option.option) | project.option_values(option.attribute)
     if OPTION_ON in values:
         return REFUTED, ""
     if OPTION_UNKNOWN in values:
