@@ -485,6 +485,8 @@ class _Scanner:
         self.module_ints = _module_ints(tree)
         self.settings: set[str] = set()
         self.options: dict[str, set[str]] = {}
+        self.passed_args: list[tuple[str, str]] = []  # (option, attribute) for `flash=args.flash`
+        self.args_rewritten = False  # the parsed arguments may change after parsing (see _option_values)
         self.class_calls: dict[str, int] = {}
 
     def run(self) -> FileFacts:
@@ -510,8 +512,10 @@ class _Scanner:
                     names.add(attr)
                     if attr == "__version__":
                         versioned = True
-                    if attr == "__dict__" and isinstance(node.value, ast.Name):  # type: ignore[attr-defined]
-                        dict_lookups.add(node.value.id)  # type: ignore[attr-defined]
+                    if attr == "__dict__":
+                        self.args_rewritten = True  # `args.__dict__.update(config)` may set any option
+                        if isinstance(node.value, ast.Name):  # type: ignore[attr-defined]
+                            dict_lookups.add(node.value.id)  # type: ignore[attr-defined]
                     if attr in ("cuda", "accelerator") and not self.gpu and any(
                             q in ("torch.cuda", "torch.accelerator") for q in self.aliases.qualified(node)):
                         self.gpu = True
@@ -584,7 +588,7 @@ class _Scanner:
             inference_script=_has_main_guard(self.tree) and bool(names & _GRAD_OFF_NAMES) and not may_train,
             may_train=may_train,
             settings=tuple(sorted(self.settings)),
-            option_values={k: tuple(sorted(v)) for k, v in sorted(self.options.items())},
+            option_values=self._option_values(),
             class_calls=dict(sorted(self.class_calls.items())),
             option_defaults=self._option_defaults(),
         )
@@ -611,6 +615,9 @@ class _Scanner:
         """Remember what the file gives an option named like a fused-attention switch."""
         if not FUSED_OPTION.search(name):
             return
+        if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name):
+            self.passed_args.append((name, value.attr))  # `flash=args.flash`: decided by the parser's default
+            return
         literal = value.value if isinstance(value, ast.Constant) else ...
         if literal is True or (type(literal) is int and literal != 0):
             kind = OPTION_ON
@@ -619,6 +626,17 @@ class _Scanner:
         else:
             kind = OPTION_UNKNOWN
         self.options.setdefault(name, set()).add(kind)
+
+    def _option_values(self) -> dict[str, tuple[str, ...]]:
+        """The options' values, `args.flash` read as the default of the argparse flag the file declares
+        (a `store_true` flag: off unless the command line asks; True: on), unknown otherwise, and unknown
+        wherever the file may rewrite the parsed arguments (`set_defaults`, `vars(args)`, `__dict__`, a
+        computed setattr)."""
+        for name, dest in self.passed_args:
+            default = self.argparse.get(dest) if not self.args_rewritten else None
+            kind = OPTION_OFF if default is False else OPTION_ON if default is True else OPTION_UNKNOWN
+            self.options.setdefault(name, set()).add(kind)
+        return {k: tuple(sorted(v)) for k, v in sorted(self.options.items())}
 
     def _class_call(self, call: ast.Call, last: str, qualified: set[str]) -> None:
         """The most positional arguments a call of a capitalised name passes (SPLAT: `*args`, `**kwargs`)."""
@@ -698,8 +716,13 @@ class _Scanner:
                 self._option(keyword.arg, keyword.value)  # `Attention(dim, flash=True)`, `dict(use_sdpa=x)`
         if last[:1].isupper() and not last.endswith(("Error", "Exception", "Warning")):
             self._class_call(call, last, qualified)
-        elif last == "setattr" and len(call.args) == 3 and _string(call.args[1]) is not None:
-            self._option(_string(call.args[1]) or "", call.args[2])
+        elif last == "setattr" and len(call.args) == 3:
+            if _string(call.args[1]) is None:
+                self.args_rewritten = True  # `setattr(args, key, value)` from a config file
+            else:
+                self._option(_string(call.args[1]) or "", call.args[2])
+        elif last in ("set_defaults", "vars"):
+            self.args_rewritten = True
         if last in _FRAMEWORK_DEVICE_CALLS and any(
                 q.startswith(("accelerate", "deepspeed", "lightning", "pytorch_lightning")) for q in qualified):
             self.devices.add("framework")  # Accelerator(), deepspeed.initialize(), Trainer/Fabric: device chosen for us

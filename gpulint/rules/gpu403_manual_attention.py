@@ -40,9 +40,9 @@ OFF_BY_DEFAULT = Premise(
     "project runs the hand-written branch. The option defaults to False (the parameter's default, or the "
     "field of the one config class that holds it) and every file around the model (its callers, what they "
     "import, what it imports) that constructs the class or config constructs it with keywords only and "
-    "gives the option False or nothing. Refuted where one gives it True; undecided where one passes it a "
-    "value gpulint cannot read (a variable, `**kwargs`, a positional argument) or nothing constructs the "
-    "class where gpulint can see it.")
+    "gives the option False, nothing, or an argparse `store_true` flag the file declares. Refuted where one "
+    "gives it True; undecided where one passes it a value gpulint cannot read (a variable, `**kwargs`, a "
+    "positional argument) or nothing constructs the class where gpulint can see it.")
 
 
 class ManualAttention(Rule):
@@ -80,7 +80,9 @@ class ManualAttention(Rule):
         one config class holding it defaults to False. Reported at that default (or the
         config read), only when the files around the model (its callers, what they
         import, what it imports) build the class or config with keywords only and never
-        give the option True or a value gpulint cannot read, and the torch floor has SDPA.
+        give the option True or a value gpulint cannot read (`flash=args.flash` reads as
+        the default of a `store_true` flag the same file declares), and the torch floor
+        has SDPA.
 
         Not reported: attention whose weights are read anywhere else (returned, stored,
         logged: the fused kernel never makes them); a fallback no option chooses, or whose
