@@ -199,7 +199,7 @@ def fused_options(cls: ast.ClassDef, names: AstNames, sites: list[Attention]) ->
                 on, off = (statement.orelse, statement.body) if negated else (statement.body, statement.orelse)
                 if not off and on and isinstance(on[-1], (ast.Return, ast.Raise)):
                     off = block[index + 1:]  # `if self.flash: return sdpa(...)`, the hand-written code after
-                if not _calls_fused_kernel(on, names):
+                if not _calls_fused_kernel(on, names, _methods_called(on, me, cls)):
                     continue
                 inside = {id(n) for s in off for n in ast.walk(s)}
                 site = next((s for s in sites if s.method is method and id(s.statement) in inside), None)
@@ -267,8 +267,21 @@ def _tested_attribute(test: ast.expr, me: str) -> Optional[tuple[str, bool]]:
     return (attribute, negated) if attribute is not None else None
 
 
-def _calls_fused_kernel(statements: list[ast.stmt], names: AstNames) -> bool:
+def _methods_called(statements: list[ast.stmt], me: str, cls: ast.ClassDef) -> list[ast.stmt]:
+    """The bodies of the class's own methods the statements call (`return self.flash_attn(q, k, v)`)."""
+    methods = {m.name: m for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    called: set[str] = set()
     for statement in statements:
+        for node in ast.walk(statement):
+            name = _self_attribute(node.func, me) if isinstance(node, ast.Call) else None
+            if name in methods:
+                called.add(name)
+    return [statement for name in sorted(called) for statement in methods[name].body]
+
+
+def _calls_fused_kernel(statements: list[ast.stmt], names: AstNames, helpers: list[ast.stmt]) -> bool:
+    """A call of SDPA, xFormers or flash-attn in the statements, or in the class's methods they call."""
+    for statement in (*statements, *helpers):
         for node in ast.walk(statement):
             if isinstance(node, ast.Call):
                 name = names.qualname(node.func)
