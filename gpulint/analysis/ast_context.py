@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Iterator, O
 
 from gpulint.analysis.evidence import Decision, undecided_note
 from gpulint.core.edits import Applicability
+from gpulint.core.torch_api import REACHABLE_FROM_TORCH
 from gpulint.project.facts import ImportAliases, module_imports
 
 if TYPE_CHECKING:
@@ -329,6 +330,37 @@ class AstNames:
             alias += "_"
         return alias
 
+    def reference(self, module: str, name: str) -> str:
+        """How a fix spells `module.name`: the file's own name for it, or through its import of the module
+        (or of `torch`, for a submodule `import torch` reaches), else the name the import a fix adds binds
+        (core/pending.py ImportPlanner.reference decides the same on LibCST)."""
+        qualified = f"{module}.{name}"
+        bound = {alias: targets[0] if len(set(targets)) == 1 and LOCAL not in targets else None
+                 for alias, targets in self.module_scope.bindings.items()}
+        for alias, target in bound.items():
+            if target == qualified:
+                return alias
+        best: Optional[tuple[str, str]] = None
+        for alias, target in bound.items():
+            if target is None:
+                continue
+            if module == target or (module.startswith(target + ".") and target == "torch"
+                                    and module.startswith(REACHABLE_FROM_TORCH)):
+                if best is None or len(target) > len(best[1]):
+                    best = (alias, target)
+        if best is not None:
+            alias, target = best
+            return alias + module[len(target):] + "." + name
+        taken: set[str] = set()
+        for scope in self.scopes.values():
+            taken.update(scope.bindings)
+        if module.split(".")[0] not in taken:
+            return qualified
+        alias = name
+        while alias in taken:
+            alias = f"{module.split('.')[-1]}_{alias}"
+        return alias
+
     @property
     def imports(self) -> ImportAliases:
         """The module-level import table the project facts use (permissive: every import a name may
@@ -582,6 +614,7 @@ class AstContext:
         self._analyses: dict[Callable[..., Any], Any] = {}
         self._parents: Optional[dict[int, ast.AST]] = None
         self._index: Optional[dict[type, list[ast.AST]]] = None
+        self._named: Optional[dict[str, list[ast.Name]]] = None
         self._order: dict[int, int] = {}  # preorder number of every node, for `nodes` of several types
         self._lines: Optional[list[str]] = None
         self._starts: Optional[list[int]] = None
@@ -666,6 +699,17 @@ class AstContext:
             return
         order = self._order
         yield from sorted((n for nodes in lists for n in nodes), key=lambda n: order[id(n)])
+
+    def named(self, identifier: str) -> list[ast.Name]:
+        """Every `Name` node spelling `identifier`, in source order (an index: a name's uses are asked per
+        binding, and a long file has thousands of names)."""
+        if self._named is None:
+            named: dict[str, list[ast.Name]] = {}
+            for node in self.nodes(ast.Name):
+                assert isinstance(node, ast.Name)
+                named.setdefault(node.id, []).append(node)
+            self._named = named
+        return self._named.get(identifier, [])
 
     def order(self, node: ast.AST) -> Optional[int]:
         """The node's number in preorder (source order), None for a node not in this tree."""

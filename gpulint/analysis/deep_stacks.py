@@ -34,6 +34,7 @@ from gpulint.analysis.nn_modules import (
 )
 from gpulint.core.context import FileContext
 from gpulint.core.names import NameUses
+from gpulint.core.torch_api import CHECKPOINT_FUNCTIONS
 from gpulint.core.values import single_value
 from gpulint.core.walk import walk
 
@@ -53,12 +54,6 @@ HEAVY_LAYERS = frozenset({
     "TransformerEncoderLayer", "TransformerDecoderLayer",
     "RNN", "LSTM", "GRU",
 })
-
-CHECKPOINT = "torch.utils.checkpoint.checkpoint"
-
-CHECKPOINT_SEQUENTIAL = "torch.utils.checkpoint.checkpoint_sequential"
-
-CHECKPOINT_FUNCTIONS = frozenset({CHECKPOINT, CHECKPOINT_SEQUENTIAL})
 
 # Whole-model checkpointing applied from outside the class: torch's wrapper API, Hugging Face,
 # timm. When a file uses any of these we assume its stacks are covered.

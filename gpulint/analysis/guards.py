@@ -5,19 +5,18 @@
 `version.parse(torch.__version__) >= ...` keep a project working on the torch versions it
 supports. Rewriting the old call there breaks exactly the versions that branch was written
 for, so the rules about deprecated or version-dependent API (GPU003, GPU302) stay silent inside.
+
+Read on CPython's `ast` (issue 25): no LibCST here.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import Iterable, Optional
 
-import libcst as cst
-
-from gpulint.analysis.training import TrainingFacts
-from gpulint.core.names import NameUses
-from gpulint.core.values import single_value
-from gpulint.core.walk import walk
+from gpulint.analysis.ast_context import AstContext
+from gpulint.analysis.ast_values import single_value
 
 # exceptions an older torch raises for an API it does not have yet
 _FALLBACK_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError", "TypeError", "NameError"})
@@ -26,80 +25,76 @@ _FALLBACK_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "AttributeEr
 # `version.parse(torch.__version__)`), not merely `torch.cuda.is_available()`
 _TORCH = re.compile(r"torch", re.IGNORECASE)
 _VERSION_TEST = re.compile(r"version|hasattr|greater|less|_\d+_\d+|\d+\.\d+", re.IGNORECASE)
+# the statement lists of a block statement (the module's own body is not a block: nothing exits it early)
+_BLOCKS = ("body", "orelse", "finalbody")
 
 
-def version_guarded(facts: TrainingFacts, node: cst.CSTNode) -> bool:
+def version_guarded(ctx: AstContext, node: ast.AST) -> bool:
     """`node` sits in a branch that only some torch versions take."""
-    child: cst.CSTNode = node
-    for ancestor in facts.ancestors(node):
-        if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test:
-            if _is_version_test(facts, ancestor.test):
+    child: ast.AST = node
+    for ancestor in ctx.ancestors(node):
+        if isinstance(child, ast.stmt) and not isinstance(ancestor, ast.Module) \
+                and _after_early_exit(ctx, ancestor, child):
+            return True
+        if isinstance(ancestor, (ast.If, ast.IfExp)) and child is not ancestor.test:
+            if _is_version_test(ctx, ancestor.test):
                 return True
-        elif isinstance(ancestor, cst.Try) and _catches_fallback(facts, ancestor.handlers):
+        elif isinstance(ancestor, ast.Try) and _catches_fallback(ancestor.handlers):
             return True
-        elif isinstance(ancestor, cst.IndentedBlock) and _after_early_exit(facts, ancestor, child):
-            return True
-        elif isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        elif isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             return False
         child = ancestor
     return False
 
 
-def _after_early_exit(facts: TrainingFacts, block: cst.IndentedBlock, child: cst.CSTNode) -> bool:
+def _after_early_exit(ctx: AstContext, owner: ast.AST, child: ast.stmt) -> bool:
     """`if TORCH_2: return new(...)` earlier in the block: the statements after it are the old torch's branch."""
-    for statement in block.body:
+    block = next((b for b in (getattr(owner, name, None) for name in _BLOCKS)
+                  if isinstance(b, list) and any(s is child for s in b)), None)
+    if block is None:
+        return False
+    for statement in block:
         if statement is child:
             return False
-        if isinstance(statement, cst.If) and statement.orelse is None and _exits(statement.body) \
-                and _is_version_test(facts, statement.test):
+        if isinstance(statement, ast.If) and not statement.orelse and _exits(statement.body) \
+                and _is_version_test(ctx, statement.test):
             return True
     return False
 
 
-def _exits(body: cst.BaseSuite) -> bool:
-    """The suite ends with `return` or `raise`."""
-    statements = body.body if isinstance(body, cst.IndentedBlock) else [body]
-    last = statements[-1] if statements else None
-    if isinstance(last, cst.SimpleStatementLine):
-        return isinstance(last.body[-1], (cst.Return, cst.Raise))
-    if isinstance(last, cst.SimpleStatementSuite):
-        return isinstance(last.body[-1], (cst.Return, cst.Raise))
-    return False
+def _exits(body: list[ast.stmt]) -> bool:
+    """The block ends with `return` or `raise`."""
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise))
 
 
-def _is_version_test(facts: TrainingFacts, test: cst.BaseExpression) -> bool:
-    code = facts.ctx.code(test)
-    return bool(_TORCH.search(code) and _VERSION_TEST.search(code)) or _reads_version_flag(facts, test)
+def _is_version_test(ctx: AstContext, test: ast.expr) -> bool:
+    code = ctx.segment(test)
+    return bool(_TORCH.search(code) and _VERSION_TEST.search(code)) or _reads_version_flag(ctx, test)
 
 
-def _reads_version_flag(facts: TrainingFacts, test: cst.BaseExpression) -> bool:
+def _loaded_names(test: ast.expr) -> list[ast.Name]:
+    """The names a condition reads (a walrus target is written, not read)."""
+    written = {id(n.target) for n in ast.walk(test) if isinstance(n, ast.NamedExpr)}
+    return [n for n in ast.walk(test) if isinstance(n, ast.Name) and id(n) not in written]
+
+
+def _reads_version_flag(ctx: AstContext, test: ast.expr) -> bool:
     """The test reads a name computed once from torch's version: a module-level flag of this file or one
     imported from another (project facts), or a local assigned from `torch.__version__`."""
-    flags = facts.ctx.project.version_flags
-    for name in NameUses.of(test).loaded:
-        if name.value in flags:
+    flags = ctx.project.version_flags
+    for name in _loaded_names(test):
+        if name.id in flags:
             return True
-        value = single_value(name, facts.ctx.names)
-        if value is not None and value is not name and "__version__" in facts.ctx.code(value):
+        value = single_value(name, ctx.names)
+        if value is not None and value is not name and "__version__" in ctx.segment(value):
             return True
-    for attribute in _attributes(test):  # `self.torch_2`, `utils.TORCH_GE_2`
-        if attribute.attr.value in flags or "torch_version" in attribute.attr.value.lower():
+    for attribute in (n for n in ast.walk(test) if isinstance(n, ast.Attribute)):  # `self.torch_2`
+        if attribute.attr in flags or "torch_version" in attribute.attr.lower():
             return True
     return False
 
 
-def _attributes(expr: cst.BaseExpression) -> list[cst.Attribute]:
-    found: list[cst.Attribute] = []
-
-    class _Find(cst.CSTVisitor):
-        def visit_Attribute(self, node: cst.Attribute) -> None:
-            found.append(node)
-
-    walk(expr, _Find())
-    return found
-
-
-def _catches_fallback(facts: TrainingFacts, handlers: Iterable[cst.ExceptHandler]) -> bool:
+def _catches_fallback(handlers: Iterable[ast.ExceptHandler]) -> bool:
     for handler in handlers:
         if handler.type is None:
             return True  # a bare `except:` around an API call: a fallback of some kind
@@ -108,11 +103,11 @@ def _catches_fallback(facts: TrainingFacts, handlers: Iterable[cst.ExceptHandler
     return False
 
 
-def _names(expr: Optional[cst.BaseExpression]) -> set[str]:
-    if isinstance(expr, cst.Name):
-        return {expr.value}
-    if isinstance(expr, cst.Attribute):
-        return {expr.attr.value}
-    if isinstance(expr, cst.Tuple):
-        return {name for element in expr.elements for name in _names(element.value)}
+def _names(expr: Optional[ast.expr]) -> set[str]:
+    if isinstance(expr, ast.Name):
+        return {expr.id}
+    if isinstance(expr, ast.Attribute):
+        return {expr.attr}
+    if isinstance(expr, ast.Tuple):
+        return {name for element in expr.elts for name in _names(element)}
     return set()

@@ -668,9 +668,8 @@ class _Follower:
             return []
         found = []
         here = ctx.order(target) or 0
-        for use in ctx.nodes(ast.Name):
-            assert isinstance(use, ast.Name)
-            if use is target or use.id != target.id or names.binding_scope(use) is not owner:
+        for use in ctx.named(target.id):
+            if use is target or names.binding_scope(use) is not owner:
                 continue
             if isinstance(owner.node, ast.Module) or here < (ctx.order(use) or 0):
                 found.append(use)  # a global is read by functions defined anywhere
@@ -723,10 +722,8 @@ class _Follower:
         if param is None:
             return
         scope = ctx.names.scopes.get(id(definition))
-        for use in ctx.nodes(ast.Name):
-            assert isinstance(use, ast.Name)
-            if use.id == param.arg and any(a is definition for a in ctx.ancestors(use)) \
-                    and ctx.names.binding_scope(use) is scope:
+        for use in ctx.named(param.arg):
+            if any(a is definition for a in ctx.ancestors(use)) and ctx.names.binding_scope(use) is scope:
                 self._expression(use, depth + 1)
 
     def _iterator(self, call: ast.Call, depth: int) -> None:
@@ -879,14 +876,18 @@ def _loops_over(ctx: AstContext, loader: ast.Call) -> list[Loop]:
     if holder is None:
         return []
     loops: list[Loop] = []
-    for loop in ctx.nodes(ast.For, ast.AsyncFor):
-        assert isinstance(loop, (ast.For, ast.AsyncFor))
-        source = _unwrapped(loop.iter)
+    for loop, source in ctx.analysis(_loop_sources):
         if _same(ctx, source, holder):
             loops.append(loop)
         elif isinstance(source, ast.Name) and isinstance(holder, ast.Name) and _passed_in(ctx, source, holder):
             loops.append(loop)
     return loops
+
+
+def _loop_sources(ctx: AstContext) -> list[tuple[Loop, ast.expr]]:
+    """Every `for` loop of the file and what it iterates, unwrapped (once per file, not once per loader)."""
+    return [(loop, _unwrapped(loop.iter))  # type: ignore[misc, attr-defined]
+            for loop in ctx.nodes(ast.For, ast.AsyncFor)]
 
 
 def _passed_in(ctx: AstContext, parameter: ast.Name, loader: ast.Name) -> bool:
@@ -981,8 +982,10 @@ def _host_to_device(ctx: AstContext, call: ast.Call) -> bool:
     return target is not None and _is_device(ctx, target) and len(positional) <= 2
 
 
-def _inside_body(ctx: AstContext, loop: Loop, node: ast.AST) -> bool:
-    return any(any(a is s for s in loop.body) for a in ctx.ancestors(node)) or any(node is s for s in loop.body)
+def _body_calls(ctx: AstContext, loop: Loop) -> list[ast.Call]:
+    """The calls in the loop's body, in source order (asked once per loop: a file of many loops stays linear)."""
+    inside = [n for statement in loop.body for n in ast.walk(statement) if isinstance(n, ast.Call)]
+    return sorted(inside, key=lambda call: ctx.order(call) or 0)
 
 
 def _copies_in(ctx: AstContext, loop: Loop, batch: set[str], custom_collate: bool) -> list[ast.Call]:
@@ -996,9 +999,9 @@ def _copies_in(ctx: AstContext, loop: Loop, batch: set[str], custom_collate: boo
                 for target in statement.targets:
                     names |= _names(target)
     found: list[ast.Call] = []
-    for call in ctx.nodes(ast.Call):
-        assert isinstance(call, ast.Call)
-        if not _inside_body(ctx, loop, call) or not _host_to_device(ctx, call):
+    calls = _body_calls(ctx, loop)
+    for call in calls:
+        if not _host_to_device(ctx, call):
             continue
         if any(isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) for a in
                _ancestors_below(ctx, call, loop)):
@@ -1008,7 +1011,7 @@ def _copies_in(ctx: AstContext, loop: Loop, batch: set[str], custom_collate: boo
             continue
         if custom_collate and isinstance(receiver, ast.Name) and receiver.id in _whole_batch(loop):
             continue  # a batch a collate_fn built: its own `.to()` may not take non_blocking
-        if _read_on_host(ctx, loop, call):
+        if _read_on_host(ctx, calls, call):
             continue
         found.append(call)
     return found
@@ -1034,7 +1037,7 @@ def _whole_batch(loop: Loop) -> set[str]:
     return {target.id} if isinstance(target, ast.Name) else set()
 
 
-def _read_on_host(ctx: AstContext, loop: Loop, call: ast.Call) -> bool:
+def _read_on_host(ctx: AstContext, calls: list[ast.Call], call: ast.Call) -> bool:
     """The copy's result is read on the host in the loop: `.to(device).item()`, or a name it is
     assigned to later passed to `.item()`, `.tolist()`, `.numpy()`, `.cpu()` or `print()`."""
     parent = ctx.parent(call)
@@ -1054,9 +1057,8 @@ def _read_on_host(ctx: AstContext, loop: Loop, call: ast.Call) -> bool:
     if not assigned:
         return False
     here = ctx.order(call) or 0
-    for other in ctx.nodes(ast.Call):
-        assert isinstance(other, ast.Call)
-        if not _inside_body(ctx, loop, other) or not here < (ctx.order(other) or 0):
+    for other in calls:  # the calls of the loop's body
+        if not here < (ctx.order(other) or 0):
             continue
         func = other.func
         if isinstance(func, ast.Attribute) and func.attr in _HOST_READS and _chain_base(func.value) in assigned:

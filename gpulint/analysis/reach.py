@@ -61,3 +61,37 @@ def never_runs_ast(tree: ast.Module, node: ast.AST, parent: Callable[[ast.AST], 
             and outermost.name in unreached:
         return outermost.name
     return None
+
+
+SELF_TEST = Premise(
+    "not-a-self-test",
+    "the code is the training, not a module's self-test: refuted inside the `if __name__ == \"__main__\":` "
+    "block of a module that other project files import (a dataset module that iterates its own loader to "
+    "count batches, a model file's smoke test): that block runs only when someone runs the module by hand.")
+
+
+def in_main_block(tree: ast.Module, node: ast.AST, parent: Callable[[ast.AST], Optional[ast.AST]]) -> bool:
+    """`node` lies in a module-level `if __name__ == "__main__":` block (its body, not its `else`)."""
+    child, current = node, parent(node)
+    while current is not None and current is not tree:
+        child, current = current, parent(current)
+    if not (isinstance(child, ast.If) and any(child is s for s in tree.body) and _is_main_test(child.test)):
+        return False
+    inner: Optional[ast.AST] = node
+    while inner is not None and parent(inner) is not child:
+        inner = parent(inner)
+    return inner is not None and any(inner is s for s in child.body)
+
+
+def _is_main_test(test: ast.expr) -> bool:
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    return any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides) and any(
+        isinstance(s, ast.Constant) and s.value == "__main__" for s in sides)
+
+
+def not_self_test(tree: ast.Module, node: ast.AST, parent: Callable[[ast.AST], Optional[ast.AST]],
+                  imported: bool) -> Evidence:
+    """The SELF_TEST premise for a node of an `ast` tree (`imported`: ProjectView.imported)."""
+    return REFUTED if imported and in_main_block(tree, node, parent) else SHOWN

@@ -116,6 +116,7 @@ class StepFacts:
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "zero_grad"}
         self._code_cache: dict[int, tuple[list[Backward], list[OptimizerStep], list[ast.AST]]] = {}
         self._in_progress: set[int] = set()
+        self._helpers_in_progress: set[int] = set()  # interval helpers being read (a recursive one is not one)
         self.steps: list[StepLoop] = []
         self._by_loop: dict[int, StepLoop] = {}
         self._callers = self._call_sites()
@@ -479,8 +480,45 @@ class StepFacts:
             return value is not None and self.is_interval(value)
         if isinstance(test, ast.Call) and isinstance(test.func, (ast.Name, ast.Attribute)):
             last = _last_name(test.func) or ""
-            return last.startswith(("should_log", "should_eval", "should_save", "is_log", "log_step"))
+            if last.startswith(("should_log", "should_eval", "should_save", "is_log", "log_step")):
+                return True
+            helper = self.callee(test)
+            if helper is not None:
+                return self._returns_interval(helper)
+            # a helper of another module named for an interval, given the step counter: `every_n_steps(step, 100)`
+            return any(word in last.lower() for word in ("every", "interval")) and any(
+                _names_counter(a) for a in (*test.args, *(k.value for k in test.keywords)))
         return False
+
+    def _returns_interval(self, function: Function) -> bool:
+        """A same-file helper whose every `return` gives an interval condition (`return state.step % freq == 0`),
+        or a name first assigned one and afterwards only narrowed (`test = test and acc_step == 0`)."""
+        if id(function) in self._helpers_in_progress:
+            return False
+        self._helpers_in_progress.add(id(function))
+        try:
+            returns = [n.value for n in self._own_nodes(function) if isinstance(n, ast.Return)]
+            if not returns or any(r is None for r in returns):
+                return False
+            return all(self._interval_value(function, r) for r in returns if r is not None)
+        finally:
+            self._helpers_in_progress.discard(id(function))
+
+    def _interval_value(self, function: Function, value: ast.expr) -> bool:
+        if not isinstance(value, ast.Name):
+            return self.is_interval(value)
+        assigned = sorted((n for n in self._own_nodes(function) if isinstance(n, (ast.Assign, ast.AugAssign,
+                                                                                   ast.AnnAssign))
+                           and any(isinstance(t, ast.Name) and t.id == value.id
+                                   for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))),
+                          key=lambda n: (n.lineno, n.col_offset))
+        if not assigned or not all(isinstance(n, ast.Assign) and len(n.targets) == 1 for n in assigned):
+            return False
+        first, *later = assigned
+        narrowed = all(isinstance(n.value, ast.BoolOp) and isinstance(n.value.op, ast.And)
+                       and any(isinstance(v, ast.Name) and v.id == value.id for v in n.value.values)
+                       for n in later)
+        return narrowed and first.value is not None and self.is_interval(first.value)
 
     def _clock(self, expr: ast.AST) -> bool:
         """`expr` reads a clock: a time interval between logs."""
@@ -530,6 +568,12 @@ def _unique(items: list[_Call]) -> list[_Call]:
             seen.add(id(item.call))
             out.append(item)
     return out
+
+
+def _names_counter(expr: ast.AST) -> bool:
+    """`step`, `global_step`, `self.iteration`, `state.step`: an argument that names a step counter."""
+    last = _last_name(expr)
+    return last is not None and any(word in last.lower() for word in ("step", "iter"))
 
 
 def _last_name(expr: ast.AST) -> Optional[str]:

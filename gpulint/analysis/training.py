@@ -20,6 +20,7 @@ from gpulint.analysis.amp import ANY_AUTOCAST, ANY_GRAD_SCALER, BFLOAT16, FLOAT1
 from gpulint.core.arguments import positional_args
 from gpulint.core.context import FileContext
 from gpulint.core.names import dotted
+from gpulint.core.torch_api import FRAMEWORKS
 from gpulint.core.values import single_value
 from gpulint.core.walk import walk
 
@@ -31,9 +32,6 @@ StepNode = Union[cst.For, cst.While, cst.FunctionDef]
 _SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.Module)
 # what a training step spells, as `Rule.ast_needles`: a backward call and an optimizer step
 TRAINING_STEP_NEEDLES = ((".backward(", "torch.autograd.backward"), (".step(",))
-# packages that run the training loop and own precision themselves
-FRAMEWORKS = ("accelerate", "lightning", "pytorch_lightning", "lightning_fabric", "deepspeed", "mmengine",
-              "transformers.Trainer", "transformers.trainer")
 
 
 @dataclass(frozen=True)

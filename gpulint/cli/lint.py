@@ -7,14 +7,16 @@ read, so a run answered from it validates its configuration without importing th
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import sys
 import time
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import click
 
@@ -116,7 +118,8 @@ def _lint_run(options: LintOptions) -> int:
         before = [f for r in run_jobs(collect_jobs(files, resolver.for_path, Mode.CHECK, projects=projects),
                                       workers=options.jobs) for f in r.findings]
     linting = time.perf_counter()
-    with file_progress([job.path for job in jobs], "Fixing" if mode is Mode.FIX else "Checking") as advance:
+    with _heap_frozen(len(jobs)), \
+            file_progress([job.path for job in jobs], "Fixing" if mode is Mode.FIX else "Checking") as advance:
         results = sorted(run_jobs(jobs, workers=options.jobs, advance=advance) + unreadable_directories(walker),
                          key=lambda r: r.path)
     if options.profile:
@@ -145,6 +148,25 @@ def _changes(options: LintOptions, files: Sequence[Path]) -> Optional[Changes]:
     if options.apply_fix or options.diff or options.add_noqa:
         raise click.UsageError("--diff-base filters a report: it cannot be combined with --fix, --diff or --add-noqa")
     return changes_since(options.diff_base, files)
+
+
+FREEZE_FROM = 200  # files to lint; below it the collection before freezing (about 12 ms) is not won back
+
+
+@contextmanager
+def _heap_frozen(files: int) -> Iterator[None]:
+    """The project's facts live until the run ends, so the collector need not walk them again while every
+    file is linted (9 % of a cold `-j1` run's CPU at 1,000 files, growing with the project). Unfrozen
+    after: in-process callers (tests, an editor's server) keep a heap the collector looks after."""
+    if files < FREEZE_FROM:
+        yield
+        return
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def _scan_projects(files: Sequence[Path], options: LintOptions, cache: Optional[ResultCache]) -> dict[str, Any]:

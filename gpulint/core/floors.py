@@ -54,6 +54,12 @@ SYMBOLS: dict[str, Symbol] = {s.code: s for s in (
     Symbol('torch.set_float32_matmul_precision("high")', (1, 12)),
     Symbol("torch.backends.cudnn.benchmark = True", (1, 0)),
     Symbol("torch.compile(model)", (2, 0)),
+    Symbol("torch._foreach_mul_ / torch._foreach_add_(..., alpha=...)", (1, 13),
+           "GPU507; torch.optim's multi-tensor SGD and Adam call them in 1.13 (not in the facts doc: from the "
+           "1.13 source of torch/optim, not read from a wheel)"),
+    Symbol("torch._foreach_lerp_", (2, 0),
+           "GPU507; multi-tensor Adam moved to it in the 2.0 release (not in the facts doc: from the 2.0 "
+           "release, not read from a wheel)"),
 )}
 
 AUTOCAST = "torch.autocast(device_type=..., dtype=...)"
@@ -73,6 +79,8 @@ SDPA_SCALE = "F.scaled_dot_product_attention(..., scale=...)"
 MATMUL_PRECISION = 'torch.set_float32_matmul_precision("high")'
 CUDNN_BENCHMARK = "torch.backends.cudnn.benchmark = True"
 COMPILE = "torch.compile(model)"
+FOREACH_MUL_ADD = "torch._foreach_mul_ / torch._foreach_add_(..., alpha=...)"
+FOREACH_LERP = "torch._foreach_lerp_"
 
 
 def fused(optimizer: str) -> str:

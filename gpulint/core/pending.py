@@ -15,6 +15,7 @@ import libcst as cst
 
 from gpulint.core.edits import Applicability
 from gpulint.core.names import NameTable
+from gpulint.core.torch_api import REACHABLE_FROM_TORCH
 
 Replacement = Union[cst.CSTNode, Sequence[cst.CSTNode], str]
 
@@ -77,11 +78,6 @@ class PendingFinding:
     note: str = ""  # what the message leaves out (core/findings.py)
 
 
-# Submodules that `import torch` makes reachable as attributes (checked on torch 2.4-2.14).
-_REACHABLE_FROM_TORCH = (
-    "torch.amp", "torch.autograd", "torch.cuda", "torch.nn", "torch.optim",
-    "torch.utils.data", "torch.utils.checkpoint", "torch.distributed",
-)
 
 
 @dataclass(frozen=True)
@@ -111,7 +107,7 @@ class ImportPlanner:
             if target is None:
                 continue
             if module == target or (
-                module.startswith(target + ".") and target == "torch" and module.startswith(_REACHABLE_FROM_TORCH)
+                module.startswith(target + ".") and target == "torch" and module.startswith(REACHABLE_FROM_TORCH)
             ):
                 if best is None or len(target) > len(best[1]):
                     best = (alias, target)

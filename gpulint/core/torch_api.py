@@ -132,3 +132,31 @@ COMPOSE = frozenset({"torchvision.transforms.Compose", "torchvision.transforms.v
 HEAVY_TORCHVISION = frozenset({"ColorJitter", "GaussianBlur", "AugMix", "ElasticTransform", "RandomPerspective",
                                "RandAugment"})
 HEAVY_ALBUMENTATIONS = frozenset({"ElasticTransform", "GridDistortion", "OpticalDistortion"})
+
+# ------------------------------------------------------------------------------------------------
+# spelling torch objects in fixes (core/pending.py ImportPlanner, analysis/ast_context.py AstNames)
+# ------------------------------------------------------------------------------------------------
+
+# submodules that `import torch` makes reachable as attributes (checked on torch 2.4-2.14)
+REACHABLE_FROM_TORCH = (
+    "torch.amp", "torch.autograd", "torch.cuda", "torch.nn", "torch.optim",
+    "torch.utils.data", "torch.utils.checkpoint", "torch.distributed",
+)
+
+# ------------------------------------------------------------------------------------------------
+# activation checkpointing (GPU301, GPU302)
+# ------------------------------------------------------------------------------------------------
+
+CHECKPOINT = "torch.utils.checkpoint.checkpoint"
+CHECKPOINT_SEQUENTIAL = "torch.utils.checkpoint.checkpoint_sequential"
+CHECKPOINT_FUNCTIONS = frozenset({CHECKPOINT, CHECKPOINT_SEQUENTIAL})
+# checkpoint_sequential(functions, segments, input, use_reentrant, ...): a fourth positional sets it
+CHECKPOINT_SEQUENTIAL_USE_REENTRANT = ("use_reentrant", 3)
+
+# ------------------------------------------------------------------------------------------------
+# frameworks that run the training loop (analysis/training.py, GPU201)
+# ------------------------------------------------------------------------------------------------
+
+# packages (and classes) that run the training loop and own precision themselves: a module-level import
+FRAMEWORKS = ("accelerate", "lightning", "pytorch_lightning", "lightning_fabric", "deepspeed", "mmengine",
+              "transformers.Trainer", "transformers.trainer")

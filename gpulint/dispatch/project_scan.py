@@ -26,6 +26,7 @@ from gpulint.project.view import (
     ProjectView,
     find_root,
     module_stem,
+    package_init,
     relative_to,
     scan_files,
 )
@@ -212,10 +213,12 @@ def _partial_project(root: Path, paths: Sequence[Path], members: Sequence[Path],
             break  # no import resolved to a file without facts: the reach is exact
     # a script is a file no import of the project may reach, even one the resolver cannot follow: whether
     # any file spells a member's name in its imports (the text test first, then the file's facts)
-    stems = {module_stem(name) for name in starts}
+    # (a member inside a package is never a script: only the others need the test)
+    present = set(existing)
+    stems = {module_stem(name) for name in starts if package_init(name) not in present}
     spelled: set[str] = set()
-    pattern = _word_pattern(stems)
-    for name, raw in texts.items():
+    pattern = _Words(stems)
+    for name, raw in texts.items() if stems else ():
         found = facts(by_name[name]) if _spells_import_of(raw, pattern) else None
         if found is not None:
             spelled |= stems & {w for ref in found.imports for w in (*ref.module.split("."), ref.name or "")}
@@ -249,7 +252,7 @@ def _reach(resolver: Project, by_name: dict[str, Path], starts: list[str], facts
     while frontier:
         words = {_module_word(name) for name in frontier}
         packages = any(name.endswith("__init__.py") for name in frontier)  # `from . import x` names no package
-        spelled = _word_pattern(words)
+        spelled = _Words(words)
         confirmed: set[str] = set()
         for name, raw in texts.items():
             if name in callers or name in starts:
@@ -296,31 +299,40 @@ def _written_imports(raw: bytes, notebook: bool) -> list[ImportRef]:
     return refs
 
 
-_IMPORT_START = re.compile(rb"[ \t]*(?:from|import)\b")
-_CONTINUATION_LINES = 50  # how far back an import statement's first line is looked for
+_CONTINUATION_LINES = 50  # how far an open import statement (`(` or a backslash) is followed
+# (the patterns start with a newline, a literal the regular expression engine skips to quickly)
+_LINE = rb"\n[ \t]*(?:from|import)\b[^\n]*"
+# an import statement's first line that may leave it open: a `(` (closed or not: a comment may hold
+# the `)`), or a backslash at its end
+_OPEN_IMPORT = re.compile(_LINE + rb"(?:\(|\\\r?(?=\n))")
 
 
-def _word_pattern(words: set[str]) -> "re.Pattern[bytes]":
-    return re.compile(rb"\b(?:" + b"|".join(re.escape(w.encode()) for w in sorted(words)) + rb")\b")
+class _Words:
+    """The import-spelling test for a set of module words, in C-speed regular expressions."""
+
+    def __init__(self, words: set[str]) -> None:
+        alternatives = rb"\b(?:" + b"|".join(re.escape(w.encode()) for w in sorted(words)) + rb")\b"
+        self.anywhere = re.compile(alternatives)
+        self.on_import_line = re.compile(_LINE + alternatives)
 
 
-def _spells_import_of(raw: bytes, words: "re.Pattern[bytes]") -> bool:
-    """Whether an import statement spells one of the words: on its first line, or on a later line of
-    a `from ... import (...)` or of a backslash continuation (a superset: the imports are then parsed)."""
-    for match in words.finditer(raw):
-        start = raw.rfind(b"\n", 0, match.start()) + 1
-        if _IMPORT_START.match(raw, start):
-            return True
-        line = start
+def _spells_import_of(raw: bytes, words: _Words) -> bool:
+    """Whether an import statement may spell one of the words: on its first line, or on the lines after
+    a first line left open by a `(` or a backslash (a superset: the imports found are then resolved)."""
+    if words.anywhere.search(raw) is None:
+        return False
+    text = b"\n" + raw + b"\n"
+    if words.on_import_line.search(text) is not None:
+        return True
+    for match in _OPEN_IMPORT.finditer(text):
+        end = match.end()
         for _ in range(_CONTINUATION_LINES):
-            if line == 0:
+            end = text.find(b"\n", end + 1)
+            if end < 0:
+                end = len(text)
                 break
-            line = raw.rfind(b"\n", 0, line - 1) + 1
-            if _IMPORT_START.match(raw, line):
-                statement = raw[line:match.start()]
-                if b"(" in statement or b"\\\n" in statement or b"\\\r\n" in statement:
-                    return True
-                break
+        if words.anywhere.search(text, match.end(), end) is not None:
+            return True
     return False
 
 

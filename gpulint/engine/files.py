@@ -208,15 +208,16 @@ class Walker:
         for dirpath, dirnames, filenames in os.walk(top, onerror=onerror, followlinks=False):
             base = Path(dirpath)
             real_base = os.path.realpath(dirpath)  # once per folder: a plain file's real path is this + its name
+            ignores = self.respect_gitignore and bool(_ignore_chain(base))  # no rules above: no test per file
             dirnames[:] = sorted(
                 d for d in dirnames
-                if not self.excluded_name(d) and not self.is_gitignored(base / d, is_dir=True)
+                if not self.excluded_name(d) and not (ignores and self.is_gitignored(base / d, is_dir=True))
             )
             for name in sorted(filenames):
                 if not name.endswith(self.suffixes) or self.excluded_name(name):
                     continue
                 path = base / name
-                if self.is_gitignored(path, is_dir=False):
+                if ignores and self.is_gitignored(path, is_dir=False):
                     continue
                 link = os.path.islink(path)
                 key = os.path.realpath(path) if link else os.path.join(real_base, name)

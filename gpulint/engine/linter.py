@@ -406,7 +406,7 @@ _CST_TYPES: dict[str, tuple[type[cst.CSTNode], ...]] = {
     "Return": (cst.Return,), "Import": (cst.Import,), "ImportFrom": (cst.ImportFrom,),
     "For": (cst.For,), "AsyncFor": (cst.For,), "While": (cst.While,), "If": (cst.If,), "With": (cst.With,),
     "AsyncWith": (cst.With,), "FunctionDef": (cst.FunctionDef,), "AsyncFunctionDef": (cst.FunctionDef,),
-    "ClassDef": (cst.ClassDef,), "Try": (cst.Try,),
+    "ClassDef": (cst.ClassDef,), "Try": (cst.Try,), "alias": (cst.ImportAlias,),
 }
 
 

@@ -12,8 +12,8 @@ next to the code, as ruff takes its target version from `requires-python`:
   module-level name bound to one), or the `*.txt` files the script reads at run time (named as one
   relative path, or as the parts of an `os.path.join`);
 - `requirements*.txt` (and `requirements/*.txt`), following `-r other.txt`;
-- `environment*.yml` / `environment*.yaml`: conda pins (`pytorch=1.7.1`, `pytorch>=1.8`) and the
-  pip section's requirements;
+- conda environment files (`environment*.yml`, `conda_env.yml`, `env.yaml`, `conda.yml`, with
+  either suffix): conda pins (`pytorch=1.7.1`, `pytorch>=1.8`) and the pip section's requirements;
 - install commands in shell scripts (`*.sh`) and Dockerfiles: `pip install torch==1.7.1`,
   `conda install pytorch=1.8 -c pytorch`, and a Dockerfile's `FROM pytorch/pytorch:1.7.1-...` image.
 
@@ -44,7 +44,9 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 METADATA_FILES = ("pyproject.toml", "setup.cfg", "setup.py")
-_ENVIRONMENT = re.compile(r"environment[\w.-]*\.ya?ml$", re.IGNORECASE)
+# conda environment files by the names projects give them: environment.yml, environment-cuda.yaml,
+# conda_env.yml, env.yaml, conda.yml (a file that lists no dependencies names no torch: nothing is read)
+_ENVIRONMENT = re.compile(r"(?:[\w.-]*[_.-])?(?:environment|env|conda)(?:[_.-][\w.-]*)?\.ya?ml$", re.IGNORECASE)
 _REPOSITORY_ROOT = (".git", ".hg", ".svn")
 _SCRIPT = re.compile(r"(?:[\w.-]+\.sh|Dockerfile(?:\.[\w.-]+)?|[\w.-]+\.Dockerfile)$")
 # `pip install ...`, `python -m pip install ...`, `conda install ...` up to the end of the command

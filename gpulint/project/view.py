@@ -70,6 +70,9 @@ class ProjectView:
     # a module this one imports (two levels deep) creates a GradScaler or scales a loss through one: an
     # optimizer built here may be stepped by it (`train_one_epoch(model, loader, optimizer, scaler)`)
     scaler_importees: bool = False
+    # a module this one imports (two levels deep) makes sparse tensors: GCNII's train.py trains model.py's
+    # torch.spmm layers on an adjacency utils.py makes sparse
+    sparse_importees: bool = False
     # a module a caller imports directly creates a GradScaler or scales through one (ConvNeXt: main.py takes the
     # optimizer from optim_factory.py and a scaler class from utils.py): the optimizer may be stepped by it
     scaler_beside_callers: bool = False
@@ -117,6 +120,9 @@ class ProjectView:
     # a script: no project file imports it and its folder is no package (no `__init__.py`), so a function
     # nothing in the file reaches never runs; False when unknown (the file alone, an editor's buffer)
     script: bool = False
+    # another project file imports this one (directly or through others): its `__main__` block is a self-test
+    # or a demo run by hand, not the training
+    imported: bool = False
 
     @classmethod
     def alone(cls, facts: FileFacts) -> "ProjectView":
@@ -497,6 +503,7 @@ class Project:
             own=own, gpu_callers=bool(callers & self._gpu), scaler_callers=bool(callers & self._scaler),
             rl_callers=bool(callers & self._rl),
             scaler_importees=any(self.facts[p].scaler for p in self._closure(rel, depth=2)),
+            sparse_importees=any(self.facts[p].sparse for p in self._closure(rel, depth=2)),
             scaler_beside_callers=any(self.facts[t].scaler for i in _members(callers)
                                       for t in self._importees[self.paths[i]]),
             evaluated_only=bool(callers) and not own.may_train and all(
@@ -522,7 +529,8 @@ class Project:
             options_around={k: tuple(sorted(v)) for k, v in sorted(options.items())},
             class_calls_around=dict(sorted(class_calls.items())),
             option_defaults_around=dict(sorted(option_defaults.items())),
-            script=not callers and rel.endswith(".py") and _package_init(rel) not in self._exists
+            imported=bool(callers & ~me),
+            script=not callers and rel.endswith(".py") and package_init(rel) not in self._exists
             and rel.rpartition("/")[2][:-3] not in self._import_words,
         )
 
@@ -670,7 +678,7 @@ def module_stem(path: str) -> str:
     return path.rpartition("/")[2].rsplit(".", 1)[0]
 
 
-def _package_init(path: str) -> str:
+def package_init(path: str) -> str:
     """The `__init__.py` that would make the folder of `path` (relative, posix) a package."""
     folder = path.rpartition("/")[0]
     return f"{folder}/__init__.py" if folder else "__init__.py"
@@ -758,6 +766,9 @@ def scan_files(root: Path, paths: Iterable[Path], facts_for: "FactsSource",
 
 def relative_to(root: Path, path: Path) -> Optional[str]:
     """`path` as a posix path relative to `root` (how a project names its files), or None outside it."""
+    absolute, base = os.path.abspath(path), str(root)
+    if os.path.isabs(base) and not base.endswith(os.sep) and absolute.startswith(base + os.sep):
+        return absolute[len(base) + 1:].replace(os.sep, "/")  # plain strings: called once per project file
     try:
         return Path(os.path.abspath(path)).relative_to(root).as_posix()
     except ValueError:

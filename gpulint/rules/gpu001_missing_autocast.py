@@ -93,7 +93,8 @@ AUTOCAST_EXISTS = Premise(
 GPU_BOUND = Premise(
     "gpu-bound",
     "the loop waits on the GPU: refuted in reinforcement-learning loops (the file imports an environment "
-    "package), with sparse tensors (autocast does not cover sparse kernels), and where a framework "
+    "package), with sparse tensors in the file or a module it imports (autocast does not cover sparse "
+    "kernels), and where a framework "
     "(Lightning, Accelerate, Fabric, DeepSpeed) owns precision.")
 # rows x width^2 of a step below which mixed precision cannot pay off: bench/amp_width.py's roofline model
 # (host dispatch measured on a CPU, A100 datasheet throughput) reaches 1.5x at 8.3e8-9.2e8; rounded down
@@ -223,7 +224,8 @@ class MissingAutocast(Rule):
         cannot link to the step, when a framework (Lightning, Accelerate, Fabric, DeepSpeed)
         owns the loop, in a function handed the loss (a loss scaler's `__call__`), in
         reinforcement-learning loops (the file imports an environment package), or with sparse
-        tensors, which autocast does not cover. One finding per training step.
+        tensors (made in the file or in a module it imports), which autocast does not cover. One
+        finding per training step.
         """,
         premises=(ON_GPU, FP32, WIDE_ENOUGH, ENOUGH_WORK, AUTOCAST_EXISTS, GPU_BOUND, RUNS),
     )
@@ -239,7 +241,7 @@ class MissingAutocast(Rule):
         fp32 = fp32_step(self.ctx.text, facts, step)
         if fp32 is None:
             return
-        bound = REFUTED if project.rl or project.own.sparse else SHOWN
+        bound = REFUTED if project.rl or project.own.sparse or project.sparse_importees else SHOWN
         floor = self.ctx.settings.torch_version
         autocast_exists = REFUTED if floor is not None and floor < AUTOCAST_SINCE else SHOWN
         wide, work = step_scale(facts, step)
@@ -418,7 +420,7 @@ def _precision_handled(project: ProjectView) -> bool:
     """Refuted before parsing: 16-bit training done another way, or a loop bound by its environment."""
     if project.rl:
         return True  # the step waits on a simulator; small policy nets gain nothing (AMP recipe)
-    if project.own.sparse:
+    if project.own.sparse or project.sparse_importees:
         return True  # sparse kernels are outside autocast: mixing them with 16-bit activations fails
     return _sixteen_bit_elsewhere(project)
 

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
+from typing import TYPE_CHECKING, Optional
 
-from gpulint.analysis.amp import DEPRECATED_AMP, DEPRECATED_AMP_MODULES, Replacement
+from gpulint.analysis.amp import DEPRECATED_AMP, DEPRECATED_AMP_MODULES, OLD_AUTOCAST_ORDER, Replacement
+from gpulint.analysis.ast_context import AstContext, Detection
 from gpulint.analysis.evidence import REFUTED, SHOWN, Decision, Premise
 from gpulint.analysis.guards import version_guarded
-from gpulint.analysis.training import training_facts
 from gpulint.core import floors
-from gpulint.core.context import FileContext
 from gpulint.core.edits import Applicability
-from gpulint.core.names import dotted
 from gpulint.core.verification import NEUTRAL, Verification
-from gpulint.rewrites.amp_api import DeprecatedAmpFixes
 from gpulint.rules.base import Rule, RuleDocs, Target
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from gpulint.core.context import FileContext
+    from gpulint.core.pending import PendingFix
 
 DEPRECATED = Premise(
     "deprecated-api",
@@ -95,54 +99,50 @@ class DeprecatedCudaAmp(Rule):
         premises=(DEPRECATED, NOT_FALLBACK, REPLACEMENT_EXISTS, WARNS),
     )
 
-    def __init__(self, ctx: FileContext) -> None:
-        super().__init__(ctx)
-        self.fixes = DeprecatedAmpFixes(ctx)
-        self._handled: set[int] = set()
-        self._in_import = 0
+    def detect(self, ctx: AstContext) -> None:
+        for node in ctx.nodes(ast.ImportFrom, ast.Call, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                              ast.Attribute):
+            if isinstance(node, ast.ImportFrom):
+                self._import(ctx, node)
+            elif isinstance(node, ast.Call):
+                self._call(ctx, node)
+            elif isinstance(node, ast.Attribute):
+                self._attribute(ctx, node)
+            else:
+                assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                for decorator in node.decorator_list:
+                    self._decorator(ctx, decorator)
 
-    def visit_Import(self, node: cst.Import) -> None:
-        self._in_import += 1
-
-    def leave_Import(self, original_node: cst.Import) -> None:
-        self._in_import -= 1
-
-    def _guarded(self, node: cst.CSTNode) -> bool:
-        """Inside code kept for an older torch (try/except ImportError, a version test): deliberate."""
-        return version_guarded(self.ctx.analysis(training_facts), node)
-
-    def _decision(self, node: cst.CSTNode, replacement: Replacement) -> Decision:
-        floor = self.ctx.settings.torch_version
-        ceiling = self.ctx.project.torch_ceiling
+    def _decision(self, ctx: AstContext, node: ast.AST, replacement: Replacement) -> Decision:
+        floor = ctx.settings.torch_version
+        ceiling = ctx.project.torch_ceiling
         return self.decide({
             DEPRECATED: SHOWN,
-            NOT_FALLBACK: REFUTED if self._guarded(node) else SHOWN,
+            # inside code kept for an older torch (try/except ImportError, a version test): deliberate
+            NOT_FALLBACK: REFUTED if version_guarded(ctx, node) else SHOWN,
             REPLACEMENT_EXISTS: REFUTED if floor is not None and floor < replacement.since else SHOWN,
             WARNS: REFUTED if ceiling is not None and ceiling <= DEPRECATED_SINCE else SHOWN,
         })
 
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        self._in_import += 1
-        module = dotted(node.module) if node.module is not None and not node.relative else None
-        if module not in DEPRECATED_AMP_MODULES or isinstance(node.names, cst.ImportStar):
+    def _import(self, ctx: AstContext, node: ast.ImportFrom) -> None:
+        module = node.module if not node.level else None
+        if module not in DEPRECATED_AMP_MODULES or any(alias.name == "*" for alias in node.names):
             return
+        moved: Optional[set[int]] = None
         for alias in node.names:
-            name = dotted(alias.name)
-            replacement = DEPRECATED_AMP.get(f"{module}.{name}")
+            replacement = DEPRECATED_AMP.get(f"{module}.{alias.name}")
             if replacement is None:
                 continue
-            decision = self._decision(node, replacement)
+            decision = self._decision(ctx, node, replacement)
             if not decision.report:
                 continue
-            self.report_decided(
-                decision,
-                alias,
-                f"{module}.{name} is deprecated since torch 2.4: import {name} from torch.amp",
-                self.fixes.for_import(node, alias), note=self._floor_note(replacement),
-            )
-
-    def leave_ImportFrom(self, original_node: cst.ImportFrom) -> None:
-        self._in_import -= 1
+            if moved is None:
+                moved = _moved_imports(ctx, node)
+            ctx.report(self, alias, f"{module}.{alias.name} is deprecated since torch 2.4: import {alias.name} "
+                                    "from torch.amp",
+                       fix=Applicability.SAFE if id(alias) in moved else None,
+                       fix_message="Import from `torch.amp` and pass the device type at every use",
+                       data={"kind": "import"}, note=self._floor_note(ctx, replacement), decision=decision)
 
     def _message(self, target: str) -> str:
         replacement = DEPRECATED_AMP[target]
@@ -152,38 +152,156 @@ class DeprecatedCudaAmp(Rule):
             replacement.name, f'{new}(..., device_type="{replacement.device}")')
         return f"{target} is deprecated since torch 2.4: use {how}"
 
-    def _floor_note(self, replacement: Replacement) -> str:
-        too_new = floors.too_new(self.ctx.settings.torch_version, [replacement.symbol])
+    def _floor_note(self, ctx: AstContext, replacement: Replacement) -> str:
+        too_new = floors.too_new(ctx.settings.torch_version, [replacement.symbol])
         return f"no fix: {too_new.reason()}" if too_new is not None else ""
 
-    def visit_Call(self, node: cst.Call) -> None:
-        if self._in_import or not isinstance(node.func, cst.Attribute):
+    def _call(self, ctx: AstContext, node: ast.Call) -> None:
+        if not isinstance(node.func, ast.Attribute):
             return
-        target = self.ctx.qualname(node.func)
+        target = ctx.qualname(node.func)
         if target not in DEPRECATED_AMP:
             return
-        self._handled.add(id(node.func))
-        decision = self._decision(node, DEPRECATED_AMP[target])
-        self.report_decided(decision, node, self._message(target), self.fixes.for_call(node, target),
-                            note=self._floor_note(DEPRECATED_AMP[target]))
+        replacement = DEPRECATED_AMP[target]
+        fixed = _supported(ctx, replacement) and _convertible(node, replacement)
+        ctx.report(self, node, self._message(target), fix=Applicability.SAFE if fixed else None,
+                   fix_message=f"Use `{ctx.names.reference(replacement.module, replacement.name)}`",
+                   data={"kind": "call", "target": target}, note=self._floor_note(ctx, replacement),
+                   decision=self._decision(ctx, node, replacement))
 
-    def visit_Decorator(self, node: cst.Decorator) -> None:
-        expr = node.decorator
-        if not isinstance(expr, cst.Attribute):
+    def _decorator(self, ctx: AstContext, expr: ast.expr) -> None:
+        if not isinstance(expr, ast.Attribute):
             return
-        target = self.ctx.qualname(expr)
+        target = ctx.qualname(expr)
         if target not in DEPRECATED_AMP:
             return
-        self._handled.add(id(expr))
-        decision = self._decision(expr, DEPRECATED_AMP[target])
-        self.report_decided(decision, expr, self._message(target), self.fixes.for_bare_decorator(expr, target),
-                            note=self._floor_note(DEPRECATED_AMP[target]))
+        replacement = DEPRECATED_AMP[target]
+        fixed = _supported(ctx, replacement) and replacement.name in _DECORATORS
+        ctx.report(self, expr, self._message(target), fix=Applicability.SAFE if fixed else None,
+                   fix_message=f"Use `{ctx.names.reference(replacement.module, replacement.name)}`",
+                   data={"kind": "decorator", "target": target}, note=self._floor_note(ctx, replacement),
+                   decision=self._decision(ctx, expr, replacement))
 
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        if self._in_import or id(node) in self._handled:
-            return
-        target = self.ctx.qualname(node)
+    def _attribute(self, ctx: AstContext, node: ast.Attribute) -> None:
+        parent = ctx.parent(node)
+        if isinstance(parent, ast.Call) and parent.func is node:
+            return  # the call's finding
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                and any(d is node for d in parent.decorator_list):
+            return  # the decorator's finding
+        target = ctx.qualname(node)
         if target in DEPRECATED_AMP:
-            self.report_decided(self._decision(node, DEPRECATED_AMP[target]), node, self._message(target),
-                                note="no fix: only calls, decorators and imports are rewritten; change this use "
-                                     "by hand")
+            ctx.report(self, node, self._message(target),
+                       note="no fix: only calls, decorators and imports are rewritten; change this use by hand",
+                       decision=self._decision(ctx, node, DEPRECATED_AMP[target]))
+
+    def build_fix(self, detection: Detection, fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:
+        import libcst as cst
+
+        from gpulint.analysis.training import training_facts
+        from gpulint.rewrites.amp_api import DeprecatedAmpFixes
+
+        assert detection.data is not None
+        fixes = fctx.analysis(DeprecatedAmpFixes)  # one per file: an import's findings share its fix
+        kind = detection.data["kind"]
+        if kind == "import":
+            assert isinstance(node, cst.ImportAlias)
+            statement = fctx.analysis(training_facts).parent(node)
+            assert isinstance(statement, cst.ImportFrom)
+            return fixes.for_import(statement, node)
+        if kind == "decorator":
+            assert isinstance(node, cst.Attribute)
+            return fixes.for_bare_decorator(node, detection.data["target"])
+        assert isinstance(node, cst.Call)
+        return fixes.for_call(node, detection.data["target"])
+
+
+# the objects that are rewritten when used as a bare decorator (`@custom_fwd` -> `@custom_fwd(device_type=...)`)
+_DECORATORS = frozenset({"custom_fwd", "custom_bwd"})
+
+
+def _supported(ctx: AstContext, replacement: Replacement) -> bool:
+    return floors.too_new(ctx.settings.torch_version, [replacement.symbol]) is None
+
+
+def _convertible(call: ast.Call, replacement: Replacement) -> bool:
+    """rewrites/amp_api.py `converted_call` can rewrite the call exactly (the prediction of its fix)."""
+    keywords = {k.arg for k in call.keywords if k.arg is not None}
+    if replacement.name == "autocast":
+        if "device_type" in keywords or any(isinstance(a, ast.Starred) for a in call.args):
+            return False
+        return len(call.args) <= len(OLD_AUTOCAST_ORDER)  # the old positional order becomes keywords
+    if replacement.name == "GradScaler":
+        return "device" not in keywords
+    return "device_type" not in keywords
+
+
+def _moved_imports(ctx: AstContext, node: ast.ImportFrom) -> set[int]:
+    """The names (ids of `ast.alias`) that the import's fix moves to torch.amp: those whose every use is a
+    call or a decorator it can rewrite (rewrites/amp_api.py `_import_fix`, predicted on `ast`)."""
+    module = node.module
+    moved: set[int] = set()
+    kept = 0
+    for alias in node.names:
+        target = f"{module}.{alias.name}"
+        replacement = DEPRECATED_AMP.get(target)
+        local = alias.asname or alias.name
+        if replacement is not None and _supported(ctx, replacement) and _rewritable_uses(ctx, node, local, target):
+            moved.add(id(alias))
+        else:
+            kept += 1
+    if moved and kept and not _alone_on_its_line(ctx, node):
+        return set()  # the import is split in two statements: only a statement alone on its line is
+    return moved
+
+
+def _rewritable_uses(ctx: AstContext, node: ast.ImportFrom, local: str, target: str) -> bool:
+    """Every use of the imported name is a call or a bare decorator the fix rewrites, none inside another."""
+    names = ctx.names
+    scope = names.scopes.get(id(_scope_node(ctx, node)))
+    if scope is None:
+        return False
+    bound = scope.bindings.get(local, [])
+    if None in bound or set(bound) != {target}:
+        return False  # the name is also bound some other way: its uses cannot be told apart
+    replacement = DEPRECATED_AMP[target]
+    calls: list[ast.Call] = []
+    for use in ctx.nodes(ast.Name):
+        assert isinstance(use, ast.Name)
+        if use.id != local or names.resolve_name(use) != target:
+            continue
+        parent = ctx.parent(use)
+        if isinstance(parent, ast.Call) and parent.func is use:
+            if not _convertible(parent, replacement):
+                return False
+            calls.append(parent)
+        elif isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                and any(d is use for d in parent.decorator_list):
+            if replacement.name not in _DECORATORS:
+                return False
+        else:
+            return False  # passed around or subclassed: not a rewrite that can be made exactly
+    ids = {id(call) for call in calls}
+    return not any(id(a) in ids for call in calls for a in ctx.ancestors(call))  # nested: overlapping edits
+
+
+def _scope_node(ctx: AstContext, node: ast.AST) -> ast.AST:
+    """The function, lambda, class or module whose code `node` is."""
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return ancestor
+    return ctx.tree
+
+
+def _alone_on_its_line(ctx: AstContext, node: ast.stmt) -> bool:
+    """No other statement shares the import's line (`x = 1; from ... import ...`, `if c: from ...`)."""
+    before = ctx.text[ctx.offset(node.lineno, 0):ctx.offset(node.lineno, node.col_offset)]
+    if before.strip():
+        return False
+    parent = ctx.parent(node)
+    for name in ("body", "orelse", "finalbody"):
+        block = getattr(parent, name, None)
+        if isinstance(block, list) and any(s is node for s in block):
+            index = next(i for i, s in enumerate(block) if s is node)
+            return index + 1 == len(block) or block[index + 1].lineno != node.end_lineno
+    return True

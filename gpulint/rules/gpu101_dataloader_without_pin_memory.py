@@ -9,6 +9,7 @@ from gpulint.analysis.ast_context import AstContext, AstKeywordArgs, Detection, 
 from gpulint.analysis.device import cuda_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise, all_of
 from gpulint.analysis.loaders import LoaderCall, batch_copies, dataloader_call, loader_batches
+from gpulint.analysis.reach import SELF_TEST, not_self_test
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import DATALOADER_AST_NEEDLES, DATALOADER_NEEDLES, DATALOADER_PIN_MEMORY
@@ -119,7 +120,7 @@ class DataLoaderPinMemory(Rule):
         defines a batch container with `.to()` but no `.pin_memory()` (DETR's NestedTensor: the pin
         thread passes it through unpinned), on a TPU (`torch_xla`), or in test files.
         """,
-        premises=(CPU_TENSORS, REACHES_CUDA, PAYS_OFF),
+        premises=(CPU_TENSORS, REACHES_CUDA, PAYS_OFF, SELF_TEST),
     )
 
     def _collate_returns_unpinnable(self, ctx: AstContext, kwargs: AstKeywordArgs) -> bool:
@@ -170,7 +171,8 @@ class DataLoaderPinMemory(Rule):
         copies = batch_copies(ctx, node, custom_collate=custom_collate)
         moved = SHOWN if batches.moves or batches.framework or copies.calls else UNDECIDED
         pays = SHOWN if batches.non_blocking or all(each.bulk for each in alternatives) else UNDECIDED
-        decision = self.decide({CPU_TENSORS: cpu_tensors, REACHES_CUDA: all_of(device, moved), PAYS_OFF: pays})
+        decision = self.decide({CPU_TENSORS: cpu_tensors, REACHES_CUDA: all_of(device, moved), PAYS_OFF: pays,
+                                 SELF_TEST: not_self_test(ctx.tree, node, ctx.parent, ctx.project.imported)})
         if not decision.report:
             return
         what = "Add `pin_memory=True`"

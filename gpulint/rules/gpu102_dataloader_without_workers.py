@@ -10,6 +10,7 @@ from gpulint.analysis.ast_values import is_literal
 from gpulint.analysis.device import accelerator_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise, all_of
 from gpulint.analysis.loaders import UNSHARDED, LoaderCall, dataloader_call
+from gpulint.analysis.reach import SELF_TEST, not_self_test
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.options import Flag, Integer, Option
@@ -109,7 +110,7 @@ class DataLoaderNumWorkers(Rule):
         (workers would duplicate the data), datasets handed in as parameters (whether workers
         pay off depends on the caller), one-batch loaders, and test files.
         """,
-        premises=(PER_ITEM_WORK, ON_ACCELERATOR),
+        premises=(PER_ITEM_WORK, ON_ACCELERATOR, SELF_TEST),
     )
 
     def detect(self, ctx: AstContext) -> None:
@@ -135,7 +136,8 @@ class DataLoaderNumWorkers(Rule):
         if explicit and ctx.settings.value(ALLOW_ZERO_WORKERS):
             return  # an explicit num_workers=0 is the user's choice (`allow-zero-workers = false` reports it)
         work = all_of(*(_per_item_work(each) for each in loader.alternatives()))
-        decision = self.decide({PER_ITEM_WORK: work, ON_ACCELERATOR: accelerator_evidence(ctx.project)})
+        decision = self.decide({PER_ITEM_WORK: work, ON_ACCELERATOR: accelerator_evidence(ctx.project),
+                                 SELF_TEST: not_self_test(ctx.tree, node, ctx.parent, ctx.project.imported)})
         if not decision.report:
             return
         workers = ctx.settings.value(NUM_WORKERS)

@@ -6,13 +6,13 @@ import ast
 import re
 from typing import TYPE_CHECKING, Optional, Union
 
+from gpulint.analysis.amp_steps import amp_steps, imports_framework
 from gpulint.analysis.ast_context import AstContext, AstKeywordArgs, Detection, arg, positional_args
 from gpulint.analysis.ast_values import is_literal, single_value, value_at
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
-from gpulint.analysis.training import FRAMEWORKS
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
-from gpulint.core.torch_api import FUSED_CAPABLE, OPTIMIZER_CLASSES, OPTIMIZER_PARAMS, SGD_MOMENTUM
+from gpulint.core.torch_api import FRAMEWORKS, FUSED_CAPABLE, OPTIMIZER_CLASSES, OPTIMIZER_PARAMS, SGD_MOMENTUM
 from gpulint.core.verification import FUSED_OPTIMIZER, Verification
 from gpulint.project.view import ProjectView
 from gpulint.rules.base import Rule, RuleDocs, Target
@@ -154,7 +154,7 @@ class NonFusedOptimizer(Rule):
         foreach = kwargs.get("foreach")
         if kwargs.passed("foreach") and not is_literal(ctx, foreach, "True", "False", "None"):
             return  # an explicit, computed choice of implementation
-        if _SPARSE.search(ctx.text):
+        if ctx.analysis(_names_sparse):
             return  # sparse gradients: fused kernels reject them
         if _single_tensor(node, kwargs):
             return  # one tensor (a latent or an embedding optimised at inference): nothing to fuse
@@ -290,7 +290,7 @@ def _cuda_only(ctx: AstContext) -> bool:
     CPU fused kernels (torch 2.4) are not needed."""
     project = ctx.project
     return project.gpu and not project.own.cpu_pinned and not (set(project.devices) - {"framework"}) \
-        and not _CPU_STRING.search(ctx.text)
+        and not ctx.analysis(_names_cpu)
 
 
 def _framework_owned(ctx: AstContext) -> bool:
@@ -298,14 +298,19 @@ def _framework_owned(ctx: AstContext) -> bool:
     file imports one at module level (analysis/training.py's test, on `ast`)."""
     if not any(name in ctx.text for name in FRAMEWORKS):
         return False
-    for targets in ctx.names.module_scope.bindings.values():
-        for target in targets:
-            if target and any(target == f or target.startswith(f + ".") for f in FRAMEWORKS):
-                return True
-    return False
+    return imports_framework(ctx)
 
 
 _CPU_STRING = re.compile(r"""["']cpu(?::\d+)?["']""")
+
+
+def _names_cpu(ctx: AstContext) -> bool:
+    """Once per file: a file of many optimizers would search its text once for each."""
+    return _CPU_STRING.search(ctx.text) is not None
+
+
+def _names_sparse(ctx: AstContext) -> bool:
+    return _SPARSE.search(ctx.text) is not None
 
 
 def _fused_device(project: ProjectView) -> Evidence:
@@ -347,10 +352,8 @@ def may_gain_grad_scaler(ctx: AstContext) -> bool:
     """gpulint's own float16 mixed-precision fix (GPU001/GPU002) may add a GradScaler to this file in
     the same fix run: GPU201 then offers no fused-SGD fix, since fused SGD with momentum breaks
     under a scaler. Once the scaler exists, GPU201 sees it and leaves SGD alone, so the two fixes
-    agree in whichever order they are applied.
-
-    The training steps are still LibCST's analysis (analysis/training.py) until the `ast` one
-    (analysis/steps.py) lands: this one question parses LibCST, only when every cheaper test passed.
+    agree in whichever order they are applied. The training steps are GPU001/GPU002's, found on `ast`
+    (analysis/amp_steps.py): GPU201 never parses LibCST to decide.
     """
     settings = ctx.settings
     if settings.value(AMP_DTYPE) == "bfloat16" or "backward" not in ctx.text:
@@ -360,16 +363,5 @@ def may_gain_grad_scaler(ctx: AstContext) -> bool:
     project = ctx.project
     if project.rl or project.mixed_precision and "autocast" not in project.own.mixed_precision:
         return False  # MissingAutocast stays silent there (precision handled, or an environment-bound loop)
-    return ctx.analysis(_unscaled_training_steps)
+    return ctx.analysis(amp_steps).unscaled
 
-
-def _unscaled_training_steps(ctx: AstContext) -> bool:
-    import libcst as cst
-
-    from gpulint.analysis.training import training_facts
-
-    try:
-        facts = training_facts(ctx.libcst())
-    except cst.ParserSyntaxError:
-        return True  # unknown: offer no fix
-    return not facts.framework_owned and any(not b.scaled for step in facts.steps for b in step.backwards)

@@ -2,26 +2,31 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-import libcst as cst
-
-from gpulint.analysis.deep_stacks import CHECKPOINT_FUNCTIONS, CHECKPOINT_SEQUENTIAL
+from gpulint.analysis.ast_context import AstContext, Detection, FunctionNode, positional_args, visible_dict_keys
 from gpulint.analysis.evidence import REFUTED, SHOWN, Decision, Evidence, Premise
 from gpulint.analysis.guards import version_guarded
-from gpulint.analysis.nn_modules import GRAD_OFF
-from gpulint.analysis.training import training_facts
 from gpulint.core import floors
-from gpulint.core.arguments import positional_args, visible_dict_keys
-from gpulint.core.context import FileContext
 from gpulint.core.edits import Applicability
-from gpulint.core.pending import PendingFix, Replace
-from gpulint.core.rewrite import add_keyword, is_literal, set_keyword
+from gpulint.core.style import detect as detect_style
+from gpulint.core.torch_api import (
+    CHECKPOINT_FUNCTIONS,
+    CHECKPOINT_SEQUENTIAL,
+    CHECKPOINT_SEQUENTIAL_USE_REENTRANT,
+    GRAD_OFF,
+)
 from gpulint.core.verification import NEUTRAL, TRAINED_PARAMETERS, Verification
-from gpulint.core.walk import walk
 from gpulint.rules.base import Rule, RuleDocs, Target
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from gpulint.core.context import FileContext
+    from gpulint.core.pending import PendingFix
 
 CHECKPOINT_MODULE = "torch.utils.checkpoint"
 HF_ENABLE = "gradient_checkpointing_enable"
@@ -47,7 +52,7 @@ UNDER_AUTOGRAD = Premise(
     "checkpointing there does nothing.")
 
 
-def use_reentrant_too_new(ctx: FileContext) -> Optional[floors.TooNew]:
+def use_reentrant_too_new(ctx: AstContext) -> Optional[floors.TooNew]:
     """Set when the project supports a torch older than `use_reentrant=` (torch-version)."""
     return floors.too_new(ctx.settings.torch_version, [floors.USE_REENTRANT])
 
@@ -111,140 +116,182 @@ class CheckpointWithoutUseReentrant(Rule):
         premises=(NO_USE_REENTRANT, CURRENT_TORCH, UNDER_AUTOGRAD),
     )
 
-    def __init__(self, ctx: "FileContext") -> None:
-        super().__init__(ctx)
+    def detect(self, ctx: AstContext) -> None:
         # a class of the file defines its own `gradient_checkpointing_enable`: not Hugging Face's
-        self._own_hf_method = HF_ENABLE in ctx.text and any(
-            fn.name.value == HF_ENABLE for fn in _all_functions(ctx.module)
-        )
+        own_hf_method = HF_ENABLE in ctx.text and any(
+            isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == HF_ENABLE
+            for fn in ctx.nodes(ast.FunctionDef, ast.AsyncFunctionDef))
+        for node in ctx.nodes(ast.Call):
+            assert isinstance(node, ast.Call)
+            qualified = ctx.qualname(node.func)
+            if qualified in CHECKPOINT_FUNCTIONS:
+                self._torch_checkpoint(ctx, node, qualified == CHECKPOINT_SEQUENTIAL)
+            elif isinstance(node.func, ast.Attribute) and node.func.attr == HF_ENABLE and not own_hf_method:
+                self._hf_enable(ctx, node)
 
-    def visit_Call(self, node: cst.Call) -> None:
-        qualified = self.ctx.qualname(node.func)
-        if qualified not in CHECKPOINT_FUNCTIONS and not (
-                isinstance(node.func, cst.Attribute) and node.func.attr.value == HF_ENABLE):
-            return
-        if qualified in CHECKPOINT_FUNCTIONS:
-            self._torch_checkpoint(node, qualified == CHECKPOINT_SEQUENTIAL)
-        elif isinstance(node.func, cst.Attribute) and node.func.attr.value == HF_ENABLE and not self._own_hf_method:
-            self._hf_enable(node)
-
-    def _decision(self, node: cst.Call) -> Decision:
-        current = REFUTED if version_guarded(self.ctx.analysis(training_facts), node) \
-            or use_reentrant_too_new(self.ctx) else SHOWN
+    def _decision(self, ctx: AstContext, node: ast.Call) -> Decision:
+        current = REFUTED if version_guarded(ctx, node) or use_reentrant_too_new(ctx) else SHOWN
         return self.decide({NO_USE_REENTRANT: SHOWN, CURRENT_TORCH: current,
-                            UNDER_AUTOGRAD: self._under_autograd(node)})
+                            UNDER_AUTOGRAD: _under_autograd(ctx, node)})
 
-    def _under_autograd(self, node: cst.Call) -> Evidence:
-        """Refuted under no_grad/inference_mode (a `with` block or a decorator) and in an eval-only file."""
-        facts = self.ctx.analysis(training_facts)
-        for ancestor in facts.ancestors(node):
-            if isinstance(ancestor, cst.With) and any(
-                    isinstance(item.item, cst.Call) and self.ctx.qualname(item.item.func) in GRAD_OFF
-                    for item in ancestor.items):
-                return REFUTED
-            if isinstance(ancestor, cst.FunctionDef) and any(
-                    self.ctx.qualname(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator)
-                    in GRAD_OFF for d in ancestor.decorators):
-                return REFUTED
-        return REFUTED if _inference_script(self.ctx.text) or self.ctx.project.evaluated_only else SHOWN
-
-    def _torch_checkpoint(self, node: cst.Call, sequential: bool) -> None:
-        kwargs = self.ctx.kwargs(node)
-        if not kwargs.complete or kwargs.has("use_reentrant"):
+    def _torch_checkpoint(self, ctx: AstContext, node: ast.Call, sequential: bool) -> None:
+        kwargs = ctx.kwargs(node)
+        if not kwargs.complete or kwargs.passed("use_reentrant"):
             return
         if sequential:
             positional = positional_args(node)
-            if positional is None or len(positional) > 3:
-                return  # checkpoint_sequential(functions, segments, input, use_reentrant)
-        decision = self._decision(node)
+            if positional is None or len(positional) > CHECKPOINT_SEQUENTIAL_USE_REENTRANT[1]:
+                return  # passed by position
+        decision = self._decision(ctx, node)
         if not decision.report:
             return
         name = "checkpoint_sequential" if sequential else "checkpoint"
-        fix = None
         note = ""
-        forwarded = self._caller_choice()
-        too_new = use_reentrant_too_new(self.ctx)
+        forwarded = _caller_choice(ctx, node)
+        too_new = use_reentrant_too_new(ctx)
         if too_new is not None:
             note = f"no fix: {too_new.reason()}"
+            how, message = "", ""
         elif forwarded is not None and forwarded.annotation == "kwargs":
-            new = _with_star_kwargs(node, f"({forwarded.name} or {{}})" if forwarded.none else forwarded.name)
-            fix = PendingFix.unsafe(f"Pass the caller's `{forwarded.name}` on", Replace(node, new))
+            how, message = "star", f"Pass the caller's `{forwarded.name}` on"
         elif forwarded is not None:
-            new = add_keyword(node, "use_reentrant", forwarded.name)
-            fix = PendingFix.unsafe(f"Pass the caller's `use_reentrant={forwarded.name}` on", Replace(node, new))
+            how, message = "forward", f"Pass the caller's `use_reentrant={forwarded.name}` on"
         else:
-            new = add_keyword(node, "use_reentrant", "False")
-            fix = PendingFix.unsafe("Add `use_reentrant=False`", Replace(node, new))
-        self.report_decided(
-            decision,
-            node,
+            how, message = "add", "Add `use_reentrant=False`"
+        ctx.report(
+            self, node,
             f"{name}() without use_reentrant runs in reentrant mode: blocks with no-grad inputs get no gradients",
-            fix, note=note,
+            fix=Applicability.UNSAFE if how else None, fix_message=message,
+            data={"how": how, "name": forwarded.name if forwarded else "", "none": bool(forwarded and forwarded.none)},
+            note=note, decision=decision,
         )
 
-    def _caller_choice(self) -> "Optional[_Forwarded]":
-        """The enclosing function's own `use_reentrant` or `gradient_checkpointing_kwargs` parameter."""
-        for statement in reversed(self.ctx.statements):
-            if isinstance(statement, cst.FunctionDef):
-                params = statement.params
-                for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-                    name = param.name.value
-                    none = param.default is not None and is_literal(param.default, "None")
-                    if name == "use_reentrant":
-                        return _Forwarded(name, "value", none)
-                    if name == HF_KWARGS:
-                        return _Forwarded(name, "kwargs", none)
-                return None
-        return None
-
-    def _hf_enable(self, node: cst.Call) -> None:
-        kwargs = self.ctx.kwargs(node)
+    def _hf_enable(self, ctx: AstContext, node: ast.Call) -> None:
+        kwargs = ctx.kwargs(node)
         positional = positional_args(node)
         if not kwargs.complete or positional is None:
             return
-        fix: Optional[PendingFix] = None
-        quote = self.ctx.style.quote
+        quote = ctx.analysis(_quote)
         non_reentrant = f"{{{quote}use_reentrant{quote}: False}}"
-        message = f"Pass `gradient_checkpointing_kwargs={non_reentrant}`"
-        too_new = use_reentrant_too_new(self.ctx)
+        how, message = "", f"Pass `gradient_checkpointing_kwargs={non_reentrant}`"
+        forwarded: Optional[_Forwarded] = None
+        too_new = use_reentrant_too_new(ctx)
         note = f"no fix: {too_new.reason()}" if too_new is not None else ""
-        if kwargs.has(HF_KWARGS) or positional:
-            value = kwargs.get(HF_KWARGS) if kwargs.has(HF_KWARGS) else positional[0]
+        if kwargs.passed(HF_KWARGS) or positional:
+            value = kwargs.get(HF_KWARGS) if kwargs.passed(HF_KWARGS) else positional[0]
             if value is None:
                 return  # hidden in a `**dict`
-            keys = _dict_literal_keys(value) if isinstance(value, cst.Dict) else None
-            if isinstance(value, cst.Name) and not is_literal(value, "None"):
-                visible = visible_dict_keys(value, self.ctx.names)
+            none = isinstance(value, ast.Constant) and value.value is None
+            keys = _dict_literal_keys(value) if isinstance(value, ast.Dict) else None
+            if isinstance(value, ast.Name):
+                visible = visible_dict_keys(value, ctx.names)
                 keys = set(visible) if visible is not None else None
-            if keys is None and not is_literal(value, "None"):
+            if keys is None and not none:
                 return  # a dict we cannot see
             if keys is not None and "use_reentrant" in keys:
                 return
-            if use_reentrant_too_new(self.ctx) or HF_KWARGS in kwargs.from_splat:
-                fix = None
-            elif isinstance(value, cst.Dict):
-                fix = PendingFix.unsafe(f"Add `{quote}use_reentrant{quote}: False`",
-                                        Replace(value, _add_dict_entry(value, quote)))
-            elif is_literal(value, "None") and kwargs.has(HF_KWARGS):
-                fix = PendingFix.unsafe(message, Replace(node, set_keyword(node, HF_KWARGS, non_reentrant)))
-        elif not use_reentrant_too_new(self.ctx):
-            forwarded = self._caller_choice()
+            if too_new or HF_KWARGS in kwargs.from_splat:
+                pass
+            elif isinstance(value, ast.Dict):
+                how, message = "entry", f"Add `{quote}use_reentrant{quote}: False`"
+            elif none and kwargs.passed(HF_KWARGS):
+                how = "set"
+        elif too_new is None:
+            forwarded = _caller_choice(ctx, node)
             if forwarded is not None and forwarded.annotation == "kwargs":
-                fix = PendingFix.unsafe(f"Pass the caller's `{HF_KWARGS}` on",
-                                        Replace(node, add_keyword(node, HF_KWARGS, HF_KWARGS)))
+                how, message = "forward_kwargs", f"Pass the caller's `{HF_KWARGS}` on"
             elif forwarded is not None:
-                value_code = f"{{{quote}use_reentrant{quote}: {forwarded.name}}}"
-                fix = PendingFix.unsafe(f"Pass the caller's `use_reentrant={forwarded.name}` on",
-                                        Replace(node, add_keyword(node, HF_KWARGS, value_code)))
+                how, message = "forward", f"Pass the caller's `use_reentrant={forwarded.name}` on"
             else:
-                fix = PendingFix.unsafe(message, Replace(node, add_keyword(node, HF_KWARGS, non_reentrant)))
-        self.report_decided(
-            self._decision(node),
-            node,
+                how = "add"
+        ctx.report(
+            self, node,
             "gradient_checkpointing_enable() without use_reentrant is reentrant: blocks with no-grad inputs get no "
             "gradients",
-            fix, note=note,
+            fix=Applicability.UNSAFE if how else None, fix_message=message if how else "",
+            data={"how": how, "hf": True, "name": forwarded.name if forwarded else "", "quote": quote},
+            note=note, decision=self._decision(ctx, node),
         )
+
+    def build_fix(self, detection: Detection, fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:
+        import libcst as cst
+
+        from gpulint.core.pending import PendingFix, Replace
+        from gpulint.core.rewrite import add_keyword, set_keyword
+
+        assert isinstance(node, cst.Call) and detection.data is not None and detection.fix is not None
+        data = detection.data
+        how, name = data["how"], data["name"]
+        message = detection.fix_message
+        if not data.get("hf"):
+            if how == "star":
+                new = _with_star_kwargs(node, f"({name} or {{}})" if data["none"] else name)
+            else:
+                new = add_keyword(node, "use_reentrant", name if how == "forward" else "False")
+            return PendingFix.unsafe(message, Replace(node, new))
+        quote = data["quote"]
+        non_reentrant = f"{{{quote}use_reentrant{quote}: False}}"
+        if how == "entry":
+            value = _hf_kwargs_value(node)
+            assert isinstance(value, cst.Dict)
+            return PendingFix.unsafe(message, Replace(value, _add_dict_entry(value, quote)))
+        if how == "set":
+            new = set_keyword(node, HF_KWARGS, non_reentrant)
+        elif how == "forward_kwargs":
+            new = add_keyword(node, HF_KWARGS, HF_KWARGS)
+        elif how == "forward":
+            new = add_keyword(node, HF_KWARGS, f"{{{quote}use_reentrant{quote}: {name}}}")
+        else:
+            new = add_keyword(node, HF_KWARGS, non_reentrant)
+        return PendingFix.unsafe(message, Replace(node, new))
+
+
+def _quote(ctx: AstContext) -> str:
+    """The quote character the file's strings use (the one a LibCST fix context reads: core/style.py)."""
+    return detect_style(ctx.text, ctx.settings.line_length, "    ").quote
+
+
+def _under_autograd(ctx: AstContext, node: ast.Call) -> Evidence:
+    """Refuted under no_grad/inference_mode (a `with` block or a decorator) and in an eval-only file."""
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, (ast.With, ast.AsyncWith)) and any(
+                isinstance(item.context_expr, ast.Call) and ctx.qualname(item.context_expr.func) in GRAD_OFF
+                for item in ancestor.items):
+            return REFUTED
+        if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                ctx.qualname(d.func if isinstance(d, ast.Call) else d) in GRAD_OFF for d in ancestor.decorator_list):
+            return REFUTED
+    return REFUTED if _inference_script(ctx.text) or ctx.project.evaluated_only else SHOWN
+
+
+def _caller_choice(ctx: AstContext, node: ast.AST) -> "Optional[_Forwarded]":
+    """The enclosing function's own `use_reentrant` or `gradient_checkpointing_kwargs` parameter."""
+    function = ctx.enclosing_function(node)
+    if function is None:
+        return None
+    for param, default in _parameters(function):
+        none = isinstance(default, ast.Constant) and default.value is None
+        if param.arg == "use_reentrant":
+            return _Forwarded(param.arg, "value", none)
+        if param.arg == HF_KWARGS:
+            return _Forwarded(param.arg, "kwargs", none)
+    return None
+
+
+def _parameters(function: FunctionNode) -> list[tuple[ast.arg, Optional[ast.expr]]]:
+    """Named parameters in order (positional-only, positional, keyword-only) with their defaults."""
+    args = function.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults: list[Optional[ast.expr]] = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+    return [*zip(positional, defaults), *zip(args.kwonlyargs, args.kw_defaults)]
+
+
+def _hf_kwargs_value(call: "cst.Call") -> "Optional[cst.BaseExpression]":
+    """The `gradient_checkpointing_kwargs` a LibCST call passes: by keyword, else its first positional."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == HF_KWARGS:
+            return arg.value
+    return next((arg.value for arg in call.args if arg.keyword is None and not arg.star), None)
 
 
 _GRAD_OFF_TEXT = re.compile(r"\bno_grad\b|\binference_mode\b")
@@ -259,26 +306,12 @@ def _inference_script(text: str) -> bool:
     return bool(_SCRIPT.search(text) and _GRAD_OFF_TEXT.search(text) and not _TRAINING_TEXT.search(text))
 
 
-def _all_functions(module: cst.Module) -> list[cst.FunctionDef]:
-    found: list[cst.FunctionDef] = []
-
-    class _Defs(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-            found.append(node)
-
-    walk(module, _Defs())
-    return found
-
-
-def _dict_literal_keys(value: cst.Dict) -> Optional[set[str]]:
+def _dict_literal_keys(value: ast.Dict) -> Optional[set[str]]:
     keys: set[str] = set()
-    for element in value.elements:
-        if not isinstance(element, cst.DictElement) or not isinstance(element.key, cst.SimpleString):
-            return None
-        key = element.key.evaluated_value
-        if not isinstance(key, str):
-            return None
-        keys.add(key)
+    for key in value.keys:
+        if not isinstance(key, ast.Constant) or not isinstance(key.value, str):
+            return None  # `**other`, a computed key
+        keys.add(key.value)
     return keys
 
 
@@ -291,15 +324,19 @@ class _Forwarded:
     none: bool  # its default is None
 
 
-def _with_star_kwargs(node: cst.Call, code: str) -> cst.Call:
+def _with_star_kwargs(node: "cst.Call", code: str) -> "cst.Call":
     """`checkpoint(f, x)` -> `checkpoint(f, x, **(kwargs or {}))`."""
+    import libcst as cst
+
     args = list(node.args)
     if args and not isinstance(args[-1].comma, cst.Comma):
         args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
     return node.with_changes(args=[*args, cst.Arg(value=cst.parse_expression(code), star="**")])
 
 
-def _add_dict_entry(value: cst.Dict, quote: str = '"') -> cst.Dict:
+def _add_dict_entry(value: "cst.Dict", quote: str = '"') -> "cst.Dict":
+    import libcst as cst
+
     entry = cst.DictElement(
         key=cst.SimpleString(f"{quote}use_reentrant{quote}"),
         value=cst.Name("False"),

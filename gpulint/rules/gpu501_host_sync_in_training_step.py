@@ -85,7 +85,10 @@ class HostSyncInTrainingStep(Rule):
         `print(cuda_tensor)`, `cuda_tensor.cpu()` and explicit synchronisation under "Avoid
         unnecessary CPU-GPU synchronization"; `torch.cuda.set_sync_debug_mode("warn")`
         shows each one at run time. How much it costs depends on how long Python needs to
-        queue a step: small models and short steps lose the most.
+        queue a step: small models and short steps lose the most. There is no verify fixture
+        for this rule: on a CPU every operation runs before Python moves on, so a host read
+        waits for nothing and costs nothing to remove; the effect shows only on a GPU
+        (`torch.cuda.set_sync_debug_mode("warn")`, or a profiler trace's idle gaps).
         """,
         example="""
         import torch
@@ -123,7 +126,12 @@ class HostSyncInTrainingStep(Rule):
         `if step % N: continue`), in `except` handlers, for values that decide control flow
         (NaN aborts, early stopping), for values not shown to be GPU tensors, in loops a
         framework runs, in CPU-only files, in benchmark or profiling functions
-        (`torch.cuda.synchronize()` there is the measurement), or in tests.
+        (`torch.cuda.synchronize()` there is the measurement), in full-batch training (the
+        step loop is `for epoch in range(...)`: one step, and one sync, per epoch), or in
+        tests. Logging blocks under a helper count as interval conditions when the helper
+        of the file returns one (`every_n_steps(state, freq)` testing `state.step % freq`),
+        or when a helper of another module named for an interval (`every`, `interval`,
+        `should_log`) is given the step counter.
         """,
         premises=(EVERY_STEP, A_GPU_TENSOR, NOT_CONTROL_FLOW, ON_ACCELERATOR),
     )
@@ -145,7 +153,7 @@ class HostSyncInTrainingStep(Rule):
             place = facts.place(node)
             if place is None or place.step.framework_owned or not place.every_step:
                 continue
-            if reads.in_benchmark(node):
+            if reads.in_benchmark(node) or _one_step_per_epoch(place.step.loop):
                 continue
             decision = self.decide({
                 EVERY_STEP: SHOWN,
@@ -156,6 +164,20 @@ class HostSyncInTrainingStep(Rule):
             if not decision.report:
                 continue
             ctx.report(self, node, _message(spelled, tensor), decision=decision)
+
+
+def _one_step_per_epoch(loop: ast.AST) -> bool:
+    """Full-batch training: the step loop is the epoch loop (`for epoch in range(...)` whose body, or the
+    function it calls, steps once on the whole data set), so a host read costs one sync per epoch."""
+    if not isinstance(loop, ast.For):
+        return False
+    target = loop.target.id if isinstance(loop.target, ast.Name) else ""
+    iterable = loop.iter
+    while isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) \
+            and iterable.func.id in ("tqdm", "enumerate") and iterable.args:
+        iterable = iterable.args[0]
+    return "epoch" in target.lower() and isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) \
+        and iterable.func.id in ("range", "trange")
 
 
 def _host_value(value: ast.expr) -> bool:

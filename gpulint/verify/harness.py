@@ -660,6 +660,23 @@ def _install_construct_hooks(torch: Any, recorder: Recorder) -> None:
 
         functional.scaled_dot_product_attention = sdpa
 
+    def wrap_foreach(name: str) -> None:  # GPU507's rewrite: one multi-tensor call for a per-parameter loop
+        original = getattr(torch, name, None)
+        if original is None:
+            return
+
+        @functools.wraps(original)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            tensors = args[0] if args else kwargs.get("self", ())
+            count = len(tensors) if isinstance(tensors, (list, tuple)) else None
+            recorder.use(recorder.site(None, "foreach", {"function": name, "tensors": count}))
+            return original(*args, **kwargs)
+
+        setattr(torch, name, call)
+
+    for name in ("_foreach_lerp_", "_foreach_mul_", "_foreach_add_"):
+        wrap_foreach(name)
+
     amp_mode = torch.amp.autocast_mode
     original_custom_fwd = getattr(amp_mode, "custom_fwd", None)
     if original_custom_fwd is not None:

@@ -306,6 +306,8 @@ def _describe_site(site: events.Site) -> str:
         return f"{d.get('function', 'checkpoint')}(use_reentrant={d.get('use_reentrant')})"
     if site.kind == "attention":
         return f"scaled_dot_product_attention(is_causal={d.get('is_causal')})"
+    if site.kind == "foreach":
+        return f"torch.{d.get('function', '_foreach')}({d.get('tensors')} tensors)"
     return site.kind
 
 

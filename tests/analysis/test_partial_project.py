@@ -186,6 +186,42 @@ def test_a_view_does_not_depend_on_the_views_asked_before_it(tree: Path) -> None
     assert sorted(first[run].imported_classes) == ["pkg.Images", "pkg.data.images.Images"]
 
 
+@pytest.mark.parametrize("text, spelled", [
+    ("import model\n", True),
+    ("from . import model as m", True),  # no newline at the end
+    ("x = 1\n    from .model import Net\n", True),  # indented, in a function
+    ("from pkg import (a,  # (b)\n    model)\n", True),  # the `)` that closes it is in a comment
+    ("from pkg import \\\n    model\n", True),
+    ("from pkg import \\\r\n    model\r\n", True),
+    ("import a.model.b\n", True),
+    ("model = 1\n", False),
+    ("import models\n", False),
+    ("from a import b\nmodel = 1\n", False),
+])
+def test_the_text_test_for_an_import_keeps_every_statement_that_spells_the_word(text: str, spelled: bool) -> None:
+    """A superset of the import statements that spell the word: whatever it keeps is then resolved."""
+    assert project_scan._spells_import_of(text.encode(), project_scan._Words({"model"})) is spelled
+
+
+def test_a_module_in_a_package_reads_its_own_package_not_its_siblings(tmp_path: Path) -> None:
+    """Every package's script imports `.model`: the word is everywhere, the importers are one."""
+    for n in range(6):
+        package = tmp_path / f"p{n}"
+        package.mkdir()
+        (package / "__init__.py").write_text("")
+        (package / "model.py").write_text("import torch.nn as nn\n\nclass Net(nn.Module):\n    pass\n")
+        (package / "train.py").write_text("import torch\nfrom .model import Net\n\nmodel = Net().cuda()\n")
+    (tmp_path / "pyproject.toml").write_text("")
+    member = tmp_path / "p3" / "model.py"
+    paths = _project_files(tmp_path, [member])
+    facts = FactsCache()
+    part = _partial_project(tmp_path, paths, [member], facts)
+    assert sorted(part.facts) == ["p3/model.py", "p3/train.py"]
+    parsed = sorted(Path(name).relative_to(tmp_path).as_posix() for name in facts.known)
+    assert parsed == ["p3/model.py", "p3/train.py"]  # the other packages' scripts are never parsed
+    assert part.view(member) == scan_files(tmp_path, paths, FactsCache()).view(member)
+
+
 def test_a_model_sees_the_values_its_callers_and_their_imports_give_a_fused_attention_option(tree: Path) -> None:
     member = tree / "flash" / "model.py"
     paths = _project_files(tree, [member])

@@ -147,6 +147,63 @@ def test_a_scaler_class_beside_the_caller_keeps_fused_sgd_away(tmp_path: Path) -
     assert findings(tmp_path, "--select", "GPU201") == []
 
 
+SELF_TESTED_DATASET = """\
+    import torch
+    from PIL import Image
+    from torch.utils.data import DataLoader, Dataset
+
+    class Clips(Dataset):
+        def __init__(self, files):
+            self.files = files
+
+        def __len__(self):
+            return len(self.files)
+
+        def __getitem__(self, i):
+            return torch.tensor(list(Image.open(self.files[i]).getdata()))
+
+    if __name__ == "__main__":
+        device = torch.device("cuda")
+        loader = DataLoader(Clips(["a.png"]), batch_size=16)
+        n_batch = 0
+        for batch in loader:
+            batch.to(device)
+            n_batch += 1
+        print(n_batch)
+    """
+
+
+@pytest.mark.parametrize("imported", [True, False])
+def test_a_loader_in_the_self_test_of_an_imported_module_is_silent(tmp_path: Path, imported: bool) -> None:
+    """FastSpeech2's dataset.py (fourth blind reading, 2 FP): its `__main__` block counts the batches of its own
+    loaders; train.py imports the module. The same block in a script nothing imports is the training."""
+    files = {"dataset.py": SELF_TESTED_DATASET}
+    if imported:
+        files["train.py"] = "import torch\nfrom dataset import Clips\n"
+    write(tmp_path, files)
+    found = codes(findings(tmp_path, "--select", "GPU101,GPU102"), "dataset.py")
+    assert found == ([] if imported else ["GPU101", "GPU102"])
+
+
+def test_sparse_tensors_made_in_an_imported_module_keep_gpu001_away(tmp_path: Path) -> None:
+    """GCNII (fourth blind reading, 3 NP): model.py aggregates with torch.spmm over an adjacency that utils.py
+    makes sparse; train.py, which holds the step, does neither itself."""
+    write(tmp_path, {
+        "utils.py": "import torch\n\ndef adjacency(i, v, n):\n    return torch.sparse_coo_tensor(i, v, (n, n))\n",
+        "model.py": "import torch\nimport torch.nn as nn\n\nclass GCN(nn.Module):\n"
+                    "    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(2048, 2048)\n\n"
+                    "    def forward(self, x, adj):\n        return torch.spmm(adj, self.fc(x))\n",
+        "train.py": "import torch\nfrom model import GCN\nfrom utils import adjacency\n\n" + TRAIN_STEP
+                    + "\ntrain(GCN().cuda(), loader, opt)\n",
+    })
+    assert codes(findings(tmp_path, "--select", "GPU001"), "train.py") == []
+    (tmp_path / "model.py").write_text("import torch\nimport torch.nn as nn\n\nclass GCN(nn.Module):\n"
+                                       "    def __init__(self):\n        super().__init__()\n"
+                                       "        self.fc = nn.Linear(2048, 2048)\n", encoding="utf-8")
+    (tmp_path / "utils.py").write_text("import torch\n", encoding="utf-8")
+    assert codes(findings(tmp_path, "--select", "GPU001"), "train.py") == ["GPU001"]
+
+
 def test_gpu_evidence_comes_from_the_caller(tmp_path: Path) -> None:
     """pytorch/examples FSDP: the step runs in utils/train_utils.py, the device is chosen in main.py."""
     write(tmp_path, {"steps.py": "import torch\n\n" + TRAIN_STEP, "lib.py": "import torch\n\n" + TRAIN_STEP})

@@ -89,6 +89,31 @@ def test_interval_spellings() -> None:
         assert not f.is_interval(ast.parse(text, mode="eval").body), text
 
 
+def test_interval_helpers() -> None:
+    """A helper of the file whose returns test the step counter (lingua's every_n_steps) is an interval; so is a
+    helper of another module named for one, given the step counter; a helper given no counter is not."""
+    f = facts("""
+        def every_n_steps(state, freq, acc_step=None):
+            test = state.step % freq == 0
+            if acc_step is not None:
+                test = test and state.acc_step == acc_step
+            return test
+
+        def widened(state, freq):
+            test = state.step % freq == 0
+            test = test or state.force
+            return test
+
+        every_n_steps(train_state, 10, acc_step=0)
+        widened(train_state, 10)
+        every_n_steps_elsewhere(global_step, 10)
+        at_interval(self.iteration, 10)
+        every_n_steps_elsewhere(config, 10)
+    """)
+    calls = [s.value for s in f.tree.body if isinstance(s, ast.Expr)]
+    assert [f.is_interval(c) for c in calls] == [True, False, True, True, False]
+
+
 def test_interval_through_a_flag_and_continue() -> None:
     f = facts("""
         for i, b in enumerate(loader):

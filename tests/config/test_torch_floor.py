@@ -149,6 +149,9 @@ def test_more_places_that_pin_torch(tmp_path: Path) -> None:
         "subpath/deps/train.txt": "torch==1.8.1\n",
         "outside/setup.py": "from setuptools import setup\nsetup(install_requires=open('/etc/reqs.txt').readlines())\n",
         "env-named/environment-cuda.yml": "dependencies:\n  - pytorch==1.9.0\n",
+        # decision-transformer's name for it (the fourth blind reading: a fused-AdamW fix for torch 1.2)
+        "conda-named/conda_env.yml": "name: dt\ndependencies:\n  - python=3.8\n  - pip:\n    - torch==1.8.1\n",
+        "yaml-config/config.yaml": "dependencies:\n  - pytorch==1.9.0\n",  # not an environment's name
     })
     assert declared_torch_floor(str(tmp_path / "poetry"))[0] == (1, 13)
     assert declared_torch_floor(str(tmp_path / "poetry-table"))[0] == (2, 1)
@@ -158,6 +161,8 @@ def test_more_places_that_pin_torch(tmp_path: Path) -> None:
     assert declared_torch_floor(str(tmp_path / "subpath"))[0] == (1, 8)
     assert declared_torch_floor(str(tmp_path / "outside")) == (None, None)
     assert declared_torch_floor(str(tmp_path / "env-named"))[0] == (1, 9)
+    assert declared_torch_floor(str(tmp_path / "conda-named"))[0] == (1, 8)
+    assert declared_torch_floor(str(tmp_path / "yaml-config")) == (None, None)
 
 
 def test_a_configured_torch_version_wins_and_isolated_reads_nothing(tmp_path: Path) -> None:

@@ -87,6 +87,6 @@ def test_every_symbol_of_the_table_is_one_a_fix_writes() -> None:
     used = {floors.AUTOCAST, floors.AMP_AUTOCAST, floors.GRAD_SCALER, floors.CUSTOM_FWD, floors.SHARDED_GRAD_SCALER,
             floors.BF16_CHECK, floors.FUSED_CPU, floors.USE_REENTRANT, floors.PIN_MEMORY, floors.NUM_WORKERS,
             floors.NON_BLOCKING, floors.PERSISTENT_WORKERS, floors.SDPA, floors.SDPA_SCALE, floors.MATMUL_PRECISION,
-            floors.CUDNN_BENCHMARK, floors.COMPILE} | {
+            floors.CUDNN_BENCHMARK, floors.COMPILE, floors.FOREACH_MUL_ADD, floors.FOREACH_LERP} | {
         floors.fused(o) for o in ("Adam", "AdamW", "SGD", "Adagrad")}
     assert used == set(floors.SYMBOLS)

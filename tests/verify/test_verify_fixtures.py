@@ -190,6 +190,23 @@ def test_non_blocking_copies_verify_bit_for_bit_with_no_effect_on_a_cpu(tmp_path
     assert "\nloss: identical bit for bit" in output
 
 
+def test_foreach_ema_fixture_verifies_bit_for_bit_with_the_foreach_call_in_the_step(tmp_path: Path) -> None:
+    """GPU507 (preview): the EMA loop becomes one `torch._foreach_lerp_` call, which verify sees run in the
+    timed steps; the EMA model is not in the loss, so the losses are identical (the speed is measured by
+    bench/foreach_ema_cpu.py and by a timed verify run, not asserted here)."""
+    script_path = Path(__file__).parent / "scripts" / "ema_mlp.py"
+    report = tmp_path / "report.json"
+    result = CliRunner().invoke(main, [
+        "verify", str(script_path), "--preview", "--select", "GPU507", "--repeats", "0", "--steps", str(STEPS),
+        "--warmup", str(WARMUP), "--threads", "1", "--json", str(report), "--workdir", str(tmp_path / "work"), "--",
+        "--size", "tiny"])
+    (script,) = json.loads(report.read_text())["scripts"]
+    assert script["rules_applied"] == ["GPU507"], result.output
+    assert result.exit_code == 0 and script["verdict"] == "PASS", result.output
+    assert "torch._foreach_lerp_(244 tensors)" in result.output
+    assert "\nloss: identical bit for bit" in result.output
+
+
 def test_crash_and_no_backward_are_verdicts_not_tracebacks(tmp_path: Path) -> None:
     scripts = Path(__file__).parent / "scripts"
     runner = CliRunner()

@@ -1,0 +1,86 @@
+"""The mixed-precision training steps on `ast` (analysis/amp_steps.py) find what analysis/training.py finds on
+LibCST: GPU201 asks them whether GPU001/GPU002's float16 fix adds a GradScaler, without parsing LibCST."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from gpulint.analysis.amp_steps import amp_steps
+from gpulint.analysis.ast_context import AstContext
+from gpulint.analysis.training import training_facts
+from gpulint.core.context import FileContext
+from gpulint.core.settings import Settings
+from gpulint.project.facts import facts_of_text
+from gpulint.project.view import ProjectView
+
+FIXTURES = Path(__file__).resolve().parent.parent.parent / "fixtures"
+
+
+def _contexts(text: str, path: Path = Path("train.py")) -> tuple[AstContext, FileContext]:
+    project = ProjectView.alone(facts_of_text(text))  # type: ignore[arg-type]
+    settings = Settings(preview=True)
+    return (AstContext(path, text, ast.parse(text), settings, project),
+            FileContext(path, text, cst.parse_module(text), settings, project))
+
+
+def _unscaled(text: str) -> bool:
+    return amp_steps(_contexts(textwrap.dedent(text))[0]).unscaled
+
+
+def test_a_step_function_without_a_loop_is_a_step() -> None:
+    assert _unscaled("""
+        import torch
+        def train_step(model, opt, x):
+            loss = model(x).sum()
+            loss.backward()
+            opt.step()
+    """)
+
+
+def test_a_scaled_backward_is_not_unscaled() -> None:
+    assert not _unscaled("""
+        import torch
+        scaler = torch.amp.GradScaler("cuda")
+        for x in loader:
+            loss = model(x).sum()
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+    """)
+
+
+def test_a_framework_import_owns_the_loop() -> None:
+    assert not _unscaled("""
+        from transformers import Trainer
+        for x in loader:
+            model(x).sum().backward()
+            optimizer.step()
+    """)
+
+
+def test_a_backward_without_a_step_in_the_same_code_is_no_step() -> None:
+    assert not _unscaled("""
+        def compute(model, x):
+            model(x).sum().backward()
+        def train(opt):
+            for x in loader:
+                compute(model, x)
+                opt.step()
+    """)
+
+
+CASES = sorted(p for p in FIXTURES.rglob("*.py") if "backward" in p.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("path", CASES, ids=[str(p.relative_to(FIXTURES)) for p in CASES])
+def test_the_same_answer_as_libcst_on_every_fixture(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    actx, fctx = _contexts(text, path)
+    facts = training_facts(fctx)
+    expected = not facts.framework_owned and any(not b.scaled for s in facts.steps for b in s.backwards)
+    assert amp_steps(actx).unscaled == expected
