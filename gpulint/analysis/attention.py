@@ -29,14 +29,17 @@ from gpulint.core.torch_api import (
     DROPOUT_TRAINING,
     EINSUM_FUNCTIONS,
     FINFO,
+    FUSED_ATTENTION_PACKAGES,
     MATMUL_FUNCTIONS,
     ONES_FUNCTIONS,
+    SDPA_FUNCTIONS,
     SOFTMAX_DIM,
     SOFTMAX_FUNCTIONS,
     SOFTMAX_MODULES,
     TRANSPOSE_FUNCTIONS,
     TRIL_FUNCTIONS,
 )
+from gpulint.project.facts import FUSED_OPTION
 
 # a class that calls one of these already has a fused path: its hand-written attention is the fallback
 FUSED_ATTENTION_TEXT = ("scaled_dot_product_attention", "memory_efficient_attention", "flash_attn")
@@ -143,6 +146,154 @@ def attention_in_class(cls: ast.ClassDef, names: AstNames, segment: Callable[[as
                     if site is not None:
                         found.append(site)
     return found
+
+
+# ------------------------------------------------------------------------------------------------
+# a model option that keeps the fused kernel off by default (`flash=False`)
+
+
+@dataclass(frozen=True)
+class FusedOption:
+    """`if self.<attribute>:` choosing a fused kernel over a hand-written chain, where `__init__` sets the
+    attribute from an option: a parameter defaulting to False, or a field read from a config object. Whether
+    anything turns the option on is the project's to say (ProjectView.option_values)."""
+
+    option: str  # as callers spell it: the parameter (`flash`) or the config field (`flash_attn`)
+    config: bool  # a field of a config object (its default is in the config class), not a parameter
+    node: ast.expr  # the parameter's default (`False`), or the config read (`config.flash_attn`)
+    position: Optional[int]  # the parameter's index among the positional arguments after self; None: keyword-only
+    attribute: str  # `self.<attribute>`, which a script may also set on the built model (`model.attn.flash = True`)
+    branch: ast.If  # the test that chooses the kernel
+    site: Attention  # the hand-written chain that runs while the option is off
+
+
+@dataclass(frozen=True)
+class _Source:
+    option: str
+    config: bool
+    node: ast.expr
+    position: Optional[int]
+
+
+def fused_options(cls: ast.ClassDef, names: AstNames, sites: list[Attention]) -> list[FusedOption]:
+    """Options of `cls` that choose between a fused kernel (SDPA, xFormers, flash-attn) and one of its
+    hand-written chains `sites` (found with `attention_in_class`, which needs no fused-path test), one each."""
+    init = next((m for m in cls.body if isinstance(m, ast.FunctionDef) and m.name == "__init__"
+                 and m.args.args), None)
+    if init is None or not sites:
+        return []
+    sources = _option_sources(cls, init, names)
+    found: dict[str, FusedOption] = {}
+    for method in cls.body:
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) or not method.args.args:
+            continue
+        me = method.args.args[0].arg
+        for block in _blocks(method):
+            for index, statement in enumerate(block):
+                if not isinstance(statement, ast.If):
+                    continue
+                tested = _tested_attribute(statement.test, me)
+                if tested is None or tested[0] not in sources:
+                    continue
+                attribute, negated = tested
+                on, off = (statement.orelse, statement.body) if negated else (statement.body, statement.orelse)
+                if not off and on and isinstance(on[-1], (ast.Return, ast.Raise)):
+                    off = block[index + 1:]  # `if self.flash: return sdpa(...)`, the hand-written code after
+                if not _calls_fused_kernel(on, names, _methods_called(on, me, cls)):
+                    continue
+                inside = {id(n) for s in off for n in ast.walk(s)}
+                site = next((s for s in sites if s.method is method and id(s.statement) in inside), None)
+                source = sources[attribute]
+                if site is not None and source.option not in found:
+                    found[source.option] = FusedOption(source.option, source.config, source.node, source.position,
+                                                       attribute, statement, site)
+    return list(found.values())
+
+
+def _option_sources(cls: ast.ClassDef, init: ast.FunctionDef, names: AstNames) -> dict[str, _Source]:
+    """`self.flash = flash` (a parameter defaulting to False), `self.flash = config.flash_attn`, either one
+    `and`-ed with `hasattr(F, "scaled_dot_product_attention")`: attribute -> where its value comes from. Only
+    options named like a fused-attention switch (the project facts record the values callers give those),
+    set once in the class, from a parameter `__init__` does not rebind."""
+    me = init.args.args[0].arg
+    positional = [a.arg for a in init.args.posonlyargs + init.args.args][1:]
+    defaults: dict[str, Optional[ast.expr]] = {}
+    all_positional = init.args.posonlyargs + init.args.args
+    for offset, default in enumerate(init.args.defaults):
+        defaults[all_positional[len(all_positional) - len(init.args.defaults) + offset].arg] = default
+    for kwonly, kw_default in zip(init.args.kwonlyargs, init.args.kw_defaults):
+        defaults[kwonly.arg] = kw_default
+    rebound = {n.id for n in ast.walk(init) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    assigned: dict[str, int] = {}
+    for node in ast.walk(cls):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+            if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        for target in targets:
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+                assigned[target.attr] = assigned.get(target.attr, 0) + 1
+    out: dict[str, _Source] = {}
+    for statement in init.body:
+        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
+            continue
+        attribute = _self_attribute(statement.targets[0], me)
+        if attribute is None or assigned.get(attribute) != 1:
+            continue
+        value = statement.value
+        if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.And):
+            rest = [v for v in value.values if not _tests_for_sdpa(v, names)]
+            value = rest[0] if len(rest) == 1 else value
+        if isinstance(value, ast.Name) and value.id in defaults and value.id not in rebound \
+                and FUSED_OPTION.search(value.id) and _is_false(defaults[value.id] or ast.Constant(None)):
+            position = positional.index(value.id) if value.id in positional else None
+            out[attribute] = _Source(value.id, False, defaults[value.id] or value, position)
+        elif isinstance(value, ast.Attribute) and FUSED_OPTION.search(value.attr) \
+                and _root_name(value) in defaults.keys() | set(positional) and _root_name(value) not in rebound:
+            out[attribute] = _Source(value.attr, True, value, None)
+    return out
+
+
+def _tests_for_sdpa(node: ast.expr, names: AstNames) -> bool:
+    """`hasattr(F, "scaled_dot_product_attention")` (the torch 2.0 test nanoGPT writes)."""
+    return isinstance(node, ast.Call) and _is_name(node.func, "hasattr") and names.qualname(node.func) is None \
+        and len(node.args) == 2 and _string(node.args[1]) == "scaled_dot_product_attention"
+
+
+def _tested_attribute(test: ast.expr, me: str) -> Optional[tuple[str, bool]]:
+    """`self.flash` -> ("flash", False); `not self.flash` -> ("flash", True)."""
+    negated = False
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, negated = test.operand, True
+    attribute = _self_attribute(test, me)
+    return (attribute, negated) if attribute is not None else None
+
+
+def _methods_called(statements: list[ast.stmt], me: str, cls: ast.ClassDef) -> list[ast.stmt]:
+    """The bodies of the class's own methods the statements call (`return self.flash_attn(q, k, v)`)."""
+    methods = {m.name: m for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    called: set[str] = set()
+    for statement in statements:
+        for node in ast.walk(statement):
+            name = _self_attribute(node.func, me) if isinstance(node, ast.Call) else None
+            if name in methods:
+                called.add(name)
+    return [statement for name in sorted(called) for statement in methods[name].body]
+
+
+def _calls_fused_kernel(statements: list[ast.stmt], names: AstNames, helpers: list[ast.stmt]) -> bool:
+    """A call of SDPA, xFormers or flash-attn in the statements, or in the class's methods they call."""
+    for statement in (*statements, *helpers):
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Call):
+                name = names.qualname(node.func)
+                if name is not None and (name in SDPA_FUNCTIONS or name.split(".", 1)[0] in FUSED_ATTENTION_PACKAGES):
+                    return True
+    return False
+
+
+def _root_name(node: ast.expr) -> Optional[str]:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
 
 
 # ------------------------------------------------------------------------------------------------

@@ -111,6 +111,10 @@ TRIL_FUNCTIONS = frozenset({"torch.tril"})
 ONES_FUNCTIONS = frozenset({"torch.ones", "torch.ones_like"})
 FINFO = frozenset({"torch.finfo"})
 SDPA_MODULE, SDPA_NAME = "torch.nn.functional", "scaled_dot_product_attention"
+SDPA_FUNCTIONS = frozenset({f"{SDPA_MODULE}.{SDPA_NAME}", "torch._C._nn.scaled_dot_product_attention"})
+# packages whose every attention function is a fused kernel (`xformers.ops.memory_efficient_attention`,
+# `flash_attn.flash_attn_func`): a call into one is a fused path
+FUSED_ATTENTION_PACKAGES = ("xformers", "flash_attn")
 
 # ------------------------------------------------------------------------------------------------
 # image augmentation (GPU106; analysis/augmentation.py): torchvision and albumentations, not torch

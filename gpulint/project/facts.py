@@ -13,6 +13,7 @@ evidence, and every consumer treats a missing fact as "not known", never as a fi
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Iterator, Optional, Union
 
@@ -20,7 +21,16 @@ from gpulint.project.codec import decode_fields, encode_fields
 from gpulint.project.graph_data import step_rows
 from gpulint.project.layers import OPAQUE, Layer, class_layers
 
-FACTS_VERSION = 9
+FACTS_VERSION = 10
+
+# names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
+# `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
+# branch runs (GPU403); only options named so are recorded, which keeps the facts small
+FUSED_OPTION = re.compile(r"flash|sdpa|fused_att|xformers|mem(?:ory)?_eff|scaled_dot", re.IGNORECASE)
+# what a file gives such an option (FileFacts.option_values)
+OPTION_ON, OPTION_OFF, OPTION_UNKNOWN = "on", "off", "unknown"
+# FileFacts.class_calls: a call with `*args`, or `**kwargs` whose keys the file does not show
+SPLAT = -1
 
 DATASET_BASES = frozenset({
     "torch.utils.data.Dataset", "torch.utils.data.dataset.Dataset",
@@ -204,6 +214,16 @@ class FileFacts:
     # backend settings the file makes or reads anywhere (SETTING_* kinds): any mention counts, so a rule
     # that suggests one stays silent where the code already decides it, whichever way
     settings: tuple[str, ...] = ()
+    # values the file gives options named like a fused-attention switch (FUSED_OPTION): by keyword in any
+    # call, as a dict key, assigned to another object's attribute or item, or by setattr: option -> kinds
+    # (OPTION_ON for True or 1, OPTION_OFF for False, 0 or None, OPTION_UNKNOWN for anything else)
+    option_values: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # capitalised callees (classes, by the last name the call spells) other than torch's: the most positional
+    # arguments a call passes, SPLAT when one passes `*args` or `**kwargs` whose keys the file does not show
+    class_calls: dict[str, int] = field(default_factory=dict)
+    # class-level bool fields named like a fused-attention switch (`flash_attn: bool = False` in a config
+    # dataclass): field -> {class: default}
+    option_defaults: dict[str, dict[str, bool]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for the facts cache and worker processes, derived from the fields (project/codec.py)."""
@@ -464,6 +484,10 @@ class _Scanner:
         self.config: dict[str, list[int]] = {}
         self.module_ints = _module_ints(tree)
         self.settings: set[str] = set()
+        self.options: dict[str, set[str]] = {}
+        self.passed_args: list[tuple[str, str]] = []  # (option, attribute) for `flash=args.flash`
+        self.args_rewritten = False  # the parsed arguments may change after parsing (see _option_values)
+        self.class_calls: dict[str, int] = {}
 
     def run(self) -> FileFacts:
         names: set[str] = set()
@@ -472,6 +496,7 @@ class _Scanner:
         cuda_names = {local for local, targets in self.aliases.table.items()
                       if any(t.startswith(("torch.cuda", "torch.accelerator")) for t in targets)}
         Call, Constant, Attribute, Name, Assign = ast.Call, ast.Constant, ast.Attribute, ast.Name, ast.Assign
+        Dict = ast.Dict
         versioned = False  # the file reads torch.__version__ somewhere (version flags are looked for only then)
         for statement in self.tree.body:
             defined = _defined_names(statement)
@@ -487,8 +512,10 @@ class _Scanner:
                     names.add(attr)
                     if attr == "__version__":
                         versioned = True
-                    if attr == "__dict__" and isinstance(node.value, ast.Name):  # type: ignore[attr-defined]
-                        dict_lookups.add(node.value.id)  # type: ignore[attr-defined]
+                    if attr == "__dict__":
+                        self.args_rewritten = True  # `args.__dict__.update(config)` may set any option
+                        if isinstance(node.value, ast.Name):  # type: ignore[attr-defined]
+                            dict_lookups.add(node.value.id)  # type: ignore[attr-defined]
                     if attr in ("cuda", "accelerator") and not self.gpu and any(
                             q in ("torch.cuda", "torch.accelerator") for q in self.aliases.qualified(node)):
                         self.gpu = True
@@ -510,14 +537,12 @@ class _Scanner:
                         self.gpu = True
                     elif type(value) is str and value.split(":", 1)[0] in ("mps", "xpu"):
                         self.devices.add(value.split(":", 1)[0])
-                elif kind is Assign and _assigns_device_index(node):  # type: ignore[arg-type]
-                    self.gpu = True  # `device = 0`: a CUDA device index
-                elif kind is Assign and _string(node.value) == "cpu":  # type: ignore[attr-defined]
-                    for target in node.targets:  # type: ignore[attr-defined]
-                        label = target.id if isinstance(target, ast.Name) else (
-                            target.attr if isinstance(target, ast.Attribute) else "")
-                        if "device" in label.lower():
-                            self.cpu = True
+                elif kind is Assign:
+                    self._assign(node)  # type: ignore[arg-type]
+                elif kind is Dict:
+                    for key, value in zip(node.keys, node.values):  # type: ignore[attr-defined]
+                        if isinstance(key, Constant) and type(key.value) is str:
+                            self._option(key.value, value)
             names |= used
             for name in defined:
                 refs.setdefault(name, set()).update(used)
@@ -563,7 +588,66 @@ class _Scanner:
             inference_script=_has_main_guard(self.tree) and bool(names & _GRAD_OFF_NAMES) and not may_train,
             may_train=may_train,
             settings=tuple(sorted(self.settings)),
+            option_values=self._option_values(),
+            class_calls=dict(sorted(self.class_calls.items())),
+            option_defaults=self._option_defaults(),
         )
+
+    def _assign(self, node: ast.Assign) -> None:
+        if _assigns_device_index(node):
+            self.gpu = True  # `device = 0`: a CUDA device index
+        elif _string(node.value) == "cpu":
+            for target in node.targets:
+                label = target.id if isinstance(target, ast.Name) else (
+                    target.attr if isinstance(target, ast.Attribute) else "")
+                if "device" in label.lower():
+                    self.cpu = True
+        for target in node.targets:
+            if isinstance(target, ast.Attribute) and not (isinstance(target.value, ast.Name)
+                                                          and target.value.id in ("self", "cls")):
+                self._option(target.attr, node.value)  # `config.flash_attn = True` (not a class's own `self.x`)
+            elif isinstance(target, ast.Subscript):
+                key = _string(target.slice)
+                if key is not None:
+                    self._option(key, node.value)  # `cfg["use_flash_attn"] = True`
+
+    def _option(self, name: str, value: ast.AST) -> None:
+        """Remember what the file gives an option named like a fused-attention switch."""
+        if not FUSED_OPTION.search(name):
+            return
+        if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name):
+            self.passed_args.append((name, value.attr))  # `flash=args.flash`: decided by the parser's default
+            return
+        literal = value.value if isinstance(value, ast.Constant) else ...
+        if literal is True or (type(literal) is int and literal != 0):
+            kind = OPTION_ON
+        elif literal is False or literal is None or literal == 0:
+            kind = OPTION_OFF
+        else:
+            kind = OPTION_UNKNOWN
+        self.options.setdefault(name, set()).add(kind)
+
+    def _option_values(self) -> dict[str, tuple[str, ...]]:
+        """The options' values, `args.flash` read as the default of the argparse flag the file declares
+        (a `store_true` flag: off unless the command line asks; True: on), unknown otherwise, and unknown
+        wherever the file may rewrite the parsed arguments (`set_defaults`, `vars(args)`, `__dict__`, a
+        computed setattr)."""
+        for name, dest in self.passed_args:
+            default = self.argparse.get(dest) if not self.args_rewritten else None
+            kind = OPTION_OFF if default is False else OPTION_ON if default is True else OPTION_UNKNOWN
+            self.options.setdefault(name, set()).add(kind)
+        return {k: tuple(sorted(v)) for k, v in sorted(self.options.items())}
+
+    def _class_call(self, call: ast.Call, last: str, qualified: set[str]) -> None:
+        """The most positional arguments a call of a capitalised name passes (SPLAT: `*args`, `**kwargs`)."""
+        if any(q.startswith("torch.") for q in qualified or self.aliases.qualified(call.func)):
+            return  # torch's own classes: not a model's constructor
+        splat = any(isinstance(a, ast.Starred) for a in call.args) or any(
+            k.arg is None and not _visible_dict(k.value) for k in call.keywords)
+        count = SPLAT if splat else len(call.args)
+        known = self.class_calls.get(last)
+        if known != SPLAT and (known is None or count == SPLAT or count > known):
+            self.class_calls[last] = count
 
     def _compiles(self, node: ast.Attribute) -> bool:
         """`torch.compile`, or `.compile` on an object (`model.compile()`, nn.Module.compile since 2.2);
@@ -627,6 +711,18 @@ class _Scanner:
             elif attr == "initialize" and isinstance(func.value, ast.Name) and func.value.id == "amp":
                 self.mixed.add("apex")
         self._config_ints(call, func, qualified)
+        for keyword in call.keywords:
+            if keyword.arg is not None:
+                self._option(keyword.arg, keyword.value)  # `Attention(dim, flash=True)`, `dict(use_sdpa=x)`
+        if last[:1].isupper() and not last.endswith(("Error", "Exception", "Warning")):
+            self._class_call(call, last, qualified)
+        elif last == "setattr" and len(call.args) == 3:
+            if _string(call.args[1]) is None:
+                self.args_rewritten = True  # `setattr(args, key, value)` from a config file
+            else:
+                self._option(_string(call.args[1]) or "", call.args[2])
+        elif last in ("set_defaults", "vars"):
+            self.args_rewritten = True
         if last in _FRAMEWORK_DEVICE_CALLS and any(
                 q.startswith(("accelerate", "deepspeed", "lightning", "pytorch_lightning")) for q in qualified):
             self.devices.add("framework")  # Accelerator(), deepspeed.initialize(), Trainer/Fabric: device chosen for us
@@ -780,6 +876,25 @@ class _Scanner:
                     value = _literal(statement.value)
                     if type(value) is int:
                         out.setdefault(statement.target.id, {})[node.name] = value
+        return out
+
+    def _option_defaults(self) -> dict[str, dict[str, bool]]:
+        """`flash_attn: bool = False` / `use_sdpa = True` in a class body: field -> {class: default}."""
+        out: dict[str, dict[str, bool]] = {}
+        for node in _module_level(self.tree.body):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for statement in node.body:
+                target: ast.expr
+                if isinstance(statement, ast.AnnAssign):
+                    target, value = statement.target, statement.value
+                elif isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+                    target, value = statement.targets[0], statement.value
+                else:
+                    continue
+                if isinstance(target, ast.Name) and FUSED_OPTION.search(target.id) \
+                        and isinstance(value, ast.Constant) and type(value.value) is bool:
+                    out.setdefault(target.id, {})[node.name] = value.value
         return out
 
     def _optimizers(self) -> dict[str, tuple[str, ...]]:
@@ -1035,6 +1150,14 @@ def optimizer_classes_in(value: ast.AST, aliases: _Aliases) -> tuple[str, ...]:
         return tuple(sorted(set(found)))
     qualified = aliases.qualified(value) & OPTIMIZER_CLASSES
     return tuple(sorted(qualified)) if len(qualified) == 1 else ()
+
+
+def _visible_dict(node: ast.AST) -> bool:
+    """`**{"k": v}` / `**dict(k=v)`: a splat whose keys the file shows (their values are recorded as given)."""
+    if isinstance(node, ast.Dict):
+        return all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in node.keys)
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" \
+        and not node.args and all(k.arg is not None for k in node.keywords)
 
 
 def _is_none(node: ast.AST) -> bool:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Iterable, Iterator, Optional, Union
 
-from gpulint.project.facts import ClassFacts, FileFacts, ImportRef
+from gpulint.project.facts import SPLAT, ClassFacts, FileFacts, ImportRef
 from gpulint.project.layers import MODULE
 
 ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
@@ -105,6 +105,13 @@ class ProjectView:
     # directly or through others
     settings_around: tuple[str, ...] = ()
     scanned: bool = False  # built from a project scan; False: the file alone
+    # what the files around this one (its callers, the modules they import, the modules it imports, two
+    # levels) give options named like a fused-attention switch (facts.FUSED_OPTION): option -> kinds
+    options_around: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # the capitalised callees of those files: the most positional arguments a call passes (facts.SPLAT)
+    class_calls_around: dict[str, int] = field(default_factory=dict)
+    # class-level bool fields named like a fused-attention switch in those files: field -> {"path:Class": default}
+    option_defaults_around: dict[str, dict[str, bool]] = field(default_factory=dict)
     # the first torch a module this one imports (transitively, three levels) cannot be imported on
     ceiling_importees: Optional[tuple[int, int]] = None
     # neither this file nor any that imports it (transitively) may train, and one of them is an inference
@@ -188,6 +195,28 @@ class ProjectView:
         """Values this file or its callers pass for a config field by keyword."""
         return tuple(sorted(set(self.own.config_ints.get(field_name, ()))
                             | set(self.config_ints_callers.get(field_name, ()))))
+
+    def option_values(self, option: str) -> frozenset[str]:
+        """What this file and the files around it give an option named like a fused-attention switch
+        (facts.OPTION_ON / OPTION_OFF / OPTION_UNKNOWN); empty: nothing gives it a value."""
+        return frozenset(self.own.option_values.get(option, ())) | frozenset(self.options_around.get(option, ()))
+
+    def class_calls(self, name: str) -> Optional[int]:
+        """The most positional arguments a call of the capitalised name passes here or around
+        (facts.SPLAT: one passes `*args` or unseen `**kwargs`); None: no call of it is seen."""
+        found = [c for c in (self.own.class_calls.get(name), self.class_calls_around.get(name)) if c is not None]
+        if not found:
+            return None
+        return SPLAT if SPLAT in found else max(found)
+
+    def option_defaults(self, option: str) -> dict[str, frozenset[bool]]:
+        """The classes here or around that hold a field named like a fused-attention switch, by name, with
+        the defaults they give it (two classes of one name may differ)."""
+        out: dict[str, set[bool]] = {}
+        for key, default in (*self.own.option_defaults.get(option, {}).items(),
+                             *self.option_defaults_around.get(option, {}).items()):
+            out.setdefault(key.rpartition(":")[2], set()).add(default)
+        return {name: frozenset(found) for name, found in out.items()}
 
     @property
     def settings(self) -> frozenset[str]:
@@ -444,6 +473,27 @@ class Project:
         for source in sorted(self._closure(rel, depth=2)):
             for name, by_class in self.facts[source].dataclass_ints.items():
                 ints.setdefault(name, {}).update({f"{source}:{k}": v for k, v in by_class.items()})
+        options: dict[str, set[str]] = {}
+        class_calls: dict[str, int] = {}
+        option_defaults: dict[str, dict[str, bool]] = {}
+        if any(c.module for c in own.classes.values()):  # only a model file may hold a fused-attention option
+            around = {self.paths[i] for i in _members(callers)}
+            around |= {t for p in list(around) for t in self._importees[p]} | self._closure(rel, depth=2)
+            around.discard(rel)
+            for source in sorted(around):
+                for name, kinds in self.facts[source].option_values.items():
+                    options.setdefault(name, set()).update(kinds)
+                for name, defaults in self.facts[source].option_defaults.items():
+                    option_defaults.setdefault(name, {}).update({f"{source}:{k}": v for k, v in defaults.items()})
+            # the calls that matter: of this file's classes, and of the classes that hold such a field
+            wanted = set(own.classes) | {key.rpartition(":")[2] for defaults in option_defaults.values()
+                                         for key in defaults} | {k for defaults in own.option_defaults.values()
+                                                                 for k in defaults}
+            for source in around:
+                for name, count in self.facts[source].class_calls.items():
+                    if name in wanted:
+                        known = class_calls.get(name)
+                        class_calls[name] = SPLAT if SPLAT in (known, count) else max(count, known or 0)
         if self._registry_users.get(rel, 0) & callers:
             trained = frozenset(own.classes)  # the whole module is a registry a training script picks from
         else:
@@ -476,6 +526,9 @@ class Project:
                                   if callers & self._setting_here[kind]
                                   or (callers | me) & self._setting_importers[kind]),
             scanned=True,
+            options_around={k: tuple(sorted(v)) for k, v in sorted(options.items())},
+            class_calls_around=dict(sorted(class_calls.items())),
+            option_defaults_around=dict(sorted(option_defaults.items())),
             imported=bool(callers & ~me),
             script=not callers and rel.endswith(".py") and package_init(rel) not in self._exists
             and rel.rpartition("/")[2][:-3] not in self._import_words,

@@ -5,13 +5,14 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
-from gpulint.analysis.attention import CAUSAL, Attention, attention_in_class, has_fused_path
+from gpulint.analysis.attention import CAUSAL, Attention, FusedOption, attention_in_class, fused_options, has_fused_path
 from gpulint.analysis.device import accelerator_evidence
-from gpulint.analysis.evidence import SHOWN, Premise
+from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import SDPA_MODULE, SDPA_NAME, SOFTMAX_FUNCTIONS, SOFTMAX_MODULES
 from gpulint.core.verification import FUSED_KERNEL, Verification
+from gpulint.project.facts import OPTION_ON, OPTION_UNKNOWN, SPLAT
 from gpulint.project.view import ProjectView
 from gpulint.rules.base import Rule, RuleDocs, Target
 
@@ -32,6 +33,16 @@ ON_ACCELERATOR = Premise(
     "on-accelerator",
     "training runs on an accelerator (CUDA, MPS, XPU, or one a framework picks), where the fused attention "
     "kernels run: shown by device evidence in the file or a caller; refuted where the code pins the CPU.")
+
+OFF_BY_DEFAULT = Premise(
+    "off-by-default",
+    "for a model option that chooses between a fused kernel and a hand-written branch (`flash=False`): the "
+    "project runs the hand-written branch. The option defaults to False (the parameter's default, or the "
+    "field of the one config class that holds it) and every file around the model (its callers, what they "
+    "import, what it imports) that constructs the class or config constructs it with keywords only and "
+    "gives the option False, nothing, or an argparse `store_true` flag the file declares. Refuted where one "
+    "gives it True; undecided where one passes it a value gpulint cannot read (a variable, `**kwargs`, a "
+    "positional argument) or nothing constructs the class where gpulint can see it.")
 
 
 class ManualAttention(Rule):
@@ -59,11 +70,25 @@ class ManualAttention(Rule):
         `nn.Softmax(dim=-1)` or `nn.Dropout` of `__init__`, and each step held in a name
         (`att = ...; att = att.masked_fill(...)`). Reported at the product with the values.
 
+        A class that also calls a fused kernel (`scaled_dot_product_attention`, xFormers'
+        `memory_efficient_attention`, `flash_attn`) keeps its hand-written path as a
+        fallback, and is reported only when a model option chooses that fallback by
+        default: `if self.flash: <fused> else: <hand-written>` (or the fused branch
+        returning first), `self.flash` set in `__init__` from a parameter named like a
+        fused-attention switch (`flash`, `use_flash_attn`, `fused_attn`, `use_sdpa`, ...)
+        whose default is False, or from a config field (`config.use_flash_attn`) that the
+        one config class holding it defaults to False. Reported at that default (or the
+        config read), only when the files around the model (its callers, what they
+        import, what it imports) build the class or config with keywords only and never
+        give the option True or a value gpulint cannot read (`flash=args.flash` reads as
+        the default of a `store_true` flag the same file declares), and the torch floor
+        has SDPA.
+
         Not reported: attention whose weights are read anywhere else (returned, stored,
-        logged: the fused kernel never makes them); classes that already call a fused
-        kernel (`scaled_dot_product_attention`, xFormers' `memory_efficient_attention`,
-        `flash_attn`), whose hand-written path is a fallback; models no file of the
-        project trains; CPU-only files and test code.
+        logged: the fused kernel never makes them); a fallback no option chooses, or whose
+        option a caller turns on or may (`flash=True`, a variable, `**kwargs`, a YAML file
+        unpacked into the config); models no file of the project trains; CPU-only files
+        and test code.
         """,
         why="""
         Written by hand, attention materialises the T x T weight matrix of every head,
@@ -142,8 +167,11 @@ class ManualAttention(Rule):
         einsum layouts other than `(..., T, head_dim)`, steps under a condition, scores read
         elsewhere, or a torch floor below 2.0 (2.1 with `scale=`). The function is spelled
         through the file's own import of `torch.nn.functional` (`F`), adding one if needed.
+        An option off by default is reported without a fix: whether the fused branch
+        computes what the hand-written one does (mask, scale, dropout) is the author's to
+        check before turning it on.
         """,
-        premises=(TRAINED, ON_ACCELERATOR),
+        premises=(TRAINED, ON_ACCELERATOR, OFF_BY_DEFAULT),
     )
 
     @classmethod
@@ -157,10 +185,26 @@ class ManualAttention(Rule):
             if not isinstance(cls, ast.ClassDef) or cls.name not in trained:
                 continue
             facts = ctx.project.own.classes.get(cls.name)
-            if facts is None or not facts.module or has_fused_path(ctx.segment(cls)):
+            if facts is None or not facts.module:
                 continue
-            for site in attention_in_class(cls, ctx.names, ctx.segment):
+            sites = attention_in_class(cls, ctx.names, ctx.segment)
+            if has_fused_path(ctx.segment(cls)):  # the hand-written chains are a fallback: is it the default?
+                if floors.too_new(ctx.settings.torch_version, [floors.SDPA]) is None:
+                    for option in fused_options(cls, ctx.names, sites):
+                        self._check_option(ctx, cls, option)
+                continue
+            for site in sites:
                 self._check(ctx, site)
+
+    def _check_option(self, ctx: "AstContext", cls: ast.ClassDef, option: FusedOption) -> None:
+        off, holder = _off_by_default(ctx.project, cls.name, option)
+        decision = self.decide({TRAINED: SHOWN, ON_ACCELERATOR: accelerator_evidence(ctx.project), OFF_BY_DEFAULT: off})
+        spelled = f"{holder}({option.option}=False)" if holder else f"{option.option}=False"
+        where = "the config" if holder else "the model"
+        ctx.report(self, option.node,
+                   f"fused attention is off by default: `{spelled}` keeps the hand-written attention",
+                   note=f"pass `{option.option}=True` where {where} is built, or default it to True (torch>=2.0)",
+                   statement=ctx.statement(option.node), decision=decision)
 
     def _check(self, ctx: "AstContext", site: Attention) -> None:
         decision = self.decide({TRAINED: SHOWN, ON_ACCELERATOR: accelerator_evidence(ctx.project)})
@@ -206,6 +250,28 @@ class ManualAttention(Rule):
                 kept = list(found.line.leading_lines)
             edits.append(Replace(found.line, kept))
         return PendingFix.unsafe("Use F.scaled_dot_product_attention (dropout only while training)", *edits)
+
+
+def _off_by_default(project: ProjectView, name: str, option: FusedOption) -> tuple[Evidence, str]:
+    """Whether the project leaves the option at its default, False (see OFF_BY_DEFAULT), and the config
+    class that holds it ("" for a parameter)."""
+    values = project.option_values(option.option) | project.option_values(option.attribute)
+    if OPTION_ON in values:
+        return REFUTED, ""
+    if OPTION_UNKNOWN in values:
+        return UNDECIDED, ""
+    if not option.config:
+        calls = project.class_calls(name)
+        if calls is None or calls == SPLAT or (option.position is not None and calls > option.position):
+            return UNDECIDED, ""  # not built where gpulint sees it, or with arguments it does not read
+        return SHOWN, ""
+    holders = project.option_defaults(option.option)
+    if any(True in defaults for defaults in holders.values()):
+        return REFUTED, ""
+    if len(holders) != 1:
+        return UNDECIDED, ""  # no config class holds the field, or several do: which one is read is not known
+    holder = next(iter(holders))
+    return (SHOWN if project.class_calls(holder) == 0 else UNDECIDED), holder  # built with keywords only
 
 
 def _arguments(ctx: "AstContext", site: Attention) -> str:

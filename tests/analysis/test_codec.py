@@ -39,7 +39,9 @@ def test_non_default_values_of_every_field_survive() -> None:
         classes={"Net": ClassFacts(("torch.nn.Module",), module=True, layers=(Layer("dims", "Linear", ("64", "128"),
                                                                                     (("bias", "False"),)),),
                                    init_params=("width",), init_defaults=(("width", 64),))},
-        refs={"f": ("g",)}, optimizers={"OPT": ("torch.optim.Adam",)}, config_ints={"n_layer": (6, 12)}, step_rows=7)
+        refs={"f": ("g",)}, optimizers={"OPT": ("torch.optim.Adam",)}, config_ints={"n_layer": (6, 12)}, step_rows=7,
+        option_values={"flash": ("off", "on")}, class_calls={"Attn": -1, "Cfg": 2},
+        option_defaults={"use_flash_attn": {"Cfg": False}})
     assert FileFacts.from_json(json.loads(json.dumps(facts.to_json()))) == facts
 
 

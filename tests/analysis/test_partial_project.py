@@ -75,6 +75,20 @@ TREE = {
     "scripts/alone.py": "import torch\ndef train(model, opt):\n    model(1).backward()\n    opt.step()\n",
     "scripts/reached.py": "import torch\ndef train(model, opt):\n    model(1).backward()\n    opt.step()\n",
     "other/runner.py": "import sys\nsys.path.append('scripts')\nfrom reached import train\n",
+    # a fused-attention option: the model's callers, what they import, what it imports give it values
+    "flash/__init__.py": "",
+    "flash/config.py": "from dataclasses import dataclass\n@dataclass\nclass Cfg:\n    use_flash_attn: bool = False\n",
+    "flash/presets.py": "from flash.config import Cfg\nSMALL = Cfg(use_flash_attn=True)\n",
+    "flash/model.py": """
+        import torch.nn as nn
+        from flash.config import Cfg
+        class Attn(nn.Module):
+            def __init__(self, cfg, flash=False):
+                super().__init__()
+                self.flash = flash
+                self.fused = cfg.use_flash_attn
+    """,
+    "flash_train.py": "from flash.model import Attn\nfrom flash import presets\nm = Attn(presets.SMALL, flash=False)\n",
 }
 
 
@@ -206,3 +220,14 @@ def test_a_module_in_a_package_reads_its_own_package_not_its_siblings(tmp_path: 
     parsed = sorted(Path(name).relative_to(tmp_path).as_posix() for name in facts.known)
     assert parsed == ["p3/model.py", "p3/train.py"]  # the other packages' scripts are never parsed
     assert part.view(member) == scan_files(tmp_path, paths, FactsCache()).view(member)
+
+
+def test_a_model_sees_the_values_its_callers_and_their_imports_give_a_fused_attention_option(tree: Path) -> None:
+    member = tree / "flash" / "model.py"
+    paths = _project_files(tree, [member])
+    view = _partial_project(tree, paths, [member], FactsCache()).view(member)
+    assert view is not None
+    assert view.option_values("flash") == {"off"}  # flash_train.py, a caller
+    assert view.option_values("use_flash_attn") == {"on"}  # flash/presets.py, which the caller imports
+    assert view.class_calls("Attn") == 1 and view.class_calls("Cfg") == 0  # by keyword only
+    assert view.option_defaults("use_flash_attn") == {"Cfg": frozenset({False})}  # flash/config.py, an import

@@ -736,3 +736,86 @@ def test_a_model_file_a_framework_trains_is_not_evaluated_only(tmp_path: Path) -
                     "Trainer(model=Decoder()).train()\n",
     })
     assert findings(tmp_path, "--select", "GPU302") == [("model.py", 7, "GPU302")]
+
+
+# ---------------------------------------------------------------------------------------------
+# a fused-attention option off by default (GPU403): the values the project gives it
+
+FLASH_MODEL = """\
+import math
+
+import torch.nn.functional as F
+from torch import nn
+
+
+class Attention(nn.Module):
+    def __init__(self, dim=64, flash=False):
+        super().__init__()
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.flash = flash
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        if self.flash:
+            return F.scaled_dot_product_attention(q, k, v)
+        att = F.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1)
+        return att @ v
+"""
+FLASH_TRAIN = """\
+import torch
+from model import Attention
+
+model = Attention({arguments}).cuda()
+optimizer = torch.optim.AdamW(model.parameters())
+for x in loader:
+    model(x.cuda()).sum().backward()
+    optimizer.step()
+"""
+
+
+def test_a_fused_attention_option_no_caller_turns_on(tmp_path: Path) -> None:
+    write(tmp_path, {"model.py": FLASH_MODEL, "train.py": FLASH_TRAIN.format(arguments="dim=64")})
+    assert findings(tmp_path, "--select", "GPU403") == [("model.py", 8, "GPU403")]
+    # another script turns it on: the fused branch is what that one trains
+    (tmp_path / "train_fast.py").write_text(FLASH_TRAIN.format(arguments="flash=True"), encoding="utf-8")
+    assert findings(tmp_path, "--select", "GPU403") == []
+    (tmp_path / "train_fast.py").write_text(FLASH_TRAIN.format(arguments="flash=args.flash"), encoding="utf-8")
+    assert findings(tmp_path, "--select", "GPU403") == []  # unknown: silent
+
+
+def test_a_fused_attention_option_nothing_constructs_where_gpulint_sees_it(tmp_path: Path) -> None:
+    """A model built by a registry or a config system (Hydra's `instantiate`): its options are unknown."""
+    write(tmp_path, {"model.py": FLASH_MODEL, "train.py": FLASH_TRAIN.replace(
+        "Attention({arguments})", "REGISTRY[name](**cfg)").replace("from model import Attention",
+                                                                    "from model import Attention\n"
+                                                                    "REGISTRY = {'attn': Attention}")})
+    assert findings(tmp_path, "--select", "GPU403") == []
+
+
+def test_a_config_field_set_in_a_module_the_training_script_imports(tmp_path: Path) -> None:
+    model = FLASH_MODEL.replace("def __init__(self, dim=64, flash=False):", "def __init__(self, cfg, dim=64):") \
+        .replace("self.flash = flash", "self.flash = cfg.use_flash_attn")
+    config = "from dataclasses import dataclass\n\n\n@dataclass\nclass Cfg:\n    use_flash_attn: bool = False\n"
+    write(tmp_path, {"model.py": model, "config.py": config,
+                     "train.py": FLASH_TRAIN.format(arguments="Cfg()").replace(
+                         "from model import Attention", "from model import Attention\nfrom config import Cfg")})
+    assert findings(tmp_path, "--select", "GPU403") == [("model.py", 11, "GPU403")]
+    (tmp_path / "presets.py").write_text("from config import Cfg\n\nFAST = Cfg(use_flash_attn=True)\n",
+                                         encoding="utf-8")
+    (tmp_path / "train.py").write_text(FLASH_TRAIN.format(arguments="presets.FAST").replace(
+        "from model import Attention", "from model import Attention\nimport presets"), encoding="utf-8")
+    assert findings(tmp_path, "--select", "GPU403") == []  # presets.py, which the training script imports
+
+
+def test_a_fused_attention_option_in_test_code_is_silent(tmp_path: Path) -> None:
+    write(tmp_path, {"tests/test_model.py": FLASH_MODEL + "\n\n" + FLASH_TRAIN.format(arguments="").replace(
+        "from model import Attention\n", "")})
+    assert findings(tmp_path, "--select", "GPU403") == []
+    assert findings(tmp_path, "--select", "GPU403", "--config", str(_lint_tests(tmp_path))) == [
+        ("tests/test_model.py", 8, "GPU403")]
+
+
+def _lint_tests(root: Path) -> Path:
+    path = root.parent / "lint-tests.toml"
+    path.write_text("lint-tests = true\n", encoding="utf-8")
+    return path
