@@ -181,3 +181,13 @@ def walk(root: cst.CSTNode, visitor: Visitor, skip: Optional[frozenset[type]] = 
                         children.append(item)
         for child in reversed(children):
             push((child, False))
+
+
+def descendants(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """`root` and every node below it, in source order (parents first): for a fix that looks for the
+    LibCST node an `ast` finding points into."""
+    stack = [root]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(current.children))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from gpulint.analysis.ast_context import AstContext, Detection
 from gpulint.analysis.evidence import REFUTED, SHOWN, Premise
@@ -149,11 +149,12 @@ class DdpAccumulationWithoutNoSync(Rule):
         import libcst as cst
 
         from gpulint.core.pending import PendingFix, Replace
+        from gpulint.core.walk import descendants
 
         if detection.data is None:
             return None
         first, last = detection.data["first"], detection.data["last"]
-        loop = next((n for n in _cst_nodes(fctx.module) if isinstance(n, (cst.For, cst.While))
+        loop = next((n for n in descendants(fctx.module) if isinstance(n, (cst.For, cst.While))
                      and isinstance(n.body, cst.IndentedBlock) and len(n.body.body) > last
                      and _holds(n.body.body[last], node)), None)
         if loop is None:
@@ -311,12 +312,7 @@ def _dotted(expr: ast.AST) -> Optional[str]:
 
 
 def _holds(root: "cst.CSTNode", node: "cst.CSTNode") -> bool:
-    return any(each is node for each in _cst_nodes(root))
+    from gpulint.core.walk import descendants
 
+    return any(each is node for each in descendants(root))
 
-def _cst_nodes(root: "cst.CSTNode") -> Iterator["cst.CSTNode"]:
-    stack = [root]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(reversed(current.children))

@@ -6,7 +6,7 @@ import ast
 import io
 import tokenize
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, Optional, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 from gpulint.analysis.ast_context import AstContext, Detection
 from gpulint.analysis.device import cuda_evidence
@@ -172,10 +172,11 @@ class PerParameterPythonLoop(Rule):
         import libcst as cst
 
         from gpulint.core.pending import PendingFix, Replace
+        from gpulint.core.walk import descendants
 
         if detection.data is None:
             return None
-        loop = next((n for n in _cst_nodes(fctx.module) if isinstance(n, cst.For) and n.iter is node), None)
+        loop = next((n for n in descendants(fctx.module) if isinstance(n, cst.For) and n.iter is node), None)
         if loop is None:
             return None
         torch = fctx.imports.module_alias("torch")
@@ -539,10 +540,3 @@ def _text(ctx: AstContext, expr: Optional[ast.expr]) -> str:
     assert expr is not None
     return ctx.segment(expr)
 
-
-def _cst_nodes(root: "cst.CSTNode") -> Iterator["cst.CSTNode"]:
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(reversed(node.children))
