@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import re
+from typing import Union
+
 import libcst as cst
 
 from gpulint.analysis.autocast_dtype import BFLOAT16_DTYPE, FLOAT16_DTYPE, MAYBE_FLOAT16, autocast_dtype
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
 from gpulint.analysis.gpu_scripts import convolutions, own_training_loop, script_anchor, trains_on_cuda
 from gpulint.analysis.training import TRAINING_STEP_NEEDLES, Coverage, TrainingFacts
+from gpulint.core.edits import Applicability
+from gpulint.core.pending import InsertStatements, PendingFix
+from gpulint.core.verification import NEUTRAL, Verification
+from gpulint.core.walk import descendants
 from gpulint.project.facts import SETTING_CHANNELS_LAST
 from gpulint.rewrites.amp_plan import loss_statement
 from gpulint.rules.base import Rule, RuleDocs, Target
@@ -41,6 +48,9 @@ class ConvnetWithoutChannelsLast(Rule):
     target = Target.GPU
     in_tests = False
     preview = True
+    fix = Applicability.UNSAFE
+    verification = Verification(NEUTRAL, ("optimizer",),
+                                "the model's parameters are in channels_last (no speed effect on a CPU run)")
     docs = RuleDocs(
         what="""
         Checks for GPU training scripts whose own loop trains a 2-D convnet (dense
@@ -81,14 +91,21 @@ class ConvnetWithoutChannelsLast(Rule):
             optimizer.step()
         """,
         fix_safety="""
-        No fix: the model and every input batch must change layout together, at places
-        (model construction, the batch's copy to the GPU) a reliable edit would have to find
-        in code that often lives in several files, and some operations (grouped and
-        depthwise convolutions, custom CUDA kernels, `.view()` on activations) are slower
-        or fail in channels_last. Convert with `model.to(memory_format=torch.channels_last)`
-        and `x.to(device, memory_format=torch.channels_last, non_blocking=True)`, then
-        measure. Not reported for float32 steps, grouped or depthwise convolutions, models
-        built in other files, where a framework owns the loop, in CPU-only files or tests.
+        Unsafe: the fix writes `model.to(memory_format=torch.channels_last)` just before the
+        optimizer is built from `model.parameters()`. `Module.to` converts the parameters in
+        place, so the optimizer and every other reference see the converted weights; a 2-D
+        convolution whose weight is channels_last runs in channels_last even when its input
+        is not (cuDNN suggests channels_last when either is), so the activations follow
+        from the first convolution on, and the input batch needs no edit (converting it too,
+        `x.to(device, memory_format=torch.channels_last, non_blocking=True)`, saves the one
+        transpose at the first layer). Numerics change in the last bits (other kernels), and
+        some operations are slower or fail in channels_last: grouped and depthwise
+        convolutions (not reported), custom CUDA kernels and `.view()` on activations (use
+        `.reshape()`): measure. Offered only when the optimizer's parameters come from one
+        plain name in a statement of its own, and never when the model is wrapped for data
+        parallelism (DDP's gradient buckets are laid out at wrapping). Not reported for
+        float32 steps, grouped or depthwise convolutions, models built in other files, where a
+        framework owns the loop, in CPU-only files or tests.
         """,
         premises=(TRAINS_ON_CUDA, DENSE_CONV2D, UNDER_AUTOCAST, NCHW),
     )
@@ -99,13 +116,23 @@ class ConvnetWithoutChannelsLast(Rule):
             return
         decision = self.decide({
             TRAINS_ON_CUDA: trains_on_cuda(self.ctx, facts),
-            DENSE_CONV2D: UNDECIDED if "groups" in self.ctx.text else convolutions(self.ctx, facts, only_dense_2d=True),
+            DENSE_CONV2D: UNDECIDED if _GROUPS.search(self.ctx.text)
+            else convolutions(self.ctx, facts, only_dense_2d=True),
             UNDER_AUTOCAST: self._under_autocast(facts),
             NCHW: REFUTED if SETTING_CHANNELS_LAST in self.ctx.project.settings else SHOWN,
         })
         anchor = script_anchor(facts)
         message = "convnet trained under autocast in the NCHW layout: tensor-core convolutions want torch.channels_last"
-        self.report_decided(decision, anchor, message, statement=facts.statement_of(anchor))
+        placed = _conversion_point(self.ctx.module, self.ctx.text, facts)
+        fix, note = None, ""
+        if isinstance(placed, str):
+            note = f"no fix: {placed}"
+        else:
+            name, statement = placed
+            torch = self.ctx.imports.module_alias("torch")
+            fix = PendingFix.unsafe(f"Convert `{name}` to channels_last before its optimizer is built", torch.edit,
+                                    InsertStatements(statement, f"{name}.to(memory_format={torch.expr}.channels_last)"))
+        self.report_decided(decision, anchor, message, fix=fix, statement=facts.statement_of(anchor), note=note)
 
     def _under_autocast(self, facts: TrainingFacts) -> Evidence:
         for step in facts.steps:
@@ -118,3 +145,32 @@ class ConvnetWithoutChannelsLast(Rule):
                        for c in cover.calls):
                     return UNDECIDED
         return SHOWN
+
+
+_GROUPS = re.compile(r"\bgroups\s*=")  # a grouped convolution somewhere, maybe in a helper the file calls
+_WRAPPERS = ("DistributedDataParallel", "DataParallel", "FullyShardedDataParallel", "fully_shard", "DDP(", "FSDP(")
+
+
+def _conversion_point(module: cst.Module, text: str,
+                      facts: TrainingFacts) -> Union[tuple[str, cst.SimpleStatementLine], str]:
+    """The model's name and the statement that builds its optimizer (the fix converts the model just before
+    it), or why no fix is offered."""
+    if any(wrapper in text for wrapper in _WRAPPERS):
+        return "the model is wrapped for data parallelism; convert it before it is wrapped"
+    optimizers = {s.optimizer.value for step in facts.steps for s in step.steps if isinstance(s.optimizer, cst.Name)}
+    if len(optimizers) != 1 or any(not isinstance(s.optimizer, cst.Name) for step in facts.steps for s in step.steps):
+        return "the steps do not step one optimizer held in a plain name"
+    optimizer = optimizers.pop()
+    built = [line for line in descendants(module) if isinstance(line, cst.SimpleStatementLine)
+             and len(line.body) == 1 and isinstance(line.body[0], cst.Assign) and len(line.body[0].targets) == 1
+             and isinstance(line.body[0].targets[0].target, cst.Name)
+             and line.body[0].targets[0].target.value == optimizer]
+    if len(built) != 1:
+        return f"`{optimizer}` is not built by one statement of its own"
+    value = built[0].body[0].value  # type: ignore[attr-defined]
+    first = value.args[0].value if isinstance(value, cst.Call) and value.args and value.args[0].keyword is None \
+        and not value.args[0].star else None
+    if not (isinstance(first, cst.Call) and not first.args and isinstance(first.func, cst.Attribute)
+            and first.func.attr.value == "parameters" and isinstance(first.func.value, cst.Name)):
+        return f"`{optimizer}` is not built from one model's `parameters()`"
+    return first.func.value.value, built[0]
