@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,10 +24,9 @@ sys.path.insert(0, str(HERE))
 
 from corpus import DEFAULT_CORPUS, Repo, load_repos  # noqa: E402
 
+from gpulint.project.requirements import read_for_floor  # noqa: E402  (the files that pin torch)
+
 SUFFIXES = (".py", ".pyi", ".ipynb", ".toml", ".cfg")
-# where projects pin torch besides their metadata (gpulint/project/requirements.py)
-PIN_FILES = re.compile(r"(?:^|/)(?:requirements[\w.-]*\.txt|requirements/[\w.-]+\.txt|environment[\w.-]*\.ya?ml"
-                       r"|[\w.-]+\.sh|Dockerfile(?:\.[\w.-]+)?|[\w.-]+\.Dockerfile)$")
 
 
 def git_dir(base: Path, repo: Repo) -> Optional[Path]:
@@ -49,7 +47,7 @@ def extract(git: Path, commit: str, target: Path) -> int:
         meta, raw_path = entry.split(b"\t", 1)
         mode, kind, sha = meta.split()
         path = raw_path.decode("utf-8", "surrogateescape")
-        if kind != b"blob" or mode == b"120000" or not (path.endswith(SUFFIXES) or PIN_FILES.search(path)):
+        if kind != b"blob" or mode == b"120000" or not (path.endswith(SUFFIXES) or read_for_floor(path)):
             continue
         blob = subprocess.run(["git", f"--git-dir={git}", "cat-file", "blob", sha.decode()], capture_output=True)
         if blob.returncode != 0:

@@ -208,6 +208,16 @@ def _declaring_files(directory: str) -> list[str]:
     return [p for p in present if os.path.isfile(p)]
 
 
+def read_for_floor(path: str) -> bool:
+    """Whether the floor reader may read a file with this relative posix path (for tools that copy a
+    project's files, such as bench/precision/prepare.py: one list of the names, here)."""
+    name = path.rsplit("/", 1)[-1]
+    parent = path.rsplit("/", 2)[-2] if path.count("/") else ""
+    if name in METADATA_FILES or (parent == "requirements" and name.endswith(".txt")):
+        return True
+    return bool(_REQUIREMENTS.match(name) or _ENVIRONMENT.match(name) or _SCRIPT.match(name))
+
+
 def _floor_of(path: str) -> Reading:
     name = os.path.basename(path)
     if _SCRIPT.match(name):
