@@ -157,8 +157,9 @@ class _Inexact(Exception):
 class _Placer:
     """Turns reports into findings once the spans of the nodes involved are known."""
 
-    def __init__(self, ctx: FileContext, reports: list[PendingFinding]) -> None:
+    def __init__(self, ctx: FileContext, reports: list[PendingFinding], fit: bool = True) -> None:
         self.ctx = ctx
+        self.fit = fit  # break the long lines a replacement makes (not when no edit is shown or applied)
         self.text = ctx.text
         self.index = LineIndex(ctx.text)
         nodes: list[cst.CSTNode] = []
@@ -280,6 +281,8 @@ class _Placer:
         if isinstance(pending.new, str):
             return pending.new
         nodes = [pending.new] if isinstance(pending.new, cst.CSTNode) else list(pending.new)
+        if not self.fit:
+            return _render(module, nodes, span.indent)
         start = min(span.start, len(self.text))
         line_start = self.index.line_start(start)
         prefix = self.text[line_start:start]
@@ -642,8 +645,11 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
                 built = _build_ast_fixes(ctx, ast_run)
         current = "placing findings"
         with profile.phase("placing"):
-            placer = _Placer(ctx, ctx.findings + [b.pending for b in built] if ast_run is not None else ctx.findings)
+            placer = _Placer(ctx, ctx.findings + [b.pending for b in built] if ast_run is not None else ctx.findings,
+                             fit=edits)
             findings = [placer.finding(r) for r in ctx.findings]
+            if not edits:  # placed to learn whether each fix applies; laid out only where edits are shown or applied
+                findings = [replace(f, fix=replace(f.fix, edits=())) if f.fix is not None else f for f in findings]
             if ast_run is not None:
                 ast_findings = _with_built_fixes(placer, ast_run, built)
             findings += ast_findings
