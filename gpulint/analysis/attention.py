@@ -67,6 +67,20 @@ class Attention:
     dropout: Optional[str]  # the code for `dropout_p=`; None: no dropout
     chain: tuple[ast.stmt, ...]  # statements of the block that only compute the weights (the fix removes them)
     blockers: tuple[str, ...]  # why the chain cannot be replaced as written (the report's note)
+    kept: Optional["KeptWeights"] = None  # the weights leave the method (returned, stored on self): report only
+
+
+@dataclass(frozen=True)
+class KeptWeights:
+    """How the attention weights leave the method, the only other use they have."""
+
+    how: str  # RETURNED or STORED
+    flag: Optional[str]  # the code of the test that already says when they are read (`self.vis`), if one does
+
+
+RETURNED, STORED = "returned", "stored"
+# calls that copy the weights out unchanged (`self.attn_map = attn.detach()`)
+_COPY_METHODS = frozenset({"detach", "cpu", "clone"})
 
 
 @dataclass(frozen=True)
@@ -309,6 +323,7 @@ class _Reader:
         self.qualname = names.qualname
         self.segment = segment
         self.block: list[ast.stmt] = []
+        self._parent_map: Optional[dict[int, ast.AST]] = None
 
     # -- the chain, read backwards from the product with the values -----------------------------------
     def read(self, block: list[ast.stmt], index: int, output: ast.expr) -> Optional[Attention]:
@@ -343,8 +358,12 @@ class _Reader:
             trace = trace.blocked("the einsums' layout is not (..., T, head_dim): move the heads first")
         if not pre.scores.negative_transpose:
             trace = trace.blocked("the key is transposed by positive dimensions; SDPA transposes the last two")
-        if self._weights_read_elsewhere(trace, block[index], after_softmax=True):
-            return None  # the weights are needed: the fused kernel never makes them
+        kept: Optional[KeptWeights] = None
+        reads = self._weights_read_elsewhere(trace, block[index], after_softmax=True)
+        if reads:
+            kept = self._kept(reads)
+            if kept is None:
+                return None  # the weights feed another computation: the fused kernel never makes them
         if self._weights_read_elsewhere(trace, block[index], after_softmax=False):
             trace = trace.blocked("the scores are also read or changed in place elsewhere")
         mask, trace = self._mask(pre, trace)
@@ -355,7 +374,7 @@ class _Reader:
         trace = self._movable(trace, chain, block[index], pre.scores.q, pre.scores.k)
         return Attention(output=output, statement=block[index], method=self.method, q=pre.scores.q,
                          k=pre.scores.k, v=v, mask=mask, scale=scale, dropout=dropout, chain=chain,
-                         blockers=tuple(dict.fromkeys(trace.blockers)))
+                         blockers=tuple(dict.fromkeys(trace.blockers)), kept=kept)
 
     def _product(self, node: ast.expr) -> Optional[tuple[ast.expr, ast.expr, Optional[str]]]:
         """`w @ v`, `torch.matmul(w, v)` or `torch.einsum(spec, w, v)`: (w, v, spec)."""
@@ -635,8 +654,9 @@ class _Reader:
         return mine in (ast.dump(scores.q), ast.dump(scores.k))
 
     # -- whether the chain can be replaced in place ---------------------------------------------------
-    def _weights_read_elsewhere(self, trace: _Trace, output_statement: ast.stmt, after_softmax: bool) -> bool:
-        """A load of a name of the chain that the chain itself does not consume, while the name holds the
+    def _weights_read_elsewhere(self, trace: _Trace, output_statement: ast.stmt,
+                                after_softmax: bool) -> list[ast.Name]:
+        """The loads of a name of the chain that the chain itself does not consume, while the name holds the
         chain's value: from the chain's first statement on (an in-place change, a stored or returned copy),
         until something rebinds it after the output."""
         consumed = {id(name) for name, _ in trace.names}
@@ -644,6 +664,7 @@ class _Reader:
         start = _position(self.block[min(trace.chain)]) if trace.chain else _position(output_statement)
         output_end = _end(output_statement)
         stores = _stores_after(self.method, output_statement)
+        found: list[ast.Name] = []
         for node in ast.walk(self.method):
             if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in names):
                 continue
@@ -652,8 +673,61 @@ class _Reader:
                 continue  # the chain's own read, or an older value of a reused name
             if where > output_end and any(_position(output_statement) <= s < where for s in stores.get(node.id, [])):
                 continue  # rebound by then (`x = attn @ v` reusing a name, a later assignment)
-            return True
-        return False
+            found.append(node)
+        return found
+
+    def _kept(self, reads: list[ast.Name]) -> Optional[KeptWeights]:
+        """How the weights leave the method when every other read of them only hands them out: returned
+        (alone or in a tuple), stored on self, either one through a copy (`.detach()`), a flag
+        (`w if self.vis else None`) or one local name only used that way. None: some read computes with them."""
+        parents = self._parents()
+        how: set[str] = set()
+        flags: list[str] = []
+        pending: list[tuple[ast.expr, bool]] = [(read, True) for read in reads]
+        while pending:
+            node, may_name = pending.pop()
+            parent = parents.get(id(node))
+            while True:  # through copies and a flag
+                if isinstance(parent, ast.Attribute) and parent.attr in _COPY_METHODS:
+                    call = parents.get(id(parent))
+                    if not (isinstance(call, ast.Call) and call.func is parent and not call.args and not call.keywords):
+                        return None
+                    node, parent = call, parents.get(id(call))
+                elif isinstance(parent, ast.IfExp) and node is not parent.test \
+                        and _is_none(parent.orelse if node is parent.body else parent.body):
+                    flags.append(self.segment(parent.test))
+                    node, parent = parent, parents.get(id(parent))
+                else:
+                    break
+            if isinstance(parent, ast.Tuple) and isinstance(parents.get(id(parent)), ast.Return):
+                parent = parents.get(id(parent))
+            if isinstance(parent, ast.Return):
+                how.add(RETURNED)
+                continue
+            if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and parent.value is node):
+                return None
+            target = parent.targets[0]
+            if _self_attribute(target, self.me) is not None:
+                how.add(STORED)
+                continue
+            if not (may_name and isinstance(target, ast.Name)):
+                return None
+            held = [n for n in ast.walk(self.method) if isinstance(n, ast.Name) and n.id == target.id]
+            if any(not isinstance(n.ctx, ast.Load) for n in held if n is not target):
+                return None  # the name is bound twice: which value a read sees is not followed
+            loads = [n for n in held if isinstance(n.ctx, ast.Load)]
+            if not loads or any(_position(n) < _position(target) for n in loads):
+                return None
+            pending.extend((n, False) for n in loads)
+        if not how:
+            return None
+        return KeptWeights(RETURNED if RETURNED in how else STORED, flags[0] if len(set(flags)) == 1 else None)
+
+    def _parents(self) -> dict[int, ast.AST]:
+        if self._parent_map is None:
+            self._parent_map = {id(child): node for node in ast.walk(self.method)
+                                for child in ast.iter_child_nodes(node)}
+        return self._parent_map
 
     def _movable(self, trace: _Trace, chain: tuple[ast.stmt, ...], output_statement: ast.stmt, q: ast.expr,
                  k: ast.expr) -> _Trace:
@@ -778,6 +852,10 @@ def _number(node: Optional[ast.AST]) -> Optional[Union[int, float]]:
         if inner is not None:
             return -inner if isinstance(node.op, ast.USub) else inner
     return None
+
+
+def _is_none(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
 
 
 def _is_false(node: ast.AST) -> bool:

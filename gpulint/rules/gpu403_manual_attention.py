@@ -5,9 +5,18 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
-from gpulint.analysis.attention import CAUSAL, Attention, FusedOption, attention_in_class, fused_options, has_fused_path
+from gpulint.analysis.attention import (
+    CAUSAL,
+    RETURNED,
+    Attention,
+    FusedOption,
+    KeptWeights,
+    attention_in_class,
+    fused_options,
+    has_fused_path,
+)
 from gpulint.analysis.device import accelerator_evidence
-from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
+from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Decision, Evidence, Premise
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import SDPA_MODULE, SDPA_NAME, SOFTMAX_FUNCTIONS, SOFTMAX_MODULES
@@ -190,7 +199,8 @@ class ManualAttention(Rule):
             sites = attention_in_class(cls, ctx.names, ctx.segment)
             if has_fused_path(ctx.segment(cls)):  # the hand-written chains are a fallback: is it the default?
                 if floors.too_new(ctx.settings.torch_version, [floors.SDPA]) is None:
-                    for option in fused_options(cls, ctx.names, sites):
+                    # a fallback that hands out its weights does what the fused branch cannot: not that option
+                    for option in fused_options(cls, ctx.names, [s for s in sites if s.kept is None]):
                         self._check_option(ctx, cls, option)
                 continue
             for site in sites:
@@ -213,6 +223,9 @@ class ManualAttention(Rule):
         data: Optional[dict[str, Any]] = None
         symbols = [floors.SDPA] + ([floors.SDPA_SCALE] if site.scale is not None else [])
         too_new = floors.too_new(ctx.settings.torch_version, symbols)
+        if site.kept is not None:
+            self._check_kept(ctx, site, site.kept, decision)
+            return
         if site.blockers:
             note = f"no fix: {site.blockers[0]}"
         elif too_new is not None:
@@ -225,6 +238,19 @@ class ManualAttention(Rule):
                    "attention written by hand keeps a T x T weight matrix per head; a fused kernel never makes it",
                    fix=fix, fix_message="Use F.scaled_dot_product_attention (dropout only while training)",
                    data=data, statement=site.statement, note=note, decision=decision)
+
+    def _check_kept(self, ctx: "AstContext", site: Attention, kept: KeptWeights, decision: "Decision") -> None:
+        """The weights leave the method: the fused kernel serves the calls that do not read them (report only)."""
+        verb = "returns" if kept.how == RETURNED else "stores"
+        how = (f"`{kept.flag}` already says when they are read: compute them only then and call "
+               "F.scaled_dot_product_attention when it is false" if kept.flag
+               else "compute the weights only where they are read (a flag such as `need_weights`) and call "
+                    "F.scaled_dot_product_attention otherwise")
+        ctx.report(self, site.output,
+                   f"attention written by hand {verb} its T x T weights; the calls that do not read them can use "
+                   "a fused kernel",
+                   note=f"no fix: {how}",
+                   statement=site.statement, decision=decision)
 
     def build_fix(self, detection: "Detection", fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:
         import libcst as cst
