@@ -22,6 +22,7 @@ from typing import Callable, Iterator, Optional, Union
 
 from gpulint.analysis.ast_context import AstNames, arg, keyword_args
 from gpulint.core.torch_api import (
+    BMM_FUNCTIONS,
     DROPOUT_FUNCTIONS,
     DROPOUT_INPLACE,
     DROPOUT_MODULES,
@@ -324,10 +325,12 @@ class _Reader:
         self.segment = segment
         self.block: list[ast.stmt] = []
         self._parent_map: Optional[dict[int, ast.AST]] = None
+        self.three_d = False  # the product is torch.bmm: every tensor of the chain is (B*H, T, D)
 
     # -- the chain, read backwards from the product with the values -----------------------------------
     def read(self, block: list[ast.stmt], index: int, output: ast.expr) -> Optional[Attention]:
         self.block = block
+        self.three_d = isinstance(output, ast.Call) and self.qualname(output.func) in BMM_FUNCTIONS
         operands = self._product(output)
         if operands is None:
             return None
@@ -382,7 +385,7 @@ class _Reader:
             return node.left, node.right, None
         if isinstance(node, ast.Call) and not node.keywords:
             name = self.qualname(node.func)
-            if name in MATMUL_FUNCTIONS and len(node.args) == 2:
+            if (name in MATMUL_FUNCTIONS or (self.three_d and name in BMM_FUNCTIONS)) and len(node.args) == 2:
                 return node.args[0], node.args[1], None
             if name in EINSUM_FUNCTIONS and len(node.args) == 3:
                 spec = _string(node.args[0])
@@ -464,18 +467,22 @@ class _Reader:
             if _self_attribute(func.value, self.me) is not None:
                 return None
             dim = self._argument(expr, "dim", 0)
-            return (func.value, _exact_softmax(expr)) if _last_dim(dim) else None
+            return (func.value, _exact_softmax(expr)) if self._last_dim(dim) else None
         attribute = _self_attribute(func, self.me)
         if attribute is not None:
             built = self.init.attributes.get(attribute)
             if isinstance(built, ast.Call) and self.qualname(built.func) in SOFTMAX_MODULES \
-                    and len(expr.args) == 1 and not expr.keywords and _last_dim(self._argument(built, "dim", 0)):
+                    and len(expr.args) == 1 and not expr.keywords and self._last_dim(self._argument(built, "dim", 0)):
                 return expr.args[0], True
             return None
         if self.qualname(func) in SOFTMAX_FUNCTIONS and expr.args:
             dim = self._argument(expr, *SOFTMAX_DIM)
-            return (expr.args[0], _exact_softmax(expr)) if _last_dim(dim) else None
+            return (expr.args[0], _exact_softmax(expr)) if self._last_dim(dim) else None
         return None
+
+    def _last_dim(self, dim: Optional[ast.AST]) -> bool:
+        """-1, or 2 in a torch.bmm chain (3-D)."""
+        return _last_dim(dim) or (self.three_d and _int(dim) == 2)
 
     def _pre_softmax(self, expr: ast.expr, trace: _Trace) -> Optional[_Pre]:
         """Read scale factors and masks down to the scores."""
@@ -535,7 +542,7 @@ class _Reader:
         else:
             return None
         pair = {_int(d) for d in dims}
-        if pair == {-2, -1}:
+        if pair == {-2, -1} or (self.three_d and pair == {1, 2}):
             return receiver, True
         if pair in ({2, 3}, {1, 2}):
             return receiver, False
@@ -662,6 +669,9 @@ class _Reader:
         consumed = {id(name) for name, _ in trace.names}
         names = {name.id for name, after in trace.names if after is after_softmax}
         start = _position(self.block[min(trace.chain)]) if trace.chain else _position(output_statement)
+        if after_softmax:  # reads before the weights are first held are of the scores (a reused name)
+            held = [index for index, (_, after) in zip(trace.chain, trace.names) if after]
+            start = _position(self.block[min(held)]) if held else start
         output_end = _end(output_statement)
         stores = _stores_after(self.method, output_statement)
         found: list[ast.Name] = []
