@@ -8,8 +8,10 @@ assignment before its use; `x *= s` counts). What the chain does with the scores
 dropout) decides how `F.scaled_dot_product_attention` can replace it, and anything gpulint cannot
 map onto it exactly (a mask other than a visible causal `tril`, a cast, an in-place change, a
 step under a condition) leaves it a report without a fix (`blockers`). A chain whose attention
-weights are read anywhere else (returned, stored, logged) is not reported: the fused kernel never
-materialises them.
+weights leave the method (returned, stored on self) is kept with `kept` set (a report without a fix:
+the fused kernel fits the calls that do not read them); one whose weights feed another computation
+(a second product, a loss term, an in-place change, a logging call) is not reported: the fused
+kernel never materialises them. `torch.bmm` chains are read as 3-D `(B*H, T, D)`.
 
 Pure functions over `ast` and a qualified-name resolver, so the rule and verify can share them.
 """
@@ -147,7 +149,8 @@ def has_fused_path(class_text: str) -> bool:
 
 
 def attention_in_class(cls: ast.ClassDef, names: AstNames, segment: Callable[[ast.AST], str]) -> list[Attention]:
-    """Every hand-written attention chain in the methods of `cls` whose weights are not read elsewhere."""
+    """Every hand-written attention chain in the methods of `cls` whose weights are read by nothing else than
+    the product with the values, or only handed out (returned, stored on self: `Attention.kept`)."""
     init = class_init(cls)
     found: list[Attention] = []
     for method in cls.body:

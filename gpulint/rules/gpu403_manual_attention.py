@@ -75,9 +75,15 @@ class ManualAttention(Rule):
         what="""
         Checks the methods of `nn.Module` classes the project trains for attention written
         by hand: `softmax(q @ k.transpose(-2, -1) * scale [+ mask], dim=-1) [dropout] @ v`,
-        also with `torch.matmul`, `torch.einsum`, `/ math.sqrt(d)`, `x.softmax(-1)`, an
+        also with `torch.matmul`, `torch.einsum`, `torch.bmm` on 3-D `(B*H, T, D)` tensors
+        (`k.transpose(1, 2)`, `softmax(dim=2)`), `/ math.sqrt(d)`, `x.softmax(-1)`, an
         `nn.Softmax(dim=-1)` or `nn.Dropout` of `__init__`, and each step held in a name
         (`att = ...; att = att.masked_fill(...)`). Reported at the product with the values.
+
+        Attention that also hands its weights out (returns them, alone or in a tuple,
+        possibly under a flag such as `w = probs if self.vis else None`, or stores them on
+        `self`, either one maybe through `.detach()`) is reported without a fix: the fused
+        kernel never makes the weights, so it fits the calls that do not read them.
 
         A class that also calls a fused kernel (`scaled_dot_product_attention`, xFormers'
         `memory_efficient_attention`, `flash_attn`) keeps its hand-written path as a
@@ -93,8 +99,9 @@ class ManualAttention(Rule):
         the default of a `store_true` flag the same file declares), and the torch floor
         has SDPA.
 
-        Not reported: attention whose weights are read anywhere else (returned, stored,
-        logged: the fused kernel never makes them); a fallback no option chooses, or whose
+        Not reported: attention whose weights feed another computation in the method (a
+        second product, a loss term, an in-place change, a call that logs them: the fused
+        kernel cannot replace that); a fallback no option chooses, or whose
         option a caller turns on or may (`flash=True`, a variable, `**kwargs`, a YAML file
         unpacked into the config); models no file of the project trains; CPU-only files
         and test code.
@@ -174,7 +181,11 @@ class ManualAttention(Rule):
         the `nn.Dropout` module's own `p`. No fix (a report with a note) for other masks
         (additive biases, padding masks: pass them as `attn_mask=`), casts around the softmax,
         einsum layouts other than `(..., T, head_dim)`, steps under a condition, scores read
-        elsewhere, or a torch floor below 2.0 (2.1 with `scale=`). The function is spelled
+        elsewhere, or a torch floor below 2.0 (2.1 with `scale=`). Weights that are returned
+        or stored on `self` get no fix either: the note says to compute them only where they
+        are read (the flag the code already tests, such as `self.vis`, or a new
+        `need_weights`) and to call `F.scaled_dot_product_attention` otherwise, which
+        changes the method's contract for its callers. The function is spelled
         through the file's own import of `torch.nn.functional` (`F`), adding one if needed.
         An option off by default is reported without a fix: whether the fused branch
         computes what the hand-written one does (mask, scale, dropout) is the author's to
