@@ -101,7 +101,8 @@ class ManualAttention(Rule):
 
         Not reported: attention whose weights feed another computation in the method (a
         second product, a loss term, an in-place change, a call that logs them: the fused
-        kernel cannot replace that); a fallback no option chooses, or whose
+        kernel cannot replace that); a fallback no option chooses, one that hands out its
+        weights (turning the option on changes what the method returns), or one whose
         option a caller turns on or may (`flash=True`, a variable, `**kwargs`, a YAML file
         unpacked into the config); models no file of the project trains; CPU-only files
         and test code.
