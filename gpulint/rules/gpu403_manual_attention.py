@@ -236,7 +236,7 @@ class ManualAttention(Rule):
         symbols = [floors.SDPA] + ([floors.SDPA_SCALE] if site.scale is not None else [])
         too_new = floors.too_new(ctx.settings.torch_version, symbols)
         if site.kept is not None:
-            self._check_kept(ctx, site, site.kept, decision)
+            self._check_kept(ctx, site, site.kept, decision, floors.too_new(ctx.settings.torch_version, [floors.SDPA]))
             return
         if site.blockers:
             note = f"no fix: {site.blockers[0]}"
@@ -251,7 +251,8 @@ class ManualAttention(Rule):
                    fix=fix, fix_message="Use F.scaled_dot_product_attention (dropout only while training)",
                    data=data, statement=site.statement, note=note, decision=decision)
 
-    def _check_kept(self, ctx: "AstContext", site: Attention, kept: KeptWeights, decision: "Decision") -> None:
+    def _check_kept(self, ctx: "AstContext", site: Attention, kept: KeptWeights, decision: "Decision",
+                    too_new: Optional[floors.TooNew]) -> None:
         """The weights leave the method: the fused kernel serves the calls that do not read them (report only)."""
         verb = "returns" if kept.how == RETURNED else "stores"
         how = (f"`{kept.flag}` already says when they are read: compute them only then and call "
@@ -261,7 +262,7 @@ class ManualAttention(Rule):
         ctx.report(self, site.output,
                    f"attention written by hand {verb} its T x T weights; the calls that do not read them can use "
                    "a fused kernel",
-                   note=f"no fix: {how}",
+                   note=f"no fix: {how}" + (f" ({too_new.reason()})" if too_new is not None else ""),
                    statement=site.statement, decision=decision)
 
     def build_fix(self, detection: "Detection", fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:
