@@ -708,12 +708,18 @@ class _Reader:
                     node, parent = call, parents.get(id(call))
                 elif isinstance(parent, ast.IfExp) and node is not parent.test \
                         and _is_none(parent.orelse if node is parent.body else parent.body):
-                    flags.append(self.segment(parent.test))
+                    flags.append(self.segment(parent.test) if node is parent.body else "")
                     node, parent = parent, parents.get(id(parent))
                 else:
                     break
-            if isinstance(parent, ast.Tuple) and isinstance(parents.get(id(parent)), ast.Return):
-                parent = parents.get(id(parent))
+            if isinstance(parent, ast.Tuple) and isinstance(parent.ctx, ast.Load):
+                # `(out, w)` returned, or held in a name that is (`outputs = (ctx, w) if flag else (ctx,)`)
+                holder = parents.get(id(parent))
+                if isinstance(holder, ast.IfExp) and parent is not holder.test:
+                    flags.append(self.segment(holder.test) if parent is holder.body else "")
+                    node, parent = holder, parents.get(id(holder))
+                elif isinstance(holder, (ast.Return, ast.Assign)):
+                    node, parent = parent, holder
             if isinstance(parent, ast.Return):
                 how.add(RETURNED)
                 continue
@@ -734,7 +740,8 @@ class _Reader:
             pending.extend((n, False) for n in loads)
         if not how:
             return None
-        return KeptWeights(RETURNED if RETURNED in how else STORED, flags[0] if len(set(flags)) == 1 else None)
+        flag = flags[0] or None if len(set(flags)) == 1 else None  # "": the weights are read when the test fails
+        return KeptWeights(RETURNED if RETURNED in how else STORED, flag)
 
     def _parents(self) -> dict[int, ast.AST]:
         if self._parent_map is None:
