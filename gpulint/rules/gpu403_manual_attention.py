@@ -81,8 +81,9 @@ class ManualAttention(Rule):
         (`att = ...; att = att.masked_fill(...)`). Reported at the product with the values.
 
         Attention that also hands its weights out (returns them, alone or in a tuple,
-        possibly under a flag such as `w = probs if self.vis else None`, or stores them on
-        `self`, either one maybe through `.detach()`) is reported without a fix: the fused
+        possibly under a flag such as `w = probs if self.vis else None` or in a tuple held
+        in a name, `outputs = (ctx, probs) if output_attentions else (ctx,)`, or stores them
+        on `self`, either one maybe through `.detach()`) is reported without a fix: the fused
         kernel never makes the weights, so it fits the calls that do not read them.
 
         A class that also calls a fused kernel (`scaled_dot_product_attention`, xFormers'
