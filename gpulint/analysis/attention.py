@@ -8,8 +8,10 @@ assignment before its use; `x *= s` counts). What the chain does with the scores
 dropout) decides how `F.scaled_dot_product_attention` can replace it, and anything gpulint cannot
 map onto it exactly (a mask other than a visible causal `tril`, a cast, an in-place change, a
 step under a condition) leaves it a report without a fix (`blockers`). A chain whose attention
-weights are read anywhere else (returned, stored, logged) is not reported: the fused kernel never
-materialises them.
+weights leave the method (returned, stored on self) is kept with `kept` set (a report without a fix:
+the fused kernel fits the calls that do not read them); one whose weights feed another computation
+(a second product, a loss term, an in-place change, a logging call) is not reported: the fused
+kernel never materialises them. `torch.bmm` chains are read as 3-D `(B*H, T, D)`.
 
 Pure functions over `ast` and a qualified-name resolver, so the rule and verify can share them.
 """
@@ -22,6 +24,7 @@ from typing import Callable, Iterator, Optional, Union
 
 from gpulint.analysis.ast_context import AstNames, arg, keyword_args
 from gpulint.core.torch_api import (
+    BMM_FUNCTIONS,
     DROPOUT_FUNCTIONS,
     DROPOUT_INPLACE,
     DROPOUT_MODULES,
@@ -67,6 +70,20 @@ class Attention:
     dropout: Optional[str]  # the code for `dropout_p=`; None: no dropout
     chain: tuple[ast.stmt, ...]  # statements of the block that only compute the weights (the fix removes them)
     blockers: tuple[str, ...]  # why the chain cannot be replaced as written (the report's note)
+    kept: Optional["KeptWeights"] = None  # the weights leave the method (returned, stored on self): report only
+
+
+@dataclass(frozen=True)
+class KeptWeights:
+    """How the attention weights leave the method, the only other use they have."""
+
+    how: str  # RETURNED or STORED
+    flag: Optional[str]  # the code of the test that already says when they are read (`self.vis`), if one does
+
+
+RETURNED, STORED = "returned", "stored"
+# calls that copy the weights out unchanged (`self.attn_map = attn.detach()`)
+_COPY_METHODS = frozenset({"detach", "cpu", "clone"})
 
 
 @dataclass(frozen=True)
@@ -132,7 +149,8 @@ def has_fused_path(class_text: str) -> bool:
 
 
 def attention_in_class(cls: ast.ClassDef, names: AstNames, segment: Callable[[ast.AST], str]) -> list[Attention]:
-    """Every hand-written attention chain in the methods of `cls` whose weights are not read elsewhere."""
+    """Every hand-written attention chain in the methods of `cls` whose weights are read by nothing else than
+    the product with the values, or only handed out (returned, stored on self: `Attention.kept`)."""
     init = class_init(cls)
     found: list[Attention] = []
     for method in cls.body:
@@ -309,10 +327,13 @@ class _Reader:
         self.qualname = names.qualname
         self.segment = segment
         self.block: list[ast.stmt] = []
+        self._parent_map: Optional[dict[int, ast.AST]] = None
+        self.three_d = False  # the product is torch.bmm: every tensor of the chain is (B*H, T, D)
 
     # -- the chain, read backwards from the product with the values -----------------------------------
     def read(self, block: list[ast.stmt], index: int, output: ast.expr) -> Optional[Attention]:
         self.block = block
+        self.three_d = isinstance(output, ast.Call) and self.qualname(output.func) in BMM_FUNCTIONS
         operands = self._product(output)
         if operands is None:
             return None
@@ -343,8 +364,12 @@ class _Reader:
             trace = trace.blocked("the einsums' layout is not (..., T, head_dim): move the heads first")
         if not pre.scores.negative_transpose:
             trace = trace.blocked("the key is transposed by positive dimensions; SDPA transposes the last two")
-        if self._weights_read_elsewhere(trace, block[index], after_softmax=True):
-            return None  # the weights are needed: the fused kernel never makes them
+        kept: Optional[KeptWeights] = None
+        reads = self._weights_read_elsewhere(trace, block[index], after_softmax=True)
+        if reads:
+            kept = self._kept(reads)
+            if kept is None:
+                return None  # the weights feed another computation: the fused kernel never makes them
         if self._weights_read_elsewhere(trace, block[index], after_softmax=False):
             trace = trace.blocked("the scores are also read or changed in place elsewhere")
         mask, trace = self._mask(pre, trace)
@@ -355,7 +380,7 @@ class _Reader:
         trace = self._movable(trace, chain, block[index], pre.scores.q, pre.scores.k)
         return Attention(output=output, statement=block[index], method=self.method, q=pre.scores.q,
                          k=pre.scores.k, v=v, mask=mask, scale=scale, dropout=dropout, chain=chain,
-                         blockers=tuple(dict.fromkeys(trace.blockers)))
+                         blockers=tuple(dict.fromkeys(trace.blockers)), kept=kept)
 
     def _product(self, node: ast.expr) -> Optional[tuple[ast.expr, ast.expr, Optional[str]]]:
         """`w @ v`, `torch.matmul(w, v)` or `torch.einsum(spec, w, v)`: (w, v, spec)."""
@@ -363,7 +388,7 @@ class _Reader:
             return node.left, node.right, None
         if isinstance(node, ast.Call) and not node.keywords:
             name = self.qualname(node.func)
-            if name in MATMUL_FUNCTIONS and len(node.args) == 2:
+            if (name in MATMUL_FUNCTIONS or (self.three_d and name in BMM_FUNCTIONS)) and len(node.args) == 2:
                 return node.args[0], node.args[1], None
             if name in EINSUM_FUNCTIONS and len(node.args) == 3:
                 spec = _string(node.args[0])
@@ -445,18 +470,22 @@ class _Reader:
             if _self_attribute(func.value, self.me) is not None:
                 return None
             dim = self._argument(expr, "dim", 0)
-            return (func.value, _exact_softmax(expr)) if _last_dim(dim) else None
+            return (func.value, _exact_softmax(expr)) if self._last_dim(dim) else None
         attribute = _self_attribute(func, self.me)
         if attribute is not None:
             built = self.init.attributes.get(attribute)
             if isinstance(built, ast.Call) and self.qualname(built.func) in SOFTMAX_MODULES \
-                    and len(expr.args) == 1 and not expr.keywords and _last_dim(self._argument(built, "dim", 0)):
+                    and len(expr.args) == 1 and not expr.keywords and self._last_dim(self._argument(built, "dim", 0)):
                 return expr.args[0], True
             return None
         if self.qualname(func) in SOFTMAX_FUNCTIONS and expr.args:
             dim = self._argument(expr, *SOFTMAX_DIM)
-            return (expr.args[0], _exact_softmax(expr)) if _last_dim(dim) else None
+            return (expr.args[0], _exact_softmax(expr)) if self._last_dim(dim) else None
         return None
+
+    def _last_dim(self, dim: Optional[ast.AST]) -> bool:
+        """-1, or 2 in a torch.bmm chain (3-D)."""
+        return _last_dim(dim) or (self.three_d and _int(dim) == 2)
 
     def _pre_softmax(self, expr: ast.expr, trace: _Trace) -> Optional[_Pre]:
         """Read scale factors and masks down to the scores."""
@@ -516,7 +545,7 @@ class _Reader:
         else:
             return None
         pair = {_int(d) for d in dims}
-        if pair == {-2, -1}:
+        if pair == {-2, -1} or (self.three_d and pair == {1, 2}):
             return receiver, True
         if pair in ({2, 3}, {1, 2}):
             return receiver, False
@@ -635,15 +664,20 @@ class _Reader:
         return mine in (ast.dump(scores.q), ast.dump(scores.k))
 
     # -- whether the chain can be replaced in place ---------------------------------------------------
-    def _weights_read_elsewhere(self, trace: _Trace, output_statement: ast.stmt, after_softmax: bool) -> bool:
-        """A load of a name of the chain that the chain itself does not consume, while the name holds the
+    def _weights_read_elsewhere(self, trace: _Trace, output_statement: ast.stmt,
+                                after_softmax: bool) -> list[ast.Name]:
+        """The loads of a name of the chain that the chain itself does not consume, while the name holds the
         chain's value: from the chain's first statement on (an in-place change, a stored or returned copy),
         until something rebinds it after the output."""
         consumed = {id(name) for name, _ in trace.names}
         names = {name.id for name, after in trace.names if after is after_softmax}
         start = _position(self.block[min(trace.chain)]) if trace.chain else _position(output_statement)
+        if after_softmax:  # reads before the weights are first held are of the scores (a reused name)
+            held = [index for index, (_, after) in zip(trace.chain, trace.names) if after]
+            start = _position(self.block[min(held)]) if held else start
         output_end = _end(output_statement)
         stores = _stores_after(self.method, output_statement)
+        found: list[ast.Name] = []
         for node in ast.walk(self.method):
             if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in names):
                 continue
@@ -652,8 +686,68 @@ class _Reader:
                 continue  # the chain's own read, or an older value of a reused name
             if where > output_end and any(_position(output_statement) <= s < where for s in stores.get(node.id, [])):
                 continue  # rebound by then (`x = attn @ v` reusing a name, a later assignment)
-            return True
-        return False
+            found.append(node)
+        return found
+
+    def _kept(self, reads: list[ast.Name]) -> Optional[KeptWeights]:
+        """How the weights leave the method when every other read of them only hands them out: returned
+        (alone or in a tuple), stored on self, either one through a copy (`.detach()`), a flag
+        (`w if self.vis else None`) or one local name only used that way. None: some read computes with them."""
+        parents = self._parents()
+        how: set[str] = set()
+        flags: list[str] = []
+        pending: list[tuple[ast.expr, bool]] = [(read, True) for read in reads]
+        while pending:
+            node, may_name = pending.pop()
+            parent = parents.get(id(node))
+            while True:  # through copies and a flag
+                if isinstance(parent, ast.Attribute) and parent.attr in _COPY_METHODS:
+                    call = parents.get(id(parent))
+                    if not (isinstance(call, ast.Call) and call.func is parent and not call.args and not call.keywords):
+                        return None
+                    node, parent = call, parents.get(id(call))
+                elif isinstance(parent, ast.IfExp) and node is not parent.test \
+                        and _is_none(parent.orelse if node is parent.body else parent.body):
+                    flags.append(self.segment(parent.test) if node is parent.body else "")
+                    node, parent = parent, parents.get(id(parent))
+                else:
+                    break
+            if isinstance(parent, ast.Tuple) and isinstance(parent.ctx, ast.Load):
+                # `(out, w)` returned, or held in a name that is (`outputs = (ctx, w) if flag else (ctx,)`)
+                holder = parents.get(id(parent))
+                if isinstance(holder, ast.IfExp) and parent is not holder.test:
+                    flags.append(self.segment(holder.test) if parent is holder.body else "")
+                    node, parent = holder, parents.get(id(holder))
+                elif isinstance(holder, (ast.Return, ast.Assign)):
+                    node, parent = parent, holder
+            if isinstance(parent, ast.Return):
+                how.add(RETURNED)
+                continue
+            if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and parent.value is node):
+                return None
+            target = parent.targets[0]
+            if _self_attribute(target, self.me) is not None:
+                how.add(STORED)
+                continue
+            if not (may_name and isinstance(target, ast.Name)):
+                return None
+            held = [n for n in ast.walk(self.method) if isinstance(n, ast.Name) and n.id == target.id]
+            if any(not isinstance(n.ctx, ast.Load) for n in held if n is not target):
+                return None  # the name is bound twice: which value a read sees is not followed
+            loads = [n for n in held if isinstance(n.ctx, ast.Load)]
+            if not loads or any(_position(n) < _position(target) for n in loads):
+                return None
+            pending.extend((n, False) for n in loads)
+        if not how:
+            return None
+        flag = flags[0] or None if len(set(flags)) == 1 else None  # "": the weights are read when the test fails
+        return KeptWeights(RETURNED if RETURNED in how else STORED, flag)
+
+    def _parents(self) -> dict[int, ast.AST]:
+        if self._parent_map is None:
+            self._parent_map = {id(child): node for node in ast.walk(self.method)
+                                for child in ast.iter_child_nodes(node)}
+        return self._parent_map
 
     def _movable(self, trace: _Trace, chain: tuple[ast.stmt, ...], output_statement: ast.stmt, q: ast.expr,
                  k: ast.expr) -> _Trace:
@@ -778,6 +872,10 @@ def _number(node: Optional[ast.AST]) -> Optional[Union[int, float]]:
         if inner is not None:
             return -inner if isinstance(node.op, ast.USub) else inner
     return None
+
+
+def _is_none(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
 
 
 def _is_false(node: ast.AST) -> bool:

@@ -101,6 +101,7 @@ SOFTMAX_FUNCTIONS = frozenset({"torch.softmax", "torch.nn.functional.softmax", "
 SOFTMAX_MODULES = frozenset({"torch.nn.Softmax", "torch.nn.modules.activation.Softmax"})
 SOFTMAX_DIM = ("dim", 1)  # F.softmax(input, dim, ...); Tensor.softmax(dim) and nn.Softmax(dim) take it first
 MATMUL_FUNCTIONS = frozenset({"torch.matmul"})
+BMM_FUNCTIONS = frozenset({"torch.bmm"})  # 3-D only: (B*H, T, D), a layout SDPA takes as it is
 EINSUM_FUNCTIONS = frozenset({"torch.einsum", "torch.functional.einsum"})
 DROPOUT_FUNCTIONS = frozenset({"torch.nn.functional.dropout"})
 DROPOUT_MODULES = frozenset({"torch.nn.Dropout", "torch.nn.modules.dropout.Dropout"})

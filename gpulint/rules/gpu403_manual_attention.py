@@ -5,9 +5,18 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
-from gpulint.analysis.attention import CAUSAL, Attention, FusedOption, attention_in_class, fused_options, has_fused_path
+from gpulint.analysis.attention import (
+    CAUSAL,
+    RETURNED,
+    Attention,
+    FusedOption,
+    KeptWeights,
+    attention_in_class,
+    fused_options,
+    has_fused_path,
+)
 from gpulint.analysis.device import accelerator_evidence
-from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
+from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Decision, Evidence, Premise
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import SDPA_MODULE, SDPA_NAME, SOFTMAX_FUNCTIONS, SOFTMAX_MODULES
@@ -66,9 +75,16 @@ class ManualAttention(Rule):
         what="""
         Checks the methods of `nn.Module` classes the project trains for attention written
         by hand: `softmax(q @ k.transpose(-2, -1) * scale [+ mask], dim=-1) [dropout] @ v`,
-        also with `torch.matmul`, `torch.einsum`, `/ math.sqrt(d)`, `x.softmax(-1)`, an
+        also with `torch.matmul`, `torch.einsum`, `torch.bmm` on 3-D `(B*H, T, D)` tensors
+        (`k.transpose(1, 2)`, `softmax(dim=2)`), `/ math.sqrt(d)`, `x.softmax(-1)`, an
         `nn.Softmax(dim=-1)` or `nn.Dropout` of `__init__`, and each step held in a name
         (`att = ...; att = att.masked_fill(...)`). Reported at the product with the values.
+
+        Attention that also hands its weights out (returns them, alone or in a tuple,
+        possibly under a flag such as `w = probs if self.vis else None` or in a tuple held
+        in a name, `outputs = (ctx, probs) if output_attentions else (ctx,)`, or stores them
+        on `self`, either one maybe through `.detach()`) is reported without a fix: the fused
+        kernel never makes the weights, so it fits the calls that do not read them.
 
         A class that also calls a fused kernel (`scaled_dot_product_attention`, xFormers'
         `memory_efficient_attention`, `flash_attn`) keeps its hand-written path as a
@@ -84,8 +100,10 @@ class ManualAttention(Rule):
         the default of a `store_true` flag the same file declares), and the torch floor
         has SDPA.
 
-        Not reported: attention whose weights are read anywhere else (returned, stored,
-        logged: the fused kernel never makes them); a fallback no option chooses, or whose
+        Not reported: attention whose weights feed another computation in the method (a
+        second product, a loss term, an in-place change, a call that logs them: the fused
+        kernel cannot replace that); a fallback no option chooses, one that hands out its
+        weights (turning the option on changes what the method returns), or one whose
         option a caller turns on or may (`flash=True`, a variable, `**kwargs`, a YAML file
         unpacked into the config); models no file of the project trains; CPU-only files
         and test code.
@@ -165,7 +183,11 @@ class ManualAttention(Rule):
         the `nn.Dropout` module's own `p`. No fix (a report with a note) for other masks
         (additive biases, padding masks: pass them as `attn_mask=`), casts around the softmax,
         einsum layouts other than `(..., T, head_dim)`, steps under a condition, scores read
-        elsewhere, or a torch floor below 2.0 (2.1 with `scale=`). The function is spelled
+        elsewhere, or a torch floor below 2.0 (2.1 with `scale=`). Weights that are returned
+        or stored on `self` get no fix either: the note says to compute them only where they
+        are read (the flag the code already tests, such as `self.vis`, or a new
+        `need_weights`) and to call `F.scaled_dot_product_attention` otherwise, which
+        changes the method's contract for its callers. The function is spelled
         through the file's own import of `torch.nn.functional` (`F`), adding one if needed.
         An option off by default is reported without a fix: whether the fused branch
         computes what the hand-written one does (mask, scale, dropout) is the author's to
@@ -190,7 +212,8 @@ class ManualAttention(Rule):
             sites = attention_in_class(cls, ctx.names, ctx.segment)
             if has_fused_path(ctx.segment(cls)):  # the hand-written chains are a fallback: is it the default?
                 if floors.too_new(ctx.settings.torch_version, [floors.SDPA]) is None:
-                    for option in fused_options(cls, ctx.names, sites):
+                    # a fallback that hands out its weights does what the fused branch cannot: not that option
+                    for option in fused_options(cls, ctx.names, [s for s in sites if s.kept is None]):
                         self._check_option(ctx, cls, option)
                 continue
             for site in sites:
@@ -213,6 +236,9 @@ class ManualAttention(Rule):
         data: Optional[dict[str, Any]] = None
         symbols = [floors.SDPA] + ([floors.SDPA_SCALE] if site.scale is not None else [])
         too_new = floors.too_new(ctx.settings.torch_version, symbols)
+        if site.kept is not None:
+            self._check_kept(ctx, site, site.kept, decision, floors.too_new(ctx.settings.torch_version, [floors.SDPA]))
+            return
         if site.blockers:
             note = f"no fix: {site.blockers[0]}"
         elif too_new is not None:
@@ -225,6 +251,20 @@ class ManualAttention(Rule):
                    "attention written by hand keeps a T x T weight matrix per head; a fused kernel never makes it",
                    fix=fix, fix_message="Use F.scaled_dot_product_attention (dropout only while training)",
                    data=data, statement=site.statement, note=note, decision=decision)
+
+    def _check_kept(self, ctx: "AstContext", site: Attention, kept: KeptWeights, decision: "Decision",
+                    too_new: Optional[floors.TooNew]) -> None:
+        """The weights leave the method: the fused kernel serves the calls that do not read them (report only)."""
+        verb = "returns" if kept.how == RETURNED else "stores"
+        how = (f"`{kept.flag}` already says when they are read: compute them only then and call "
+               "F.scaled_dot_product_attention when it is false" if kept.flag
+               else "compute the weights only where they are read (a flag such as `need_weights`) and call "
+                    "F.scaled_dot_product_attention otherwise")
+        ctx.report(self, site.output,
+                   f"attention written by hand {verb} its T x T weights; the calls that do not read them can use "
+                   "a fused kernel",
+                   note=f"no fix: {how}" + (f" ({too_new.reason()})" if too_new is not None else ""),
+                   statement=site.statement, decision=decision)
 
     def build_fix(self, detection: "Detection", fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:
         import libcst as cst
