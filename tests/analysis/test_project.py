@@ -204,6 +204,56 @@ def test_sparse_tensors_made_in_an_imported_module_keep_gpu001_away(tmp_path: Pa
     assert codes(findings(tmp_path, "--select", "GPU001"), "train.py") == ["GPU001"]
 
 
+@pytest.mark.parametrize("trainable", ["False", "True"])
+def test_encoders_frozen_in_an_imported_module_keep_gpu201_away(tmp_path: Path, trainable: str) -> None:
+    """OpenAI-CLIP's shape: modules.py freezes the encoders it wraps with a config flag, CLIP.py builds them,
+    main.py steps an AdamW over the model: only small heads train, so a fused step cannot pay off. The flag
+    is not read (a config value), so the freeze counts either way; an encoder module without it is reported."""
+    files = {
+        "config.py": f"trainable = {trainable}\nlr = 1e-3\n",
+        "modules.py": """\
+            import timm
+            from torch import nn
+            import config as CFG
+
+
+            class ImageEncoder(nn.Module):
+                def __init__(self, trainable=CFG.trainable):
+                    super().__init__()
+                    self.model = timm.create_model("resnet50", pretrained=True, num_classes=0)
+                    for p in self.model.parameters():
+                        p.requires_grad = trainable
+
+                def forward(self, x):
+                    return self.model(x)
+            """,
+        "CLIP.py": """\
+            from torch import nn
+            from modules import ImageEncoder
+
+
+            class CLIPModel(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.image_encoder = ImageEncoder()
+                    self.head = nn.Linear(2048, 256)
+            """,
+        "main.py": """\
+            import torch
+            import config as CFG
+            from CLIP import CLIPModel
+
+            model = CLIPModel().to("cuda")
+            optimizer = torch.optim.AdamW(model.parameters(), lr=CFG.lr)
+            """,
+    }
+    write(tmp_path, files)
+    assert findings(tmp_path, "--select", "GPU201") == []
+    files["modules.py"] = files["modules.py"].replace("p.requires_grad = trainable", "p.data.mul_(1.0)")
+    write(tmp_path, files)
+    assert findings(tmp_path, "--select", "GPU201") == [("main.py", 6, "GPU201")]
+
+
 def test_gpu_evidence_comes_from_the_caller(tmp_path: Path) -> None:
     """pytorch/examples FSDP: the step runs in utils/train_utils.py, the device is chosen in main.py."""
     write(tmp_path, {"steps.py": "import torch\n\n" + TRAIN_STEP, "lib.py": "import torch\n\n" + TRAIN_STEP})
