@@ -324,7 +324,8 @@ def _freezes_modules(tree: ast.Module) -> bool:
     Three shapes count: a loop over `named_parameters()` that turns `requires_grad` off for every
     parameter but a literal list of names (the linear probe: `if name not in ["fc.weight", "fc.bias"]`);
     a module that freezes the whole encoder it wraps (`for p in self.model.parameters(): p.requires_grad =
-    trainable`, any value not literally True, or `self.backbone.requires_grad_(False)`); and a whole model
+    trainable`, any value neither literally True nor a flag the file sets True, or
+    `self.backbone.requires_grad_(False)`); and a whole model
     frozen (`model.requires_grad_(False)`, a loop over `model.parameters()`) in a file whose optimizer takes
     only the parameters that still require grad (`filter(lambda p: p.requires_grad, ...)`). A freeze under
     any other condition (`if "embed" in name`), of a part (`model.embeddings`), or of a network beside the
@@ -332,13 +333,15 @@ def _freezes_modules(tree: ast.Module) -> bool:
     """
     loop_targets = {n.id for node in ast.walk(tree) if isinstance(node, (ast.For, ast.comprehension))
                     for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+    maybe_true = _names_given_true(tree)
     shapes: set[str] = set()
     filtered = False
     for node in ast.walk(tree):
         if isinstance(node, ast.For):
-            shape = _freeze_loop(node)
+            shape = _freeze_loop(node, maybe_true)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr == "requires_grad_" and _not_true(node.args[0] if node.args else None, False):
+                and node.func.attr == "requires_grad_" \
+                and _not_true(node.args[0] if node.args else None, False, maybe_true):
             receiver = node.func.value
             shape = None if isinstance(receiver, ast.Name) and receiver.id in loop_targets else _receiver(receiver)
         else:
@@ -349,7 +352,7 @@ def _freezes_modules(tree: ast.Module) -> bool:
     return _PROBE in shapes or _ENCODER in shapes or (_WHOLE in shapes and filtered)
 
 
-def _freeze_loop(loop: ast.For) -> Optional[str]:
+def _freeze_loop(loop: ast.For, maybe_true: set[str]) -> Optional[str]:
     """The shape of freeze a `for ... in <receiver>.parameters()/named_parameters()` loop makes, if any."""
     it = loop.iter
     if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
@@ -364,33 +367,75 @@ def _freeze_loop(loop: ast.For) -> Optional[str]:
     else:
         return None
     for statement in loop.body:
-        if _turns_off(statement, param):
+        if _turns_off(statement, param, maybe_true):
             return _receiver(it.func.value)
         if isinstance(statement, ast.If) and not statement.orelse and name is not None \
-                and _all_but_named(statement.test, name) and any(_turns_off(s, param) for s in statement.body):
+                and _all_but_named(statement.test, name) \
+                and any(_turns_off(s, param, maybe_true) for s in statement.body):
             return _PROBE
     return None
 
 
-def _turns_off(statement: ast.stmt, param: str) -> bool:
+def _turns_off(statement: ast.stmt, param: str, maybe_true: set[str]) -> bool:
     """`param.requires_grad = <not literally True>` or `param.requires_grad_(<not literally True>)`."""
     if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
         target = statement.targets[0]
         return isinstance(target, ast.Attribute) and target.attr == "requires_grad" \
-            and isinstance(target.value, ast.Name) and target.value.id == param and _not_true(statement.value, True)
+            and isinstance(target.value, ast.Name) and target.value.id == param \
+            and _not_true(statement.value, True, maybe_true)
     if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
         call = statement.value
         return isinstance(call.func, ast.Attribute) and call.func.attr == "requires_grad_" \
             and isinstance(call.func.value, ast.Name) and call.func.value.id == param \
-            and _not_true(call.args[0] if call.args else None, False)
+            and _not_true(call.args[0] if call.args else None, False, maybe_true)
     return False
 
 
-def _not_true(value: Optional[ast.expr], missing_is_false: bool) -> bool:
-    """A requires_grad value gpulint cannot show to be True (None: the argument is absent, which means True)."""
+def _not_true(value: Optional[ast.expr], missing_is_false: bool, maybe_true: set[str]) -> bool:
+    """A requires_grad value gpulint cannot show to be True (None: the argument is absent, which means True):
+    not the literal True, nor a flag (`trainable`, `CFG.trainable`) the file gives True anywhere."""
     if value is None:
         return missing_is_false
-    return not (isinstance(value, ast.Constant) and value.value is True)
+    if isinstance(value, ast.Constant):
+        return value.value is not True
+    last = value.id if isinstance(value, ast.Name) else value.attr if isinstance(value, ast.Attribute) else None
+    return last is None or last not in maybe_true
+
+
+def _names_given_true(tree: ast.Module) -> set[str]:
+    """Names the file sets to True (`trainable = True` in a config class, `cfg.trainable = True`,
+    `Encoder(trainable=True)`, `{"trainable": True}`), and the function parameters whose default is one
+    of them (`def __init__(self, trainable=CFG.trainable)` in a notebook whose CFG says True)."""
+    given: set[str] = set()
+    defaults: list[tuple[str, ast.expr]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            if not (isinstance(node.value, ast.Constant) and node.value.value is True):
+                continue
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                spelled = target.id if isinstance(target, ast.Name) else target.attr \
+                    if isinstance(target, ast.Attribute) else _string(target.slice) \
+                    if isinstance(target, ast.Subscript) else None
+                if spelled is not None:
+                    given.add(spelled)
+        elif isinstance(node, ast.keyword):
+            if node.arg is not None and isinstance(node.value, ast.Constant) and node.value.value is True:
+                given.add(node.arg)
+        elif isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values):
+                spelled = _string(key)
+                if spelled is not None and isinstance(value, ast.Constant) and value.value is True:
+                    given.add(spelled)
+        elif isinstance(node, ast.arguments):
+            positional = node.posonlyargs + node.args
+            defaults += [(a.arg, d) for a, d in zip(positional[len(positional) - len(node.defaults):], node.defaults)]
+            defaults += [(a.arg, d) for a, d in zip(node.kwonlyargs, node.kw_defaults) if d is not None]
+    for param, default in defaults:
+        last = default.id if isinstance(default, ast.Name) else default.attr \
+            if isinstance(default, ast.Attribute) else None
+        if last in given or (isinstance(default, ast.Constant) and default.value is True):
+            given.add(param)
+    return given
 
 
 def _all_but_named(test: ast.expr, name: str) -> bool:
