@@ -60,7 +60,8 @@ STEP_MATTERS = Premise(
     "simulator; undecided where the file or a module it imports (two levels deep) freezes a whole network so "
     "that only a small part trains (a linear probe that keeps `fc.weight`/`fc.bias`, a whole model frozen "
     "and an optimizer over `filter(lambda p: p.requires_grad, ...)`, a module that freezes the encoder it "
-    "wraps with False or a flag the file never sets True): the step then updates a handful of tensors next to a large frozen forward. A freeze of a part "
+    "wraps with False or a flag the file never sets True): "
+    "the step then updates a handful of tensors next to a large frozen forward. A freeze of a part "
     "(`model.embeddings`) or of a network beside the trained one (an EMA teacher, a VAE) leaves it shown.")
 SCALER_SAFE = Premise(
     "scaler-safe",
