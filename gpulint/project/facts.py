@@ -21,7 +21,7 @@ from gpulint.project.codec import decode_fields, encode_fields
 from gpulint.project.graph_data import step_rows
 from gpulint.project.layers import OPAQUE, Layer, class_layers
 
-FACTS_VERSION = 10
+FACTS_VERSION = 11
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -224,6 +224,9 @@ class FileFacts:
     # class-level bool fields named like a fused-attention switch (`flash_attn: bool = False` in a config
     # dataclass): field -> {class: default}
     option_defaults: dict[str, dict[str, bool]] = field(default_factory=dict)
+    # the file freezes a whole network's parameters so that only a small part trains (`_freezes_modules`): a
+    # linear probe over a frozen backbone, or a module that freezes the encoder it wraps
+    freezes_modules: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for the facts cache and worker processes, derived from the fields (project/codec.py)."""
@@ -299,6 +302,173 @@ def _module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
                 yield from _module_level(handler.body)
             yield from _module_level(node.orelse)  # type: ignore[attr-defined]
             yield from _module_level(node.finalbody)  # type: ignore[attr-defined]
+
+
+# words of a receiver's name that say it is a whole network (`self.model`, `self.backbone`, `self.text_encoder`)
+_ENCODER_WORDS = frozenset({
+    "model", "backbone", "encoder", "bert", "vit", "resnet", "transformer", "features", "trunk", "extractor",
+})
+# words that say the frozen network is another one beside the one trained (an EMA teacher, a GAN's
+# discriminator, a diffusion model's autoencoder or conditioning stage): its freeze says nothing about
+# how much the optimizer steps
+_SIDE_WORDS = frozenset({
+    "teacher", "ema", "target", "momentum", "key", "disc", "discriminator", "critic", "stage", "cond", "vae",
+    "autoencoder", "ref", "reference", "reward", "value",
+})
+_PROBE, _ENCODER, _WHOLE = "probe", "encoder", "whole"
+
+
+def _freezes_modules(tree: ast.Module) -> bool:
+    """The file freezes a whole network so that only a small part of it trains.
+
+    Three shapes count: a loop over `named_parameters()` that turns `requires_grad` off for every
+    parameter but a literal list of names (the linear probe: `if name not in ["fc.weight", "fc.bias"]`);
+    a module that freezes the whole encoder it wraps (`for p in self.model.parameters(): p.requires_grad =
+    trainable`, any value neither literally True nor a flag the file sets True, or
+    `self.backbone.requires_grad_(False)`); and a whole model
+    frozen (`model.requires_grad_(False)`, a loop over `model.parameters()`) in a file whose optimizer takes
+    only the parameters that still require grad (`filter(lambda p: p.requires_grad, ...)`). A freeze under
+    any other condition (`if "embed" in name`), of a part (`model.embeddings`), or of a network beside the
+    trained one (a teacher, a discriminator, a VAE) does not count: the rest may be large.
+    """
+    loop_targets = {n.id for node in ast.walk(tree) if isinstance(node, (ast.For, ast.comprehension))
+                    for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+    maybe_true = _names_given_true(tree)
+    shapes: set[str] = set()
+    filtered = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.For):
+            shape = _freeze_loop(node, maybe_true)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "requires_grad_" \
+                and _not_true(node.args[0] if node.args else None, False, maybe_true):
+            receiver = node.func.value
+            shape = None if isinstance(receiver, ast.Name) and receiver.id in loop_targets else _receiver(receiver)
+        else:
+            filtered = filtered or _keeps_trainable(node)
+            continue
+        if shape is not None:
+            shapes.add(shape)
+    return _PROBE in shapes or _ENCODER in shapes or (_WHOLE in shapes and filtered)
+
+
+def _freeze_loop(loop: ast.For, maybe_true: set[str]) -> Optional[str]:
+    """The shape of freeze a `for ... in <receiver>.parameters()/named_parameters()` loop makes, if any."""
+    it = loop.iter
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
+            and it.func.attr in ("parameters", "named_parameters")):
+        return None
+    target = loop.target
+    name: Optional[str] = None
+    if isinstance(target, ast.Tuple) and len(target.elts) == 2 and all(isinstance(e, ast.Name) for e in target.elts):
+        name, param = target.elts[0].id, target.elts[1].id  # type: ignore[attr-defined]
+    elif isinstance(target, ast.Name):
+        param = target.id
+    else:
+        return None
+    for statement in loop.body:
+        if _turns_off(statement, param, maybe_true):
+            return _receiver(it.func.value)
+        if isinstance(statement, ast.If) and not statement.orelse and name is not None \
+                and _all_but_named(statement.test, name) \
+                and any(_turns_off(s, param, maybe_true) for s in statement.body):
+            return _PROBE
+    return None
+
+
+def _turns_off(statement: ast.stmt, param: str, maybe_true: set[str]) -> bool:
+    """`param.requires_grad = <not literally True>` or `param.requires_grad_(<not literally True>)`."""
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+        target = statement.targets[0]
+        return isinstance(target, ast.Attribute) and target.attr == "requires_grad" \
+            and isinstance(target.value, ast.Name) and target.value.id == param \
+            and _not_true(statement.value, True, maybe_true)
+    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+        call = statement.value
+        return isinstance(call.func, ast.Attribute) and call.func.attr == "requires_grad_" \
+            and isinstance(call.func.value, ast.Name) and call.func.value.id == param \
+            and _not_true(call.args[0] if call.args else None, False, maybe_true)
+    return False
+
+
+def _not_true(value: Optional[ast.expr], missing_is_false: bool, maybe_true: set[str]) -> bool:
+    """A requires_grad value gpulint cannot show to be True (None: the argument is absent, which means True):
+    not the literal True, nor a flag (`trainable`, `CFG.trainable`) the file gives True anywhere."""
+    if value is None:
+        return missing_is_false
+    if isinstance(value, ast.Constant):
+        return value.value is not True
+    last = value.id if isinstance(value, ast.Name) else value.attr if isinstance(value, ast.Attribute) else None
+    return last is None or last not in maybe_true
+
+
+def _names_given_true(tree: ast.Module) -> set[str]:
+    """Names the file sets to True (`trainable = True` in a config class, `cfg.trainable = True`,
+    `Encoder(trainable=True)`, `{"trainable": True}`), and the function parameters whose default is one
+    of them (`def __init__(self, trainable=CFG.trainable)` in a notebook whose CFG says True)."""
+    given: set[str] = set()
+    defaults: list[tuple[str, ast.expr]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            if not (isinstance(node.value, ast.Constant) and node.value.value is True):
+                continue
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                spelled = target.id if isinstance(target, ast.Name) else target.attr \
+                    if isinstance(target, ast.Attribute) else _string(target.slice) \
+                    if isinstance(target, ast.Subscript) else None
+                if spelled is not None:
+                    given.add(spelled)
+        elif isinstance(node, ast.keyword):
+            if node.arg is not None and isinstance(node.value, ast.Constant) and node.value.value is True:
+                given.add(node.arg)
+        elif isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values):
+                spelled = _string(key)
+                if spelled is not None and isinstance(value, ast.Constant) and value.value is True:
+                    given.add(spelled)
+        elif isinstance(node, ast.arguments):
+            positional = node.posonlyargs + node.args
+            defaults += [(a.arg, d) for a, d in zip(positional[len(positional) - len(node.defaults):], node.defaults)]
+            defaults += [(a.arg, d) for a, d in zip(node.kwonlyargs, node.kw_defaults) if d is not None]
+    for param, default in defaults:
+        last = default.id if isinstance(default, ast.Name) else default.attr \
+            if isinstance(default, ast.Attribute) else None
+        if last in given or (isinstance(default, ast.Constant) and default.value is True):
+            given.add(param)
+    return given
+
+
+def _all_but_named(test: ast.expr, name: str) -> bool:
+    """`name not in ["fc.weight", "fc.bias"]`: every parameter but a literal few."""
+    return isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotIn) \
+        and isinstance(test.left, ast.Name) and test.left.id == name \
+        and isinstance(test.comparators[0], (ast.List, ast.Tuple, ast.Set)) \
+        and 0 < len(test.comparators[0].elts) <= 8 \
+        and all(_string(e) is not None for e in test.comparators[0].elts)
+
+
+def _receiver(node: ast.expr) -> Optional[str]:
+    """What freezing all of `node`'s parameters says: a wrapped encoder (`self.model`), a whole model
+    (`model`), or nothing (a part such as `model.embeddings`, or a network beside the trained one)."""
+    if isinstance(node, ast.Name):
+        return None if set(node.id.lower().split("_")) & _SIDE_WORDS or node.id == "self" else _WHOLE
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        parts = node.attr.lower().split("_")
+        if set(parts) & _SIDE_WORDS or parts[-1] not in _ENCODER_WORDS:
+            return None
+        return _ENCODER
+    return None
+
+
+def _keeps_trainable(node: ast.AST) -> bool:
+    """`filter(lambda p: p.requires_grad, ...)` or `[p for p in ... if p.requires_grad]`."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "filter" and node.args:
+        first = node.args[0]
+        return isinstance(first, ast.Lambda) and isinstance(first.body, ast.Attribute) \
+            and first.body.attr == "requires_grad"
+    if isinstance(node, ast.comprehension):
+        return any(isinstance(c, ast.Attribute) and c.attr == "requires_grad" for c in node.ifs)
+    return False
 
 
 def _string(node: Optional[ast.AST]) -> Optional[str]:
@@ -472,6 +642,7 @@ class _Scanner:
         self.gpu = False
         self.cpu = False
         self.sparse = False
+        self.grad_flags = False  # the file touches `requires_grad` (freezes are looked for only then)
         self.scaler = False
         self.mixed: set[str] = set()
         self.backward = False
@@ -510,6 +681,8 @@ class _Scanner:
                 elif kind is Attribute:
                     attr = node.attr  # type: ignore[attr-defined]
                     names.add(attr)
+                    if attr in ("requires_grad", "requires_grad_"):
+                        self.grad_flags = True
                     if attr == "__version__":
                         versioned = True
                     if attr == "__dict__":
@@ -591,6 +764,7 @@ class _Scanner:
             option_values=self._option_values(),
             class_calls=dict(sorted(self.class_calls.items())),
             option_defaults=self._option_defaults(),
+            freezes_modules=self.grad_flags and _freezes_modules(self.tree),
         )
 
     def _assign(self, node: ast.Assign) -> None:

@@ -73,6 +73,9 @@ class ProjectView:
     # a module this one imports (two levels deep) makes sparse tensors: GCNII's train.py trains model.py's
     # torch.spmm layers on an adjacency utils.py makes sparse
     sparse_importees: bool = False
+    # a module this one imports (two levels deep) freezes a whole network so only a small part trains (CLIP's
+    # main.py steps an AdamW over a model whose encoders modules.py freezes)
+    freezes_importees: bool = False
     # a module a caller imports directly creates a GradScaler or scales through one (ConvNeXt: main.py takes the
     # optimizer from optim_factory.py and a scaler class from utils.py): the optimizer may be stepped by it
     scaler_beside_callers: bool = False
@@ -504,6 +507,7 @@ class Project:
             rl_callers=bool(callers & self._rl),
             scaler_importees=any(self.facts[p].scaler for p in self._closure(rel, depth=2)),
             sparse_importees=any(self.facts[p].sparse for p in self._closure(rel, depth=2)),
+            freezes_importees=any(self.facts[p].freezes_modules for p in self._closure(rel, depth=2)),
             scaler_beside_callers=any(self.facts[t].scaler for i in _members(callers)
                                       for t in self._importees[self.paths[i]]),
             evaluated_only=bool(callers) and not own.may_train and all(

@@ -57,7 +57,12 @@ STEP_MATTERS = Premise(
     "step-matters",
     "the optimizer step is part of a loop that waits on the device: refuted in reinforcement-learning code (the "
     "file or a module that imports it imports an environment package), where the step is nothing next to the "
-    "simulator.")
+    "simulator; undecided where the file or a module it imports (two levels deep) freezes a whole network so "
+    "that only a small part trains (a linear probe that keeps `fc.weight`/`fc.bias`, a whole model frozen "
+    "and an optimizer over `filter(lambda p: p.requires_grad, ...)`, a module that freezes the encoder it "
+    "wraps with False or a flag the file never sets True): "
+    "the step then updates a handful of tensors next to a large frozen forward. A freeze of a part "
+    "(`model.embeddings`) or of a network beside the trained one (an EMA teacher, a VAE) leaves it shown.")
 SCALER_SAFE = Premise(
     "scaler-safe",
     "for SGD with momentum, no GradScaler drives the step (here, in a caller, in a module it or a caller imports "
@@ -93,7 +98,11 @@ class NonFusedOptimizer(Rule):
         (2.75x, deepmodeling/deepmd-kit#4463, about 3 % end to end); +1.6–3.6 % throughput
         on Llama-8B training (pytorch/torchtitan#881). Small models may see no gain
         (pytorch/pytorch#101291). Losses match the unfused optimizer to the last bits:
-        ≤2.4e-7 absolute over 50 Adam steps, measured on CPU.
+        ≤2.4e-7 absolute over 50 Adam steps, measured on CPU. The gain is a share of the
+        optimizer step, so it needs a step worth shortening: where a whole network is frozen and
+        only a head trains (a linear probe keeping `fc.weight` and `fc.bias`, a module that freezes
+        the pretrained encoder it wraps), the step updates a handful of tensors next to a large frozen
+        forward, and the finding is left to `strictness = "pedantic"`.
         """,
         example="""
         import torch
@@ -173,7 +182,7 @@ class NonFusedOptimizer(Rule):
             scaler_safe = REFUTED  # fused SGD + GradScaler: momentum buffer garbage after a skipped first step
         decision = self.decide({TORCH_OPTIMIZER: SHOWN, FUSED_DEVICE: _fused_device(project),
                                 FUSED_EXISTS: REFUTED if too_new is not None else SHOWN,
-                                STEP_MATTERS: REFUTED if project.rl else SHOWN, SCALER_SAFE: scaler_safe})
+                                STEP_MATTERS: _step_matters(project), SCALER_SAFE: scaler_safe})
         if not decision.report:
             return
         if momentum and may_gain_grad_scaler(ctx):
@@ -319,6 +328,16 @@ def _fused_device(project: ProjectView) -> Evidence:
     if project.own.xla:
         return REFUTED
     if "xpu" in project.devices and not project.gpu:
+        return UNDECIDED
+    return SHOWN
+
+
+def _step_matters(project: ProjectView) -> Evidence:
+    """Refuted next to a simulator; undecided where a whole network is frozen and only a small part trains
+    (project/facts.py `_freezes_modules`): a fused step over a few tensors saves nothing measurable."""
+    if project.rl:
+        return REFUTED
+    if project.own.freezes_modules or project.freezes_importees:
         return UNDECIDED
     return SHOWN
 

@@ -204,6 +204,83 @@ def test_sparse_tensors_made_in_an_imported_module_keep_gpu001_away(tmp_path: Pa
     assert codes(findings(tmp_path, "--select", "GPU001"), "train.py") == ["GPU001"]
 
 
+def test_encoders_frozen_in_an_imported_module_keep_gpu201_away(tmp_path: Path) -> None:
+    """OpenAI-CLIP's shape: modules.py freezes the encoders it wraps with a config flag (False in config.py),
+    CLIP.py builds them, main.py steps an AdamW over the model: only small heads train, so a fused step cannot
+    pay off. The same project whose encoder module freezes nothing is reported."""
+    files = {
+        "config.py": "trainable = False\nlr = 1e-3\n",
+        "modules.py": """\
+            import timm
+            from torch import nn
+            import config as CFG
+
+
+            class ImageEncoder(nn.Module):
+                def __init__(self, trainable=CFG.trainable):
+                    super().__init__()
+                    self.model = timm.create_model("resnet50", pretrained=True, num_classes=0)
+                    for p in self.model.parameters():
+                        p.requires_grad = trainable
+
+                def forward(self, x):
+                    return self.model(x)
+            """,
+        "CLIP.py": """\
+            from torch import nn
+            from modules import ImageEncoder
+
+
+            class CLIPModel(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.image_encoder = ImageEncoder()
+                    self.head = nn.Linear(2048, 256)
+            """,
+        "main.py": """\
+            import torch
+            import config as CFG
+            from CLIP import CLIPModel
+
+            model = CLIPModel().to("cuda")
+            optimizer = torch.optim.AdamW(model.parameters(), lr=CFG.lr)
+            """,
+    }
+    write(tmp_path, files)
+    assert findings(tmp_path, "--select", "GPU201") == []
+    files["modules.py"] = files["modules.py"].replace("p.requires_grad = trainable", "p.data.mul_(1.0)")
+    write(tmp_path, files)
+    assert findings(tmp_path, "--select", "GPU201") == [("main.py", 6, "GPU201")]
+
+
+@pytest.mark.parametrize(("text", "frozen"), [
+    # the linear probe: every parameter but a literal few
+    ("for n, p in model.named_parameters():\n    if n not in ('fc.weight', 'fc.bias'):\n"
+     "        p.requires_grad_(False)\n", True),
+    # DETR's backbone: a condition on the name that keeps most of the network trainable
+    ("for n, p in backbone.named_parameters():\n    if 'layer2' not in n and 'layer3' not in n:\n"
+     "        p.requires_grad_(False)\n", False),
+    # a whole model frozen: counts only with an optimizer over what still requires grad (LoRA, a new head)
+    ("model.requires_grad_(False)\n", False),
+    ("for p in model.parameters():\n    p.requires_grad = False\n"
+     "opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad])\n", True),
+    # a GAN's toggling helper: a value that may be True, no filter
+    ("def set_requires_grad(nets, flag=False):\n    for net in nets:\n        for p in net.parameters():\n"
+     "            p.requires_grad = flag\n", False),
+    # an encoder wrapped and frozen; a teacher beside the student; a part of the model; a flag set True
+    ("class E:\n    def __init__(self, trainable=False):\n        for p in self.backbone.parameters():\n"
+     "            p.requires_grad = trainable\n", True),
+    ("class E:\n    def __init__(self):\n        self.teacher_encoder.requires_grad_(False)\n", False),
+    ("for p in model.bert.embeddings.parameters():\n    p.requires_grad = False\n"
+     "opt = torch.optim.AdamW(filter(lambda p: p.requires_grad, model.parameters()))\n", False),
+    ("class E:\n    def __init__(self, trainable=True):\n        for p in self.model.parameters():\n"
+     "            p.requires_grad = trainable\n", False),
+])
+def test_freezing_a_whole_network(text: str, frozen: bool) -> None:
+    facts = facts_of_text("import torch\n" + text)
+    assert facts is not None and facts.freezes_modules is frozen
+
+
 def test_gpu_evidence_comes_from_the_caller(tmp_path: Path) -> None:
     """pytorch/examples FSDP: the step runs in utils/train_utils.py, the device is chosen in main.py."""
     write(tmp_path, {"steps.py": "import torch\n\n" + TRAIN_STEP, "lib.py": "import torch\n\n" + TRAIN_STEP})
