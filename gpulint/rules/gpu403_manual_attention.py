@@ -279,15 +279,11 @@ class ManualAttention(Rule):
         edits: list[Any] = [function.edit, Replace(node, call)]
         lines = _statement_lines(fctx, {*data["remove"], data["output_row"]})
         removed = [line for line in lines if line.start_row in data["remove"]]
-        output = [line for line in lines if line.start_row == data["output_row"]]
-        output_blank = bool(output) and any(e.comment is None for e in output[0].line.leading_lines)
         for index, found in enumerate(removed):
-            # the statements that only computed the weights go; the comment lines above them stay, and the
-            # blank lines above the first one unless the output's own blank line keeps the gap
-            kept = [e for e in found.line.leading_lines if e.comment is not None
-                    or (index == 0 and not output_blank)]
-            if index == 0 and any(e.comment is not None for e in found.line.leading_lines):
-                kept = list(found.line.leading_lines)
+            # the statements that only computed the weights go; the comment lines above them stay, and so do
+            # the blank lines above the first one (a blank line may hold a form feed LibCST does not keep:
+            # deleting it would lose a byte, so the fix never deletes one, with or without form feeds)
+            kept = [e for e in found.line.leading_lines if e.comment is not None or index == 0]
             edits.append(Replace(found.line, kept))
         return PendingFix.unsafe("Use F.scaled_dot_product_attention (dropout only while training)", *edits)
 

@@ -91,13 +91,14 @@ def test_every_rule_with_a_fix_says_what_verify_checks() -> None:
     """A rule without a verification would be NOT TRACKED by verify; one without constructs could never be
     exercised, unless its fix has no runtime effect a CPU run can see: GPU900 removes a comment, GPU104's
     non_blocking copies overlap nothing on a CPU, GPU105's device= builds the same values where they are
-    used, GPU503's no_grad wraps a loop that only evaluates (the training losses cannot change)."""
+    used, GPU503's no_grad wraps a loop that only evaluates (the training losses cannot change), GPU506's
+    no_sync skips all-reduces that a one-process run never makes."""
     from gpulint.rules import all_rules
 
     fixable = {rule.code for rule in all_rules() if rule.fix is not None}
     assert fixable and fixable <= set(verifications())
     no_effect = {code for code, check in verifications().items() if not check.constructs}
-    assert no_effect == {"GPU900", "GPU104", "GPU105", "GPU503"}
+    assert no_effect == {"GPU900", "GPU104", "GPU105", "GPU503", "GPU506"}
 
 
 def test_memory_and_losses_come_from_the_checked_runs() -> None:
