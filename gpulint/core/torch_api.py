@@ -161,3 +161,8 @@ CHECKPOINT_SEQUENTIAL_USE_REENTRANT = ("use_reentrant", 3)
 # packages (and classes) that run the training loop and own precision themselves: a module-level import
 FRAMEWORKS = ("accelerate", "lightning", "pytorch_lightning", "lightning_fabric", "deepspeed", "mmengine",
               "transformers.Trainer", "transformers.trainer")
+
+# how a script's text shows a model wrapped for data parallelism (the fixes that must come before the
+# wrapping, GPU404's channels_last and GPU601's compile, are withheld there)
+DATA_PARALLEL_WRAPPERS = ("DistributedDataParallel", "DataParallel", "FullyShardedDataParallel", "fully_shard",
+                          "DDP(", "FSDP(")

@@ -13,6 +13,7 @@ from gpulint.analysis.gpu_scripts import convolutions, own_training_loop, script
 from gpulint.analysis.training import TRAINING_STEP_NEEDLES, Coverage, TrainingFacts
 from gpulint.core.edits import Applicability
 from gpulint.core.pending import InsertStatements, PendingFix
+from gpulint.core.torch_api import DATA_PARALLEL_WRAPPERS
 from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.core.walk import descendants
 from gpulint.project.facts import SETTING_CHANNELS_LAST
@@ -148,14 +149,13 @@ class ConvnetWithoutChannelsLast(Rule):
 
 
 _GROUPS = re.compile(r"\bgroups\s*=")  # a grouped convolution somewhere, maybe in a helper the file calls
-_WRAPPERS = ("DistributedDataParallel", "DataParallel", "FullyShardedDataParallel", "fully_shard", "DDP(", "FSDP(")
 
 
 def _conversion_point(module: cst.Module, text: str,
                       facts: TrainingFacts) -> Union[tuple[str, cst.SimpleStatementLine], str]:
     """The model's name and the statement that builds its optimizer (the fix converts the model just before
     it), or why no fix is offered."""
-    if any(wrapper in text for wrapper in _WRAPPERS):
+    if any(wrapper in text for wrapper in DATA_PARALLEL_WRAPPERS):
         return "the model is wrapped for data parallelism; convert it before it is wrapped"
     optimizers = {s.optimizer.value for step in facts.steps for s in step.steps if isinstance(s.optimizer, cst.Name)}
     if len(optimizers) != 1 or any(not isinstance(s.optimizer, cst.Name) for step in facts.steps for s in step.steps):

@@ -11,6 +11,7 @@ from gpulint.analysis.script_settings import own_steps, script_anchor, trains_on
 from gpulint.analysis.steps import StepFacts
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
+from gpulint.core.torch_api import DATA_PARALLEL_WRAPPERS
 from gpulint.core.verification import FUSED_OPTIMIZER, Verification
 from gpulint.project.facts import SETTING_COMPILE
 from gpulint.rules.base import Rule, RuleDocs, Target
@@ -39,7 +40,6 @@ COMPILE_EXISTS = Premise(
     "every torch the project supports has `torch.compile` (2.0 on): refuted by a declared floor below it "
     "(`torch-version`, requirements, setup.py ...), where the advice could not be taken.")
 # wrappers that should see the compiled module, or whose order with compile the fix cannot choose for the user
-_WRAPPERS = ("DistributedDataParallel", "DataParallel", "FullyShardedDataParallel", "fully_shard", "DDP(", "FSDP(")
 
 
 class MissingTorchCompile(Rule):
@@ -158,7 +158,7 @@ class MissingTorchCompile(Rule):
 def _compile_point(ctx: AstContext, steps: StepFacts) -> Union[tuple[str, int], str]:
     """The model's name and the line of the optimizer's statement to compile it before, or why the fix is not
     offered."""
-    if any(wrapper in ctx.text for wrapper in _WRAPPERS):
+    if any(wrapper in ctx.text for wrapper in DATA_PARALLEL_WRAPPERS):
         return "the model is wrapped for data parallelism; compile it where the wrapping order is chosen"
     names: set[str] = set()
     built: Optional[ast.Call] = None
