@@ -56,6 +56,31 @@ def stopping_on_signals() -> Iterator[None]:
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
+@contextlib.contextmanager
+def held_while_forking() -> Iterator[None]:
+    """Stop signals wait while worker processes are started.
+
+    A forked child inherits the handlers of the main process, which raise `Interrupted`; a SIGTERM
+    that reached a worker before its initializer replaced them printed "Exception in initializer"
+    and a traceback (a pool that breaks terminates its other workers, some still starting). The
+    child inherits the mask too and unblocks once its own handlers are in (`release_held`).
+    """
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def release_held() -> None:
+    """In a worker whose handlers are installed: the stop signals held while it started arrive now."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
 def interrupted_by(exc: BaseException) -> int:
     """The signal behind a KeyboardInterrupt (Ctrl-C's SIGINT unless it is an `Interrupted`)."""
     return exc.signum if isinstance(exc, Interrupted) else signal.SIGINT

@@ -18,7 +18,15 @@ if TYPE_CHECKING:  # multiprocessing is imported when a pool starts: a small or 
 
 from gpulint.core.findings import Finding
 from gpulint.core.settings import Settings
-from gpulint.core.signals import STOP_SIGNALS, die_with_parent, exit_status, ignored, interrupted_by
+from gpulint.core.signals import (
+    STOP_SIGNALS,
+    die_with_parent,
+    exit_status,
+    held_while_forking,
+    ignored,
+    interrupted_by,
+    release_held,
+)
 from gpulint.engine.cache import ResultCache
 from gpulint.project.view import ProjectView
 
@@ -159,7 +167,8 @@ def _run_pool(jobs: Sequence[Job], workers: int, worker: Callable[[Job], FileRes
     results: list[FileResult] = []
     unfinished: list[Job] = []
     try:
-        futures = [(pool.submit(_pool_task, worker, job), job) for job in jobs]
+        with held_while_forking():  # the first submit forks every worker
+            futures = [(pool.submit(_pool_task, worker, job), job) for job in jobs]
         for future, job in futures:
             try:
                 results.append(future.result())
@@ -207,6 +216,7 @@ def _worker_started() -> None:
     for sig in STOP_SIGNALS:
         if not ignored(sig):
             signal.signal(sig, _note_interrupt)
+    release_held()
     die_with_parent(signal.SIGTERM)
 
 
@@ -254,7 +264,8 @@ def _run_isolated(jobs: Sequence[Job], workers: int, worker: Callable[[Job], Fil
             job = pending.pop(0)
             reader, writer = context.Pipe(duplex=False)
             process = context.Process(target=_isolated_child, args=(worker, job, writer), daemon=True)
-            process.start()
+            with held_while_forking():
+                process.start()
             writer.close()
             running[reader] = (process, job)
         for ready in wait(list(running)):

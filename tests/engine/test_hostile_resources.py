@@ -267,6 +267,36 @@ def test_a_crashing_worker_names_its_file_and_keeps_every_other_finding(gl: Gpul
     assert "All checks passed!" not in proc.stdout
 
 
+def _starting_worker(connection: object) -> None:
+    """A pool worker whose SIGTERM arrives before its initializer ran, still holding the main
+    process's handler (which raises): the pool's own terminate() of a broken pool does that."""
+    from gpulint.core import signals
+    from gpulint.engine import runner
+
+    signal.signal(signal.SIGTERM, signals._raise)  # what fork hands down from the main process
+    os.kill(os.getpid(), signal.SIGTERM)
+    runner._worker_started()
+    os._exit(0)  # not reached when the held signal is delivered to the worker's own handler
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask") or sys.platform != "linux", reason="fork and sigmask")
+def test_a_worker_started_under_a_stop_signal_exits_quietly_instead_of_raising_in_its_initializer() -> None:
+    # Seen under load: "Exception in initializer" and an Interrupted traceback from a worker
+    # that the broken pool terminated while it was still starting.
+    import multiprocessing
+
+    from gpulint.core.signals import exit_status, held_while_forking
+
+    context = multiprocessing.get_context("fork")
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    with held_while_forking():
+        process = context.Process(target=_starting_worker, args=(None,))
+        process.start()
+    process.join(timeout=HANG_GUARD_S)
+    assert process.exitcode == exit_status(signal.SIGTERM)  # the worker's handler, not Interrupted
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before  # the main process holds nothing
+
+
 # -- issue 22, item 9: LibCST's memory is bounded before it parses ---------------------------------
 
 MEASURED = textwrap.dedent("""\
