@@ -29,7 +29,7 @@ from gpulint.core.settings import ConfigError, Selection, Settings
 from gpulint.selectors import parse_codes
 
 if TYPE_CHECKING:  # read only when a file is linted: the project's torch floor
-    from gpulint.project.requirements import Declared
+    from gpulint.project.requirements import Declared, Stale
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -396,6 +396,7 @@ class SettingsResolver:
         self._cache: dict[str, Settings] = {}
         self._by_directory: dict[str, ProjectConfig] = {}
         self._torch_floors: dict[str, Declared] = {}  # by folder (project/requirements.py)
+        self._stale_pins: dict[str, Stale] = {}  # pins the project's code contradicts, by the pinning file
         self._line_lengths: dict[str, tuple[Optional[int], Optional[str]]] = {}  # by folder (project/line_length.py)
         self._loaded: dict[str, ProjectConfig] = {}
         self.defaults = ProjectConfig(None, self.base)
@@ -479,16 +480,18 @@ class SettingsResolver:
     def declared_torch_floor(self, path: PathLike) -> Declared:
         """The torch floor the project's packaging metadata declares, and the file that says so
         (project/requirements.py); `torch-version` in a configuration file wins over it, and
-        `--isolated` reads no project file at all."""
+        `--isolated` reads no project file at all. A pin the project's own imports contradict (SimCLR pins
+        torch 1.4 and imports `torch.cuda.amp`, 1.6) is stale: no floor, `(None, the pinning file)`."""
         if self.isolated:
             return None, None
         absolute = os.path.abspath(path)
         directory = absolute if os.path.isdir(absolute) else os.path.dirname(absolute)
         found = self._torch_floors.get(directory)
         if found is None:
+            from gpulint.core.floors import NEEDED_BY_IMPORT
             from gpulint.project.requirements import declared_torch_floor
 
-            found = declared_torch_floor(directory, self._torch_floors)
+            found = declared_torch_floor(directory, self._torch_floors, NEEDED_BY_IMPORT, self._stale_pins)
         return found
 
     def declared_line_length(self, path: PathLike) -> tuple[Optional[int], Optional[str]]:
@@ -531,6 +534,9 @@ class SettingsResolver:
         floor, source = self.declared_torch_floor(path)
         if floor is not None and dict(project.settings.values).get(TORCH_VERSION.key) is None:
             lines.append(f"# torch-version: {version_text(floor)}, the torch floor {source} declares")
+        elif source is not None and source in self._stale_pins \
+                and dict(project.settings.values).get(TORCH_VERSION.key) is None:
+            lines.append(f"# torch-version: none: {self._stale_pins[source].reason()}: a stale pin, not a floor")
         length, where = self.declared_line_length(path)
         if dict(project.settings.values).get(LINE_LENGTH.key) is None:
             lines.append(f"# line-length: {length}, from {where}" if length is not None else

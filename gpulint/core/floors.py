@@ -62,6 +62,26 @@ SYMBOLS: dict[str, Symbol] = {s.code: s for s in (
            "release, not read from a wheel)"),
 )}
 
+# torch APIs a project's own code imports, and the release that added each. A module that imports one at
+# module level, outside any `try` or `if`, cannot run on an older torch: a pin of the project that admits only
+# older ones is stale (project/requirements.py `_stale`; config.py passes this table). Versions from the facts
+# doc (torch.cuda.amp 1.6 and torch.autocast 1.10: GPU001's row and section 2; torch.amp.GradScaler 2.3 and
+# torch.amp.custom_fwd 2.4: GPU002's and GPU003's rows) or, marked so, from the 2.0 release (torch.func,
+# torch.compile and its torch._dynamo, F.scaled_dot_product_attention: pytorch.org/get-started/pytorch-2.0).
+NEEDED_BY_IMPORT: dict[str, Version] = {
+    "torch.cuda.amp": (1, 6),  # `from torch.cuda.amp import GradScaler, autocast`
+    "torch.autocast": (1, 10),
+    "torch.amp.autocast": (1, 10),
+    "torch.amp.GradScaler": (2, 3),
+    "torch.GradScaler": (2, 3),
+    "torch.amp.custom_fwd": (2, 4),
+    "torch.amp.custom_bwd": (2, 4),
+    "torch.func": (2, 0),  # the 2.0 release
+    "torch.compile": (2, 0),  # the 2.0 release
+    "torch._dynamo": (2, 0),  # the 2.0 release
+    "torch.nn.functional.scaled_dot_product_attention": (2, 0),  # the 2.0 release
+}
+
 AUTOCAST = "torch.autocast(device_type=..., dtype=...)"
 AMP_AUTOCAST = "torch.amp.autocast"
 GRAD_SCALER = "torch.amp.GradScaler"

@@ -28,6 +28,10 @@ admits. A folder whose files do not name torch at all (an example's `requirement
 `transformers`, a C extension's `setup.py`) leaves the question to the folders above it, up to the
 repository's root (a `.git`, `.hg` or `.svn`): the code there runs on the torch the repository pins.
 Metadata that cannot be read or parsed gives no floor: it never stops a run.
+
+A pin the project's own code contradicts is stale and gives no floor (`_stale`): SimCLR's `env.yml` pins
+`pytorch=1.4.0`, and its `simclr.py` imports `torch.cuda.amp` (1.6) at module level, outside any `try` or
+`if`; the APIs and their versions are core/floors.py's `NEEDED_BY_IMPORT`, which the caller passes.
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ import ast
 import os
 import re
 import sys
-from typing import Iterable, Optional
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Optional
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -56,6 +61,12 @@ _IMAGE = re.compile(r"^\s*FROM\s+(?:--\S+\s+)?(?:docker\.io/)?pytorch/pytorch:(?
 _VALUED = frozenset({"-f", "--find-links", "-i", "--index-url", "--extra-index-url", "-c", "--channel",
                      "-r", "--requirement", "-e", "--editable", "-t", "--target", "-n", "--name", "-p", "--prefix"})
 _MAX_BYTES = 1024 * 1024
+# folders of a project that hold no code of its own (environments, caches), and how many Python files and
+# folders the stale-pin check reads at most (a monorepo's root, a dataset of many folders: the rest is not
+# read, and a pin nothing read contradicts stands)
+_NOT_CODE = frozenset({"venv", "env", "site-packages", "node_modules", "__pycache__", "build", "dist"})
+_MAX_CODE_FILES = 5000
+_MAX_CODE_FOLDERS = 5000
 _TORCH_NAMES = frozenset({"torch", "pytorch"})
 _REQUIREMENTS = re.compile(r"requirements[\w.-]*\.txt$", re.IGNORECASE)
 # conda: `pytorch=1.7.1=py3.8_cuda11.0_cudnn8.0.5_0`, `pytorch==1.9`, `pytorch >=1.8,<2`, `pytorch 1.7.*`
@@ -66,8 +77,9 @@ _TOP_KEY = re.compile(r"^(?P<key>[A-Za-z_][\w-]*)\s*:")
 
 Version = tuple[int, int]
 Declared = tuple[Optional[Version], Optional[str]]
-# what one file says about torch: (whether it names torch at all, the floor it gives)
-Reading = tuple[bool, Optional[Version]]
+# what one file says about torch: (whether it names torch at all, the floor it gives, the first MAJOR.MINOR
+# it no longer admits: 1.5 for `pytorch=1.4.0`, None for `torch>=1.8`)
+Reading = tuple[bool, Optional[Version], Optional[Version]]
 
 
 def _release(text: str) -> Optional[Version]:
@@ -94,11 +106,41 @@ def _lowest(specifiers: Iterable[tuple[str, str]]) -> Optional[Version]:
     return max(bounds) if bounds else None
 
 
+def _above(specifiers: Iterable[tuple[str, str]]) -> Optional[Version]:
+    """The first MAJOR.MINOR a set of (operator, version) clauses no longer admits: `==1.4.0` and conda's
+    `=1.4` admit 1.4.x only (1.5), `<1.6` stops at 1.6, `<=1.6.2` and `<1.6.1` admit some 1.6 (1.7), `~=1.13`
+    stops at 2.0, `==2.*` at 3.0; None when no clause bounds it from above (`>=1.8`, `!=2.0`)."""
+    bounds = []
+    for operator, version in specifiers:
+        found = _release(version)
+        if found is None:
+            continue
+        parts = len(version.replace(".*", "").split("+", 1)[0].split("."))
+        whole_major = parts == 1  # `==2`, `==2.*`: any 2.x
+        if operator in ("==", "===", "="):
+            bounds.append((found[0] + 1, 0) if whole_major else (found[0], found[1] + 1))
+        elif operator == "~=":
+            bounds.append((found[0] + 1, 0) if parts <= 2 else (found[0], found[1] + 1))
+        elif operator == "<=":
+            bounds.append((found[0] + 1, 0) if whole_major else (found[0], found[1] + 1))
+        elif operator == "<":
+            exact_minor = all(p == "0" for p in version.split("+", 1)[0].split(".")[2:])
+            bounds.append(found if exact_minor else (found[0], found[1] + 1))
+    return min(bounds) if bounds else None
+
+
 def torch_floor(requirements: Iterable[str]) -> Optional[Version]:
     """The lowest torch version these PEP 508 requirement strings admit, when each torch line has a bound."""
+    return torch_range(requirements)[0]
+
+
+def torch_range(requirements: Iterable[str]) -> tuple[Optional[Version], Optional[Version]]:
+    """(the lowest torch these PEP 508 requirement strings admit, the first MAJOR.MINOR none of their torch
+    lines admits): each torch line is an alternative (markers), so the range spans them all."""
     from packaging.requirements import InvalidRequirement, Requirement
 
     floors: list[Version] = []
+    aboves: list[Optional[Version]] = []
     for line in requirements:
         try:
             requirement = Requirement(line.strip())
@@ -106,11 +148,15 @@ def torch_floor(requirements: Iterable[str]) -> Optional[Version]:
             continue
         if requirement.name.lower() not in _TORCH_NAMES:
             continue  # another package (torchvision, torch-geometric)
-        floor = _lowest((s.operator, s.version) for s in requirement.specifier)
+        clauses = [(s.operator, s.version) for s in requirement.specifier]
+        floor = _lowest(clauses)
         if floor is None:
-            return None  # an unbounded torch line: any version may be installed
+            return None, None  # an unbounded torch line: any version may be installed
         floors.append(floor)
-    return min(floors) if floors else None
+        aboves.append(_above(clauses))
+    if not floors:
+        return None, None
+    return min(floors), None if None in aboves else max(a for a in aboves if a is not None)
 
 
 def names_torch(requirements: Iterable[str]) -> bool:
@@ -129,7 +175,13 @@ def names_torch(requirements: Iterable[str]) -> bool:
 
 def conda_floor(lines: Iterable[str]) -> Optional[Version]:
     """The same for conda pins (`pytorch=1.7`, `pytorch=1.7.1=py3.8_cuda...`, `pytorch>=1.8,<2`, `pytorch 1.9.*`)."""
+    return conda_range(lines)[0]
+
+
+def conda_range(lines: Iterable[str]) -> tuple[Optional[Version], Optional[Version]]:
+    """(floor, the first MAJOR.MINOR not admitted) of conda pins, as `torch_range` gives them for pip's."""
     floors: list[Version] = []
+    aboves: list[Optional[Version]] = []
     for line in lines:
         match = _CONDA.match(line)
         if match is None:
@@ -144,23 +196,40 @@ def conda_floor(lines: Iterable[str]) -> Optional[Version]:
                 clauses.append((found["op"] or "=", found["version"]))  # `pytorch 1.9.*`: that prefix
         floor = _lowest(clauses)
         if floor is None:
-            return None
+            return None, None
         floors.append(floor)
-    return min(floors) if floors else None
+        aboves.append(_above(clauses))
+    if not floors:
+        return None, None
+    return min(floors), None if None in aboves else max(a for a in aboves if a is not None)
 
 
-def declared_torch_floor(directory: str, memo: Optional[dict[str, Declared]] = None) -> Declared:
+def declared_torch_floor(directory: str, memo: Optional[dict[str, Declared]] = None,
+                         needs: Optional[Mapping[str, Version]] = None,
+                         stale: Optional[dict[str, Stale]] = None) -> Declared:
     """(floor, the file it comes from) for the project `directory` belongs to. `memo` keeps every
-    folder's answer for a run: the files of one tree cost one look per folder."""
+    folder's answer for a run: the files of one tree cost one look per folder.
+
+    With `needs` (core/floors.py `NEEDED_BY_IMPORT`: torch APIs and the release that added each), a pin
+    with an upper bound (`pytorch=1.4.0`, `torch==1.8.1`, `torch<1.6`) is checked against the code it covers:
+    when that code cannot run on any torch the pin admits, the pin is stale and gives no floor, `(None, file)`,
+    and `stale` gets the evidence by the pinning file's path. See `_stale` for why none rather than the
+    version the code needs."""
     memo = {} if memo is None else memo
     current = os.path.abspath(directory)
     passed: list[str] = []
     answer: Declared = (None, None)
     while current not in memo:
         passed.append(current)
-        decided, found = _folder_floor(current)
+        decided, found, above = _folder_floor(current)
         if decided:
             answer = found
+            if needs and found[0] is not None and found[1] is not None and above is not None:
+                evidence = _stale(current, found[1], found[0], above, needs)
+                if evidence is not None:
+                    answer = (None, found[1])
+                    if stale is not None:
+                        stale[found[1]] = evidence
             break
         parent = os.path.dirname(current)
         if parent == current or _is_repository_root(current):
@@ -173,16 +242,104 @@ def declared_torch_floor(directory: str, memo: Optional[dict[str, Declared]] = N
     return answer
 
 
-def _folder_floor(directory: str) -> tuple[bool, Declared]:
-    """(whether this folder's files decide, their answer): the first bounded torch requirement gives
-    the floor; a torch named without a bound gives none; files that never name torch do not decide."""
+@dataclass(frozen=True)
+class Stale:
+    """A torch pin the project's own code contradicts: a module imports, unconditionally, an API newer than
+    any torch the pin admits (SimCLR's env.yml pins `pytorch=1.4.0`; simclr.py imports `torch.cuda.amp`, 1.6)."""
+
+    source: str  # the file that pins
+    floor: Version
+    above: Version  # the first MAJOR.MINOR the pin does not admit
+    needs: Version  # the torch the import needs
+    api: str  # what is imported (`torch.cuda.amp`)
+    user: str  # the file that imports it
+
+    def reason(self) -> str:
+        """`env.yml pins torch 1.4, but simclr.py imports torch.cuda.amp (torch 1.6)`."""
+        pinned = f"pins torch {_text(self.floor)}" if self.above == (self.floor[0], self.floor[1] + 1) \
+            else f"admits no torch from {_text(self.above)} on"
+        return f"{self.source} {pinned}, but {self.user} imports {self.api} (torch {_text(self.needs)})"
+
+
+def _text(version: Version) -> str:
+    return f"{version[0]}.{version[1]}"
+
+
+def _stale(root: str, source: str, floor: Version, above: Version, needs: Mapping[str, Version]) -> Optional[Stale]:
+    """The evidence that a pin admitting only torch below `above` is stale: a Python file under `root` (not
+    under a folder that pins torch itself) whose module-level imports, outside any `try` or `if`, take an API
+    `needs` dates at `above` or later. Such a module cannot even be imported on the pinned torch, so whoever
+    wrote it ran a newer one: the pin no longer says which torch the project runs on.
+
+    The pin then gives no floor at all, the same as a project that pins none, rather than the version the
+    code needs. A floor is a premise for withholding advice: "some user runs a torch without X". The pin was
+    the only evidence for it; the code proves only that its users run that version *or newer*, which is no
+    evidence that anyone runs exactly it (issue 21: evidence for every premise). SimCLR's 1.6 from
+    `torch.cuda.amp` would keep silent all three findings the fourth blind reading judged true, fused Adam
+    (1.13), `torch.autocast` (1.10) and `torch.amp`'s GradScaler (2.3), on the strength of a number nobody
+    declared. A `>=` pin is never stale (the code runs on some torch it admits) and is not
+    raised either: one module that needs a newer torch says nothing about the files that never import it.
+
+    Only module-level imports count: a call inside a function or a branch (`if args.compile:
+    torch.compile(model)`) may never run on the pinned torch. Notebooks are not read."""
+    found: Optional[Stale] = None
+    seen = folders = 0
+    needles = sorted({name.rsplit(".", 1)[-1] for name in needs})  # a cheap text test before parsing
+    for folder, subfolders, files in os.walk(root):
+        folders += 1
+        if folders > _MAX_CODE_FOLDERS:
+            return found  # what was read is a lower bound of what the code needs: a pin it leaves standing stays
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith(".") and d not in _NOT_CODE
+                               and not _folder_floor(os.path.join(folder, d))[0])
+        for name in sorted(files):
+            if not name.endswith(".py"):
+                continue
+            seen += 1
+            if seen > _MAX_CODE_FILES:
+                return found
+            path = os.path.join(folder, name)
+            text = _read(path)
+            if text is None or not any(n in text for n in needles):
+                continue
+            need = _import_need(text, needs)
+            if need is not None and need[0] >= above and (found is None or need[0] > found.needs):
+                found = Stale(os.path.relpath(source, root), floor, above, need[0], need[1],
+                              os.path.relpath(path, root))
+    return found
+
+
+def _import_need(text: str, needs: Mapping[str, Version]) -> Optional[tuple[Version, str]]:
+    """The newest torch a module's module-level imports need (outside `try` and `if`), and the import."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    best: Optional[tuple[Version, str]] = None
+    for statement in tree.body:
+        if isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
+            targets = [statement.module] + [f"{statement.module}.{a.name}" for a in statement.names]
+        elif isinstance(statement, ast.Import):
+            targets = [a.name for a in statement.names]
+        else:
+            continue
+        for target in targets:
+            for api, version in needs.items():
+                if (target == api or target.startswith(api + ".")) and (best is None or version > best[0]):
+                    best = (version, api)
+    return best
+
+
+def _folder_floor(directory: str) -> tuple[bool, Declared, Optional[Version]]:
+    """(whether this folder's files decide, their answer, the first MAJOR.MINOR the deciding file no longer
+    admits): the first bounded torch requirement gives the floor; a torch named without a bound gives none;
+    files that never name torch do not decide."""
     named = False
     for path in _declaring_files(directory):
-        mentioned, floor = _floor_of(path)
+        mentioned, floor, above = _floor_of(path)
         if floor is not None:
-            return True, (floor, path)
+            return True, (floor, path), above
         named = named or mentioned
-    return named, (None, None)
+    return named, (None, None), None
 
 
 def _is_repository_root(directory: str) -> bool:
@@ -222,14 +379,14 @@ def _floor_of(path: str) -> Reading:
     name = os.path.basename(path)
     if _SCRIPT.match(name):
         text = _read(path)
-        return _script_floor(text) if text is not None else (False, None)
+        return _script_floor(text) if text is not None else (False, None, None)
     if _ENVIRONMENT.match(name):
         text = _read(path)
-        return _environment_floor(text) if text is not None else (False, None)
+        return _environment_floor(text) if text is not None else (False, None, None)
     requirements = _requirements(path)
     if requirements is None:
-        return False, None
-    return names_torch(requirements), torch_floor(requirements)
+        return False, None, None
+    return (names_torch(requirements), *torch_range(requirements))
 
 
 def _read(path: str) -> Optional[str]:
@@ -411,17 +568,18 @@ def _environment_floor(text: str) -> Reading:
         pip_indent = indent if item.rstrip(":") == "pip" and item.endswith(":") else None
         conda.append(item)
     named = any(_CONDA.match(c) for c in conda) or any(_mentions_torch(p) for p in pip)
-    floors = [f for f in (conda_floor(conda), torch_floor(pip)) if f is not None]
+    ranges = [r for r in (conda_range(conda), torch_range(pip)) if r[0] is not None]
     unbounded = any(_CONDA.match(c) and conda_floor([c]) is None for c in conda) or (
         any(_mentions_torch(p) for p in pip) and torch_floor(pip) is None)
-    return named, None if unbounded or not floors else min(floors)
+    return (named, *_union(ranges)) if not unbounded else (named, None, None)
 
 
 def _script_floor(text: str) -> Reading:
     """Install commands of a shell script or Dockerfile, and a Dockerfile's pytorch/pytorch base image."""
     image = _IMAGE.search(text)
     if image is not None:
-        return True, _release(image["version"])
+        version = _release(image["version"])
+        return True, version, (version[0], version[1] + 1) if version is not None else None
     pip: list[str] = []
     conda: list[str] = []
     for command in _INSTALL.finditer(text.replace("\\\n", " ")):
@@ -437,10 +595,19 @@ def _script_floor(text: str) -> Reading:
                 kept.append(word.strip("'\""))
         (pip if command["tool"].startswith("pip") else conda).extend(kept)
     named = names_torch(pip) or any(_CONDA.match(c) for c in conda)
-    floors = [f for f in (torch_floor(pip), conda_floor(conda)) if f is not None]
+    ranges = [r for r in (torch_range(pip), conda_range(conda)) if r[0] is not None]
     unbounded = (names_torch(pip) and torch_floor(pip) is None) or (
         any(_CONDA.match(c) for c in conda) and conda_floor(conda) is None)
-    return named, None if unbounded or not floors else min(floors)
+    return (named, *_union(ranges)) if not unbounded else (named, None, None)
+
+
+def _union(ranges: list[tuple[Optional[Version], Optional[Version]]]) -> tuple[Optional[Version], Optional[Version]]:
+    """The range that spans several (floor, above) ranges of one file (a conda pin and a pip line)."""
+    if not ranges:
+        return None, None
+    floors = [r[0] for r in ranges if r[0] is not None]
+    aboves = [r[1] for r in ranges]
+    return min(floors), None if None in aboves else max(a for a in aboves if a is not None)
 
 
 def _mentions_torch(requirement: str) -> bool:

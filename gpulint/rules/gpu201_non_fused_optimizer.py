@@ -51,8 +51,8 @@ FUSED_EXISTS = Premise(
     "every torch the project supports has the fused kernel: the floor it declares (`torch-version`, or "
     "its requirements, pyproject, setup.py, setup.cfg, environment.yml) is at least the version that "
     "added it (Adam 1.13, AdamW 2.0, SGD 2.3, Adagrad 2.12; and 2.4 for the CPU kernels, unless the script "
-    "shows CUDA and never names the CPU as a device), or it declares none. A project pinned to an older torch "
-    "would get a TypeError.")
+    "shows CUDA and never names the CPU as a device), or it declares none (a stale pin, one its own imports "
+    "contradict, declares none). A project pinned to an older torch would get a TypeError.")
 STEP_MATTERS = Premise(
     "step-matters",
     "the optimizer step is part of a loop that waits on the device: refuted in reinforcement-learning code (the "

@@ -11,7 +11,16 @@ from typing import Optional
 import pytest
 
 from gpulint.config import SettingsResolver
-from gpulint.project.requirements import Declared, conda_floor, declared_torch_floor, torch_floor
+from gpulint.core.floors import NEEDED_BY_IMPORT
+from gpulint.project.requirements import (
+    Declared,
+    Stale,
+    conda_floor,
+    conda_range,
+    declared_torch_floor,
+    torch_floor,
+    torch_range,
+)
 from tests.conftest import Gpulint
 
 AMP = "import torch\n\nscaler = torch.cuda.amp.GradScaler()\n"
@@ -249,3 +258,102 @@ def test_install_commands_of_scripts_and_dockerfiles(tmp_path: Path) -> None:
     assert declared_torch_floor(str(tmp_path / "latest")) == (None, None)
     assert declared_torch_floor(str(tmp_path / "runs")) == (None, None)
     assert declared_torch_floor(str(tmp_path / "order"))[0] == (2, 0)  # the packaging metadata is asked first
+
+
+@pytest.mark.parametrize(("requirements", "above"), [
+    (["torch==1.4.0"], (1, 5)),
+    (["torch==1.7.1+cu110"], (1, 8)),
+    (["torch==2.*"], (3, 0)),
+    (["torch~=1.13.0"], (1, 14)),
+    (["torch~=1.13"], (2, 0)),
+    (["torch>=1.4,<1.6"], (1, 6)),
+    (["torch>=1.4,<1.6.1"], (1, 7)),
+    (["torch>=1.4,<=1.6"], (1, 7)),
+    (["torch>=1.4"], None),  # no upper bound
+    (["torch>=1.8,!=2.0"], None),
+    (['torch==1.4; sys_platform == "darwin"', 'torch>=2.1; sys_platform == "linux"'], None),  # either line
+])
+def test_the_first_torch_a_requirement_no_longer_admits(requirements: list[str],
+                                                        above: Optional[tuple[int, int]]) -> None:
+    assert torch_range(requirements)[1] == above
+
+
+@pytest.mark.parametrize(("pins", "above"), [
+    (["pytorch=1.4.0"], (1, 5)),
+    (["pytorch=1.7.1=py3.8_cuda11.0_cudnn8.0.5_0"], (1, 8)),
+    (["pytorch 1.9.*"], (1, 10)),
+    (["pytorch>=1.8,<2"], (2, 0)),
+    (["pytorch>=1.8"], None),
+])
+def test_the_first_torch_a_conda_pin_no_longer_admits(pins: list[str], above: Optional[tuple[int, int]]) -> None:
+    assert conda_range(pins)[1] == above
+
+
+# SimCLR (the fourth blind reading): env.yml pins pytorch=1.4.0, simclr.py imports torch.cuda.amp (torch 1.6)
+SIMCLR_ENV = "name: simclr\nchannels:\n  - pytorch\ndependencies:\n  - python=3.7.6\n  - pytorch=1.4.0\n" \
+             "  - torchvision=0.5\n"
+CUDA_AMP = "import torch\nfrom torch.cuda.amp import GradScaler, autocast\n\nscaler = GradScaler()\n"
+
+
+def test_a_pin_the_code_contradicts_is_stale(tmp_path: Path) -> None:
+    """A module that imports, unconditionally, an API no torch the pin admits has: whoever wrote it ran a newer
+    torch, so the pin says nothing about the torch the project runs on and gives no floor (as if none were
+    declared), with the evidence kept for `show-config`. Not the version the code needs either: that proves
+    only that users run it or newer, no evidence that anyone runs exactly it."""
+    write(tmp_path, {
+        "simclr/.git/HEAD": "", "simclr/env.yml": SIMCLR_ENV, "simclr/simclr.py": CUDA_AMP, "simclr/run.py": ADAM,
+        # a pinned range the code needs more than: torch<1.10 and torch.func (2.0), imported beside others
+        "capped/requirements.txt": "torch>=1.8,<1.10\n", "capped/pkg/ops.py": "import os, torch.func\n",
+        "exact-pip/requirements.txt": "torch==1.9.0\n", "exact-pip/train.py": "from torch.amp import GradScaler\n",
+    })
+    stale: dict[str, Stale] = {}
+    assert declared_torch_floor(str(tmp_path / "simclr"), None, NEEDED_BY_IMPORT, stale) == \
+        (None, str(tmp_path / "simclr" / "env.yml"))
+    assert stale[str(tmp_path / "simclr" / "env.yml")].reason() == \
+        "env.yml pins torch 1.4, but simclr.py imports torch.cuda.amp (torch 1.6)"
+    assert declared_torch_floor(str(tmp_path / "simclr")) == ((1, 4), str(tmp_path / "simclr" / "env.yml"))  # unasked
+    assert declared_torch_floor(str(tmp_path / "capped"), None, NEEDED_BY_IMPORT, stale)[0] is None
+    assert stale[str(tmp_path / "capped" / "requirements.txt")].reason() == \
+        "requirements.txt admits no torch from 1.10 on, but pkg/ops.py imports torch.func (torch 2.0)"
+    assert declared_torch_floor(str(tmp_path / "exact-pip"), None, NEEDED_BY_IMPORT, stale)[0] is None
+    resolver = SettingsResolver()
+    assert resolver.for_path(tmp_path / "simclr" / "run.py").torch_version is None
+    gpulint = Gpulint(False, tmp_path / "cache")
+    # the fused Adam the stale pin withheld (run.py:77 in SimCLR, read as TP), and GPU003's torch.amp rename
+    output = gpulint.check("--output-format", "concise", tmp_path / "simclr").output
+    assert "run.py:4:7: GPU201" in output and "simclr.py:2:28: GPU003" in output
+    shown = gpulint("show-config", tmp_path / "simclr" / "run.py").output
+    assert "# torch-version: none: env.yml pins torch 1.4, but simclr.py imports torch.cuda.amp (torch 1.6): " \
+           "a stale pin, not a floor" in shown
+
+
+def test_a_pin_the_code_respects_still_rules(tmp_path: Path) -> None:
+    """No stale pin where the code runs on a torch the pin admits, where the newer API is imported only as a
+    fallback, a version branch or inside a function (it may never run on the pinned torch), in a folder that
+    pins torch itself, or where the pin has no upper bound (`>=1.4`: the code runs on some torch it admits;
+    the floor is not raised either, one module's need says nothing about files that never import it)."""
+    guarded = "try:\n    from torch.cuda.amp import autocast\nexcept ImportError:\n    autocast = None\n"
+    branch = "import torch\nif torch.__version__ >= '1.6':\n    from torch.cuda.amp import autocast\n"
+    late = "def train():\n    from torch.cuda.amp import autocast\n    return autocast\n"
+    write(tmp_path, {
+        "respected/environment.yml": "dependencies:\n  - pytorch=1.7.1\n", "respected/amp.py": CUDA_AMP,
+        "respected/train.py": ADAM,
+        "guarded/env.yml": SIMCLR_ENV, "guarded/a.py": guarded, "guarded/b.py": branch, "guarded/c.py": late,
+        "guarded/train.py": ADAM,
+        "nested/env.yml": SIMCLR_ENV, "nested/train.py": ADAM,
+        "nested/tools/requirements.txt": "torch>=2.0\n", "nested/tools/compiled.py": "from torch.func import vmap\n",
+        "floor-only/requirements.txt": "torch>=1.4\n", "floor-only/train.py": ADAM,
+        "floor-only/amp.py": "from torch.func import vmap\n",
+    })
+    stale: dict[str, Stale] = {}
+    assert declared_torch_floor(str(tmp_path / "respected"), None, NEEDED_BY_IMPORT, stale)[0] == (1, 7)
+    assert declared_torch_floor(str(tmp_path / "guarded"), None, NEEDED_BY_IMPORT, stale)[0] == (1, 4)
+    assert declared_torch_floor(str(tmp_path / "nested"), None, NEEDED_BY_IMPORT, stale)[0] == (1, 4)
+    assert declared_torch_floor(str(tmp_path / "nested" / "tools"), None, NEEDED_BY_IMPORT, stale)[0] == (2, 0)
+    assert declared_torch_floor(str(tmp_path / "floor-only"), None, NEEDED_BY_IMPORT, stale)[0] == (1, 4)
+    assert stale == {}
+    gpulint = Gpulint(False, tmp_path / "cache")
+    for folder in ("respected", "guarded", "floor-only"):
+        output = gpulint.check("--output-format", "concise", tmp_path / folder / "train.py").output
+        assert "GPU201" not in output, folder  # fused Adam needs 1.13: the pin withholds it
+    assert "stale" not in gpulint("show-config", tmp_path / "guarded" / "train.py").output
