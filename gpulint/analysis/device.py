@@ -8,10 +8,13 @@ read from the project facts (project/facts.py), not from the LibCST tree.
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
+from typing import Iterable
 
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence
+from gpulint.project.loader_flow import AT, move_kinds
 from gpulint.project.view import ProjectView
 
 # Every kind of GPU evidence the facts scan accepts spells one of these in the file's text
@@ -61,6 +64,15 @@ def cuda_evidence(view: ProjectView) -> Evidence:
     if view.devices & {"mps", "xpu"} or view.own.cpu_pinned:
         return REFUTED
     return UNDECIDED
+
+
+def moves_to_imported_cuda(view: ProjectView, moves: Iterable[ast.Call]) -> bool:
+    """One of these `.to(...)` calls copies to a device a project module the file imports binds to CUDA
+    (`x.to(CFG.device)` with `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")` in
+    config.py): CUDA evidence for that copy, though neither the file nor a caller shows any."""
+    devices = view.imported_cuda_devices
+    return bool(devices) and any(kind[len(AT):] in devices for call in moves for kind in move_kinds(call)
+                                 if kind.startswith(AT))
 
 
 def accelerator_evidence(view: ProjectView) -> Evidence:

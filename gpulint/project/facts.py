@@ -20,8 +20,9 @@ from typing import Any, Iterable, Iterator, Optional, Union
 from gpulint.project.codec import decode_fields, encode_fields
 from gpulint.project.graph_data import step_rows
 from gpulint.project.layers import OPAQUE, Layer, class_layers
+from gpulint.project.loader_flow import cuda_devices, moved_results
 
-FACTS_VERSION = 11
+FACTS_VERSION = 12
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -227,6 +228,13 @@ class FileFacts:
     # the file freezes a whole network's parameters so that only a small part trains (`_freezes_modules`): a
     # linear probe over a frozen backbone, or a module that freezes the encoder it wraps
     freezes_modules: bool = False
+    # calls of imported functions whose result (or a tuple element or dict key of it) a loop of the file
+    # iterates and copies to a device (project/loader_flow.py): "<callee as spelled><slot>" -> kinds; the
+    # module that builds the loader reads them for GPU101
+    moved_results: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # module-level names (and `Class.attr` of module-level classes) bound once to a device naming CUDA
+    # (a config module's `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`)
+    cuda_devices: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for the facts cache and worker processes, derived from the fields (project/codec.py)."""
@@ -765,6 +773,9 @@ class _Scanner:
             class_calls=dict(sorted(self.class_calls.items())),
             option_defaults=self._option_defaults(),
             freezes_modules=self.grad_flags and _freezes_modules(self.tree),
+            moved_results=moved_results(self.tree, {r.local or r.module.split(".", 1)[0] for r in self.imports
+                                                    if r.name != "*"}) if names & {"to", "cuda"} else {},
+            cuda_devices=cuda_devices(self.tree) if self.gpu else (),
         )
 
     def _assign(self, node: ast.Assign) -> None:
