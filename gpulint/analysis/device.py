@@ -8,13 +8,10 @@ read from the project facts (project/facts.py), not from the LibCST tree.
 
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import dataclass
-from typing import Iterable
 
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence
-from gpulint.project.loader_flow import AT, move_kinds
 from gpulint.project.view import ProjectView
 
 # Every kind of GPU evidence the facts scan accepts spells one of these in the file's text
@@ -42,37 +39,30 @@ class DeviceFacts:
 
 def device_facts(view: ProjectView) -> DeviceFacts:
     tpu = view.own.xla
-    return DeviceFacts(gpu_evidence=view.gpu and not tpu, pins_cpu=view.own.cpu_pinned, tpu=tpu)
+    return DeviceFacts(gpu_evidence=(view.gpu or view.imported_cuda) and not tpu, pins_cpu=view.own.cpu_pinned,
+                       tpu=tpu)
 
 
 def may_have_gpu_evidence(text: str, view: "ProjectView | None") -> bool:
     """False only when the file cannot have GPU evidence (no caller has it, no needle in the text)."""
-    if view is not None and view.gpu_callers:
+    if view is not None and (view.gpu_callers or view.imported_cuda_devices):
         return True
     return GPU_EVIDENCE_TEXT.search(text) is not None
 
 
 def cuda_evidence(view: ProjectView) -> Evidence:
     """Whether the code runs on a CUDA GPU: shown by CUDA evidence here or in a caller (a "cuda"/"nccl"
-    string, torch.cuda, `.cuda()`, an integer device, LOCAL_RANK) or by a framework that picks the GPU
+    string, torch.cuda, `.cuda()`, an integer device, LOCAL_RANK), by a copy to a device a config module
+    the file imports binds to CUDA (`x.to(CFG.device)`), or by a framework that picks the GPU
     (Accelerate, DeepSpeed, a Lightning Trainer); refuted on a TPU, in a script that pins the CPU, or one
     that names MPS or XPU and never CUDA; otherwise undecided."""
     if view.own.xla:
         return REFUTED
-    if view.gpu or "framework" in view.devices:
+    if view.gpu or "framework" in view.devices or view.imported_cuda:
         return SHOWN
     if view.devices & {"mps", "xpu"} or view.own.cpu_pinned:
         return REFUTED
     return UNDECIDED
-
-
-def moves_to_imported_cuda(view: ProjectView, moves: Iterable[ast.Call]) -> bool:
-    """One of these `.to(...)` calls copies to a device a project module the file imports binds to CUDA
-    (`x.to(CFG.device)` with `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")` in
-    config.py): CUDA evidence for that copy, though neither the file nor a caller shows any."""
-    devices = view.imported_cuda_devices
-    return bool(devices) and any(kind[len(AT):] in devices for call in moves for kind in move_kinds(call)
-                                 if kind.startswith(AT))
 
 
 def accelerator_evidence(view: ProjectView) -> Evidence:

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Iterator, Optional, Union
 from gpulint.project.codec import decode_fields, encode_fields
 from gpulint.project.graph_data import step_rows
 from gpulint.project.layers import OPAQUE, Layer, class_layers
-from gpulint.project.loader_flow import cuda_devices, moved_results
+from gpulint.project.loader_flow import AT, cuda_devices, move_kinds, moved_results
 
 FACTS_VERSION = 12
 
@@ -235,6 +235,9 @@ class FileFacts:
     # module-level names (and `Class.attr` of module-level classes) bound once to a device naming CUDA
     # (a config module's `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`)
     cuda_devices: tuple[str, ...] = ()
+    # devices of imported modules the file copies tensors to (`x.to(CFG.device)`), as spelled: CUDA evidence
+    # when the module binds them to CUDA (ProjectView.imported_cuda_devices)
+    imported_device_targets: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for the facts cache and worker processes, derived from the fields (project/codec.py)."""
@@ -667,6 +670,7 @@ class _Scanner:
         self.passed_args: list[tuple[str, str]] = []  # (option, attribute) for `flash=args.flash`
         self.args_rewritten = False  # the parsed arguments may change after parsing (see _option_values)
         self.class_calls: dict[str, int] = {}
+        self.device_targets: set[str] = set()
 
     def run(self) -> FileFacts:
         names: set[str] = set()
@@ -776,6 +780,7 @@ class _Scanner:
             moved_results=moved_results(self.tree, {r.local or r.module.split(".", 1)[0] for r in self.imports
                                                     if r.name != "*"}) if names & {"to", "cuda"} else {},
             cuda_devices=cuda_devices(self.tree) if self.gpu else (),
+            imported_device_targets=tuple(sorted(self.device_targets)),
         )
 
     def _assign(self, node: ast.Assign) -> None:
@@ -865,6 +870,10 @@ class _Scanner:
             self.sparse = True  # torch.sparse.mm(...)
         if isinstance(func, ast.Attribute):
             attr = func.attr
+            if attr == "to" and (call.args or call.keywords):  # `x.to(CFG.device)`: a device of an import
+                self.device_targets.update(
+                    kind[len(AT):] for kind in move_kinds(call)
+                    if kind.startswith(AT) and kind[len(AT):].split(".", 1)[0] in aliases.table)
             if attr == "cuda":
                 self.gpu = True
             elif attr in _SPARSE_CALLS:

@@ -156,6 +156,13 @@ class ProjectView:
         return self.own.gpu or self.gpu_callers
 
     @property
+    def imported_cuda(self) -> bool:
+        """The file copies tensors to a device a project module it imports binds to CUDA (`x.to(CFG.device)`,
+        config.py's `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`): the same evidence
+        as that expression written in the file itself."""
+        return not self.imported_cuda_devices.isdisjoint(self.own.imported_device_targets)
+
+    @property
     def torch_ceiling(self) -> Optional[tuple[int, int]]:
         """The first torch this file cannot run on, from its own imports or those of the modules it imports
         (`from torch._six import inf` somewhere on the way: torch 2.0); None when nothing says so."""

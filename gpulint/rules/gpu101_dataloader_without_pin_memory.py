@@ -6,7 +6,7 @@ import ast
 from typing import TYPE_CHECKING, Optional
 
 from gpulint.analysis.ast_context import AstContext, AstKeywordArgs, Detection, positional_args
-from gpulint.analysis.device import cuda_evidence, moves_to_imported_cuda
+from gpulint.analysis.device import cuda_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise, all_of
 from gpulint.analysis.loaders import LoaderCall, batch_copies, dataloader_call, loader_batches
 from gpulint.analysis.reach import SELF_TEST, not_self_test
@@ -171,8 +171,8 @@ class DataLoaderPinMemory(Rule):
             return
         device = cuda_evidence(ctx.project)
         batches = loader_batches(ctx, node)
-        if device is UNDECIDED and (CUDA in batches.elsewhere or moves_to_imported_cuda(ctx.project, batches.moves)):
-            device = SHOWN  # `.cuda()` in the module that iterates the loader, or `x.to(CFG.device)` of config.py
+        if device is UNDECIDED and CUDA in batches.elsewhere:
+            device = SHOWN  # the module that iterates what a function returns copies to CUDA
         # the copies the fix makes asynchronous, also in a function the loader is passed to
         custom_collate = loader.kwargs.passed("collate_fn")
         copies = batch_copies(ctx, node, custom_collate=custom_collate)
@@ -194,7 +194,8 @@ class DataLoaderPinMemory(Rule):
                     "non_blocking=True) to Accelerator() so that the copies run asynchronously")
         elif batches.consumers and not copies.mover:  # copied in the modules that iterate what a function returns
             if not batches.non_blocking:
-                note = (f"its batches are copied to the GPU in {' and '.join(batches.consumers)}: pass "
+                places = (["this file"] if batches.moves else []) + list(batches.consumers)
+                note = (f"its batches are copied to the GPU in {' and '.join(places)}: pass "
                         "non_blocking=True to the .to(device) / .cuda() calls there")
         elif not copies.mover:  # Lightning and Fabric copy batches with non_blocking=True themselves
             note = ("gpulint sees no copy of its batches to the GPU in this file: pass non_blocking=True to the "

@@ -265,3 +265,26 @@ def test_cuda_devices_facts() -> None:
     assert cuda_devices(ast.parse("device = 'cuda'\ndevice = 'cpu'\n")) == ()  # bound twice: not known
     assert cuda_devices(ast.parse("import torch\ndevice = torch.device('mps' if x else 'cuda')\n")) == ()
     assert cuda_devices(ast.parse("class CFG:\n    device = 'cuda:0'\n")) == ("CFG.device",)
+
+
+@pytest.mark.parametrize("config, reported", [
+    (CONFIG, True),
+    (CONFIG.replace('"cuda" if torch.cuda.is_available() else "cpu"', '"mps"'), False),
+    (CONFIG.replace("device = ", "other = "), False),
+])
+def test_gpu001_counts_the_device_of_an_imported_config_module(tmp_path: Path, config: str, reported: bool) -> None:
+    """OpenAI-CLIP main.py:55 (fourth blind reading, missed): its fp32 step copies to `CFG.device`."""
+    write(tmp_path, {"config.py": config, "dataset.py": CLIP_DATASET, "main.py": CLIP_MAIN})
+    result = CliRunner().invoke(main, ["check", "--output-format", "json", "--no-cache", "--select", "GPU001",
+                                       str(tmp_path)])
+    assert result.exit_code in (0, 1), result.output
+    found = [(Path(f["filename"]).name, f["location"]["row"], f["message"]) for f in json.loads(result.stdout)]
+    assert found == ([("main.py", 25, "forward pass and loss run in fp32: wrap them in torch.autocast (up to 3x "
+                                      "faster on tensor-core GPUs)")] if reported else [])
+
+
+def test_imported_device_targets_facts() -> None:
+    facts = facts_of_text(CLIP_MAIN)
+    assert facts is not None and facts.imported_device_targets == ("CFG.device",)
+    local = facts_of_text("import torch\ndevice = get()\nx.to(device)\nx.to(args.device)\n")
+    assert local is not None and local.imported_device_targets == ()  # not an imported module's name
