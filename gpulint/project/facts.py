@@ -671,6 +671,7 @@ class _Scanner:
         self.args_rewritten = False  # the parsed arguments may change after parsing (see _option_values)
         self.class_calls: dict[str, int] = {}
         self.device_targets: set[str] = set()
+        self.loops: list[ast.AST] = []  # every `for` loop (project/loader_flow.py reads on only when one copies)
 
     def run(self) -> FileFacts:
         names: set[str] = set()
@@ -724,6 +725,8 @@ class _Scanner:
                         self.devices.add(value.split(":", 1)[0])
                 elif kind is Assign:
                     self._assign(node)  # type: ignore[arg-type]
+                elif kind is ast.For or kind is ast.AsyncFor:
+                    self.loops.append(node)
                 elif kind is Dict:
                     for key, value in zip(node.keys, node.values):  # type: ignore[attr-defined]
                         if isinstance(key, Constant) and type(key.value) is str:
@@ -778,7 +781,8 @@ class _Scanner:
             option_defaults=self._option_defaults(),
             freezes_modules=self.grad_flags and _freezes_modules(self.tree),
             moved_results=moved_results(self.tree, {r.local or r.module.split(".", 1)[0] for r in self.imports
-                                                    if r.name != "*"}) if names & {"to", "cuda"} else {},
+                                                    if r.name != "*"}, self.loops, fast_walk)
+            if self.loops and names & {"to", "cuda"} else {},
             cuda_devices=cuda_devices(self.tree) if self.gpu else (),
             imported_device_targets=tuple(sorted(self.device_targets)),
         )

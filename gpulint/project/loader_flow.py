@@ -18,7 +18,7 @@ for a named device (`CFG.device`), which the project view resolves against the f
 from __future__ import annotations
 
 import ast
-from typing import Iterable, Iterator, Optional, Union
+from typing import Callable, Iterable, Iterator, Optional, Union
 
 # calls that hand the items of an iterable on unchanged: `for i, b in enumerate(tqdm(loader))`
 ITERATION_WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "track", "progress_bar", "ProgressBar", "Bar", "trange"})
@@ -111,26 +111,60 @@ def move_kinds(call: ast.Call) -> set[str]:
     return kinds | {AT + spelled}
 
 
+class _Names:
+    """The bindings and reads of one name in one scope (not in the functions, lambdas or classes inside)."""
+
+    __slots__ = ("stores", "loads")
+
+    def __init__(self) -> None:
+        self.stores = 0
+        self.loads: list[ast.Name] = []
+
+
 class _Flow:
+    """One pass over the tree: each node's parent, and each scope's names (what `uses` reads)."""
+
     def __init__(self, tree: ast.Module) -> None:
         self.tree = tree
         self.parents: dict[int, ast.AST] = {}
-        for node in ast.walk(tree):
+        self.scope_of: dict[int, ast.AST] = {}  # a Name node -> the scope it is in
+        self.names: dict[int, dict[str, _Names]] = {id(tree): {}}
+        self.all_functions: list[FunctionNode] = []
+        self.calls: list[ast.Call] = []
+        stack: list[tuple[ast.AST, ast.AST]] = [(tree, tree)]
+        while stack:
+            node, scope = stack.pop()
+            inner = scope
+            if isinstance(node, _SCOPES):
+                inner = node
+                self.names[id(node)] = {}
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    self.all_functions.append(node)
+            elif isinstance(node, ast.Name):
+                self.scope_of[id(node)] = scope
+                entry = self.names[id(scope)].get(node.id)
+                if entry is None:
+                    entry = self.names[id(scope)][node.id] = _Names()
+                if isinstance(node.ctx, ast.Load):
+                    entry.loads.append(node)
+                else:
+                    entry.stores += 1
+            elif isinstance(node, ast.Call):
+                self.calls.append(node)
+            body: set[int] = set()
+            if inner is node:  # decorators, defaults and bases are evaluated in the enclosing scope
+                held = getattr(node, "body", ())
+                body = {id(b) for b in held} if isinstance(held, list) else {id(held)}
             for child in ast.iter_child_nodes(node):
                 self.parents[id(child)] = node
+                stack.append((child, inner if inner is not node or id(child) in body else scope))
         self.functions: dict[str, FunctionNode] = {}
-        for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self.functions[node.name] = node
+        for statement in tree.body:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.functions[statement.name] = statement
 
     def parent(self, node: ast.AST) -> Optional[ast.AST]:
         return self.parents.get(id(node))
-
-    def scope(self, node: ast.AST) -> ast.AST:
-        current = self.parent(node)
-        while current is not None and not isinstance(current, _SCOPES):
-            current = self.parent(current)
-        return current if current is not None else self.tree
 
     # -- the value of the call, followed to the loops over it --------------------------------------
     def follow(self, expr: ast.expr, slot: str, depth: int, out: dict[str, set[str]]) -> None:
@@ -167,26 +201,19 @@ class _Flow:
     def uses(self, target: ast.Name) -> list[ast.Name]:
         """Reads of the name `target` binds, when that is its only binding in its scope: in the same scope,
         and for a module-level name also in the functions that do not bind it themselves."""
-        scope = self.scope(target)
-        body = scope.body if isinstance(scope, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef)) else []
-        if not isinstance(body, list):
+        scope = self.scope_of.get(id(target))
+        if not isinstance(scope, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef)):
             return []
-        own = list(_own(body))
-        stores = [n for n in own if isinstance(n, ast.Name) and n.id == target.id and not isinstance(n.ctx, ast.Load)]
-        if len(stores) != 1 or (isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef))
-                                and target.id in _parameters(scope)):
+        entry = self.names[id(scope)].get(target.id)
+        if entry is None or entry.stores != 1 or (not isinstance(scope, ast.Module)
+                                                  and target.id in _parameters(scope)):
             return []
-        found = [n for n in own if isinstance(n, ast.Name) and n.id == target.id and isinstance(n.ctx, ast.Load)]
+        found = list(entry.loads)
         if isinstance(scope, ast.Module):
-            for function in ast.walk(scope):
-                if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    inner = list(_own(function.body))
-                    if target.id in _parameters(function) or any(
-                            isinstance(n, ast.Name) and n.id == target.id and not isinstance(n.ctx, ast.Load)
-                            for n in inner):
-                        continue
-                    found += [n for n in inner if isinstance(n, ast.Name) and n.id == target.id
-                              and isinstance(n.ctx, ast.Load)]
+            for function in self.all_functions:
+                inner = self.names[id(function)].get(target.id)
+                if inner is not None and not inner.stores and target.id not in _parameters(function):
+                    found += inner.loads
         return found
 
     def parameter_uses(self, call: ast.Call, expr: ast.expr) -> list[ast.Name]:
@@ -207,10 +234,8 @@ class _Flow:
             if keyword is None or keyword.arg is None:
                 return []
             name = keyword.arg
-        inner = list(_own(function.body))
-        if any(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load) for n in inner):
-            return []
-        return [n for n in inner if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+        entry = self.names[id(function)].get(name)
+        return [] if entry is None or entry.stores else list(entry.loads)
 
     # -- the body of a loop over it ------------------------------------------------------------------
     def loop_moves(self, loop: Union[ast.For, ast.AsyncFor]) -> set[str]:
@@ -268,22 +293,42 @@ def _parameters(function: FunctionNode) -> set[str]:
     return found
 
 
-def moved_results(tree: ast.Module, imported: set[str]) -> dict[str, tuple[str, ...]]:
+def _copies(nodes: Iterable[ast.AST], called: set[str]) -> bool:
+    """A `.to(...)`/`.cuda(...)` call among these nodes; the names of the other functions called by name
+    are added to `called`."""
+    for node in nodes:
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr in ("to", "cuda"):
+                return True
+            if isinstance(func, ast.Name):
+                called.add(func.id)
+    return False
+
+
+def moved_results(tree: ast.Module, imported: set[str], loops: Optional[list[ast.AST]] = None,
+                  walk: Callable[[ast.AST], Iterator[ast.AST]] = ast.walk) -> dict[str, tuple[str, ...]]:
     """For each call of an imported name (`imported`: the names the file's imports bind) whose result a loop
     of the file iterates and copies to a device: "<callee as spelled><slot>" -> the kinds of those copies
-    (see the module docstring)."""
+    (see the module docstring). `loops`: the file's `for` loops when the caller already has them; the file
+    is read further only when one of them copies something (most files have no such loop: a cheap test)."""
     if not imported:
         return {}
+    if loops is None:
+        loops = [n for n in walk(tree) if isinstance(n, (ast.For, ast.AsyncFor))]
+    called: set[str] = set()
+    if not any(_copies((n for statement in loop.body for n in walk(statement)), called)  # type: ignore[attr-defined]
+               for loop in loops) and not any(
+            _copies(walk(node), set()) for node in tree.body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in called):
+        return {}  # no loop copies anything, nor hands its items to a function of the file that does
     defined = {name for node in tree.body for name in _defined(node)}
-    flow: Optional[_Flow] = None
+    flow = _Flow(tree)
     out: dict[str, set[str]] = {}
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
+    for node in flow.calls:
         spelled = dotted(node.func)
         if spelled is None or spelled.split(".", 1)[0] not in imported or spelled.split(".", 1)[0] in defined:
             continue
-        flow = flow or _Flow(tree)
         found: dict[str, set[str]] = {}
         flow.follow(node, "", 0, found)
         for slot, kinds in found.items():
