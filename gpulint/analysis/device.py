@@ -39,24 +39,26 @@ class DeviceFacts:
 
 def device_facts(view: ProjectView) -> DeviceFacts:
     tpu = view.own.xla
-    return DeviceFacts(gpu_evidence=view.gpu and not tpu, pins_cpu=view.own.cpu_pinned, tpu=tpu)
+    return DeviceFacts(gpu_evidence=(view.gpu or view.imported_cuda) and not tpu, pins_cpu=view.own.cpu_pinned,
+                       tpu=tpu)
 
 
 def may_have_gpu_evidence(text: str, view: "ProjectView | None") -> bool:
     """False only when the file cannot have GPU evidence (no caller has it, no needle in the text)."""
-    if view is not None and view.gpu_callers:
+    if view is not None and (view.gpu_callers or view.imported_cuda_devices):
         return True
     return GPU_EVIDENCE_TEXT.search(text) is not None
 
 
 def cuda_evidence(view: ProjectView) -> Evidence:
     """Whether the code runs on a CUDA GPU: shown by CUDA evidence here or in a caller (a "cuda"/"nccl"
-    string, torch.cuda, `.cuda()`, an integer device, LOCAL_RANK) or by a framework that picks the GPU
+    string, torch.cuda, `.cuda()`, an integer device, LOCAL_RANK), by a copy to a device a config module
+    the file imports binds to CUDA (`x.to(CFG.device)`), or by a framework that picks the GPU
     (Accelerate, DeepSpeed, a Lightning Trainer); refuted on a TPU, in a script that pins the CPU, or one
     that names MPS or XPU and never CUDA; otherwise undecided."""
     if view.own.xla:
         return REFUTED
-    if view.gpu or "framework" in view.devices:
+    if view.gpu or "framework" in view.devices or view.imported_cuda:
         return SHOWN
     if view.devices & {"mps", "xpu"} or view.own.cpu_pinned:
         return REFUTED

@@ -22,15 +22,15 @@ from typing import Optional, Union
 from gpulint.analysis.ast_context import AstContext
 from gpulint.analysis.holders import held_values
 from gpulint.core.torch_api import DATALOADER
+from gpulint.project.loader_flow import DEVICE_WORDS, ITERATION_WRAPPERS
 
 FunctionNode = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 Loop = Union[ast.For, ast.AsyncFor, ast.While]
 
 # calls that hand the items of an iterable on unchanged: `for i, b in enumerate(tqdm(loader))`
-WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "track", "progress_bar", "ProgressBar", "Bar", "trange"})
+WRAPPERS = ITERATION_WRAPPERS
 HOST_READS = frozenset({"item", "tolist", "numpy", "cpu"})
 HOST_FUNCTIONS = frozenset({"print", "float", "int", "bool", "str", "repr"})
-_DEVICE_WORDS = ("device", "rank", "gpu", "cuda")
 _ACCELERATORS = ("cuda", "xpu", "mps")
 
 
@@ -66,7 +66,7 @@ def device_kind(ctx: AstContext, expr: ast.expr) -> Optional[bool]:
         return None  # torch.float16, torch.bfloat16
     last = expr.attr if isinstance(expr, ast.Attribute) else (expr.id if isinstance(expr, ast.Name) else "")
     lowered = last.lower()
-    if "dtype" in lowered or lowered == "cpu" or not any(word in lowered for word in _DEVICE_WORDS):
+    if "dtype" in lowered or lowered == "cpu" or not any(word in lowered for word in DEVICE_WORDS):
         return None
     return False
 

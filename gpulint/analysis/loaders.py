@@ -24,6 +24,7 @@ from gpulint.core.torch_api import (
     TENSOR_DATASET,
 )
 from gpulint.project.facts import IN_MEMORY, NOTHING, ON_DEVICE, ClassFacts
+from gpulint.project.loader_flow import DEVICE_WORDS, IN, NON_BLOCKING
 
 FunctionNode = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 Definition = Union[ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef]
@@ -498,7 +499,9 @@ MOVES = frozenset({"to", "cuda"})
 _COPY_WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "track", "progress_bar", "ProgressBar", "Bar"})
 _HOST_READS = frozenset({"item", "tolist", "numpy", "cpu"})
 _HOST_FUNCTIONS = frozenset({"print", "float", "int", "bool", "str", "repr"})
-_DEVICE_WORDS = ("device", "rank", "gpu", "cuda")
+# how many hand-overs (a name, a return, a parameter) the follower takes from the DataLoader call: CLIP's loader is
+# built in build_loaders(), returned, stored, handed to train_epoch(), wrapped in tqdm and stored again
+_FOLLOW_DEPTH = 6
 _SCOPE_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 Loop = Union[ast.For, ast.AsyncFor]
 
@@ -510,11 +513,20 @@ class BatchUse:
     moves: list[ast.Call] = field(default_factory=list)  # `.to(...)`/`.cuda(...)` on a batch, in a loop over it
     framework: Optional[str] = None  # "accelerate" or "lightning": the framework moves the batches
     iterated: bool = False  # some loop (or next()) over the loader was found
+    # what the modules that import this one do with the batches of a loader a top-level function returns
+    # (ProjectView.moved_returns): MOVED, NON_BLOCKING, CUDA, and "in:<path>" for each consuming file
+    elsewhere: frozenset[str] = frozenset()
 
     @property
     def non_blocking(self) -> bool:
         """A move already asks for an asynchronous copy (or the framework makes one: Lightning on CUDA)."""
-        return self.framework == "lightning" or any(_non_blocking(c) for c in self.moves)
+        return self.framework == "lightning" or any(_non_blocking(c) for c in self.moves) \
+            or NON_BLOCKING in self.elsewhere
+
+    @property
+    def consumers(self) -> tuple[str, ...]:
+        """The files of the project that copy the batches, when another module does."""
+        return tuple(sorted(k[len(IN):] for k in self.elsewhere if k.startswith(IN)))
 
 
 def _non_blocking(call: ast.Call) -> bool:
@@ -584,7 +596,7 @@ class _Follower:
 
     def _expression(self, expr: ast.expr, depth: int) -> None:
         """`expr` evaluates to the loader: see what its surroundings do with it."""
-        if id(expr) in self.seen or depth > 4:
+        if id(expr) in self.seen or depth > _FOLLOW_DEPTH:
             return
         self.seen.add(id(expr))
         ctx = self.ctx
@@ -610,6 +622,10 @@ class _Follower:
             self._returned(expr, depth)
         elif isinstance(parent, (ast.Tuple, ast.List)):
             self._in_container(parent, expr, depth)
+        elif isinstance(parent, ast.Dict) and isinstance(ctx.parent(parent), ast.Return):
+            key = next((k for k, v in zip(parent.keys, parent.values) if v is expr), None)
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                self._returned(parent, depth, f"[{key.value!r}]")  # `return {"train": loader, ...}`
 
     def _in_container(self, holder: Union[ast.Tuple, ast.List], expr: ast.expr, depth: int) -> None:
         """`return model, loader` / `a, b = x, loader`: followed only through a matching unpacking."""
@@ -632,7 +648,7 @@ class _Follower:
         if name in _PASS_THROUGH:
             if name == "iter":
                 self._iterator(call, depth)
-            self._expression(call, depth + 1)
+            self._expression(call, depth)  # the same loader, handed on: no step further from where it was built
             return
         if name == "next":
             self._next(call)
@@ -675,8 +691,10 @@ class _Follower:
                 found.append(use)  # a global is read by functions defined anywhere
         return found
 
-    def _returned(self, expr: ast.expr, depth: int, position: Optional[int] = None) -> None:
-        """Returned from a function (or a Lightning `*_dataloader` hook): follow its callers in the file."""
+    def _returned(self, expr: ast.expr, depth: int, position: Union[int, str, None] = None) -> None:
+        """Returned from a function (or a Lightning `*_dataloader` hook): follow its callers in the file, and
+        for a top-level function, what the modules that import it do with its result (a tuple element by
+        its position, a dict value by its key)."""
         ctx = self.ctx
         function = next((a for a in ctx.ancestors(expr) if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))),
                         None)
@@ -686,6 +704,14 @@ class _Follower:
             self.use.framework = "lightning"
             self.use.iterated = True
             return
+        if ctx.parent(function) is ctx.tree:
+            slot = "" if position is None else position if isinstance(position, str) else f"[{position}]"
+            found = ctx.project.moved_returns.get(function.name + slot)
+            if found:
+                self.use.elsewhere |= frozenset(found)
+                self.use.iterated = True
+        if isinstance(position, str):
+            return  # a dict's value: its callers in the file are not followed
         for call in ctx.nodes(ast.Call):
             assert isinstance(call, ast.Call)
             func = call.func
@@ -965,7 +991,7 @@ def _is_device(ctx: AstContext, expr: ast.expr) -> bool:
     else:
         last = expr.attr if isinstance(expr, ast.Attribute) else (expr.id if isinstance(expr, ast.Name) else "")
     lowered = last.lower()
-    return "dtype" not in lowered and any(word in lowered for word in _DEVICE_WORDS)
+    return "dtype" not in lowered and any(word in lowered for word in DEVICE_WORDS)
 
 
 def _host_to_device(ctx: AstContext, call: ast.Call) -> bool:

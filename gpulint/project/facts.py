@@ -20,8 +20,9 @@ from typing import Any, Iterable, Iterator, Optional, Union
 from gpulint.project.codec import decode_fields, encode_fields
 from gpulint.project.graph_data import step_rows
 from gpulint.project.layers import OPAQUE, Layer, class_layers
+from gpulint.project.loader_flow import AT, cuda_devices, move_kinds, moved_results
 
-FACTS_VERSION = 11
+FACTS_VERSION = 12
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -227,6 +228,16 @@ class FileFacts:
     # the file freezes a whole network's parameters so that only a small part trains (`_freezes_modules`): a
     # linear probe over a frozen backbone, or a module that freezes the encoder it wraps
     freezes_modules: bool = False
+    # calls of imported functions whose result (or a tuple element or dict key of it) a loop of the file
+    # iterates and copies to a device (project/loader_flow.py): "<callee as spelled><slot>" -> kinds; the
+    # module that builds the loader reads them for GPU101
+    moved_results: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # module-level names (and `Class.attr` of module-level classes) bound once to a device naming CUDA
+    # (a config module's `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`)
+    cuda_devices: tuple[str, ...] = ()
+    # devices of imported modules the file copies tensors to (`x.to(CFG.device)`), as spelled: CUDA evidence
+    # when the module binds them to CUDA (ProjectView.imported_cuda_devices)
+    imported_device_targets: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for the facts cache and worker processes, derived from the fields (project/codec.py)."""
@@ -659,6 +670,8 @@ class _Scanner:
         self.passed_args: list[tuple[str, str]] = []  # (option, attribute) for `flash=args.flash`
         self.args_rewritten = False  # the parsed arguments may change after parsing (see _option_values)
         self.class_calls: dict[str, int] = {}
+        self.device_targets: set[str] = set()
+        self.loops: list[ast.AST] = []  # every `for` loop (project/loader_flow.py reads on only when one copies)
 
     def run(self) -> FileFacts:
         names: set[str] = set()
@@ -712,6 +725,8 @@ class _Scanner:
                         self.devices.add(value.split(":", 1)[0])
                 elif kind is Assign:
                     self._assign(node)  # type: ignore[arg-type]
+                elif kind is ast.For or kind is ast.AsyncFor:
+                    self.loops.append(node)
                 elif kind is Dict:
                     for key, value in zip(node.keys, node.values):  # type: ignore[attr-defined]
                         if isinstance(key, Constant) and type(key.value) is str:
@@ -765,6 +780,11 @@ class _Scanner:
             class_calls=dict(sorted(self.class_calls.items())),
             option_defaults=self._option_defaults(),
             freezes_modules=self.grad_flags and _freezes_modules(self.tree),
+            moved_results=moved_results(self.tree, {r.local or r.module.split(".", 1)[0] for r in self.imports
+                                                    if r.name != "*"}, self.loops, fast_walk)
+            if self.loops and names & {"to", "cuda"} else {},
+            cuda_devices=cuda_devices(self.tree) if self.gpu else (),
+            imported_device_targets=tuple(sorted(self.device_targets)),
         )
 
     def _assign(self, node: ast.Assign) -> None:
@@ -854,6 +874,10 @@ class _Scanner:
             self.sparse = True  # torch.sparse.mm(...)
         if isinstance(func, ast.Attribute):
             attr = func.attr
+            if attr == "to" and (call.args or call.keywords):  # `x.to(CFG.device)`: a device of an import
+                self.device_targets.update(
+                    kind[len(AT):] for kind in move_kinds(call)
+                    if kind.startswith(AT) and kind[len(AT):].split(".", 1)[0] in aliases.table)
             if attr == "cuda":
                 self.gpu = True
             elif attr in _SPARSE_CALLS:

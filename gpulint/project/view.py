@@ -26,6 +26,7 @@ from typing import Iterable, Iterator, Optional, Union
 
 from gpulint.project.facts import SPLAT, ClassFacts, FileFacts, ImportRef
 from gpulint.project.layers import MODULE
+from gpulint.project.loader_flow import AT, CUDA, IN
 
 ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
 _MODULE_EXTENSIONS = (".py", ".pyi")
@@ -126,6 +127,13 @@ class ProjectView:
     # another project file imports this one (directly or through others): its `__main__` block is a self-test
     # or a demo run by hand, not the training
     imported: bool = False
+    # what the modules importing this one do with the loaders its top-level functions return (GPU101):
+    # "<function><slot>" -> kinds (project/loader_flow.py: MOVED, NON_BLOCKING, CUDA when the copy names
+    # CUDA or a CUDA device of a module the consumer imports, and "in:<path>" for each consuming file)
+    moved_returns: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # devices naming CUDA that this file imports from project modules, spelled as the file reads them
+    # ("CFG.device" for `import config as CFG`, "device" for `from config import device`)
+    imported_cuda_devices: frozenset[str] = frozenset()
 
     @classmethod
     def alone(cls, facts: FileFacts) -> "ProjectView":
@@ -146,6 +154,13 @@ class ProjectView:
     @property
     def gpu(self) -> bool:
         return self.own.gpu or self.gpu_callers
+
+    @property
+    def imported_cuda(self) -> bool:
+        """The file copies tensors to a device a project module it imports binds to CUDA (`x.to(CFG.device)`,
+        config.py's `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`): the same evidence
+        as that expression written in the file itself."""
+        return not self.imported_cuda_devices.isdisjoint(self.own.imported_device_targets)
 
     @property
     def torch_ceiling(self) -> Optional[tuple[int, int]]:
@@ -323,6 +338,7 @@ class Project:
                     self._users[name] = self._users.get(name, 0) | bit(path)
         self._exported: dict[str, dict[str, ClassFacts]] = {}
         self.parts: dict[str, ClassFacts] = {}  # model classes by `path::Name` (see `_global_class`)
+        self._consumers: Optional[dict[str, list[str]]] = None  # see `_moved_returns`
         # modules a training file uses whole, as a registry (`models_mae.__dict__[args.model]`)
         self._registry_users: dict[str, int] = {}
         for path in self.paths:
@@ -534,9 +550,58 @@ class Project:
             class_calls_around=dict(sorted(class_calls.items())),
             option_defaults_around=dict(sorted(option_defaults.items())),
             imported=bool(callers & ~me),
+            moved_returns=self._moved_returns(rel),
+            imported_cuda_devices=self._imported_cuda_devices(rel),
             script=not callers and rel.endswith(".py") and package_init(rel) not in self._exists
             and rel.rpartition("/")[2][:-3] not in self._import_words,
         )
+
+    def _imported_cuda_devices(self, path: str) -> frozenset[str]:
+        """The CUDA devices of project modules `path` imports (FileFacts.cuda_devices), as `path` spells them."""
+        out: set[str] = set()
+        for target, ref in self.edges.get(path, ()):
+            devices = self.facts[target].cuda_devices
+            if not devices or ref.name == "*":
+                continue
+            if ref.name is None:  # `import config as CFG`: `CFG.device`
+                prefix = f"{ref.local}." if ref.local else f"{ref.module}."
+                out.update(prefix + name for name in devices)
+            elif _is_submodule(target, ref.name):  # `from pkg import config`: `config.device`
+                out.update(f"{ref.local}.{name}" for name in devices)
+            else:  # `from config import device` / `from config import CFG`: `device`, `CFG.device`
+                out.update(ref.local + name[len(ref.name):] for name in devices
+                           if name == ref.name or name.startswith(ref.name + "."))
+        return frozenset(out)
+
+    def _moved_returns(self, path: str) -> dict[str, tuple[str, ...]]:
+        """What the files that import `path` directly do with the results of its functions they call
+        (FileFacts.moved_results, keyed by the caller's spelling), keyed by the function's name here."""
+        if self._consumers is None:  # module -> the files that import it directly and iterate some results
+            self._consumers = {}
+            for caller in self.paths:
+                if self.facts[caller].moved_results:
+                    for target in self._importees[caller]:
+                        self._consumers.setdefault(target, []).append(caller)
+        out: dict[str, set[str]] = {}
+        for caller in self._consumers.get(path, ()):
+            results = self.facts[caller].moved_results
+            refs = [ref for target, ref in self.edges.get(caller, ()) if target == path and ref.name != "*"]
+            if not refs:
+                continue
+            devices: Optional[frozenset[str]] = None
+            for key, kinds in results.items():
+                spelled, bracket, slot = key.partition("[")
+                function = next((f for f in (_function_of(spelled, ref, path) for ref in refs) if f), None)
+                if function is None:
+                    continue
+                resolved = {k for k in kinds if not k.startswith(AT)} | {IN + caller}
+                named = {k[len(AT):] for k in kinds if k.startswith(AT)}
+                if named:
+                    devices = self._imported_cuda_devices(caller) if devices is None else devices
+                    if named & devices:
+                        resolved.add(CUDA)
+                out.setdefault(function + bracket + slot, set()).update(resolved)
+        return {key: tuple(sorted(kinds)) for key, kinds in sorted(out.items())}
 
     def _parts_of(self, *exported: dict[str, ClassFacts]) -> dict[str, ClassFacts]:
         """The model classes that the given classes build, transitively (keyed `path::Name`)."""
@@ -698,6 +763,18 @@ def _members(bits: int) -> Iterator[int]:
         low = bits & -bits
         yield low.bit_length() - 1
         bits ^= low
+
+
+def _function_of(spelled: str, ref: ImportRef, target: str) -> Optional[str]:
+    """The top-level function of `target` that a call spelled `spelled` names through the import `ref`."""
+    if ref.name is None:  # `import utils` / `import data.loaders as dl` / `import data.loaders`
+        prefix = f"{ref.local}." if ref.local else f"{ref.module}."
+    elif _is_submodule(target, ref.name):  # `from data import loaders`: `loaders.get_loader`
+        prefix = f"{ref.local}."
+    else:  # `from utils import get_loader as gl`: `gl`
+        return ref.name if spelled == ref.local else None
+    rest = spelled[len(prefix):] if spelled.startswith(prefix) else ""
+    return rest if rest and "." not in rest else None
 
 
 def _is_submodule(target: str, name: str) -> bool:

@@ -24,12 +24,12 @@ from gpulint.core.context import FileContext
 from gpulint.core.pending import Replace
 from gpulint.core.rewrite import add_keyword
 from gpulint.core.walk import walk
+from gpulint.project.loader_flow import DEVICE_WORDS
 
 # calls that wrap an iterable and hand its items on: `enumerate(loader)`, `tqdm(loader, desc=...)`
 _WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "track", "progress_bar", "ProgressBar", "Bar"})
 _HOST_READS = frozenset({"item", "tolist", "numpy", "cpu"})
 _HOST_FUNCTIONS = frozenset({"print", "float", "int", "bool", "str", "repr"})
-_DEVICE_WORDS = ("device", "rank", "gpu", "cuda")
 
 
 @dataclass(frozen=True)
@@ -242,7 +242,7 @@ def _is_device(expr: cst.BaseExpression, ctx: FileContext) -> bool:
         return qualified == "torch.device" and bool(expr.args) and _is_device(expr.args[0].value, ctx)
     last = expr.attr.value if isinstance(expr, cst.Attribute) else (expr.value if isinstance(expr, cst.Name) else "")
     lowered = last.lower()
-    return "dtype" not in lowered and any(word in lowered for word in _DEVICE_WORDS)
+    return "dtype" not in lowered and any(word in lowered for word in DEVICE_WORDS)
 
 
 def _host_to_device(call: cst.Call, ctx: FileContext) -> bool:

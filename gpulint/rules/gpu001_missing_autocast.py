@@ -64,7 +64,8 @@ MIN_WIDTH: Option[int] = Option(
 ON_GPU = Premise(
     "on-gpu",
     "the step runs on a CUDA GPU (CUDA evidence in the file or a caller: a \"cuda\" string, torch.cuda, "
-    "`.cuda()`, an integer device such as `.to(local_rank)` or `device = 0`), or on an XPU whose device the "
+    "`.cuda()`, an integer device such as `.to(local_rank)` or `device = 0`, a copy to a device that a "
+    "project module the file imports binds to CUDA, `x.to(CFG.device)`), or on an XPU whose device the "
     "fix can name (`device.type`). Refuted on a TPU, MPS or the CPU alone, and on an XPU whose device the "
     "fix would have to hard-code as CUDA.")
 FP32 = Premise(

@@ -15,6 +15,7 @@ from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import DATALOADER_AST_NEEDLES, DATALOADER_NEEDLES, DATALOADER_PIN_MEMORY
 from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.project.facts import IN_MEMORY, NOTHING, ON_DEVICE, WORK
+from gpulint.project.loader_flow import CUDA, MOVED
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
@@ -38,7 +39,11 @@ REACHES_CUDA = Premise(
     "the batches are copied to a CUDA GPU: a loop over the loader (directly, through the name or `self.` "
     "attribute it is stored in, a function it is returned from or handed to, `enumerate`/`tqdm`/`next`) "
     "moves them with `.to(...)`/`.cuda()`, or Accelerate/Lightning moves them, in code with CUDA evidence. "
-    "Refuted in code that only picks the CPU, MPS (which ignores pinning), XPU or a TPU.")
+    "A loader a top-level function returns (whole, in a tuple or under a dict key) counts as moved when a "
+    "module importing that function iterates the result and copies the batches there or in a function of "
+    "that module it hands them to; a copy to a device a project module the copying file imports binds to "
+    "CUDA (`x.to(CFG.device)`, config.py's `device = torch.device(\"cuda\" if ... else \"cpu\")`) is CUDA "
+    "evidence. Refuted in code that only picks the CPU, MPS (which ignores pinning), XPU or a TPU.")
 PAYS_OFF = Premise(
     "pays-off",
     "pinning pays off for these batches: a move already asks for `non_blocking=True` (or Lightning moves "
@@ -166,10 +171,13 @@ class DataLoaderPinMemory(Rule):
             return
         device = cuda_evidence(ctx.project)
         batches = loader_batches(ctx, node)
+        if device is UNDECIDED and CUDA in batches.elsewhere:
+            device = SHOWN  # the module that iterates what a function returns copies to CUDA
         # the copies the fix makes asynchronous, also in a function the loader is passed to
         custom_collate = loader.kwargs.passed("collate_fn")
         copies = batch_copies(ctx, node, custom_collate=custom_collate)
-        moved = SHOWN if batches.moves or batches.framework or copies.calls else UNDECIDED
+        moved = SHOWN if batches.moves or batches.framework or copies.calls or MOVED in batches.elsewhere \
+            else UNDECIDED
         pays = SHOWN if batches.non_blocking or all(each.bulk for each in alternatives) else UNDECIDED
         decision = self.decide({CPU_TENSORS: cpu_tensors, REACHES_CUDA: all_of(device, moved), PAYS_OFF: pays,
                                  SELF_TEST: not_self_test(ctx.tree, node, ctx.parent, ctx.project.imported)})
@@ -184,6 +192,11 @@ class DataLoaderPinMemory(Rule):
         elif copies.mover == "accelerate":
             note = ("Accelerate copies its batches to the GPU: pass dataloader_config=DataLoaderConfiguration("
                     "non_blocking=True) to Accelerator() so that the copies run asynchronously")
+        elif batches.consumers and not copies.mover:  # copied in the modules that iterate what a function returns
+            if not batches.non_blocking:
+                places = (["this file"] if batches.moves else []) + list(batches.consumers)
+                note = (f"its batches are copied to the GPU in {' and '.join(places)}: pass "
+                        "non_blocking=True to the .to(device) / .cuda() calls there")
         elif not copies.mover:  # Lightning and Fabric copy batches with non_blocking=True themselves
             note = ("gpulint sees no copy of its batches to the GPU in this file: pass non_blocking=True to the "
                     ".to(device) / .cuda() calls that make them")

@@ -1,0 +1,387 @@
+"""Where the batches of a loader another module builds go, read on the module that iterates them.
+
+pytorch-cifar100 builds its DataLoaders in `utils.get_training_dataloader()` and copies their batches
+to the GPU in `train.py`; the module that builds the loader (where `pin_memory=True` goes) shows no
+copy. This module reduces the consuming file to facts the building file may ask about: for each call
+of an imported function whose result (or one element of a returned tuple, or one key of a returned
+dict) a loop of the file iterates, how the loop's body (or a function of the file it hands the batch
+to) copies the batch to a device. Read from CPython's `ast` only (project/facts.py's layer): a value
+that is rebound, stored somewhere this module does not follow, or handed to something it cannot read is
+simply not listed (unknown, never evidence).
+
+Facts (FileFacts.moved_results): "<callee as spelled><slot>" -> kinds, where the slot is "" for the
+whole result, "[0]" for a tuple element, "['train']" for a dict key; the kinds are MOVED, NON_BLOCKING,
+CUDA (the copy names a CUDA device: `.cuda()`, "cuda:0", an integer index) and "at:<device as written>"
+for a named device (`CFG.device`), which the project view resolves against the file's imports.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Callable, Iterable, Iterator, Optional, Union
+
+# calls that hand the items of an iterable on unchanged: `for i, b in enumerate(tqdm(loader))`
+ITERATION_WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "track", "progress_bar", "ProgressBar", "Bar", "trange"})
+# words of a name that holds a device (`device`, `args.local_rank`, `self.gpu`, `cuda_device`)
+DEVICE_WORDS = ("device", "rank", "gpu", "cuda")
+
+MOVED = "moved"
+NON_BLOCKING = "non-blocking"
+CUDA = "cuda"
+AT = "at:"  # a named device, as written in the consuming file
+IN = "in:"  # the consuming file (added by the project view, for the message)
+
+FunctionNode = Union[ast.FunctionDef, ast.AsyncFunctionDef]
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_DEPTH = 4
+
+
+def dotted(expr: ast.AST) -> Optional[str]:
+    """`a.b.c` for a chain of attributes on a name, else None."""
+    parts: list[str] = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    if not isinstance(expr, ast.Name):
+        return None
+    parts.append(expr.id)
+    return ".".join(reversed(parts))
+
+
+def _call_name(func: ast.expr) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _bound(target: ast.AST) -> set[str]:
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return {name for element in target.elts for name in _bound(element)}
+    if isinstance(target, ast.Starred):
+        return _bound(target.value)
+    return set()
+
+
+def _reads(expr: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(expr) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _own(body: Iterable[ast.AST]) -> Iterator[ast.AST]:
+    """The nodes of these statements, not those of functions, lambdas or classes defined in them."""
+    stack = list(body)
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, _SCOPES):
+                stack.append(child)
+
+
+def move_kinds(call: ast.Call) -> set[str]:
+    """`call` as a copy to a device: MOVED with NON_BLOCKING, and CUDA or "at:<device>"; empty when it is
+    none (`.cpu()`, `.to("cpu")`, `.to(torch.float16)`, `.to(other_tensor)`)."""
+    func = call.func
+    if not isinstance(func, ast.Attribute) or func.attr not in ("to", "cuda"):
+        return set()
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        return set()
+    keywords = {k.arg: k.value for k in call.keywords if k.arg is not None}
+    kinds = {MOVED}
+    blocking = keywords.get("non_blocking")
+    if blocking is not None and not (isinstance(blocking, ast.Constant) and blocking.value is False):
+        kinds.add(NON_BLOCKING)
+    if func.attr == "cuda":
+        return kinds | {CUDA}
+    target = call.args[0] if call.args else keywords.get("device")
+    if isinstance(target, ast.Call) and dotted(target.func) == "torch.device" and target.args:
+        target = target.args[0]
+    if isinstance(target, ast.Constant):
+        value = target.value
+        if isinstance(value, str) and value.split(":")[0] == "cuda":
+            return kinds | {CUDA}
+        if isinstance(value, int) and not isinstance(value, bool):
+            return kinds | {CUDA}
+        return set()  # "cpu", "mps", a dtype string
+    spelled = dotted(target) if target is not None else None
+    if spelled is None or spelled.startswith("torch."):
+        return set()
+    last = spelled.rpartition(".")[2].lower()
+    if "dtype" in last or last == "cpu" or not any(word in last for word in DEVICE_WORDS):
+        return set()
+    return kinds | {AT + spelled}
+
+
+class _Names:
+    """The bindings and reads of one name in one scope (not in the functions, lambdas or classes inside)."""
+
+    __slots__ = ("stores", "loads")
+
+    def __init__(self) -> None:
+        self.stores = 0
+        self.loads: list[ast.Name] = []
+
+
+class _Flow:
+    """One pass over the tree: each node's parent, and each scope's names (what `uses` reads)."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.tree = tree
+        self.parents: dict[int, ast.AST] = {}
+        self.scope_of: dict[int, ast.AST] = {}  # a Name node -> the scope it is in
+        self.names: dict[int, dict[str, _Names]] = {id(tree): {}}
+        self.all_functions: list[FunctionNode] = []
+        self.calls: list[ast.Call] = []
+        stack: list[tuple[ast.AST, ast.AST]] = [(tree, tree)]
+        while stack:
+            node, scope = stack.pop()
+            inner = scope
+            if isinstance(node, _SCOPES):
+                inner = node
+                self.names[id(node)] = {}
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    self.all_functions.append(node)
+            elif isinstance(node, ast.Name):
+                self.scope_of[id(node)] = scope
+                entry = self.names[id(scope)].get(node.id)
+                if entry is None:
+                    entry = self.names[id(scope)][node.id] = _Names()
+                if isinstance(node.ctx, ast.Load):
+                    entry.loads.append(node)
+                else:
+                    entry.stores += 1
+            elif isinstance(node, ast.Call):
+                self.calls.append(node)
+            body: set[int] = set()
+            if inner is node:  # decorators, defaults and bases are evaluated in the enclosing scope
+                held = getattr(node, "body", ())
+                body = {id(b) for b in held} if isinstance(held, list) else {id(held)}
+            for child in ast.iter_child_nodes(node):
+                self.parents[id(child)] = node
+                stack.append((child, inner if inner is not node or id(child) in body else scope))
+        self.functions: dict[str, FunctionNode] = {}
+        for statement in tree.body:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.functions[statement.name] = statement
+
+    def parent(self, node: ast.AST) -> Optional[ast.AST]:
+        return self.parents.get(id(node))
+
+    # -- the value of the call, followed to the loops over it --------------------------------------
+    def follow(self, expr: ast.expr, slot: str, depth: int, out: dict[str, set[str]]) -> None:
+        if depth > _DEPTH:
+            return
+        parent = self.parent(expr)
+        while isinstance(parent, ast.Call) and parent.args and parent.args[0] is expr \
+                and _call_name(parent.func) in ITERATION_WRAPPERS:
+            expr, parent = parent, self.parent(parent)
+        if isinstance(parent, (ast.For, ast.AsyncFor)) and parent.iter is expr:
+            kinds = self.loop_moves(parent)
+            if kinds:
+                out.setdefault(slot, set()).update(kinds)
+        elif isinstance(parent, ast.Assign) and parent.value is expr and len(parent.targets) == 1:
+            target = parent.targets[0]
+            if isinstance(target, ast.Name):
+                for use in self.uses(target):
+                    self.follow(use, slot, depth + 1, out)
+            elif isinstance(target, (ast.Tuple, ast.List)) and not slot:
+                for index, element in enumerate(target.elts):
+                    if isinstance(element, ast.Starred):
+                        break
+                    if isinstance(element, ast.Name):
+                        for use in self.uses(element):
+                            self.follow(use, f"[{index}]", depth + 1, out)
+        elif isinstance(parent, ast.Subscript) and parent.value is expr and not slot \
+                and isinstance(parent.slice, ast.Constant) and isinstance(parent.slice.value, (str, int)) \
+                and not isinstance(parent.slice.value, bool):
+            self.follow(parent, f"[{parent.slice.value!r}]", depth + 1, out)
+        elif isinstance(parent, ast.Call) and parent.func is not expr:
+            for use in self.parameter_uses(parent, expr):
+                self.follow(use, slot, depth + 1, out)
+
+    def uses(self, target: ast.Name) -> list[ast.Name]:
+        """Reads of the name `target` binds, when that is its only binding in its scope: in the same scope,
+        and for a module-level name also in the functions that do not bind it themselves."""
+        scope = self.scope_of.get(id(target))
+        if not isinstance(scope, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef)):
+            return []
+        entry = self.names[id(scope)].get(target.id)
+        if entry is None or entry.stores != 1 or (not isinstance(scope, ast.Module)
+                                                  and target.id in _parameters(scope)):
+            return []
+        found = list(entry.loads)
+        if isinstance(scope, ast.Module):
+            for function in self.all_functions:
+                inner = self.names[id(function)].get(target.id)
+                if inner is not None and not inner.stores and target.id not in _parameters(function):
+                    found += inner.loads
+        return found
+
+    def parameter_uses(self, call: ast.Call, expr: ast.expr) -> list[ast.Name]:
+        """`train(model, loader)`: the reads of the parameter of a module-level function of the file the
+        value is passed as (never rebound there)."""
+        function = self.functions.get(call.func.id) if isinstance(call.func, ast.Name) else None
+        if function is None:
+            return []
+        positional = [*function.args.posonlyargs, *function.args.args]
+        name: Optional[str] = None
+        if expr in call.args:
+            index = call.args.index(expr)
+            if any(isinstance(a, ast.Starred) for a in call.args[:index + 1]) or index >= len(positional):
+                return []
+            name = positional[index].arg
+        else:
+            keyword = next((k for k in call.keywords if k.value is expr), None)
+            if keyword is None or keyword.arg is None:
+                return []
+            name = keyword.arg
+        entry = self.names[id(function)].get(name)
+        return [] if entry is None or entry.stores else list(entry.loads)
+
+    # -- the body of a loop over it ------------------------------------------------------------------
+    def loop_moves(self, loop: Union[ast.For, ast.AsyncFor]) -> set[str]:
+        target: ast.AST = loop.target
+        if isinstance(loop.iter, ast.Call) and _call_name(loop.iter.func) == "enumerate" \
+                and isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) == 2:
+            target = target.elts[1]
+        return self.moves_of(_bound(target), loop.body, steps=True)
+
+    def moves_of(self, batch: set[str], body: list[ast.stmt], steps: bool) -> set[str]:
+        """The kinds of the copies of the batch names (and names taken from them) in these statements, and
+        with `steps`, in the module-level functions of the file they are handed to."""
+        nodes = list(_own(body))
+        batch = set(batch)
+        changed = True
+        while changed:  # `x, y = batch`, `images = images.cuda()`, `{k: v for k, v in batch.items()}`
+            changed = False
+            for node in nodes:
+                new: set[str] = set()
+                if isinstance(node, ast.Assign) and _reads(node.value) & batch:
+                    new = {n for t in node.targets for n in _bound(t)} - batch
+                elif isinstance(node, ast.comprehension) and _reads(node.iter) & batch:
+                    new = _bound(node.target) - batch
+                if new:
+                    batch |= new
+                    changed = True
+        kinds: set[str] = set()
+        for node in nodes:
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr in ("to", "cuda") and _reads(func.value) & batch:
+                kinds |= move_kinds(node)
+            elif steps and isinstance(func, ast.Name) and func.id in self.functions:
+                kinds |= self.step_moves(self.functions[func.id], node, batch)
+        return kinds
+
+    def step_moves(self, function: FunctionNode, call: ast.Call, batch: set[str]) -> set[str]:
+        """`train_step(model, batch)`: the copies the function makes of the parameters handed a batch."""
+        positional = [*function.args.posonlyargs, *function.args.args]
+        handed: set[str] = set()
+        for index, argument in enumerate(call.args):
+            if isinstance(argument, ast.Starred):
+                break
+            if index < len(positional) and _reads(argument) & batch:
+                handed.add(positional[index].arg)
+        handed |= {k.arg for k in call.keywords if k.arg is not None and _reads(k.value) & batch}
+        return self.moves_of(handed, function.body, steps=False) if handed else set()
+
+
+def _parameters(function: FunctionNode) -> set[str]:
+    args = function.args
+    found = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+    found |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+    return found
+
+
+def _copies(nodes: Iterable[ast.AST], called: set[str]) -> bool:
+    """A `.to(...)`/`.cuda(...)` call among these nodes; the names of the other functions called by name
+    are added to `called`."""
+    for node in nodes:
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr in ("to", "cuda"):
+                return True
+            if isinstance(func, ast.Name):
+                called.add(func.id)
+    return False
+
+
+def moved_results(tree: ast.Module, imported: set[str], loops: Optional[list[ast.AST]] = None,
+                  walk: Callable[[ast.AST], Iterator[ast.AST]] = ast.walk) -> dict[str, tuple[str, ...]]:
+    """For each call of an imported name (`imported`: the names the file's imports bind) whose result a loop
+    of the file iterates and copies to a device: "<callee as spelled><slot>" -> the kinds of those copies
+    (see the module docstring). `loops`: the file's `for` loops when the caller already has them; the file
+    is read further only when one of them copies something (most files have no such loop: a cheap test)."""
+    if not imported:
+        return {}
+    if loops is None:
+        loops = [n for n in walk(tree) if isinstance(n, (ast.For, ast.AsyncFor))]
+    called: set[str] = set()
+    if not any(_copies((n for statement in loop.body for n in walk(statement)), called)  # type: ignore[attr-defined]
+               for loop in loops) and not any(
+            _copies(walk(node), set()) for node in tree.body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in called):
+        return {}  # no loop copies anything, nor hands its items to a function of the file that does
+    defined = {name for node in tree.body for name in _defined(node)}
+    flow = _Flow(tree)
+    out: dict[str, set[str]] = {}
+    for node in flow.calls:
+        spelled = dotted(node.func)
+        if spelled is None or spelled.split(".", 1)[0] not in imported or spelled.split(".", 1)[0] in defined:
+            continue
+        found: dict[str, set[str]] = {}
+        flow.follow(node, "", 0, found)
+        for slot, kinds in found.items():
+            out.setdefault(spelled + slot, set()).update(kinds)
+    return {key: tuple(sorted(kinds)) for key, kinds in sorted(out.items())}
+
+
+def _defined(statement: ast.stmt) -> set[str]:
+    """Module-level names a statement binds other than by import (a shadowing def or assignment)."""
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {statement.name}
+    if isinstance(statement, ast.Assign):
+        return {n for t in statement.targets for n in _bound(t)}
+    return set()
+
+
+def cuda_devices(tree: ast.Module) -> tuple[str, ...]:
+    """Module-level names, and attributes of module-level classes (`CFG.device`), bound once to a device
+    expression that names CUDA (`torch.device("cuda" if torch.cuda.is_available() else "cpu")`, "cuda:0"):
+    a config module's device, which the files that import it copy batches to."""
+    found: dict[str, int] = {}
+    cuda: set[str] = set()
+
+    def visit(body: list[ast.stmt], prefix: str) -> None:
+        for node in body:
+            if isinstance(node, ast.ClassDef) and not prefix:
+                visit(node.body, node.name + ".")
+                continue
+            targets: list[ast.expr] = []
+            value: Optional[ast.expr] = None
+            if isinstance(node, ast.Assign):
+                targets, value = node.targets, node.value
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                targets, value = [node.target], node.value
+            for target in targets:
+                if isinstance(target, ast.Name) and "device" in target.id.lower():
+                    key = prefix + target.id
+                    found[key] = found.get(key, 0) + 1
+                    if value is not None and _names_cuda(value):
+                        cuda.add(key)
+            if isinstance(node, ast.If) and not prefix:
+                visit(node.body, prefix)
+                visit(node.orelse, prefix)
+
+    visit(tree.body, "")
+    return tuple(sorted(key for key in cuda if found[key] == 1))
+
+
+def _names_cuda(value: ast.expr) -> bool:
+    """A device expression that names CUDA: a "cuda..." string or `torch.cuda` somewhere in it, and no other
+    accelerator ("mps", "xpu")."""
+    strings = [n.value for n in ast.walk(value) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    if any(s.split(":")[0] in ("mps", "xpu") for s in strings):
+        return False
+    return any(s.split(":")[0] == "cuda" for s in strings) or any(
+        isinstance(n, ast.Attribute) and n.attr == "cuda" and dotted(n) == "torch.cuda" for n in ast.walk(value))
