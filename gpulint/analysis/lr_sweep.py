@@ -127,7 +127,12 @@ def step_run(facts: TrainingFacts, step: TrainingStep) -> Evidence:
     sweeps = facts.ctx.analysis(_sweeps_of_text)
     if not sweeps.ordinals:
         return SHOWN
-    loops = [n for n in [step.node, *facts.ancestors(step.node)] if isinstance(n, (cst.For, cst.While))]
+    loops: list[cst.CSTNode] = []
+    for node in [step.node, *facts.ancestors(step.node)]:
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            break
+        if isinstance(node, (cst.For, cst.While)):
+            loops.append(node)
     if not loops:
         return SHOWN
     order = facts.ctx.analysis(_cst_loop_order)
