@@ -143,6 +143,9 @@ class ClassFacts:
     layers: Optional[tuple[Layer, ...]] = None
     init_params: tuple[str, ...] = ()  # __init__'s parameters, in order (self left out)
     init_defaults: tuple[tuple[str, int], ...] = ()  # their integer defaults
+    # an item reads a file or decodes data (`reads_per_item`): the per-item cost workers take over even
+    # where nothing trains (an inference script's loader)
+    item_io: bool = False
 
 @dataclass(frozen=True)
 class ImportRef:
@@ -1061,7 +1064,7 @@ class _Scanner:
                       (getattr(n, "id", None) == "get_worker_info" or getattr(n, "attr", None) == "get_worker_info")
                       for n in ast.walk(node))
         return ClassFacts(tuple(bases), dataset_kind(node, self.aliases), iterable, sharded, passed_arguments(node),
-                          bulk=decodes_bulk(node, self.aliases))
+                          bulk=decodes_bulk(node, self.aliases), item_io=reads_per_item(node, self.aliases))
 
     def _dataclass_ints(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
@@ -1435,6 +1438,36 @@ def decodes_bulk(cls: ast.ClassDef, aliases: _Aliases) -> bool:
             if isinstance(func, ast.Attribute) and "transform" in func.attr.lower() \
                     and isinstance(func.value, ast.Name) and func.value.id == me:
                 return True  # `self.transform(image)`: a per-item transform of decoded data
+    return False
+
+
+# calls that read a file per item, by the last name they spell (`open(path)`, `path.read_text()`, `pd.read_csv`)
+_READ_CALLS = frozenset({"open", "load", "loadtxt", "fromfile", "memmap", "genfromtxt"})
+
+
+def reads_per_item(cls: ast.ClassDef, aliases: _Aliases) -> bool:
+    """An item (`__getitem__`, `__iter__`, `__getitems__` and the methods of the class they call) opens or
+    reads a file, or decodes images, audio or arrays: the kind of per-item cost worker processes pay off
+    for even outside training. A text conversion of a string held in memory is not."""
+    methods = _methods(cls)
+    todo = [methods[n] for n in ("__getitem__", "__iter__", "__getitems__") if n in methods]
+    seen = {fn.name for fn in todo}
+    while todo:
+        fn = todo.pop()
+        me = _self_name(fn)
+        for node in _own_nodes(fn):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if any(q.startswith(_BULK_ROOTS) for q in aliases.qualified(func)):
+                return True
+            last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if last in _BULK_CALLS or last in _READ_CALLS or last.startswith("read"):
+                return True
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == me \
+                    and last in methods and last not in seen and len(seen) < 8:
+                seen.add(last)
+                todo.append(methods[last])
     return False
 
 

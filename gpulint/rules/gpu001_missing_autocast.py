@@ -9,6 +9,7 @@ import libcst as cst
 
 from gpulint.analysis.device import cuda_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
+from gpulint.analysis.lr_sweep import LONG_RUN, step_run
 from gpulint.analysis.reach import RUNS, runs_cst
 from gpulint.analysis.training import (
     TRAINING_STEP_NEEDLES,
@@ -224,11 +225,13 @@ class MissingAutocast(Rule):
         their input's dtype, apex, DeepSpeed), when the file uses autocast in a way gpulint
         cannot link to the step, when a framework (Lightning, Accelerate, Fabric, DeepSpeed)
         owns the loop, in a function handed the loss (a loss scaler's `__call__`), in
-        reinforcement-learning loops (the file imports an environment package), or with sparse
-        tensors (made in the file or in a module it imports), which autocast does not cover. One
-        finding per training step.
+        reinforcement-learning loops (the file imports an environment package), with sparse
+        tensors (made in the file or in a module it imports), which autocast does not cover, or in a
+        learning-rate range test (a loop that raises the rate geometrically, records it and stops when
+        the loss diverges: a few seconds of training, whose loss curve 16-bit compute would change).
+        One finding per training step.
         """,
-        premises=(ON_GPU, FP32, WIDE_ENOUGH, ENOUGH_WORK, AUTOCAST_EXISTS, GPU_BOUND, RUNS),
+        premises=(ON_GPU, FP32, WIDE_ENOUGH, ENOUGH_WORK, AUTOCAST_EXISTS, GPU_BOUND, LONG_RUN, RUNS),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -247,7 +250,7 @@ class MissingAutocast(Rule):
         autocast_exists = REFUTED if floor is not None and floor < AUTOCAST_SINCE else SHOWN
         wide, work = step_scale(facts, step)
         decision = self.decide({ON_GPU: self._on_gpu(facts, step), FP32: fp32, WIDE_ENOUGH: wide, ENOUGH_WORK: work,
-                                AUTOCAST_EXISTS: autocast_exists, GPU_BOUND: bound,
+                                AUTOCAST_EXISTS: autocast_exists, GPU_BOUND: bound, LONG_RUN: step_run(facts, step),
                                 RUNS: runs_cst(self.ctx.module, facts.ancestors(node), project.unreached)})
         if not decision.report:
             return

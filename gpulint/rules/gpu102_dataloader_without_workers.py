@@ -17,6 +17,7 @@ from gpulint.core.options import Flag, Integer, Option
 from gpulint.core.torch_api import DATALOADER_AST_NEEDLES, DATALOADER_NEEDLES, DATALOADER_NUM_WORKERS
 from gpulint.core.verification import NEUTRAL, RANDOM_STREAMS, Verification
 from gpulint.project.facts import IN_MEMORY, NOTHING, ON_DEVICE, WORK
+from gpulint.project.view import ProjectView
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
@@ -36,8 +37,10 @@ PER_ITEM_WORK = Premise(
     "loads, decodes, transforms or parses per item, or it is a torchvision dataset or a Hugging Face dataset "
     "with a per-item transform. Refuted by items held in memory (TensorDataset, lists, pre-tokenised rows), "
     "items on the GPU (forked workers would re-initialise CUDA), items without tensors (prompts, indices), "
-    "and iterables that do not shard between workers. A dataset handed in as a parameter, or of a class "
-    "gpulint cannot read, is undecided.")
+    "and iterables that do not shard between workers, and, on a path that trains nothing (an inference script "
+    "no project file imports, or a module only such scripts use), by a dataset class whose items neither read "
+    "a file nor decode data (one text conversion per line: nothing next to the model's own time). A dataset "
+    "handed in as a parameter, or of a class gpulint cannot read, is undecided.")
 ON_ACCELERATOR = Premise(
     "on-accelerator",
     "training runs on an accelerator (CUDA, MPS, XPU, or one a framework picks), which waits while batches "
@@ -108,7 +111,10 @@ class DataLoaderNumWorkers(Rule):
         items; nor for datasets on the GPU (forked workers would re-initialise CUDA),
         `IterableDataset`s and torchtext datapipes that do not shard by `get_worker_info()`
         (workers would duplicate the data), datasets handed in as parameters (whether workers
-        pay off depends on the caller), one-batch loaders, and test files.
+        pay off depends on the caller), one-batch loaders, and test files. On a path that trains
+        nothing (an inference script no project file imports, or a module only such scripts use),
+        only datasets whose items read a file or decode data (images, audio, arrays) are reported:
+        converting a line of text held in memory costs nothing next to the model.
         """,
         premises=(PER_ITEM_WORK, ON_ACCELERATOR, SELF_TEST),
     )
@@ -135,7 +141,8 @@ class DataLoaderNumWorkers(Rule):
             return  # the user chose a value
         if explicit and ctx.settings.value(ALLOW_ZERO_WORKERS):
             return  # an explicit num_workers=0 is the user's choice (`allow-zero-workers = false` reports it)
-        work = all_of(*(_per_item_work(each) for each in loader.alternatives()))
+        inference = _inference_only(ctx.project)
+        work = all_of(*(_per_item_work(each, inference) for each in loader.alternatives()))
         decision = self.decide({PER_ITEM_WORK: work, ON_ACCELERATOR: accelerator_evidence(ctx.project),
                                  SELF_TEST: not_self_test(ctx.tree, node, ctx.parent, ctx.project.imported)})
         if not decision.report:
@@ -169,9 +176,17 @@ class DataLoaderNumWorkers(Rule):
         return PendingFix.unsafe(f"Set `num_workers={capped}`", os_module.edit, Replace(node, new))
 
 
-def _per_item_work(loader: LoaderCall) -> Evidence:
+def _inference_only(project: ProjectView) -> bool:
+    """The loader is on a path that trains nothing: an inference script (a `__main__` running models under
+    no_grad, no backward, no optimizer, no trainer) that no project file imports, or a module only such
+    scripts use (`ProjectView.evaluated_only`)."""
+    return (project.own.inference_script and not project.imported) or project.evaluated_only
+
+
+def _per_item_work(loader: LoaderCall, inference: bool = False) -> Evidence:
     """Workers help when items cost work to make; they do not when items cost nothing, live on the GPU,
-    or would repeat in every worker."""
+    or would repeat in every worker, nor, where nothing trains, when the work is a cheap conversion of data
+    already in memory (no file read, no decoding)."""
     kind = loader.dataset_kind
     if kind in (ON_DEVICE, NOTHING, IN_MEMORY, UNSHARDED):
         return REFUTED  # in memory: workers only add copies; on the GPU: forked workers re-initialise CUDA
@@ -180,6 +195,8 @@ def _per_item_work(loader: LoaderCall) -> Evidence:
         return REFUTED  # each worker would yield everything
     if kind is None and loader.dataset_undefined:
         return REFUTED  # a class the file neither defines nor imports
+    if inference and kind == WORK and found is not None and not found.bulk and not found.item_io:
+        return REFUTED  # inference over text held in memory: the model's time, not the items', is the loop's
     if kind == WORK or loader.bulk:
         return SHOWN
     return UNDECIDED  # a dataset handed in, one gpulint cannot read, raw Hugging Face rows

@@ -10,6 +10,7 @@ from gpulint.analysis.amp_steps import amp_steps, imports_framework
 from gpulint.analysis.ast_context import AstContext, AstKeywordArgs, Detection, arg, positional_args
 from gpulint.analysis.ast_values import is_literal, single_value, value_at
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
+from gpulint.analysis.lr_sweep import LONG_RUN, optimizer_run
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import FRAMEWORKS, FUSED_CAPABLE, OPTIMIZER_CLASSES, OPTIMIZER_PARAMS, SGD_MOMENTUM
@@ -125,7 +126,8 @@ class NonFusedOptimizer(Rule):
         branch: it has no `fused`). Not reported with `differentiable=True`, with sparse
         gradients (`sparse=True` embeddings), for a single tensor optimised on its own, for
         optimizers MS-AMP replaces, on a TPU (`torch_xla`: fused kernels are CUDA/CPU only), in
-        test files, and never for SGD with momentum where a
+        test files, for an optimizer that only steps in a learning-rate range test (a loop that raises
+        the rate geometrically, records it and stops when the loss diverges), and never for SGD with momentum where a
         GradScaler exists in the file or in a module that imports it, or where a framework
         that may scale the loss (Accelerate, Lightning, DeepSpeed) runs the loop: fused SGD
         with momentum leaves its momentum buffer uninitialised when the first scaled step
@@ -139,7 +141,7 @@ class NonFusedOptimizer(Rule):
         skips and the loss scales split; calling `scaler.unscale_(optimizer)` first raises with
         a fused Adam in torch 2.13 (both reproduced on two CPU ranks: bench/fsdp_fused_scaler.py).
         """,
-        premises=(TORCH_OPTIMIZER, FUSED_DEVICE, FUSED_EXISTS, STEP_MATTERS, SCALER_SAFE),
+        premises=(TORCH_OPTIMIZER, FUSED_DEVICE, FUSED_EXISTS, STEP_MATTERS, SCALER_SAFE, LONG_RUN),
     )
 
     def detect(self, ctx: AstContext) -> None:
@@ -182,7 +184,8 @@ class NonFusedOptimizer(Rule):
             scaler_safe = REFUTED  # fused SGD + GradScaler: momentum buffer garbage after a skipped first step
         decision = self.decide({TORCH_OPTIMIZER: SHOWN, FUSED_DEVICE: _fused_device(project),
                                 FUSED_EXISTS: REFUTED if too_new is not None else SHOWN,
-                                STEP_MATTERS: _step_matters(project), SCALER_SAFE: scaler_safe})
+                                STEP_MATTERS: _step_matters(project), SCALER_SAFE: scaler_safe,
+                                LONG_RUN: optimizer_run(ctx, node)})
         if not decision.report:
             return
         if momentum and may_gain_grad_scaler(ctx):
