@@ -114,3 +114,28 @@ def test_steps_coverage_and_widths_match_libcst_on_every_fixture(path: Path) -> 
             found.append((acover.coverage, len(acover.calls), regions.loss_passed_in(ab)))
         found.append((len(astep.steps), trained_model_width(actx, astep)))
     assert found == expected
+
+
+AUTOCAST_CASES = sorted(p for p in FIXTURES.rglob("*.py") if "autocast" in p.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("path", AUTOCAST_CASES, ids=[str(p.relative_to(FIXTURES)) for p in AUTOCAST_CASES])
+def test_autocast_dtypes_match_libcst_on_every_fixture(path: Path) -> None:
+    """analysis/amp_dtypes.py (GPU004, GPU404 on `ast`) reads each autocast's dtype and arguments as its
+    LibCST twin (GPU002) does."""
+    from gpulint.analysis import amp_dtypes, autocast_dtype
+
+    text = path.read_text(encoding="utf-8")
+    actx, fctx = _contexts(text, path)
+    expected = []
+    for call in training_facts(fctx).calls:
+        args = autocast_dtype.autocast_arguments(fctx, call)
+        expected.append((autocast_dtype.autocast_dtype(fctx, call), None if args is None else sorted(args),
+                         autocast_dtype.dtype_choices(fctx, args["dtype"]) if args and "dtype" in args else None))
+    found = []
+    for call in actx.nodes(ast.Call):
+        assert isinstance(call, ast.Call)
+        aargs = amp_dtypes.autocast_arguments(actx, call)
+        found.append((amp_dtypes.autocast_dtype(actx, call), None if aargs is None else sorted(aargs),
+                      amp_dtypes.dtype_choices(actx, aargs["dtype"]) if aargs and "dtype" in aargs else None))
+    assert found == expected
