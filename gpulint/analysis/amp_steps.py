@@ -6,7 +6,8 @@ the function (`def train_step(batch): ...; loss.backward(); opt.step()`). analys
 different question (the loops that run one step per iteration, also through calls), so GPU201's "does
 GPU001/GPU002's float16 fix add a GradScaler here?" is asked of this port of the LibCST step finding:
 the same backward and step tests, the same step node, the same framework test, without parsing LibCST.
-When GPU001/GPU002 move to `ast`, this is the step finding they read.
+GPU401, GPU404 and GPU004 read these steps (with analysis/amp_regions.py for their loss and autocast);
+when GPU001/GPU002 move to `ast`, this is the step finding they read, and training.py's goes.
 """
 
 from __future__ import annotations
