@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 from gpulint.core import floors
 
@@ -22,6 +23,15 @@ ANY_GRAD_SCALER = GRAD_SCALER | GRAD_SCALER_DEPRECATED | SHARDED_GRAD_SCALER
 FLOAT16 = frozenset({"torch.float16", "torch.half"})
 BFLOAT16 = frozenset({"torch.bfloat16"})
 ANY_AUTOCAST = AUTOCAST | AUTOCAST_DEPRECATED
+
+
+class Coverage(Enum):
+    """Whether a statement runs under autocast, as far as the file shows (analysis/training.py on LibCST,
+    analysis/amp_steps.py on `ast`)."""
+
+    COVERED = "covered"  # provably inside autocast
+    NOT_COVERED = "not covered"  # provably outside: the file uses no autocast at all
+    UNKNOWN = "unknown"  # not lexically covered, but the file uses autocast somewhere
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ the function (`def train_step(batch): ...; loss.backward(); opt.step()`). analys
 different question (the loops that run one step per iteration, also through calls), so GPU201's "does
 GPU001/GPU002's float16 fix add a GradScaler here?" is asked of this port of the LibCST step finding:
 the same backward and step tests, the same step node, the same framework test, without parsing LibCST.
-When GPU001/GPU002 move to `ast`, this is the step finding they read.
+GPU401, GPU404 and GPU004 read these steps (with analysis/amp_regions.py for their loss and autocast);
+when GPU001/GPU002 move to `ast`, this is the step finding they read, and training.py's goes.
 """
 
 from __future__ import annotations
@@ -34,6 +35,22 @@ class AmpBackward:
     step: StepNode  # the loop (or function) that is the training step
 
 
+@dataclass(frozen=True)
+class AmpOptimizerStep:
+    call: ast.Call
+    optimizer: ast.expr
+    via_scaler: bool  # `scaler.step(opt)`
+
+
+@dataclass
+class AmpStep:
+    """One training step: the loop (or function) and its backward calls and optimizer steps, in source order."""
+
+    node: StepNode
+    backwards: list[AmpBackward]
+    steps: list[AmpOptimizerStep]
+
+
 class AmpSteps:
     """The backward calls of a file that belong to a training step, as analysis/training.py finds them."""
 
@@ -44,19 +61,28 @@ class AmpSteps:
         self._zero_grad = {dotted(c.func.value) for c in self.calls
                            if isinstance(c.func, ast.Attribute) and c.func.attr == "zero_grad"} - {None}
         self.backwards: list[AmpBackward] = []
+        self.steps: list[AmpStep] = []
         self._find()
 
     def _find(self) -> None:
         found = [(c, b) for c in self.calls for b in [self._backward(c)] if b is not None]
         if not found:
             return
-        steps = [c for c in self.calls if self._is_step(c)]
+        steps = [s for s in map(self.optimizer_step_of, self.calls) if s is not None]
+        by_node: dict[int, AmpStep] = {}
         for call, (loss, scaled) in found:
             if self._lightning_method(call):
                 continue
-            node = self._step_node(call, steps)
-            if node is not None:
-                self.backwards.append(AmpBackward(call, loss, scaled, node))
+            node = self._step_node(call, [s.call for s in steps])
+            if node is None:
+                continue
+            backward = AmpBackward(call, loss, scaled, node)
+            self.backwards.append(backward)
+            step = by_node.get(id(node))
+            if step is None:
+                step = by_node[id(node)] = AmpStep(node, [], [s for s in steps if self._inside_same_code(node, s.call)])
+                self.steps.append(step)
+            step.backwards.append(backward)
 
     # -- the calls ---------------------------------------------------------------------------------
     def _backward(self, call: ast.Call) -> Optional[tuple[ast.expr, bool]]:
@@ -78,13 +104,17 @@ class AmpSteps:
             return receiver, False
         return None
 
-    def _is_step(self, call: ast.Call) -> bool:
+    def optimizer_step_of(self, call: ast.Call) -> Optional[AmpOptimizerStep]:
         """`opt.step()`, `scaler.step(opt)`."""
         func = call.func
         if not isinstance(func, ast.Attribute) or func.attr != "step":
-            return False
-        count = sum(1 for a in call.args if not isinstance(a, ast.Starred))
-        return (count == 1 and self._is_scaler(func.value)) or (count <= 1 and self._is_optimizer(func.value))
+            return None
+        positional = [a for a in call.args if not isinstance(a, ast.Starred)]
+        if len(positional) == 1 and self._is_scaler(func.value):
+            return AmpOptimizerStep(call, positional[0], True)
+        if len(positional) <= 1 and self._is_optimizer(func.value):
+            return AmpOptimizerStep(call, func.value, False)
+        return None
 
     def _is_scaler(self, expr: ast.expr) -> bool:
         name = dotted(expr)

@@ -2,7 +2,8 @@
 
 One reading for every rule that asks "is this step float16 or bfloat16?": written dtypes,
 the defaults of each autocast spelling, and a dtype chosen at run time from a table or a
-conditional expression.
+conditional expression. analysis/amp_dtypes.py reads the same on `ast` (GPU004, GPU404); this
+LibCST twin stays for GPU002 until its detector moves to `ast`.
 """
 
 from __future__ import annotations
@@ -12,15 +13,12 @@ from typing import Optional
 import libcst as cst
 
 from gpulint.analysis.amp import AUTOCAST_DEPRECATED, BFLOAT16, FLOAT16, OLD_AUTOCAST_ORDER
+from gpulint.analysis.amp_dtypes import AUTOCAST_ORDER as _ORDER
+from gpulint.analysis.amp_dtypes import BFLOAT16_DTYPE, FLOAT16_DTYPE, MAYBE_FLOAT16
 from gpulint.core.arguments import positional_args
 from gpulint.core.context import FileContext
 from gpulint.core.rewrite import is_literal
 from gpulint.core.values import single_value, string_value
-
-FLOAT16_DTYPE = "float16"
-BFLOAT16_DTYPE = "bfloat16"
-MAYBE_FLOAT16 = "float16 or another dtype"  # chosen at run time from choices that include float16
-_ORDER = ("device_type", "dtype", "enabled", "cache_enabled")
 
 
 def autocast_arguments(ctx: FileContext, call: cst.Call) -> Optional[dict[str, cst.BaseExpression]]:

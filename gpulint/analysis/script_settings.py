@@ -1,8 +1,6 @@
-"""Whole-script facts on `ast` for the settings rules (GPU402 today; GPU401/404/601 once the autocast
-analysis is on `ast`): does the file run its own training loop on CUDA, where is a finding about the whole
-script anchored, does it convolve, are its input sizes fixed. No LibCST here: ast rules import it.
-
-The torch/torchvision names are also what analysis/gpu_scripts.py (the LibCST twin GPU404 still uses) reads.
+"""Whole-script facts on `ast` for the settings rules (GPU402, GPU601; GPU404 reads its convolutions): does the
+file run its own training loop on CUDA, where is a finding about the whole script anchored, does it convolve,
+are its input sizes fixed. No LibCST here: ast rules import it.
 """
 
 from __future__ import annotations
@@ -62,22 +60,35 @@ def script_anchor(steps: StepFacts) -> ast.Call:
     return min(calls, key=lambda call: (call.lineno, call.col_offset))
 
 
-def convolutions(ctx: AstContext) -> Evidence:
+def convolutions(ctx: AstContext, only_dense_2d: bool = False) -> Evidence:
     """Shown when the file builds a convolution layer or a torchvision convnet, or uses a project class that
-    builds one; undecided otherwise (a model gpulint cannot read may still convolve)."""
+    builds one; undecided otherwise (a model gpulint cannot read may still convolve). `only_dense_2d` (GPU404):
+    2-D convolutions without groups (what channels_last speeds up); a grouped one makes it undecided, and
+    another file's classes do not count (their layers do not say whether they are grouped)."""
+    found = False
     for call in ctx.nodes(ast.Call):
         assert isinstance(call, ast.Call)
         target = ctx.qualname(call.func) or ""
+        last = target.rsplit(".", 1)[-1]
+        if only_dense_2d:
+            if target in CONVOLUTIONS and target.endswith(("Conv2d", "ConvTranspose2d")):
+                if any(k.arg == "groups" for k in call.keywords):
+                    return UNDECIDED
+                found = True
+            if target.startswith("torchvision.models.") and last.startswith(DENSE_CONVNET_PREFIXES) \
+                    and not last.startswith("resnext"):
+                found = True
+            continue
         if target in CONVOLUTIONS:
             return SHOWN
-        if target.startswith("torchvision.models.") and target.rsplit(".", 1)[-1].startswith(CONVNET_PREFIXES):
+        if target.startswith("torchvision.models.") and last.startswith(CONVNET_PREFIXES):
             return SHOWN
         spelled = dotted(call.func)
-        found = ctx.project.class_facts(spelled) if spelled else None
-        if found is not None and found.layers and any(
-                layer.name.rsplit(".", 1)[-1] in ("Conv1d", "Conv2d", "Conv3d") for layer in found.layers):
+        classes = ctx.project.class_facts(spelled) if spelled else None
+        if classes is not None and classes.layers and any(
+                layer.name.rsplit(".", 1)[-1] in ("Conv1d", "Conv2d", "Conv3d") for layer in classes.layers):
             return SHOWN
-    return UNDECIDED
+    return SHOWN if found else UNDECIDED
 
 
 def fixed_input_sizes(ctx: AstContext) -> Evidence:

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Iterator, Optional, Union
 
 import libcst as cst
 
-from gpulint.analysis.amp import ANY_AUTOCAST, ANY_GRAD_SCALER, BFLOAT16, FLOAT16
+from gpulint.analysis.amp import ANY_AUTOCAST, ANY_GRAD_SCALER, BFLOAT16, FLOAT16, Coverage
 from gpulint.core.arguments import positional_args
 from gpulint.core.context import FileContext
 from gpulint.core.names import dotted
@@ -54,12 +53,6 @@ class TrainingStep:
     node: StepNode = field(repr=False)  # the loop, or the function for a step without a loop
     backwards: list[Backward] = field(default_factory=list, repr=False)
     steps: list[OptimizerStep] = field(default_factory=list, repr=False)
-
-
-class Coverage(Enum):
-    COVERED = "covered"  # provably inside autocast
-    NOT_COVERED = "not covered"  # provably outside: the file uses no autocast at all
-    UNKNOWN = "unknown"  # not lexically covered, but the file uses autocast somewhere
 
 
 @dataclass(frozen=True)

@@ -7,97 +7,25 @@ smallest of its sizes (a `Linear(1433, 16)` multiplies through a 16-wide matrix)
 width is the largest layer width. It is known only when every layer is: an unknown width is
 never taken for a small one.
 
-`layers_width` evaluates the plain data of project/layers.py (an `ast` port needs nothing
-else); `trained_model_width` finds the model a step trains (through its optimizer's
-`model.parameters()`) and the values its constructor is given, on the LibCST tree.
+`layers_width` (analysis/model_widths.py) evaluates the plain data of project/layers.py;
+`trained_model_width` here finds the model a step trains (through its optimizer's
+`model.parameters()`) and the values its constructor is given, on the LibCST tree, for GPU001.
+analysis/model_widths.py reads the same on `ast` for GPU401 (a twin until GPU001 moves to `ast`).
 """
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Optional
+from typing import Optional
 
 import libcst as cst
 
+from gpulint.analysis.model_widths import Attribute, Lookup, class_width, layers_width
 from gpulint.analysis.training import TrainingFacts, TrainingStep
 from gpulint.core.arguments import positional_args
 from gpulint.core.values import single_value
 from gpulint.core.walk import walk
 from gpulint.project.facts import ClassFacts
-from gpulint.project.layers import DIMS, MODULE, PRODUCT, UNKNOWN, Layer, graph_layer, mlp_layer, torch_layer
-
-MAX_DEPTH = 6
-Lookup = Callable[[str], Optional[ClassFacts]]  # a class by the name a file spells it
-Attribute = Callable[[str], Optional[int]]  # `args.hidden` / `config.n_embd` -> its integer, when known
-
-
-def resolve_token(token: str, bindings: Mapping[str, Optional[int]], attribute: Attribute) -> Optional[int]:
-    """The integer a width token stands for: a literal, a bound `__init__` parameter, a config attribute."""
-    if token == UNKNOWN:
-        return None
-    if PRODUCT in token:
-        product = 1
-        for factor in token.split(PRODUCT):
-            value = resolve_token(factor, bindings, attribute)
-            if value is None:
-                return None
-            product *= value
-        return product
-    if token.startswith("="):
-        return bindings.get(token[1:])
-    if token.startswith("@"):
-        return attribute(token[1:])
-    try:
-        return int(token)
-    except ValueError:
-        return None
-
-
-def layers_width(layers: tuple[Layer, ...], lookup: Lookup, bindings: Mapping[str, Optional[int]],
-                 attribute: Attribute, depth: int = 0) -> Optional[int]:
-    """The largest matmul width these layers can have; None when some layer's width is unknown."""
-    if depth > MAX_DEPTH:
-        return None
-    widest = 0
-    for layer in layers:
-        if layer.kind == DIMS:
-            sizes = [t for t in layer.dims if not t.startswith("*")]
-            known = [v for v in (resolve_token(t, bindings, attribute) for t in sizes) if v is not None]
-            if not known:
-                return None
-            width = min(known)
-            for factor in (t[1:] for t in layer.dims if t.startswith("*")):  # a convolution's kernel size
-                value = resolve_token(factor, bindings, attribute)
-                if value is None:
-                    return None
-                width *= value
-            widest = max(widest, width)
-        elif layer.kind == MODULE:
-            found = lookup(layer.name)
-            if found is None:
-                return None  # a class gpulint cannot read: a library's, or one defined elsewhere
-            if not found.module:
-                continue  # a plain class (a config object): no layers
-            inner = class_width(found, lookup, layer.dims, dict(layer.keywords), bindings, attribute, depth + 1)
-            if inner is None:
-                return None
-            widest = max(widest, inner)
-        else:
-            return None
-    return widest
-
-
-def class_width(found: ClassFacts, lookup: Lookup, positional: tuple[str, ...], keywords: Mapping[str, str],
-                outer: Mapping[str, Optional[int]], attribute: Attribute, depth: int = 0) -> Optional[int]:
-    """The width of a model class built with these argument tokens (resolved in the caller's bindings)."""
-    if found.layers is None:
-        return None
-    bindings: dict[str, Optional[int]] = dict(found.init_defaults)
-    for name, token in zip(found.init_params, positional):
-        bindings[name] = resolve_token(token, outer, attribute)
-    for name, token in keywords.items():
-        bindings[name] = resolve_token(token, outer, attribute)
-    return layers_width(found.layers, lookup, bindings, attribute, depth)
-
+from gpulint.project.layers import DIMS, PRODUCT, UNKNOWN, Layer, graph_layer, mlp_layer, torch_layer
 
 # ---------------------------------------------------------------------------------------------
 # the model a training step trains, on the LibCST tree

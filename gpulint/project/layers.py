@@ -6,7 +6,7 @@ reduces an `nn.Module` class to the layers its `__init__` (and the methods `__in
 each as plain data: a layer with widths (`nn.Linear(in, out)`, `nn.Conv2d(in, out, k)`, an
 `nn.Parameter(torch.empty(in, out))`), another class of the project built with arguments, or
 something that cannot be sized (a library model, a module handed in). Widths are tokens, resolved
-later against the call site (analysis/widths.py): an integer, an `__init__` parameter, a
+later against the call site (analysis/model_widths.py): an integer, an `__init__` parameter, a
 configuration attribute (`args.hidden`, `config.n_embd`), a module-level constant, or unknown.
 """
 

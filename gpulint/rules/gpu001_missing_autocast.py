@@ -56,7 +56,7 @@ from gpulint.rewrites.mixed_precision import (
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 AUTOCAST_SINCE = floors.since(floors.AUTOCAST)
-_SIXTEEN_BIT = re.compile(r"\b(?:bfloat16|float16|half)\b")
+SIXTEEN_BIT = re.compile(r"\b(?:bfloat16|float16|half)\b")
 MIN_WIDTH: Option[int] = Option(
     "min-width", Integer(1), 128,
     "GPU001 stays silent when every layer width of the trained model is known and below this "
@@ -386,7 +386,7 @@ def fp32_step(text: str, facts: TrainingFacts, step: TrainingStep) -> Optional[E
     """Whether the step's forward pass and loss run in fp32 (the FP32 premise; GPU401 asks the same); None
     when a helper is handed the loss, so the forward pass is a caller's."""
     project = facts.ctx.project
-    fp32 = REFUTED if facts.low_precision_model or _sixteen_bit_elsewhere(project) else SHOWN
+    fp32 = REFUTED if facts.low_precision_model or sixteen_bit_elsewhere(project) else SHOWN
     for each in step.backwards:
         statement = loss_statement(facts, step, each)
         if statement is None:
@@ -398,7 +398,7 @@ def fp32_step(text: str, facts: TrainingFacts, step: TrainingStep) -> Optional[E
             fp32 = REFUTED
         elif coverage is Coverage.UNKNOWN and fp32 is SHOWN:
             fp32 = UNDECIDED
-    if fp32 is SHOWN and "grad-scaler" in project.mixed_precision and _SIXTEEN_BIT.search(text):
+    if fp32 is SHOWN and "grad-scaler" in project.mixed_precision and SIXTEEN_BIT.search(text):
         fp32 = UNDECIDED  # a scaler and a 16-bit dtype named here: the model may compute in it (nanochat)
     return fp32
 
@@ -413,7 +413,7 @@ def step_scale(facts: TrainingFacts, step: TrainingStep) -> tuple[Evidence, Evid
     return wide, work
 
 
-def _sixteen_bit_elsewhere(project: ProjectView) -> bool:
+def sixteen_bit_elsewhere(project: ProjectView) -> bool:
     """16-bit compute done another way in or around the file: autocast in a caller or in the model's own
     module, FSDP MixedPrecision(Policy), a model cast or loaded in 16 bits, layers that compute in their
     input's dtype, apex, DeepSpeed. A GradScaler alone is not 16-bit compute."""
@@ -426,7 +426,7 @@ def _precision_handled(project: ProjectView) -> bool:
         return True  # the step waits on a simulator; small policy nets gain nothing (AMP recipe)
     if project.own.sparse or project.sparse_importees:
         return True  # sparse kernels are outside autocast: mixing them with 16-bit activations fails
-    return _sixteen_bit_elsewhere(project)
+    return sixteen_bit_elsewhere(project)
 
 
 def _outside_autocast(facts: TrainingFacts, region: Region) -> tuple[Optional[Region], tuple[cst.Call, ...], str]:

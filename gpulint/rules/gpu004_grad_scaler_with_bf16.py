@@ -2,29 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Optional
+import ast
+from typing import TYPE_CHECKING, Optional
 
-import libcst as cst
-
-from gpulint.analysis.amp import ANY_AUTOCAST, GRAD_SCALER, GRAD_SCALER_DEPRECATED
-from gpulint.analysis.autocast_dtype import (
+from gpulint.analysis.amp import ANY_AUTOCAST, GRAD_SCALER, GRAD_SCALER_DEPRECATED, Coverage
+from gpulint.analysis.amp_dtypes import (
     BFLOAT16_DTYPE,
     FLOAT16_DTYPE,
     autocast_arguments,
     autocast_dtype,
     dtype_choices,
 )
+from gpulint.analysis.amp_regions import AmpRegions, amp_regions
+from gpulint.analysis.ast_context import AstContext, Detection, dotted
+from gpulint.analysis.ast_values import single_value
 from gpulint.analysis.evidence import SHOWN, Premise
-from gpulint.analysis.training import Coverage, TrainingFacts, training_facts
-from gpulint.core.arguments import positional_args
 from gpulint.core.edits import Applicability
-from gpulint.core.names import dotted
-from gpulint.core.pending import PendingFix, Replace
-from gpulint.core.rewrite import add_keyword
-from gpulint.core.values import single_value
 from gpulint.core.verification import UNSCALED_BFLOAT16, Verification
-from gpulint.rewrites.amp_plan import loss_statement
 from gpulint.rules.base import Rule, RuleDocs, Target
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from gpulint.core.context import FileContext
+    from gpulint.core.pending import PendingFix
 
 SCALERS = GRAD_SCALER | GRAD_SCALER_DEPRECATED
 # GradScaler(device, init_scale, growth_factor, backoff_factor, growth_interval, enabled);
@@ -113,22 +114,26 @@ class GradScalerWithBf16(Rule):
         premises=(BFLOAT16_STEPS, SCALER_ENABLED),
     )
 
-    def visit_Call(self, node: cst.Call) -> None:
-        target = self.ctx.qualname(node.func)
-        if target not in SCALERS:
-            return
-        positional = positional_args(node) or []
-        kwargs = self.ctx.kwargs(node)
-        if kwargs.has("enabled") or not kwargs.complete or len(positional) > ENABLED_POSITION[
-                target in GRAD_SCALER_DEPRECATED] or any(a.star for a in node.args):
+    def detect(self, ctx: AstContext) -> None:
+        for node in ctx.nodes(ast.Call):
+            assert isinstance(node, ast.Call)
+            if ctx.qualname(node.func) in SCALERS:
+                self._check(ctx, node)
+
+    def _check(self, ctx: AstContext, node: ast.Call) -> None:
+        target = ctx.qualname(node.func)
+        kwargs = ctx.kwargs(node)
+        if kwargs.passed("enabled") or not kwargs.complete or len(node.args) > ENABLED_POSITION[
+                target in GRAD_SCALER_DEPRECATED] or any(isinstance(a, ast.Starred) for a in node.args) \
+                or any(k.arg is None for k in node.keywords):
             return  # the user chose (or may have chosen) when it is on
-        facts = self.ctx.analysis(training_facts)
+        facts = ctx.analysis(amp_regions)
         if facts.framework_owned:
             return
-        name = _assigned_name(facts, node)
+        name = _assigned_name(ctx, node)
         if name is None:
             return
-        dtype = self._dtype_of_steps(facts, name)
+        dtype = _dtype_of_steps(ctx, facts, name)
         if dtype is None:
             return
         decision = self.decide({BFLOAT16_STEPS: SHOWN, SCALER_ENABLED: SHOWN})
@@ -139,86 +144,95 @@ class GradScalerWithBf16(Rule):
         else:
             message = ("GradScaler stays on for the bfloat16 choice of a run-time autocast dtype: "
                        "bfloat16 needs no scaling")
-            enabled, note = self._enabled_for_float16(facts, node, dtype)
-        fix = None
-        if enabled is not None:
-            fix = PendingFix.safe(f"Construct the scaler with `enabled={enabled}`",
-                                  Replace(node, add_keyword(node, "enabled", enabled)))
-        self.report_decided(decision, node, message, fix, note=note)
+            enabled, note = _enabled_for_float16(ctx, facts, node, dtype)
+        ctx.report(self, node, message, fix=Applicability.SAFE if enabled is not None else None,
+                   fix_message=f"Construct the scaler with `enabled={enabled}`" if enabled is not None else "",
+                   data={"enabled": enabled}, note=note, decision=decision)
 
-    def _dtype_of_steps(self, facts: TrainingFacts, name: str) -> Optional[str]:
-        """BFLOAT16_DTYPE when every step this scaler scales is bfloat16; the dtype name's code when every
-        one runs a run-time choice of bfloat16 or float16 through that one name; else None."""
-        kinds: set[str] = set()
-        for call in facts.calls:
-            if self.ctx.qualname(call.func) in ANY_AUTOCAST:
-                kinds.add(self._kind(call))
-        if len(kinds) != 1 or "" in kinds:
-            return None  # no autocast, a float16 or unreadable one, or two different choices
-        used = False
-        for step in facts.steps:
-            for backward in step.backwards:
-                scaler = _scaler_of(backward.call)
-                if scaler is None or dotted(scaler) != name:
-                    continue
-                statement = loss_statement(facts, step, backward)
-                if statement is None:
-                    return None
-                cover = facts.coverage(statement)
-                if cover.coverage is not Coverage.COVERED or not cover.calls:
-                    return None  # a step in fp32: another problem, not this one
-                if {self._kind(c) for c in cover.calls} != kinds:
-                    return None
-                used = True
-        return next(iter(kinds)) if used else None
+    def build_fix(self, detection: Detection, fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:
+        import libcst as cst
 
-    def _kind(self, autocast: cst.BaseExpression) -> str:
-        """BFLOAT16_DTYPE, the code of a dtype name chosen from bfloat16 and float16, or "" for anything else."""
-        dtype = autocast_dtype(self.ctx, autocast)
-        if dtype == BFLOAT16_DTYPE:
-            return BFLOAT16_DTYPE
-        if dtype is None or dtype == FLOAT16_DTYPE or not isinstance(autocast, cst.Call):
-            return ""
-        chosen = (autocast_arguments(self.ctx, autocast) or {}).get("dtype")
-        if not isinstance(chosen, cst.Name):
-            return ""
-        choices = dtype_choices(self.ctx, chosen)
-        if choices is None or not {BFLOAT16_DTYPE, FLOAT16_DTYPE} <= choices:
-            return ""
-        return chosen.value
+        from gpulint.core.pending import PendingFix, Replace
+        from gpulint.core.rewrite import add_keyword
 
-    def _enabled_for_float16(self, facts: TrainingFacts, scaler: cst.Call, dtype: str) -> tuple[Optional[str], str]:
-        """`(amp_dtype == torch.float16)` when the dtype's name holds its value where the scaler is built."""
-        torch = self.ctx.imports.module_alias("torch")
-        if torch.edit is not None:
-            return None, "no fix: the file does not import torch under a name the test could use"
-        for call in facts.calls:
-            if self.ctx.qualname(call.func) not in ANY_AUTOCAST:
+        assert isinstance(node, cst.Call) and detection.data is not None
+        return PendingFix.safe(detection.fix_message, Replace(node, add_keyword(node, "enabled",
+                                                                                detection.data["enabled"])))
+
+
+def _dtype_of_steps(ctx: AstContext, facts: AmpRegions, name: str) -> Optional[str]:
+    """BFLOAT16_DTYPE when every step this scaler scales is bfloat16; the dtype name's code when every
+    one runs a run-time choice of bfloat16 or float16 through that one name; else None."""
+    kinds: set[str] = set()
+    for call in facts.calls:
+        if ctx.qualname(call.func) in ANY_AUTOCAST:
+            kinds.add(_kind(ctx, call))
+    if len(kinds) != 1 or "" in kinds:
+        return None  # no autocast, a float16 or unreadable one, or two different choices
+    used = False
+    for step in facts.steps:
+        for backward in step.backwards:
+            scaler = _scaler_of(backward.call)
+            if scaler is None or dotted(scaler) != name:
                 continue
-            chosen = (autocast_arguments(self.ctx, call) or {}).get("dtype")
-            if not isinstance(chosen, cst.Name) or chosen.value != dtype:
-                continue
-            value = single_value(chosen, self.ctx.names)
-            scope = facts.scope_of(value) if value is not None else None
-            if value is None or not facts.before(value, scaler) or scope not in (
-                    self.ctx.module, facts.scope_of(scaler)):
-                return None, "no fix: the dtype is chosen after the point where the scaler is built"
-        return f"({dtype} == {torch.expr}.float16)", ""
+            cover = facts.coverage(facts.loss_statement(step, backward))
+            if cover.coverage is not Coverage.COVERED or not cover.calls:
+                return None  # a step in fp32: another problem, not this one
+            if {_kind(ctx, c) for c in cover.calls} != kinds:
+                return None
+            used = True
+    return next(iter(kinds)) if used else None
 
 
-def _assigned_name(facts: TrainingFacts, call: cst.Call) -> Optional[str]:
+def _kind(ctx: AstContext, autocast: ast.expr) -> str:
+    """BFLOAT16_DTYPE, the code of a dtype name chosen from bfloat16 and float16, or "" for anything else."""
+    dtype = autocast_dtype(ctx, autocast)
+    if dtype == BFLOAT16_DTYPE:
+        return BFLOAT16_DTYPE
+    if dtype is None or dtype == FLOAT16_DTYPE or not isinstance(autocast, ast.Call):
+        return ""
+    chosen = (autocast_arguments(ctx, autocast) or {}).get("dtype")
+    if not isinstance(chosen, ast.Name):
+        return ""
+    choices = dtype_choices(ctx, chosen)
+    if choices is None or not {BFLOAT16_DTYPE, FLOAT16_DTYPE} <= choices:
+        return ""
+    return chosen.id
+
+
+def _enabled_for_float16(ctx: AstContext, facts: AmpRegions, scaler: ast.Call, dtype: str) -> tuple[Optional[str], str]:
+    """`(amp_dtype == torch.float16)` when the dtype's name holds its value where the scaler is built."""
+    torch = next((alias for alias, targets in ctx.names.module_scope.bindings.items()
+                  if len(set(targets)) == 1 and targets[0] == "torch"), None)
+    if torch is None:  # the fix would have to add an import (core/pending.py ImportPlanner.module_alias)
+        return None, "no fix: the file does not import torch under a name the test could use"
+    for call in facts.calls:
+        if ctx.qualname(call.func) not in ANY_AUTOCAST:
+            continue
+        chosen = (autocast_arguments(ctx, call) or {}).get("dtype")
+        if not isinstance(chosen, ast.Name) or chosen.id != dtype:
+            continue
+        value = single_value(chosen, ctx.names)
+        scope = facts.scope_of(value) if value is not None else None
+        if value is None or not facts.before(value, scaler) or not any(
+                scope is s for s in (ctx.tree, facts.scope_of(scaler))):
+            return None, "no fix: the dtype is chosen after the point where the scaler is built"
+    return f"({dtype} == {torch}.float16)", ""
+
+
+def _assigned_name(ctx: AstContext, call: ast.Call) -> Optional[str]:
     """`scaler` / `self.scaler` for `scaler = GradScaler(...)`; None for any other use of the call."""
-    parent = facts.parent(call)
-    if not isinstance(parent, cst.Assign) or len(parent.targets) != 1:
+    parent = ctx.parent(call)
+    if not isinstance(parent, ast.Assign) or len(parent.targets) != 1 or parent.value is not call:
         return None
-    return dotted(parent.targets[0].target)
+    return dotted(parent.targets[0])
 
 
-def _scaler_of(backward: cst.Call) -> Optional[cst.BaseExpression]:
+def _scaler_of(backward: ast.Call) -> Optional[ast.expr]:
     """`scaler` in `scaler.scale(loss).backward()`."""
     func = backward.func
-    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call):
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call):
         inner = func.value.func
-        if isinstance(inner, cst.Attribute) and inner.attr.value == "scale":
+        if isinstance(inner, ast.Attribute) and inner.attr == "scale":
             return inner.value
     return None

@@ -2,19 +2,39 @@
 
 from __future__ import annotations
 
-import libcst as cst
+from typing import TYPE_CHECKING, Optional
 
+from gpulint.analysis.amp import Coverage
+from gpulint.analysis.amp_regions import AmpRegions, amp_regions
+from gpulint.analysis.amp_steps import AmpStep
+from gpulint.analysis.ast_context import AstContext, Detection
+from gpulint.analysis.device import cuda_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Decision, Evidence, Premise
-from gpulint.analysis.gpu_scripts import own_training_loop, trains_on_cuda
-from gpulint.analysis.training import TRAINING_STEP_NEEDLES, TrainingFacts, TrainingStep
+from gpulint.analysis.model_widths import trained_model_width
+from gpulint.analysis.script_settings import torch_import_alias
+from gpulint.analysis.training import TRAINING_STEP_NEEDLES
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
-from gpulint.core.pending import PendingFix
+from gpulint.core.style import detect as detect_style
 from gpulint.core.verification import TF32_MATMULS, Verification
 from gpulint.project.facts import SETTING_MATMUL_PRECISION
-from gpulint.rewrites.after_imports import after_torch_imports
 from gpulint.rules.base import Rule, RuleDocs, Target
-from gpulint.rules.gpu001_missing_autocast import ENOUGH_WORK, WIDE_ENOUGH, fp32_step, step_scale
+from gpulint.rules.gpu001_missing_autocast import (
+    ENOUGH_WORK,
+    MIN_WIDTH,
+    SIXTEEN_BIT,
+    STEP_WORK_FLOOR,
+    WIDE_ENOUGH,
+    sixteen_bit_elsewhere,
+)
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from gpulint.core.context import FileContext
+    from gpulint.core.pending import PendingFix
+
+SETTING = "{torch}.set_float32_matmul_precision({quote}high{quote})"
 
 TRAINS_ON_CUDA = Premise(
     "trains-on-cuda",
@@ -107,47 +127,93 @@ class Fp32MatmulWithoutTf32(Rule):
         premises=(TRAINS_ON_CUDA, FLOAT32, WIDE_ENOUGH, ENOUGH_WORK, GPU_BOUND, DEFAULT_PRECISION),
     )
 
-    def visit_Module(self, node: cst.Module) -> None:
-        facts = own_training_loop(self.ctx)
-        if facts is None:
-            return
-        project = self.ctx.project
+    def detect(self, ctx: AstContext) -> None:
+        facts = ctx.analysis(amp_regions)
+        if facts.framework_owned or not facts.steps:
+            return  # no training step of the file's own (a framework owns the loop)
+        project = ctx.project
         common = {
-            TRAINS_ON_CUDA: trains_on_cuda(self.ctx, facts),
+            TRAINS_ON_CUDA: cuda_evidence(project),
             GPU_BOUND: REFUTED if project.rl or project.own.sparse else SHOWN,
-            DEFAULT_PRECISION: self._default_precision(),
+            DEFAULT_PRECISION: self._default_precision(ctx),
         }
-        for step in sorted(facts.steps, key=lambda s: facts.order[id(s.node)]):
-            fp32 = fp32_step(self.ctx.text, facts, step)
+        for step in sorted(facts.steps, key=lambda s: ctx.order(s.node) or 0):
+            fp32 = fp32_step(ctx, facts, step)
             if fp32 is None:
                 continue
-            wide, work = step_scale(facts, step)
+            wide, work = step_scale(ctx, step)
             decision = self.decide({**common, FLOAT32: fp32, WIDE_ENOUGH: wide, ENOUGH_WORK: work})
             if decision.report:
-                self._report(decision, facts, step)
+                self._report(ctx, step, decision)
                 return  # once per file: the setting is process-wide
 
-    def _default_precision(self) -> Evidence:
+    def _default_precision(self, ctx: AstContext) -> Evidence:
         """TF32 is off unless the code says otherwise, on every torch the project supports: before 1.12,
         `allow_tf32` defaulted to True, so with an older floor the claim does not hold for every user."""
-        if SETTING_MATMUL_PRECISION in self.ctx.project.settings:
+        if SETTING_MATMUL_PRECISION in ctx.project.settings:
             return REFUTED
-        floor = self.ctx.settings.torch_version
+        floor = ctx.settings.torch_version
         return UNDECIDED if floor is not None and floor < floors.since(floors.MATMUL_PRECISION) else SHOWN
 
-    def _report(self, decision: Decision, facts: TrainingFacts, step: TrainingStep) -> None:
-        fix, note = None, ""
-        quote = self.ctx.style.string("high")
-        placed = after_torch_imports(self.ctx, "{torch}.set_float32_matmul_precision(" + quote + ")")
-        too_new = floors.too_new(self.ctx.settings.torch_version, [floors.MATMUL_PRECISION])
+    def _report(self, ctx: AstContext, step: AmpStep, decision: Decision) -> None:
+        fix: Optional[Applicability] = None
+        fix_message, note = "", ""
+        quote = ctx.analysis(_quote)
+        torch = torch_import_alias(ctx.tree)
+        too_new = floors.too_new(ctx.settings.torch_version, [floors.MATMUL_PRECISION])
         if too_new is not None:
             note = f"no fix: {too_new.reason()}"
-        elif placed is None:
+        elif torch is None:
             note = "no fix: the file does not `import torch` at the top level"
         else:
-            torch, edit = placed
-            fix = PendingFix.unsafe(f"Add `{torch}.set_float32_matmul_precision({quote})` after the imports", edit)
-        anchor = min((s.call for s in step.steps), key=lambda call: facts.order[id(call)])
-        self.report_decided(decision, anchor, "float32 training without TF32 matmuls: no autocast and no matmul "
-                                              "precision setting (up to ~7x slower matmuls on Ampere+)",
-                            fix, statement=facts.statement_of(anchor), note=note)
+            fix = Applicability.UNSAFE
+            fix_message = f"Add `{SETTING.format(torch=torch, quote=quote)}` after the imports"
+        anchor = min((s.call for s in step.steps), key=lambda call: ctx.order(call) or 0)
+        ctx.report(self, anchor, "float32 training without TF32 matmuls: no autocast and no matmul precision "
+                                 "setting (up to ~7x slower matmuls on Ampere+)",
+                   fix=fix, fix_message=fix_message, data={"quote": quote}, statement=ctx.statement(anchor),
+                   note=note, decision=decision)
+
+    def build_fix(self, detection: Detection, fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:
+        from gpulint.core.pending import PendingFix
+        from gpulint.rewrites.after_imports import after_torch_imports
+
+        assert detection.data is not None
+        placed = after_torch_imports(fctx, SETTING.replace("{quote}", detection.data["quote"]))
+        if placed is None:
+            return None
+        return PendingFix.unsafe(detection.fix_message, placed[1])
+
+
+def _quote(ctx: AstContext) -> str:
+    """The quote character the file's strings use (the one a LibCST fix context reads: core/style.py)."""
+    return detect_style(ctx.text, ctx.settings.line_length, "    ").quote
+
+
+def fp32_step(ctx: AstContext, facts: AmpRegions, step: AmpStep) -> Optional[Evidence]:
+    """Whether the step's forward pass and loss run in fp32 (GPU001's FP32 premise, on `ast`); None when a
+    helper is handed the loss, so the forward pass is a caller's."""
+    project = ctx.project
+    fp32 = REFUTED if facts.low_precision_model or sixteen_bit_elsewhere(project) else SHOWN
+    for each in step.backwards:
+        statement = facts.loss_statement(step, each)
+        if facts.loss_passed_in(each):
+            return None  # a helper handed the loss (a loss scaler's __call__): the forward pass is the caller's
+        coverage = facts.coverage(statement).coverage
+        if coverage is Coverage.COVERED:
+            fp32 = REFUTED
+        elif coverage is Coverage.UNKNOWN and fp32 is SHOWN:
+            fp32 = UNDECIDED
+    if fp32 is SHOWN and "grad-scaler" in project.mixed_precision and SIXTEEN_BIT.search(ctx.text):
+        fp32 = UNDECIDED  # a scaler and a 16-bit dtype named here: the model may compute in it (nanochat)
+    return fp32
+
+
+def step_scale(ctx: AstContext, step: AmpStep) -> tuple[Evidence, Evidence]:
+    """GPU001's WIDE_ENOUGH and ENOUGH_WORK premises, on `ast`: whether tensor cores can matter for the model
+    the step trains."""
+    width = trained_model_width(ctx, step)
+    wide = REFUTED if width is not None and width < ctx.settings.value(MIN_WIDTH) else SHOWN
+    rows = ctx.project.own.step_rows
+    work = REFUTED if width is not None and rows is not None and rows * width * width < STEP_WORK_FLOOR else SHOWN
+    return wide, work

@@ -1,24 +1,30 @@
-"""GPU404 convnet-without-channels-last: a 2-D convnet trained under autocast in the default NCHW layout."""
+"""GPU404 convnet-without-channels-last: a 2-D convnet trained under autocast in the NCHW layout."""
 
 from __future__ import annotations
 
+import ast
 import re
-from typing import Union
+from typing import TYPE_CHECKING, Optional, Union
 
-import libcst as cst
-
-from gpulint.analysis.autocast_dtype import BFLOAT16_DTYPE, FLOAT16_DTYPE, MAYBE_FLOAT16, autocast_dtype
+from gpulint.analysis.amp import Coverage
+from gpulint.analysis.amp_dtypes import BFLOAT16_DTYPE, FLOAT16_DTYPE, MAYBE_FLOAT16, autocast_dtype
+from gpulint.analysis.amp_regions import AmpRegions, amp_regions
+from gpulint.analysis.ast_context import AstContext, Detection
+from gpulint.analysis.device import cuda_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
-from gpulint.analysis.gpu_scripts import convolutions, own_training_loop, script_anchor, trains_on_cuda
-from gpulint.analysis.training import TRAINING_STEP_NEEDLES, Coverage, TrainingFacts
+from gpulint.analysis.script_settings import convolutions
+from gpulint.analysis.training import TRAINING_STEP_NEEDLES
 from gpulint.core.edits import Applicability
-from gpulint.core.pending import InsertStatements, PendingFix
 from gpulint.core.torch_api import DATA_PARALLEL_WRAPPERS
 from gpulint.core.verification import NEUTRAL, Verification
-from gpulint.core.walk import descendants
 from gpulint.project.facts import SETTING_CHANNELS_LAST
-from gpulint.rewrites.amp_plan import loss_statement
 from gpulint.rules.base import Rule, RuleDocs, Target
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from gpulint.core.context import FileContext
+    from gpulint.core.pending import PendingFix
 
 TRAINS_ON_CUDA = Premise(
     "trains-on-cuda",
@@ -111,66 +117,106 @@ class ConvnetWithoutChannelsLast(Rule):
         premises=(TRAINS_ON_CUDA, DENSE_CONV2D, UNDER_AUTOCAST, NCHW),
     )
 
-    def visit_Module(self, node: cst.Module) -> None:
-        facts = own_training_loop(self.ctx)
-        if facts is None:
-            return
+    def detect(self, ctx: AstContext) -> None:
+        facts = ctx.analysis(amp_regions)
+        if facts.framework_owned or not facts.steps:
+            return  # no training step of the file's own (a framework owns the loop)
         decision = self.decide({
-            TRAINS_ON_CUDA: trains_on_cuda(self.ctx, facts),
-            DENSE_CONV2D: UNDECIDED if _GROUPS.search(self.ctx.text)
-            else convolutions(self.ctx, facts, only_dense_2d=True),
-            UNDER_AUTOCAST: self._under_autocast(facts),
-            NCHW: REFUTED if SETTING_CHANNELS_LAST in self.ctx.project.settings else SHOWN,
+            TRAINS_ON_CUDA: cuda_evidence(ctx.project),
+            DENSE_CONV2D: UNDECIDED if _GROUPS.search(ctx.text) else convolutions(ctx, only_dense_2d=True),
+            UNDER_AUTOCAST: _under_autocast(ctx, facts),
+            NCHW: REFUTED if SETTING_CHANNELS_LAST in ctx.project.settings else SHOWN,
         })
-        anchor = script_anchor(facts)
+        if not decision.report:
+            return
+        anchor = _script_anchor(ctx, facts)
         message = "convnet trained under autocast in the NCHW layout: tensor-core convolutions want torch.channels_last"
-        placed = _conversion_point(self.ctx.module, self.ctx.text, facts)
-        fix, note = None, ""
+        placed = _conversion_point(ctx, facts)
+        fix: Optional[Applicability] = None
+        fix_message, note, data = "", "", None
         if isinstance(placed, str):
             note = f"no fix: {placed}"
         else:
-            name, statement = placed
-            torch = self.ctx.imports.module_alias("torch")
-            fix = PendingFix.unsafe(f"Convert `{name}` to channels_last before its optimizer is built", torch.edit,
-                                    InsertStatements(statement, f"{name}.to(memory_format={torch.expr}.channels_last)"))
-        self.report_decided(decision, anchor, message, fix=fix, statement=facts.statement_of(anchor), note=note)
+            name, optimizer = placed
+            fix, fix_message = Applicability.UNSAFE, f"Convert `{name}` to channels_last before its optimizer is built"
+            data = {"model": name, "optimizer": optimizer}
+        ctx.report(self, anchor, message, fix=fix, fix_message=fix_message, data=data,
+                   statement=ctx.statement(anchor), note=note, decision=decision)
 
-    def _under_autocast(self, facts: TrainingFacts) -> Evidence:
-        for step in facts.steps:
-            for backward in step.backwards:
-                statement = loss_statement(facts, step, backward)
-                cover = facts.coverage(statement) if statement is not None else None
-                if cover is None or cover.coverage is not Coverage.COVERED or not cover.calls:
-                    return UNDECIDED if cover is None or cover.coverage is Coverage.UNKNOWN else REFUTED
-                if any(autocast_dtype(self.ctx, c) not in (FLOAT16_DTYPE, BFLOAT16_DTYPE, MAYBE_FLOAT16)
-                       for c in cover.calls):
-                    return UNDECIDED
-        return SHOWN
+    def build_fix(self, detection: Detection, fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:
+        import libcst as cst
+
+        from gpulint.core.pending import InsertStatements, PendingFix
+        from gpulint.core.walk import descendants
+
+        assert detection.data is not None
+        name, optimizer = detection.data["model"], detection.data["optimizer"]
+        built = [line for line in descendants(fctx.module) if isinstance(line, cst.SimpleStatementLine)
+                 and len(line.body) == 1 and isinstance(line.body[0], cst.Assign) and len(line.body[0].targets) == 1
+                 and isinstance(line.body[0].targets[0].target, cst.Name)
+                 and line.body[0].targets[0].target.value == optimizer]
+        if len(built) != 1:
+            return None
+        torch = fctx.imports.module_alias("torch")
+        return PendingFix.unsafe(detection.fix_message, torch.edit,
+                                 InsertStatements(built[0], f"{name}.to(memory_format={torch.expr}.channels_last)"))
+
+
+def _script_anchor(ctx: AstContext, facts: AmpRegions) -> ast.Call:
+    """The first optimizer step of the file in source order (script_settings.py's script_anchor, on these steps)."""
+    calls = [s.call for step in facts.steps for s in step.steps] or [b.call for step in facts.steps
+                                                                     for b in step.backwards]
+    return min(calls, key=lambda call: ctx.order(call) or 0)
+
+
+def _under_autocast(ctx: AstContext, facts: AmpRegions) -> Evidence:
+    for step in facts.steps:
+        for backward in step.backwards:
+            cover = facts.coverage(facts.loss_statement(step, backward))
+            if cover.coverage is not Coverage.COVERED or not cover.calls:
+                return UNDECIDED if cover.coverage is Coverage.UNKNOWN else REFUTED
+            if any(autocast_dtype(ctx, c) not in (FLOAT16_DTYPE, BFLOAT16_DTYPE, MAYBE_FLOAT16) for c in cover.calls):
+                return UNDECIDED
+    return SHOWN
 
 
 _GROUPS = re.compile(r"\bgroups\s*=")  # a grouped convolution somewhere, maybe in a helper the file calls
 
 
-def _conversion_point(module: cst.Module, text: str,
-                      facts: TrainingFacts) -> Union[tuple[str, cst.SimpleStatementLine], str]:
-    """The model's name and the statement that builds its optimizer (the fix converts the model just before
-    it), or why no fix is offered."""
-    if any(wrapper in text for wrapper in DATA_PARALLEL_WRAPPERS):
+def _conversion_point(ctx: AstContext, facts: AmpRegions) -> Union[tuple[str, str], str]:
+    """The model's name and the optimizer's, whose one building statement the fix converts the model just
+    before, or why no fix is offered."""
+    if any(wrapper in ctx.text for wrapper in DATA_PARALLEL_WRAPPERS):
         return "the model is wrapped for data parallelism; convert it before it is wrapped"
-    optimizers = {s.optimizer.value for step in facts.steps for s in step.steps if isinstance(s.optimizer, cst.Name)}
-    if len(optimizers) != 1 or any(not isinstance(s.optimizer, cst.Name) for step in facts.steps for s in step.steps):
+    stepped = [s.optimizer for step in facts.steps for s in step.steps]
+    optimizers = {o.id for o in stepped if isinstance(o, ast.Name)}
+    if len(optimizers) != 1 or any(not isinstance(o, ast.Name) for o in stepped):
         return "the steps do not step one optimizer held in a plain name"
     optimizer = optimizers.pop()
-    built = [line for line in descendants(module) if isinstance(line, cst.SimpleStatementLine)
-             and len(line.body) == 1 and isinstance(line.body[0], cst.Assign) and len(line.body[0].targets) == 1
-             and isinstance(line.body[0].targets[0].target, cst.Name)
-             and line.body[0].targets[0].target.value == optimizer]
+    built = [n for n in ctx.nodes(ast.Assign) if isinstance(n, ast.Assign) and len(n.targets) == 1
+             and isinstance(n.targets[0], ast.Name) and n.targets[0].id == optimizer and _own_line(ctx, n)]
     if len(built) != 1:
         return f"`{optimizer}` is not built by one statement of its own"
-    value = built[0].body[0].value  # type: ignore[attr-defined]
-    first = value.args[0].value if isinstance(value, cst.Call) and value.args and value.args[0].keyword is None \
-        and not value.args[0].star else None
-    if not (isinstance(first, cst.Call) and not first.args and isinstance(first.func, cst.Attribute)
-            and first.func.attr.value == "parameters" and isinstance(first.func.value, cst.Name)):
+    value = built[0].value
+    first = value.args[0] if isinstance(value, ast.Call) and value.args \
+        and not isinstance(value.args[0], ast.Starred) else None
+    if not (isinstance(first, ast.Call) and not first.args and not first.keywords
+            and isinstance(first.func, ast.Attribute) and first.func.attr == "parameters"
+            and isinstance(first.func.value, ast.Name)):
         return f"`{optimizer}` is not built from one model's `parameters()`"
-    return first.func.value.value, built[0]
+    return first.func.value.id, optimizer
+
+
+_TAIL = re.compile(r"\s*;?\s*(?:#.*)?$")
+
+
+def _own_line(ctx: AstContext, statement: ast.stmt) -> bool:
+    """The statement is a line of its own (LibCST's one-statement SimpleStatementLine): nothing but
+    indentation before it, nothing but a `;` or a comment after it."""
+    start = ctx.offset(statement.lineno, statement.col_offset)
+    line_start = ctx.text.rfind("\n", 0, start) + 1
+    if ctx.text[line_start:start].strip():
+        return False
+    end = ctx.offset(statement.end_lineno or statement.lineno, statement.end_col_offset or 0)
+    line_end = ctx.text.find("\n", end)
+    return _TAIL.match(ctx.text[end:line_end if line_end >= 0 else len(ctx.text)]) is not None

@@ -1,0 +1,367 @@
+"""How wide the model a training step trains can be, on CPython's `ast`: GPU001's and GPU401's impact floor.
+
+Tensor cores speed up matrix multiplications whose dimensions are large; a model whose every layer is narrow
+is launch-bound, and neither mixed precision nor TF32 buys it anything. The width of a layer is the smallest
+of its sizes; the model's width is the largest layer width. It is known only when every layer is: an unknown
+width is never taken for a small one.
+
+`layers_width` evaluates the plain data of project/layers.py; `trained_model_width` finds the model a step
+trains (through its optimizer's `model.parameters()`) and the values its constructor is given. analysis/widths.py
+reads the same on LibCST for GPU001 (a twin until GPU001's detector moves to `ast`).
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Callable, Mapping, Optional
+
+from gpulint.analysis.amp_steps import AmpStep
+from gpulint.analysis.ast_context import AstContext
+from gpulint.analysis.ast_values import single_value, value_at
+from gpulint.project.facts import ClassFacts
+from gpulint.project.layers import DIMS, MODULE, PRODUCT, UNKNOWN, Layer, graph_layer, mlp_layer, torch_layer
+
+MAX_DEPTH = 6
+Lookup = Callable[[str], Optional[ClassFacts]]  # a class by the name a file spells it
+Attribute = Callable[[str], Optional[int]]  # `args.hidden` / `config.n_embd` -> its integer, when known
+
+
+def resolve_token(token: str, bindings: Mapping[str, Optional[int]], attribute: Attribute) -> Optional[int]:
+    """The integer a width token stands for: a literal, a bound `__init__` parameter, a config attribute."""
+    if token == UNKNOWN:
+        return None
+    if PRODUCT in token:
+        product = 1
+        for factor in token.split(PRODUCT):
+            value = resolve_token(factor, bindings, attribute)
+            if value is None:
+                return None
+            product *= value
+        return product
+    if token.startswith("="):
+        return bindings.get(token[1:])
+    if token.startswith("@"):
+        return attribute(token[1:])
+    try:
+        return int(token)
+    except ValueError:
+        return None
+
+
+def layers_width(layers: tuple[Layer, ...], lookup: Lookup, bindings: Mapping[str, Optional[int]],
+                 attribute: Attribute, depth: int = 0) -> Optional[int]:
+    """The largest matmul width these layers can have; None when some layer's width is unknown."""
+    if depth > MAX_DEPTH:
+        return None
+    widest = 0
+    for layer in layers:
+        if layer.kind == DIMS:
+            sizes = [t for t in layer.dims if not t.startswith("*")]
+            known = [v for v in (resolve_token(t, bindings, attribute) for t in sizes) if v is not None]
+            if not known:
+                return None
+            width = min(known)
+            for factor in (t[1:] for t in layer.dims if t.startswith("*")):  # a convolution's kernel size
+                value = resolve_token(factor, bindings, attribute)
+                if value is None:
+                    return None
+                width *= value
+            widest = max(widest, width)
+        elif layer.kind == MODULE:
+            found = lookup(layer.name)
+            if found is None:
+                return None  # a class gpulint cannot read: a library's, or one defined elsewhere
+            if not found.module:
+                continue  # a plain class (a config object): no layers
+            inner = class_width(found, lookup, layer.dims, dict(layer.keywords), bindings, attribute, depth + 1)
+            if inner is None:
+                return None
+            widest = max(widest, inner)
+        else:
+            return None
+    return widest
+
+
+def class_width(found: ClassFacts, lookup: Lookup, positional: tuple[str, ...], keywords: Mapping[str, str],
+                outer: Mapping[str, Optional[int]], attribute: Attribute, depth: int = 0) -> Optional[int]:
+    """The width of a model class built with these argument tokens (resolved in the caller's bindings)."""
+    if found.layers is None:
+        return None
+    bindings: dict[str, Optional[int]] = dict(found.init_defaults)
+    for name, token in zip(found.init_params, positional):
+        bindings[name] = resolve_token(token, outer, attribute)
+    for name, token in keywords.items():
+        bindings[name] = resolve_token(token, outer, attribute)
+    return layers_width(found.layers, lookup, bindings, attribute, depth)
+
+
+# ---------------------------------------------------------------------------------------------
+# the model a training step trains, on the `ast` tree
+
+def trained_model_width(ctx: AstContext, step: AmpStep) -> Optional[int]:
+    """The width of the model(s) the step's optimizer updates; None when any of them is unknown."""
+    models: list[ast.expr] = []
+    for optimizer_step in step.steps:
+        optimizer = _value(ctx, optimizer_step.optimizer)
+        if not isinstance(optimizer, ast.Call):
+            return None
+        params = [a for a in optimizer.args if not isinstance(a, ast.Starred)]
+        argument = params[0] if params else next((k.value for k in optimizer.keywords if k.arg == "params"), None)
+        if argument is None:
+            return None
+        found = _parameters_of(argument)
+        if not found:
+            return None
+        models.extend(found)
+    if not models:
+        return None
+    widest = 0
+    for model in models:
+        width = _model_width(ctx, model)
+        if width is None:
+            return None
+        widest = max(widest, width)
+    return widest
+
+
+def _inside(ctx: AstContext, outer: ast.AST, node: ast.AST) -> bool:
+    return any(a is outer for a in ctx.ancestors(node))
+
+
+def _branch_values(ctx: AstContext, name: ast.Name) -> list[ast.expr]:
+    """Every value the name is assigned (on several branches), when each is a plain assignment."""
+    owner = ctx.names.binding_scope(name)
+    if owner is None:
+        return []
+    targets = owner.bindings.get(name.id, [])
+    values = owner.values.get(name.id, [])
+    if not values or len(values) > 8 or any(t is not None for t in targets) or any(v is None for v in values):
+        return []
+    return [v for v in values if v is not None and not _inside(ctx, v, name)]
+
+
+def _unpacked_value(ctx: AstContext, name: ast.Name) -> Optional[ast.expr]:
+    """`model, data = Net().to(device), data.to(device)`: the element a tuple assignment gives the name.
+    Moves of the name itself keep the model, so the one binding left is its value; any other binding makes it
+    unknown."""
+    owner = ctx.names.binding_scope(name)
+    if owner is None:
+        return None
+    values: list[ast.expr] = []
+    for node in _own_nodes(owner.node):
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            if isinstance(target, ast.Name) and target.id == name.id:
+                values.append(node.value)
+            elif isinstance(target, (ast.Tuple, ast.List)) and isinstance(node.value, (ast.Tuple, ast.List)) \
+                    and len(target.elts) == len(node.value.elts):
+                for left, right in zip(target.elts, node.value.elts):
+                    if isinstance(left, ast.Name) and left.id == name.id:
+                        values.append(right.value if isinstance(right, ast.Starred) else right)
+    if len(values) != len(owner.bindings.get(name.id, [])):
+        return None  # bound some other way too (a loop, a with, an augmented assignment)
+    kept = [v for v in values if not _moves_itself(v, name.id)]
+    return kept[0] if len(kept) == 1 else None
+
+
+def _own_nodes(scope: ast.AST) -> list[ast.AST]:
+    """The nodes of `scope` outside the functions defined in it (classes and lambdas are entered)."""
+    found: list[ast.AST] = []
+    stack = [scope]
+    while stack:
+        node = stack.pop()
+        found.append(node)
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                stack.append(child)
+    return found
+
+
+def _moves_itself(value: ast.expr, name: str) -> bool:
+    """`model.to(device)`, `model.cuda()`: the same model, moved."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _MOVES:
+        value = value.func.value
+    return isinstance(value, ast.Name) and value.id == name
+
+
+def _value(ctx: AstContext, expr: ast.expr) -> Optional[ast.expr]:
+    if isinstance(expr, ast.Name):
+        return value_at(ctx, expr)
+    return expr
+
+
+def _parameters_of(expr: ast.expr) -> list[ast.expr]:
+    """`model.parameters()`, `list(model.parameters())`, `chain(a.parameters(), b.parameters())`: the models."""
+    return [n.func.value for n in ast.walk(expr) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and n.func.attr in ("parameters", "named_parameters")]
+
+
+_MOVES = frozenset({"to", "cuda", "train", "float", "double", "cpu"})
+_WRAPPERS = frozenset({
+    "torch.nn.parallel.DistributedDataParallel", "torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
+    "torch.distributed.fsdp.FullyShardedDataParallel", "torch.compile", "torch.jit.script",
+    # graph autoencoders around the encoder they are given first: GAE(GCNEncoder(...))
+    "torch_geometric.nn.GAE", "torch_geometric.nn.VGAE", "torch_geometric.nn.ARGA", "torch_geometric.nn.ARGVA",
+    "torch_geometric.nn.models.GAE", "torch_geometric.nn.models.VGAE",
+    # heterogeneous copies of a homogeneous model: to_hetero(GNN(...), metadata)
+    "torch_geometric.nn.to_hetero", "torch_geometric.nn.to_hetero_with_bases",
+})
+NO_WIDTH = "0"
+# layers without a matmul width of their own, when written inside `nn.Sequential(...)`
+_NO_WIDTH_LAYERS = frozenset({
+    "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "LeakyReLU", "ELU", "Softmax", "LogSoftmax", "Mish", "Hardswish",
+    "Identity", "Flatten", "Unflatten", "Dropout", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d",
+    "Softplus", "PReLU", "Upsample", "PixelShuffle",
+})
+
+
+def _positional(call: ast.Call) -> list[ast.expr]:
+    return [a for a in call.args if not isinstance(a, ast.Starred)]
+
+
+def _starred(call: ast.Call) -> bool:
+    return any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords)
+
+
+def _model_width(ctx: AstContext, model: ast.expr, depth: int = 0) -> Optional[int]:
+    if depth > 8:
+        return None
+    if isinstance(model, ast.Attribute):
+        while isinstance(model, ast.Attribute):  # `model.conv1.parameters()`: a part is no wider than the model
+            model = model.value
+        return _model_width(ctx, model, depth + 1) if isinstance(model, ast.Name) else None
+    if isinstance(model, ast.Name):
+        value = value_at(ctx, model) or _unpacked_value(ctx, model)
+        if value is not None:
+            return _model_width(ctx, value, depth + 1)
+        widths = [_model_width(ctx, v, depth + 1) for v in _branch_values(ctx, model)]
+        if not widths or None in widths:
+            return None
+        return max(w for w in widths if w is not None)  # `if args.variational: model = VGAE(...) else: ...`
+    if not isinstance(model, ast.Call):
+        return None
+    func = model.func
+    if isinstance(func, ast.Attribute) and func.attr in _MOVES:
+        return _model_width(ctx, func.value, depth + 1)  # `Net(...).to(device)`
+    qualified = ctx.qualname(func) or ""
+    attribute = _attribute_values(ctx)
+    if qualified in _WRAPPERS or qualified.rsplit(".", 1)[-1] in ("DistributedDataParallel", "DataParallel",
+                                                                   "FullyShardedDataParallel"):
+        wrapped = next(iter(_positional(model)), None)
+        return _model_width(ctx, wrapped, depth + 1) if wrapped is not None else None  # DDP(model)
+    if qualified.startswith("torch.nn."):
+        last = qualified.rsplit(".", 1)[-1]
+        if last == "Sequential":
+            if _starred(model):
+                return None
+            layers: list[Layer] = []
+            for value in [*model.args, *(k.value for k in model.keywords)]:
+                inner = _inline_layer(ctx, value)
+                if inner is None:
+                    return None
+                layers.append(inner)
+            return layers_width(tuple(layers), _lookup(ctx), {}, attribute)
+        layer = _inline_layer(ctx, model)
+        if layer is None or layer.dims == (NO_WIDTH,):
+            return None  # a torch.nn class that is not one layer of known width: not read
+        return layers_width((layer,), _lookup(ctx), {}, attribute)
+    if qualified.startswith(("torch_geometric.", "dgl.")):
+        library = _graph_model(ctx, model, qualified)
+        return None if library is None else layers_width((library,), _lookup(ctx), {}, attribute)
+    spelled = qualified or (func.id if isinstance(func, ast.Name) else None)
+    if spelled is None:
+        return None
+    found = _lookup(ctx)(spelled)
+    if found is None or found.layers is None:
+        return None
+    positional = tuple(_token(ctx, a) for a in _positional(model))
+    if _starred(model):
+        return None
+    keywords = {k.arg: _token(ctx, k.value) for k in model.keywords if k.arg is not None}
+    return class_width(found, _lookup(ctx), positional, keywords, {}, attribute)
+
+
+def _argument_token(ctx: AstContext, call: ast.Call, position: int, keyword: str) -> Optional[str]:
+    for k in call.keywords:
+        if k.arg == keyword:
+            return _token(ctx, k.value)
+    positional = _positional(call)
+    return _token(ctx, positional[position]) if 0 <= position < len(positional) else None
+
+
+def _graph_model(ctx: AstContext, call: ast.Call, qualified: str) -> Optional[Layer]:
+    """A graph library's model built in the training file (`GCN(in, 16, 2, out)`), as one layer."""
+    last = qualified.rsplit(".", 1)[-1]
+    first = call.args[0] if call.args else None
+    if isinstance(first, ast.Starred):
+        first = first.value
+    if last == "MLP" and isinstance(first, (ast.List, ast.Tuple)):
+        return mlp_layer([_token(ctx, e.value if isinstance(e, ast.Starred) else e) for e in first.elts])
+    found = graph_layer(last, lambda position, keyword: _argument_token(ctx, call, position, keyword))
+    return found if isinstance(found, Layer) else None
+
+
+def _inline_layer(ctx: AstContext, expr: ast.expr) -> Optional[Layer]:
+    """A layer written inside `nn.Sequential(...)` in the training file."""
+    if not isinstance(expr, ast.Call):
+        return None
+    qualified = ctx.qualname(expr.func) or ""
+    if not qualified.startswith("torch.nn."):
+        return None
+    last = qualified.rsplit(".", 1)[-1]
+    found = torch_layer(last, lambda position, keyword: _argument_token(ctx, expr, position, keyword))
+    if found is not None:
+        return found
+    if last in _NO_WIDTH_LAYERS or last.endswith(("Norm", "Norm1d", "Norm2d", "Norm3d", "Pool1d", "Pool2d", "Pool3d",
+                                                    "Dropout", "Dropout1d", "Dropout2d", "Dropout3d")):
+        return Layer(DIMS, last, (NO_WIDTH,))  # activations, dropout, norms, pooling: no width of their own
+    return None
+
+
+def _integer(expr: Optional[ast.expr]) -> Optional[int]:
+    if isinstance(expr, ast.Constant) and type(expr.value) is int:
+        return expr.value
+    return None
+
+
+def _token(ctx: AstContext, expr: ast.expr) -> str:
+    """A width token for an argument of the constructor the training file calls."""
+    if _integer(expr) is not None:
+        return str(_integer(expr))
+    integers = [_integer(e) for e in expr.elts] if isinstance(expr, ast.Tuple) else []
+    if integers and all(i is not None for i in integers):
+        return str(max(i for i in integers if i is not None))  # (5, 5)
+    if isinstance(expr, ast.Name):
+        value = single_value(expr, ctx.names) or _unpacked_value(ctx, expr)
+        found = _integer(value)
+        return str(found) if found is not None else UNKNOWN
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id != "self":
+        return f"@{expr.attr}"  # `args.hidden`, `config.n_embd`
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mult):
+        left, right = _token(ctx, expr.left), _token(ctx, expr.right)
+        return UNKNOWN if UNKNOWN in (left, right) else f"{left}{PRODUCT}{right}"
+    return UNKNOWN
+
+
+def _lookup(ctx: AstContext) -> Lookup:
+    project = ctx.project
+
+    def lookup(spelled: str) -> Optional[ClassFacts]:
+        return project.class_facts(spelled)
+
+    return lookup
+
+
+def _attribute_values(ctx: AstContext) -> Attribute:
+    """`args.hidden` -> the argparse default the file declares; `config.n_embd` -> the config value the
+    project passes or its dataclass default."""
+    project = ctx.project
+
+    def value(name: str) -> Optional[int]:
+        default = project.own.argparse_defaults.get(name)
+        if type(default) is int:
+            return default
+        return project.dataclass_int(name)
+
+    return value
