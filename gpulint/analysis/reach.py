@@ -11,11 +11,14 @@ module answers the question for one node of a rule's tree: LibCST now, `ast` aft
 from __future__ import annotations
 
 import ast
-from typing import Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
 import libcst as cst
 
 from gpulint.analysis.evidence import REFUTED, SHOWN, Evidence, Premise
+
+if TYPE_CHECKING:
+    from gpulint.analysis.ast_context import AstContext
 
 RUNS = Premise(
     "runs",
@@ -95,3 +98,44 @@ def not_self_test(tree: ast.Module, node: ast.AST, parent: Callable[[ast.AST], O
                   imported: bool) -> Evidence:
     """The SELF_TEST premise for a node of an `ast` tree (`imported`: ProjectView.imported)."""
     return REFUTED if imported and in_main_block(tree, node, parent) else SHOWN
+
+
+LOADS_BATCHES = Premise(
+    "loads-batches",
+    "the loader's batches are drawn: refuted when the DataLoader is bound to a name whose every use in its "
+    "scope is `len(name)` (a loader built only to count batches, to size a learning-rate schedule); a loader "
+    "iterated, returned, stored, passed on or used through another name is shown.")
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def draws_batches(ctx: AstContext, call: ast.Call) -> Evidence:
+    """LOADS_BATCHES for a DataLoader(...) call: only `name = DataLoader(...)` in a function (or a script's
+    `__main__` block), followed by nothing but `len(name)` there, is refuted; any other shape (a tuple target,
+    an attribute, a module-level loader other files may import, a nested function reading the name) draws
+    batches."""
+    statement = ctx.parent(call)
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name)):
+        return SHOWN
+    target = statement.targets[0]
+    scope = next((a for a in ctx.ancestors(statement) if isinstance(a, _SCOPES)), ctx.tree)
+    if scope is ctx.tree and not in_main_block(ctx.tree, statement, ctx.parent):
+        return SHOWN  # a module-level name other files may import (one bound under `__main__` never is)
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+        return SHOWN
+    uses = [n for n in ctx.named(target.id) if n is not target
+            and (scope is ctx.tree or any(a is scope for a in ctx.ancestors(n)))]
+    if not uses or any(next((a for a in ctx.ancestors(n) if isinstance(a, _SCOPES)), ctx.tree) is not scope
+                       for n in uses):
+        return SHOWN
+    return REFUTED if all(_counted(ctx, n) for n in uses) else SHOWN
+
+
+def _counted(ctx: AstContext, use: ast.Name) -> bool:
+    if not isinstance(use.ctx, ast.Load):
+        return False  # rebound: a later binding is another loader, judged on its own
+    parent = ctx.parent(use)
+    return isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id == "len" \
+        and len(parent.args) == 1 and parent.args[0] is use and not parent.keywords
+
