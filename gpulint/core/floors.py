@@ -43,16 +43,17 @@ SYMBOLS: dict[str, Symbol] = {s.code: s for s in (
            "parameters may be on the CPU needs it"),
     Symbol("checkpoint(..., use_reentrant=False)", (1, 13),
            "also checkpoint_sequential; 1.13.1 is the oldest wheel read"),
-    Symbol("DataLoader(pin_memory=True)", (1, 0)),
-    Symbol("DataLoader(num_workers=...)", (1, 0)),
+    Symbol("DataLoader(pin_memory=True)", (0, 4), "older than 0.4 too; 0.4 is the oldest torch gpulint vouches for"),
+    Symbol("DataLoader(num_workers=...)", (0, 4), "older than 0.4 too"),
     Symbol("DataLoader(persistent_workers=True)", (1, 7)),
-    Symbol("Tensor.to(..., non_blocking=True) / .cuda(non_blocking=True)", (1, 0)),
+    Symbol("Tensor.to(..., non_blocking=True) / .cuda(non_blocking=True)", (0, 4),
+           "0.4 added `.to()` and renamed `.cuda(async=)` to `non_blocking=`"),
     Symbol("F.scaled_dot_product_attention(q, k, v, attn_mask=, dropout_p=, is_causal=)", (2, 0),
            "GPU403 (not in the facts doc: from the 2.0 release, not read from a wheel)"),
     Symbol("F.scaled_dot_product_attention(..., scale=...)", (2, 1),
            "GPU403, a scale other than 1/sqrt(head dim) (not in the facts doc: from the 2.1 release)"),
     Symbol('torch.set_float32_matmul_precision("high")', (1, 12)),
-    Symbol("torch.backends.cudnn.benchmark = True", (1, 0)),
+    Symbol("torch.backends.cudnn.benchmark = True", (0, 4), "older than 0.4 too"),
     Symbol("torch.compile(model)", (2, 0)),
     Symbol("torch._foreach_mul_ / torch._foreach_add_(..., alpha=...)", (1, 13),
            "GPU507; torch.optim's multi-tensor SGD and Adam call them in 1.13 (not in the facts doc: from the "
@@ -82,6 +83,12 @@ NEEDED_BY_IMPORT: dict[str, Version] = {
     "torch.nn.functional.scaled_dot_product_attention": (2, 0),  # the 2.0 release
 }
 
+# the newest torch that code showing `legacy_torch` evidence (project/facts.py: `loss.data[0]`, an IndexError since
+# torch 1.0) runs on. Such a file is linted as if torch-version were this (or the declared floor, when older):
+# every rule that withholds advice a floor lacks withholds what needs torch 1.0 or newer there, and what torch 0.4
+# has (pinned memory, workers, non_blocking, cudnn.benchmark: the table above) is still advised
+LEGACY_TORCH: Version = (0, 4)
+
 AUTOCAST = "torch.autocast(device_type=..., dtype=...)"
 AMP_AUTOCAST = "torch.amp.autocast"
 GRAD_SCALER = "torch.amp.GradScaler"
@@ -106,6 +113,11 @@ FOREACH_LERP = "torch._foreach_lerp_"
 def fused(optimizer: str) -> str:
     """The table's key for `fused=True` on a torch optimizer class (Adam, AdamW, SGD, Adagrad)."""
     return f"{optimizer}(fused=True)"
+
+
+def legacy_floor(floor: Optional[Version]) -> Version:
+    """The torch floor of a file whose code runs only on torch 0.4 or older: LEGACY_TORCH, or an older floor."""
+    return LEGACY_TORCH if floor is None else min(floor, LEGACY_TORCH)
 
 
 def since(code: str) -> Version:

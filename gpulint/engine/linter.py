@@ -15,6 +15,7 @@ from libcst._nodes.internal import CodegenState
 
 from gpulint.analysis.device import may_have_gpu_evidence
 from gpulint.analysis.evidence import pedantic
+from gpulint.core import floors
 from gpulint.core.context import FileContext
 from gpulint.core.edits import (
     Change,
@@ -27,6 +28,7 @@ from gpulint.core.edits import (
 )
 from gpulint.core.findings import Finding, FixEdit, Location
 from gpulint.core.layout import Frame, fit, long_lines
+from gpulint.core.options import TORCH_VERSION
 from gpulint.core.pending import InsertStatements, PendingEdit, PendingFinding, Replace
 from gpulint.core.positions import LineIndex, Span, SpanTable, compute_spans
 from gpulint.core.settings import Settings
@@ -579,6 +581,8 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
         # the file's own facts come from the text being linted (a fix round changes it)
         own = scan(check.tree) if check.tree is not None else FileFacts()
         view = project.with_own(own) if project is not None else ProjectView.alone(own)
+        if own.legacy_torch:  # code that runs only on torch 0.4 or older: no advice that needs a newer torch
+            settings = settings.with_values({TORCH_VERSION.key: floors.legacy_floor(settings.torch_version)})
         # the third prefilter: rules the project facts already silence (device scope, GPU301's
         # untrained models, GPU001 where 16-bit training is done another way) cost no LibCST parse
         if ast_prefilter.ENABLED:

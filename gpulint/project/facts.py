@@ -22,7 +22,7 @@ from gpulint.project.graph_data import step_rows
 from gpulint.project.layers import OPAQUE, Layer, class_layers
 from gpulint.project.loader_flow import AT, cuda_devices, move_kinds, moved_results
 
-FACTS_VERSION = 13
+FACTS_VERSION = 14
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -209,6 +209,10 @@ class FileFacts:
     # the first torch the file cannot run on: it imports, unconditionally at module level, a module torch
     # removed in that release (`from torch._six import inf`: removed in 2.0); None when nothing says so
     torch_ceiling: Optional[tuple[int, int]] = None
+    # evidence that the file's code runs only on torch 0.4 or older: it indexes a 0-dim loss (`loss.data[0]`),
+    # an IndexError since torch 1.0 (`legacy_torch`); "" when nothing says so. Per file: its importers are not
+    # judged by it, since importing the file runs none of that code
+    legacy_torch: str = ""
     # a script (a `__main__` guard) that runs models under no_grad/inference_mode and trains nothing (no
     # backward, no optimizer, no trainer): the modules it imports are evaluated here, not trained
     inference_script: bool = False
@@ -776,6 +780,7 @@ class _Scanner:
             step_rows=step_rows(self.tree) if training else None,
             unreached=unreached_functions(self.tree) if training else (),
             torch_ceiling=torch_ceiling(self.tree),
+            legacy_torch=legacy_torch(self.tree) if "data" in names else "",
             inference_script=_has_main_guard(self.tree) and bool(names & _GRAD_OFF_NAMES) and not may_train,
             may_train=may_train,
             settings=tuple(sorted(self.settings)),
@@ -1144,6 +1149,84 @@ def torch_ceiling(tree: ast.Module) -> Optional[tuple[int, int]]:
             continue
         found += [REMOVED_MODULES[m] for m in modules if m in REMOVED_MODULES]
     return min(found) if found else None
+
+
+# functions of torch.nn.functional that return a loss: 0-dim unless told `reduction="none"`
+_LOSS_FUNCTIONS = frozenset({"cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "kl_div",
+                             "binary_cross_entropy", "binary_cross_entropy_with_logits", "huber_loss"})
+# keywords that keep a loss per element (a tensor whose `.data[0]` is valid on any torch)
+_UNREDUCED = frozenset({"reduction", "reduce", "size_average"})
+
+
+def _loss_callee(call: ast.Call) -> bool:
+    """`criterion(...)`, `self.loss_fn(...)`, `F.cross_entropy(...)`, `nn.MSELoss()(...)`: returns a loss."""
+    func = call.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    lowered = name.lower()
+    return "loss" in lowered or "criterion" in lowered or name in _LOSS_FUNCTIONS \
+        or (isinstance(func, ast.Call) and _loss_callee(func))
+
+
+def _loss_name(name: str, bound: set[str]) -> bool:
+    """A name that holds one loss: bound from a loss call, or named so (`loss`, `loss_l`, `train_loss`; not
+    `losses`, a collection)."""
+    lowered = name.lower()
+    return name in bound or ("loss" in lowered and not lowered.endswith("losses"))
+
+
+def legacy_torch(tree: ast.Module) -> str:
+    """Evidence that the module's code runs only on torch 0.4 or older, or "".
+
+    The one signal: `<loss>.data[0]`, the pre-0.4 way to read a loss (`loss.item()` since 0.4). Losses are
+    0-dim tensors since torch 0.4, which warned that indexing one "will be an IndexError in PyTorch 0.5"; the
+    next release, 1.0, raises it (and so does every torch since: checked on 2.13). `<loss>` is a name bound from
+    a loss call (`loss_l, loss_c = criterion(out, targets)`) or named as one loss, or a whole-tensor reduction
+    (`correct.sum().data[0]`, 0-dim whatever it reduces). Not evidence: `x.data[0]` on any other tensor (a 1-D
+    tensor's first element, valid on every torch); a loss where the file passes `reduction=`/`reduce=`/
+    `size_average=` (it may keep one loss per element); a read under `try` or an `if` that tests a version.
+    Not evidence either: `Variable(x, volatile=True)`, which torch 0.4 through 2.x accept with a warning."""
+    bound: set[str] = set()
+    unreduced = False
+    for node in fast_walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _loss_callee(node.value):
+            for target in node.targets:
+                elements = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+                bound.update(e.id for e in elements if isinstance(e, ast.Name))
+        elif isinstance(node, ast.keyword) and node.arg in _UNREDUCED:
+            unreduced = True
+
+    def signal(node: ast.Subscript) -> bool:
+        index = node.slice
+        if not (isinstance(node.value, ast.Attribute) and node.value.attr == "data"
+                and isinstance(index, ast.Constant) and index.value == 0 and type(index.value) is int):
+            return False
+        base = node.value.value
+        if isinstance(base, ast.Call) and isinstance(base.func, ast.Attribute) and base.func.attr in ("sum", "mean") \
+                and not base.args and not base.keywords:
+            return True
+        name = base.id if isinstance(base, ast.Name) else base.attr if isinstance(base, ast.Attribute) else ""
+        return bool(name) and not unreduced and _loss_name(name, bound)
+
+    def guarded(test: ast.expr) -> bool:
+        return any((isinstance(n, ast.Name) and "version" in n.id.lower())
+                   or (isinstance(n, ast.Attribute) and "version" in n.attr.lower()) for n in fast_walk(test))
+
+    found: list[ast.Subscript] = []
+    pending: list[ast.AST] = [tree]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Try):
+            pending.extend([*node.handlers, *node.orelse, *node.finalbody])  # the body may fail on purpose
+            continue
+        if isinstance(node, ast.If) and guarded(node.test):
+            continue
+        if isinstance(node, ast.Subscript) and signal(node):
+            found.append(node)
+        pending.extend(ast.iter_child_nodes(node))
+    if not found:
+        return ""
+    first = min(found, key=lambda n: (n.lineno, n.col_offset))
+    return f"line {first.lineno}: `{ast.unparse(first)}` indexes a 0-dim loss (an IndexError since torch 1.0)"
 
 
 # calls that reach functions by a name computed at run time: every function of the file may run
