@@ -162,7 +162,8 @@ class _ScriptArgsCommand(click.Command):
               show_default=True, help="Rerun the original with its weights nudged by one ulp to measure how far "
               "rounding alone drifts: auto only when a deviation exceeds the rule's own tolerance.")
 @click.option("--noise-runs", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Perturbed runs of the original behind the noise floor.")
+              help="Perturbed runs of the original behind the noise floor (3 before a FAIL within 3x "
+                   "of its allowance).")
 @click.option("--float16", type=click.Choice(["auto", "native", "emulate"]), default="auto", show_default=True,
               help="On a CPU, float16 autocast as float16 (native) or as bfloat16 with a float16 range probe "
               "(emulate); auto: native where the CPU has float16 arithmetic.")
