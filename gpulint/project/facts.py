@@ -22,7 +22,7 @@ from gpulint.project.graph_data import step_rows
 from gpulint.project.layers import OPAQUE, Layer, class_layers
 from gpulint.project.loader_flow import AT, cuda_devices, move_kinds, moved_results
 
-FACTS_VERSION = 13
+FACTS_VERSION = 14
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -784,7 +784,8 @@ class _Scanner:
             option_defaults=self._option_defaults(),
             freezes_modules=self.grad_flags and _freezes_modules(self.tree),
             moved_results=moved_results(self.tree, {r.local or r.module.split(".", 1)[0] for r in self.imports
-                                                    if r.name != "*"}, self.loops, fast_walk)
+                                                    if r.name != "*"}, self.loops, fast_walk,
+                                         star=any(r.name == "*" for r in self.imports))
             if self.loops and names & {"to", "cuda"} else {},
             cuda_devices=cuda_devices(self.tree) if self.gpu else (),
             imported_device_targets=tuple(sorted(self.device_targets)),
