@@ -309,6 +309,35 @@ class LoaderCall:
         return None
 
     @cached_property
+    def constructors(self) -> tuple[str, ...]:
+        """The imported classes (qualified) the dataset's call may call: its callee's own import, or for a
+        name every binding of which in its scope is an import or an imported class (`dataset_class =
+        torchvision.datasets.CIFAR10` on one branch, `... CIFAR100` on another), each of them; () when
+        one binding is anything else. The classifiers below judge every one and ask them to agree."""
+        dataset = self.dataset
+        if not isinstance(dataset, ast.Call):
+            return ()
+        ctx = self.ctx
+        func = dataset.func
+        qualified = ctx.qualname(func)
+        if qualified is not None:
+            return (qualified,)
+        if not isinstance(func, ast.Name):
+            return ()
+        owner = ctx.names.binding_scope(func)
+        if owner is None:
+            return ()
+        targets = owner.bindings.get(func.id, [])
+        values = owner.values.get(func.id, [])
+        found: list[str] = []
+        for target, value in zip(targets, values):
+            spelled = target if target is not None else (ctx.qualname(value) if value is not None else None)
+            if spelled is None:
+                return ()  # a def, a parameter, a call's result: not a class gpulint can name
+            found.append(spelled)
+        return tuple(found) if 0 < len(found) <= 8 else ()
+
+    @cached_property
     def dataset_class(self) -> Optional[ClassFacts]:
         """What the project knows of the dataset's class: defined in this file or imported from the project."""
         dataset = self.dataset
@@ -323,6 +352,9 @@ class LoaderCall:
         project = ctx.project
         if qualified is not None:
             return project.class_facts(qualified)
+        if len(self.constructors) > 1 or (self.constructors and self.constructors[0] not in TENSOR_DATASET):
+            known = [project.class_facts(each) for each in self.constructors]
+            return known[0] if all(each == known[0] for each in known) else None  # the bindings must agree
         if isinstance(func, ast.Name):
             names = ctx.names
             owner = names.binding_scope(func)
@@ -427,6 +459,8 @@ class LoaderCall:
             return True
         if isinstance(dataset, ast.Name):
             dataset = single_value(dataset, self.ctx.names)
+        if dataset is self.dataset:
+            return bool(self.constructors) and all(c.startswith("torchvision.datasets.") for c in self.constructors)
         return isinstance(dataset, ast.Call) and (self.ctx.qualname(dataset.func) or "").startswith(
             "torchvision.datasets.")
 
@@ -447,6 +481,8 @@ class LoaderCall:
                 dataset = dataset.value
         if not isinstance(dataset, ast.Call):
             return False
+        if dataset is self.dataset:
+            return bool(self.constructors) and all(c.startswith(_CPU_LIBRARIES) for c in self.constructors)
         return (self.ctx.qualname(dataset.func) or "").startswith(_CPU_LIBRARIES)
 
     def _built_by_row_function(self, dataset: ast.expr) -> bool:

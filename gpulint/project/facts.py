@@ -789,7 +789,8 @@ class _Scanner:
             option_defaults=self._option_defaults(),
             freezes_modules=self.grad_flags and _freezes_modules(self.tree),
             moved_results=moved_results(self.tree, {r.local or r.module.split(".", 1)[0] for r in self.imports
-                                                    if r.name != "*"}, self.loops, fast_walk)
+                                                    if r.name != "*"}, self.loops, fast_walk,
+                                         star=any(r.name == "*" for r in self.imports))
             if self.loops and names & {"to", "cuda"} else {},
             cuda_devices=cuda_devices(self.tree) if self.gpu else (),
             imported_device_targets=tuple(sorted(self.device_targets)),

@@ -12,12 +12,17 @@ simply not listed (unknown, never evidence).
 Facts (FileFacts.moved_results): "<callee as spelled><slot>" -> kinds, where the slot is "" for the
 whole result, "[0]" for a tuple element, "['train']" for a dict key; the kinds are MOVED, NON_BLOCKING,
 CUDA (the copy names a CUDA device: `.cuda()`, "cuda:0", an integer index) and "at:<device as written>"
-for a named device (`CFG.device`), which the project view resolves against the file's imports.
+for a named device (`CFG.device`), which the project view resolves against the file's imports. In a file
+with a `from module import *`, a call of a name the file binds nowhere is keyed "*<name>": the project
+view matches it to the star-imported project modules (Diffusion-Models-pytorch: `from utils import *`,
+then `get_data(args)`).
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
+from functools import cached_property
 from typing import Callable, Iterable, Iterator, Optional, Union
 
 # calls that hand the items of an iterable on unchanged: `for i, b in enumerate(tqdm(loader))`
@@ -30,6 +35,8 @@ NON_BLOCKING = "non-blocking"
 CUDA = "cuda"
 AT = "at:"  # a named device, as written in the consuming file
 IN = "in:"  # the consuming file (added by the project view, for the message)
+STAR = "*"  # a key's prefix: a name the file binds nowhere, which a `from module import *` may bring
+_BUILTINS = frozenset(dir(builtins))
 
 FunctionNode = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
@@ -166,6 +173,36 @@ class _Flow:
     def parent(self, node: ast.AST) -> Optional[ast.AST]:
         return self.parents.get(id(node))
 
+    @cached_property
+    def declared(self) -> frozenset[str]:
+        """The names a def, class or import statement binds anywhere in the file."""
+        found: set[str] = set()
+        for node in ast.walk(self.tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                found.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                found.update((a.asname or a.name).split(".", 1)[0] for a in node.names)
+        return frozenset(found)
+
+    def unbound(self, name: ast.Name) -> bool:
+        """No scope from the name's own out to the module binds it, and it is no builtin: a name only a
+        `from module import *` can bring."""
+        if name.id in _BUILTINS or name.id in self.declared:
+            return False
+        scope: Optional[ast.AST] = self.scope_of.get(id(name))
+        while scope is not None:
+            entry = self.names.get(id(scope), {}).get(name.id)
+            if (entry is not None and entry.stores) or (
+                    isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+                    and name.id in _parameters(scope)):
+                return False
+            if isinstance(scope, ast.Module):
+                return True
+            scope = self.parent(scope)
+            while scope is not None and not isinstance(scope, (*_SCOPES, ast.Module)):
+                scope = self.parent(scope)
+        return False
+
     # -- the value of the call, followed to the loops over it --------------------------------------
     def follow(self, expr: ast.expr, slot: str, depth: int, out: dict[str, set[str]]) -> None:
         if depth > _DEPTH:
@@ -286,7 +323,7 @@ class _Flow:
         return self.moves_of(handed, function.body, steps=False) if handed else set()
 
 
-def _parameters(function: FunctionNode) -> set[str]:
+def _parameters(function: Union[FunctionNode, ast.Lambda]) -> set[str]:
     args = function.args
     found = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
     found |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
@@ -307,12 +344,15 @@ def _copies(nodes: Iterable[ast.AST], called: set[str]) -> bool:
 
 
 def moved_results(tree: ast.Module, imported: set[str], loops: Optional[list[ast.AST]] = None,
-                  walk: Callable[[ast.AST], Iterator[ast.AST]] = ast.walk) -> dict[str, tuple[str, ...]]:
+                  walk: Callable[[ast.AST], Iterator[ast.AST]] = ast.walk,
+                  star: bool = False) -> dict[str, tuple[str, ...]]:
     """For each call of an imported name (`imported`: the names the file's imports bind) whose result a loop
     of the file iterates and copies to a device: "<callee as spelled><slot>" -> the kinds of those copies
-    (see the module docstring). `loops`: the file's `for` loops when the caller already has them; the file
-    is read further only when one of them copies something (most files have no such loop: a cheap test)."""
-    if not imported:
+    (see the module docstring). With `star` (the file has a `from module import *`), also the calls of a
+    name the file binds nowhere, keyed STAR + name: which star-imported module defines it is the project
+    view's to say. `loops`: the file's `for` loops when the caller already has them; the file is read
+    further only when one of them copies something (most files have no such loop: a cheap test)."""
+    if not imported and not star:
         return {}
     if loops is None:
         loops = [n for n in walk(tree) if isinstance(n, (ast.For, ast.AsyncFor))]
@@ -327,8 +367,12 @@ def moved_results(tree: ast.Module, imported: set[str], loops: Optional[list[ast
     out: dict[str, set[str]] = {}
     for node in flow.calls:
         spelled = dotted(node.func)
-        if spelled is None or spelled.split(".", 1)[0] not in imported or spelled.split(".", 1)[0] in defined:
+        if spelled is None or spelled.split(".", 1)[0] in defined:
             continue
+        if spelled.split(".", 1)[0] not in imported:
+            if not (star and isinstance(node.func, ast.Name) and flow.unbound(node.func)):
+                continue
+            spelled = STAR + spelled
         found: dict[str, set[str]] = {}
         flow.follow(node, "", 0, found)
         for slot, kinds in found.items():

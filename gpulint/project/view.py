@@ -26,7 +26,7 @@ from typing import Iterable, Iterator, Optional, Union
 
 from gpulint.project.facts import SPLAT, ClassFacts, FileFacts, ImportRef
 from gpulint.project.layers import MODULE
-from gpulint.project.loader_flow import AT, CUDA, IN
+from gpulint.project.loader_flow import AT, CUDA, IN, STAR
 
 ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
 _MODULE_EXTENSIONS = (".py", ".pyi")
@@ -585,7 +585,7 @@ class Project:
         out: dict[str, set[str]] = {}
         for caller in self._consumers.get(path, ()):
             results = self.facts[caller].moved_results
-            refs = [ref for target, ref in self.edges.get(caller, ()) if target == path and ref.name != "*"]
+            refs = [ref for target, ref in self.edges.get(caller, ()) if target == path]
             if not refs:
                 continue
             devices: Optional[frozenset[str]] = None
@@ -767,6 +767,11 @@ def _members(bits: int) -> Iterator[int]:
 
 def _function_of(spelled: str, ref: ImportRef, target: str) -> Optional[str]:
     """The top-level function of `target` that a call spelled `spelled` names through the import `ref`."""
+    if ref.name == "*":  # `from utils import *`: a name the caller binds nowhere (loader_flow.STAR)
+        rest = spelled[len(STAR):] if spelled.startswith(STAR) else ""
+        return rest if rest and "." not in rest else None
+    if spelled.startswith(STAR):
+        return None
     if ref.name is None:  # `import utils` / `import data.loaders as dl` / `import data.loaders`
         prefix = f"{ref.local}." if ref.local else f"{ref.module}."
     elif _is_submodule(target, ref.name):  # `from data import loaders`: `loaders.get_loader`

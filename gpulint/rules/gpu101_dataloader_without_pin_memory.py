@@ -30,20 +30,22 @@ CPU_TENSORS = Premise(
     "cpu-tensors",
     "the loader's items are dense CPU tensors: read from the dataset's class (in this file, nested in a "
     "function, returned by a factory, or imported from the project), a TensorDataset of CPU tensors, a list "
-    "built up front, a torchvision or Hugging Face dataset. Refuted by tensors already on a device, items "
+    "built up front, a torchvision or Hugging Face dataset (also through a name each binding of which is such a class: "
+    "`cls = CIFAR10` on one branch, `cls = CIFAR100` on another). Refuted by tensors already on a device, items "
     "without tensors (prompts, indices from `range(n)` or `idx.tolist()`, a `collate_fn` returning strings), "
     "batches for JAX, and a `collate_fn` whose container the pin thread cannot pin. An unknown dataset "
     "(a parameter, a class gpulint cannot read) is undecided.")
 REACHES_CUDA = Premise(
     "reaches-cuda",
     "the batches are copied to a CUDA GPU: a loop over the loader (directly, through the name or `self.` "
-    "attribute it is stored in, a function it is returned from or handed to, `enumerate`/`tqdm`/`next`) "
-    "moves them with `.to(...)`/`.cuda()`, or Accelerate/Lightning moves them, in code with CUDA evidence. "
-    "A loader a top-level function returns (whole, in a tuple or under a dict key) counts as moved when a "
-    "module importing that function iterates the result and copies the batches there or in a function of "
-    "that module it hands them to; a copy to a device a project module the copying file imports binds to "
-    "CUDA (`x.to(CFG.device)`, config.py's `device = torch.device(\"cuda\" if ... else \"cpu\")`) is CUDA "
-    "evidence. Refuted in code that only picks the CPU, MPS (which ignores pinning), XPU or a TPU.")
+    "attribute it is stored in, a function it is returned from or handed to, `enumerate`/`tqdm`/`next`) moves"
+    " them with `.to(...)`/`.cuda()`, or Accelerate/Lightning moves them, in code with CUDA evidence. A "
+    "loader a top-level function returns (whole, in a tuple or under a dict key) counts as moved when a "
+    "module importing that function (by name, or with `from module import *`) iterates the result and copies "
+    "the batches there or in a function of that module it hands them to; a copy to a device a project module "
+    "the copying file imports binds to CUDA (`x.to(CFG.device)`, config.py's `device = torch.device(\"cuda\" if"
+    " ... else \"cpu\")`) is CUDA evidence. Refuted in code that only picks the CPU, MPS (which ignores "
+    "pinning), XPU or a TPU.")
 PAYS_OFF = Premise(
     "pays-off",
     "pinning pays off for these batches: a move already asks for `non_blocking=True` (or Lightning moves "

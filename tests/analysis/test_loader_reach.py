@@ -288,3 +288,79 @@ def test_imported_device_targets_facts() -> None:
     assert facts is not None and facts.imported_device_targets == ("CFG.device",)
     local = facts_of_text("import torch\ndevice = get()\nx.to(device)\nx.to(args.device)\n")
     assert local is not None and local.imported_device_targets == ()  # not an imported module's name
+
+
+# fifth blind reading (Diffusion-Models-pytorch): the training script star-imports the module that builds the
+# loader (`from pictures import *`), and copies its batches in a loop over what `make_loader()` returns
+PICTURES = """\
+import torchvision
+from torch.utils.data import DataLoader
+
+
+def make_loader(opts):
+    pictures = torchvision.datasets.ImageFolder(opts.root)
+    batches = DataLoader(pictures, batch_size=opts.batch, shuffle=True)
+    return batches
+"""
+
+FIT = """\
+import argparse
+
+import torch
+from tqdm import tqdm
+from pictures import *
+
+
+def fit(opts):
+    device = opts.device
+    batches = make_loader(opts)
+    bar = tqdm(batches)
+    for step, (pics, _) in enumerate(bar):
+        pics = pics.to(device)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--root")
+    opts = parser.parse_args()
+    opts.batch = 8
+    opts.device = "cuda"
+    fit(opts)
+"""
+
+
+def test_a_star_import_and_a_device_attribute_set_to_cuda(tmp_path: Path) -> None:
+    write(tmp_path, {"pictures.py": PICTURES, "fit.py": FIT})
+    note = ("its batches are copied to the GPU in fit.py: pass non_blocking=True to the .to(device) / .cuda() "
+            "calls there")
+    assert findings(tmp_path) == [("pictures.py", 7, MESSAGE, "Add `pin_memory=True`", note)]
+
+
+@pytest.mark.parametrize("old, new", [
+    # nothing shows CUDA: the only device named is the CPU
+    ('opts.device = "cuda"', 'opts.device = "cpu"'),
+    # the script binds the name itself (an import by name, an assignment), or star-imports another module
+    ("from pictures import *", "from pictures import *\nfrom loaders import make_loader"),
+    ("    batches = make_loader(opts)\n", "    make_loader = choose(opts)\n    batches = make_loader(opts)\n"),
+    ("from pictures import *", "from helpers import *"),
+])
+def test_star_imports_and_device_attributes_stay_silent_when_unknown(tmp_path: Path, old: str, new: str) -> None:
+    assert old in FIT
+    write(tmp_path, {"pictures.py": PICTURES, "helpers.py": "def unrelated():\n    return 1\n",
+                     "loaders.py": "def make_loader(opts):\n    return []\n", "fit.py": FIT.replace(old, new)})
+    assert findings(tmp_path) == []
+
+
+def test_moved_results_of_a_star_import() -> None:
+    tree = ast.parse(FIT)
+    imported = {"argparse", "torch", "tqdm"}
+    tqdm = {"tqdm": ("at:device", "moved")}  # the result of the imported tqdm() is iterated too
+    assert moved_results(tree, imported) == tqdm  # without the star import, make_loader is no import
+    assert moved_results(tree, imported, star=True) == {"*make_loader": ("at:device", "moved"), **tqdm}
+    facts = facts_of_text(FIT)
+    assert facts is not None and facts.moved_results == {"*make_loader": ("at:device", "moved"), **tqdm}
+    # a name the file binds (a def, an assignment in the function, a parameter) is no star import's
+    for bound in (FIT.replace("def fit(opts):", "def make_loader(opts):\n    return []\n\n\ndef fit(opts):"),
+                  FIT.replace("def fit(opts):", "def fit(opts):\n    make_loader = choose(opts)"),
+                  FIT.replace("def fit(opts):", "def fit(opts, make_loader):")):
+        assert moved_results(ast.parse(bound), imported, star=True) == tqdm
