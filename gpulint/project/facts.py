@@ -22,7 +22,7 @@ from gpulint.project.graph_data import step_rows
 from gpulint.project.layers import OPAQUE, Layer, class_layers
 from gpulint.project.loader_flow import AT, cuda_devices, move_kinds, moved_results
 
-FACTS_VERSION = 15
+FACTS_VERSION = 16
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -340,7 +340,8 @@ def _freezes_modules(tree: ast.Module) -> bool:
     """The file freezes a whole network so that only a small part of it trains.
 
     Three shapes count: a loop over `named_parameters()` that turns `requires_grad` off for every
-    parameter but a literal list of names (the linear probe: `if name not in ["fc.weight", "fc.bias"]`);
+    parameter but a literal list of names (the linear probe: `if name not in ["fc.weight", "fc.bias"]`) or
+    every parameter whose name lacks an adapter word (`if "lora" in name: ... else: p.requires_grad = False`);
     a module that freezes the whole encoder it wraps (`for p in self.model.parameters(): p.requires_grad =
     trainable`, any value neither literally True nor a flag the file sets True, or
     `self.backbone.requires_grad_(False)`); and a whole model
@@ -391,7 +392,27 @@ def _freeze_loop(loop: ast.For, maybe_true: set[str]) -> Optional[str]:
                 and _all_but_named(statement.test, name) \
                 and any(_turns_off(s, param, maybe_true) for s in statement.body):
             return _PROBE
+        if isinstance(statement, ast.If) and name is not None and _adapter_test(statement, name, param, maybe_true):
+            return _PROBE
     return None
+
+
+# words in the names of adapter parameters (LoRA, bottleneck adapters, prompt/prefix tuning): a loop that freezes
+# every parameter whose name lacks one trains the adapters alone, a small part of the network
+_ADAPTER_WORDS = ("lora", "adapter", "prompt", "prefix")
+
+
+def _adapter_test(statement: ast.If, name: str, param: str, maybe_true: set[str]) -> bool:
+    """`if "lora" in name: ... else: param.requires_grad = False`, or `if "lora" not in name: <freeze>`."""
+    test = statement.test
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.In, ast.NotIn))
+            and isinstance(test.comparators[0], ast.Name) and test.comparators[0].id == name):
+        return False
+    word = _string(test.left)
+    if word is None or not any(w in word.lower() for w in _ADAPTER_WORDS):
+        return False
+    freezing = statement.orelse if isinstance(test.ops[0], ast.In) else statement.body
+    return any(_turns_off(s, param, maybe_true) for s in freezing)
 
 
 def _turns_off(statement: ast.stmt, param: str, maybe_true: set[str]) -> bool:

@@ -10,6 +10,7 @@ from gpulint.analysis.amp_steps import amp_steps, imports_framework
 from gpulint.analysis.ast_context import AstContext, AstKeywordArgs, Detection, arg, positional_args
 from gpulint.analysis.ast_values import is_literal, single_value, value_at
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
+from gpulint.analysis.generation import generation_bound
 from gpulint.analysis.lr_sweep import LONG_RUN, optimizer_run
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
@@ -58,10 +59,15 @@ STEP_MATTERS = Premise(
     "step-matters",
     "the optimizer step is part of a loop that waits on the device: refuted in reinforcement-learning code (the "
     "file or a module that imports it imports an environment package), where the step is nothing next to the "
-    "simulator; undecided where the file or a module it imports (two levels deep) freezes a whole network so "
-    "that only a small part trains (a linear probe that keeps `fc.weight`/`fc.bias`, a whole model frozen "
-    "and an optimizer over `filter(lambda p: p.requires_grad, ...)`, a module that freezes the encoder it "
-    "wraps with False or a flag the file never sets True): "
+    "simulator, and where every training-step loop of the file waits on autoregressive generation on each "
+    "iteration (`model.generate(...)` or a rollout engine's `.rollout(...)` in the step loop's body, a same-file "
+    "function it calls, or a loop around it; not under an interval test such as `if step % N`): LLM reinforcement "
+    "learning samples hundreds of tokens per update, and a fused step saves a millisecond of seconds; "
+    "undecided where the file or a module it imports (two levels deep) freezes a whole network so that only "
+    "a small part trains (a linear probe that keeps `fc.weight`/`fc.bias`, a whole model frozen and an "
+    "optimizer over `filter(lambda p: p.requires_grad, ...)`, a loop over `named_parameters()` that "
+    "freezes every parameter whose name lacks an adapter word such as `lora` or `adapter` (LoRA), a module "
+    "that freezes the encoder it wraps with False or a flag the file never sets True): "
     "the step then updates a handful of tensors next to a large frozen forward. A freeze of a part "
     "(`model.embeddings`) or of a network beside the trained one (an EMA teacher, a VAE) leaves it shown.")
 SCALER_SAFE = Premise(
@@ -102,8 +108,11 @@ class NonFusedOptimizer(Rule):
         ≤2.4e-7 absolute over 50 Adam steps, measured on CPU. The gain is a share of the
         optimizer step, so it needs a step worth shortening: where a whole network is frozen and
         only a head trains (a linear probe keeping `fc.weight` and `fc.bias`, a module that freezes
-        the pretrained encoder it wraps), the step updates a handful of tensors next to a large frozen
-        forward, and the finding is left to `strictness = "pedantic"`.
+        the pretrained encoder it wraps, a LoRA loop that freezes every parameter whose name lacks
+        `lora`), the step updates a handful of tensors next to a large frozen forward, and the finding
+        is left to `strictness = "pedantic"`. Where every step first samples completions from the
+        policy (`model.generate(...)` or a rollout engine's `.rollout(...)` in LLM reinforcement
+        learning), the step is a millisecond of several seconds and is not reported.
         """,
         example="""
         import torch
@@ -184,7 +193,7 @@ class NonFusedOptimizer(Rule):
             scaler_safe = REFUTED  # fused SGD + GradScaler: momentum buffer garbage after a skipped first step
         decision = self.decide({TORCH_OPTIMIZER: SHOWN, FUSED_DEVICE: _fused_device(project),
                                 FUSED_EXISTS: REFUTED if too_new is not None else SHOWN,
-                                STEP_MATTERS: _step_matters(project), SCALER_SAFE: scaler_safe,
+                                STEP_MATTERS: _step_matters(ctx), SCALER_SAFE: scaler_safe,
                                 LONG_RUN: optimizer_run(ctx, node)})
         if not decision.report:
             return
@@ -335,10 +344,12 @@ def _fused_device(project: ProjectView) -> Evidence:
     return SHOWN
 
 
-def _step_matters(project: ProjectView) -> Evidence:
-    """Refuted next to a simulator; undecided where a whole network is frozen and only a small part trains
-    (project/facts.py `_freezes_modules`): a fused step over a few tensors saves nothing measurable."""
-    if project.rl:
+def _step_matters(ctx: AstContext) -> Evidence:
+    """Refuted next to a simulator or generation on every step (analysis/generation.py); undecided where a
+    whole network is frozen and only a small part trains (project/facts.py `_freezes_modules`): a fused step
+    over a few tensors saves nothing measurable."""
+    project = ctx.project
+    if project.rl or ctx.analysis(generation_bound):
         return REFUTED
     if project.own.freezes_modules or project.freezes_importees:
         return UNDECIDED

@@ -275,6 +275,14 @@ def test_encoders_frozen_in_an_imported_module_keep_gpu201_away(tmp_path: Path) 
      "opt = torch.optim.AdamW(filter(lambda p: p.requires_grad, model.parameters()))\n", False),
     ("class E:\n    def __init__(self, trainable=True):\n        for p in self.model.parameters():\n"
      "            p.requires_grad = trainable\n", False),
+    # LoRA: every parameter whose name lacks an adapter word frozen (either branch of the name test)
+    ("for n, p in model.named_parameters():\n    if 'lora' in n:\n        p.requires_grad = True\n"
+     "    else:\n        p.requires_grad = False\n", True),
+    ("for n, p in model.named_parameters():\n    if 'adapter' not in n:\n        p.requires_grad_(False)\n", True),
+    # the adapters frozen and the base trained; a name test on a layer, not an adapter word
+    ("for n, p in model.named_parameters():\n    if 'lora' in n:\n        p.requires_grad = False\n", False),
+    ("for n, p in model.named_parameters():\n    if 'layer.0.' in n:\n        p.requires_grad = False\n"
+     "    else:\n        p.requires_grad = True\n", False),
 ])
 def test_freezing_a_whole_network(text: str, frozen: bool) -> None:
     facts = facts_of_text("import torch\n" + text)
