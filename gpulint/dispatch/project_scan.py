@@ -222,6 +222,8 @@ def _partial_project(root: Path, paths: Sequence[Path], members: Sequence[Path],
         found = facts(by_name[name]) if _spells_import_of(raw, pattern) else None
         if found is not None:
             spelled |= stems & {w for ref in found.imports for w in (*ref.module.split("."), ref.name or "")}
+    if "setup.py" in by_name and known("setup.py"):
+        needed.add("setup.py")  # the extension modules it compiles (FileFacts.extensions), which importers reach
     return scan_files(root, [by_name[name] for name in sorted(needed)], facts, existing, spelled)
 
 

@@ -22,7 +22,7 @@ from gpulint.project.graph_data import step_rows
 from gpulint.project.layers import OPAQUE, Layer, class_layers
 from gpulint.project.loader_flow import AT, cuda_devices, move_kinds, moved_results
 
-FACTS_VERSION = 16
+FACTS_VERSION = 17
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -167,6 +167,11 @@ class FileFacts:
     training: bool = False  # calls .backward() and steps something
     rl: bool = False  # imports a reinforcement-learning environment package
     sparse: bool = False  # makes sparse tensors (autocast does not cover sparse kernels)
+    # builds native kernels at import or run time (torch.utils.cpp_extension.load / load_inline): the
+    # project's own CUDA/C++ ops, which autocast does not cover and which may take only fp32/fp16
+    native_kernels: bool = False
+    # compiled extension modules the file builds (setup.py: `CUDAExtension("pkg._C", ...)`), by dotted name
+    extensions: tuple[str, ...] = ()
     jax: bool = False  # imports jax / flax / optax
     replaces_optimizers: bool = False  # imports a package that swaps torch optimizers for its own
     parallelism: tuple[str, ...] = ()  # "fsdp" and/or "tensor-parallel": how parameters are sharded
@@ -587,6 +592,10 @@ _SPARSE_CALLS = frozenset({
     "to_sparse", "to_sparse_coo", "to_sparse_csr", "sparse_coo_tensor", "sparse_csr_tensor", "spmm",
     "sparse_mask",
 })
+# torch.utils.cpp_extension: JIT builders (`load`, `load_inline`) and setup.py's extension classes
+_CPP_EXTENSION = "torch.utils.cpp_extension"
+_JIT_BUILDERS = frozenset({f"{_CPP_EXTENSION}.load", f"{_CPP_EXTENSION}.load_inline"})
+_EXTENSION_CLASSES = frozenset({f"{_CPP_EXTENSION}.CUDAExtension", f"{_CPP_EXTENSION}.CppExtension"})
 _SKIPPED_FIELDS = frozenset({"ctx", "type_comment"})
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 
@@ -681,6 +690,8 @@ class _Scanner:
         self.gpu = False
         self.cpu = False
         self.sparse = False
+        self.native_kernels = False
+        self.extensions: set[str] = set()
         self.grad_flags = False  # the file touches `requires_grad` (freezes are looked for only then)
         self.scaler = False
         self.mixed: set[str] = set()
@@ -779,7 +790,7 @@ class _Scanner:
         return FileFacts(
             imports=self.imports, gpu=self.gpu, cpu_pinned=self.cpu, scaler=self.scaler,
             mixed_precision=tuple(sorted(self.mixed)), training=training, rl=bool(roots & RL_PACKAGES),
-            sparse=self.sparse,
+            sparse=self.sparse, native_kernels=self.native_kernels, extensions=tuple(sorted(self.extensions)),
             jax=bool(roots & JAX_PACKAGES), replaces_optimizers=bool(roots & OPTIMIZER_REPLACERS),
             parallelism=tuple(sorted(self.parallelism)), fused_sgd_momentum=self.fused_sgd,
             argparse_defaults=self.argparse, dataclass_ints=self._dataclass_ints(),
@@ -892,6 +903,17 @@ class _Scanner:
             return ()
         return tuple(n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
 
+    def _native(self, call: ast.Call, qualified: set[str]) -> None:
+        """`cpp_extension.load(...)`/`load_inline(...)` builds native kernels here; `CUDAExtension("name", ...)`
+        names a module the project compiles (resolved through the imports: `torch.load` is not one)."""
+        if qualified & _JIT_BUILDERS:
+            self.native_kernels = True
+        elif qualified & _EXTENSION_CLASSES:
+            named = [k.value for k in call.keywords if k.arg == "name"] + list(call.args[:1])
+            name = _string(named[0]) if named else None
+            if name:
+                self.extensions.add(name)
+
     # -- calls ----------------------------------------------------------------------------------
     def _call(self, call: ast.Call) -> None:
         aliases = self.aliases
@@ -902,6 +924,8 @@ class _Scanner:
         qualified = aliases.qualified(func) if wanted else set()
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute) and func.value.attr == "sparse":
             self.sparse = True  # torch.sparse.mm(...)
+        if last in ("load", "load_inline", "CUDAExtension", "CppExtension"):
+            self._native(call, aliases.qualified(func))
         if isinstance(func, ast.Attribute):
             attr = func.attr
             if attr == "to" and (call.args or call.keywords):  # `x.to(CFG.device)`: a device of an import

@@ -32,6 +32,21 @@ ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
 _MODULE_EXTENSIONS = (".py", ".pyi")
 
 
+def _names_extension(ref: ImportRef, path: str, extensions: frozenset[str]) -> bool:
+    """`ref` (an import of `path`) names one of the compiled `extensions` (dotted names, as setup.py gives them):
+    `import fused_ops`, `from pkg import _C`, or relatively from inside `pkg` (`from . import _C`)."""
+    spelled = ref.module if ref.name in (None, "*") else ".".join(filter(None, (ref.module, ref.name)))
+    if ref.level:
+        package = path.split("/")[:-1]
+        if ref.level > 1:
+            package = package[:-(ref.level - 1)] if ref.level - 1 <= len(package) else []
+    if ref.level:
+        spelled = ".".join(filter(None, (".".join(package), spelled)))
+    # a `src/` layout: the file's folders spell more than the package name setup.py gives
+    return any(spelled == name or spelled.endswith("." + name) for name in extensions) or (
+        not ref.level and ref.module in extensions)
+
+
 def find_root(path: Path, fallback: Optional[Path] = None, memo: Optional[dict[str, bool]] = None) -> Path:
     """The nearest directory at or above `path` holding a project marker, else `fallback` or the file's folder.
 
@@ -74,6 +89,12 @@ class ProjectView:
     # a module this one imports (two levels deep) makes sparse tensors: GCNII's train.py trains model.py's
     # torch.spmm layers on an adjacency utils.py makes sparse
     sparse_importees: bool = False
+    # the file or a module it imports (three levels deep) reaches the project's own native kernels: it builds them
+    # with torch.utils.cpp_extension.load/load_inline, or imports an extension module the project's setup.py
+    # compiles (CUDAExtension/CppExtension). stylegan2-pytorch's model.py imports op/, whose fused_act.py and
+    # upfirdn2d.py JIT-build CUDA ops that take fp32/fp16 only: autocast's bfloat16 (or its fp32 bias against an
+    # fp16 input) breaks them
+    native_importees: bool = False
     # a module this one imports (two levels deep) freezes a whole network so only a small part trains (CLIP's
     # main.py steps an AdamW over a model whose encoders modules.py freezes)
     freezes_importees: bool = False
@@ -309,6 +330,7 @@ class Project:
         bit = self._bit
         self._gpu = sum(bit(p) for p in self.paths if facts[p].gpu)
         self._rl = sum(bit(p) for p in self.paths if facts[p].rl)
+        self._extensions = frozenset(name for p in self.paths for name in facts[p].extensions)
         self._scaler = sum(bit(p) for p in self.paths if facts[p].scaler)
         self._replacer = sum(bit(p) for p in self.paths if facts[p].replaces_optimizers)
         self._fused_sgd = sum(bit(p) for p in self.paths if facts[p].fused_sgd_momentum)
@@ -523,6 +545,7 @@ class Project:
             rl_callers=bool(callers & self._rl),
             scaler_importees=any(self.facts[p].scaler for p in self._closure(rel, depth=2)),
             sparse_importees=any(self.facts[p].sparse for p in self._closure(rel, depth=2)),
+            native_importees=self._native_importees(rel),
             freezes_importees=any(self.facts[p].freezes_modules for p in self._closure(rel, depth=2)),
             scaler_beside_callers=any(self.facts[t].scaler for i in _members(callers)
                                       for t in self._importees[self.paths[i]]),
@@ -555,6 +578,16 @@ class Project:
             script=not callers and rel.endswith(".py") and package_init(rel) not in self._exists
             and rel.rpartition("/")[2][:-3] not in self._import_words,
         )
+
+    def _native_importees(self, path: str) -> bool:
+        """`path` or a module it imports (three levels: a training script, its model module, an ops package and
+        the op module that builds) builds native kernels, or imports a compiled extension the project names."""
+        around = self._closure(path, depth=3)
+        if any(self.facts[p].native_kernels for p in around):
+            return True
+        if not self._extensions:
+            return False
+        return any(_names_extension(ref, p, self._extensions) for p in around | {path} for ref in self.facts[p].imports)
 
     def _imported_cuda_devices(self, path: str) -> frozenset[str]:
         """The CUDA devices of project modules `path` imports (FileFacts.cuda_devices), as `path` spells them."""

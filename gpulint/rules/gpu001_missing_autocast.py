@@ -95,9 +95,16 @@ AUTOCAST_EXISTS = Premise(
 GPU_BOUND = Premise(
     "gpu-bound",
     "the loop waits on the GPU: refuted in reinforcement-learning loops (the file imports an environment "
-    "package), with sparse tensors in the file or a module it imports (autocast does not cover sparse "
-    "kernels), and where a framework "
-    "(Lightning, Accelerate, Fabric, DeepSpeed) owns precision.")
+    "package), and where a framework (Lightning, Accelerate, Fabric, DeepSpeed) owns precision.")
+AUTOCAST_COVERS = Premise(
+    "autocast-covers",
+    "autocast covers the kernels the model runs: refuted with sparse tensors made in the file or a module it "
+    "imports (two levels; sparse kernels are outside autocast and fail on 16-bit activations); undecided where "
+    "the file or a module it imports (three levels) builds the project's own native kernels with "
+    "`torch.utils.cpp_extension.load`/`load_inline`, or imports an extension module the project's setup.py "
+    "compiles (`CUDAExtension`/`CppExtension`): such kernels often take fp32/fp16 only, or read an fp32 "
+    "parameter as the input's dtype, and autocast breaks them. An extension built for something the model "
+    "does not run keeps GPU001 silent too (unknown is silence).")
 # rows x width^2 of a step below which mixed precision cannot pay off: bench/amp_width.py's roofline model
 # (host dispatch measured on a CPU, A100 datasheet throughput) reaches 1.5x at 8.3e8-9.2e8; rounded down
 STEP_WORK_FLOOR = 800_000_000
@@ -226,12 +233,14 @@ class MissingAutocast(Rule):
         cannot link to the step, when a framework (Lightning, Accelerate, Fabric, DeepSpeed)
         owns the loop, in a function handed the loss (a loss scaler's `__call__`), in
         reinforcement-learning loops (the file imports an environment package), with sparse
-        tensors (made in the file or in a module it imports), which autocast does not cover, or in a
+        tensors (made in the file or in a module it imports), which autocast does not cover, by default where
+        the model may run the project's own native kernels (built with `torch.utils.cpp_extension`), or in a
         learning-rate range test (a loop that raises the rate geometrically, records it and stops when
         the loss diverges: a few seconds of training, whose loss curve 16-bit compute would change).
         One finding per training step.
         """,
-        premises=(ON_GPU, FP32, WIDE_ENOUGH, ENOUGH_WORK, AUTOCAST_EXISTS, GPU_BOUND, LONG_RUN, RUNS),
+        premises=(ON_GPU, FP32, WIDE_ENOUGH, ENOUGH_WORK, AUTOCAST_EXISTS, GPU_BOUND, AUTOCAST_COVERS, LONG_RUN,
+                  RUNS),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -245,12 +254,15 @@ class MissingAutocast(Rule):
         fp32 = fp32_step(self.ctx.text, facts, step)
         if fp32 is None:
             return
-        bound = REFUTED if project.rl or project.own.sparse or project.sparse_importees else SHOWN
+        bound = REFUTED if project.rl else SHOWN
+        covers = REFUTED if project.own.sparse or project.sparse_importees else (
+            UNDECIDED if project.own.native_kernels or project.native_importees else SHOWN)
         floor = self.ctx.settings.torch_version
         autocast_exists = REFUTED if floor is not None and floor < AUTOCAST_SINCE else SHOWN
         wide, work = step_scale(facts, step)
         decision = self.decide({ON_GPU: self._on_gpu(facts, step), FP32: fp32, WIDE_ENOUGH: wide, ENOUGH_WORK: work,
-                                AUTOCAST_EXISTS: autocast_exists, GPU_BOUND: bound, LONG_RUN: step_run(facts, step),
+                                AUTOCAST_EXISTS: autocast_exists, GPU_BOUND: bound, AUTOCAST_COVERS: covers,
+                                LONG_RUN: step_run(facts, step),
                                 RUNS: runs_cst(self.ctx.module, facts.ancestors(node), project.unreached)})
         if not decision.report:
             return

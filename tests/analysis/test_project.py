@@ -204,6 +204,75 @@ def test_sparse_tensors_made_in_an_imported_module_keep_gpu001_away(tmp_path: Pa
     assert codes(findings(tmp_path, "--select", "GPU001"), "train.py") == ["GPU001"]
 
 
+STYLEGAN_MODEL = """\
+    import torch
+    import torch.nn as nn
+    from op import fused_leaky_relu
+
+
+    class Generator(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2048, 2048)
+
+        def forward(self, x):
+            return fused_leaky_relu(self.fc(x))
+    """
+STYLEGAN_TRAIN = ("import torch\nfrom model import Generator\n\n" + TRAIN_STEP
+                  + "\ntrain(Generator().cuda(), loader, opt)\n")
+
+
+@pytest.mark.parametrize("load", ["from torch.utils.cpp_extension import load\n\nfused = load(",
+                                  "import torch.utils.cpp_extension as ext\n\nfused = ext.load_inline("])
+def test_native_kernels_built_in_an_imported_op_module_keep_gpu001_silent(tmp_path: Path, load: str) -> None:
+    """rosinality/stylegan2-pytorch (fifth blind reading, 2 FP): train.py trains model.py's Generator, whose
+    layers call op/fused_act.py's CUDA kernels, JIT-built with cpp_extension.load; they take fp32/fp16 only and
+    read an fp32 bias as the input's dtype, so autocast breaks them. The same project without the build is
+    reported."""
+    op = load + "\"fused\", sources=[\"fused_bias_act.cpp\", \"fused_bias_act_kernel.cu\"])\n\n" \
+        "def fused_leaky_relu(x):\n    return fused.fused_bias_act(x)\n"
+    write(tmp_path, {"op/__init__.py": "from .fused_act import fused_leaky_relu\n", "op/fused_act.py": op,
+                     "model.py": STYLEGAN_MODEL, "train.py": STYLEGAN_TRAIN})
+    assert codes(findings(tmp_path, "--select", "GPU001"), "train.py") == []
+    (tmp_path / "op" / "fused_act.py").write_text(
+        "import torch\n\ndef fused_leaky_relu(x):\n    return torch.nn.functional.leaky_relu(x, 0.2)\n",
+        encoding="utf-8")
+    assert codes(findings(tmp_path, "--select", "GPU001"), "train.py") == ["GPU001"]
+
+
+def test_torch_load_is_no_native_build(tmp_path: Path) -> None:
+    """`torch.load` and another module's `load` share the JIT builder's last name: neither builds kernels."""
+    write(tmp_path, {"op/__init__.py": "from .fused_act import fused_leaky_relu\n",
+                     "op/fused_act.py": "import torch\nfrom json import load\n\nstate = torch.load('w.pt')\n"
+                                        "cfg = load(open('c.json'))\n\ndef fused_leaky_relu(x):\n    return x\n",
+                     "model.py": STYLEGAN_MODEL, "train.py": STYLEGAN_TRAIN})
+    assert codes(findings(tmp_path, "--select", "GPU001"), "train.py") == ["GPU001"]
+
+
+@pytest.mark.parametrize("imported_by_model", [True, False])
+def test_an_extension_the_setup_compiles_keeps_gpu001_silent_where_the_model_imports_it(
+        tmp_path: Path, imported_by_model: bool) -> None:
+    """A compiled extension named by setup.py's CUDAExtension, imported by the model module: silent. Imported
+    only by an unrelated tool the training script does not import: the step is still reported."""
+    setup = """\
+        from setuptools import setup
+        from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+
+        setup(name="demo", ext_modules=[CUDAExtension(name="ops._C", sources=["ops/kernel.cu"])],
+              cmdclass={"build_ext": BuildExtension})
+        """
+    user = "import torch\nfrom ops import _C\n"
+    model = STYLEGAN_MODEL.replace("from op import fused_leaky_relu", "from ops.act import fused_leaky_relu")
+    files = {"setup.py": setup, "ops/__init__.py": "", "model.py": model, "train.py": STYLEGAN_TRAIN,
+             "ops/act.py": ("from . import _C\n" if imported_by_model else "import torch\n")
+             + "\ndef fused_leaky_relu(x):\n    return x\n"}
+    if not imported_by_model:
+        files["tools/bench_kernel.py"] = user
+    write(tmp_path, files)
+    found = codes(findings(tmp_path, "--select", "GPU001"), "train.py")
+    assert found == ([] if imported_by_model else ["GPU001"])
+
+
 def test_encoders_frozen_in_an_imported_module_keep_gpu201_away(tmp_path: Path) -> None:
     """OpenAI-CLIP's shape: modules.py freezes the encoders it wraps with a config flag (False in config.py),
     CLIP.py builds them, main.py steps an AdamW over the model: only small heads train, so a fused step cannot
