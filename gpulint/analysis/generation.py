@@ -35,7 +35,7 @@ def _per_iteration_of(facts: StepFacts, call: ast.Call, loop: ast.AST) -> bool:
     for ancestor in facts.ancestors(call):
         if isinstance(ancestor, _SCOPES):
             return False
-        if facts._limits(ancestor, child) is not None:
+        if facts.limits(ancestor, child) is not None:
             return False
         if ancestor is loop:
             return child in getattr(loop, "body", [])

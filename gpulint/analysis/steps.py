@@ -409,7 +409,7 @@ class StepFacts:
         condition: Optional[ast.AST] = None
         for ancestor in self.ancestors(node):
             if condition is None:
-                condition = self._limits(ancestor, child)
+                condition = self.limits(ancestor, child)
             if isinstance(ancestor, _LOOPS) and id(ancestor) in self._by_loop:
                 if child in getattr(ancestor, "orelse", []) or child is getattr(ancestor, "test", None) \
                         or child is getattr(ancestor, "iter", None):
@@ -435,7 +435,7 @@ class StepFacts:
             child = ancestor
         return None
 
-    def _limits(self, ancestor: ast.AST, child: ast.AST) -> Optional[ast.AST]:
+    def limits(self, ancestor: ast.AST, child: ast.AST) -> Optional[ast.AST]:
         """The condition by which `ancestor` runs `child` on only some steps, if it does."""
         if isinstance(ancestor, ast.If) and child in ancestor.body and self.is_interval(ancestor.test):
             return ancestor.test

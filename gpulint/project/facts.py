@@ -1026,7 +1026,7 @@ class _Scanner:
 
     def _config_ints(self, call: ast.Call, func: ast.AST, qualified: set[str]) -> None:
         """Integers passed by keyword to a class or `dict(...)` (`ModelArgs(n_layers=6)`): configuration."""
-        last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        last = _last_name(func)
         if not (last == "dict" or last[:1].isupper()) or any(q.startswith("torch.") for q in qualified):
             return
         for keyword in call.keywords:
@@ -1548,6 +1548,15 @@ _BULK_CALLS = frozenset({"imread", "read_image", "decode_image", "decode_jpeg", 
                          "load_image", "read_video", "load_audio", "read_audio", "load_wav"})
 
 
+def _last_name(func: ast.AST) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _decodes(func: ast.AST, aliases: _Aliases) -> bool:
+    """A call that decodes images, audio, video or arrays (a decoding library, or a decoder by its last name)."""
+    return any(q.startswith(_BULK_ROOTS) for q in aliases.qualified(func)) or _last_name(func) in _BULK_CALLS
+
+
 def decodes_bulk(cls: ast.ClassDef, aliases: _Aliases) -> bool:
     """Items decode images, audio, video or arrays, or run a transform on them (`self.transform(img)`):
     batches big enough that a pinned copy is faster even when it stays synchronous."""
@@ -1559,10 +1568,7 @@ def decodes_bulk(cls: ast.ClassDef, aliases: _Aliases) -> bool:
             if not isinstance(node, ast.Call):
                 continue
             func = node.func
-            if any(q.startswith(_BULK_ROOTS) for q in aliases.qualified(func)):
-                return True
-            last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-            if last in _BULK_CALLS:
+            if _decodes(func, aliases):
                 return True
             if isinstance(func, ast.Attribute) and "transform" in func.attr.lower() \
                     and isinstance(func.value, ast.Name) and func.value.id == me:
@@ -1588,10 +1594,10 @@ def reads_per_item(cls: ast.ClassDef, aliases: _Aliases) -> bool:
             if not isinstance(node, ast.Call):
                 continue
             func = node.func
-            if any(q.startswith(_BULK_ROOTS) for q in aliases.qualified(func)):
+            if _decodes(func, aliases):
                 return True
-            last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-            if last in _BULK_CALLS or last in _READ_CALLS or last.startswith("read"):
+            last = _last_name(func)
+            if last in _READ_CALLS or last.startswith("read"):
                 return True
             if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == me \
                     and last in methods and last not in seen and len(seen) < 8:
