@@ -89,6 +89,13 @@ NEEDED_BY_IMPORT: dict[str, Version] = {
 # has (pinned memory, workers, non_blocking, cudnn.benchmark: the table above) is still advised
 LEGACY_TORCH: Version = (0, 4)
 
+
+class CodeFloor(tuple):
+    """A floor the file's own code declares (LEGACY_TORCH), not a setting: messages say where it came from."""
+
+
+_CODE_FLOOR: Version = CodeFloor(LEGACY_TORCH)
+
 AUTOCAST = "torch.autocast(device_type=..., dtype=...)"
 AMP_AUTOCAST = "torch.amp.autocast"
 GRAD_SCALER = "torch.amp.GradScaler"
@@ -117,7 +124,7 @@ def fused(optimizer: str) -> str:
 
 def legacy_floor(floor: Optional[Version]) -> Version:
     """The torch floor of a file whose code runs only on torch 0.4 or older: LEGACY_TORCH, or an older floor."""
-    return LEGACY_TORCH if floor is None else min(floor, LEGACY_TORCH)
+    return _CODE_FLOOR if floor is None or floor > LEGACY_TORCH else floor
 
 
 def since(code: str) -> Version:
@@ -137,8 +144,9 @@ class TooNew:
 
     def reason(self) -> str:
         """`torch.amp.GradScaler needs torch 2.3 (torch-version is 1.13)`."""
-        return f"{self.symbol.code} needs torch {version_text(self.symbol.since)} " \
-               f"(torch-version is {version_text(self.floor)})"
+        where = "this file's code runs only on torch 0.4 or older: `loss.data[0]`" \
+            if isinstance(self.floor, CodeFloor) else f"torch-version is {version_text(self.floor)}"
+        return f"{self.symbol.code} needs torch {version_text(self.symbol.since)} ({where})"
 
 
 def too_new(floor: Optional[Version], codes: Iterable[str]) -> Optional[TooNew]:

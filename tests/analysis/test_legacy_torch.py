@@ -53,3 +53,12 @@ def test_the_legacy_floor_keeps_an_older_declared_one() -> None:
     # what torch 0.4 has is never withheld on its account
     assert floors.too_new(floors.LEGACY_TORCH, [floors.PIN_MEMORY, floors.NUM_WORKERS, floors.NON_BLOCKING,
                                                  floors.CUDNN_BENCHMARK]) is None
+
+
+def test_a_code_floor_says_where_it_came_from() -> None:
+    """A floor lowered by the file's own code is no torch-version setting: the no-fix note must not say it is."""
+    for declared in (None, (2, 1)):
+        reason = floors.too_new(floors.legacy_floor(declared), [floors.USE_REENTRANT])
+        assert reason is not None and "loss.data[0]" in reason.reason() and "torch-version" not in reason.reason()
+    declared_old = floors.too_new(floors.legacy_floor((0, 3)), [floors.USE_REENTRANT])
+    assert declared_old is not None and "(torch-version is 0.3)" in declared_old.reason()
