@@ -15,7 +15,10 @@ next to the code, as ruff takes its target version from `requires-python`:
 - conda environment files (`environment*.yml`, `conda_env.yml`, `env.yaml`, `conda.yml`, with
   either suffix): conda pins (`pytorch=1.7.1`, `pytorch>=1.8`) and the pip section's requirements;
 - install commands in shell scripts (`*.sh`) and Dockerfiles: `pip install torch==1.7.1`,
-  `conda install pytorch=1.8 -c pytorch`, and a Dockerfile's `FROM pytorch/pytorch:1.7.1-...` image.
+  `conda install pytorch=1.8 -c pytorch`, and a Dockerfile's `FROM pytorch/pytorch:1.7.1-...` image;
+- Cog's `cog.yaml` (the container a model is served and often trained in): `build.python_packages`
+  (`"torch==1.10.0"`), the requirements file `build.python_requirements` names, and install commands in
+  `build.run`.
 
 Prose is never a pin: a README that says "requires PyTorch 1.4" is not read (it is often stale, and
 a sentence is not a constraint pip or conda enforces).
@@ -54,6 +57,8 @@ METADATA_FILES = ("pyproject.toml", "setup.cfg", "setup.py")
 _ENVIRONMENT = re.compile(r"(?:[\w.-]*[_.-])?(?:environment|env|conda)(?:[_.-][\w.-]*)?\.ya?ml$", re.IGNORECASE)
 _REPOSITORY_ROOT = (".git", ".hg", ".svn")
 _SCRIPT = re.compile(r"(?:[\w.-]+\.sh|Dockerfile(?:\.[\w.-]+)?|[\w.-]+\.Dockerfile)$")
+_COG = "cog.yaml"
+_KEY = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z_][\w-]*)\s*:\s*(?P<value>[^#]*?)\s*(?:#.*)?$")
 # `pip install ...`, `python -m pip install ...`, `conda install ...` up to the end of the command
 _INSTALL = re.compile(r"\b(?P<tool>pip3?|conda|mamba|micromamba)\s+install\s+(?P<args>[^;&|#\n]*)")
 _IMAGE = re.compile(r"^\s*FROM\s+(?:--\S+\s+)?(?:docker\.io/)?pytorch/pytorch:(?P<version>\d+\.\d+)", re.MULTILINE)
@@ -362,6 +367,7 @@ def _declaring_files(directory: str) -> list[str]:
             pass
     present += [os.path.join(directory, n) for n in names if _ENVIRONMENT.match(n)]
     present += [os.path.join(directory, n) for n in names if _SCRIPT.match(n)]
+    present += [os.path.join(directory, _COG)] if _COG in names else []
     return [p for p in present if os.path.isfile(p)]
 
 
@@ -370,7 +376,7 @@ def read_for_floor(path: str) -> bool:
     project's files, such as bench/precision/prepare.py: one list of the names, here)."""
     name = path.rsplit("/", 1)[-1]
     parent = path.rsplit("/", 2)[-2] if path.count("/") else ""
-    if name in METADATA_FILES or (parent == "requirements" and name.endswith(".txt")):
+    if name in METADATA_FILES or name == _COG or (parent == "requirements" and name.endswith(".txt")):
         return True
     return bool(_REQUIREMENTS.match(name) or _ENVIRONMENT.match(name) or _SCRIPT.match(name))
 
@@ -383,6 +389,9 @@ def _floor_of(path: str) -> Reading:
     if _ENVIRONMENT.match(name):
         text = _read(path)
         return _environment_floor(text) if text is not None else (False, None, None)
+    if name == _COG:
+        text = _read(path)
+        return _cog_floor(text, os.path.dirname(path)) if text is not None else (False, None, None)
     requirements = _requirements(path)
     if requirements is None:
         return False, None, None
@@ -599,6 +608,42 @@ def _script_floor(text: str) -> Reading:
     unbounded = (names_torch(pip) and torch_floor(pip) is None) or (
         any(_CONDA.match(c) for c in conda) and conda_floor(conda) is None)
     return (named, *_union(ranges)) if not unbounded else (named, None, None)
+
+
+def _cog_floor(text: str, directory: str) -> Reading:
+    """`build.python_packages`, the file `build.python_requirements` names, and `build.run`'s install commands."""
+    packages: list[str] = []
+    commands: list[str] = []
+    requirements_file = ""
+    section = ""  # the key under `build:` whose list is being read
+    in_build = False
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        key = _KEY.match(line)
+        if key is not None and not line.lstrip().startswith("-"):
+            if not key["indent"]:
+                in_build, section = key["key"] == "build", ""
+            elif in_build:
+                section = key["key"]
+                if section == "python_requirements":
+                    requirements_file = key["value"].strip("'\"")
+            continue
+        item = _LIST_ITEM.match(line)
+        if item is None or not in_build:
+            continue
+        value = item["item"].strip().strip("'\"")
+        if section == "python_packages":
+            packages.append(value)
+        elif section == "run":
+            commands.append(value)
+    if requirements_file:
+        packages += _requirements(os.path.join(directory, requirements_file)) or []
+    named, low, above = _script_floor("\n".join(commands))
+    ranges = [r for r in (torch_range(packages), (low, above)) if r[0] is not None]
+    unbounded = names_torch(packages) and torch_floor(packages) is None
+    named = named or names_torch(packages)
+    return (named, *_union(ranges)) if not unbounded and not (named and not ranges) else (named, None, None)
 
 
 def _union(ranges: list[tuple[Optional[Version], Optional[Version]]]) -> tuple[Optional[Version], Optional[Version]]:

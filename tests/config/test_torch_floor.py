@@ -18,6 +18,7 @@ from gpulint.project.requirements import (
     conda_floor,
     conda_range,
     declared_torch_floor,
+    read_for_floor,
     torch_floor,
     torch_range,
 )
@@ -357,3 +358,26 @@ def test_a_pin_the_code_respects_still_rules(tmp_path: Path) -> None:
         output = gpulint.check("--output-format", "concise", tmp_path / folder / "train.py").output
         assert "GPU201" not in output, folder  # fused Adam needs 1.13: the pin withholds it
     assert "stale" not in gpulint("show-config", tmp_path / "guarded" / "train.py").output
+
+
+def test_cog_yaml_pins(tmp_path: Path) -> None:
+    """Cog's build file pins the torch its container runs (salesforce/BLIP: torch==1.10.0 in python_packages,
+    a requirements.txt without torch); a README sentence beside it is still not read."""
+    write(tmp_path, {
+        "blip/cog.yaml": 'build:\n  gpu: true\n  python_version: "3.8"\n  system_packages:\n    - "libgl1"\n'
+                         '  python_packages:\n    - "torchvision==0.11.1"\n    - "torch==1.10.0"\n'
+                         'predict: "predict.py:Predictor"\n',
+        "blip/requirements.txt": "timm==0.4.12\ntransformers==4.15.0\n",
+        "blip/README.md": "Tested on PyTorch 2.1.\n",
+        "reqs/cog.yaml": "build:\n  python_requirements: requirements-cog.txt\n",
+        "reqs/requirements-cog.txt": "torch>=1.13\n",
+        "run/cog.yaml": "build:\n  run:\n    - pip install torch==2.0.1 --index-url https://x\n",
+        "loose/cog.yaml": 'build:\n  python_packages:\n    - "torch"\n',
+        "other/cog.yaml": 'build:\n  python_packages:\n    - "numpy==1.26"\nimage: "r8.im/x/torch==1.4"\n',
+    })
+    assert declared_torch_floor(str(tmp_path / "blip")) == ((1, 10), str(tmp_path / "blip" / "cog.yaml"))
+    assert declared_torch_floor(str(tmp_path / "reqs"))[0] == (1, 13)
+    assert declared_torch_floor(str(tmp_path / "run"))[0] == (2, 0)
+    assert declared_torch_floor(str(tmp_path / "loose"))[0] is None  # names torch, no bound: no floor
+    assert declared_torch_floor(str(tmp_path / "other"))[0] is None  # lists no torch
+    assert read_for_floor("cog.yaml") and read_for_floor("deploy/cog.yaml")
