@@ -60,9 +60,7 @@ AUTOGRAD_PROFILERS = frozenset({"torch.autograd.profiler.profile", "torch.autogr
                                 "torch.autograd.profile", "torch.autograd.emit_nvtx"})
 PROFILER_ENABLED = ("enabled", 0)  # profile(enabled=True, *, ...), emit_nvtx(enabled=True, record_shapes=False)
 # contexts and decorators that turn autograd off
-GRAD_OFF = frozenset({
-    "torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.inference_mode",
-    "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode"})
+GRAD_OFF = facts.GRAD_OFF  # the one list, kept with the project facts (the layer below)
 SET_GRAD_ENABLED = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled",
                               "torch.autograd.grad_mode.set_grad_enabled"})
 SET_GRAD_ENABLED_MODE = ("mode", 0)

@@ -1166,7 +1166,11 @@ _PLAIN_BASES = frozenset({
 })
 
 
-_GRAD_OFF_NAMES = frozenset({"no_grad", "inference_mode"})
+# torch's grad-off contexts (core/torch_api.py reads this list: this layer sits below it), and their last names
+GRAD_OFF = frozenset({
+    "torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.inference_mode",
+    "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode"})
+_GRAD_OFF_NAMES = frozenset(name.rsplit(".", 1)[-1] for name in GRAD_OFF)
 # names a file that trains uses (an optimizer, a framework's trainer): such a file is no inference script
 _TRAINING_NAMES = frozenset({"optim", "optimizer", "Trainer", "Runner", "backward", "fit", "train_step",
                              "training_step", "Accelerator", "Fabric", "initialize"})
