@@ -25,6 +25,7 @@ OPTIMIZER_CLASSES: dict[str, str] = {
 }
 OPTIMIZER_PARAMS = ("params", 0)  # every torch optimizer: (params, ...)
 SGD_MOMENTUM = ("momentum", 2)  # SGD(params, lr, momentum, dampening, weight_decay, nesterov)
+SGD_WEIGHT_DECAY = ("weight_decay", 4)
 
 # ------------------------------------------------------------------------------------------------
 # data loading (GPU101, GPU102; analysis/loaders.py)

@@ -14,7 +14,14 @@ from gpulint.analysis.generation import generation_bound
 from gpulint.analysis.lr_sweep import LONG_RUN, optimizer_run
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
-from gpulint.core.torch_api import FRAMEWORKS, FUSED_CAPABLE, OPTIMIZER_CLASSES, OPTIMIZER_PARAMS, SGD_MOMENTUM
+from gpulint.core.torch_api import (
+    FRAMEWORKS,
+    FUSED_CAPABLE,
+    OPTIMIZER_CLASSES,
+    OPTIMIZER_PARAMS,
+    SGD_MOMENTUM,
+    SGD_WEIGHT_DECAY,
+)
 from gpulint.core.verification import FUSED_OPTIMIZER, Verification
 from gpulint.project.view import ProjectView
 from gpulint.rules.base import Rule, RuleDocs, Target
@@ -70,6 +77,16 @@ STEP_MATTERS = Premise(
     "that freezes the encoder it wraps with False or a flag the file never sets True): "
     "the step then updates a handful of tensors next to a large frozen forward. A freeze of a part "
     "(`model.embeddings`) or of a network beside the trained one (an EMA teacher, a VAE) leaves it shown.")
+WORK_TO_FUSE = Premise(
+    "work-to-fuse",
+    "the update has several element-wise operations per parameter for one kernel to merge: refuted for SGD "
+    "over `model.parameters()` (or a list or filter of them) with no momentum, no weight decay and no Nesterov, "
+    "whose foreach update is already a single multi-tensor add (`torch._foreach_add_`), unless a GradScaler "
+    "drives the step (as for scaler-safe): a fused step then skips on device, without the `.item()` sync "
+    "`scaler.step` makes on `found_inf` each step, and folds the unscale (undecided where a framework that may "
+    "scale runs the loop); param groups may set their own momentum, so a list of dicts or a name built "
+    "elsewhere leaves it shown, and so do `foreach=False` (one add kernel per parameter) and `maximize=True` "
+    "(a negation first).")
 SCALER_SAFE = Premise(
     "scaler-safe",
     "for SGD with momentum, no GradScaler drives the step (here, in a caller, in a module it or a caller imports "
@@ -143,14 +160,17 @@ class NonFusedOptimizer(Rule):
         overflows (weights blew up within 3 steps, measured on CPU). Where gpulint's own float16
         fix (GPU001/GPU002) adds a GradScaler in the same run, SGD with momentum is reported
         without a fix, and not at all once the scaler exists. SGD without momentum keeps no
-        buffer and is always reported. Under FSDP with a ShardedGradScaler (there, or written by
+        buffer and is reported under a scaler too. Plain SGD over `model.parameters()`, with no
+        momentum, weight decay or Nesterov, is one `torch._foreach_add_` already, and is not
+        reported unless a GradScaler drives it (the fused step drops the scaler's per-step
+        `found_inf.item()` sync). Under FSDP with a ShardedGradScaler (there, or written by
         gpulint's own mixed-precision fix in the same run) no optimizer gets a fix: the fused
         path of `scaler.step` checks for inf/NaN on each rank's own gradient shard, skipping the
         all-reduce that ShardedGradScaler does in `unscale_`, so one rank steps while another
         skips and the loss scales split; calling `scaler.unscale_(optimizer)` first raises with
         a fused Adam in torch 2.13 (both reproduced on two CPU ranks: bench/fsdp_fused_scaler.py).
         """,
-        premises=(TORCH_OPTIMIZER, FUSED_DEVICE, FUSED_EXISTS, STEP_MATTERS, SCALER_SAFE, LONG_RUN),
+        premises=(TORCH_OPTIMIZER, FUSED_DEVICE, FUSED_EXISTS, STEP_MATTERS, SCALER_SAFE, LONG_RUN, WORK_TO_FUSE),
     )
 
     def detect(self, ctx: AstContext) -> None:
@@ -188,12 +208,18 @@ class NonFusedOptimizer(Rule):
         momentum = "SGD" in names and _has_momentum(ctx, node, kwargs)
         # the scaler may live in a module this one hands the optimizer to (`train_one_epoch(..., optimizer,
         # scaler)` in engine.py), so a module it imports that scales counts too
-        if momentum and (project.scaler or project.scaler_importees or project.scaler_beside_callers
-                         or _framework_owned(ctx)):
+        scaled = bool(project.scaler or project.scaler_importees or project.scaler_beside_callers)
+        if momentum and (scaled or _framework_owned(ctx)):
             scaler_safe = REFUTED  # fused SGD + GradScaler: momentum buffer garbage after a skipped first step
+        work_to_fuse: Evidence = SHOWN
+        if names == ["SGD"] and not scaled and _plain_sgd(ctx, node, kwargs):
+            # one foreach add already; under a scaler the fused step still drops scaler.step's found_inf
+            # .item() sync and folds the unscale, and a framework may scale: unknown
+            work_to_fuse = UNDECIDED if _framework_owned(ctx) else REFUTED
         decision = self.decide({TORCH_OPTIMIZER: SHOWN, FUSED_DEVICE: _fused_device(project),
                                 FUSED_EXISTS: REFUTED if too_new is not None else SHOWN,
                                 STEP_MATTERS: _step_matters(ctx), SCALER_SAFE: scaler_safe,
+                                WORK_TO_FUSE: work_to_fuse,
                                 LONG_RUN: optimizer_run(ctx, node)})
         if not decision.report:
             return
@@ -379,6 +405,27 @@ def _has_momentum(ctx: AstContext, node: ast.Call, kwargs: AstKeywordArgs) -> bo
         return False
     return not (is_literal(ctx, value, "0") or (isinstance(value, ast.Constant) and type(value.value) is float
                                                 and value.value == 0.0))
+
+
+def _plain_sgd(ctx: AstContext, node: ast.Call, kwargs: AstKeywordArgs) -> bool:
+    """SGD whose update is one add per parameter: no momentum, weight decay or Nesterov, over parameters
+    that cannot be param groups carrying their own (built from a `.parameters()` call, with no dict)."""
+    if _has_momentum(ctx, node, kwargs) or kwargs.passed("nesterov"):
+        return False
+    if kwargs.passed("foreach") and not is_literal(ctx, kwargs.get("foreach"), "True", "None"):
+        return False  # foreach=False: one add per parameter, a kernel each, which a fused step would merge
+    if kwargs.passed("maximize") and not is_literal(ctx, kwargs.get("maximize"), "False"):
+        return False  # maximize negates the gradients first: a second pass over them
+    name, position = SGD_WEIGHT_DECAY
+    decay = arg(node, name, position, kwargs)
+    if decay is not None and not (is_literal(ctx, decay, "0") or (
+            isinstance(decay, ast.Constant) and type(decay.value) is float and decay.value == 0.0)):
+        return False
+    params = node.args[0] if node.args and not isinstance(node.args[0], ast.Starred) else kwargs.get("params")
+    if params is None or any(isinstance(n, ast.Dict) for n in ast.walk(params)):
+        return False
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "parameters"
+               for n in ast.walk(params))
 
 
 def may_gain_grad_scaler(ctx: AstContext) -> bool:

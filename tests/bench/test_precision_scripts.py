@@ -21,7 +21,7 @@ def test_run_scores_present_repositories_and_skips_absent_ones(tmp_path: Path) -
 
         model = Net().cuda()
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        sgd = torch.optim.SGD(model.parameters(), lr=0.1)
+        sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
         adam = torch.optim.Adam(model.parameters(), lr=0.1)
         """), encoding="utf-8")
     (tmp_path / "repos.toml").write_text(

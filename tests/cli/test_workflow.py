@@ -26,7 +26,7 @@ UNSAFE_ONLY = ("import torch\nfrom torch.utils.data import DataLoader\nfrom torc
                "device = 'cuda'\nloader = DataLoader(MNIST(), pin_memory=True)\n")
 CLEAN = "import torch\nx = torch.zeros(3)\n"
 UNSAFE_AND_NONE = (UNSAFE_ONLY + "a = torch.optim.Adam(model.parameters())\n"
-                   "b = torch.optim.SGD(model.parameters(), lr=0.1)\n")
+                   "b = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)\n")
 
 
 def gpulint(*args: str, input: bytes | str | None = None) -> Result:

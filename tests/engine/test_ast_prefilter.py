@@ -151,7 +151,7 @@ def test_files_no_rule_can_flag_are_not_parsed(text: str, parses: list[str]) -> 
 
 GPU201_CASES = [
     "import torch.optim as optim\nopt = optim.Adam(model.parameters())\n",
-    "from torch.utils import data\nimport torch\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n",
+    "from torch.utils import data\nimport torch\nopt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)\n",
     "import torch as th\nopt = th.optim.AdamW(model.parameters())\n",
     "def make(model):\n    from torch.optim import Adam\n    return Adam(model.parameters())\n",
     "def make(model):\n    import torch.optim as o\n    return o.Adagrad(model.parameters())\n",

@@ -199,7 +199,7 @@ device = torch.device("cuda")
 ds = TensorDataset(torch.randn(64, 8), torch.randn(64, 1))
 loader = DataLoader(ds, batch_size=8)
 model = torch.nn.Linear(8, 1).to(device)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
 for x, y in loader:
     x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
 '''
