@@ -377,8 +377,10 @@ def libcst_backward(ctx: AstContext, call: ast.Call) -> Optional[tuple[TrainingF
     """The LibCST training step at a backward call an `ast` rule found (analysis/amp_steps.py), for the fixes
     of GPU001/GPU002, which edit LibCST: both trees see the same backward calls in the same order (the same
     tests on each; tests/analysis/test_amp_steps.py pins the steps as equal), matched by position and code.
-    None where they differ."""
+    None where they differ, or where LibCST cannot parse the file."""
     fctx = ctx.libcst()
+    if fctx is None:
+        return None
     facts = fctx.analysis(training_facts)
     steps = ctx.analysis(amp_steps)
     ours = [c for c in steps.calls if steps.backward_of(c) is not None]

@@ -16,13 +16,14 @@ from gpulint.analysis.amp import (
 from gpulint.analysis.amp_dtypes import autocast_arguments, device_type
 from gpulint.analysis.amp_regions import amp_regions
 from gpulint.analysis.amp_steps import TRAINING_STEP_NEEDLES
-from gpulint.analysis.ast_context import AstContext, Detection
+from gpulint.analysis.ast_context import NO_LIBCST_NOTE, AstContext, Detection
 from gpulint.analysis.ast_values import is_literal, single_value
 from gpulint.analysis.evidence import REFUTED, SHOWN, Premise
 from gpulint.analysis.reach import RUNS, never_runs_ast
 from gpulint.core.edits import Applicability
 from gpulint.core.verification import MIXED_PRECISION, Verification, construct_enabled
 from gpulint.rules.base import Rule, RuleDocs, Target
+from gpulint.rules.gpu001_missing_autocast import STEP_DIFFERS
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -154,10 +155,13 @@ class Fp16WithoutGradScaler(Rule):
         None and why not."""
         from gpulint.analysis.training import libcst_backward
 
+        fctx = ctx.libcst()
+        if fctx is None:
+            return None, NO_LIBCST_NOTE
         found = libcst_backward(ctx, call)
         if found is None:
-            return None, "no fix: the step reads differently on LibCST"
-        return self._fix_at(ctx.libcst(), *found, maybe=maybe)
+            return None, STEP_DIFFERS
+        return self._fix_at(fctx, *found, maybe=maybe)
 
     def _fix_at(self, fctx: "FileContext", facts: "TrainingFacts", step: "TrainingStep", backward: "Backward",
                 maybe: bool) -> "tuple[Optional[PendingFix], str]":
@@ -167,7 +171,7 @@ class Fp16WithoutGradScaler(Rule):
         statement = loss_statement(facts, step, backward)
         cover = facts.coverage(statement) if statement is not None else None
         if cover is None or not cover.calls:
-            return None, "no fix: the step reads differently on LibCST"
+            return None, STEP_DIFFERS
         if not maybe:
             return self._fix(fctx, facts, step, backward, cover.calls[0])
         chosen = self._dtype_expression(fctx, cover.calls[0])
