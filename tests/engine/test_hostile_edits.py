@@ -160,11 +160,11 @@ def test_a_step_in_a_file_libcst_rejects_is_reported_without_a_fix(gl: Gpulint, 
     ast.parse(text)
     odd = tmp_path / "odd.py"
     odd.write_text(text)
-    for result in (gl.check(odd, "--select", "GPU001", "--show-fixes"), gl.fix(odd, "--select", "GPU001",
-                                                                              "--unsafe-fixes")):
+    shown = gl.check(odd, "--select", "GPU001", "--show-fixes")
+    assert "gpulint cannot parse this file to edit it" in shown.stdout
+    for result in (shown, gl.fix(odd, "--select", "GPU001", "--unsafe-fixes")):
         lines = [line for line in result.stdout.splitlines() if line.startswith(str(odd))]
         assert [line.split()[1] for line in lines] == ["GPU001"], result.stdout
-        assert "gpulint cannot parse this file to edit it" in result.stdout
         assert "internal error" not in result.output
     assert odd.read_text() == text
 
