@@ -1,8 +1,8 @@
 """Which dtype an autocast call runs in, as far as the file shows, on CPython's `ast` (issue 25).
 
-The `ast` reading of analysis/autocast_dtype.py (which GPU002 still reads on LibCST): written dtypes, the
-defaults of each autocast spelling, and a dtype chosen at run time from a table or a conditional expression.
-The names of the answers live here, and the LibCST module imports them.
+Written dtypes, the defaults of each autocast spelling, and a dtype chosen at run time from a table or a
+conditional expression (GPU004, GPU404; GPU002 reads the arguments and keeps its own dtype test). The names
+of the answers live here; analysis/autocast_dtype.py maps the arguments on LibCST for GPU002's fix.
 """
 
 from __future__ import annotations

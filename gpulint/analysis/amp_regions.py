@@ -2,8 +2,8 @@
 
 The `ast` reading of analysis/training.py's autocast coverage and rewrites/amp_plan.py's loss statement
 (the last statement of the region GPU001's fix wraps, else the line assigning the loss), for the rules
-that ask "does this step run in float32 / under which autocast?" without building a fix (GPU401). The
-LibCST versions stay for GPU001/GPU002, whose fix rewrites that region, until their detectors move here.
+that ask "does this step run in float32 / under which autocast?" (GPU001, GPU002, GPU401). The LibCST
+versions stay for GPU001/GPU002's fixes, which rewrite that region.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ the function (`def train_step(batch): ...; loss.backward(); opt.step()`). analys
 different question (the loops that run one step per iteration, also through calls), so GPU201's "does
 GPU001/GPU002's float16 fix add a GradScaler here?" is asked of this port of the LibCST step finding:
 the same backward and step tests, the same step node, the same framework test, without parsing LibCST.
-GPU401, GPU404 and GPU004 read these steps (with analysis/amp_regions.py for their loss and autocast);
-when GPU001/GPU002 move to `ast`, this is the step finding they read, and training.py's goes.
+GPU001, GPU002, GPU401, GPU404 and GPU004 read these steps (with analysis/amp_regions.py for their loss and
+autocast); training.py's stays for GPU001/GPU002's fixes, which edit LibCST (`training.libcst_backward`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from gpulint.analysis.ast_context import AstContext, dotted
 from gpulint.analysis.ast_values import single_value
 from gpulint.core.torch_api import AUTOGRAD_BACKWARD, FRAMEWORKS
 
+# what a training step spells, as `Rule.ast_needles`: a backward call and an optimizer step
+TRAINING_STEP_NEEDLES = ((".backward(", "torch.autograd.backward"), (".step(",))
 StepNode = Union[ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef]
 _STEP_NODES = (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef)
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -65,7 +67,7 @@ class AmpSteps:
         self._find()
 
     def _find(self) -> None:
-        found = [(c, b) for c in self.calls for b in [self._backward(c)] if b is not None]
+        found = [(c, b) for c in self.calls for b in [self.backward_of(c)] if b is not None]
         if not found:
             return
         steps = [s for s in map(self.optimizer_step_of, self.calls) if s is not None]
@@ -85,7 +87,7 @@ class AmpSteps:
             step.backwards.append(backward)
 
     # -- the calls ---------------------------------------------------------------------------------
-    def _backward(self, call: ast.Call) -> Optional[tuple[ast.expr, bool]]:
+    def backward_of(self, call: ast.Call) -> Optional[tuple[ast.expr, bool]]:
         """(loss, scaled) for a backward pass; None for anything else (a framework's `backward(loss)`)."""
         func = call.func
         positional = [a for a in call.args if not isinstance(a, ast.Starred)]

@@ -570,6 +570,10 @@ class AstSpan:
                    getattr(node, "end_col_offset", None) or node.col_offset)  # type: ignore[attr-defined]
 
 
+# the note of a finding whose fix needs LibCST's tree where LibCST cannot parse the file
+NO_LIBCST_NOTE = "no automatic fix here: gpulint cannot parse this file to edit it"
+
+
 @dataclass(frozen=True)
 class Detection:
     """What an `ast` detector reported; the engine turns it into a Finding (and, when edits are
@@ -603,7 +607,7 @@ class AstContext:
     """Everything an `ast` detector may ask about one file; analyses are computed on first use."""
 
     def __init__(self, path: Path, text: str, tree: ast.Module, settings: "Settings",
-                 project: "ProjectView") -> None:
+                 project: "ProjectView", libcst_refusal: Optional[Callable[[str], object]] = None) -> None:
         self.path = path
         self.text = text
         self.tree = tree
@@ -619,16 +623,27 @@ class AstContext:
         self._lines: Optional[list[str]] = None
         self._starts: Optional[list[int]] = None
         self._libcst: Optional["FileContext"] = None
+        self._libcst_tried = False
+        # the engine's guard (engine/guard.py libcst_refusal): a reason not to parse the text with LibCST, or None
+        self._libcst_refusal = libcst_refusal
 
-    def libcst(self) -> "FileContext":
-        """The file on LibCST, parsed on first use: only for an analysis not yet on `ast` (it costs the parse
-        this API exists to avoid). Raises what LibCST raises for a file it cannot parse."""
-        if self._libcst is None:
+    def libcst(self) -> Optional["FileContext"]:
+        """The file on LibCST, parsed on first use, for a rule whose fix (or its prediction) reads LibCST (GPU001,
+        GPU002: it costs the parse this API exists to avoid). None where LibCST cannot parse the file or the
+        engine's guard refuses it (valid Python LibCST rejects, a file too large or too deep for it)."""
+        if not self._libcst_tried:
+            self._libcst_tried = True
+            if self._libcst_refusal is not None and self._libcst_refusal(self.text) is not None:
+                return None
             import libcst as cst
 
             from gpulint.core.context import FileContext
 
-            self._libcst = FileContext(self.path, self.text, cst.parse_module(self.text), self.settings, self.project)
+            try:
+                module = cst.parse_module(self.text)
+            except (cst.ParserSyntaxError, RecursionError, SyntaxError, ValueError):
+                return None
+            self._libcst = FileContext(self.path, self.text, module, self.settings, self.project)
         return self._libcst
 
     # -- names and arguments ---------------------------------------------------------------------

@@ -27,14 +27,9 @@ import ast
 from dataclasses import dataclass
 from typing import Iterator, Optional, Union
 
-import libcst as cst
-
 from gpulint.analysis.amp_steps import amp_steps
 from gpulint.analysis.ast_context import AstContext, dotted
 from gpulint.analysis.evidence import REFUTED, SHOWN, Evidence, Premise
-from gpulint.analysis.training import TrainingFacts, TrainingStep
-from gpulint.core.context import FileContext
-from gpulint.core.walk import walk
 
 LONG_RUN = Premise(
     "long-run",
@@ -59,8 +54,6 @@ class LrSweeps:
     """The loops of one file that are LR range tests."""
 
     loops: tuple[AstLoop, ...] = ()
-    # their places among the file's loop statements in document order: the same count in LibCST's tree
-    ordinals: frozenset[int] = frozenset()
 
 
 def find_sweeps(tree: ast.Module, text: str) -> LrSweeps:
@@ -69,8 +62,7 @@ def find_sweeps(tree: ast.Module, text: str) -> LrSweeps:
         return LrSweeps()
     loops = list(_loops_in_order(tree))
     schedulers = _power_schedulers(tree)
-    found = [(i, loop) for i, loop in enumerate(loops) if _is_sweep(loop, tree, schedulers)]
-    return LrSweeps(tuple(loop for _, loop in found), frozenset(i for i, _ in found))
+    return LrSweeps(tuple(loop for loop in loops if _is_sweep(loop, tree, schedulers)))
 
 
 def lr_sweeps(ctx: AstContext) -> LrSweeps:
@@ -121,55 +113,19 @@ def _stays_in(ctx: AstContext, call: ast.Call, function: ast.AST) -> bool:
     return True
 
 
-def step_run(facts: TrainingFacts, step: TrainingStep) -> Evidence:
-    """LONG_RUN for a LibCST training step (GPU001): refuted when its loop, or a loop around it in the same
-    function, is a sweep."""
-    sweeps = facts.ctx.analysis(_sweeps_of_text)
-    if not sweeps.ordinals:
+def step_run(ctx: AstContext, node: ast.AST) -> Evidence:
+    """LONG_RUN for a training step (GPU001; `node` is its loop or function): refuted when its loop, or a loop
+    around it in the same function, is a sweep."""
+    sweeps = ctx.analysis(lr_sweeps)
+    if not sweeps.loops:
         return SHOWN
-    loops: list[cst.CSTNode] = []
-    for node in [step.node, *facts.ancestors(step.node)]:
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            break
-        if isinstance(node, (cst.For, cst.While)):
-            loops.append(node)
-    if not loops:
-        return SHOWN
-    order = facts.ctx.analysis(_cst_loop_order)
-    return REFUTED if any(order.get(id(loop)) in sweeps.ordinals for loop in loops) else SHOWN
-
-
-def _sweeps_of_text(ctx: FileContext) -> LrSweeps:
-    """The sweeps of a LibCST rule's file, from its text (parsed with `ast` only when the needles are there)."""
-    text = ctx.text
-    if not all(needle in text for needle in _NEEDLES):
-        return LrSweeps()
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return LrSweeps()
-    return find_sweeps(tree, text)
-
-
-class _LoopOrder:
-    """LibCST's `For`/`While` statements in document order, numbered as `_loops_in_order` numbers `ast`'s."""
-
-    def __init__(self) -> None:
-        self.order: dict[int, int] = {}
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, (cst.For, cst.While)):
-            self.order[id(node)] = len(self.order)
-        return True
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        pass
-
-
-def _cst_loop_order(ctx: FileContext) -> dict[int, int]:
-    visitor = _LoopOrder()
-    walk(ctx.module, visitor)
-    return visitor.order
+    inside = set(map(id, sweeps.loops))
+    for each in [node, *ctx.ancestors(node)]:
+        if isinstance(each, _SCOPES):
+            return SHOWN
+        if id(each) in inside:
+            return REFUTED
+    return SHOWN
 
 
 def _loops_in_order(node: ast.AST) -> Iterator[AstLoop]:

@@ -6,8 +6,7 @@ of its sizes; the model's width is the largest layer width. It is known only whe
 width is never taken for a small one.
 
 `layers_width` evaluates the plain data of project/layers.py; `trained_model_width` finds the model a step
-trains (through its optimizer's `model.parameters()`) and the values its constructor is given. analysis/widths.py
-reads the same on LibCST for GPU001 (a twin until GPU001's detector moves to `ast`).
+trains (through its optimizer's `model.parameters()`) and the values its constructor is given.
 """
 
 from __future__ import annotations

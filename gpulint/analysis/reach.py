@@ -5,15 +5,13 @@ of helpers no script imports, holds steps that never run; advice about their spe
 nowhere. The project facts record, for each file that trains, the top-level functions nothing in
 the file reaches (project/facts.py `unreached_functions`), and the project view keeps them only
 for scripts no other project file imports, outside packages (`ProjectView.unreached`). This
-module answers the question for one node of a rule's tree: LibCST now, `ast` after the port.
+module answers the question for one node of a rule's `ast` tree.
 """
 
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, Callable, Iterable, Optional
-
-import libcst as cst
+from typing import TYPE_CHECKING, Callable, Optional
 
 from gpulint.analysis.evidence import REFUTED, SHOWN, Evidence, Premise
 
@@ -28,30 +26,10 @@ RUNS = Premise(
     "outside a package: a training function kept beside the one `__main__` calls never runs.")
 
 
-def never_runs_cst(module: cst.Module, ancestors: Iterable[cst.CSTNode], unreached: frozenset[str]) -> Optional[str]:
-    """The name of the unreached top-level function `node` (given by its ancestors, innermost first) lies
-    in; None when it lies in module-level code, a class, or a function something reaches."""
-    if not unreached:
-        return None
-    outermost: Optional[cst.CSTNode] = None
-    for ancestor in ancestors:
-        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
-            outermost = ancestor
-    if isinstance(outermost, cst.FunctionDef) and any(outermost is s for s in module.body) \
-            and outermost.name.value in unreached:
-        return outermost.name.value
-    return None
-
-
-def runs_cst(module: cst.Module, ancestors: Iterable[cst.CSTNode], unreached: frozenset[str]) -> Evidence:
-    """The RUNS premise for a node of a LibCST tree: refuted in an unreached function, else shown (whether
-    a function is called from outside a script that no file imports cannot be seen; that is not evidence)."""
-    return REFUTED if never_runs_cst(module, ancestors, unreached) else SHOWN
-
-
 def never_runs_ast(tree: ast.Module, node: ast.AST, parent: Callable[[ast.AST], Optional[ast.AST]],
                    unreached: frozenset[str]) -> Optional[str]:
-    """The same on CPython's `ast` (`parent` is the context's parent map)."""
+    """The name of the unreached top-level function `node` lies in (`parent` is the context's parent map);
+    None when it lies in module-level code, a class, or a function something reaches."""
     if not unreached:
         return None
     outermost: Optional[ast.AST] = None

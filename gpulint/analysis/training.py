@@ -1,6 +1,8 @@
 """Training steps: where a loss goes through backward() and an optimizer steps, and autocast coverage.
 
-One analysis per file, shared by the mixed-precision rules. A training step is the innermost
+One analysis per file, on LibCST, for the mixed-precision fixes (rewrites/): the rules detect on
+`ast` (analysis/amp_steps.py, amp_regions.py), and GPU001/GPU002 read this only to build or predict
+their fix (`libcst_backward`). A training step is the innermost
 loop (or, failing that, the function) that holds both a backward call on a loss and an
 optimizer step. Framework-owned backward (`accelerator.backward(loss)`,
 `fabric.backward(loss)`, `engine.backward(loss)`) is not ours: those frameworks own
@@ -9,13 +11,16 @@ precision, so they never make a training step.
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 from typing import Iterator, Optional, Union
 
 import libcst as cst
 
-from gpulint.analysis.amp import ANY_AUTOCAST, ANY_GRAD_SCALER, BFLOAT16, FLOAT16, Coverage
+from gpulint.analysis.amp import ANY_AUTOCAST, ANY_GRAD_SCALER, Coverage
+from gpulint.analysis.amp_steps import amp_steps
+from gpulint.analysis.ast_context import AstContext
 from gpulint.core.arguments import positional_args
 from gpulint.core.context import FileContext
 from gpulint.core.names import dotted
@@ -29,8 +34,6 @@ _LOOKS_LIKE_AMP = re.compile(r"autocast|(?<![a-z])amp|ctx|context|precision|mixe
 _KNOWN_CONTEXTS = ("torch.", "contextlib.", "builtins.", "tqdm.", "time.", "threading.", "warnings.")
 StepNode = Union[cst.For, cst.While, cst.FunctionDef]
 _SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.Module)
-# what a training step spells, as `Rule.ast_needles`: a backward call and an optimizer step
-TRAINING_STEP_NEEDLES = ((".backward(", "torch.autograd.backward"), (".step(",))
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,6 @@ class TrainingFacts:
         self.mentions_autocast = False
         walk(ctx.module, _Index(self))  # core/walk.py: a read-only walk, ~4x cheaper than visit
         self.framework_owned = self._imports_framework()
-        self.low_precision_model = any(self._casts_to_half(c) for c in self.calls)
         self.steps: list[TrainingStep] = []
         self.by_backward: dict[int, tuple[TrainingStep, Backward]] = {}
         self._find_steps()
@@ -176,17 +178,6 @@ class TrainingFacts:
             for target in targets:
                 if target and any(target == f or target.startswith(f + ".") for f in FRAMEWORKS):
                     return True
-        return False
-
-    def _casts_to_half(self, call: cst.Call) -> bool:
-        """`model.half()`, `.bfloat16()`, `.to(torch.float16)`: the model already trains in 16 bits."""
-        func = call.func
-        if not isinstance(func, cst.Attribute):
-            return False
-        if func.attr.value in ("half", "bfloat16") and not call.args:
-            return True
-        if func.attr.value == "to":
-            return any(self.ctx.qualname(a.value) in FLOAT16 | BFLOAT16 for a in call.args)
         return False
 
     def backward_of(self, call: cst.Call) -> Optional[Backward]:
@@ -380,3 +371,21 @@ def training_step_of(ctx: FileContext, backward: cst.Call) -> Optional[tuple[Tra
     if entry is None or facts.framework_owned:
         return None
     return facts, entry[0], entry[1]
+
+
+def libcst_backward(ctx: AstContext, call: ast.Call) -> Optional[tuple[TrainingFacts, TrainingStep, Backward]]:
+    """The LibCST training step at a backward call an `ast` rule found (analysis/amp_steps.py), for the fixes
+    of GPU001/GPU002, which edit LibCST: both trees see the same backward calls in the same order (the same
+    tests on each; tests/analysis/test_amp_steps.py pins the steps as equal), matched by position and code.
+    None where they differ, or where LibCST cannot parse the file."""
+    fctx = ctx.libcst()
+    if fctx is None:
+        return None
+    facts = fctx.analysis(training_facts)
+    steps = ctx.analysis(amp_steps)
+    ours = [c for c in steps.calls if steps.backward_of(c) is not None]
+    theirs = [c for c in facts.calls if facts.backward_of(c) is not None]
+    index = next((i for i, c in enumerate(ours) if c is call), None)
+    if index is None or len(ours) != len(theirs) or fctx.code(theirs[index]) != ctx.segment(call):
+        return None
+    return training_step_of(fctx, theirs[index])

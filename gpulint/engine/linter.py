@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Iterable, Optional, Sequence
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
+from gpulint.analysis.ast_context import NO_LIBCST_NOTE
 from gpulint.analysis.device import may_have_gpu_evidence
 from gpulint.analysis.evidence import pedantic
 from gpulint.core import floors
@@ -357,7 +358,7 @@ def _run_ast_rules(path: Path, text: str, tree: ast.Module, settings: Settings, 
     current = "analysis"
     try:
         with profile.phase("rules"):
-            ctx = AstContext(path, text, tree, settings, view)
+            ctx = AstContext(path, text, tree, settings, view, libcst_refusal)
             instances: dict[str, Rule] = {}
             for rule_type in rules:
                 current = rule_type.code
@@ -534,7 +535,7 @@ def _lint_for_fixes(path: Path, text: str, settings: Settings, view: ProjectView
 
 
 _INEXACT_NOTE = "no automatic fix here: gpulint cannot reproduce the whitespace in this code exactly"
-_NO_LIBCST_NOTE = "no automatic fix here: gpulint cannot parse this file to edit it"
+_NO_LIBCST_NOTE = NO_LIBCST_NOTE
 
 
 @dataclass

@@ -116,21 +116,6 @@ def loss_statement(facts: TrainingFacts, step: TrainingStep, backward: Backward)
     return last if last is not None else statement
 
 
-def loss_passed_in(facts: TrainingFacts, backward: Backward) -> bool:
-    """The loss is a parameter of the function calling backward, never assigned there."""
-    names = _loss_names(backward.loss)
-    if not names:
-        return False
-    function = next((a for a in facts.ancestors(backward.call) if isinstance(a, (cst.FunctionDef, cst.Lambda))), None)
-    if not isinstance(function, cst.FunctionDef):
-        return False
-    params = {p.name.value for p in (*function.params.posonly_params, *function.params.params,
-                                     *function.params.kwonly_params)}
-    if not names <= params:
-        return False
-    return not _lines_writing(function, names)
-
-
 def _lines_writing(node: cst.CSTNode, names: set[str]) -> list[cst.SimpleStatementLine]:
     lines: list[cst.SimpleStatementLine] = []
 

@@ -2,58 +2,34 @@
 
 from __future__ import annotations
 
+import ast
 import re
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
-import libcst as cst
-
+from gpulint.analysis.amp import Coverage
+from gpulint.analysis.amp_regions import AmpRegions, amp_regions
+from gpulint.analysis.amp_steps import TRAINING_STEP_NEEDLES, AmpStep
+from gpulint.analysis.ast_context import NO_LIBCST_NOTE, AstContext, Detection
 from gpulint.analysis.device import cuda_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
 from gpulint.analysis.lr_sweep import LONG_RUN, step_run
-from gpulint.analysis.reach import RUNS, runs_cst
-from gpulint.analysis.training import (
-    TRAINING_STEP_NEEDLES,
-    Backward,
-    Coverage,
-    TrainingFacts,
-    TrainingStep,
-    training_step_of,
-)
-from gpulint.analysis.widths import trained_model_width
+from gpulint.analysis.model_widths import trained_model_width
+from gpulint.analysis.reach import RUNS, never_runs_ast
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.options import Choice, Integer, Option
-from gpulint.core.pending import PendingFix
 from gpulint.core.settings import Settings
 from gpulint.core.verification import MIXED_PRECISION, Verification, construct_enabled
 from gpulint.project.view import ProjectView
-from gpulint.rewrites.amp_device import cuda_device, default_device, device_type_code
-from gpulint.rewrites.amp_dtype import choice_code, float16_hazard
-from gpulint.rewrites.amp_plan import (
-    Region,
-    ScalerHome,
-    ScalerPlan,
-    autocast_region,
-    free_name,
-    fused_optimizer,
-    loss_passed_in,
-    loss_statement,
-    refused_ops,
-    region_model_calls,
-    runs_repeatedly,
-    scaler_anchor,
-    scaler_home,
-    scaler_name,
-    scaler_plan,
-    scaler_refusal,
-    taken_names,
-)
-from gpulint.rewrites.mixed_precision import (
-    StepRewrite,
-    grad_scaler_class,
-    step_edits,
-)
 from gpulint.rules.base import Rule, RuleDocs, Target
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from gpulint.analysis.training import Backward, TrainingFacts, TrainingStep
+    from gpulint.core.context import FileContext
+    from gpulint.core.pending import PendingFix
+    from gpulint.rewrites.amp_plan import Region, ScalerHome, ScalerPlan
 
 AUTOCAST_SINCE = floors.since(floors.AUTOCAST)
 SIXTEEN_BIT = re.compile(r"\b(?:bfloat16|float16|half)\b")
@@ -243,50 +219,90 @@ class MissingAutocast(Rule):
                   RUNS),
     )
 
-    def visit_Call(self, node: cst.Call) -> None:
-        found = training_step_of(self.ctx, node)
-        if found is None:
+    def detect(self, ctx: AstContext) -> None:
+        facts = ctx.analysis(amp_regions)
+        if facts.framework_owned or not facts.steps:
             return
-        facts, step, backward = found
-        if step.backwards[0] is not backward:
-            return  # one finding per training step, at its first backward()
-        project = self.ctx.project
-        fp32 = fp32_step(self.ctx.text, facts, step)
-        if fp32 is None:
-            return
+        project = ctx.project
         bound = REFUTED if project.rl else SHOWN
         covers = REFUTED if project.own.sparse or project.sparse_importees else (
             UNDECIDED if project.own.native_kernels or project.native_importees else SHOWN)
-        floor = self.ctx.settings.torch_version
+        floor = ctx.settings.torch_version
         autocast_exists = REFUTED if floor is not None and floor < AUTOCAST_SINCE else SHOWN
-        wide, work = step_scale(facts, step)
-        decision = self.decide({ON_GPU: self._on_gpu(facts, step), FP32: fp32, WIDE_ENOUGH: wide, ENOUGH_WORK: work,
-                                AUTOCAST_EXISTS: autocast_exists, GPU_BOUND: bound, AUTOCAST_COVERS: covers,
-                                LONG_RUN: step_run(facts, step),
-                                RUNS: runs_cst(self.ctx.module, facts.ancestors(node), project.unreached)})
-        if not decision.report:
-            return
-        fix, note = self._fix(facts, step, backward)
-        self.report_decided(decision, node, "forward pass and loss run in fp32: wrap them in torch.autocast (up to 3x "
-                            "faster on tensor-core GPUs)", fix, note=note)
+        on_gpu = cuda_evidence(project)
+        # on an XPU alone, the fix's device type decides (LibCST, only once every other premise allows)
+        xpu = on_gpu is REFUTED and "xpu" in project.devices and not project.gpu
+        for step in facts.steps:
+            backward = step.backwards[0]  # one finding per training step, at its first backward()
+            fp32 = fp32_step(ctx, facts, step)
+            if fp32 is None:
+                continue
+            wide, work = step_scale(ctx, step)
+            evidence = {ON_GPU: SHOWN if xpu else on_gpu, FP32: fp32, WIDE_ENOUGH: wide, ENOUGH_WORK: work,
+                        AUTOCAST_EXISTS: autocast_exists, GPU_BOUND: bound, AUTOCAST_COVERS: covers,
+                        LONG_RUN: step_run(ctx, step.node), RUNS: _runs(ctx, backward.call)}
+            decision = self.decide(evidence)
+            if not decision.report:
+                continue
+            if not self.in_tests and not ctx.settings.lint_tests and ctx.in_test_function(backward.call):
+                continue  # ctx.report would drop it: no LibCST parse for it
+            from gpulint.analysis.training import libcst_backward  # the fix's tree: parsed only here
+
+            fctx = ctx.libcst()  # None where LibCST cannot parse the file: the finding stands, without a fix
+            found = libcst_backward(ctx, backward.call) if fctx is not None else None
+            if found is not None and found[1].backwards[0] is not found[2]:
+                found = None  # the trees disagree on the step (tests/analysis/test_amp_steps.py pins them as equal)
+            if xpu:
+                evidence[ON_GPU] = _xpu_named(*found[:2]) if found is not None else UNDECIDED
+                decision = self.decide(evidence)
+                if not decision.report:
+                    continue
+            if fctx is None:
+                fix, note = None, NO_LIBCST_NOTE
+            elif found is None:
+                fix, note = None, STEP_DIFFERS
+            else:
+                fix, note = self._fix(fctx, *found)
+            ctx.report(self, backward.call, MESSAGE, fix=fix.applicability if fix is not None else None,
+                       fix_message=fix.message if fix is not None else "", note=note, decision=decision)
+
+    def build_fix(self, detection: Detection, fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:
+        import libcst as cst
+
+        from gpulint.analysis.training import training_step_of
+
+        assert isinstance(node, cst.Call)
+        found = training_step_of(fctx, node)
+        return self._fix(fctx, *found)[0] if found is not None else None
 
     @classmethod
     def may_report(cls, project: ProjectView, settings: Optional[Settings] = None) -> bool:
         return super().may_report(project, settings) and not _precision_handled(project)
 
-    def _on_gpu(self, facts: TrainingFacts, step: TrainingStep) -> Evidence:
-        """CUDA evidence; on an XPU, only when the fix can use the script's own device type."""
-        found = cuda_evidence(self.ctx.project)
-        if found is not REFUTED or "xpu" not in self.ctx.project.devices or self.ctx.project.gpu:
-            return found
-        anchor = scaler_anchor(facts, step.node)
-        return SHOWN if device_type_code(facts, step, anchor) != '"cuda"' else REFUTED
+    def _fix(self, fctx: "FileContext", facts: "TrainingFacts", step: "TrainingStep",
+             backward: "Backward") -> "tuple[Optional[PendingFix], str]":
+        """The rewrite, or None and why no rewrite is right (the finding's note). Built on LibCST (the fix
+        edits it), also for `check`'s prediction of it."""
+        from gpulint.core.pending import PendingFix
+        from gpulint.rewrites.amp_device import cuda_device, default_device, device_type_code
+        from gpulint.rewrites.amp_dtype import choice_code, float16_hazard
+        from gpulint.rewrites.amp_plan import (
+            autocast_region,
+            free_name,
+            fused_optimizer,
+            region_model_calls,
+            scaler_anchor,
+            scaler_home,
+            scaler_name,
+            scaler_plan,
+            scaler_refusal,
+            taken_names,
+        )
+        from gpulint.rewrites.mixed_precision import StepRewrite, grad_scaler_class, step_edits
 
-    def _fix(self, facts: TrainingFacts, step: TrainingStep, backward: Backward) -> tuple[Optional[PendingFix], str]:
-        """The rewrite, or None and why no rewrite is right (the finding's note)."""
-        settings = self.ctx.settings
+        settings = fctx.settings
         mode = settings.value(AMP_DTYPE)
-        parallel = self.ctx.project.parallelism
+        parallel = fctx.project.parallelism
         region = autocast_region(facts, step, backward)
         if region is None:
             return None, "no fix: the forward pass and the loss cannot be told apart from the rest of the step"
@@ -294,7 +310,7 @@ class MissingAutocast(Rule):
         if region is None:
             return None, why
         anchor = scaler_anchor(facts, step.node)
-        torch = self.ctx.imports.module_alias("torch")
+        torch = fctx.imports.module_alias("torch")
         model_calls = region_model_calls(facts, region)
         device = device_type_code(facts, step, anchor, torch.expr, model_calls)
         forced = ""  # why this step gets bfloat16 whatever amp-dtype says
@@ -302,7 +318,7 @@ class MissingAutocast(Rule):
             mode = "float16"  # the step already scales its loss: the float16 path it was written for
         elif "tensor-parallel" in parallel:
             forced = "tensor-parallel (DTensor) gradients: a GradScaler would not agree on inf/NaN across ranks"
-        elif device == self.ctx.style.string("xpu"):
+        elif device == fctx.style.string("xpu"):
             forced = "Intel GPUs compute in bfloat16"
         elif "fsdp" in parallel and mode != "bfloat16" and fused_optimizer(facts, step):
             forced = ("a fused optimizer under FSDP's ShardedGradScaler skips the cross-rank inf check "
@@ -315,7 +331,7 @@ class MissingAutocast(Rule):
                 forced = hazard.text()
         if forced:
             mode = "bfloat16"
-        if mode == "bfloat16" and device == self.ctx.style.string("cuda") and default_device(self.ctx) == "cuda":
+        if mode == "bfloat16" and device == fctx.style.string("cuda") and default_device(fctx) == "cuda":
             # no scaler to create before the loop: the batch's own device type will do inside it
             device = device_type_code(facts, step, anchor, torch.expr, model_calls, inside_step=True)
         plan = None
@@ -323,8 +339,8 @@ class MissingAutocast(Rule):
             plan = scaler_plan(facts, step, backward)
             if plan is None:
                 return None, f"{_no_fix(mode)}: {scaler_refusal(facts, step)}"
-        name = scaler_name(self.ctx)
-        scaler_class, class_edit = grad_scaler_class(self.ctx, torch.expr, parallel) if plan is not None \
+        name = scaler_name(fctx)
+        scaler_class, class_edit = grad_scaler_class(fctx, torch.expr, parallel) if plan is not None \
             else ("", None)
         symbols = [floors.AUTOCAST]
         if plan is not None:
@@ -333,19 +349,19 @@ class MissingAutocast(Rule):
         if plan is not None and mode == "auto":
             symbols.append(floors.BF16_CHECK)
         too_new = floors.too_new(settings.torch_version, symbols) \
-            or floors.above_ceiling(self.ctx.project.torch_ceiling, symbols)
+            or floors.above_ceiling(fctx.project.torch_ceiling, symbols)
         if too_new is not None:
             hint = "; amp-dtype = \"bfloat16\" needs only torch 1.10" if mode != "bfloat16" else ""
             return None, f"{_no_fix(mode)}: {too_new.reason()}{hint}"
-        choice: Optional[Callable[[str, cst.CSTNode], str]] = None
+        choice: "Optional[Callable[[str, cst.CSTNode], str]]" = None
         choice_name = None
         dtype = f"{torch.expr}.{mode}"
         enabled = None
         if mode == "auto" and plan is not None:
-            choice_name = free_name(taken_names(self.ctx), ("amp_dtype", "autocast_dtype"))
-            quote = self.ctx.style.quote
+            choice_name = free_name(taken_names(fctx), ("amp_dtype", "autocast_dtype"))
+            quote = fctx.style.quote
 
-            def choice(code: str, where: cst.CSTNode) -> str:
+            def choice(code: str, where: "cst.CSTNode") -> str:
                 scope = facts.scope_of(where)
                 cuda = code == f"{quote}cuda{quote}" or cuda_device(facts, (scope, facts.ctx.module), code)
                 return choice_code(torch.expr, code, quote, cuda)
@@ -363,7 +379,7 @@ class MissingAutocast(Rule):
         return PendingFix.unsafe(message + note, torch.edit, class_edit, *step_edits(facts, rewrite)), ""
 
     @staticmethod
-    def _fix_message(mode: str, plan: Optional[ScalerPlan], scaler_class: str, forced: str, bce: bool) -> str:
+    def _fix_message(mode: str, plan: "Optional[ScalerPlan]", scaler_class: str, forced: str, bce: bool) -> str:
         scaler = scaler_class.rsplit(".", 1)[-1]
         if mode == "auto":
             message = (f"Wrap the forward pass and loss in torch.autocast: bfloat16 on GPUs that compute in it "
@@ -378,9 +394,14 @@ class MissingAutocast(Rule):
             message += "; binary_cross_entropy stays outside autocast, in float32"
         return message
 
-    def _lifetime_note(self, facts: TrainingFacts, step: TrainingStep, plan: Optional[ScalerPlan],
-                       home: Optional[ScalerHome]) -> str:
+    @staticmethod
+    def _lifetime_note(facts: "TrainingFacts", step: "TrainingStep", plan: "Optional[ScalerPlan]",
+                       home: "Optional[ScalerHome]") -> str:
         """Say so when the scaler created before the loop is created anew each time its function runs."""
+        import libcst as cst
+
+        from gpulint.rewrites.amp_plan import runs_repeatedly
+
         function = facts.scope_of(step.node)
         if plan is None or home is not None or not isinstance(function, cst.FunctionDef) \
                 or isinstance(step.node, cst.FunctionDef) or not runs_repeatedly(facts, function):
@@ -394,33 +415,50 @@ def _no_fix(mode: str) -> str:
     return "no fix" if mode == "auto" else f"no {mode} fix"
 
 
-def fp32_step(text: str, facts: TrainingFacts, step: TrainingStep) -> Optional[Evidence]:
+# the note where the two trees read the step differently (never seen: tests/analysis/test_amp_steps.py)
+STEP_DIFFERS = "no fix: the step reads differently on LibCST"
+MESSAGE = "forward pass and loss run in fp32: wrap them in torch.autocast (up to 3x faster on tensor-core GPUs)"
+
+
+def _runs(ctx: AstContext, node: ast.AST) -> Evidence:
+    """RUNS: refuted in a top-level function nothing in its script reaches."""
+    return REFUTED if never_runs_ast(ctx.tree, node, ctx.parent, ctx.project.unreached) else SHOWN
+
+
+def _xpu_named(facts: "TrainingFacts", step: "TrainingStep") -> Evidence:
+    """ON_GPU on an XPU: shown only when the fix can use the script's own device type."""
+    from gpulint.rewrites.amp_device import device_type_code
+    from gpulint.rewrites.amp_plan import scaler_anchor
+
+    anchor = scaler_anchor(facts, step.node)
+    return SHOWN if device_type_code(facts, step, anchor) != '"cuda"' else REFUTED
+
+
+def fp32_step(ctx: AstContext, facts: AmpRegions, step: AmpStep) -> Optional[Evidence]:
     """Whether the step's forward pass and loss run in fp32 (the FP32 premise; GPU401 asks the same); None
     when a helper is handed the loss, so the forward pass is a caller's."""
-    project = facts.ctx.project
+    project = ctx.project
     fp32 = REFUTED if facts.low_precision_model or sixteen_bit_elsewhere(project) else SHOWN
     for each in step.backwards:
-        statement = loss_statement(facts, step, each)
-        if statement is None:
-            return None
-        if loss_passed_in(facts, each):
+        statement = facts.loss_statement(step, each)
+        if facts.loss_passed_in(each):
             return None  # a helper handed the loss (a loss scaler's __call__): the forward pass is the caller's
         coverage = facts.coverage(statement).coverage
         if coverage is Coverage.COVERED:
             fp32 = REFUTED
         elif coverage is Coverage.UNKNOWN and fp32 is SHOWN:
             fp32 = UNDECIDED
-    if fp32 is SHOWN and "grad-scaler" in project.mixed_precision and SIXTEEN_BIT.search(text):
+    if fp32 is SHOWN and "grad-scaler" in project.mixed_precision and SIXTEEN_BIT.search(ctx.text):
         fp32 = UNDECIDED  # a scaler and a 16-bit dtype named here: the model may compute in it (nanochat)
     return fp32
 
 
-def step_scale(facts: TrainingFacts, step: TrainingStep) -> tuple[Evidence, Evidence]:
+def step_scale(ctx: AstContext, step: AmpStep) -> tuple[Evidence, Evidence]:
     """The WIDE_ENOUGH and ENOUGH_WORK premises: whether tensor cores can matter for the model the step trains
     (GPU401 asks the same for TF32)."""
-    width = trained_model_width(facts, step)
-    wide = REFUTED if width is not None and width < facts.ctx.settings.value(MIN_WIDTH) else SHOWN
-    rows = facts.ctx.project.own.step_rows
+    width = trained_model_width(ctx, step)
+    wide = REFUTED if width is not None and width < ctx.settings.value(MIN_WIDTH) else SHOWN
+    rows = ctx.project.own.step_rows
     work = REFUTED if width is not None and rows is not None and rows * width * width < STEP_WORK_FLOOR else SHOWN
     return wide, work
 
@@ -441,8 +479,11 @@ def _precision_handled(project: ProjectView) -> bool:
     return sixteen_bit_elsewhere(project)
 
 
-def _outside_autocast(facts: TrainingFacts, region: Region) -> tuple[Optional[Region], tuple[cst.Call, ...], str]:
+def _outside_autocast(facts: "TrainingFacts",
+                      region: "Region") -> "tuple[Optional[Region], tuple[cst.Call, ...], str]":
     """Keep what CUDA autocast refuses (binary_cross_entropy) out of the region, or say why that is impossible."""
+    from gpulint.rewrites.amp_plan import Region, refused_ops
+
     body = region.container.body
     refusal = "no fix: binary_cross_entropy, which CUDA autocast refuses (\"unsafe to autocast\"),"
     for index in range(region.start, region.end + 1):

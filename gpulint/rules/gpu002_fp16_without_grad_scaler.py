@@ -2,53 +2,39 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
-from typing import Optional
-
-import libcst as cst
+from typing import TYPE_CHECKING, Optional
 
 from gpulint.analysis.amp import (
     ANY_AUTOCAST,
     AUTOCAST_DEPRECATED,
     BFLOAT16,
     FLOAT16,
-)
-from gpulint.analysis.autocast_dtype import autocast_arguments, device_type
-from gpulint.analysis.evidence import REFUTED, SHOWN, Premise
-from gpulint.analysis.reach import RUNS, runs_cst
-from gpulint.analysis.training import (
-    TRAINING_STEP_NEEDLES,
-    Backward,
     Coverage,
-    TrainingFacts,
-    TrainingStep,
-    training_step_of,
 )
-from gpulint.core import floors
+from gpulint.analysis.amp_dtypes import autocast_arguments, device_type
+from gpulint.analysis.amp_regions import amp_regions
+from gpulint.analysis.amp_steps import TRAINING_STEP_NEEDLES
+from gpulint.analysis.ast_context import NO_LIBCST_NOTE, AstContext, Detection
+from gpulint.analysis.ast_values import is_literal, single_value
+from gpulint.analysis.evidence import REFUTED, SHOWN, Premise
+from gpulint.analysis.reach import RUNS, never_runs_ast
 from gpulint.core.edits import Applicability
-from gpulint.core.names import dotted
-from gpulint.core.pending import PendingFix
-from gpulint.core.rewrite import is_literal
-from gpulint.core.values import single_value, string_value
 from gpulint.core.verification import MIXED_PRECISION, Verification, construct_enabled
-from gpulint.rewrites.amp_device import default_device, visible_at
-from gpulint.rewrites.amp_plan import (
-    fused_optimizer,
-    loss_statement,
-    scaler_anchor,
-    scaler_home,
-    scaler_name,
-    scaler_plan,
-    scaler_refusal,
-)
-from gpulint.rewrites.mixed_precision import (
-    StepRewrite,
-    grad_scaler_class,
-    step_edits,
-)
 from gpulint.rules.base import Rule, RuleDocs, Target
+from gpulint.rules.gpu001_missing_autocast import STEP_DIFFERS
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from gpulint.analysis.training import Backward, TrainingFacts, TrainingStep
+    from gpulint.core.context import FileContext
+    from gpulint.core.pending import PendingFix
 
 FLOAT16_DTYPE, MAYBE_FLOAT16 = "float16", "float16 or another dtype"
+MESSAGE = "float16 autocast without a GradScaler: small gradients underflow to zero"
+MAYBE_MESSAGE = "float16 path of a run-time autocast dtype has no GradScaler: small gradients underflow to zero"
 
 FLOAT16_STEP = Premise(
     "float16-step",
@@ -130,110 +116,127 @@ class Fp16WithoutGradScaler(Rule):
         premises=(FLOAT16_STEP, UNSCALED, RUNS),
     )
 
-    def visit_Call(self, node: cst.Call) -> None:
-        found = training_step_of(self.ctx, node)
+    def detect(self, ctx: AstContext) -> None:
+        facts = ctx.analysis(amp_regions)
+        if facts.framework_owned:
+            return
+        for step in facts.steps:
+            for backward in step.backwards:
+                cover = facts.coverage(facts.loss_statement(step, backward))
+                if cover.coverage is not Coverage.COVERED or not cover.calls:
+                    continue
+                dtypes = {_autocast_dtype(ctx, c) for c in cover.calls}
+                float16 = SHOWN if dtypes <= {FLOAT16_DTYPE, MAYBE_FLOAT16} else REFUTED
+                # a scaler elsewhere in the file or in a caller: this backward may well go through it
+                scaled = backward.scaled or "scale_loss" in ctx.text or ctx.project.scaler
+                runs = REFUTED if never_runs_ast(ctx.tree, backward.call, ctx.parent, ctx.project.unreached) \
+                    else SHOWN
+                decision = self.decide({FLOAT16_STEP: float16, UNSCALED: REFUTED if scaled else SHOWN, RUNS: runs})
+                if not decision.report:
+                    continue
+                if not self.in_tests and not ctx.settings.lint_tests and ctx.in_test_function(backward.call):
+                    continue  # ctx.report would drop it: no LibCST parse for it
+                maybe = MAYBE_FLOAT16 in dtypes
+                fix, note = self._judge_fix(ctx, backward.call, maybe)
+                ctx.report(self, backward.call, MAYBE_MESSAGE if maybe else MESSAGE,
+                           fix=fix.applicability if fix is not None else None,
+                           fix_message=fix.message if fix is not None else "", note=note, decision=decision,
+                           data={"maybe": maybe})
+
+    def build_fix(self, detection: Detection, fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:
+        from gpulint.analysis.training import training_step_of
+
+        found = training_step_of(fctx, node)  # type: ignore[arg-type]
+        assert detection.data is not None
+        return self._fix_at(fctx, *found, maybe=detection.data["maybe"])[0] if found is not None else None
+
+    def _judge_fix(self, ctx: AstContext, call: ast.Call, maybe: bool) -> "tuple[Optional[PendingFix], str]":
+        """The fix at the backward call `call` (on LibCST, which the fix edits; `check` predicts from it), or
+        None and why not."""
+        from gpulint.analysis.training import libcst_backward
+
+        fctx = ctx.libcst()
+        if fctx is None:
+            return None, NO_LIBCST_NOTE
+        found = libcst_backward(ctx, call)
         if found is None:
-            return
-        facts, step, backward = found
+            return None, STEP_DIFFERS
+        return self._fix_at(fctx, *found, maybe=maybe)
+
+    def _fix_at(self, fctx: "FileContext", facts: "TrainingFacts", step: "TrainingStep", backward: "Backward",
+                maybe: bool) -> "tuple[Optional[PendingFix], str]":
+        """The fix for the step's autocast (the first that covers the loss), as the finding says."""
+        from gpulint.rewrites.amp_plan import loss_statement
+
         statement = loss_statement(facts, step, backward)
-        if statement is None:
-            return
-        cover = facts.coverage(statement)
-        if cover.coverage is not Coverage.COVERED or not cover.calls:
-            return
-        dtypes = {self._autocast_dtype(c) for c in cover.calls}
-        float16 = SHOWN if dtypes <= {FLOAT16_DTYPE, MAYBE_FLOAT16} else REFUTED
-        # a scaler elsewhere in the file or in a caller: this backward may well go through it
-        scaled = backward.scaled or "scale_loss" in self.ctx.text or self.ctx.project.scaler
-        decision = self.decide({FLOAT16_STEP: float16, UNSCALED: REFUTED if scaled else SHOWN,
-                                RUNS: runs_cst(self.ctx.module, facts.ancestors(node), self.ctx.project.unreached)})
-        if not decision.report:
-            return
-        if MAYBE_FLOAT16 in dtypes:
-            chosen = self._dtype_expression(cover.calls[0])
-            message = "float16 path of a run-time autocast dtype has no GradScaler: small gradients underflow to zero"
-            if chosen:
-                fix, note = self._fix(facts, step, backward, cover.calls[0], enabled=chosen)
-            else:
-                fix, note = None, "no fix: the dtype is not a plain name a scaler's enabled= can test"
-        else:
-            message = "float16 autocast without a GradScaler: small gradients underflow to zero"
-            fix, note = self._fix(facts, step, backward, cover.calls[0])
-        self.report_decided(decision, node, message, fix, note=note)
+        cover = facts.coverage(statement) if statement is not None else None
+        if cover is None or not cover.calls:
+            return None, STEP_DIFFERS
+        if not maybe:
+            return self._fix(fctx, facts, step, backward, cover.calls[0])
+        chosen = self._dtype_expression(fctx, cover.calls[0])
+        if not chosen:
+            return None, "no fix: the dtype is not a plain name a scaler's enabled= can test"
+        return self._fix(fctx, facts, step, backward, cover.calls[0], enabled=chosen)
 
-    # -- what the autocast does ------------------------------------------------
-    def _device_type(self, expr: Optional[cst.BaseExpression]) -> Optional[str]:
-        return device_type(self.ctx, expr)
-
-    def _dtype(self, expr: cst.BaseExpression) -> Optional[str]:
-        target = self.ctx.qualname(expr)
-        value: Optional[cst.BaseExpression] = expr
-        if target is None and isinstance(expr, cst.Name):
-            value = single_value(expr, self.ctx.names)
-            target = self.ctx.qualname(value) if value is not None else None
-        if target in FLOAT16:
-            return FLOAT16_DTYPE
-        if target in BFLOAT16:
-            return "bfloat16"
-        if isinstance(value, cst.Subscript) and self._table_has_float16(value.value):
-            return MAYBE_FLOAT16  # `{"float16": torch.float16, ...}[dtype]` (nanoGPT's bench.py)
-        return None
-
-    def _table_has_float16(self, table: cst.BaseExpression) -> bool:
-        if isinstance(table, cst.Name):
-            table = single_value(table, self.ctx.names)  # type: ignore[assignment]
-        if not isinstance(table, cst.Dict):
-            return False
-        return any(isinstance(e, cst.DictElement) and self.ctx.qualname(e.value) in FLOAT16 for e in table.elements)
-
-    def _dtype_expression(self, autocast: cst.BaseExpression) -> Optional[str]:
+    # -- the fix (LibCST) ------------------------------------------------------
+    @staticmethod
+    def _dtype_expression(fctx: "FileContext", autocast: "cst.BaseExpression") -> Optional[str]:
         """`(ptdtype == torch.float16)` for the scaler's `enabled=`, when the dtype is a plain name."""
+        import libcst as cst
+
+        from gpulint.analysis.autocast_dtype import autocast_arguments as cst_arguments
+
         assert isinstance(autocast, cst.Call)
-        dtype = (self._arguments(autocast) or {}).get("dtype")
+        dtype = (cst_arguments(fctx, autocast) or {}).get("dtype")
         if not isinstance(dtype, cst.Name):
             return None
-        torch = self.ctx.imports.module_alias("torch")
+        torch = fctx.imports.module_alias("torch")
         if torch.edit is not None:
             return None
         return f"{dtype.value} == {torch.expr}.float16"
 
-    def _arguments(self, call: cst.Call) -> Optional[dict[str, cst.BaseExpression]]:
-        return autocast_arguments(self.ctx, call)
+    @staticmethod
+    def _scaler_device(fctx: "FileContext", facts: "TrainingFacts", autocast: "cst.BaseExpression",
+                       anchor: "cst.CSTNode") -> str:
+        import libcst as cst
 
-    def _autocast_dtype(self, expr: cst.BaseExpression) -> Optional[str]:
-        if not isinstance(expr, cst.Call):
-            return None
-        args = self._arguments(expr)
-        if args is None:
-            return None
-        if "enabled" in args and is_literal(args["enabled"], "False"):
-            return None
-        if "dtype" in args:
-            return self._dtype(args["dtype"])
-        target = self.ctx.qualname(expr.func) or ""
-        if target in AUTOCAST_DEPRECATED:
-            return "float16" if target.startswith("torch.cuda.") else "bfloat16"
-        device = self._device_type(args.get("device_type"))
-        return {"cuda": "float16", "cpu": "bfloat16"}.get(device or "")
+        from gpulint.analysis.autocast_dtype import autocast_arguments as cst_arguments
+        from gpulint.core.names import dotted
+        from gpulint.core.values import string_value
+        from gpulint.rewrites.amp_device import default_device, visible_at
 
-    def _scaler_device(self, facts: TrainingFacts, autocast: cst.BaseExpression, anchor: cst.CSTNode) -> str:
         assert isinstance(autocast, cst.Call)
-        target = self.ctx.qualname(autocast.func) or ""
-        quote = self.ctx.style.string
+        target = fctx.qualname(autocast.func) or ""
+        quote = fctx.style.string
         if target in AUTOCAST_DEPRECATED:
             return quote("cpu") if target.startswith("torch.cpu.") else quote("cuda")
-        expr = (self._arguments(autocast) or {}).get("device_type")
+        expr = (cst_arguments(fctx, autocast) or {}).get("device_type")
+        if expr is None:
+            return quote(default_device(fctx))
         if string_value(expr) in ("cuda", "cpu", "xpu"):
-            return self.ctx.code(expr)
+            return fctx.code(expr)
         base = expr.value if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) else expr
-        if isinstance(base, cst.Name) and dotted(expr) is not None and visible_at(facts, base, anchor):  # type: ignore[arg-type]
-            return self.ctx.code(expr)
-        return quote(default_device(self.ctx))
+        if isinstance(base, cst.Name) and dotted(expr) is not None and visible_at(facts, base, anchor):
+            return fctx.code(expr)
+        return quote(default_device(fctx))
 
-    def _fix(self, facts: TrainingFacts, step: TrainingStep, backward: Backward, autocast: cst.BaseExpression,
-             enabled: Optional[str] = None) -> tuple[Optional[PendingFix], str]:
+    def _fix(self, fctx: "FileContext", facts: "TrainingFacts", step: "TrainingStep", backward: "Backward",
+             autocast: "cst.BaseExpression", enabled: Optional[str] = None) -> "tuple[Optional[PendingFix], str]":
         """The scaler the step needs, or None and why not (the finding's note)."""
-        parallel = self.ctx.project.parallelism
+        from gpulint.core import floors
+        from gpulint.core.pending import PendingFix
+        from gpulint.rewrites.amp_plan import (
+            fused_optimizer,
+            scaler_anchor,
+            scaler_home,
+            scaler_name,
+            scaler_plan,
+            scaler_refusal,
+        )
+        from gpulint.rewrites.mixed_precision import StepRewrite, grad_scaler_class, step_edits
+
+        parallel = fctx.project.parallelism
         if "tensor-parallel" in parallel:
             return None, "no fix: a GradScaler does not agree on inf/NaN across tensor-parallel ranks; use bfloat16"
         if "fsdp" in parallel and fused_optimizer(facts, step):
@@ -242,19 +245,19 @@ class Fp16WithoutGradScaler(Rule):
         plan = scaler_plan(facts, step, backward)
         if plan is None:
             return None, f"no fix: {scaler_refusal(facts, step)}"
-        torch = self.ctx.imports.module_alias("torch")
+        torch = fctx.imports.module_alias("torch")
         anchor = scaler_anchor(facts, step.node)
         if enabled is not None and not _visible_name(facts, enabled.split(" ", 1)[0], anchor):
             return None, "no fix: the dtype is chosen after the point where the scaler would be created"
-        name = scaler_name(self.ctx)
-        scaler_class, class_edit = grad_scaler_class(self.ctx, torch.expr, parallel)
+        name = scaler_name(fctx)
+        scaler_class, class_edit = grad_scaler_class(fctx, torch.expr, parallel)
         symbol = floors.SHARDED_GRAD_SCALER if class_edit is not None or "fsdp" in parallel else floors.GRAD_SCALER
-        too_new = floors.too_new(self.ctx.settings.torch_version, [symbol]) \
-            or floors.above_ceiling(self.ctx.project.torch_ceiling, [symbol])
+        too_new = floors.too_new(fctx.settings.torch_version, [symbol]) \
+            or floors.above_ceiling(fctx.project.torch_ceiling, [symbol])
         if too_new is not None:
             return None, f"no fix: {too_new.reason()}"
         home = scaler_home(facts, step, plan, torch.expr, name) if enabled is None else None
-        device = self._scaler_device(facts, autocast, anchor)
+        device = self._scaler_device(fctx, facts, autocast, anchor)
         if home is not None and device.startswith(("'", '"')):
             home = dataclasses.replace(home, device=device)  # the autocast's own device type, spelled out
         rewrite = StepRewrite(
@@ -266,8 +269,10 @@ class Fp16WithoutGradScaler(Rule):
         return PendingFix.unsafe(message, torch.edit, class_edit, *step_edits(facts, rewrite)), ""
 
 
-def _visible_name(facts: TrainingFacts, name: str, anchor: cst.CSTNode) -> bool:
+def _visible_name(facts: "TrainingFacts", name: str, anchor: "cst.CSTNode") -> bool:
     """A module-level or enclosing-function name assigned once, before `anchor`."""
+    import libcst as cst
+
     for line in facts.ctx.module.body:
         if facts.before(anchor, line):
             break
@@ -277,3 +282,46 @@ def _visible_name(facts: TrainingFacts, name: str, anchor: cst.CSTNode) -> bool:
                         isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets):
                     return True
     return False
+
+
+# -- what the autocast does (on `ast`) -----------------------------------------
+def _autocast_dtype(ctx: AstContext, expr: ast.expr) -> Optional[str]:
+    """float16, bfloat16, MAYBE_FLOAT16 (a run-time choice from a table holding float16), or None: disabled,
+    or a dtype the file does not show."""
+    if not isinstance(expr, ast.Call):
+        return None
+    args = autocast_arguments(ctx, expr)
+    if args is None:
+        return None
+    if "enabled" in args and is_literal(ctx, args["enabled"], "False"):
+        return None
+    if "dtype" in args:
+        return _dtype(ctx, args["dtype"])
+    target = ctx.qualname(expr.func) or ""
+    if target in AUTOCAST_DEPRECATED:
+        return "float16" if target.startswith("torch.cuda.") else "bfloat16"
+    device = device_type(ctx, args.get("device_type"))
+    return {"cuda": "float16", "cpu": "bfloat16"}.get(device or "")
+
+
+def _dtype(ctx: AstContext, expr: ast.expr) -> Optional[str]:
+    target = ctx.qualname(expr)
+    value: Optional[ast.expr] = expr
+    if target is None and isinstance(expr, ast.Name):
+        value = single_value(expr, ctx.names)
+        target = ctx.qualname(value) if value is not None else None
+    if target in FLOAT16:
+        return FLOAT16_DTYPE
+    if target in BFLOAT16:
+        return "bfloat16"
+    if isinstance(value, ast.Subscript) and _table_has_float16(ctx, value.value):
+        return MAYBE_FLOAT16  # `{"float16": torch.float16, ...}[dtype]` (nanoGPT's bench.py)
+    return None
+
+
+def _table_has_float16(ctx: AstContext, table: Optional[ast.expr]) -> bool:
+    if isinstance(table, ast.Name):
+        table = single_value(table, ctx.names)
+    if not isinstance(table, ast.Dict):
+        return False
+    return any(key is not None and ctx.qualname(value) in FLOAT16 for key, value in zip(table.keys, table.values))

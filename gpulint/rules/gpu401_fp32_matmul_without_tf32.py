@@ -4,29 +4,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
-from gpulint.analysis.amp import Coverage
-from gpulint.analysis.amp_regions import AmpRegions, amp_regions
-from gpulint.analysis.amp_steps import AmpStep
+from gpulint.analysis.amp_regions import amp_regions
+from gpulint.analysis.amp_steps import TRAINING_STEP_NEEDLES, AmpStep
 from gpulint.analysis.ast_context import AstContext, Detection
 from gpulint.analysis.device import cuda_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Decision, Evidence, Premise
-from gpulint.analysis.model_widths import trained_model_width
 from gpulint.analysis.script_settings import torch_import_alias
-from gpulint.analysis.training import TRAINING_STEP_NEEDLES
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.style import detect as detect_style
 from gpulint.core.verification import TF32_MATMULS, Verification
 from gpulint.project.facts import SETTING_MATMUL_PRECISION
 from gpulint.rules.base import Rule, RuleDocs, Target
-from gpulint.rules.gpu001_missing_autocast import (
-    ENOUGH_WORK,
-    MIN_WIDTH,
-    SIXTEEN_BIT,
-    STEP_WORK_FLOOR,
-    WIDE_ENOUGH,
-    sixteen_bit_elsewhere,
-)
+from gpulint.rules.gpu001_missing_autocast import ENOUGH_WORK, WIDE_ENOUGH, fp32_step, step_scale
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -188,32 +178,3 @@ class Fp32MatmulWithoutTf32(Rule):
 def _quote(ctx: AstContext) -> str:
     """The quote character the file's strings use (the one a LibCST fix context reads: core/style.py)."""
     return detect_style(ctx.text, ctx.settings.line_length, "    ").quote
-
-
-def fp32_step(ctx: AstContext, facts: AmpRegions, step: AmpStep) -> Optional[Evidence]:
-    """Whether the step's forward pass and loss run in fp32 (GPU001's FP32 premise, on `ast`); None when a
-    helper is handed the loss, so the forward pass is a caller's."""
-    project = ctx.project
-    fp32 = REFUTED if facts.low_precision_model or sixteen_bit_elsewhere(project) else SHOWN
-    for each in step.backwards:
-        statement = facts.loss_statement(step, each)
-        if facts.loss_passed_in(each):
-            return None  # a helper handed the loss (a loss scaler's __call__): the forward pass is the caller's
-        coverage = facts.coverage(statement).coverage
-        if coverage is Coverage.COVERED:
-            fp32 = REFUTED
-        elif coverage is Coverage.UNKNOWN and fp32 is SHOWN:
-            fp32 = UNDECIDED
-    if fp32 is SHOWN and "grad-scaler" in project.mixed_precision and SIXTEEN_BIT.search(ctx.text):
-        fp32 = UNDECIDED  # a scaler and a 16-bit dtype named here: the model may compute in it (nanochat)
-    return fp32
-
-
-def step_scale(ctx: AstContext, step: AmpStep) -> tuple[Evidence, Evidence]:
-    """GPU001's WIDE_ENOUGH and ENOUGH_WORK premises, on `ast`: whether tensor cores can matter for the model
-    the step trains."""
-    width = trained_model_width(ctx, step)
-    wide = REFUTED if width is not None and width < ctx.settings.value(MIN_WIDTH) else SHOWN
-    rows = ctx.project.own.step_rows
-    work = REFUTED if width is not None and rows is not None and rows * width * width < STEP_WORK_FLOOR else SHOWN
-    return wide, work

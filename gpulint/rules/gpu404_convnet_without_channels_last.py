@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Optional, Union
 from gpulint.analysis.amp import Coverage
 from gpulint.analysis.amp_dtypes import BFLOAT16_DTYPE, FLOAT16_DTYPE, MAYBE_FLOAT16, autocast_dtype
 from gpulint.analysis.amp_regions import AmpRegions, amp_regions
+from gpulint.analysis.amp_steps import TRAINING_STEP_NEEDLES
 from gpulint.analysis.ast_context import AstContext, Detection
 from gpulint.analysis.device import cuda_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
 from gpulint.analysis.script_settings import convolutions
-from gpulint.analysis.training import TRAINING_STEP_NEEDLES
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import DATA_PARALLEL_WRAPPERS
 from gpulint.core.verification import NEUTRAL, Verification

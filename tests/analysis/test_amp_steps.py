@@ -77,6 +77,17 @@ def test_a_backward_without_a_step_in_the_same_code_is_no_step() -> None:
 CASES = sorted(p for p in FIXTURES.rglob("*.py") if "backward" in p.read_text(encoding="utf-8"))
 
 
+def test_a_half_model_is_low_precision() -> None:
+    from gpulint.analysis.amp_regions import amp_regions
+
+    def low(text: str) -> bool:
+        return amp_regions(_contexts(text)[0]).low_precision_model
+
+    assert low("model = net.cuda().half()\n")
+    assert low("import torch\nmodel = net.to(torch.bfloat16)\n")
+    assert not low("model = net.to(device)\n")
+
+
 @pytest.mark.parametrize("path", CASES, ids=[str(p.relative_to(FIXTURES)) for p in CASES])
 def test_the_same_answer_as_libcst_on_every_fixture(path: Path) -> None:
     text = path.read_text(encoding="utf-8")
@@ -87,32 +98,29 @@ def test_the_same_answer_as_libcst_on_every_fixture(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", CASES, ids=[str(p.relative_to(FIXTURES)) for p in CASES])
-def test_steps_coverage_and_widths_match_libcst_on_every_fixture(path: Path) -> None:
-    """analysis/amp_regions.py and analysis/model_widths.py (GPU401 on `ast`) read each step as the LibCST
-    twins GPU001 still uses do: the same steps, loss coverage, handed-in losses and model widths."""
+def test_steps_and_coverage_match_libcst_on_every_fixture(path: Path) -> None:
+    """analysis/amp_regions.py (GPU001, GPU002, GPU401 on `ast`) reads each step as analysis/training.py does
+    on LibCST, whose steps and loss coverage GPU001/GPU002's fixes edit: the same steps, backward calls and
+    loss coverage (analysis/training.py libcst_backward matches the two trees' backward calls)."""
     from gpulint.analysis.amp_regions import amp_regions
-    from gpulint.analysis.model_widths import trained_model_width
-    from gpulint.analysis.widths import trained_model_width as cst_width
-    from gpulint.rewrites.amp_plan import loss_passed_in, loss_statement
+    from gpulint.rewrites.amp_plan import loss_statement
 
     text = path.read_text(encoding="utf-8")
     actx, fctx = _contexts(text, path)
     facts, regions = training_facts(fctx), amp_regions(actx)
-    assert (regions.framework_owned, regions.low_precision_model, regions.mentions_autocast) == \
-        (facts.framework_owned, facts.low_precision_model, facts.mentions_autocast)
+    assert (regions.framework_owned, regions.mentions_autocast) == (facts.framework_owned, facts.mentions_autocast)
     expected, found = [], []
     for step in facts.steps:
         for b in step.backwards:
             statement = loss_statement(facts, step, b)
             cover = facts.coverage(statement) if statement is not None else None
-            expected.append((cover.coverage if cover else None, len(cover.calls) if cover else 0,
-                             loss_passed_in(facts, b)))
-        expected.append((len(step.steps), cst_width(facts, step)))
+            expected.append((fctx.code(b.call), cover.coverage if cover else None, len(cover.calls) if cover else 0))
+        expected.append(len(step.steps))
     for astep in regions.steps:
         for ab in astep.backwards:
             acover = regions.coverage(regions.loss_statement(astep, ab))
-            found.append((acover.coverage, len(acover.calls), regions.loss_passed_in(ab)))
-        found.append((len(astep.steps), trained_model_width(actx, astep)))
+            found.append((actx.segment(ab.call), acover.coverage, len(acover.calls)))
+        found.append(len(astep.steps))
     assert found == expected
 
 
@@ -120,9 +128,9 @@ AUTOCAST_CASES = sorted(p for p in FIXTURES.rglob("*.py") if "autocast" in p.rea
 
 
 @pytest.mark.parametrize("path", AUTOCAST_CASES, ids=[str(p.relative_to(FIXTURES)) for p in AUTOCAST_CASES])
-def test_autocast_dtypes_match_libcst_on_every_fixture(path: Path) -> None:
-    """analysis/amp_dtypes.py (GPU004, GPU404 on `ast`) reads each autocast's dtype and arguments as its
-    LibCST twin (GPU002) does."""
+def test_autocast_arguments_match_libcst_on_every_fixture(path: Path) -> None:
+    """analysis/amp_dtypes.py (GPU002, GPU004, GPU404 on `ast`) maps each autocast's arguments as its LibCST
+    twin (GPU002's fix, which reads the autocast's device type on LibCST) does."""
     from gpulint.analysis import amp_dtypes, autocast_dtype
 
     text = path.read_text(encoding="utf-8")
@@ -130,12 +138,10 @@ def test_autocast_dtypes_match_libcst_on_every_fixture(path: Path) -> None:
     expected = []
     for call in training_facts(fctx).calls:
         args = autocast_dtype.autocast_arguments(fctx, call)
-        expected.append((autocast_dtype.autocast_dtype(fctx, call), None if args is None else sorted(args),
-                         autocast_dtype.dtype_choices(fctx, args["dtype"]) if args and "dtype" in args else None))
+        expected.append(None if args is None else sorted(args))
     found = []
     for call in actx.nodes(ast.Call):
         assert isinstance(call, ast.Call)
         aargs = amp_dtypes.autocast_arguments(actx, call)
-        found.append((amp_dtypes.autocast_dtype(actx, call), None if aargs is None else sorted(aargs),
-                      amp_dtypes.dtype_choices(actx, aargs["dtype"]) if aargs and "dtype" in aargs else None))
+        found.append(None if aargs is None else sorted(aargs))
     assert found == expected

@@ -237,12 +237,6 @@ def test_framework_imports_mark_the_file() -> None:
     assert not facts_of("import torch\nfrom transformers import AutoModel\n").framework_owned
 
 
-def test_half_model_is_low_precision() -> None:
-    assert facts_of("model = net.cuda().half()\n").low_precision_model
-    assert facts_of("import torch\nmodel = net.to(torch.bfloat16)\n").low_precision_model
-    assert not facts_of("model = net.to(device)\n").low_precision_model
-
-
 # -- autocast coverage --------------------------------------------------------------
 def coverage_of(source: str) -> AutocastCover:
     facts = facts_of(source)

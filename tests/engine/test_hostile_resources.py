@@ -329,8 +329,8 @@ def measured_gpulint(gl: Gpulint, tmp_path: Path, *args: str) -> tuple[subproces
     return proc, int(report.read_text())
 
 
-# GPU001 still reads LibCST's tree (the loader rules and GPU003 read `ast`): a file it may flag (a training step
-# without autocast) is one LibCST would parse
+# GPU001 detects on `ast` but builds (and predicts) its fix on LibCST's tree: a file it flags (a training step
+# without autocast) is one LibCST would parse for the fix
 NEEDS_LIBCST = TRAIN + "    loss = images.sum()\n    loss.backward()\n    opt.step()\n"
 
 
@@ -350,13 +350,11 @@ def test_nested_brackets_are_refused_within_a_memory_ceiling(gl: Gpulint, tmp_pa
     proc, peak = measured_gpulint(gl, tmp_path, "check", str(project))
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr
-    # CPython's parser takes 190 levels (its limit is 200): the rules on `ast` still read the file; only
-    # LibCST, and GPU001 that needs it, are kept away from it (issue 25)
+    # CPython's parser takes 190 levels (its limit is 200): the rules on `ast` read the file, GPU001 included
+    # (issue 25); only LibCST, which GPU001's fix needs, is kept away from it (no rule left that needs LibCST to
+    # detect, so no GPU000)
     found = lines_for(proc.stdout, path)
-    [finding] = [line for line in found if " GPU000 " in line]
-    assert sorted(line.split()[1] for line in found if line != finding) == ["GPU101", "GPU102"]
-    assert finding.endswith(f":{len(NEEDS_LIBCST.splitlines()) + 1}:1: GPU000 file is nested too deeply to analyse "
-                            "(brackets nested 190 deep; gpulint's limit is 100)"), finding
+    assert sorted(line.split()[1] for line in found) == ["GPU001", "GPU101", "GPU102"], proc.stdout
     assert len(lines_for(proc.stdout, project / "train.py")) == 2  # the other file is still linted
     assert peak < NESTED_CEILING, f"peak resident memory {peak / 2**20:.0f} MB"
 
@@ -369,10 +367,16 @@ def test_nested_brackets_are_refused_within_a_memory_ceiling(gl: Gpulint, tmp_pa
     ("flat.py", "x = 1\n" * 140_000, "file is too large to analyse (420,068 tokens; gpulint's limit is 400,000)"),
 ])
 def test_token_and_bracketed_token_limits(gl: Gpulint, tmp_path: Path, name: str, text: str, message: str) -> None:
+    from gpulint.engine.guard import libcst_refusal
+
     path = tmp_path / name
     path.write_text(NEEDS_LIBCST + text)
-    proc, peak = measured_gpulint(gl, tmp_path, "check", "--select", "GPU001", str(path))
-    assert [line.split(": ", 1)[1] for line in lines_for(proc.stdout, path)] == [f"GPU000 {message}"], proc.stdout
+    refusal = libcst_refusal(NEEDS_LIBCST + text)
+    assert refusal is not None and refusal.message == message
+    # GPU001 detects on `ast`: the step is reported, and the fix it would build on LibCST is not attempted
+    proc, peak = measured_gpulint(gl, tmp_path, "check", "--select", "GPU001", "--show-fixes", str(path))
+    assert [line.split(": ", 1)[1].split()[0] for line in lines_for(proc.stdout, path)] == ["GPU001"], proc.stdout
+    assert "gpulint cannot parse this file to edit it" in proc.stdout
     assert peak < NESTED_CEILING, f"peak resident memory {peak / 2**20:.0f} MB"
 
 
