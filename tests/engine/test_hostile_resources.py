@@ -318,6 +318,9 @@ MEASURED = textwrap.dedent("""\
             handle.write(str(peak * 1024))
 """)
 NESTED_CEILING = 400 << 20  # measured 90-100 MB; before the limits, 6 GB for this file
+# a file of 140,000 statements that the rules on `ast` read: CPython's tree of it alone peaks at 410-418 MB
+# (measured 2026-12-03, GPU001 or GPU101 selected); LibCST is never asked for it
+FLAT_CEILING = 512 << 20
 
 
 def measured_gpulint(gl: Gpulint, tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, int]:
@@ -377,7 +380,8 @@ def test_token_and_bracketed_token_limits(gl: Gpulint, tmp_path: Path, name: str
     proc, peak = measured_gpulint(gl, tmp_path, "check", "--select", "GPU001", "--show-fixes", str(path))
     assert [line.split(": ", 1)[1].split()[0] for line in lines_for(proc.stdout, path)] == ["GPU001"], proc.stdout
     assert "gpulint cannot parse this file to edit it" in proc.stdout
-    assert peak < NESTED_CEILING, f"peak resident memory {peak / 2**20:.0f} MB"
+    ceiling = FLAT_CEILING if name == "flat.py" else NESTED_CEILING
+    assert peak < ceiling, f"peak resident memory {peak / 2**20:.0f} MB"
 
 
 def test_the_largest_real_files_stay_within_the_limits() -> None:
