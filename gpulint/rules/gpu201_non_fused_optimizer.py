@@ -443,7 +443,7 @@ def _built_class(ctx: AstContext, value: ast.expr, holder: str) -> Optional[str]
         elif last in _SAME_MODULE_WRAPPERS and value.args:
             value = value.args[0]
         elif isinstance(func, ast.Name) and last[:1].isupper():
-            return last
+            return ctx.qualname(func) or last  # `from heads import RegLog`: known as `heads.RegLog`
         else:
             return None
     return "" if isinstance(value, ast.Name) and value.id == holder else None
