@@ -1048,7 +1048,8 @@ def test_an_imported_head_module_is_a_handful_of_tensors(tmp_path: Path) -> None
     write(tmp_path, {"heads.py": HEAD_MODULE, "train.py": train})
     assert findings(tmp_path, "--select", "GPU201") == []
     deeper = HEAD_MODULE.replace("        self.linear = nn.Linear(2048, num_labels)\n",
-                                 "        self.hidden = nn.Linear(2048, 2048)\n        self.mid = nn.Linear(2048, 2048)\n"
+                                 "        self.hidden = nn.Linear(2048, 2048)\n"
+                                 "        self.mid = nn.Linear(2048, 2048)\n"
                                  "        self.linear = nn.Linear(2048, num_labels)\n")
     (tmp_path / "heads.py").write_text(deeper, encoding="utf-8")  # three Linear layers: an MLP that trains
     assert findings(tmp_path, "--select", "GPU201") == [("train.py", 7, "GPU201")]
