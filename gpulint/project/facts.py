@@ -880,6 +880,9 @@ class _Scanner:
             if isinstance(target, ast.Attribute) and not (isinstance(target.value, ast.Name)
                                                           and target.value.id in ("self", "cls")):
                 self._option(target.attr, node.value)  # `config.flash_attn = True` (not a class's own `self.x`)
+            elif isinstance(target, ast.Attribute) and CHECKPOINT_OPTION.search(target.attr):
+                # a class's own checkpointing switch counts: a subclass elsewhere may turn on its base's flag
+                self._option(target.attr, node.value)
             elif isinstance(target, ast.Subscript):
                 key = _string(target.slice)
                 if key is not None:
@@ -1126,6 +1129,11 @@ class _Scanner:
 
     def _class(self, node: ast.ClassDef, local: frozenset[str] = frozenset(),
                imported: Optional[dict[str, str]] = None) -> ClassFacts:
+        for statement in node.body:  # `use_checkpoint = True` in a class body: a subclass may turn on its base's
+            if isinstance(statement, ast.Assign):
+                for target in statement.targets:
+                    if isinstance(target, ast.Name) and CHECKPOINT_OPTION.search(target.id):
+                        self._option(target.id, statement.value)
         bases: list[str] = []
         for base in node.bases:
             qualified = sorted(self.aliases.qualified(base))

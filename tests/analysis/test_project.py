@@ -1014,6 +1014,10 @@ for x in loader:
     ("model.gradient_checkpointing = args.ckpt", True),  # unknown: it may run
     ("setattr(model, 'gradient_checkpointing', True)", True),
     ("model.gradient_checkpointing_enable()", True),  # Hugging Face's switch turns every module's flag on
+    # a subclass elsewhere turns its base's flag on
+    ("class Big(Encoder):\n    def __init__(self, layers):\n        super().__init__(layers)\n"
+     "        self.gradient_checkpointing = True\n", True),
+    ("class Big(Encoder):\n    gradient_checkpointing = True\n", True),
 ])
 def test_a_checkpointing_flag_set_by_the_training_script(tmp_path: Path, switch: str, reported: bool) -> None:
     write(tmp_path, {"model.py": CKPT_MODEL, "train.py": CKPT_TRAIN.format(switch=switch)})
