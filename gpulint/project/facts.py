@@ -31,8 +31,9 @@ FUSED_OPTION = re.compile(r"flash|sdpa|fused_att|xformers|mem(?:ory)?_eff|scaled
 # names of flags that switch activation checkpointing on (`gradient_checkpointing`, `use_checkpoint`,
 # `grad_ckpt`): what files give them decides whether a checkpoint call behind one can run (GPU302)
 CHECKPOINT_OPTION = re.compile(r"checkpoint|ckpt", re.IGNORECASE)
-# Hugging Face's switch: `model.gradient_checkpointing_enable()` sets `gradient_checkpointing = True` on every
-# submodule that has the attribute, so a call of it gives that option the value on
+# Hugging Face's switch: `model.gradient_checkpointing_enable()` (Transformers) or
+# `unet.enable_gradient_checkpointing()` (Diffusers) sets `gradient_checkpointing = True` on every submodule
+# that has the attribute, so a call of either gives that option the value on
 HF_CHECKPOINTING_ENABLE, HF_CHECKPOINTING_FLAG = "gradient_checkpointing_enable", "gradient_checkpointing"
 # what a file gives such an option (FileFacts.option_values)
 OPTION_ON, OPTION_OFF, OPTION_UNKNOWN = "on", "off", "unknown"
@@ -1017,7 +1018,7 @@ class _Scanner:
                 self._option(_string(call.args[1]) or "", call.args[2])
         elif last in ("set_defaults", "vars"):
             self.args_rewritten = True
-        elif last == HF_CHECKPOINTING_ENABLE and isinstance(func, ast.Attribute):
+        elif last in (HF_CHECKPOINTING_ENABLE, "enable_gradient_checkpointing") and isinstance(func, ast.Attribute):
             self.options.setdefault(HF_CHECKPOINTING_FLAG, set()).add(OPTION_ON)
         if last in _FRAMEWORK_DEVICE_CALLS and any(
                 q.startswith(("accelerate", "deepspeed", "lightning", "pytorch_lightning")) for q in qualified):

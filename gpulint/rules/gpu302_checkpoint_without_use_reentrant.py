@@ -61,7 +61,8 @@ CAN_RUN = Premise(
     "once; no file around it (its importers, the modules they import, the modules it imports) gives an "
     "option of that name any other value (by keyword, as a dict key, on another object or on `self` in a "
     "subclass, as a class attribute, by setattr), "
-    "calls Hugging Face's `gradient_checkpointing_enable()` (which turns every module's "
+    "calls Hugging Face's `gradient_checkpointing_enable()` or Diffusers' `enable_gradient_checkpointing()` "
+    "(which turn every module's "
     "`gradient_checkpointing` on), and the file has no setattr with a computed name. A flag assigned from "
     "a parameter or a config attribute, or set by a setter method, leaves it shown (a copy of Hugging "
     "Face's BERT encoder whose `gradient_checkpointing` is False and never turned on cannot checkpoint).")
