@@ -73,8 +73,9 @@ STEP_MATTERS = Premise(
     "for an optimizer handed to apex's `LARC` or torchlars' `LARS` (resolved through the imports; directly or "
     "through the name it is bound to), whose `step()` runs its own Python loop over the parameters (two norms "
     "per tensor, and in apex a host-syncing test of them) before the inner step: that loop stays the "
-    "optimizer's cost whatever the inner step does (a class of the project's own named `LARC` is not known "
-    "to loop and leaves it shown); "
+    "optimizer's cost whatever the inner step does (undecided where the wrap sits in a branch the optimizer "
+    "is not in, `if args.lars:`; a class of the project's own named `LARC` is not known to loop and leaves "
+    "it shown); "
     "undecided where the file or a module it imports (two levels deep) freezes a whole network so that only "
     "a small part trains (a linear probe that keeps `fc.weight`/`fc.bias`, a whole model frozen and an "
     "optimizer over `filter(lambda p: p.requires_grad, ...)`, a loop over `named_parameters()` that "
@@ -371,8 +372,11 @@ def _step_matters(ctx: AstContext, node: ast.Call) -> Evidence:
     where a whole network is frozen and only a small part trains (project/facts.py `_freezes_modules`): a
     fused step over a few tensors saves nothing measurable."""
     project = ctx.project
-    if project.rl or ctx.analysis(generation_bound) or _wrapped_by_rate_loop(ctx, node):
+    wrapped = _wrapped_by_rate_loop(ctx, node)
+    if project.rl or ctx.analysis(generation_bound) or wrapped == _ALWAYS:
         return REFUTED
+    if wrapped == _SOMETIMES:
+        return UNDECIDED  # `if args.lars: optimizer = LARC(optimizer)`: the plain optimizer runs otherwise
     if project.own.freezes_modules or project.freezes_importees or _head_only(ctx, node):
         return UNDECIDED
     return SHOWN
@@ -449,12 +453,18 @@ def _built_class(ctx: AstContext, value: ast.expr, holder: str) -> Optional[str]
     return "" if isinstance(value, ast.Name) and value.id == holder else None
 
 
-def _wrapped_by_rate_loop(ctx: AstContext, node: ast.Call) -> bool:
-    """The optimizer is handed to apex's LARC or torchlars' LARS (core/torch_api.py ADAPTIVE_RATE_WRAPPERS),
-    directly (`LARC(SGD(...))`) or through the name it is bound to in the same function (`optimizer = SGD(...)`
-    then `optimizer = LARC(optimizer=optimizer, ...)`): the wrapper's step walks the parameters in Python."""
+_ALWAYS, _SOMETIMES = "always", "sometimes"
+_BRANCHES = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.IfExp, ast.Match)
+
+
+def _wrapped_by_rate_loop(ctx: AstContext, node: ast.Call) -> str:
+    """Whether the optimizer is handed to apex's LARC or torchlars' LARS (core/torch_api.py
+    ADAPTIVE_RATE_WRAPPERS), directly (`LARC(SGD(...))`) or through the name it is bound to in the same
+    function (`optimizer = SGD(...)` then `optimizer = LARC(optimizer=optimizer, ...)`): the wrapper's step
+    walks the parameters in Python. _ALWAYS when the wrap runs whenever the optimizer is built, _SOMETIMES
+    when a branch the optimizer's statement is not in holds it (`if args.lars:`), "" when none wraps it."""
     if "LAR" not in ctx.text:
-        return False
+        return ""
 
     def wrapped(call: Optional[ast.AST]) -> Optional[ast.expr]:
         if not isinstance(call, ast.Call) or ctx.qualname(call.func) not in ADAPTIVE_RATE_WRAPPERS:
@@ -465,15 +475,23 @@ def _wrapped_by_rate_loop(ctx: AstContext, node: ast.Call) -> bool:
         return given
 
     if wrapped(ctx.parent(node)) is node:
-        return True
+        return _ALWAYS
     statement = ctx.statement(node)
     if not isinstance(statement, ast.Assign) or statement.value is not node or len(statement.targets) != 1 \
             or not isinstance(statement.targets[0], ast.Name):
-        return False
+        return ""
     bound = statement.targets[0].id
     scope: ast.AST = ctx.enclosing_function(node) or ctx.tree
-    return any(isinstance(given, ast.Name) and given.id == bound and given.lineno > statement.lineno
-               for given in (wrapped(call) for call in ast.walk(scope)))
+    around = {id(a) for a in ctx.ancestors(statement)}
+    found = ""
+    for call in ast.walk(scope):
+        given = wrapped(call)
+        if not (isinstance(given, ast.Name) and given.id == bound and given.lineno > statement.lineno):
+            continue
+        if not any(isinstance(a, _BRANCHES) for a in ctx.ancestors(call) if id(a) not in around):
+            return _ALWAYS
+        found = _SOMETIMES
+    return found
 
 
 def _single_tensor(node: ast.Call, kwargs: AstKeywordArgs) -> bool:
