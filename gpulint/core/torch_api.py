@@ -153,6 +153,14 @@ CHECKPOINT_FUNCTIONS = frozenset({CHECKPOINT, CHECKPOINT_SEQUENTIAL})
 # checkpoint_sequential(functions, segments, input, use_reentrant, ...): a fourth positional sets it
 CHECKPOINT_SEQUENTIAL_USE_REENTRANT = ("use_reentrant", 3)
 
+# layer-wise adaptive rate wrappers around an optimizer (apex's LARC, torchlars' LARS): their `step()` walks the
+# parameters in Python (two norms per tensor, and in apex a host-syncing test per tensor) before the inner step,
+# so that loop, not the inner optimizer's kernels, is the step's cost (GPU201). A class of the project's own of
+# that name is not among them: its step is not known.
+ADAPTIVE_RATE_WRAPPERS = frozenset({
+    "apex.parallel.LARC.LARC", "apex.parallel.LARC", "torchlars.LARS", "torchlars.lars.LARS",
+})
+
 # ------------------------------------------------------------------------------------------------
 # frameworks that run the training loop (analysis/training.py, GPU201)
 # ------------------------------------------------------------------------------------------------

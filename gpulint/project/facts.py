@@ -19,15 +19,22 @@ from typing import Any, Iterable, Iterator, Optional, Union
 
 from gpulint.project.codec import decode_fields, encode_fields
 from gpulint.project.graph_data import step_rows
-from gpulint.project.layers import OPAQUE, Layer, class_layers
+from gpulint.project.layers import DIMS, OPAQUE, Layer, class_layers
 from gpulint.project.loader_flow import AT, cuda_devices, move_kinds, moved_results
 
-FACTS_VERSION = 17
+FACTS_VERSION = 18
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
 # branch runs (GPU403); only options named so are recorded, which keeps the facts small
 FUSED_OPTION = re.compile(r"flash|sdpa|fused_att|xformers|mem(?:ory)?_eff|scaled_dot", re.IGNORECASE)
+# names of flags that switch activation checkpointing on (`gradient_checkpointing`, `use_checkpoint`,
+# `grad_ckpt`): what files give them decides whether a checkpoint call behind one can run (GPU302)
+CHECKPOINT_OPTION = re.compile(r"checkpoint|ckpt", re.IGNORECASE)
+# Hugging Face's switch: `model.gradient_checkpointing_enable()` (Transformers) or
+# `unet.enable_gradient_checkpointing()` (Diffusers) sets `gradient_checkpointing = True` on every submodule
+# that has the attribute, so a call of either gives that option the value on
+HF_CHECKPOINTING_ENABLE, HF_CHECKPOINTING_FLAG = "gradient_checkpointing_enable", "gradient_checkpointing"
 # what a file gives such an option (FileFacts.option_values)
 OPTION_ON, OPTION_OFF, OPTION_UNKNOWN = "on", "off", "unknown"
 # FileFacts.class_calls: a call with `*args`, or `**kwargs` whose keys the file does not show
@@ -146,6 +153,10 @@ class ClassFacts:
     # an item reads a file or decodes data (`reads_per_item`): the per-item cost workers take over even
     # where nothing trains (an inference script's loader)
     item_io: bool = False
+    # an nn.Module whose `__init__` builds one or two Linear layers and nothing else with a matmul (norms,
+    # pooling, dropout, reshapes aside), in straight-line code over nn.Module itself (`_few_tensors`): a
+    # logistic-regression head, whose parameters are a handful of tensors
+    head: bool = False
 
 @dataclass(frozen=True)
 class ImportRef:
@@ -227,8 +238,9 @@ class FileFacts:
     # backend settings the file makes or reads anywhere (SETTING_* kinds): any mention counts, so a rule
     # that suggests one stays silent where the code already decides it, whichever way
     settings: tuple[str, ...] = ()
-    # values the file gives options named like a fused-attention switch (FUSED_OPTION): by keyword in any
-    # call, as a dict key, assigned to another object's attribute or item, or by setattr: option -> kinds
+    # values the file gives options named like a fused-attention or checkpointing switch (FUSED_OPTION,
+    # CHECKPOINT_OPTION; a `gradient_checkpointing_enable()` call turns `gradient_checkpointing` on): by
+    # keyword in any call, as a dict key, assigned to another object's attribute or item, or by setattr: option -> kinds
     # (OPTION_ON for True or 1, OPTION_OFF for False, 0 or None, OPTION_UNKNOWN for anything else)
     option_values: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # capitalised callees (classes, by the last name the call spells) other than torch's: the most positional
@@ -663,6 +675,34 @@ def _weightless(node: ast.ClassDef) -> bool:
     return "forward" in methods and "__init__" not in methods and not rest
 
 
+_HEAD_LAYERS = frozenset({"Linear", "LazyLinear", "Bilinear"})
+
+
+def _few_tensors(node: ast.ClassDef, bases: list[str], layers: Optional[tuple[Layer, ...]]) -> bool:
+    """A head of one or two Linear layers (ClassFacts.head): the class derives from nn.Module alone, its
+    `__init__` builds at most two Linear layers and no other layer with weights (norms, pooling and dropout
+    are not layers here, project/layers.py), calls no helper method of its own, and holds no loop or
+    comprehension that could build a layer many times. Anything unread (a base class, a module handed in,
+    a library model) makes it no head."""
+    if not layers or len(layers) > 2 or bases != ["torch.nn.Module"]:
+        return False
+    if any(layer.kind != DIMS or layer.name not in _HEAD_LAYERS for layer in layers):
+        return False
+    init = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+    if init is None or not init.args.args:
+        return False
+    me = init.args.args[0].arg
+    methods = {n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    for sub in ast.walk(init):
+        if isinstance(sub, (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp,
+                            ast.GeneratorExp)):
+            return False
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr in methods \
+                and isinstance(sub.func.value, ast.Name) and sub.func.value.id == me:
+            return False
+    return True
+
+
 # backend settings (FileFacts.settings), by the attribute that names them and what it must resolve to
 SETTING_MATMUL_PRECISION = "matmul-precision"  # TF32 / float32 matmul precision, either API
 SETTING_CUDNN_BENCHMARK = "cudnn-benchmark"
@@ -841,14 +881,17 @@ class _Scanner:
             if isinstance(target, ast.Attribute) and not (isinstance(target.value, ast.Name)
                                                           and target.value.id in ("self", "cls")):
                 self._option(target.attr, node.value)  # `config.flash_attn = True` (not a class's own `self.x`)
+            elif isinstance(target, ast.Attribute) and CHECKPOINT_OPTION.search(target.attr):
+                # a class's own checkpointing switch counts: a subclass elsewhere may turn on its base's flag
+                self._option(target.attr, node.value)
             elif isinstance(target, ast.Subscript):
                 key = _string(target.slice)
                 if key is not None:
                     self._option(key, node.value)  # `cfg["use_flash_attn"] = True`
 
     def _option(self, name: str, value: ast.AST) -> None:
-        """Remember what the file gives an option named like a fused-attention switch."""
-        if not FUSED_OPTION.search(name):
+        """Remember what the file gives an option named like a fused-attention or checkpointing switch."""
+        if not FUSED_OPTION.search(name) and not CHECKPOINT_OPTION.search(name):
             return
         if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name):
             self.passed_args.append((name, value.attr))  # `flash=args.flash`: decided by the parser's default
@@ -975,6 +1018,8 @@ class _Scanner:
                 self._option(_string(call.args[1]) or "", call.args[2])
         elif last in ("set_defaults", "vars"):
             self.args_rewritten = True
+        elif last in (HF_CHECKPOINTING_ENABLE, "enable_gradient_checkpointing") and isinstance(func, ast.Attribute):
+            self.options.setdefault(HF_CHECKPOINTING_FLAG, set()).add(OPTION_ON)
         if last in _FRAMEWORK_DEVICE_CALLS and any(
                 q.startswith(("accelerate", "deepspeed", "lightning", "pytorch_lightning")) for q in qualified):
             self.devices.add("framework")  # Accelerator(), deepspeed.initialize(), Trainer/Fabric: device chosen for us
@@ -1085,6 +1130,11 @@ class _Scanner:
 
     def _class(self, node: ast.ClassDef, local: frozenset[str] = frozenset(),
                imported: Optional[dict[str, str]] = None) -> ClassFacts:
+        for statement in node.body:  # `use_checkpoint = True` in a class body: a subclass may turn on its base's
+            if isinstance(statement, ast.Assign):
+                for target in statement.targets:
+                    if isinstance(target, ast.Name) and CHECKPOINT_OPTION.search(target.id):
+                        self._option(target.id, statement.value)
         bases: list[str] = []
         for base in node.bases:
             qualified = sorted(self.aliases.qualified(base))
@@ -1109,7 +1159,8 @@ class _Scanner:
             if layers is not None and inherited:  # the base's own layers are not read: width unknown
                 layers += tuple(Layer(OPAQUE, b) for b in inherited)
             return ClassFacts(tuple(bases), module=module, layers=layers, init_params=params,
-                              init_defaults=tuple(sorted(defaults.items())))
+                              init_defaults=tuple(sorted(defaults.items())),
+                              head=_few_tensors(node, bases, layers))
         iterable = any(b in ITERABLE_BASES for b in bases)
         sharded = any(isinstance(n, (ast.Name, ast.Attribute)) and
                       (getattr(n, "id", None) == "get_worker_info" or getattr(n, "attr", None) == "get_worker_info")

@@ -15,6 +15,7 @@ from gpulint.analysis.lr_sweep import LONG_RUN, optimizer_run
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import (
+    ADAPTIVE_RATE_WRAPPERS,
     FRAMEWORKS,
     FUSED_CAPABLE,
     OPTIMIZER_CLASSES,
@@ -69,14 +70,25 @@ STEP_MATTERS = Premise(
     "simulator, and where every training-step loop of the file waits on autoregressive generation on each "
     "iteration (`model.generate(...)` or a rollout engine's `.rollout(...)` in the step loop's body, a same-file "
     "function it calls, or a loop around it; not under an interval test such as `if step % N`): LLM reinforcement "
-    "learning samples hundreds of tokens per update, and a fused step saves a millisecond of seconds; "
+    "learning samples hundreds of tokens per update, and a fused step saves a millisecond of seconds; refuted "
+    "for an optimizer handed to apex's `LARC` or torchlars' `LARS` (resolved through the imports; directly or "
+    "through the name it is bound to), whose `step()` runs its own Python loop over the parameters (two norms "
+    "per tensor, and in apex a host-syncing test of them) before the inner step: that loop stays the "
+    "optimizer's cost whatever the inner step does (undecided where the wrap sits in a branch the optimizer "
+    "is not in, `if args.lars:`; a class of the project's own named `LARC` is not known to loop and leaves "
+    "it shown); "
     "undecided where the file or a module it imports (two levels deep) freezes a whole network so that only "
     "a small part trains (a linear probe that keeps `fc.weight`/`fc.bias`, a whole model frozen and an "
     "optimizer over `filter(lambda p: p.requires_grad, ...)`, a loop over `named_parameters()` that "
     "freezes every parameter whose name lacks an adapter word such as `lora` or `adapter` (LoRA), a module "
     "that freezes the encoder it wraps with False or a flag the file never sets True): "
-    "the step then updates a handful of tensors next to a large frozen forward. A freeze of a part "
-    "(`model.embeddings`) or of a network beside the trained one (an EMA teacher, a VAE) leaves it shown.")
+    "the step then updates a handful of tensors next to a large frozen forward; undecided too where the "
+    "optimizer holds the parameters of one name (`head.parameters()`) that its function binds only to a "
+    "module class of the project of one or two Linear layers and nothing else with weights "
+    "(norms, pooling, dropout aside; no base class but nn.Module, no loop building layers), moved or wrapped "
+    "(`.cuda()`, DistributedDataParallel): a logistic-regression probe over features computed elsewhere. "
+    "A freeze of a part (`model.embeddings`) or of a network beside the trained one (an EMA teacher, a VAE) "
+    "leaves it shown.")
 WORK_TO_FUSE = Premise(
     "work-to-fuse",
     "the update has several element-wise operations per parameter for one kernel to merge: refuted for SGD "
@@ -126,9 +138,13 @@ class NonFusedOptimizer(Rule):
         optimizer step, so it needs a step worth shortening: where a whole network is frozen and
         only a head trains (a linear probe keeping `fc.weight` and `fc.bias`, a module that freezes
         the pretrained encoder it wraps, a LoRA loop that freezes every parameter whose name lacks
-        `lora`), the step updates a handful of tensors next to a large frozen forward, and the finding
-        is left to `strictness = "pedantic"`. Where every step first samples completions from the
-        policy (`model.generate(...)` or a rollout engine's `.rollout(...)` in LLM reinforcement
+        `lora`), or where the optimizer holds only a small head (a `RegLog` module of one Linear layer
+        over features a frozen network computes under `no_grad`), the step updates a handful of
+        tensors next to a large frozen forward, and the finding is left to `strictness = "pedantic"`.
+        An optimizer wrapped by apex's `LARC` or torchlars' `LARS` is not reported: the wrapper's
+        own per-parameter Python loop (two norms per tensor, and in apex a host-syncing test) stays
+        the step's cost. Where every step first samples completions from the policy
+        (`model.generate(...)` or a rollout engine's `.rollout(...)` in LLM reinforcement
         learning), the step is a millisecond of several seconds and is not reported.
         """,
         example="""
@@ -218,7 +234,7 @@ class NonFusedOptimizer(Rule):
             work_to_fuse = UNDECIDED if _framework_owned(ctx) else REFUTED
         decision = self.decide({TORCH_OPTIMIZER: SHOWN, FUSED_DEVICE: _fused_device(project),
                                 FUSED_EXISTS: REFUTED if too_new is not None else SHOWN,
-                                STEP_MATTERS: _step_matters(ctx), SCALER_SAFE: scaler_safe,
+                                STEP_MATTERS: _step_matters(ctx, node), SCALER_SAFE: scaler_safe,
                                 WORK_TO_FUSE: work_to_fuse,
                                 LONG_RUN: optimizer_run(ctx, node)})
         if not decision.report:
@@ -370,16 +386,132 @@ def _fused_device(project: ProjectView) -> Evidence:
     return SHOWN
 
 
-def _step_matters(ctx: AstContext) -> Evidence:
-    """Refuted next to a simulator or generation on every step (analysis/generation.py); undecided where a
-    whole network is frozen and only a small part trains (project/facts.py `_freezes_modules`): a fused step
-    over a few tensors saves nothing measurable."""
+def _step_matters(ctx: AstContext, node: ast.Call) -> Evidence:
+    """Refuted next to a simulator or generation on every step (analysis/generation.py) and for an optimizer
+    an adaptive-rate wrapper steps (apex LARC, torchlars LARS: its own loop over parameters stays); undecided
+    where a whole network is frozen and only a small part trains (project/facts.py `_freezes_modules`): a
+    fused step over a few tensors saves nothing measurable."""
     project = ctx.project
-    if project.rl or ctx.analysis(generation_bound):
+    wrapped = _wrapped_by_rate_loop(ctx, node)
+    if project.rl or ctx.analysis(generation_bound) or wrapped == _ALWAYS:
         return REFUTED
-    if project.own.freezes_modules or project.freezes_importees:
+    if wrapped == _SOMETIMES:
+        return UNDECIDED  # `if args.lars: optimizer = LARC(optimizer)`: the plain optimizer runs otherwise
+    if project.own.freezes_modules or project.freezes_importees or _head_only(ctx, node):
         return UNDECIDED
     return SHOWN
+
+
+# calls that hand back the module they are given (moved, cast, wrapped for data parallelism)
+_SAME_MODULE_METHODS = frozenset({"cuda", "to", "float", "double", "half", "bfloat16", "train", "cpu"})
+_SAME_MODULE_WRAPPERS = frozenset({"DistributedDataParallel", "DataParallel", "convert_sync_batchnorm"})
+
+
+def _head_only(ctx: AstContext, node: ast.Call) -> bool:
+    """The optimizer's parameters are those of one name (`head.parameters()`, also under `filter(...)` or
+    `list(...)`) that the enclosing function (or the module) binds only to instances of a project class that
+    is a small head (project/facts.py ClassFacts.head: one or two Linear layers, norms and pooling aside),
+    possibly moved or wrapped (`.cuda()`, `DistributedDataParallel(head)`, `convert_sync_batchnorm(head)`):
+    a linear probe over features computed elsewhere, whose step updates a handful of tensors."""
+    name, _ = OPTIMIZER_PARAMS
+    kwargs = ctx.kwargs(node)
+    params = kwargs.get(name) if kwargs.passed(name) else next(
+        (a for a in node.args if not isinstance(a, ast.Starred)), None)
+    while isinstance(params, ast.Call) and isinstance(params.func, ast.Name) and params.func.id in ("filter", "list") \
+            and params.args:
+        params = params.args[-1]
+    if not (isinstance(params, ast.Call) and isinstance(params.func, ast.Attribute)
+            and params.func.attr == "parameters" and isinstance(params.func.value, ast.Name)):
+        return False
+    holder = params.func.value.id
+    scope: ast.AST = ctx.enclosing_function(node) or ctx.tree
+    classes: set[str] = set()
+    for statement in ast.walk(scope):
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)) \
+                and statement is not scope:
+            continue
+        targets: list[ast.expr] = []
+        value: Optional[ast.expr] = None
+        if isinstance(statement, ast.Assign):
+            targets, value = statement.targets, statement.value
+        elif isinstance(statement, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.With)):
+            named = [statement.target] if not isinstance(statement, ast.With) else [
+                i.optional_vars for i in statement.items if i.optional_vars is not None]
+            if any(n.id == holder for t in named for n in ast.walk(t) if isinstance(n, ast.Name)):
+                return False  # bound some other way: not known
+            continue
+        if not any(n.id == holder for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)):
+            continue
+        if len(targets) != 1 or not isinstance(targets[0], ast.Name) or value is None:
+            return False
+        built = _built_class(ctx, value, holder)
+        if built is None:
+            return False
+        if built:
+            classes.add(built)
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+            a.arg == holder for a in (*scope.args.posonlyargs, *scope.args.args, *scope.args.kwonlyargs)):
+        return False  # handed in by the caller
+    project = ctx.project
+    return bool(classes) and all((found := project.class_facts(c)) is not None and found.head for c in classes)
+
+
+def _built_class(ctx: AstContext, value: ast.expr, holder: str) -> Optional[str]:
+    """The class a binding of `holder` builds (through moves and wrappers of the module), "" for a move or
+    wrapper of `holder` itself, None for anything else."""
+    while isinstance(value, ast.Call):
+        func = value.func
+        last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if isinstance(func, ast.Attribute) and last in _SAME_MODULE_METHODS:
+            value = func.value
+        elif last in _SAME_MODULE_WRAPPERS and value.args:
+            value = value.args[0]
+        elif isinstance(func, ast.Name) and last[:1].isupper():
+            return ctx.qualname(func) or last  # `from heads import RegLog`: known as `heads.RegLog`
+        else:
+            return None
+    return "" if isinstance(value, ast.Name) and value.id == holder else None
+
+
+_ALWAYS, _SOMETIMES = "always", "sometimes"
+_BRANCHES = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.IfExp, ast.Match)
+
+
+def _wrapped_by_rate_loop(ctx: AstContext, node: ast.Call) -> str:
+    """Whether the optimizer is handed to apex's LARC or torchlars' LARS (core/torch_api.py
+    ADAPTIVE_RATE_WRAPPERS), directly (`LARC(SGD(...))`) or through the name it is bound to in the same
+    function (`optimizer = SGD(...)` then `optimizer = LARC(optimizer=optimizer, ...)`): the wrapper's step
+    walks the parameters in Python. _ALWAYS when the wrap runs whenever the optimizer is built, _SOMETIMES
+    when a branch the optimizer's statement is not in holds it (`if args.lars:`), "" when none wraps it."""
+    if "LAR" not in ctx.text:
+        return ""
+
+    def wrapped(call: Optional[ast.AST]) -> Optional[ast.expr]:
+        if not isinstance(call, ast.Call) or ctx.qualname(call.func) not in ADAPTIVE_RATE_WRAPPERS:
+            return None
+        given = next((k.value for k in call.keywords if k.arg == "optimizer"), None)
+        if given is None and call.args and not isinstance(call.args[0], ast.Starred):
+            given = call.args[0]
+        return given
+
+    if wrapped(ctx.parent(node)) is node:
+        return _ALWAYS
+    statement = ctx.statement(node)
+    if not isinstance(statement, ast.Assign) or statement.value is not node or len(statement.targets) != 1 \
+            or not isinstance(statement.targets[0], ast.Name):
+        return ""
+    bound = statement.targets[0].id
+    scope: ast.AST = ctx.enclosing_function(node) or ctx.tree
+    around = {id(a) for a in ctx.ancestors(statement)}
+    found = ""
+    for call in ast.walk(scope):
+        given = wrapped(call)
+        if not (isinstance(given, ast.Name) and given.id == bound and given.lineno > statement.lineno):
+            continue
+        if not any(isinstance(a, _BRANCHES) for a in ctx.ancestors(call) if id(a) not in around):
+            return _ALWAYS
+        found = _SOMETIMES
+    return found
 
 
 def _single_tensor(node: ast.Call, kwargs: AstKeywordArgs) -> bool:

@@ -20,6 +20,7 @@ from gpulint.core.torch_api import (
     GRAD_OFF,
 )
 from gpulint.core.verification import NEUTRAL, TRAINED_PARAMETERS, Verification
+from gpulint.project.facts import CHECKPOINT_OPTION, OPTION_OFF
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
@@ -50,6 +51,21 @@ UNDER_AUTOGRAD = Premise(
     "`__main__` script that runs models under no_grad and trains nothing), and in a module whose importers "
     "train nothing and include such an inference script (a model file only a sampling script uses): "
     "checkpointing there does nothing.")
+
+CAN_RUN = Premise(
+    "can-run",
+    "the call can run: refuted in the body of an `if` that requires an attribute flag (`if self.<flag> and "
+    "self.training:`, or the `else` of `if not self.<flag>`) named like a checkpointing switch (`checkpoint` or "
+    "`ckpt` in its name: `gradient_checkpointing`, `use_checkpoint`) that the project only ever sets off: the "
+    "file assigns it (on `self`, on another object, or as a class attribute) only False, None or 0, at least "
+    "once; no file around it (its importers, the modules they import, the modules it imports) gives an "
+    "option of that name any other value (by keyword, as a dict key, on another object or on `self` in a "
+    "subclass, as a class attribute, by setattr), "
+    "calls Hugging Face's `gradient_checkpointing_enable()` or Diffusers' `enable_gradient_checkpointing()` "
+    "(which turn every module's "
+    "`gradient_checkpointing` on), and the file has no setattr with a computed name. A flag assigned from "
+    "a parameter or a config attribute, or set by a setter method, leaves it shown (a copy of Hugging "
+    "Face's BERT encoder whose `gradient_checkpointing` is False and never turned on cannot checkpoint).")
 
 
 def use_reentrant_too_new(ctx: AstContext) -> Optional[floors.TooNew]:
@@ -113,7 +129,7 @@ class CheckpointWithoutUseReentrant(Rule):
         code kept for an older torch (the branches of a torch version test, `try/except
         ImportError`) are not reported: `use_reentrant` may not exist there.
         """,
-        premises=(NO_USE_REENTRANT, CURRENT_TORCH, UNDER_AUTOGRAD),
+        premises=(NO_USE_REENTRANT, CURRENT_TORCH, UNDER_AUTOGRAD, CAN_RUN),
     )
 
     def detect(self, ctx: AstContext) -> None:
@@ -132,7 +148,7 @@ class CheckpointWithoutUseReentrant(Rule):
     def _decision(self, ctx: AstContext, node: ast.Call) -> Decision:
         current = REFUTED if version_guarded(ctx, node) or use_reentrant_too_new(ctx) else SHOWN
         return self.decide({NO_USE_REENTRANT: SHOWN, CURRENT_TORCH: current,
-                            UNDER_AUTOGRAD: _under_autograd(ctx, node)})
+                            UNDER_AUTOGRAD: _under_autograd(ctx, node), CAN_RUN: _can_run(ctx, node)})
 
     def _torch_checkpoint(self, ctx: AstContext, node: ast.Call, sequential: bool) -> None:
         kwargs = ctx.kwargs(node)
@@ -262,6 +278,70 @@ def _under_autograd(ctx: AstContext, node: ast.Call) -> Evidence:
                 ctx.qualname(d.func if isinstance(d, ast.Call) else d) in GRAD_OFF for d in ancestor.decorator_list):
             return REFUTED
     return REFUTED if _inference_script(ctx.text) or ctx.project.evaluated_only else SHOWN
+
+
+def _can_run(ctx: AstContext, node: ast.Call) -> Evidence:
+    """Refuted behind a checkpointing flag the project only sets off (CAN_RUN)."""
+    child: ast.AST = node
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, ast.If):
+            flag = _required_flag(ancestor.test, child in ancestor.body)
+            if flag is not None and _never_on(ctx, flag):
+                return REFUTED
+        child = ancestor
+    return SHOWN
+
+
+def _required_flag(test: ast.expr, in_body: bool) -> Optional[str]:
+    """The attribute flag (`obj.<flag>`) a branch needs true: `if obj.flag` or `if obj.flag and ...` for the
+    body, `if not obj.flag` for the `else`; named like a checkpointing switch."""
+    if not in_body:
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test = test.operand
+            in_body = True
+        else:
+            return None
+    tested = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    for value in tested:
+        if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) \
+                and CHECKPOINT_OPTION.search(value.attr):
+            return value.attr
+    return None
+
+
+def _never_on(ctx: AstContext, flag: str) -> bool:
+    """The file sets `flag` only off (at least once), nothing around it gives it another value, and no
+    setattr with a computed name could."""
+    project = ctx.project
+    if not any(c.module for c in project.own.classes.values()):
+        return False  # the files around a model file are read for options (ProjectView.options_around)
+    if project.option_values(flag) - {OPTION_OFF}:
+        return False
+    assigned = False
+    for statement in ctx.nodes(ast.Assign, ast.AnnAssign, ast.AugAssign):
+        assert isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        for target in targets:
+            for found in ast.walk(target):
+                named = (isinstance(found, ast.Attribute) and found.attr == flag) or (
+                    isinstance(found, ast.Name) and found.id == flag
+                    and isinstance(ctx.parent(statement), ast.ClassDef))
+                if not named:
+                    continue
+                if found is not target or isinstance(statement, ast.AugAssign) or not _off(statement.value):
+                    return False
+                assigned = True
+    if not assigned:
+        return False
+    return not any(isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "setattr"
+                   and len(call.args) > 1 and not (isinstance(call.args[1], ast.Constant)
+                                                   and call.args[1].value != flag)
+                   for call in ctx.nodes(ast.Call))
+
+
+def _off(value: Optional[ast.expr]) -> bool:
+    return isinstance(value, ast.Constant) and (value.value is None or value.value is False
+                                                or (type(value.value) is int and value.value == 0))
 
 
 def _caller_choice(ctx: AstContext, node: ast.AST) -> "Optional[_Forwarded]":

@@ -973,3 +973,87 @@ def _lint_tests(root: Path) -> Path:
     path = root.parent / "lint-tests.toml"
     path.write_text("lint-tests = true\n", encoding="utf-8")
     return path
+
+
+CKPT_MODEL = """\
+import torch.utils.checkpoint
+from torch import nn
+
+
+class Encoder(nn.Module):
+    def __init__(self, layers):
+        super().__init__()
+        self.layers = layers
+        self.gradient_checkpointing = False
+
+    def forward(self, x):
+        for layer in self.layers:
+            if self.gradient_checkpointing and self.training:
+                x = torch.utils.checkpoint.checkpoint(layer, x)
+            else:
+                x = layer(x)
+        return x
+"""
+CKPT_TRAIN = """\
+import torch
+from model import Encoder
+
+model = Encoder(build_layers()).cuda()
+{switch}
+optimizer = torch.optim.AdamW(model.parameters(), fused=True)
+for x in loader:
+    model(x.cuda()).sum().backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize("switch, reported", [
+    ("", False),  # nothing turns the flag on: the checkpoint branch cannot run
+    ("model.gradient_checkpointing = False", False),
+    ("model.gradient_checkpointing = True", True),
+    ("model.gradient_checkpointing = args.ckpt", True),  # unknown: it may run
+    ("setattr(model, 'gradient_checkpointing', True)", True),
+    ("model.gradient_checkpointing_enable()", True),  # Hugging Face's switch turns every module's flag on
+    # a subclass elsewhere turns its base's flag on
+    ("class Big(Encoder):\n    def __init__(self, layers):\n        super().__init__(layers)\n"
+     "        self.gradient_checkpointing = True\n", True),
+    ("class Big(Encoder):\n    gradient_checkpointing = True\n", True),
+])
+def test_a_checkpointing_flag_set_by_the_training_script(tmp_path: Path, switch: str, reported: bool) -> None:
+    write(tmp_path, {"model.py": CKPT_MODEL, "train.py": CKPT_TRAIN.format(switch=switch)})
+    found = [f for f in findings(tmp_path, "--select", "GPU302") if f[0] == "model.py"]
+    assert found == ([("model.py", 14, "GPU302")] if reported else [])
+
+
+HEAD_MODULE = """\
+from torch import nn
+
+
+class RegLog(nn.Module):
+    def __init__(self, num_labels):
+        super().__init__()
+        self.pool = nn.AdaptiveAvgPool2d((1, 1))
+        self.linear = nn.Linear(2048, num_labels)
+
+    def forward(self, x):
+        return self.linear(self.pool(x).flatten(1))
+"""
+
+
+def test_an_imported_head_module_is_a_handful_of_tensors(tmp_path: Path) -> None:
+    train = ("import torch\nfrom heads import RegLog\n\n\ndef main(trunk, loader):\n"
+             "    head = RegLog(1000).cuda()\n"
+             "    optimizer = torch.optim.SGD(head.parameters(), lr=0.1)\n"
+             "    for x, y in loader:\n"
+             "        with torch.no_grad():\n"
+             "            features = trunk(x.cuda())\n"
+             "        head(features).sum().backward()\n"
+             "        optimizer.step()\n")
+    write(tmp_path, {"heads.py": HEAD_MODULE, "train.py": train})
+    assert findings(tmp_path, "--select", "GPU201") == []
+    deeper = HEAD_MODULE.replace("        self.linear = nn.Linear(2048, num_labels)\n",
+                                 "        self.hidden = nn.Linear(2048, 2048)\n"
+                                 "        self.mid = nn.Linear(2048, 2048)\n"
+                                 "        self.linear = nn.Linear(2048, num_labels)\n")
+    (tmp_path / "heads.py").write_text(deeper, encoding="utf-8")  # three Linear layers: an MLP that trains
+    assert findings(tmp_path, "--select", "GPU201") == [("train.py", 7, "GPU201")]
