@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Optional
 
 from gpulint.analysis.ast_context import AstContext
 from gpulint.analysis.device import accelerator_evidence
-from gpulint.analysis.evidence import REFUTED, SHOWN, Evidence, Premise
+from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
 from gpulint.analysis.loader_loops import loader_loops, move_of
 from gpulint.analysis.steps import StepFacts, step_facts
 from gpulint.core.edits import Applicability
@@ -25,7 +25,9 @@ if TYPE_CHECKING:
 FACTORY_MOVED = Premise(
     "factory-moved",
     "a torch tensor factory (`torch.zeros/ones/full/empty/arange/eye`, their `*_like` forms, "
-    "or a random one) resolved through imports, whose result is moved at once by `.cuda()` or by `.to()` "
+    "or a random one) resolved through imports, that creates on the CPU (a `*_like` form creates where its "
+    "argument lives: shown only for a factory made there or a `.cpu()` result, undecided for any other "
+    "tensor, which may already be on the device), whose result is moved at once by `.cuda()` or by `.to()` "
     "to a device: a device string, `torch.device(...)`, an index, or a name or attribute that names a "
     "device (`device`, `args.device`, `x.device`, `local_rank`); never a dtype or another tensor.")
 REPEATED = Premise(
@@ -118,7 +120,8 @@ class TensorCreatedThenMoved(Rule):
         CPU's, so a seeded run would change. No fix either for `.cuda(index)`, a `.to()` that
         also casts (`.to(device, torch.float16)`: casting after creation rounds twice) or takes
         other arguments, or a factory whose keywords a `**dict` hides. Not reported in set-up
-        code that runs once, for `.to()` a dtype or a tensor, for non-torch factories
+        code that runs once, for a `*_like` of a tensor not shown on the CPU (it is made where
+        that tensor lives), for `.to()` a dtype or a tensor, for non-torch factories
         (`np.zeros`), or in test functions.
         """,
         premises=(FACTORY_MOVED, REPEATED, ON_ACCELERATOR),
@@ -140,7 +143,7 @@ class TensorCreatedThenMoved(Rule):
                 continue  # a dtype, a tensor, the CPU, or a form not read
             target, simple, accelerator = move.target, move.simple, move.accelerator
             decision = self.decide({
-                FACTORY_MOVED: SHOWN,
+                FACTORY_MOVED: _on_host(ctx, factory) if name.endswith("_like") else SHOWN,
                 REPEATED: _repetition(ctx, call),
                 ON_ACCELERATOR: SHOWN if accelerator else accelerator_evidence(ctx.project),
             })
@@ -311,6 +314,21 @@ def _reached_per_epoch(ctx: AstContext, facts: StepFacts, node: ast.AST, epochs:
             seen = seen | {id(ancestor)}
             return all(_reached_per_epoch(ctx, facts, site, epochs, holders, over_loaders, seen) for site in sites)
     return False
+
+
+def _on_host(ctx: AstContext, factory: ast.Call) -> Evidence:
+    """For `torch.*_like(x)`: the result is on the CPU only where `x` is (and no `device=` says otherwise)."""
+    if not factory.args or any(k.arg in ("device", None) for k in factory.keywords):
+        return UNDECIDED
+    source = factory.args[0]
+    if isinstance(source, ast.Call) and isinstance(source.func, ast.Attribute) and source.func.attr == "cpu":
+        return SHOWN
+    if isinstance(source, ast.Call):
+        name = ctx.names.qualname(source.func)
+        if (name in DETERMINISTIC_FACTORIES or name in RANDOM_FACTORIES) and not name.endswith("_like") \
+                and not any(k.arg in ("device", None) for k in source.keywords):
+            return SHOWN
+    return UNDECIDED  # a tensor of unknown device: on the device already, `.to()` copies nothing
 
 
 def _floating(ctx: AstContext, factory: ast.Call) -> bool:
