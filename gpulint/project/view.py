@@ -115,6 +115,10 @@ class ProjectView:
     imported_optimizers: dict[str, tuple[str, ...]] = field(default_factory=dict)  # keyed like imported_classes
     imported_ints: dict[str, dict[str, int]] = field(default_factory=dict)  # dataclass int fields of importees
     trained_by_callers: frozenset[str] = frozenset()  # top-level classes of this file a caller trains
+    # top-level classes of this file that no training reaches: the file trains nothing, and every file that
+    # imports it names what it takes (`from m import f`), and takes either none of the class's aliases or
+    # takes one but trains nothing and is imported by no file (a predictor, a demo). Empty when unknown
+    untrained: frozenset[str] = frozenset()
     # imported project functions that build datasets with rows computed up front, spelled as imported
     row_functions: frozenset[str] = frozenset()
     # imported project functions whose batches hold a container the pin thread cannot pin, spelled as
@@ -361,6 +365,7 @@ class Project:
         self._exported: dict[str, dict[str, ClassFacts]] = {}
         self.parts: dict[str, ClassFacts] = {}  # model classes by `path::Name` (see `_global_class`)
         self._consumers: Optional[dict[str, list[str]]] = None  # see `_moved_returns`
+        self._imports_of: Optional[dict[str, dict[str, list[ImportRef]]]] = None  # target -> importer -> refs
         # modules a training file uses whole, as a registry (`models_mae.__dict__[args.model]`)
         self._registry_users: dict[str, int] = {}
         for path in self.paths:
@@ -371,6 +376,35 @@ class Project:
                 if ref.local in lookups and (ref.name is None or target.endswith(
                         (f"/{ref.name}.py", f"{ref.name}.py", f"/{ref.name}/__init__.py"))):
                     self._registry_users[target] = self._registry_users.get(target, 0) | bit(path)
+
+    def _untrained(self, rel: str, trained: frozenset[str]) -> frozenset[str]:
+        """`ProjectView.untrained`: the classes of `rel` whose every use by another file is known and trains
+        nothing. A module import, a star import or a file that imports a class and is itself imported (a model
+        built into another one) leaves the class unknown."""
+        own = self.facts[rel]
+        if own.may_train or not own.classes:
+            return frozenset()
+        if self._imports_of is None:
+            self._imports_of = {}
+            for path in self.paths:
+                for target, ref in self.edges[path]:
+                    self._imports_of.setdefault(target, {}).setdefault(path, []).append(ref)
+        by_importer = self._imports_of.get(rel, {})
+        taken: dict[str, bool] = {}  # name imported from `rel` -> whether some importer may train through it
+        for path, refs in by_importer.items():
+            leaf = not self.facts[path].may_train and not self._callers[self.index[path]]
+            for ref in refs:
+                name = ref.name
+                if name is None or name == "*":
+                    return frozenset()  # the module itself: any of its names may be used
+                dotted = f"{ref.module}.{name}" if ref.module else name
+                if _is_submodule(rel, dotted.replace(".", "/")):
+                    return frozenset()  # `from pkg import module`
+                taken[name] = taken.get(name, False) or not leaf
+        if not by_importer:
+            return frozenset()
+        return frozenset(name for name in own.classes if name not in trained
+                         and not any(taken.get(alias, False) for alias in aliases_of(name, own)))
 
     def _bit(self, path: str) -> int:
         return 1 << self.index[path]
@@ -560,6 +594,7 @@ class Project:
                 self.facts[p].fused_sgd_momentum for p in self._closure(rel, depth=2)),
             mixed_elsewhere=elsewhere, imported_classes=classes, star_classes=star,
             imported_optimizers=optimizers, imported_ints=ints, trained_by_callers=trained,
+            untrained=self._untrained(rel, trained),
             row_functions=row_functions, unpinned_collates=frozenset(collates),
             model_parts=self._parts_of(classes, star),
             devices_callers=tuple(kind for kind, mask in sorted(self._devices.items()) if callers & mask),

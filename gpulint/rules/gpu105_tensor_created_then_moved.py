@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Optional
 
 from gpulint.analysis.ast_context import AstContext
 from gpulint.analysis.device import accelerator_evidence
-from gpulint.analysis.evidence import REFUTED, SHOWN, Premise
-from gpulint.analysis.loader_loops import move_of
+from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
+from gpulint.analysis.loader_loops import loader_loops, move_of
+from gpulint.analysis.steps import StepFacts, step_facts
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import DETERMINISTIC_FACTORIES, RANDOM_FACTORIES
 from gpulint.core.verification import NEUTRAL, Verification
@@ -24,7 +25,9 @@ if TYPE_CHECKING:
 FACTORY_MOVED = Premise(
     "factory-moved",
     "a torch tensor factory (`torch.zeros/ones/full/empty/arange/eye`, their `*_like` forms, "
-    "or a random one) resolved through imports, whose result is moved at once by `.cuda()` or by `.to()` "
+    "or a random one) resolved through imports, that creates on the CPU (a `*_like` form creates where its "
+    "argument lives: shown only for a factory made there or a `.cpu()` result, undecided for any other "
+    "tensor, which may already be on the device), whose result is moved at once by `.cuda()` or by `.to()` "
     "to a device: a device string, `torch.device(...)`, an index, or a name or attribute that names a "
     "device (`device`, `args.device`, `x.device`, `local_rank`); never a dtype or another tensor.")
 REPEATED = Premise(
@@ -32,7 +35,13 @@ REPEATED = Premise(
     "the expression runs again and again: inside a `for`/`while` loop of the same function, or in a "
     "method that runs on every step (`forward`, `training_step`, ...). Refuted in set-up code that runs "
     "once (a comprehension alone, a loop in `__init__`/`setup`/`build*`), where the copy costs nothing "
-    "that matters.")
+    "that matters; under `if x is None:` whose body binds `x`, where `x` keeps its value between runs (a "
+    "name bound in the loop only there, or `self.x` no other method resets); in once-an-epoch code of a file "
+    "whose step loops gpulint reads (reached only from an epoch loop, or from the step loop's function "
+    "outside the step loop, with no loop over a DataLoader on the way: a clustering pass before the "
+    "epoch's steps); and in the `forward` of a module class no training reaches (every file importing its "
+    "module names what it takes, and the class, or a factory of it, is taken only by files that train "
+    "nothing and that no file imports: a predictor, a demo).")
 ON_ACCELERATOR = Premise(
     "on-accelerator",
     "the target is an accelerator: shown by `.cuda()`, a \"cuda\"/\"xpu\"/\"mps\" string or device "
@@ -41,6 +50,8 @@ ON_ACCELERATOR = Premise(
 _PER_STEP_METHODS = frozenset({"forward", "training_step", "validation_step", "train_step", "step",
                                "compute_loss", "__call__"})
 _SET_UP = frozenset({"__init__", "setup", "reset_parameters", "_reset_parameters", "__post_init__"})
+# spellings of code that reaches classes by a computed name: any class of the file may then be built
+_DYNAMIC = ("globals()", "locals()", "vars()", "eval(", "exec(", "sys.modules", "__dict__", "import_module(")
 _FLOAT_DTYPES = frozenset({"float", "float16", "float32", "float64", "half", "double", "bfloat16"})
 
 
@@ -74,7 +85,9 @@ class TensorCreatedThenMoved(Rule):
         like any other. The PyTorch Performance Tuning Guide ("Create tensors directly on the
         target device") names this pattern; in a `forward` or a loop it is paid on every step.
         gpulint measured no figure for it (a CPU has no device to copy to). Set-up code that
-        runs once is not reported, nor `torch.tensor(data)`: with `device=` it still builds the
+        runs once is not reported, nor a tensor made lazily under `if x is None:`, nor work done
+        once an epoch beside thousands of steps, nor the `forward` of a model only a predictor
+        or demo uses; nor `torch.tensor(data)`: with `device=` it still builds the
         data on the host and copies it, so moving the argument buys nothing.
         """,
         example="""
@@ -107,7 +120,8 @@ class TensorCreatedThenMoved(Rule):
         CPU's, so a seeded run would change. No fix either for `.cuda(index)`, a `.to()` that
         also casts (`.to(device, torch.float16)`: casting after creation rounds twice) or takes
         other arguments, or a factory whose keywords a `**dict` hides. Not reported in set-up
-        code that runs once, for `.to()` a dtype or a tensor, for non-torch factories
+        code that runs once, for a `*_like` of a tensor not shown on the CPU (it is made where
+        that tensor lives), for `.to()` a dtype or a tensor, for non-torch factories
         (`np.zeros`), or in test functions.
         """,
         premises=(FACTORY_MOVED, REPEATED, ON_ACCELERATOR),
@@ -129,8 +143,8 @@ class TensorCreatedThenMoved(Rule):
                 continue  # a dtype, a tensor, the CPU, or a form not read
             target, simple, accelerator = move.target, move.simple, move.accelerator
             decision = self.decide({
-                FACTORY_MOVED: SHOWN,
-                REPEATED: SHOWN if _repeated(ctx, call) else REFUTED,
+                FACTORY_MOVED: _on_host(ctx, factory) if name.endswith("_like") else SHOWN,
+                REPEATED: _repetition(ctx, call),
                 ON_ACCELERATOR: SHOWN if accelerator else accelerator_evidence(ctx.project),
             })
             short = name.split(".")[-1]
@@ -172,24 +186,149 @@ class TensorCreatedThenMoved(Rule):
         return PendingFix.safe(detection.fix_message, Replace(node, new.with_changes(lpar=node.lpar, rpar=node.rpar)))
 
 
-def _repeated(ctx: AstContext, node: ast.AST) -> bool:
+def _repetition(ctx: AstContext, call: ast.Call) -> Evidence:
+    """REPEATED: where the expression runs again and again, and not only once or once an epoch."""
+    where = _repeated(ctx, call)
+    if where is None or _made_once(ctx, call):
+        return REFUTED
+    if isinstance(where, ast.ClassDef):
+        return REFUTED if _untrained(ctx, where) else SHOWN
+    return REFUTED if _per_epoch(ctx, call) else SHOWN
+
+
+def _repeated(ctx: AstContext, node: ast.AST) -> Optional[ast.AST]:
+    """The loop that repeats `node`, or the class whose per-step method holds it; None: neither."""
     function = ctx.enclosing_function(node)
     if function is not None and (function.name in _SET_UP or function.name.startswith(("build", "init"))):
-        return False  # a loop in a constructor builds buffers once
+        return None  # a loop in a constructor builds buffers once
     child = node
     for ancestor in ctx.ancestors(node):
         if isinstance(ancestor, (ast.For, ast.AsyncFor)) and child is ancestor.iter:
             child = ancestor
             continue  # a loop's iterable is built once
         if isinstance(ancestor, (ast.For, ast.AsyncFor, ast.While)):
-            return True  # (a comprehension alone is not: set-up code builds lists of tensors once)
+            return ancestor  # (a comprehension alone is not: set-up code builds lists of tensors once)
         child = ancestor
         if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef)):
             parent = ctx.parent(ancestor)
-            return isinstance(parent, ast.ClassDef) and ancestor.name in _PER_STEP_METHODS
+            if isinstance(parent, ast.ClassDef) and ancestor.name in _PER_STEP_METHODS:
+                return parent
+            return None
+        if isinstance(ancestor, (ast.Lambda, ast.ClassDef)):
+            return None
+    return None
+
+
+def _made_once(ctx: AstContext, call: ast.Call) -> bool:
+    """Created lazily under `if x is None:` whose body binds `x`, where `x` keeps its value between runs:
+    a name bound inside a loop of its own function (not reset to None in that loop), or `self.x` (not
+    reset to None outside the constructor). The guard is false from the second run on."""
+    child: ast.AST = call
+    for ancestor in ctx.ancestors(call):
+        if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return False
+        if isinstance(ancestor, ast.If) and any(s is child for s in ancestor.body):
+            for guarded in _none_tests(ancestor.test):
+                if _binds(ancestor.body, guarded) and _persists(ctx, ancestor, guarded):
+                    return True
+        child = ancestor
+    return False
+
+
+def _none_tests(test: ast.expr) -> list[ast.expr]:
+    """`x` of each `x is None` that must hold for the test to pass (alone or in an `and`)."""
+    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    return [p.left for p in parts if isinstance(p, ast.Compare) and len(p.ops) == 1 and isinstance(p.ops[0], ast.Is)
+            and isinstance(p.comparators[0], ast.Constant) and p.comparators[0].value is None
+            and isinstance(p.left, (ast.Name, ast.Attribute))]
+
+
+def _binds(body: list[ast.stmt], target: ast.expr) -> bool:
+    spelled = ast.unparse(target)
+    return any(isinstance(s, (ast.Assign, ast.AnnAssign)) and any(
+        ast.unparse(t) == spelled for t in (s.targets if isinstance(s, ast.Assign) else [s.target])) for s in body)
+
+
+def _bound_outside(root: ast.AST, guard: ast.If, target: ast.expr) -> bool:
+    """`root` binds (or deletes) `target` somewhere outside the guard's body: it may be None again."""
+    spelled = ast.unparse(target)
+    inside = {id(n) for s in guard.body for n in ast.walk(s)}
+    return any(isinstance(n, (ast.Name, ast.Attribute)) and not isinstance(n.ctx, ast.Load)
+               and id(n) not in inside and ast.unparse(n) == spelled for n in ast.walk(root))
+
+
+def _persists(ctx: AstContext, guard: ast.If, target: ast.expr) -> bool:
+    if isinstance(target, ast.Name):
+        loop = next((a for a in ctx.ancestors(guard) if isinstance(a, (ast.For, ast.AsyncFor, ast.While))
+                     or isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef))), None)
+        if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):
+            return False  # a parameter or a fresh local: None again on every call
+        return not _bound_outside(loop, guard, target)
+    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+        cls = next((a for a in ctx.ancestors(guard) if isinstance(a, ast.ClassDef)), None)
+        if cls is None:
+            return False
+        return not any(_bound_outside(m, guard, target) for m in cls.body
+                       if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.name not in _SET_UP)
+    return False
+
+
+def _untrained(ctx: AstContext, cls: ast.ClassDef) -> bool:
+    """A module class of this file that no training reaches (`ProjectView.untrained`): its `forward` runs
+    once per request of a predictor or demo, not on every step. A class registered by a decorator, or a
+    file that may build classes by a computed name, is left unknown."""
+    if ctx.parent(cls) is not ctx.tree or cls.decorator_list or cls.name not in ctx.project.untrained:
+        return False
+    return not any(word in ctx.text for word in _DYNAMIC)
+
+
+def _per_epoch(ctx: AstContext, call: ast.Call) -> bool:
+    """Code that runs once an epoch, not once a step: the file's step loops are known, the call is in
+    none of them (directly or through same-file calls), and every path to it starts in an epoch loop
+    around a step loop or in a step loop's function outside that loop, with no loop over a DataLoader
+    on the way (an evaluation pass over a loader is per batch)."""
+    facts: StepFacts = ctx.analysis(step_facts)
+    if not facts.steps or any(s.framework_owned for s in facts.steps) or facts.place(call) is not None:
+        return False
+    epochs = {id(loop) for step in facts.steps for loop in step.epoch_loops}
+    holders = {id(step.function) for step in facts.steps if step.function is not None}
+    over_loaders = {id(loop.loop) for loop in ctx.analysis(loader_loops).loops}
+    return _reached_per_epoch(ctx, facts, call, epochs, holders, over_loaders, set())
+
+
+def _reached_per_epoch(ctx: AstContext, facts: StepFacts, node: ast.AST, epochs: set[int], holders: set[int],
+                       over_loaders: set[int], seen: set[int]) -> bool:
+    for ancestor in ctx.ancestors(node):
+        if id(ancestor) in over_loaders:
+            return False
+        if id(ancestor) in epochs:
+            return True
         if isinstance(ancestor, (ast.Lambda, ast.ClassDef)):
             return False
+        if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if id(ancestor) in holders:
+                return True
+            sites = facts.call_sites(ancestor)
+            if not sites or id(ancestor) in seen:
+                return False
+            seen = seen | {id(ancestor)}
+            return all(_reached_per_epoch(ctx, facts, site, epochs, holders, over_loaders, seen) for site in sites)
     return False
+
+
+def _on_host(ctx: AstContext, factory: ast.Call) -> Evidence:
+    """For `torch.*_like(x)`: the result is on the CPU only where `x` is (and no `device=` says otherwise)."""
+    if not factory.args or any(k.arg in ("device", None) for k in factory.keywords):
+        return UNDECIDED
+    source = factory.args[0]
+    if isinstance(source, ast.Call) and isinstance(source.func, ast.Attribute) and source.func.attr == "cpu":
+        return SHOWN
+    if isinstance(source, ast.Call):
+        name = ctx.names.qualname(source.func)
+        if (name in DETERMINISTIC_FACTORIES or name in RANDOM_FACTORIES) and not name.endswith("_like") \
+                and not any(k.arg in ("device", None) for k in source.keywords):
+            return SHOWN
+    return UNDECIDED  # a tensor of unknown device: on the device already, `.to()` copies nothing
 
 
 def _floating(ctx: AstContext, factory: ast.Call) -> bool:

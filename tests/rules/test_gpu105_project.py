@@ -1,0 +1,74 @@
+"""GPU105 across files: a module class no training reaches runs its `forward` once per request, not per step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.analysis.test_project import findings, write
+
+MODEL = """\
+import torch
+
+
+class Matcher(torch.nn.Module):
+    def forward(self, image, text):
+        atts = torch.ones(image.shape[:-1]).to(image.device)
+        return image * atts
+
+
+def matcher():
+    return Matcher()
+
+
+class Captioner(torch.nn.Module):
+    def forward(self, image):
+        atts = torch.ones(image.shape[:-1]).to(image.device)
+        return image * atts
+"""
+
+TRAIN = """\
+import torch
+from model import Captioner
+
+
+def train(loader, optimizer):
+    model = Captioner().cuda()
+    for x in loader:
+        loss = model(x.cuda()).mean()
+        loss.backward()
+        optimizer.step()
+
+
+if __name__ == "__main__":
+    train(loader, optimizer)
+"""
+
+PREDICT = """\
+import torch
+from model import matcher
+
+model = matcher().cuda().eval()
+with torch.no_grad():
+    print(model(torch.rand(1, 4).cuda(), "a cat"))
+"""
+
+
+def test_a_class_only_a_predictor_uses_is_not_reported(tmp_path: Path) -> None:
+    """BLIP: BLIP_ITM serves predict.py (one request, no training); BLIP_Decoder trains in train_caption.py."""
+    write(tmp_path, {"model.py": MODEL, "train.py": TRAIN, "predict.py": PREDICT})
+    assert findings(tmp_path, "--select", "GPU105") == [("model.py", 16, "GPU105")]
+
+
+def test_a_class_used_in_a_way_not_read_stays_reported(tmp_path: Path) -> None:
+    """The predictor imported by another module, or the model module imported whole: who builds the class
+    is unknown, so its forward may run every step."""
+    write(tmp_path, {"model.py": MODEL, "train.py": TRAIN, "predict.py": PREDICT, "serve.py": "import predict\n"})
+    assert findings(tmp_path, "--select", "GPU105") == [("model.py", 6, "GPU105"), ("model.py", 16, "GPU105")]
+    (tmp_path / "serve.py").unlink()
+    (tmp_path / "other.py").write_text("import model\n", encoding="utf-8")
+    assert findings(tmp_path, "--select", "GPU105") == [("model.py", 6, "GPU105"), ("model.py", 16, "GPU105")]
+
+
+def test_a_file_alone_keeps_its_forward_reported(tmp_path: Path) -> None:
+    write(tmp_path, {"model.py": MODEL + "\n\nmodel = Matcher().cuda()\n"})  # (the device shown in the file)
+    assert findings(tmp_path, "--select", "GPU105") == [("model.py", 6, "GPU105"), ("model.py", 16, "GPU105")]
