@@ -139,8 +139,9 @@ class ProjectView:
     # class-level bool fields named like a fused-attention switch in those files: field -> {"path:Class": default}
     option_defaults_around: dict[str, dict[str, bool]] = field(default_factory=dict)
     # argparse flags this file or a caller declares off (`action="store_true"`, `default=False`), declared
-    # with no other default around, that no shell script of the project passes (project/scripts.py): the
-    # code behind them does not run unless a user asks
+    # with no other default around, that no shell script of the project passes (project/scripts.py), where
+    # the project's scripts do run these parsers (they pass other flags they declare): the code behind them
+    # does not run as the project is shipped
     flags_off: frozenset[str] = frozenset()
     # the first torch a module this one imports (transitively, three levels) cannot be imported on
     ceiling_importees: Optional[tuple[int, int]] = None
@@ -389,6 +390,8 @@ class Project:
             return frozenset()
         if self._script_flags is None:
             self._script_flags = passed_flags(self.root)
+        if not self._script_flags & set(defaults):
+            return frozenset()  # no shipped script runs these parsers: how the project is run is not shown
         return frozenset(off - self._script_flags)
 
     def _bit(self, path: str) -> int:

@@ -27,8 +27,10 @@ RUNS = Premise(
     "runs-by-default",
     "the wrapping runs when the project is run as shipped: refuted when it sits under an `if` (or a conditional "
     "expression) that requires a command-line flag (`args.use_multi_gpu`, `self.args.multi_gpu`) which the file "
-    "or a caller declares off (`action=\"store_true\"` or `default=False`) and no shell script (`*.sh`) of the "
-    "project passes. A flag a shipped script passes keeps it shown.")
+    "or a caller declares off (`action=\"store_true\"` or `default=False`) and that the project's shell "
+    "scripts (`*.sh`), which run that parser (they pass other flags it declares), never pass. A flag a shipped "
+    "script passes keeps it shown, and so does a project that ships no such script (how it is run is not "
+    "shown: the flag is an option its users are offered).")
 
 
 class DataParallelRule(Rule):
@@ -89,7 +91,7 @@ class DataParallelRule(Rule):
         `init_process_group`, a `DistributedSampler` for the loader, saving and logging on
         rank 0 only, and the per-GPU batch size instead of the global one. Not reported for a
         literal single device (`device_ids=[0]`), behind a multi-GPU flag that defaults to off
-        and that no shipped shell script passes, in files that do not train the model, in
+        and that the project's shell scripts, which run its parser, never pass, in files that do not train the model, in
         CPU-only files, or in tests.
         """,
         premises=(TRAINS, SEVERAL_DEVICES, RUNS),

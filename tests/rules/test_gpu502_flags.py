@@ -1,5 +1,6 @@
 """GPU502's `runs-by-default` premise: DataParallel behind a multi-GPU flag the project leaves off, which no
-shipped shell script passes, is a path the project does not take (LTSF-Linear's `--use_multi_gpu`)."""
+shell script the project ships to run that parser passes, is a path the project does not take
+(LTSF-Linear's `--use_multi_gpu`); without such scripts the flag is an option users are offered."""
 
 from __future__ import annotations
 
@@ -43,8 +44,9 @@ class Exp:
 
 
 @pytest.mark.parametrize(("default", "script", "shown"), [
-    ("False", None, False),  # off by default, no script passes it: the path does not run
-    ("False", "python -u run.py --is_training 1 --model DLinear\n", False),
+    ("False", None, True),  # no shipped script: how the project is run is not shown, the flag is an option
+    ("False", "python -u run.py --is_training 1 --use_gpu True\n", False),  # its scripts run without it
+    ("False", "python other.py --lr 0.1\n", True),  # a script that runs another parser says nothing
     ("False", "python -u run.py \\\n  --use_multi_gpu --devices 0,1\n", True),  # a shipped script asks for it
     ("False", "python run.py --use-multi-gpu\n", True),  # dashes spell the same dest
     ("True", None, True),  # on by default
