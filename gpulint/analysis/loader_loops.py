@@ -280,3 +280,21 @@ def loader_loops(ctx: AstContext) -> LoaderLoops:
         found.loops.append(LoaderLoop(loop, loaders, complete, frozenset(names), frozenset(_whole(loop)),
                                       tuple(moves), outer, function))
     return found
+
+
+def runs_once(loop: Union[ast.For, ast.AsyncFor]) -> bool:
+    """The body leaves the loop on its first pass: a `break`, `return` or `raise` among its own top-level
+    statements and no `continue` of this loop that could skip it (a data-dependent initialisation that
+    takes one batch: `for x, y in loader: init(model, x.cuda()); break`). Its copies are not repeated."""
+    if not any(isinstance(s, (ast.Break, ast.Return, ast.Raise)) for s in loop.body):
+        return False
+    stack: list[ast.AST] = list(loop.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Continue):
+            return False
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef,
+                                      ast.ClassDef, ast.Lambda)):
+                stack.append(child)
+    return True

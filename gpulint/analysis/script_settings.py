@@ -12,6 +12,7 @@ from gpulint.analysis.ast_context import AstContext, dotted
 from gpulint.analysis.device import cuda_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence
 from gpulint.analysis.steps import StepFacts, step_facts
+from gpulint.project.layers import linear_only
 
 CONVOLUTIONS = frozenset(f"torch.nn.{kind}{n}d" for kind in ("Conv", "ConvTranspose") for n in (1, 2, 3)) | frozenset(
     f"torch.nn.modules.conv.{kind}{n}d" for kind in ("Conv", "ConvTranspose") for n in (1, 2, 3))
@@ -89,6 +90,66 @@ def convolutions(ctx: AstContext, only_dense_2d: bool = False) -> Evidence:
                 layer.name.rsplit(".", 1)[-1] in ("Conv1d", "Conv2d", "Conv3d") for layer in classes.layers):
             return SHOWN
     return SHOWN if found else UNDECIDED
+
+
+# torch.nn layers that do their work in matmuls: a model built of them is matmul-bound
+_MATMUL_MODULES = frozenset({"Bilinear", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell", "MultiheadAttention",
+                             "Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
+                             "TransformerDecoderLayer"})
+# spellings of calls that build a model gpulint cannot read (a hub, a registry of another library, a helper)
+_MODEL_WORDS = ("model", "net", "backbone", "encoder", "decoder", "transformer", "from_pretrained")
+_MODEL_CHANGES = ("convert", "wrap", "save", "print", "summar", "freeze", "unwrap")  # take a model, build none
+_MODEL_LIBRARIES = ("torch.hub.", "timm.", "transformers.", "open_clip.", "clip.")
+
+
+def convnet_with_head(ctx: AstContext) -> Evidence:
+    """Shown when every model the file builds is a convnet whose Linear layers are only a head (a torchvision
+    convnet, a project class `ClassFacts.convnet` marks, one taken from a project module used as a registry,
+    `models.__dict__[arch](...)`, whose classes are such convnets), or a Linear-only head beside one (a linear
+    probe); refuted when the file builds any other model (attention, recurrent layers, a transformer's
+    blocks, a library model); undecided when it builds no model gpulint can read. GPU401's "matmul-bound":
+    convolutions already run in TF32 by default, so the matmul setting reaches only the head."""
+    project = ctx.project
+    convnet = False
+    for call in ctx.nodes(ast.Call):
+        assert isinstance(call, ast.Call)
+        func = call.func
+        target = ctx.qualname(func) or ""
+        last = target.rsplit(".", 1)[-1]
+        if target.startswith("torchvision.models."):
+            if not last.startswith(CONVNET_PREFIXES):
+                return REFUTED
+            convnet = True
+            continue
+        if target.startswith("torch.nn."):
+            if last in _MATMUL_MODULES:
+                return REFUTED
+            convnet = convnet or target in CONVOLUTIONS
+            continue
+        if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Attribute) \
+                and func.value.attr == "__dict__" and isinstance(func.value.value, ast.Name):
+            module = ctx.qualname(func.value.value)
+            members = [c for key, c in project.imported_classes.items()
+                       if module and key.startswith(module + ".") and c.module]
+            if not any(c.convnet for c in members):
+                return REFUTED  # a registry of models that are not all convnets, or one not read
+            convnet = True
+            continue
+        spelled = dotted(func)
+        found = (project.class_facts(spelled) if spelled else None) or (
+            project.class_facts(target) if target else None)
+        if found is not None and found.module and found.dataset is None \
+                and not any(b.startswith("torchvision.datasets.") for b in found.bases):  # a dataset is no model
+            if found.convnet:
+                convnet = True
+            elif not linear_only(found.layers):
+                return REFUTED
+            continue
+        called = target.rsplit(".", 1)[-1].lower()  # an imported callable (not a model the file calls)
+        if found is None and target and (target.startswith(_MODEL_LIBRARIES) or (
+                any(w in called for w in _MODEL_WORDS) and not called.startswith(_MODEL_CHANGES))):
+            return REFUTED  # `build_model(cfg)`, `timm.create_model(...)`: a model gpulint does not read
+    return SHOWN if convnet else UNDECIDED
 
 
 def fixed_input_sizes(ctx: AstContext) -> Evidence:

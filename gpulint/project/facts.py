@@ -19,10 +19,10 @@ from typing import Any, Iterable, Iterator, Optional, Union
 
 from gpulint.project.codec import decode_fields, encode_fields
 from gpulint.project.graph_data import step_rows
-from gpulint.project.layers import DIMS, OPAQUE, Layer, class_layers
+from gpulint.project.layers import DIMS, OPAQUE, Layer, class_layers, convnet_classes
 from gpulint.project.loader_flow import AT, cuda_devices, move_kinds, moved_results
 
-FACTS_VERSION = 18
+FACTS_VERSION = 19
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -157,6 +157,9 @@ class ClassFacts:
     # pooling, dropout, reshapes aside), in straight-line code over nn.Module itself (`_few_tensors`): a
     # logistic-regression head, whose parameters are a handful of tensors
     head: bool = False
+    # a 2-D/3-D convnet whose Linear layers are only a head (project/layers.py `convnet_classes`): its
+    # matmuls are a small share of its work, and its convolutions already run in TF32 (GPU401)
+    convnet: bool = False
 
 @dataclass(frozen=True)
 class ImportRef:
@@ -1126,7 +1129,8 @@ class _Scanner:
                 if not found.module and any(out.get(b) is not None and out[b].module for b in found.bases):
                     out[name] = replace(found, module=True)
                     changed = True
-        return out
+        nets = convnet_classes({q: (nodes[q], f.layers) for q, f in out.items() if f.module and "." not in q})
+        return {q: replace(f, convnet=True) if q in nets else f for q, f in out.items()}
 
     def _class(self, node: ast.ClassDef, local: frozenset[str] = frozenset(),
                imported: Optional[dict[str, str]] = None) -> ClassFacts:

@@ -324,3 +324,66 @@ def _layer(call: ast.Call, qualify: Qualify, params: frozenset[str], local_class
             return None  # list building, buffers and in-place init: the layers themselves are read elsewhere
         return Layer(OPAQUE, func.attr)
     return None
+
+
+# layers that are one matmul per row: a convnet's head may hold them
+HEAD_LAYERS = frozenset({"Linear", "LazyLinear"})
+# layers that do their work in matmuls: a model that repeats them is not a convnet with a head
+_MATMUL_LAYERS = frozenset({"Bilinear", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell", "MultiheadAttention",
+                            "TransformerEncoderLayer", "TransformerDecoderLayer", "Transformer", "Parameter"})
+# calls and functions that multiply matrices in a forward pass (attention, bilinear scores)
+_MATMUL_CALLS = frozenset({"matmul", "bmm", "mm", "einsum", "baddbmm", "addmm", "linear", "bilinear",
+                           "scaled_dot_product_attention", "multi_head_attention_forward"})
+
+
+def multiplies_matrices(cls: ast.ClassDef) -> bool:
+    """The class's methods multiply matrices themselves (`q @ k.T`, `torch.bmm`, `F.linear`, SDPA)."""
+    for node in ast.walk(cls):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+            return True
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if name in _MATMUL_CALLS:
+                return True
+    return False
+
+
+def _convolves(layers: tuple[Layer, ...]) -> bool:
+    return any(layer.kind == DIMS and layer.name.startswith(("Conv", "ConvTranspose")) for layer in layers)
+
+
+def linear_only(layers: Optional[tuple[Layer, ...]]) -> bool:
+    """Layers that are Linear layers and nothing else with weights (a classifier or projection head)."""
+    return bool(layers) and all(layer.kind == DIMS and layer.name in HEAD_LAYERS for layer in layers or ())
+
+
+def convnet_classes(classes: dict[str, tuple[ast.ClassDef, Optional[tuple[Layer, ...]]]]) -> frozenset[str]:
+    """The module classes of one file that are convnets whose Linear layers are only a head.
+
+    A class qualifies when the file's classes convolve, it multiplies no matrices itself beyond Linear
+    layers, every class it builds is one of the file's, and every other module class of the file is either
+    a block without matmuls (convolutions, norms, activations; built through a helper or a `block`
+    parameter as ResNets do) or a Linear-only head the class builds itself. A transformer's blocks (Linear
+    layers or attention in a class the model repeats) make every class of the file fail."""
+    if not any(_convolves(layers or ()) for _, layers in classes.values()):
+        return frozenset()
+    matmul = {name for name, (node, layers) in classes.items() if multiplies_matrices(node) or any(
+        layer.kind == DIMS and layer.name in _MATMUL_LAYERS for layer in layers or ())}
+    linear = {name for name, (_, layers) in classes.items()
+              if any(layer.kind == DIMS and layer.name in HEAD_LAYERS for layer in layers or ())}
+    out: set[str] = set()
+    for name, (_, layers) in classes.items():
+        if layers is None or name in matmul:
+            continue
+        built = {layer.name for layer in layers if layer.kind == MODULE}
+        if not built <= set(classes):
+            continue  # builds a class of another module: not read here
+        if any(layer.kind == OPAQUE and "." in layer.name for layer in layers):
+            continue  # a library's model or layer inside: its matmuls are unknown
+        heads = {b for b in built if linear_only(classes[b][1]) and b not in matmul}
+        others = set(classes) - {name} - heads
+        if any(o in matmul or o in linear for o in others):
+            continue
+        out.add(name)
+    return frozenset(out)

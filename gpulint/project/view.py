@@ -27,6 +27,7 @@ from typing import Iterable, Iterator, Optional, Union
 from gpulint.project.facts import SPLAT, ClassFacts, FileFacts, ImportRef
 from gpulint.project.layers import MODULE
 from gpulint.project.loader_flow import AT, CUDA, IN, STAR
+from gpulint.project.scripts import passed_flags
 
 ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
 _MODULE_EXTENSIONS = (".py", ".pyi")
@@ -141,6 +142,11 @@ class ProjectView:
     class_calls_around: dict[str, int] = field(default_factory=dict)
     # class-level bool fields named like a fused-attention switch in those files: field -> {"path:Class": default}
     option_defaults_around: dict[str, dict[str, bool]] = field(default_factory=dict)
+    # argparse flags this file or a caller declares off (`action="store_true"`, `default=False`), declared
+    # with no other default around, that no shell script of the project passes (project/scripts.py), where
+    # the project's scripts do run these parsers (they pass other flags they declare): the code behind them
+    # does not run as the project is shipped
+    flags_off: frozenset[str] = frozenset()
     # the first torch a module this one imports (transitively, three levels) cannot be imported on
     ceiling_importees: Optional[tuple[int, int]] = None
     # neither this file nor any that imports it (transitively) may train, and one of them is an inference
@@ -368,6 +374,7 @@ class Project:
         self._imports_of: Optional[dict[str, dict[str, list[ImportRef]]]] = None  # target -> importer -> refs
         # modules a training file uses whole, as a registry (`models_mae.__dict__[args.model]`)
         self._registry_users: dict[str, int] = {}
+        self._script_flags: Optional[frozenset[str]] = None  # flags the project's shell scripts pass
         for path in self.paths:
             lookups = set(facts[path].dict_lookups)
             if not facts[path].training or not lookups:
@@ -405,6 +412,21 @@ class Project:
             return frozenset()
         return frozenset(name for name in own.classes if name not in trained
                          and not any(taken.get(alias, False) for alias in aliases_of(name, own)))
+
+    def _flags_off(self, rel: str, callers: int) -> frozenset[str]:
+        """ProjectView.flags_off: the flags declared off here or in a caller that no shipped script passes."""
+        defaults: dict[str, set[object]] = {}
+        for path in [rel, *(self.paths[i] for i in _members(callers))]:
+            for dest, default in self.facts[path].argparse_defaults.items():
+                defaults.setdefault(dest, set()).add(default if default is False else repr(default))
+        off = {dest for dest, seen in defaults.items() if seen == {False}}
+        if not off:
+            return frozenset()
+        if self._script_flags is None:
+            self._script_flags = passed_flags(self.root)
+        if not self._script_flags & set(defaults):
+            return frozenset()  # no shipped script runs these parsers: how the project is run is not shown
+        return frozenset(off - self._script_flags)
 
     def _bit(self, path: str) -> int:
         return 1 << self.index[path]
@@ -610,6 +632,7 @@ class Project:
             imported=bool(callers & ~me),
             moved_returns=self._moved_returns(rel),
             imported_cuda_devices=self._imported_cuda_devices(rel),
+            flags_off=self._flags_off(rel, callers),
             script=not callers and rel.endswith(".py") and package_init(rel) not in self._exists
             and rel.rpartition("/")[2][:-3] not in self._import_words,
         )

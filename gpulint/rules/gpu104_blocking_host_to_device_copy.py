@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING, Optional
 from gpulint.analysis.ast_context import AstContext, arg
 from gpulint.analysis.device import accelerator_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise, all_of
-from gpulint.analysis.loader_loops import LoaderLoop, Move, assigned_from, base_name, loader_loops, read_on_host
+from gpulint.analysis.loader_loops import (
+    LoaderLoop,
+    Move,
+    assigned_from,
+    base_name,
+    loader_loops,
+    read_on_host,
+    runs_once,
+)
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import DATALOADER, DATALOADER_COLLATE_FN, DATALOADER_PIN_MEMORY
 from gpulint.core.verification import NEUTRAL, Verification
@@ -32,6 +40,11 @@ BATCH_COPY = Premise(
     "device with `.to(device)` or `.cuda()`, without `non_blocking`; its result is not read on the host "
     "later in the loop (`.item()`, `.tolist()`, `.numpy()`, `.cpu()`, `print()`, `float()`), and the "
     "batch is not written on the host after the copy; not a whole batch a custom `collate_fn` built.")
+REPEATED = Premise(
+    "repeated-copy",
+    "the loop copies batch after batch: refuted when its body leaves the loop on the first pass (a top-level "
+    "`break`, `return` or `raise`, and no `continue` that could skip it), as a data-dependent initialisation "
+    "that runs one batch does: one copy has nothing to overlap.")
 ON_ACCELERATOR = Premise(
     "on-accelerator",
     "the target is an accelerator: shown by `.cuda()`, a \"cuda\"/\"xpu\" string or device evidence in "
@@ -95,10 +108,10 @@ class BlockingHostToDeviceCopy(Rule):
         batch that the host writes after the copy (the copy may still be reading it). Not
         reported for loaders without a literal `pin_memory=True`, for loops gpulint cannot
         tie to one of this file's DataLoaders (a framework's `prepare`d loader), for the
-        whole batch of a custom `collate_fn` (its `.to()` may take no `non_blocking`), nor in
-        test functions.
+        whole batch of a custom `collate_fn` (its `.to()` may take no `non_blocking`), for
+        loops that take one batch and break (nothing to overlap), nor in test functions.
         """,
-        premises=(PINNED, BATCH_COPY, ON_ACCELERATOR),
+        premises=(PINNED, BATCH_COPY, REPEATED, ON_ACCELERATOR),
     )
 
     def detect(self, ctx: AstContext) -> None:
@@ -110,13 +123,14 @@ class BlockingHostToDeviceCopy(Rule):
             custom_collate = any(arg(c, *DATALOADER_COLLATE_FN, ctx.kwargs(c)) is not None or ctx.kwargs(c).unknown
                                  for c in loop.loaders)
             nodes = list(ast.walk(ast.Module(body=loop.loop.body, type_ignores=[])))
+            once = REFUTED if runs_once(loop.loop) else SHOWN
             for move in loop.moves:
                 if id(move.call) in seen or _chooses_blocking(move.call):
                     continue  # already asynchronous, or `non_blocking=False` chosen explicitly
                 seen.add(id(move.call))
                 copy = _batch_copy(ctx, loop, move, nodes, custom_collate)
                 decision = self.decide({
-                    PINNED: pinned, BATCH_COPY: copy,
+                    PINNED: pinned, BATCH_COPY: copy, REPEATED: once,
                     ON_ACCELERATOR: SHOWN if move.accelerator else accelerator_evidence(ctx.project),
                 })
                 ctx.report(self, move.call, _MESSAGE, fix=Applicability.SAFE,

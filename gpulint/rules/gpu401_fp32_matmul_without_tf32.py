@@ -9,7 +9,7 @@ from gpulint.analysis.amp_steps import TRAINING_STEP_NEEDLES, AmpStep
 from gpulint.analysis.ast_context import AstContext, Detection
 from gpulint.analysis.device import cuda_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Decision, Evidence, Premise
-from gpulint.analysis.script_settings import torch_import_alias
+from gpulint.analysis.script_settings import convnet_with_head, torch_import_alias
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.style import detect as detect_style
@@ -39,6 +39,13 @@ GPU_BOUND = Premise(
     "gpu-bound",
     "the loop waits on the GPU's matmuls: refuted in reinforcement-learning loops (the file imports an "
     "environment package) and with sparse tensors.")
+MATMUL_BOUND = Premise(
+    "matmul-bound",
+    "matmuls are a real share of the step's work: refuted when every model the file builds is a convnet whose "
+    "Linear layers are only a head (a torchvision ResNet/VGG/DenseNet..., a project class whose other classes "
+    "are convolution blocks, models taken from such a module by `module.__dict__[arch]`) or a Linear-only "
+    "head beside one (a linear probe): convolutions already run in TF32 by default (`cudnn.allow_tf32`), so "
+    "the setting reaches only the head. Shown otherwise, also when the models cannot be read.")
 DEFAULT_PRECISION = Premise(
     "default-matmul-precision",
     "nothing sets or reads the float32 matmul precision (`torch.set_float32_matmul_precision`, "
@@ -70,7 +77,8 @@ class Fp32MatmulWithoutTf32(Rule):
         Reported once per file, on the first optimizer step of its first such training
         step. Silent where tensor cores cannot matter, judged as for GPU001: every layer of
         the trained model narrower than `min-width`, or too few rows per step, and in
-        reinforcement-learning loops and with sparse tensors.
+        reinforcement-learning loops and with sparse tensors, and for convnets whose only
+        Linear layers are a classifier or projection head.
         """,
         why="""
         Since torch 1.12, float32 matmuls default to full float32 precision
@@ -114,7 +122,8 @@ class Fp32MatmulWithoutTf32(Rule):
         autocast (its matmuls already run in 16 bits), where a framework owns the loop, in
         CPU-only files or in test files.
         """,
-        premises=(TRAINS_ON_CUDA, FLOAT32, WIDE_ENOUGH, ENOUGH_WORK, GPU_BOUND, DEFAULT_PRECISION),
+        premises=(TRAINS_ON_CUDA, FLOAT32, WIDE_ENOUGH, ENOUGH_WORK, GPU_BOUND, MATMUL_BOUND,
+                  DEFAULT_PRECISION),
     )
 
     def detect(self, ctx: AstContext) -> None:
@@ -125,6 +134,7 @@ class Fp32MatmulWithoutTf32(Rule):
         common = {
             TRAINS_ON_CUDA: cuda_evidence(project),
             GPU_BOUND: REFUTED if project.rl or project.own.sparse else SHOWN,
+            MATMUL_BOUND: REFUTED if convnet_with_head(ctx) is SHOWN else SHOWN,
             DEFAULT_PRECISION: self._default_precision(ctx),
         }
         for step in sorted(facts.steps, key=lambda s: ctx.order(s.node) or 0):

@@ -15,6 +15,7 @@ from gpulint.analysis.attention import (
     fused_options,
     has_fused_path,
 )
+from gpulint.analysis.benchmarks import benchmarks
 from gpulint.analysis.device import accelerator_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Decision, Evidence, Premise
 from gpulint.core import floors
@@ -37,7 +38,14 @@ TRAINED = Premise(
     "trained",
     "the project trains the model: the nn.Module class holding the attention is named in a file that runs a "
     "training step or builds an optimizer (this file or one that imports it). A class no file trains is a "
-    "library's or an inference script's: refuted.")
+    "library's or an inference script's: refuted. Refuted too when no caller names it and every function of "
+    "this file that names it is a benchmark (analysis/benchmarks.py: it times a loop over `range` on inputs "
+    "made by torch factories): the hand-written attention is the thing measured.")
+FUSED_KERNEL_EXISTS = Premise(
+    "sdpa-available",
+    "every torch the project supports has `F.scaled_dot_product_attention` (2.0): undecided when the torch "
+    "floor the project declares (project/requirements.py, per folder) is older, where the advice needs an "
+    "upgrade first.")
 ON_ACCELERATOR = Premise(
     "on-accelerator",
     "training runs on an accelerator (CUDA, MPS, XPU, or one a framework picks), where the fused attention "
@@ -105,8 +113,10 @@ class ManualAttention(Rule):
         kernel cannot replace that); a fallback no option chooses, one that hands out its
         weights (turning the option on changes what the method returns), or one whose
         option a caller turns on or may (`flash=True`, a variable, `**kwargs`, a YAML file
-        unpacked into the config); models no file of the project trains; CPU-only files
-        and test code.
+        unpacked into the config); models no file of the project trains, or that only
+        benchmark functions use (a loop timed between two clock reads on inputs made by
+        `torch.ones`/`randn`); projects whose torch floor predates SDPA (2.0); CPU-only
+        files and test code.
         """,
         why="""
         Written by hand, attention materialises the T x T weight matrix of every head,
@@ -193,7 +203,7 @@ class ManualAttention(Rule):
         computes what the hand-written one does (mask, scale, dropout) is the author's to
         check before turning it on.
         """,
-        premises=(TRAINED, ON_ACCELERATOR, OFF_BY_DEFAULT),
+        premises=(TRAINED, ON_ACCELERATOR, OFF_BY_DEFAULT, FUSED_KERNEL_EXISTS),
     )
 
     @classmethod
@@ -209,6 +219,8 @@ class ManualAttention(Rule):
             facts = ctx.project.own.classes.get(cls.name)
             if facts is None or not facts.module:
                 continue
+            if cls.name not in ctx.project.trained_by_callers and _only_benchmarked(ctx, cls):
+                continue  # TRAINED refuted: the file measures this attention as written
             sites = attention_in_class(cls, ctx.names, ctx.segment)
             if has_fused_path(ctx.segment(cls)):  # the hand-written chains are a fallback: is it the default?
                 if floors.too_new(ctx.settings.torch_version, [floors.SDPA]) is None:
@@ -230,7 +242,9 @@ class ManualAttention(Rule):
                    statement=ctx.statement(option.node), decision=decision)
 
     def _check(self, ctx: "AstContext", site: Attention) -> None:
-        decision = self.decide({TRAINED: SHOWN, ON_ACCELERATOR: accelerator_evidence(ctx.project)})
+        available = UNDECIDED if floors.too_new(ctx.settings.torch_version, [floors.SDPA]) is not None else SHOWN
+        decision = self.decide({TRAINED: SHOWN, ON_ACCELERATOR: accelerator_evidence(ctx.project),
+                                FUSED_KERNEL_EXISTS: available})
         note = ""
         fix: Optional[Applicability] = None
         data: Optional[dict[str, Any]] = None
@@ -286,6 +300,25 @@ class ManualAttention(Rule):
             kept = [e for e in found.line.leading_lines if e.comment is not None or index == 0]
             edits.append(Replace(found.line, kept))
         return PendingFix.unsafe("Use F.scaled_dot_product_attention (dropout only while training)", *edits)
+
+
+def _only_benchmarked(ctx: "AstContext", cls: ast.ClassDef) -> bool:
+    """Every function of the file that names the class (outside it) benchmarks, and no code outside a
+    function names it: the file measures the class, it does not train it."""
+    users: list[ast.AST] = []
+    for node in ctx.nodes(ast.Name):
+        assert isinstance(node, ast.Name)
+        if node.id != cls.name:
+            continue
+        ancestors = list(ctx.ancestors(node))
+        if any(a is cls for a in ancestors):
+            continue  # `super(Name, self)` inside the class itself
+        owner = next((a for a in ancestors if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))),
+                     None)
+        if not isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+        users.append(owner)
+    return bool(users) and all(benchmarks(ctx, u) for u in users)  # type: ignore[arg-type]
 
 
 def _off_by_default(project: ProjectView, name: str, option: FusedOption) -> tuple[Evidence, str]:

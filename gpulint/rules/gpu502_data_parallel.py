@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from gpulint.analysis.evidence import SHOWN, UNDECIDED, Premise
+from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Premise
 from gpulint.analysis.steps import StepFacts, step_facts
 from gpulint.core.torch_api import DATA_PARALLEL
 from gpulint.rules.base import Rule, RuleDocs, Target
@@ -21,6 +21,16 @@ SEVERAL_DEVICES = Premise(
     "several-devices",
     "the wrapper may spread the model over more than one GPU: refuted by a literal `device_ids` of one device "
     "(then DataParallel only adds overhead, a different advice).")
+
+
+RUNS = Premise(
+    "runs-by-default",
+    "the wrapping runs when the project is run as shipped: refuted when it sits under an `if` (or a conditional "
+    "expression) that requires a command-line flag (`args.use_multi_gpu`, `self.args.multi_gpu`) which the file "
+    "or a caller declares off (`action=\"store_true\"` or `default=False`) and that the project's shell "
+    "scripts (`*.sh`), which run that parser (they pass other flags it declares), never pass. A flag a shipped "
+    "script passes keeps it shown, and so does a project that ships no such script (how it is run is not "
+    "shown: the flag is an option its users are offered).")
 
 
 class DataParallelRule(Rule):
@@ -80,10 +90,11 @@ class DataParallelRule(Rule):
         No fix: moving to DDP is not a mechanical edit. It needs a launcher (`torchrun`),
         `init_process_group`, a `DistributedSampler` for the loader, saving and logging on
         rank 0 only, and the per-GPU batch size instead of the global one. Not reported for a
-        literal single device (`device_ids=[0]`), in files that do not train the model,
-        in CPU-only files, or in tests.
+        literal single device (`device_ids=[0]`), behind a multi-GPU flag that defaults to off
+        and that the project's shell scripts, which run its parser, never pass, in files that do not train the model, in
+        CPU-only files, or in tests.
         """,
-        premises=(TRAINS, SEVERAL_DEVICES),
+        premises=(TRAINS, SEVERAL_DEVICES, RUNS),
     )
 
     def detect(self, ctx: "AstContext") -> None:
@@ -97,7 +108,28 @@ class DataParallelRule(Rule):
             if isinstance(devices, (ast.List, ast.Tuple)) and len(devices.elts) == 1:
                 continue
             trains = SHOWN if any(not s.framework_owned for s in facts.steps) else UNDECIDED
-            decision = self.decide({TRAINS: trains, SEVERAL_DEVICES: SHOWN})
+            runs = REFUTED if _behind_flag_off(ctx, node) else SHOWN
+            decision = self.decide({TRAINS: trains, SEVERAL_DEVICES: SHOWN, RUNS: runs})
             if decision.report:
                 ctx.report(self, node, "nn.DataParallel drives every GPU from one process: use "
                            "DistributedDataParallel with torchrun (one process per GPU)", decision=decision)
+
+
+def _behind_flag_off(ctx: "AstContext", node: ast.Call) -> bool:
+    """The call runs only when a flag the project leaves off is on: it is in the body of an `if` (or the
+    true branch of a conditional expression) whose test is the flag, or an `and` of terms one of which is."""
+    off = ctx.project.flags_off
+    if not off:
+        return False
+    child: ast.AST = node
+    for parent in ctx.ancestors(node):
+        if isinstance(parent, ast.If) and any(child is s for s in parent.body) \
+                or isinstance(parent, ast.IfExp) and child is parent.body:
+            test = parent.test
+            terms = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+            if any(isinstance(t, ast.Attribute) and t.attr in off for t in terms):
+                return True
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            break
+        child = parent
+    return False
