@@ -1043,7 +1043,7 @@ class RegLog(nn.Module):
 def test_an_imported_head_module_is_a_handful_of_tensors(tmp_path: Path) -> None:
     train = ("import torch\nfrom heads import RegLog\n\n\ndef main(trunk, loader):\n"
              "    head = RegLog(1000).cuda()\n"
-             "    optimizer = torch.optim.SGD(head.parameters(), lr=0.1)\n"
+             "    optimizer = torch.optim.SGD(head.parameters(), lr=0.1, momentum=0.9)\n"
              "    for x, y in loader:\n"
              "        with torch.no_grad():\n"
              "            features = trunk(x.cuda())\n"
