@@ -96,7 +96,7 @@ def move_of(ctx: AstContext, call: ast.AST) -> Optional[Move]:
     if kind is None:
         return None
     text = ctx.segment(target)
-    return Move(call, text, kind, others == 0 and "\n" not in text, non_blocking)
+    return Move(call, text, kind, others == 0 and "\n" not in text and "\r" not in text, non_blocking)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -214,9 +214,8 @@ def _own_line(ctx: AstContext, statement: ast.stmt) -> bool:
     """The statement is a line of its own (LibCST's one-statement SimpleStatementLine): nothing but
     indentation before it, nothing but a `;` or a comment after it."""
     start = ctx.offset(statement.lineno, statement.col_offset)
-    line_start = ctx.text.rfind("\n", 0, start) + 1
-    if ctx.text[line_start:start].strip():
+    if ctx.text[ctx.offset(statement.lineno, 0):start].strip():
         return False
     end = ctx.offset(statement.end_lineno or statement.lineno, statement.end_col_offset or 0)
-    line_end = ctx.text.find("\n", end)
-    return _TAIL.match(ctx.text[end:line_end if line_end >= 0 else len(ctx.text)]) is not None
+    ends = [i for i in (ctx.text.find("\n", end), ctx.text.find("\r", end)) if i >= 0]  # a lone CR ends lines too
+    return _TAIL.match(ctx.text[end:min(ends) if ends else len(ctx.text)]) is not None

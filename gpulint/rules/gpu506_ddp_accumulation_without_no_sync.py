@@ -250,7 +250,7 @@ def _plan_fix(ctx: AstContext, steps: StepFacts, step: StepLoop) -> Union[_Plan,
             return "statements share a line"
         rows.update(range(statement.lineno, (statement.end_lineno or statement.lineno) + 1))
     text = ctx.segment(condition)
-    if "\n" in text:
+    if "\n" in text or "\r" in text:  # a file may end its lines with a lone CR
         text = ast.unparse(condition)  # on one line: the fix's layout breaks it where the file's width needs
     return _Plan(first, last, text, model)
 

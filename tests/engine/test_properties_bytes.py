@@ -199,6 +199,17 @@ OUTCOMES: dict[str, int] = {}
 
 
 @pytest.mark.parametrize("index", range(len(FIXED_CASES)), ids=[c.id for c in FIXED_CASES])
+def test_every_fix_works_on_lone_cr_line_endings(index: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every case once more with lines ended by a lone CR, whatever variant the test below draws for it: a
+    fix that tested a span for "\n" alone took a two-line condition for one line (GPU506, found when the
+    case order changed)."""
+    case = FIXED_CASES[index]
+    text = case.path.read_text(encoding="utf-8")
+    plain = make_hostile(text, Variant("utf-8", "\r", (), False))
+    assert check_invariant(plain, case.settings, monkeypatch, plain) == "fixed"
+
+
+@pytest.mark.parametrize("index", range(len(FIXED_CASES)), ids=[c.id for c in FIXED_CASES])
 def test_every_fix_in_the_rule_set_keeps_every_other_byte(index: int, monkeypatch: pytest.MonkeyPatch) -> None:
     case = FIXED_CASES[index]
     text = case.path.read_text(encoding="utf-8")
