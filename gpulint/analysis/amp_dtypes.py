@@ -102,15 +102,21 @@ def dtype_choices(ctx: AstContext, expr: ast.expr, depth: int = 0) -> Optional[f
     return None
 
 
-def autocast_dtype(ctx: AstContext, expr: ast.expr) -> Optional[str]:
-    """FLOAT16_DTYPE, BFLOAT16_DTYPE, MAYBE_FLOAT16 (a run-time choice that includes float16), or None when
-    the autocast is disabled or its dtype unknown."""
+def enabled_autocast_arguments(ctx: AstContext, expr: ast.expr) -> Optional[dict[str, ast.expr]]:
+    """The arguments of an autocast call by name, or None when it is no call, unreadable, or `enabled=False`."""
     if not isinstance(expr, ast.Call):
         return None
     args = autocast_arguments(ctx, expr)
-    if args is None:
+    if args is None or ("enabled" in args and is_literal(ctx, args["enabled"], "False")):
         return None
-    if "enabled" in args and is_literal(ctx, args["enabled"], "False"):
+    return args
+
+
+def autocast_dtype(ctx: AstContext, expr: ast.expr) -> Optional[str]:
+    """FLOAT16_DTYPE, BFLOAT16_DTYPE, MAYBE_FLOAT16 (a run-time choice that includes float16), or None when
+    the autocast is disabled or its dtype unknown."""
+    args = enabled_autocast_arguments(ctx, expr)
+    if args is None or not isinstance(expr, ast.Call):
         return None
     if "dtype" in args:
         choices = dtype_choices(ctx, args["dtype"])

@@ -13,11 +13,11 @@ from gpulint.analysis.amp import (
     FLOAT16,
     Coverage,
 )
-from gpulint.analysis.amp_dtypes import autocast_arguments, device_type
+from gpulint.analysis.amp_dtypes import device_type, enabled_autocast_arguments
 from gpulint.analysis.amp_regions import amp_regions
 from gpulint.analysis.amp_steps import TRAINING_STEP_NEEDLES
 from gpulint.analysis.ast_context import NO_LIBCST_NOTE, AstContext, Detection
-from gpulint.analysis.ast_values import is_literal, single_value
+from gpulint.analysis.ast_values import single_value
 from gpulint.analysis.evidence import REFUTED, SHOWN, Premise
 from gpulint.analysis.reach import RUNS, never_runs_ast
 from gpulint.core.edits import Applicability
@@ -288,12 +288,8 @@ def _visible_name(facts: "TrainingFacts", name: str, anchor: "cst.CSTNode") -> b
 def _autocast_dtype(ctx: AstContext, expr: ast.expr) -> Optional[str]:
     """float16, bfloat16, MAYBE_FLOAT16 (a run-time choice from a table holding float16), or None: disabled,
     or a dtype the file does not show."""
-    if not isinstance(expr, ast.Call):
-        return None
-    args = autocast_arguments(ctx, expr)
-    if args is None:
-        return None
-    if "enabled" in args and is_literal(ctx, args["enabled"], "False"):
+    args = enabled_autocast_arguments(ctx, expr)
+    if args is None or not isinstance(expr, ast.Call):
         return None
     if "dtype" in args:
         return _dtype(ctx, args["dtype"])
