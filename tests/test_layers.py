@@ -201,7 +201,8 @@ def test_the_scan_sees_the_imports_it_must() -> None:
     named in a string for importlib."""
     assert len(MODULES) > 60 and len(IMPORTS) > 300
     pairs = {(e.importer, e.imported) for e in IMPORTS}
-    assert ("gpulint.engine.linter", "gpulint.core.context") in pairs
+    assert ("gpulint.engine.libcst_pass", "gpulint.core.context") in pairs
+    assert ("gpulint.engine.linter", "gpulint.engine.libcst_pass") in pairs  # inside lint_text
     assert ("gpulint.cli", "gpulint.verify.session") in pairs  # inside the `verify` command's function
     assert ("gpulint.engine.runner", "gpulint.engine.linter") in pairs  # `from gpulint.engine import linter`
     assert ("gpulint.output", "gpulint.output.sarif") in pairs  # FORMATS names it; importlib imports it

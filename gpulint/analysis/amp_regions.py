@@ -17,6 +17,7 @@ from typing import Iterator, Optional
 from gpulint.analysis.amp import ANY_AUTOCAST, BFLOAT16, FLOAT16, Coverage
 from gpulint.analysis.amp_steps import AmpBackward, AmpStep, AmpSteps, amp_steps
 from gpulint.analysis.ast_context import AstContext, dotted
+from gpulint.project.ast_nodes import all_nodes
 
 # names under which an unseen context manager may well be autocast
 _LOOKS_LIKE_AMP = re.compile(r"autocast|(?<![a-z])amp|ctx|context|precision|mixed", re.IGNORECASE)
@@ -341,7 +342,7 @@ def _simple_statements(root: ast.AST) -> Iterator[ast.stmt]:
 
 def _mentions_autocast(tree: ast.Module) -> bool:
     """An identifier of the file spells `autocast` (a name, attribute, def, parameter, keyword or import)."""
-    for node in ast.walk(tree):
+    for node in all_nodes(tree):
         for name in _identifiers(node):
             if "autocast" in name.lower():
                 return True

@@ -34,13 +34,9 @@ from gpulint.analysis.nn_modules import (
 )
 from gpulint.core.context import FileContext
 from gpulint.core.names import NameUses
-from gpulint.core.torch_api import CHECKPOINT_FUNCTIONS
+from gpulint.core.torch_api import CHECKPOINT_FUNCTIONS, MODULE_LIST, SEQUENTIAL
 from gpulint.core.values import single_value
 from gpulint.core.walk import walk
-
-SEQUENTIAL = "Sequential"
-
-MODULE_LIST = "ModuleList"
 
 # torch.nn layers that count as one block of a stack: they hold parameters and save sizeable
 # activations for backward. Activations, dropout, normalisation (it rides along with a compute

@@ -30,6 +30,7 @@ from typing import Iterator, Optional, Union
 from gpulint.analysis.amp_steps import amp_steps
 from gpulint.analysis.ast_context import AstContext, dotted
 from gpulint.analysis.evidence import REFUTED, SHOWN, Evidence, Premise
+from gpulint.project.ast_nodes import all_nodes
 
 LONG_RUN = Premise(
     "long-run",
@@ -217,7 +218,7 @@ def _power_schedulers(tree: ast.Module) -> frozenset[str]:
     """Classes of the file on an LR scheduler base (`_LRScheduler`, `LRScheduler`) whose methods compute a
     power: an exponential ramp."""
     found = set()
-    for node in ast.walk(tree):
+    for node in all_nodes(tree):
         if isinstance(node, ast.ClassDef) and any((dotted(b) or "").endswith("LRScheduler") for b in node.bases) \
                 and any(isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and _has_power(f) for f in node.body):
             found.add(node.name)
@@ -228,7 +229,7 @@ def _built_from(receiver: Optional[str], tree: ast.Module, schedulers: frozenset
     """`receiver` is assigned an instance of one of `schedulers` somewhere in the file."""
     if receiver is None or not schedulers:
         return False
-    for node in ast.walk(tree):
+    for node in all_nodes(tree):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
                 and isinstance(node.value.func, ast.Name) and node.value.func.id in schedulers \
                 and any(dotted(t) == receiver for t in node.targets):

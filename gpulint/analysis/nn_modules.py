@@ -13,10 +13,9 @@ import libcst as cst
 
 from gpulint.core.context import FileContext
 from gpulint.core.names import LOCAL
+from gpulint.core.torch_api import NN_MODULE
 from gpulint.core.values import single_value
 from gpulint.core.walk import walk
-
-NN_MODULE = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module", "torch.nn.modules.Module"})
 
 GRAD_OFF = frozenset({
     "torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad",

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterator, Optional, TypeVar, Union
 
 from gpulint.core.torch_api import AUTOGRAD_BACKWARD
+from gpulint.project.ast_nodes import all_nodes
 
 if TYPE_CHECKING:
     from gpulint.analysis.ast_context import AstContext
@@ -101,18 +102,18 @@ class StepFacts:
         self.tree = tree
         self.qualname = qualname
         self.parents: dict[int, ast.AST] = {}
-        for node in ast.walk(tree):
+        for node in all_nodes(tree):
             for child in ast.iter_child_nodes(node):
                 self.parents[id(child)] = node
         self.functions: dict[str, list[Function]] = {}  # module-level functions and methods, by name
         self.methods: dict[int, dict[str, Function]] = {}  # class id -> method name -> def
-        for node in ast.walk(tree):
+        for node in all_nodes(tree):
             if isinstance(node, _FUNCTIONS):
                 self.functions.setdefault(node.name, []).append(node)
             elif isinstance(node, ast.ClassDef):
                 self.methods[id(node)] = {s.name: s for s in node.body if isinstance(s, _FUNCTIONS)}
         self.zero_grad_receivers = {
-            ast.dump(n.func.value) for n in ast.walk(tree)
+            ast.dump(n.func.value) for n in all_nodes(tree)
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "zero_grad"}
         self._code_cache: dict[int, tuple[list[Backward], list[OptimizerStep], list[ast.AST]]] = {}
         self._in_progress: set[int] = set()
@@ -308,7 +309,7 @@ class StepFacts:
         # a loop is a step loop when it runs backward and a step, and no loop it runs (lexically or
         # through calls) does both
         candidates: dict[int, tuple[Loop, list[Backward], list[OptimizerStep], list[ast.AST]]] = {}
-        for loop in ast.walk(self.tree):
+        for loop in all_nodes(self.tree):
             if isinstance(loop, _LOOPS):
                 backwards, steps, inner = self._code_facts(loop)
                 if backwards and steps:
@@ -382,7 +383,7 @@ class StepFacts:
 
     def _call_sites(self) -> dict[int, list[ast.Call]]:
         sites: dict[int, list[ast.Call]] = {}
-        for node in ast.walk(self.tree):
+        for node in all_nodes(self.tree):
             if isinstance(node, ast.Call):
                 target = self.callee(node)
                 if target is not None:

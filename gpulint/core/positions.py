@@ -22,8 +22,6 @@ from typing import Any, Iterable, Optional
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
-from gpulint.core.lines import LineIndex  # noqa: F401 - where the engine imports it from
-
 
 @dataclass(frozen=True)
 class Span:

@@ -60,6 +60,10 @@ DETECT_ANOMALY = frozenset({"torch.autograd.detect_anomaly", "torch.autograd.ano
 AUTOGRAD_PROFILERS = frozenset({"torch.autograd.profiler.profile", "torch.autograd.profiler.emit_nvtx",
                                 "torch.autograd.profile", "torch.autograd.emit_nvtx"})
 PROFILER_ENABLED = ("enabled", 0)  # profile(enabled=True, *, ...), emit_nvtx(enabled=True, record_shapes=False)
+# torch.nn.Module as its subclasses spell it, and the containers a deep stack of blocks is built with (GPU301)
+NN_MODULE = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module", "torch.nn.modules.Module"})
+SEQUENTIAL = "Sequential"
+MODULE_LIST = "ModuleList"
 # contexts and decorators that turn autograd off
 GRAD_OFF = facts.GRAD_OFF  # the one list, kept with the project facts (the layer below)
 SET_GRAD_ENABLED = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled",

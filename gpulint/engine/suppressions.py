@@ -29,7 +29,7 @@ from typing import Iterable, Optional, Sequence
 
 from gpulint.core.edits import Applicability, Fix
 from gpulint.core.findings import Finding, FixEdit, Location
-from gpulint.core.positions import LineIndex
+from gpulint.core.lines import LineIndex
 from gpulint.rules import rule_codes
 from gpulint.rules.gpu000_invalid_file import InvalidFile
 from gpulint.rules.gpu900_unused_suppression import (

@@ -13,16 +13,18 @@ evidence, and every consumer treats a missing fact as "not known", never as a fi
 from __future__ import annotations
 
 import ast
+import hashlib
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Iterator, Optional, Union
 
+from gpulint.project.ast_nodes import all_nodes
 from gpulint.project.codec import decode_fields, encode_fields
 from gpulint.project.graph_data import step_rows
 from gpulint.project.layers import DIMS, OPAQUE, Layer, class_layers, convnet_classes
 from gpulint.project.loader_flow import AT, cuda_devices, move_kinds, moved_results
 
-FACTS_VERSION = 19
+FACTS_VERSION = 20
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -265,6 +267,9 @@ class FileFacts:
     # devices of imported modules the file copies tensors to (`x.to(CFG.device)`), as spelled: CUDA evidence
     # when the module binds them to CUDA (ProjectView.imported_cuda_devices)
     imported_device_targets: tuple[str, ...] = ()
+    # the digest of the text these facts were read from (`text_digest`; "" when read from a tree alone): the
+    # linter takes a view's own facts as they are when it lints that very text, instead of reading them again
+    source: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for the facts cache and worker processes, derived from the fields (project/codec.py)."""
@@ -370,12 +375,12 @@ def _freezes_modules(tree: ast.Module) -> bool:
     any other condition (`if "embed" in name`), of a part (`model.embeddings`), or of a network beside the
     trained one (a teacher, a discriminator, a VAE) does not count: the rest may be large.
     """
-    loop_targets = {n.id for node in ast.walk(tree) if isinstance(node, (ast.For, ast.comprehension))
+    loop_targets = {n.id for node in all_nodes(tree) if isinstance(node, (ast.For, ast.comprehension))
                     for n in ast.walk(node.target) if isinstance(n, ast.Name)}
     maybe_true = _names_given_true(tree)
     shapes: set[str] = set()
     filtered = False
-    for node in ast.walk(tree):
+    for node in all_nodes(tree):
         if isinstance(node, ast.For):
             shape = _freeze_loop(node, maybe_true)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
@@ -467,7 +472,7 @@ def _names_given_true(tree: ast.Module) -> set[str]:
     of them (`def __init__(self, trainable=CFG.trainable)` in a notebook whose CFG says True)."""
     given: set[str] = set()
     defaults: list[tuple[str, ast.expr]] = []
-    for node in ast.walk(tree):
+    for node in all_nodes(tree):
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             if not (isinstance(node.value, ast.Constant) and node.value.value is True):
                 continue
@@ -1791,14 +1796,19 @@ def scan(tree: ast.Module) -> FileFacts:
     return _Scanner(tree).run()
 
 
+def text_digest(text: str) -> str:
+    """What tells two texts apart for their facts (`FileFacts.source`)."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
 def facts_of_text(text: str) -> Optional[FileFacts]:
-    """The facts of a file's text; None when CPython cannot parse it."""
+    """The facts of a file's text, marked with its digest; None when CPython cannot parse it."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     try:
-        return scan(tree)
+        return replace(scan(tree), source=text_digest(text))
     except RecursionError:
         return None
 

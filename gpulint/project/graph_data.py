@@ -19,6 +19,8 @@ from __future__ import annotations
 import ast
 from typing import Iterator, Optional
 
+from gpulint.project.ast_nodes import all_nodes
+
 # Node-level benchmark graphs: name (lower case) -> nodes. Published statistics (PyG's dataset
 # cheatsheet). Only graphs small enough to matter here; a graph not listed is unknown.
 NODE_GRAPHS: dict[str, dict[str, int]] = {
@@ -87,7 +89,7 @@ def _argument(call: ast.Call, at: tuple[int, str]) -> Optional[ast.AST]:
 def _argparse_values(tree: ast.Module) -> dict[str, list[object]]:
     """dest -> the values an argparse flag can take: its choices, else its default."""
     out: dict[str, list[object]] = {}
-    for node in ast.walk(tree):
+    for node in all_nodes(tree):
         if not (isinstance(node, ast.Call) and _last(node.func) == "add_argument" and node.args):
             continue
         flag = node.args[0]
@@ -109,7 +111,7 @@ def _argparse_values(tree: ast.Module) -> dict[str, list[object]]:
 def _assigned(tree: ast.Module) -> dict[str, list[ast.AST]]:
     """name -> every value assigned to it anywhere in the file (each a possibility)."""
     out: dict[str, list[ast.AST]] = {}
-    for node in ast.walk(tree):
+    for node in all_nodes(tree):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 if isinstance(target, ast.Name):
@@ -149,14 +151,14 @@ class _Values:
 
 def _import_names(tree: ast.Module) -> dict[str, str]:
     """local name -> imported name, for `from x import Name as Alias`."""
-    return {alias.asname: alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+    return {alias.asname: alias.name for node in all_nodes(tree) if isinstance(node, ast.ImportFrom)
             for alias in node.names if alias.asname}
 
 
 def _datasets(tree: ast.Module, values: _Values) -> Iterator[tuple[str, Optional[float]]]:
     """("node" | "graph", size) for each benchmark dataset the file builds; size None when unknown."""
     imported = _import_names(tree)
-    for node in ast.walk(tree):
+    for node in all_nodes(tree):
         if not isinstance(node, ast.Call):
             continue
         name = _last(node.func)
@@ -180,7 +182,7 @@ def _datasets(tree: ast.Module, values: _Values) -> Iterator[tuple[str, Optional
 def _batch_sizes(tree: ast.Module, values: _Values) -> Optional[list[int]]:
     """The batch size of every `DataLoader` of the file, or None when one cannot be read."""
     out: list[int] = []
-    for node in ast.walk(tree):
+    for node in all_nodes(tree):
         if isinstance(node, ast.Call) and _last(node.func) in _LOADERS:
             found = values.of(_argument(node, (1, "batch_size")))
             if not found or not all(type(v) is int for v in found):
@@ -191,7 +193,7 @@ def _batch_sizes(tree: ast.Module, values: _Values) -> Optional[list[int]]:
 
 def step_rows(tree: ast.Module) -> Optional[int]:
     """The most rows a training step of this file can feed its model, when benchmark datasets say so."""
-    if any(isinstance(n, ast.Call) and _last(n.func) in _SAMPLERS for n in ast.walk(tree)):
+    if any(isinstance(n, ast.Call) and _last(n.func) in _SAMPLERS for n in all_nodes(tree)):
         return None
     values = _Values(tree)
     found = list(_datasets(tree, values))

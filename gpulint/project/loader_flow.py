@@ -25,6 +25,8 @@ import builtins
 from functools import cached_property
 from typing import Callable, Iterable, Iterator, Optional, Union
 
+from gpulint.project.ast_nodes import all_nodes
+
 # calls that hand the items of an iterable on unchanged: `for i, b in enumerate(tqdm(loader))`
 ITERATION_WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "track", "progress_bar", "ProgressBar", "Bar", "trange"})
 # words of a name that holds a device (`device`, `args.local_rank`, `self.gpu`, `cuda_device`)
@@ -177,7 +179,7 @@ class _Flow:
     def declared(self) -> frozenset[str]:
         """The names a def, class or import statement binds anywhere in the file."""
         found: set[str] = set()
-        for node in ast.walk(self.tree):
+        for node in all_nodes(self.tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 found.add(node.name)
             elif isinstance(node, (ast.Import, ast.ImportFrom)):

@@ -4,28 +4,13 @@ activation checkpointing (preview)."""
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence, Union
+from typing import TYPE_CHECKING, Optional, Sequence, Union
 
-import libcst as cst
-
-from gpulint.analysis.deep_stacks import (
-    MODULE_LIST,
-    SEQUENTIAL,
-    Run,
-    Stack,
-    checkpointed_elsewhere,
-    inference_only_file,
-    mentions_checkpointing,
-    stack_use,
-    stacks_in,
-)
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Premise
-from gpulint.analysis.nn_modules import NN_MODULE, is_module_class, self_name
 from gpulint.core.edits import Applicability
 from gpulint.core.options import Flag, Integer, Option
-from gpulint.core.pending import PendingEdit, PendingFix, Reference, Replace
-from gpulint.core.rewrite import add_keyword
 from gpulint.core.settings import Settings
+from gpulint.core.torch_api import MODULE_LIST, NN_MODULE, SEQUENTIAL
 from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.project.view import ProjectView
 from gpulint.rules.base import Rule, RuleDocs, Target
@@ -33,6 +18,12 @@ from gpulint.rules.gpu302_checkpoint_without_use_reentrant import (
     CHECKPOINT_MODULE,
     use_reentrant_too_new,
 )
+
+if TYPE_CHECKING:  # the only rule still on LibCST: its modules load when it runs, not when the rules are listed
+    import libcst as cst
+
+    from gpulint.analysis.deep_stacks import Run, Stack
+    from gpulint.core.pending import PendingEdit, PendingFix, Reference, Replace
 
 CHECKPOINT_MIN_DEPTH: Option[int] = Option(
     "checkpoint-min-depth", Integer(1), 8, "blocks in a stack before activation checkpointing is suggested")
@@ -191,6 +182,14 @@ class DeepStackWithoutCheckpointing(Rule):
         return super().may_report(project, settings) and bool(project.trained)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        from gpulint.analysis.deep_stacks import (
+            checkpointed_elsewhere,
+            inference_only_file,
+            mentions_checkpointing,
+            stacks_in,
+        )
+        from gpulint.analysis.nn_modules import is_module_class
+
         ctx = self.ctx
         if node.name.value not in ctx.project.trained:
             return  # no file of the project trains it (an inference-only model, a library's zoo)
@@ -202,6 +201,8 @@ class DeepStackWithoutCheckpointing(Rule):
             self._check(node, stack)
 
     def _check(self, cls: cst.ClassDef, stack: Stack) -> None:
+        from gpulint.analysis.deep_stacks import stack_use
+
         settings = self.ctx.settings
         depth = stack.depth
         if depth.known >= settings.value(CHECKPOINT_MIN_DEPTH):
@@ -239,6 +240,11 @@ class DeepStackWithoutCheckpointing(Rule):
         )
 
     def _fix(self, stack: Stack, runs: list[Run]) -> Optional[PendingFix]:
+        import libcst as cst
+
+        from gpulint.analysis.nn_modules import self_name
+        from gpulint.core.pending import PendingFix, Replace
+
         if use_reentrant_too_new(self.ctx):
             return None
         imports = self.ctx.imports
@@ -292,6 +298,8 @@ def _bare(node: cst.BaseExpression) -> cst.BaseExpression:
 def _conditional(call: cst.Call, checkpointed: cst.BaseExpression, condition: cst.BaseExpression,
                  bare_value: bool) -> cst.IfExp:
     """`checkpointed if condition else call`, parenthesised unless it is a whole assigned/returned value."""
+    import libcst as cst
+
     lpar, rpar = call.lpar, call.rpar
     if not lpar and not bare_value:
         lpar, rpar = (cst.LeftParen(),), (cst.RightParen(),)
@@ -299,6 +307,10 @@ def _conditional(call: cst.Call, checkpointed: cst.BaseExpression, condition: cs
 
 
 def _per_block(run: Run, checkpoint: str, condition: cst.BaseExpression) -> cst.IfExp:
+    import libcst as cst
+
+    from gpulint.core.rewrite import add_keyword
+
     call = run.call
     first = cst.Arg(value=_bare(run.callee) if isinstance(run.callee, cst.Name) else run.callee)
     if call.args:
@@ -315,6 +327,10 @@ def _per_block(run: Run, checkpoint: str, condition: cst.BaseExpression) -> cst.
 
 def _whole_stack(module: cst.Module, run: Run, checkpoint: str, segments: str,
                  condition: cst.BaseExpression) -> Replace:
+    import libcst as cst
+
+    from gpulint.core.pending import Replace
+
     call = run.call
     stack_code = module.code_for_node(run.callee)
     input_code = module.code_for_node(call.args[0].value)

@@ -9,6 +9,7 @@ from gpulint.analysis.device import accelerator_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, Evidence, Premise
 from gpulint.analysis.steps import STEP_AST_NEEDLES, Place, StepFacts, step_facts
 from gpulint.core.torch_api import CUDA_SYNCHRONIZE
+from gpulint.project.ast_nodes import all_nodes
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
@@ -422,7 +423,7 @@ def _tests(scope: ast.AST) -> list[ast.expr]:
 def _bound_names(tree: ast.Module) -> set[str]:
     """Names the file binds itself (a user's own `print`/`float` is not the builtin)."""
     bound: set[str] = set()
-    for node in ast.walk(tree):
+    for node in all_nodes(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             bound.add(node.name)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
@@ -437,7 +438,7 @@ def _bound_names(tree: ast.Module) -> set[str]:
 def _model_names(tree: ast.Module) -> set[str]:
     """Names of the modules the file trains: what `.parameters()`, `.train()`, `.eval()` are called on."""
     names: set[str] = set()
-    for node in ast.walk(tree):
+    for node in all_nodes(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr in ("parameters", "named_parameters", "train", "eval") \
                 and not node.args:

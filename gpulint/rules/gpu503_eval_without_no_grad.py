@@ -18,6 +18,7 @@ from gpulint.core.torch_api import (
     SET_GRAD_ENABLED_MODE,
 )
 from gpulint.core.verification import NEUTRAL, Verification
+from gpulint.project.ast_nodes import all_nodes
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
@@ -169,7 +170,7 @@ class _EvalLoops:
 
     def global_grad_off(self) -> bool:
         """`torch.set_grad_enabled(False)` as a statement: grad is off for what follows."""
-        for node in ast.walk(self.tree):
+        for node in all_nodes(self.tree):
             if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and self._grad_off(node.value):
                 return True
         return False
@@ -241,7 +242,7 @@ class _EvalLoops:
 
     def _find_module_names(self) -> set[str]:
         names: set[str] = set()
-        for node in ast.walk(self.tree):
+        for node in all_nodes(self.tree):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                     and node.func.attr in ("eval", "parameters", "named_parameters", "train") and not node.args:
                 name = _last(node.func.value)
@@ -367,7 +368,7 @@ class _EvalLoops:
 
     def _freezes_parameters(self) -> bool:
         """`requires_grad_(False)` or `p.requires_grad = False` somewhere in the file."""
-        for node in ast.walk(self.tree):
+        for node in all_nodes(self.tree):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                     and node.func.attr == "requires_grad_" and node.args \
                     and isinstance(node.args[0], ast.Constant) and node.args[0].value is False:

@@ -6,18 +6,18 @@ from typing import Callable
 
 import pytest
 
-from gpulint.engine import linter
+from gpulint.engine import libcst_pass
 
 
 @pytest.fixture
 def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The texts handed to LibCST during the test."""
     seen: list[str] = []
-    real: Callable = linter.parse
+    real: Callable = libcst_pass.parse
 
     def counting(text: str) -> object:
         seen.append(text)
         return real(text)
 
-    monkeypatch.setattr(linter, "parse", counting)
+    monkeypatch.setattr(libcst_pass, "parse", counting)
     return seen

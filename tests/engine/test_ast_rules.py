@@ -18,7 +18,7 @@ from gpulint.core.edits import Applicability
 from gpulint.core.pending import PendingFix, Replace
 from gpulint.core.rewrite import add_keyword
 from gpulint.core.settings import Settings
-from gpulint.engine import linter
+from gpulint.engine import libcst_pass, linter
 from gpulint.engine.linter import fix_text, lint_text
 from gpulint.notebook.lint import lint_notebook
 from gpulint.notebook.model import load_notebook
@@ -274,13 +274,13 @@ def test_a_text_check_of_ported_rules_never_parses_libcst(monkeypatch: pytest.Mo
     rules = [NonFusedOptimizer, DataLoaderNumWorkers]
     settings = Settings(select=("GPU201", "GPU102"))
     parsed: list[str] = []
-    real_parse = linter.parse
+    real_parse = libcst_pass.parse
 
     def counted(source: str) -> cst.Module:
         parsed.append(source)
         return real_parse(source)
 
-    monkeypatch.setattr(linter, "parse", counted)
+    monkeypatch.setattr(libcst_pass, "parse", counted)
     predicted = lint_text(Path("train.py"), text, settings, rules=rules, edits=False).findings
     assert [f.code for f in predicted] == ["GPU201", "GPU102"] and parsed == []
     built = lint_text(Path("train.py"), text, settings, rules=rules, edits=True).findings

@@ -142,3 +142,72 @@ def test_depth_walk_agrees_with_the_reference_on_every_fixture() -> None:
 def test_depth_walk_agrees_with_the_reference(code: str) -> None:
     tree = ast.parse(code)
     assert nesting_depth(tree) == reference_depth(tree)
+
+
+# -- one walk per tree, one scan per text -------------------------------------------------------
+
+def test_the_listed_nodes_are_ast_walks_in_its_order() -> None:
+    """Analyses filter `all_nodes(tree)` where they walked the tree: the same nodes, the same order."""
+    from gpulint.project.ast_nodes import all_nodes
+
+    checked = 0
+    for path in sorted((ROOT / "fixtures").rglob("*.py")):
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except SyntaxError:
+            continue
+        listed = all_nodes(tree)
+        assert [id(n) for n in listed] == [id(n) for n in ast.walk(tree)], path
+        assert all_nodes(tree) is listed  # kept on the tree: the second caller walks nothing
+        checked += 1
+    assert checked > 100
+
+
+def test_the_project_pass_facts_of_the_very_text_are_not_read_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpulint.engine import linter
+    from gpulint.project.facts import facts_of_text
+
+    for path in sorted((ROOT / "fixtures" / "rules" / "GPU001").glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        own = facts_of_text(text)
+        assert own is not None and own.source
+        expected = lint_text(path, text, ALL, project=ProjectView.alone(own)).findings
+        if expected:
+            break
+    assert expected  # a finding to lose
+    scans: list[object] = []
+    real_scan = linter.scan
+
+    def counted(tree: ast.Module) -> FileFacts:
+        scans.append(tree)
+        return real_scan(tree)
+
+    monkeypatch.setattr(linter, "scan", counted)
+    assert lint_text(path, text, ALL, project=ProjectView.alone(own)).findings == expected
+    assert scans == []  # the view's facts came from this text
+    changed = text + "\n# edited after the project pass\n"
+    lint_text(path, changed, ALL, project=ProjectView.alone(own))
+    assert len(scans) == 1  # another text (a fix round, an editor's buffer): its facts are read again
+
+
+def test_a_check_no_file_of_which_needs_libcst_never_loads_it(tmp_path: Path) -> None:
+    """LibCST costs about 0.2 s to import: `check` loads it only for a rule still on it or to build edits."""
+    import subprocess
+    import sys
+
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom torch.utils.data import DataLoader\n"
+        "model = torch.nn.Linear(512, 512).cuda()\n"
+        "opt = torch.optim.AdamW(model.parameters(), lr=1e-3)\n"
+        "loader = DataLoader(list(range(10)), batch_size=2)\n", encoding="utf-8")
+    probe = ("import sys, runpy\n"
+             "sys.argv = ['gpulint', 'check', '--no-cache', '--isolated', '--exit-zero', '-j1', sys.argv[1]]\n"
+             "try:\n    runpy.run_module('gpulint', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+             "print('LIBCST', 'libcst' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "train.py")], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120)
+    assert "GPU201" in out.stdout, out.stdout + out.stderr  # the rules ran and reported
+    assert "LIBCST False" in out.stdout, out.stdout + out.stderr
+    shown = subprocess.run([sys.executable, "-c", probe.replace("'--exit-zero',", "'--exit-zero', '--diff',"),
+                            str(tmp_path / "train.py")], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert "LIBCST True" in shown.stdout, shown.stdout + shown.stderr  # a diff builds the fix's edits on LibCST

@@ -12,7 +12,7 @@ from gpulint.core.edits import apply_edits
 from gpulint.core.names import NameTable
 from gpulint.core.pending import ImportPlanner
 from gpulint.core.settings import Settings
-from gpulint.engine.linter import _Placer
+from gpulint.engine.libcst_pass import _Placer
 
 
 def plan(source: str, module: str, name: str, prefer_from: bool = False) -> tuple[str, str]:

@@ -9,7 +9,7 @@ from hypothesis import given
 
 from gpulint.analysis.device import GPU_EVIDENCE_TEXT
 from gpulint.core.settings import Settings
-from gpulint.engine import linter
+from gpulint.engine import libcst_pass
 from gpulint.engine.linter import lint_text
 from gpulint.project.facts import facts_of_text
 from tests.engine.test_properties import ALL, ci, training_programs
@@ -29,7 +29,7 @@ def test_gpu_only_rules_do_not_parse_files_without_gpu_evidence(monkeypatch: pyt
     def no_parse(text: str):  # noqa: ANN202
         raise AssertionError("parsed a file no rule can match")
 
-    monkeypatch.setattr(linter, "parse", no_parse)
+    monkeypatch.setattr(libcst_pass, "parse", no_parse)
     assert lint_text(PATH, STEP, Settings(select=("GPU001",))).findings == []
 
 

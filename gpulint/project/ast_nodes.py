@@ -1,0 +1,38 @@
+"""Every node of a CPython `ast` tree, listed once per tree.
+
+Many analyses filter a whole file by node type (argparse flags, assignments, loaders, loops). Each
+`ast.walk` over the file costs far more than the filtering itself (generators per node, fields looked
+up by name), so the walk is done once and its list kept on the tree's root.
+"""
+
+from __future__ import annotations
+
+import ast
+
+_KEY = "_gpulint_nodes"
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def all_nodes(tree: ast.AST) -> list[ast.AST]:
+    """The nodes `ast.walk(tree)` yields, in its order (breadth first); the tree must not change after."""
+    cached = tree.__dict__.get(_KEY)
+    if cached is not None:
+        return cached
+    out: list[ast.AST] = [tree]
+    append, extend, AST, fields_of = out.append, out.extend, ast.AST, _FIELDS
+    index = 0
+    while index < len(out):
+        node = out[index]
+        index += 1
+        kind = type(node)
+        fields = fields_of.get(kind)
+        if fields is None:
+            fields = fields_of[kind] = tuple(kind._fields)
+        for name in fields:
+            value = getattr(node, name, None)
+            if isinstance(value, AST):
+                append(value)
+            elif type(value) is list:
+                extend([item for item in value if isinstance(item, AST)])
+    setattr(tree, _KEY, out)
+    return out
