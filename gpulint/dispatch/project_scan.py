@@ -13,7 +13,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 from gpulint.core.source import SourceError, decode_source, read_bytes
 from gpulint.engine.cache import PROJECT_FACTS_DIR, ResultCache
@@ -196,6 +196,7 @@ def _partial_project(root: Path, paths: Sequence[Path], members: Sequence[Path],
     those of the whole project: tests/analysis/test_partial_project.py compares them file by file."""
     by_name = {name: path for path in paths if (name := relative_to(root, path)) is not None}
     missing: set[str] = set()  # files without facts (unreadable, not Python): not modules, as in a full scan
+    index = _ImportIndex()
     while True:
         existing = [name for name in by_name if name not in missing]
         resolver = Project(root, {}, existing)
@@ -208,7 +209,7 @@ def _partial_project(root: Path, paths: Sequence[Path], members: Sequence[Path],
 
         before = len(missing)
         starts = [n for m in members if (n := relative_to(root, m)) in by_name]
-        needed, texts = _reach(resolver, by_name, starts, facts, known)
+        needed, texts = _reach(resolver, by_name, starts, facts, known, index)
         if len(missing) == before:
             break  # no import resolved to a file without facts: the reach is exact
     # a script is a file no import of the project may reach, even one the resolver cannot follow: whether
@@ -219,7 +220,7 @@ def _partial_project(root: Path, paths: Sequence[Path], members: Sequence[Path],
     spelled: set[str] = set()
     pattern = _Words(stems)
     for name, raw in texts.items() if stems else ():
-        found = facts(by_name[name]) if _spells_import_of(raw, pattern) else None
+        found = facts(by_name[name]) if index.spells(name, raw, pattern) else None
         if found is not None:
             spelled |= stems & {w for ref in found.imports for w in (*ref.module.split("."), ref.name or "")}
     if "setup.py" in by_name and known("setup.py"):
@@ -228,7 +229,7 @@ def _partial_project(root: Path, paths: Sequence[Path], members: Sequence[Path],
 
 
 def _reach(resolver: Project, by_name: dict[str, Path], starts: list[str], facts: FactsCache,
-           known: Callable[[str], bool]) -> tuple[set[str], dict[str, bytes]]:
+           known: Callable[[str], bool], index: "_ImportIndex") -> tuple[set[str], dict[str, bytes]]:
     """The names of the files the views of `starts` read (see `_partial_project`), and the bytes of every
     file of the project that holds the word `import`."""
 
@@ -262,7 +263,7 @@ def _reach(resolver: Project, by_name: dict[str, Path], starts: list[str], facts
             if is_notebook(name):  # cells are JSON strings: no line starts with the import
                 if not any(w.encode() in raw for w in words) and not packages:
                     continue
-            elif not (packages and b"from ." in raw) and not _spells_import_of(raw, spelled):
+            elif not (packages and b"from ." in raw) and not index.spells(name, raw, spelled):
                 continue
             if name not in written:
                 written[name] = _written_imports(raw, is_notebook(name))
@@ -316,6 +317,10 @@ class _Words:
         alternatives = rb"\b(?:" + b"|".join(re.escape(w.encode()) for w in sorted(words)) + rb")\b"
         self.anywhere = re.compile(alternatives)
         self.on_import_line = re.compile(_LINE + alternatives)
+        encoded = {w.encode() for w in words}
+        # words the index answers for exactly: what `\w+` in a bytes pattern reads as one token
+        self.tokens: Optional[frozenset[bytes]] = frozenset(encoded) \
+            if all(_TOKEN.fullmatch(w) for w in encoded) else None
 
 
 def _spells_import_of(raw: bytes, words: _Words) -> bool:
@@ -326,6 +331,15 @@ def _spells_import_of(raw: bytes, words: _Words) -> bool:
     text = b"\n" + raw + b"\n"
     if words.on_import_line.search(text) is not None:
         return True
+    for start, end in _open_regions(text):
+        if words.anywhere.search(text, start, end) is not None:
+            return True
+    return False
+
+
+def _open_regions(text: bytes) -> Iterator[tuple[int, int]]:
+    """Where the lines after an import's open first line are read: from its last `(` or its backslash
+    on, through the _CONTINUATION_LINES lines that follow."""
     for match in _OPEN_IMPORT.finditer(text):
         end = match.end()
         for _ in range(_CONTINUATION_LINES):
@@ -333,9 +347,37 @@ def _spells_import_of(raw: bytes, words: _Words) -> bool:
             if end < 0:
                 end = len(text)
                 break
-        if words.anywhere.search(text, match.end(), end) is not None:
-            return True
-    return False
+        yield match.end(), end
+
+
+_TOKEN = re.compile(rb"\w+")
+_IMPORT_LINE = re.compile(rb"\n[ \t]*(?:from|import)\b([^\n]*)")
+
+
+def import_words(raw: bytes) -> frozenset[bytes]:
+    """Every word an import statement of the file may spell (`_spells_import_of`'s places, read once): a
+    project's files are tested against the words of each round of callers, and one pass per file serves
+    them all."""
+    text = b"\n" + raw + b"\n"
+    found = {word for match in _IMPORT_LINE.finditer(text) for word in _TOKEN.findall(match.group(1))}
+    for start, end in _open_regions(text):
+        found.update(_TOKEN.findall(text, start, end))
+    return frozenset(found)
+
+
+class _ImportIndex:
+    """`_spells_import_of` for many files and many rounds: each file's words listed on first use."""
+
+    def __init__(self) -> None:
+        self.words: dict[str, frozenset[bytes]] = {}
+
+    def spells(self, name: str, raw: bytes, words: _Words) -> bool:
+        if words.tokens is None:  # a word the token index cannot answer for: the regular expressions
+            return _spells_import_of(raw, words)
+        found = self.words.get(name)
+        if found is None:
+            found = self.words[name] = import_words(raw)
+        return not words.tokens.isdisjoint(found)
 
 
 def _may_reach(ref: ImportRef, words: set[str], packages: bool) -> bool:

@@ -186,7 +186,7 @@ def test_a_view_does_not_depend_on_the_views_asked_before_it(tree: Path) -> None
     assert sorted(first[run].imported_classes) == ["pkg.Images", "pkg.data.images.Images"]
 
 
-@pytest.mark.parametrize("text, spelled", [
+_SPELLED_CASES = [
     ("import model\n", True),
     ("from . import model as m", True),  # no newline at the end
     ("x = 1\n    from .model import Net\n", True),  # indented, in a function
@@ -197,7 +197,10 @@ def test_a_view_does_not_depend_on_the_views_asked_before_it(tree: Path) -> None
     ("model = 1\n", False),
     ("import models\n", False),
     ("from a import b\nmodel = 1\n", False),
-])
+]
+
+
+@pytest.mark.parametrize("text, spelled", _SPELLED_CASES)
 def test_the_text_test_for_an_import_keeps_every_statement_that_spells_the_word(text: str, spelled: bool) -> None:
     """A superset of the import statements that spell the word: whatever it keeps is then resolved."""
     assert project_scan._spells_import_of(text.encode(), project_scan._Words({"model"})) is spelled
@@ -231,3 +234,20 @@ def test_a_model_sees_the_values_its_callers_and_their_imports_give_a_fused_atte
     assert view.option_values("use_flash_attn") == {"on"}  # flash/presets.py, which the caller imports
     assert view.class_calls("Attn") == 1 and view.class_calls("Cfg") == 0  # by keyword only
     assert view.option_defaults("use_flash_attn") == {"Cfg": frozenset({False})}  # flash/config.py, an import
+
+
+@pytest.mark.parametrize("words", [{"model"}, {"data", "train"}, {"nn"}, {"torch", "utils"}, {"F"}])
+def test_the_import_word_index_answers_as_the_text_test_does(words: set[str]) -> None:
+    """One pass per file (the index) serves every round of callers: it must keep exactly what the
+    regular expressions keep, on the texts above and on every fixture and shipped source file."""
+    root = Path(__file__).resolve().parents[2]
+    texts = [t.encode() for t, _ in _SPELLED_CASES] + [
+        p.read_bytes() for folder in ("fixtures", "gpulint") for p in sorted((root / folder).rglob("*.py"))]
+    pattern = project_scan._Words(words)
+    index = project_scan._ImportIndex()
+    kept = 0
+    for number, raw in enumerate(texts):
+        expected = project_scan._spells_import_of(raw, pattern)
+        assert index.spells(str(number), raw, pattern) is expected, raw[:200]
+        kept += expected
+    assert kept and kept < len(texts)  # both answers were exercised
