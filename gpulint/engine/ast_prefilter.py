@@ -29,7 +29,7 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, Sequence, TypeVar
 
-from gpulint.project.facts import fast_walk
+from gpulint.project.ast_nodes import fast_walk
 
 if TYPE_CHECKING:
     from gpulint.rules.base import Rule

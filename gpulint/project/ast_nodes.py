@@ -1,4 +1,4 @@
-"""Every node of a CPython `ast` tree, listed once per tree.
+"""Walking CPython `ast` trees: every node of a tree listed once per tree, and a fast unordered walk.
 
 Many analyses filter a whole file by node type (argparse flags, assignments, loaders, loops). Each
 `ast.walk` over the file costs far more than the filtering itself (generators per node, fields looked
@@ -8,6 +8,7 @@ up by name), so the walk is done once and its list kept on the tree's root.
 from __future__ import annotations
 
 import ast
+from typing import Iterator
 
 _KEY = "_gpulint_nodes"
 _FIELDS: dict[type, tuple[str, ...]] = {}
@@ -36,3 +37,28 @@ def all_nodes(tree: ast.AST) -> list[ast.AST]:
                 extend([item for item in value if isinstance(item, AST)])
     setattr(tree, _KEY, out)
     return out
+
+
+_SKIPPED_FIELDS = frozenset({"ctx", "type_comment"})
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def fast_walk(root: ast.AST) -> Iterator[ast.AST]:
+    """Every node under `root` (itself included) but expression contexts, in no particular order; several
+    times cheaper than ast.walk, for a subtree walked once."""
+    stack = [root]
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    AST, fields_of = ast.AST, _CHILD_FIELDS
+    while stack:
+        node = pop()
+        yield node
+        kind = type(node)
+        fields = fields_of.get(kind)
+        if fields is None:
+            fields = fields_of[kind] = tuple(f for f in kind._fields if f not in _SKIPPED_FIELDS)
+        for name in fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                extend([v for v in value if isinstance(v, AST)])
+            elif isinstance(value, AST):
+                push(value)

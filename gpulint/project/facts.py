@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Iterator, Optional, Union
 
-from gpulint.project.ast_nodes import all_nodes
+from gpulint.project.ast_nodes import all_nodes, fast_walk
 from gpulint.project.codec import decode_fields, encode_fields
 from gpulint.project.graph_data import step_rows
 from gpulint.project.layers import DIMS, OPAQUE, Layer, class_layers, convnet_classes
@@ -616,30 +616,6 @@ _SPARSE_CALLS = frozenset({
 _CPP_EXTENSION = "torch.utils.cpp_extension"
 _JIT_BUILDERS = frozenset({f"{_CPP_EXTENSION}.load", f"{_CPP_EXTENSION}.load_inline"})
 _EXTENSION_CLASSES = frozenset({f"{_CPP_EXTENSION}.CUDAExtension", f"{_CPP_EXTENSION}.CppExtension"})
-_SKIPPED_FIELDS = frozenset({"ctx", "type_comment"})
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def fast_walk(root: ast.AST) -> Iterator[ast.AST]:
-    """Every node under `root` (itself included), in no particular order; several times cheaper than ast.walk."""
-    stack = [root]
-    pop, push, extend = stack.pop, stack.append, stack.extend
-    AST, fields_of = ast.AST, _CHILD_FIELDS
-    while stack:
-        node = pop()
-        yield node
-        kind = type(node)
-        fields = fields_of.get(kind)
-        if fields is None:
-            fields = fields_of[kind] = tuple(f for f in kind._fields if f not in _SKIPPED_FIELDS)
-        for name in fields:
-            value = getattr(node, name, None)
-            if type(value) is list:
-                extend([v for v in value if isinstance(v, AST)])
-            elif isinstance(value, AST):
-                push(value)
-
-
 def _maps_rows(fn: ast.AST) -> bool:
     """The function returns something and calls `.map(...)` on a dataset, with no per-item transform."""
     methods = {n.func.attr for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
