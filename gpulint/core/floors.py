@@ -162,7 +162,8 @@ def too_new(floor: Optional[Version], codes: Iterable[str]) -> Optional[TooNew]:
 @dataclass(frozen=True)
 class AboveCeiling:
     """The first symbol a fix would write that no torch the code can run on has: the code imports a module
-    a torch release removed (`torch._six`, gone in 2.0), and the symbol arrived in that release or later."""
+    a torch release, or the torchtext released with it, removed (`torch._six`, gone in 2.0; `torchtext.legacy`,
+    gone with 1.11), and the symbol arrived in that release or later."""
 
     symbol: Symbol
     ceiling: Version
@@ -170,7 +171,8 @@ class AboveCeiling:
     def reason(self) -> str:
         """`torch.amp.GradScaler needs torch 2.3; the code runs only on torch older than 2.0 (...)`."""
         return f"{self.symbol.code} needs torch {version_text(self.symbol.since)}; the code runs only on torch " \
-               f"older than {version_text(self.ceiling)} (it imports a module that release removed)"
+               f"older than {version_text(self.ceiling)} (it imports a module that release, or the torchtext " \
+               f"released with it, removed)"
 
 
 def above_ceiling(ceiling: Optional[Version], codes: Iterable[str]) -> Optional[AboveCeiling]:

@@ -24,7 +24,7 @@ from gpulint.project.graph_data import step_rows
 from gpulint.project.layers import DIMS, OPAQUE, Layer, class_layers, convnet_classes
 from gpulint.project.loader_flow import AT, cuda_devices, move_kinds, moved_results
 
-FACTS_VERSION = 20
+FACTS_VERSION = 21
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -68,11 +68,30 @@ FSDP_MIXED_PRECISION = frozenset({
     "torch.distributed.fsdp.MixedPrecisionPolicy", "torch.distributed._composable.fsdp.MixedPrecisionPolicy",
     "torch.distributed.fsdp._fully_shard.MixedPrecisionPolicy",
 })
-# modules torch removed, and the first release without them: a project that imports one unconditionally
-# runs only on an older torch, so advice about what a newer torch does or warns about cannot pay off there
-# (torch._six: removed in 2.0, pytorch#94709; from the release, not read from a wheel)
+# modules (or names imported from a module) that torch, or the companion library released with it, removed, and
+# the first torch release without them: a project that imports one unconditionally runs only on an older torch,
+# so advice about what a newer torch does or warns about cannot pay off there. A key also covers what lies under
+# it (`torchtext.legacy` covers `torchtext.legacy.data.Field`). From the releases, not read from wheels:
+# - torch._six: removed in torch 2.0 (pytorch#94709).
+# - torchtext.legacy: torchtext 0.9 to 0.11 only; 0.12, released with torch 1.11 (each torchtext pins its torch:
+#   0.11 with 1.10, 0.12 with 1.11), removed it (pytorch/text#1437).
+# - torchtext's first data API: torchtext 0.9, released with torch 1.8, moved these names of torchtext.data and
+#   torchtext.datasets (and their modules) to torchtext.legacy. torchtext.data itself stays, with other contents
+#   (get_tokenizer, bleu_score, utils, metrics, functional): only these names count. None came back; Multi30k,
+#   IMDB, UDPOS, WikiText2 and the other datasets kept their names under the new API and are no ceiling.
+_TORCHTEXT_0_9 = (1, 8)
 REMOVED_MODULES: dict[str, tuple[int, int]] = {
     "torch._six": (2, 0),
+    "torchtext.legacy": (1, 11),
+    **{f"torchtext.data.{name}": _TORCHTEXT_0_9 for name in (
+        "Batch", "Dataset", "TabularDataset", "Example", "RawField", "Field", "ReversibleField", "SubwordField",
+        "NestedField", "LabelField", "BucketIterator", "Iterator", "BPTTIterator", "Pipeline", "pool",
+        "batch", "dataset", "example", "field", "iterator", "pipeline")},  # the last six: modules (`batch` too)
+    **{f"torchtext.datasets.{name}": _TORCHTEXT_0_9 for name in (
+        "TranslationDataset", "LanguageModelingDataset", "SequenceTaggingDataset", "TextClassificationDataset",
+        "SNLI", "MultiNLI", "XNLI", "SST", "IWSLT", "WMT14", "TREC", "BABI20",
+        "babi", "language_modeling", "nli", "sequence_tagging", "sst", "text_classification", "translation",
+        "trec", "unsupervised_learning")},  # the last nine: the modules
 }
 HALF_DTYPES = frozenset({"torch.float16", "torch.half", "torch.bfloat16"})
 OPTIMIZER_CLASSES = frozenset({
@@ -227,8 +246,9 @@ class FileFacts:
     # no decorator, no name string), in a file without dynamic dispatch (`fire.Fire()`, `globals()`):
     # dead code unless another file imports this one (project/view.py decides that)
     unreached: tuple[str, ...] = ()
-    # the first torch the file cannot run on: it imports, unconditionally at module level, a module torch
-    # removed in that release (`from torch._six import inf`: removed in 2.0); None when nothing says so
+    # the first torch the file cannot run on: it imports, unconditionally at module level, a module torch (or the
+    # torchtext released with it) removed in that release (`from torch._six import inf`: removed in 2.0;
+    # `torchtext.legacy`: gone with torch 1.11); None when nothing says so
     torch_ceiling: Optional[tuple[int, int]] = None
     # evidence that the file's code runs only on torch 0.4 or older: it indexes a 0-dim loss (`loss.data[0]`),
     # an IndexError since torch 1.0 (`legacy_torch`); "" when nothing says so. Per file: its importers are not
@@ -1224,7 +1244,8 @@ def _has_main_guard(tree: ast.Module) -> bool:
 
 def torch_ceiling(tree: ast.Module) -> Optional[tuple[int, int]]:
     """The first torch release this module cannot be imported on: a module-level import, outside any
-    `try` or `if`, of a module that release removed (REMOVED_MODULES)."""
+    `try` or `if`, of a module or name that release (or the torchtext released with it) removed, or of one
+    under it (REMOVED_MODULES). In a notebook, a cell's top-level import is one of the module's."""
     found: list[tuple[int, int]] = []
     for statement in tree.body:
         if isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
@@ -1233,8 +1254,15 @@ def torch_ceiling(tree: ast.Module) -> Optional[tuple[int, int]]:
             modules = [a.name for a in statement.names]
         else:
             continue
-        found += [REMOVED_MODULES[m] for m in modules if m in REMOVED_MODULES]
+        found += [c for c in map(_removed, modules) if c is not None]
     return min(found) if found else None
+
+
+def _removed(module: str) -> Optional[tuple[int, int]]:
+    """REMOVED_MODULES' ceiling for a dotted name or for the nearest package above it that has one."""
+    parts = module.split(".")
+    return next((REMOVED_MODULES[m] for m in (".".join(parts[:n]) for n in range(len(parts), 0, -1))
+                 if m in REMOVED_MODULES), None)
 
 
 # functions of torch.nn.functional that return a loss: 0-dim unless told `reduction="none"`

@@ -67,7 +67,9 @@ ENOUGH_WORK = Premise(
     "Unknown rows or width are not small ones.")
 AUTOCAST_EXISTS = Premise(
     "autocast-exists",
-    "every torch the project supports has `torch.autocast` (1.10): refuted when the floor it declares is older.")
+    "every torch the project supports has `torch.autocast` (1.10): refuted when the floor it declares is older, "
+    "or when its code runs only on an older torch (it, or a module it imports, unconditionally imports a module "
+    "gone by 1.10, such as torchtext's `Field`/`BucketIterator`, gone with torch 1.8).")
 GPU_BOUND = Premise(
     "gpu-bound",
     "the loop waits on the GPU: refuted in reinforcement-learning loops (the file imports an environment "
@@ -228,7 +230,9 @@ class MissingAutocast(Rule):
         covers = REFUTED if project.own.sparse or project.sparse_importees else (
             UNDECIDED if project.own.native_kernels or project.native_importees else SHOWN)
         floor = ctx.settings.torch_version
-        autocast_exists = REFUTED if floor is not None and floor < AUTOCAST_SINCE else SHOWN
+        ceiling = project.torch_ceiling  # the first torch the code cannot run on
+        autocast_exists = REFUTED if (floor is not None and floor < AUTOCAST_SINCE) \
+            or (ceiling is not None and ceiling <= AUTOCAST_SINCE) else SHOWN
         on_gpu = cuda_evidence(project)
         # on an XPU alone, the fix's device type decides (LibCST, only once every other premise allows)
         xpu = on_gpu is REFUTED and "xpu" in project.devices and not project.gpu

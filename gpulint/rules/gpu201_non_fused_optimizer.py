@@ -62,7 +62,10 @@ FUSED_EXISTS = Premise(
     "its requirements, pyproject, setup.py, setup.cfg, environment.yml) is at least the version that "
     "added it (Adam 1.13, AdamW 2.0, SGD 2.3, Adagrad 2.12; and 2.4 for the CPU kernels, unless the script "
     "shows CUDA and never names the CPU as a device), or it declares none (a stale pin, one its own imports "
-    "contradict, declares none). A project pinned to an older torch would get a TypeError.")
+    "contradict, declares none). A project pinned to an older torch would get a TypeError. Refuted too when "
+    "the code runs only on a torch older than that (it, or a module it imports, unconditionally imports a "
+    "module gone by then: `torch._six`, gone in 2.0; `torchtext.legacy`, gone with 1.11; torchtext's "
+    "`Field`/`BucketIterator`, gone with 1.8).")
 STEP_MATTERS = Premise(
     "step-matters",
     "the optimizer step is part of a loop that waits on the device: refuted in reinforcement-learning code (the "
@@ -339,7 +342,8 @@ class NonFusedOptimizer(Rule):
 
     def _too_new(self, ctx: AstContext, optimizers: list[str]) -> Optional[Union[floors.TooNew, floors.AboveCeiling]]:
         """The fused kernels need a torch the project supports (on CUDA, and on CPU from 2.4), and one the code
-        can run on (it imports no module that torch removed before the kernels arrived, like `torch._six`)."""
+        can run on (it imports no module that torch, or the torchtext released with it, removed before the kernels
+        arrived, like `torch._six` or `torchtext.legacy`)."""
         symbols = [floors.fused(o) for o in optimizers]
         if not _cuda_only(ctx):  # parameters that may sit on the CPU need its fused kernels too
             symbols += [floors.FUSED_CPU for o in optimizers if o != "Adagrad"]

@@ -51,7 +51,9 @@ DEFAULT_PRECISION = Premise(
     "nothing sets or reads the float32 matmul precision (`torch.set_float32_matmul_precision`, "
     "`torch.backends.cuda.matmul.allow_tf32`, the `fp32_precision` settings of torch 2.9) in the file, its "
     "callers, or any module they import: torch's default since 1.12, \"highest\", keeps TF32 off for "
-    "matmuls. Undecided when the project supports an older torch, whose default was TF32 on.")
+    "matmuls. Undecided when the project supports an older torch, whose default was TF32 on; refuted when its "
+    "code runs only on such a torch (it, or a module it imports, unconditionally imports a module gone by 1.12: "
+    "`torchtext.legacy`, gone with torch 1.11, or torchtext's `Field`/`BucketIterator`, gone with 1.8).")
 
 
 class Fp32MatmulWithoutTf32(Rule):
@@ -149,8 +151,12 @@ class Fp32MatmulWithoutTf32(Rule):
 
     def _default_precision(self, ctx: AstContext) -> Evidence:
         """TF32 is off unless the code says otherwise, on every torch the project supports: before 1.12,
-        `allow_tf32` defaulted to True, so with an older floor the claim does not hold for every user."""
+        `allow_tf32` defaulted to True, so with an older floor the claim does not hold for every user, and
+        for code that runs only on an older torch (its torch ceiling) it holds for none."""
         if SETTING_MATMUL_PRECISION in ctx.project.settings:
+            return REFUTED
+        ceiling = ctx.project.torch_ceiling
+        if ceiling is not None and ceiling <= floors.since(floors.MATMUL_PRECISION):
             return REFUTED
         floor = ctx.settings.torch_version
         return UNDECIDED if floor is not None and floor < floors.since(floors.MATMUL_PRECISION) else SHOWN

@@ -816,6 +816,46 @@ def test_a_module_that_imports_a_removed_torch_module_caps_the_torch_it_runs_on(
     assert findings(tmp_path, "--select", "GPU003") == [("other.py", 3, "GPU003")]
 
 
+@pytest.mark.parametrize(("source", "ceiling"), [
+    ("from torch._six import inf\n", (2, 0)),
+    # torchtext.legacy: torchtext 0.9 to 0.11 only; 0.12 (released with torch 1.11) removed it
+    ("from torchtext.legacy.data import Field, BucketIterator\n", (1, 11)),
+    ("from torchtext.legacy import data\n", (1, 11)),
+    ("from torchtext import legacy\n", (1, 11)),
+    ("import torchtext.legacy.datasets as datasets\n", (1, 11)),
+    # torchtext's first data API: torchtext 0.9 (torch 1.8) moved these names to torchtext.legacy
+    ("from torchtext.data import Field, BucketIterator\n", (1, 8)),
+    ("from torchtext.data.field import Field\n", (1, 8)),
+    ("from torchtext.datasets import TranslationDataset\n", (1, 8)),
+    ("from torchtext.data import Field\nfrom torchtext.legacy import data\n", (1, 8)),  # the lowest one
+    # what torchtext still has: torchtext.data itself, its utilities, the new datasets
+    ("import torchtext.data\nfrom torchtext import data\n", None),
+    ("from torchtext.data import get_tokenizer\nfrom torchtext.data.utils import get_tokenizer\n", None),
+    ("from torchtext.data.metrics import bleu_score\n", None),
+    ("from torchtext.datasets import Multi30k, IMDB, SST2\n", None),
+    ("from torchtext.data import Fields\n", None),
+    # not unconditional: a fallback, a branch, a function
+    ("try:\n    from torchtext.legacy.data import Field\nexcept ImportError:\n    from torchtext.data import Field\n",
+     None),
+    ("if OLD:\n    from torchtext.data import Field\n", None),
+    ("def load():\n    from torchtext.legacy.data import Field\n", None),
+])
+def test_the_torch_ceiling_of_an_import(source: str, ceiling: Optional[tuple[int, int]]) -> None:
+    facts = facts_of_text(source)
+    assert facts is not None and facts.torch_ceiling == ceiling
+
+
+def test_a_module_that_imports_torchtext_legacy_caps_the_torch_of_its_importers(tmp_path: Path) -> None:
+    """A data module built on torchtext.legacy runs only on torch 1.8 to 1.10, and so does the script that
+    imports it: no fused Adam (1.13) there."""
+    train = ("import torch\nimport data\n\nmodel = torch.nn.Linear(512, 512).cuda()\n"
+             "optimizer = torch.optim.Adam(model.parameters())\nfor x in loader:\n"
+             "    model(x.cuda()).sum().backward()\n    optimizer.step()\n")
+    write(tmp_path, {"data.py": "from torchtext.legacy.data import Field\n\nSRC = Field()\n",
+                     "train.py": train, "other.py": train.replace("import data\n", "")})
+    assert findings(tmp_path, "--select", "GPU201") == [("other.py", 4, "GPU201")]
+
+
 def test_a_model_file_only_a_sampling_script_uses_is_not_trained(tmp_path: Path) -> None:
     """GPU302: the checkpointed model of a release that only samples runs under no_grad; no backward reaches it.
     Once a training script imports it too, the reentrant trap can drop gradients again."""

@@ -25,6 +25,17 @@ def test_too_new_names_the_newest_symbol() -> None:
     assert found.reason() == "torch.amp.GradScaler needs torch 2.3 (torch-version is 2.0)"
 
 
+
+def test_above_ceiling_names_the_symbol_no_runnable_torch_has() -> None:
+    """A ceiling is the first torch the code cannot run on: a symbol of that release or later is out of reach."""
+    assert floors.above_ceiling(None, [floors.GRAD_SCALER]) is None
+    assert floors.above_ceiling((1, 11), [floors.AUTOCAST]) is None  # torch.autocast (1.10) on torch 1.10
+    found = floors.above_ceiling((1, 11), [floors.AUTOCAST, floors.GRAD_SCALER])
+    assert found is not None and found.symbol.code == floors.GRAD_SCALER
+    assert found.reason() == ("torch.amp.GradScaler needs torch 2.3; the code runs only on torch older than 1.11 "
+                              "(it imports a module that release, or the torchtext released with it, removed)")
+    assert floors.above_ceiling((1, 12), [floors.MATMUL_PRECISION]) is not None
+
 STEP = """
     import torch
     device = torch.device("cuda")
