@@ -69,7 +69,8 @@ AUTOCAST_EXISTS = Premise(
     "autocast-exists",
     "every torch the project supports has `torch.autocast` (1.10): refuted when the floor it declares is older, "
     "or when its code runs only on an older torch (it, or a module it imports, unconditionally imports a module "
-    "gone by 1.10, such as torchtext's `Field`/`BucketIterator`, gone with torch 1.8).")
+    "gone by 1.10, such as torchtext's `Field`/`BucketIterator`, gone with torch 1.8); undecided when it runs "
+    "only on torch 1.10 or older (`torchtext.legacy`, gone with 1.11) and declares no floor of 1.10.")
 GPU_BOUND = Premise(
     "gpu-bound",
     "the loop waits on the GPU: refuted in reinforcement-learning loops (the file imports an environment "
@@ -231,8 +232,7 @@ class MissingAutocast(Rule):
             UNDECIDED if project.own.native_kernels or project.native_importees else SHOWN)
         floor = ctx.settings.torch_version
         ceiling = project.torch_ceiling  # the first torch the code cannot run on
-        autocast_exists = REFUTED if (floor is not None and floor < AUTOCAST_SINCE) \
-            or (ceiling is not None and ceiling <= AUTOCAST_SINCE) else SHOWN
+        autocast_exists = _autocast_exists(floor, ceiling)
         on_gpu = cuda_evidence(project)
         # on an XPU alone, the fix's device type decides (LibCST, only once every other premise allows)
         xpu = on_gpu is REFUTED and "xpu" in project.devices and not project.gpu
@@ -412,6 +412,16 @@ class MissingAutocast(Rule):
             return ""
         return (f"; {function.name.value}() runs more than once and creates a new GradScaler each time: create it "
                 "once where the optimizer is made, pass it in, and save scaler.state_dict() with the optimizer's")
+
+
+def _autocast_exists(floor: Optional[tuple[int, ...]], ceiling: Optional[tuple[int, int]]) -> Evidence:
+    """Refuted where no torch the code supports has `torch.autocast`; undecided where only the newest of them
+    may (code that runs only on torch 1.10 or older, from 1.10 itself down to a floor nothing declares)."""
+    if (floor is not None and floor < AUTOCAST_SINCE) or (ceiling is not None and ceiling <= AUTOCAST_SINCE):
+        return REFUTED
+    if ceiling is not None and ceiling <= (AUTOCAST_SINCE[0], AUTOCAST_SINCE[1] + 1):
+        return UNDECIDED if floor is None or floor < AUTOCAST_SINCE else SHOWN
+    return SHOWN
 
 
 def _no_fix(mode: str) -> str:
