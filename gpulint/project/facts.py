@@ -21,10 +21,10 @@ from typing import Any, Iterable, Iterator, Optional, Union
 from gpulint.project.ast_nodes import all_nodes, fast_walk
 from gpulint.project.codec import decode_fields, encode_fields
 from gpulint.project.graph_data import step_rows
-from gpulint.project.layers import DIMS, OPAQUE, Layer, class_layers, convnet_classes
+from gpulint.project.layers import DIMS, OPAQUE, Layer, class_layers, convnet_classes, parameter_tensors
 from gpulint.project.loader_flow import AT, cuda_devices, move_kinds, moved_results
 
-FACTS_VERSION = 21
+FACTS_VERSION = 23
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -178,6 +178,10 @@ class ClassFacts:
     # pooling, dropout, reshapes aside), in straight-line code over nn.Module itself (`_few_tensors`): a
     # logistic-regression head, whose parameters are a handful of tensors
     head: bool = False
+    # the parameter tensors an nn.Module over nn.Module itself visibly builds in `__init__` (and the helpers it
+    # calls once), not counting the project classes it builds (its MODULE layers); None: not read in full
+    # (project/layers.py `parameter_tensors`): GPU201's few-tensor models
+    tensors: Optional[int] = None
     # a 2-D/3-D convnet whose Linear layers are only a head (project/layers.py `convnet_classes`): its
     # matmuls are a small share of its work, and its convolutions already run in TF32 (GPU401)
     convnet: bool = False
@@ -1165,7 +1169,9 @@ class _Scanner:
                 layers += tuple(Layer(OPAQUE, b) for b in inherited)
             return ClassFacts(tuple(bases), module=module, layers=layers, init_params=params,
                               init_defaults=tuple(sorted(defaults.items())),
-                              head=_few_tensors(node, bases, layers))
+                              head=_few_tensors(node, bases, layers),
+                              tensors=parameter_tensors(node, self.aliases.qualified, local, imported or {})
+                              if bases == ["torch.nn.Module"] else None)
         iterable = any(b in ITERABLE_BASES for b in bases)
         sharded = any(isinstance(n, (ast.Name, ast.Attribute)) and
                       (getattr(n, "id", None) == "get_worker_info" or getattr(n, "attr", None) == "get_worker_info")

@@ -387,3 +387,280 @@ def convnet_classes(classes: dict[str, tuple[ast.ClassDef, Optional[tuple[Layer,
             continue
         out.add(name)
     return frozenset(out)
+
+
+# ------------------------------------------------------------------------------------------------
+# parameter tensors a module builds (ClassFacts.tensors, for GPU201's few-tensor models)
+# ------------------------------------------------------------------------------------------------
+
+# torch.nn layers and how many parameter tensors each holds by default (weight and bias; a norm's affine pair)
+_LAYER_TENSORS: dict[str, int] = {
+    "Parameter": 1, "Embedding": 1, "EmbeddingBag": 1, "Linear": 2, "LazyLinear": 2, "Bilinear": 2, "PReLU": 1,
+    "LayerNorm": 2, "BatchNorm1d": 2, "BatchNorm2d": 2, "BatchNorm3d": 2, "GroupNorm": 2, "RMSNorm": 1,
+}
+# layers that lose their bias with `bias=False`
+_BIASED = frozenset({"Linear", "LazyLinear", "Bilinear"})
+# torch.nn modules without parameters (losses, named `...Loss`, too)
+_WEIGHTLESS = frozenset({
+    "ReLU", "ReLU6", "GELU", "SiLU", "Tanh", "Sigmoid", "LeakyReLU", "ELU", "SELU", "CELU", "GLU", "Softmax",
+    "LogSoftmax", "Softmin", "Softplus", "Softsign", "Mish", "Hardswish", "Hardsigmoid", "Hardtanh", "LogSigmoid",
+    "Tanhshrink", "Threshold", "Identity", "Flatten", "Unflatten", "Upsample", "PixelShuffle", "PixelUnshuffle",
+    "CosineSimilarity", "PairwiseDistance",
+})
+_CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
+_PARAMETER_CONTAINERS = frozenset({"ParameterDict", "ParameterList"})
+# torch calls that hand back a module or an object that may hold one
+_TORCH_LOADERS = ("torch.load", "torch.hub.", "torch.jit.", "torch.compile", "torch.nn.utils.", "torch.export.",
+                  "torch.fx.", "torch.package.")
+# methods of a module that register a parameter or a submodule under a computed name
+_REGISTERS = frozenset({"add_module", "register_module", "register_parameter", "set_submodule", "__setattr__"})
+# methods that put a module into a container held by the module (`self.blocks.append(block)`)
+_CONTAINER_ADDS = frozenset({"append", "extend", "insert", "update", "setdefault", "__setitem__"})
+# what only a module answers: an attribute used so holds a module, not a tensor
+_MODULE_API = frozenset({"parameters", "named_parameters", "children", "named_children", "modules",
+                         "named_modules", "forward", "state_dict", "load_state_dict", "zero_grad"})
+_NO_LOOP = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp,
+            ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _torch_nn(qualified: set[str]) -> Optional[str]:
+    """The class name of a torch.nn module a call builds (`Linear`), None for anything else."""
+    for name in sorted(qualified):
+        if name.startswith("torch.nn.") and not name.startswith(("torch.nn.functional.", "torch.nn.init.",
+                                                                  "torch.nn.utils.")):
+            # the first class named: `torch.nn.modules.linear.Linear`, `torch.nn.Embedding.from_pretrained`
+            found = next((part for part in name.split(".")[2:] if part[:1].isupper()), None)
+            if found is not None:
+                return found
+    return None
+
+
+def _first_arg(fn: FunctionNode) -> Optional[str]:
+    positional = fn.args.posonlyargs + fn.args.args
+    return positional[0].arg if positional else None
+
+
+def parameter_tensors(cls: ast.ClassDef, qualify: Qualify, local_classes: frozenset[str],
+                      imported: dict[str, str]) -> Optional[int]:
+    """The parameter tensors an nn.Module class's own code visibly builds (ClassFacts.tensors), not counting
+    the project classes it builds (its MODULE layers, counted where they are defined); None when any of it
+    cannot be read.
+
+    Read: `__init__` and the helper methods it calls (each once), in straight-line code: no loop, no
+    comprehension, no nested function or lambda that could build a layer many times. Counted: `nn.Parameter`,
+    the literal entries of an `nn.ParameterDict`/`ParameterList`, and torch.nn layers of known tensors
+    (`_LAYER_TENSORS`); free: weightless modules, losses, containers of literal layers, torch's tensor
+    functions. A call whose result may be a module the class holds (an unknown function whose value becomes
+    an attribute the class calls, an element of a container, a function handed `self`), a registration under
+    a computed name, a torch.nn layer of unknown tensors, or a layer built outside `__init__` makes it None."""
+    methods = {n.name: n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    init = methods.get("__init__")
+    if init is None or _first_arg(init) is None:
+        return None
+    total = 0
+    read: list[FunctionNode] = []
+    pending: list[FunctionNode] = [init]
+    called: set[str] = {"__init__"}
+    guarded: set[str] = set()  # attributes bound to something not read as a layer: the class must not call them
+    while pending:
+        fn = pending.pop()
+        read.append(fn)
+        me = _first_arg(fn)
+        if me is None or any(isinstance(n, _NO_LOOP) for s in fn.body for n in ast.walk(s)):
+            return None
+        parents = {id(child): node for node in ast.walk(fn) for child in ast.iter_child_nodes(node)}
+        for call in _calls(fn):
+            func = call.func
+            if isinstance(func, ast.Name) and func.id == "setattr":
+                return None
+            if any(isinstance(a, ast.Name) and a.id == me for a in [*call.args, *(k.value for k in call.keywords)]) \
+                    and not (isinstance(func, ast.Name) and func.id in ("super", "isinstance", "getattr", "hasattr")):
+                return None  # `build(self, cfg)`: a function that may add layers to the module
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == me:
+                if func.attr in _REGISTERS:
+                    return None
+                if func.attr in methods:
+                    if func.attr in called:
+                        return None  # a helper run twice builds its layers twice
+                    called.add(func.attr)
+                    pending.append(methods[func.attr])
+                    if not _harmless(call, parents, me, qualify, local_classes, imported, guarded):
+                        return None
+                continue
+            if isinstance(func, ast.Attribute) and func.attr in _CONTAINER_ADDS and _on_me(func.value, me):
+                return None  # `self.blocks.append(...)`
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) \
+                    and isinstance(func.value.func, ast.Name) and func.value.func.id == "super":
+                continue  # super().__init__(): the base is nn.Module itself (checked by the caller)
+            kind = _call_kind(call, qualify, local_classes, imported)
+            if kind is None:
+                return None
+            if isinstance(kind, int):
+                total += kind
+            elif kind == _UNKNOWN and not _harmless(call, parents, me, qualify, local_classes, imported, guarded):
+                return None
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) \
+                    and _on_me(node.value, me):
+                return None  # `self.layers["a"] = ...`: a container filled by key
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and _on_me(node, me):
+                parent = parents.get(id(node))
+                if not (isinstance(parent, (ast.Assign, ast.AnnAssign)) and parent.value is not None
+                        and (not isinstance(parent, ast.Assign) or parent.targets == [node])
+                        and _builds_layer(parent.value, qualify, local_classes, imported)):
+                    guarded.add(node.attr)
+    for fn in methods.values():
+        me = _first_arg(fn)
+        if any(fn is r for r in read) or me is None:
+            continue
+        for node in ast.walk(fn):
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None \
+                    and _builds_layer(node.value, qualify, local_classes, imported) and any(
+                        _on_me(t, me) for t in (node.targets if isinstance(node, ast.Assign) else [node.target])):
+                return None  # a layer built outside `__init__` (lazily, in forward): not read
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and _on_me(node, me):
+                guarded.add(node.attr)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
+                    (node.func.attr in _CONTAINER_ADDS and _on_me(node.func.value, me))
+                    or (node.func.attr in _REGISTERS and isinstance(node.func.value, ast.Name)
+                        and node.func.value.id == me)):
+                return None  # a layer added to the module outside `__init__`
+    for fn in methods.values():
+        me = _first_arg(fn)
+        if me is None:
+            continue
+        for node in ast.walk(fn):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr in guarded and _on_me(func, me):
+                return None  # `self.backbone(x)`: an attribute bound to something unread, used as a module
+            if isinstance(func, ast.Attribute) and func.attr in _MODULE_API and isinstance(func.value, ast.Attribute) \
+                    and func.value.attr in guarded and _on_me(func.value, me):
+                return None
+    return total
+
+
+_UNKNOWN, _PART = "unknown", "part"
+
+
+def _on_me(node: ast.AST, me: str) -> bool:
+    """`self.name`."""
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == me
+
+
+def _call_kind(call: ast.Call, qualify: Qualify, local_classes: frozenset[str],
+               imported: dict[str, str]) -> Union[int, str, None]:
+    """The tensors a call builds (an int), _PART for a project class (counted where it is defined), _UNKNOWN
+    for a call that builds no layer torch names (a function of the project, a method, a tensor function of
+    unknown origin), None for a layer whose tensors are not known."""
+    func = call.func
+    qualified = qualify(func)
+    layer = _torch_nn(qualified)
+    if layer is not None:
+        if layer in _LAYER_TENSORS:
+            tensors = _LAYER_TENSORS[layer]
+            bias = _argument(call, -1, "bias")
+            if layer in _BIASED and isinstance(bias, ast.Constant) and bias.value is False:
+                tensors -= 1
+            return tensors
+        if layer in _WEIGHTLESS or layer.endswith(("Loss", "Pool1d", "Pool2d", "Pool3d", "Dropout", "Dropout1d",
+                                                   "Dropout2d", "Dropout3d")):
+            return 0
+        if layer in _CONTAINERS:
+            # its layers are calls read by themselves; a name, a splat or a computed list may hold anything
+            for given in [*call.args, *(k.value for k in call.keywords)]:
+                if isinstance(given, (ast.List, ast.Tuple)):
+                    elements = list(given.elts)
+                elif isinstance(given, ast.Dict) and None not in given.keys:
+                    elements = list(given.values)
+                else:
+                    elements = [given]
+                if not all(isinstance(e, ast.Call) for e in elements):
+                    return None
+            return 0
+        if layer in _PARAMETER_CONTAINERS:
+            if call.keywords or len(call.args) > 1:
+                return None
+            if not call.args:
+                return 0
+            given = call.args[0]
+            if isinstance(given, ast.Dict) and None not in given.keys:
+                entries = list(given.values)
+            elif isinstance(given, (ast.List, ast.Tuple)) and not any(isinstance(e, ast.Starred) for e in given.elts):
+                entries = list(given.elts)
+            else:
+                return None
+            # an `nn.Parameter(...)` entry is counted as a call of its own; anything else becomes one
+            return sum(0 if isinstance(e, ast.Call) and _torch_nn(qualify(e.func)) == "Parameter" else 1
+                       for e in entries)
+        return None  # a convolution, a recurrent or attention layer, a transformer: tensors not counted here
+    if any(q.startswith(_TORCH_LOADERS) or q == "copy.deepcopy" for q in qualified):
+        return None  # a module loaded, compiled, wrapped or copied: its tensors are another's
+    if any(q.startswith(("torch.", "math.", "numpy.")) for q in qualified):
+        return 0  # tensors and numbers
+    if any(q.startswith(_GRAPH_PACKAGES) for q in qualified):
+        return None  # a graph library's layer: tensors not counted here
+    if isinstance(func, ast.Name) and (func.id in local_classes or (
+            func.id in imported and func.id[:1].isupper())):
+        return _PART  # read where it is defined (ClassFacts.layers holds it as a MODULE layer)
+    if isinstance(func, ast.Name) and func.id in _NO_WIDTH:
+        return 0
+    return _UNKNOWN
+
+
+def _builds_layer(value: ast.expr, qualify: Qualify, local_classes: frozenset[str], imported: dict[str, str]) -> bool:
+    """A value that is a layer read here (a torch.nn layer or a project class, moved: `nn.Linear(...).cuda()`)."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+            and isinstance(value.func.value, ast.Call) \
+            and value.func.attr in ("cuda", "to", "float", "double", "half", "bfloat16", "requires_grad_"):
+        value = value.func.value
+    if isinstance(value, ast.IfExp):
+        return all(_builds_layer(v, qualify, local_classes, imported)
+                   or (isinstance(v, ast.Constant) and v.value is None) for v in (value.body, value.orelse))
+    if not isinstance(value, ast.Call):
+        return False
+    kind = _call_kind(value, qualify, local_classes, imported)
+    return kind == _PART or (isinstance(kind, int) and _torch_nn(qualify(value.func)) is not None)
+
+
+def _harmless(call: ast.Call, parents: dict[int, ast.AST], me: str, qualify: Qualify, local_classes: frozenset[str],
+              imported: dict[str, str], guarded: set[str]) -> bool:
+    """A call whose result cannot become a module the class holds unseen: it is given to a call that makes a
+    tensor or a layer of it (`nn.Parameter(init(torch.empty(n, d)))`, `nn.Linear(size(), d)`), to a project
+    class (read where it is defined) or to another harmless call; or it is the whole value (through method
+    calls on it) of a local name, of an attribute (which the class must then never call: `guarded`), of a
+    bare expression, or of a helper's `return`."""
+    node: ast.AST = call
+    while True:
+        parent = parents.get(id(node))
+        if parent is None:
+            return False
+        if isinstance(parent, ast.Call) and node is not parent.func:
+            kind = _call_kind(parent, qualify, local_classes, imported)
+            func = parent.func
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == me:
+                return func.attr not in _REGISTERS  # `self.register_buffer("adj", build(...))`
+            if kind is None:
+                return False
+            if kind == _UNKNOWN:
+                return _harmless(parent, parents, me, qualify, local_classes, imported, guarded)
+            name = _torch_nn(qualify(func))
+            return name not in _CONTAINERS  # a tensor function, a counted layer, a project class
+        if isinstance(parent, (ast.Attribute, ast.Call, ast.Subscript, ast.BinOp, ast.UnaryOp, ast.IfExp, ast.keyword,
+                               ast.Starred, ast.List, ast.Tuple, ast.Dict)):
+            node = parent
+            continue
+        if isinstance(parent, (ast.Expr, ast.Return)):
+            return True
+        if isinstance(parent, (ast.Assign, ast.AnnAssign)):
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    continue
+                if _on_me(target, me):
+                    guarded.add(target.attr)  # type: ignore[attr-defined]
+                    continue
+                return False
+            return True
+        return False

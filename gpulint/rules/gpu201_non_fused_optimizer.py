@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import TYPE_CHECKING, Optional, Union
+from typing import TYPE_CHECKING, Callable, Optional, Union
 
 from gpulint.analysis.amp_steps import amp_steps, imports_framework
 from gpulint.analysis.ast_context import AstContext, AstKeywordArgs, Detection, arg, positional_args
@@ -24,7 +24,8 @@ from gpulint.core.torch_api import (
     SGD_WEIGHT_DECAY,
 )
 from gpulint.core.verification import FUSED_OPTIMIZER, Verification
-from gpulint.project.view import ProjectView
+from gpulint.project.layers import MODULE
+from gpulint.project.view import PART, ProjectView
 from gpulint.rules.base import Rule, RuleDocs, Target
 from gpulint.rules.gpu001_missing_autocast import AMP_DTYPE, MissingAutocast
 from gpulint.rules.gpu002_fp16_without_grad_scaler import Fp16WithoutGradScaler
@@ -101,7 +102,18 @@ WORK_TO_FUSE = Premise(
     "`scaler.step` makes on `found_inf` each step, and folds the unscale (undecided where a framework that may "
     "scale runs the loop); param groups may set their own momentum, so a list of dicts or a name built "
     "elsewhere leaves it shown, and so do `foreach=False` (one add kernel per parameter) and `maximize=True` "
-    "(a negation first).")
+    "(a negation first). Undecided where the parameters are those of one name or attribute (`model.parameters()`, "
+    "`self.model.parameters()`, the model moved or wrapped) bound only to instances of project classes, in this "
+    "module or another, that visibly hold at most 4 tensors (FEW_TENSORS) between them: `nn.Parameter`, the "
+    "literal entries of an `nn.ParameterDict`/`ParameterList`, an `nn.Embedding` (one each), a Linear (weight and "
+    "bias: two), a norm (two), and the project classes built (counted alike); read in `__init__` and the helpers "
+    "it calls once, over nn.Module alone, with no loop, comprehension or lambda, no other layer with weights, "
+    "no function handed `self`, no layer added outside `__init__`, and no attribute bound to something unread "
+    "that the class calls or uses as a module (an encoder handed in); a class not read in full is not counted. "
+    "Two embedding tables of a matrix-factorisation or LightGCN recommender, or a 4-tensor GCN: a fused kernel "
+    "replaces the update's per-tensor launches, and over so few tensors there are at most a handful to save. "
+    "For an attribute, every binding in the class's methods must be such a class, and no class of the file "
+    "derives from it (what a base class, or a subclass in another module, binds is not read).")
 SCALER_SAFE = Premise(
     "scaler-safe",
     "for SGD with momentum, no GradScaler drives the step (here, in a caller, in a module it or a caller imports "
@@ -143,7 +155,10 @@ class NonFusedOptimizer(Rule):
         the pretrained encoder it wraps, a LoRA loop that freezes every parameter whose name lacks
         `lora`), or where the optimizer holds only a small head (a `RegLog` module of one Linear layer
         over features a frozen network computes under `no_grad`), the step updates a handful of
-        tensors next to a large frozen forward, and the finding is left to `strictness = "pedantic"`.
+        tensors next to a large frozen forward, and the finding is left to `strictness = "pedantic"`;
+        so is an optimizer over a model that visibly holds at most four tensors (two embedding
+        tables of a matrix-factorisation or LightGCN recommender, with or without a Linear
+        predictor), where there are at most a handful of per-tensor launches to save.
         An optimizer wrapped by apex's `LARC` or torchlars' `LARS` is not reported: the wrapper's
         own per-parameter Python loop (two norms per tensor, and in apex a host-syncing test) stays
         the step's cost. Where every step first samples completions from the policy
@@ -231,13 +246,16 @@ class NonFusedOptimizer(Rule):
         if momentum and (scaled or _framework_owned(ctx)):
             scaler_safe = REFUTED  # fused SGD + GradScaler: momentum buffer garbage after a skipped first step
         work_to_fuse: Evidence = SHOWN
+        held = _held_classes(ctx, node)
         if names == ["SGD"] and not scaled and _plain_sgd(ctx, node, kwargs):
             # one foreach add already; under a scaler the fused step still drops scaler.step's found_inf
             # .item() sync and folds the unscale, and a framework may scale: unknown
             work_to_fuse = UNDECIDED if _framework_owned(ctx) else REFUTED
+        elif _few_tensors(ctx, held):
+            work_to_fuse = UNDECIDED  # a handful of tensors: a handful of launches to save
         decision = self.decide({TORCH_OPTIMIZER: SHOWN, FUSED_DEVICE: _fused_device(project),
                                 FUSED_EXISTS: REFUTED if too_new is not None else SHOWN,
-                                STEP_MATTERS: _step_matters(ctx, node), SCALER_SAFE: scaler_safe,
+                                STEP_MATTERS: _step_matters(ctx, node, held), SCALER_SAFE: scaler_safe,
                                 WORK_TO_FUSE: work_to_fuse,
                                 LONG_RUN: optimizer_run(ctx, node)})
         if not decision.report:
@@ -390,7 +408,7 @@ def _fused_device(project: ProjectView) -> Evidence:
     return SHOWN
 
 
-def _step_matters(ctx: AstContext, node: ast.Call) -> Evidence:
+def _step_matters(ctx: AstContext, node: ast.Call, held: Optional[set[str]]) -> Evidence:
     """Refuted next to a simulator or generation on every step (analysis/generation.py) and for an optimizer
     an adaptive-rate wrapper steps (apex LARC, torchlars LARS: its own loop over parameters stays); undecided
     where a whole network is frozen and only a small part trains (project/facts.py `_freezes_modules`): a
@@ -401,7 +419,7 @@ def _step_matters(ctx: AstContext, node: ast.Call) -> Evidence:
         return REFUTED
     if wrapped == _SOMETIMES:
         return UNDECIDED  # `if args.lars: optimizer = LARC(optimizer)`: the plain optimizer runs otherwise
-    if project.own.freezes_modules or project.freezes_importees or _head_only(ctx, node):
+    if project.own.freezes_modules or project.freezes_importees or _head_only(ctx, held):
         return UNDECIDED
     return SHOWN
 
@@ -411,12 +429,14 @@ _SAME_MODULE_METHODS = frozenset({"cuda", "to", "float", "double", "half", "bflo
 _SAME_MODULE_WRAPPERS = frozenset({"DistributedDataParallel", "DataParallel", "convert_sync_batchnorm"})
 
 
-def _head_only(ctx: AstContext, node: ast.Call) -> bool:
-    """The optimizer's parameters are those of one name (`head.parameters()`, also under `filter(...)` or
-    `list(...)`) that the enclosing function (or the module) binds only to instances of a project class that
-    is a small head (project/facts.py ClassFacts.head: one or two Linear layers, norms and pooling aside),
-    possibly moved or wrapped (`.cuda()`, `DistributedDataParallel(head)`, `convert_sync_batchnorm(head)`):
-    a linear probe over features computed elsewhere, whose step updates a handful of tensors."""
+def _held_classes(ctx: AstContext, node: ast.Call) -> Optional[set[str]]:
+    """The project classes whose instances hold the optimizer's parameters, or None when not known.
+
+    The parameters are those of one name (`head.parameters()`, also under `filter(...)` or `list(...)`) that
+    the enclosing function (or the module) binds only to instances of project classes, possibly moved or
+    wrapped (`.cuda()`, `DistributedDataParallel(head)`, `convert_sync_batchnorm(head)`), or to such a move of
+    an attribute of `self` (`model = self.model.cuda()`); or those of that attribute itself
+    (`self.model.parameters()`), which the methods of the enclosing class bind only to such instances."""
     name, _ = OPTIMIZER_PARAMS
     kwargs = ctx.kwargs(node)
     params = kwargs.get(name) if kwargs.passed(name) else next(
@@ -425,10 +445,16 @@ def _head_only(ctx: AstContext, node: ast.Call) -> bool:
             and params.args:
         params = params.args[-1]
     if not (isinstance(params, ast.Call) and isinstance(params.func, ast.Attribute)
-            and params.func.attr == "parameters" and isinstance(params.func.value, ast.Name)):
-        return False
-    holder = params.func.value.id
-    scope: ast.AST = ctx.enclosing_function(node) or ctx.tree
+            and params.func.attr == "parameters"):
+        return None
+    function = ctx.enclosing_function(node)
+    held = params.func.value
+    if isinstance(held, ast.Attribute):
+        return _attribute_classes(ctx, function, held)
+    if not isinstance(held, ast.Name):
+        return None
+    holder = held.id
+    scope: ast.AST = function or ctx.tree
     classes: set[str] = set()
     for statement in ast.walk(scope):
         if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)) \
@@ -442,27 +468,78 @@ def _head_only(ctx: AstContext, node: ast.Call) -> bool:
             named = [statement.target] if not isinstance(statement, ast.With) else [
                 i.optional_vars for i in statement.items if i.optional_vars is not None]
             if any(n.id == holder for t in named for n in ast.walk(t) if isinstance(n, ast.Name)):
-                return False  # bound some other way: not known
+                return None  # bound some other way: not known
             continue
         if not any(n.id == holder for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)):
             continue
         if len(targets) != 1 or not isinstance(targets[0], ast.Name) or value is None:
-            return False
-        built = _built_class(ctx, value, holder)
+            return None
+        built = _built_classes(ctx, value, lambda v: isinstance(v, ast.Name) and v.id == holder, function)
         if built is None:
-            return False
-        if built:
-            classes.add(built)
+            return None
+        classes |= built
     if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
             a.arg == holder for a in (*scope.args.posonlyargs, *scope.args.args, *scope.args.kwonlyargs)):
-        return False  # handed in by the caller
-    project = ctx.project
-    return bool(classes) and all((found := project.class_facts(c)) is not None and found.head for c in classes)
+        return None  # handed in by the caller
+    return classes or None
 
 
-def _built_class(ctx: AstContext, value: ast.expr, holder: str) -> Optional[str]:
-    """The class a binding of `holder` builds (through moves and wrappers of the module), "" for a move or
-    wrapper of `holder` itself, None for anything else."""
+def _self_name(function: Optional[ast.AST]) -> Optional[str]:
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or function.decorator_list:
+        return None  # a static or class method, a property: its first parameter is not the instance
+    positional = function.args.posonlyargs + function.args.args
+    return positional[0].arg if positional else None
+
+
+def _attribute_classes(ctx: AstContext, function: Optional[ast.AST], held: ast.Attribute) -> Optional[set[str]]:
+    """The classes that the methods of the class around `function` bind `self.<attr>` to (`self.model =
+    LGCN_Encoder(...)` in `__init__`, and moves of it); None where any binding is something else, the
+    attribute is bound by name (`setattr`), or a class of the file derives from this one. What a base class,
+    or a subclass in another module, binds it to is not read."""
+    me = _self_name(function)
+    owner = ctx.parent(function) if function is not None else None
+    if me is None or not isinstance(owner, ast.ClassDef) or not isinstance(held.value, ast.Name) \
+            or held.value.id != me:
+        return None
+    if any(isinstance(other, ast.ClassDef) and any(isinstance(b, ast.Name) and b.id == owner.name for b in other.bases)
+           for other in ctx.tree.body):
+        return None  # a subclass may bind the attribute to a model of its own
+    attr = held.attr
+    classes: set[str] = set()
+    for method in owner.body:
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        instance = _self_name(method)
+        for statement in ast.walk(method):
+            if isinstance(statement, ast.Call) and isinstance(statement.func, ast.Name) \
+                    and statement.func.id == "setattr":
+                return None
+            if not (isinstance(statement, ast.Attribute) and isinstance(statement.ctx, ast.Store)
+                    and statement.attr == attr):
+                continue
+            if instance is None or not (isinstance(statement.value, ast.Name) and statement.value.id == instance):
+                return None  # bound where the instance is not known, or on another object of that attribute
+            bound = next((s for s in ast.walk(method) if isinstance(s, ast.Assign) and s.targets == [statement]),
+                         None)
+            if bound is None:
+                return None  # a tuple target, an augmented or annotated assignment, a loop: not read
+
+            def itself(value: ast.expr, instance: str = instance) -> bool:
+                return isinstance(value, ast.Attribute) and value.attr == attr and isinstance(value.value, ast.Name) \
+                    and value.value.id == instance
+
+            built = _built_classes(ctx, bound.value, itself, None)
+            if built is None:
+                return None
+            classes |= built
+    return classes or None
+
+
+def _built_classes(ctx: AstContext, value: ast.expr, itself: Callable[[ast.expr], bool],
+                   function: Optional[ast.AST]) -> Optional[set[str]]:
+    """The class a binding of the holder builds (through moves and wrappers of the module), an empty set for a
+    move or wrapper of the holder itself (`itself`), the classes of a moved attribute of `self` where
+    `function` is a method (`model = self.model.cuda()`), None for anything else."""
     while isinstance(value, ast.Call):
         func = value.func
         last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
@@ -471,10 +548,65 @@ def _built_class(ctx: AstContext, value: ast.expr, holder: str) -> Optional[str]
         elif last in _SAME_MODULE_WRAPPERS and value.args:
             value = value.args[0]
         elif isinstance(func, ast.Name) and last[:1].isupper():
-            return ctx.qualname(func) or last  # `from heads import RegLog`: known as `heads.RegLog`
+            return {ctx.qualname(func) or last}  # `from heads import RegLog`: known as `heads.RegLog`
         else:
             return None
-    return "" if isinstance(value, ast.Name) and value.id == holder else None
+    if itself(value):
+        return set()
+    if function is not None and isinstance(value, ast.Attribute):
+        return _attribute_classes(ctx, function, value)
+    return None
+
+
+def _head_only(ctx: AstContext, held: Optional[set[str]]) -> bool:
+    """The optimizer's parameters are those of a project class that is a small head (project/facts.py
+    ClassFacts.head: one or two Linear layers, norms and pooling aside): a linear probe over features computed
+    elsewhere, whose step updates a handful of tensors."""
+    project = ctx.project
+    return bool(held) and all((found := project.class_facts(c)) is not None and found.head for c in held or ())
+
+
+# a fused kernel replaces the update's per-tensor launches: over at most this many tensors there are at most a
+# handful of launches to save
+FEW_TENSORS = 4
+
+
+def _few_tensors(ctx: AstContext, held: Optional[set[str]]) -> bool:
+    """The optimizer's parameters are those of project classes each of which visibly holds at most FEW_TENSORS
+    parameter tensors, counting the project classes it builds (project/facts.py ClassFacts.tensors): two
+    embedding tables of a matrix-factorisation or LightGCN recommender."""
+    if not held:
+        return False
+    for name in held:
+        found = _tensors(ctx.project, name, local=True, depth=0)
+        if found is None or found > FEW_TENSORS:
+            return False
+    return True
+
+
+def _tensors(project: ProjectView, name: str, local: bool, depth: int) -> Optional[int]:
+    """The parameter tensors of a module class and the project classes it builds; None when any is unread.
+    `local`: `name` is spelled as this file spells it (else its parts must be project keys, `path::Name`)."""
+    found = project.class_facts(name)
+    if found is None or depth > 4:
+        return None
+    if not found.module:
+        return 0 if depth and found.dataset is None else None  # a plain object a module holds registers nothing
+    if found.tensors is None:
+        return None
+    total = found.tensors
+    for layer in found.layers or ():
+        if layer.kind != MODULE:
+            continue
+        if not local and PART not in layer.name:
+            return None
+        part = _tensors(project, layer.name, local and name in project.own.classes, depth + 1)
+        if part is None:
+            return None
+        total += part
+        if total > FEW_TENSORS:
+            break
+    return total
 
 
 _ALWAYS, _SOMETIMES = "always", "sometimes"
