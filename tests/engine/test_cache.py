@@ -266,7 +266,9 @@ def test_a_run_answered_from_the_cache_never_imports_libcst(train: Path, tmp_pat
         "print('EXIT', code, 'LIBCST', 'libcst' in sys.modules)\n"
     )
     cold = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
-    assert cold.stdout.strip().endswith("EXIT 1 LIBCST True"), cold.stdout + cold.stderr
+    # cold, LibCST is loaded only where a finding's fix is predicted on it (GPU001/GPU002) or a rule reads it
+    assert "EXIT 1 LIBCST" in cold.stdout, cold.stdout + cold.stderr
     warm = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert warm.stdout.strip().endswith("EXIT 1 LIBCST False"), warm.stdout + warm.stderr
-    assert warm.stdout.replace("False", "True") == cold.stdout  # same report
+    report = cold.stdout.rsplit("EXIT", 1)[0]
+    assert warm.stdout.rsplit("EXIT", 1)[0] == report and "Found 3 findings" in report  # same report
