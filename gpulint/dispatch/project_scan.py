@@ -341,13 +341,16 @@ def _open_regions(text: bytes) -> Iterator[tuple[int, int]]:
     """Where the lines after an import's open first line are read: from its last `(` or its backslash
     on, through the _CONTINUATION_LINES lines that follow."""
     for match in _OPEN_IMPORT.finditer(text):
-        end = match.end()
-        for _ in range(_CONTINUATION_LINES):
-            end = text.find(b"\n", end + 1)
-            if end < 0:
-                end = len(text)
-                break
-        yield match.end(), end
+        yield match.end(), _region_end(text, match.end())
+
+
+def _region_end(text: bytes, start: int) -> int:
+    end = start
+    for _ in range(_CONTINUATION_LINES):
+        end = text.find(b"\n", end + 1)
+        if end < 0:
+            return len(text)
+    return end
 
 
 _TOKEN = re.compile(rb"\w+")
@@ -359,10 +362,19 @@ def import_words(raw: bytes) -> frozenset[bytes]:
     project's files are tested against the words of each round of callers, and one pass per file serves
     them all."""
     text = b"\n" + raw + b"\n"
-    found = {word for match in _IMPORT_LINE.finditer(text) for word in _TOKEN.findall(match.group(1))}
-    for start, end in _open_regions(text):
-        found.update(_TOKEN.findall(text, start, end))
-    return frozenset(found)
+    lines: list[bytes] = []
+    for match in _IMPORT_LINE.finditer(text):  # one pass: the import lines, and the open ones among them
+        rest = match.group(1)
+        lines.append(rest)
+        # where _OPEN_IMPORT's match would end: after a trailing backslash, else after the line's last `(`
+        if rest.endswith((b"\\", b"\\\r")):
+            start = match.end()
+        elif b"(" in rest:
+            start = match.start(1) + rest.rindex(b"(") + 1
+        else:
+            continue
+        lines.append(text[start:_region_end(text, start)])
+    return frozenset(_TOKEN.findall(b" ".join(lines)))
 
 
 class _ImportIndex:
