@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Union
 
 from gpulint.analysis.ast_context import AstContext, Detection, FunctionNode, positional_args, visible_dict_keys
 from gpulint.analysis.evidence import REFUTED, SHOWN, Decision, Evidence, Premise
@@ -43,7 +43,8 @@ CURRENT_TORCH = Premise(
     "current-torch",
     "the call is not code kept for an older torch (a branch of a torch version test, a flag computed from "
     "`torch.__version__` here or in the module it is imported from, the fallback of `try/except "
-    "ImportError`), and the torch floor the project declares has `use_reentrant` (1.13).")
+    "ImportError`), the torch floor the project declares has `use_reentrant` (1.13), and the code can run on such "
+    "a torch (no unconditional import of a module removed before it, such as `torchtext.legacy`).")
 UNDER_AUTOGRAD = Premise(
     "under-autograd",
     "the checkpointed code can run with grad enabled, where the reentrant trap drops gradients: refuted "
@@ -68,9 +69,12 @@ CAN_RUN = Premise(
     "Face's BERT encoder whose `gradient_checkpointing` is False and never turned on cannot checkpoint).")
 
 
-def use_reentrant_too_new(ctx: AstContext) -> Optional[floors.TooNew]:
-    """Set when the project supports a torch older than `use_reentrant=` (torch-version)."""
-    return floors.too_new(ctx.settings.torch_version, [floors.USE_REENTRANT])
+def use_reentrant_too_new(ctx: Union[AstContext, "FileContext"]) -> Optional[Union[floors.TooNew,
+                                                                                floors.AboveCeiling]]:
+    """Set when the project supports a torch older than `use_reentrant=` (torch-version), or its code runs
+    only on one (a module it imports was removed before: `torchtext.legacy`, gone with torch 1.11)."""
+    return floors.too_new(ctx.settings.torch_version, [floors.USE_REENTRANT]) \
+        or floors.above_ceiling(ctx.project.torch_ceiling, [floors.USE_REENTRANT])
 
 
 class CheckpointWithoutUseReentrant(Rule):
