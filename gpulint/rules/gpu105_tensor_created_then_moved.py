@@ -41,7 +41,8 @@ REPEATED = Premise(
     "outside the step loop, with no loop over a DataLoader on the way: a clustering pass before the "
     "epoch's steps); and in the `forward` of a module class no training reaches (every file importing its "
     "module names what it takes, and the class, or a factory of it, is taken only by files that train "
-    "nothing and that no file imports: a predictor, a demo).")
+    "nothing and that no file imports: a predictor, a demo); and in a loop at the top level of a script or "
+    "notebook that trains nothing and that no file imports (a demo looping over a few example inputs).")
 ON_ACCELERATOR = Premise(
     "on-accelerator",
     "the target is an accelerator: shown by `.cuda()`, a \"cuda\"/\"xpu\"/\"mps\" string or device "
@@ -193,7 +194,15 @@ def _repetition(ctx: AstContext, call: ast.Call) -> Evidence:
         return REFUTED
     if isinstance(where, ast.ClassDef):
         return REFUTED if _untrained(ctx, where) else SHOWN
-    return REFUTED if _per_epoch(ctx, call) else SHOWN
+    return REFUTED if _per_epoch(ctx, call) or _demo_loop(ctx, where) else SHOWN
+
+
+def _demo_loop(ctx: AstContext, loop: ast.AST) -> bool:
+    """A loop at the top level of a script or notebook that trains nothing and that no file imports: a demo
+    over a few examples or a one-off inference pass, where one small copy per pass is not what it waits on."""
+    project = ctx.project
+    never_imported = project.script or (ctx.path.suffix == ".ipynb" and project.scanned and not project.imported)
+    return never_imported and not project.own.may_train and ctx.enclosing_function(loop) is None
 
 
 def _repeated(ctx: AstContext, node: ast.AST) -> Optional[ast.AST]:

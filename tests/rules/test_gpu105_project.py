@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tests.analysis.test_project import findings, write
@@ -72,3 +73,42 @@ def test_a_class_used_in_a_way_not_read_stays_reported(tmp_path: Path) -> None:
 def test_a_file_alone_keeps_its_forward_reported(tmp_path: Path) -> None:
     write(tmp_path, {"model.py": MODEL + "\n\nmodel = Matcher().cuda()\n"})  # (the device shown in the file)
     assert findings(tmp_path, "--select", "GPU105") == [("model.py", 6, "GPU105"), ("model.py", 16, "GPU105")]
+
+
+# -- a loop at the top level of a demo (StyleTTS2's inference notebooks: a few example sentences) ----
+
+DEMO = """\
+import torch
+
+device = "cuda"
+model = torch.jit.load("tts.pt").to(device)
+texts = {"happy": "We are happy.", "sad": "We are sad."}
+for name, text in texts.items():
+    noise = torch.randn(1, 1, 256).to(device)
+    wav = model(text, noise)
+"""
+
+TRAINING = DEMO + """\
+    loss = wav.pow(2).mean()
+    loss.backward()
+"""
+
+
+def notebook(code: str) -> str:
+    cell = {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+            "source": code.splitlines(keepends=True)}
+    return json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+
+
+def test_a_demo_notebooks_loop_is_not_a_step(tmp_path: Path) -> None:
+    write(tmp_path, {"demo.ipynb": notebook(DEMO), "train.ipynb": notebook(TRAINING)})
+    found = findings(tmp_path, "--select", "GPU105")
+    assert [name for name, _, _ in found] == ["train.ipynb"]
+
+
+def test_a_demo_script_no_file_imports_is_not_a_step_but_an_imported_one_is(tmp_path: Path) -> None:
+    write(tmp_path, {"demo.py": DEMO, "train.py": TRAINING})
+    assert [name for name, _, _ in findings(tmp_path, "--select", "GPU105")] == ["train.py"]
+    other = tmp_path / "other"
+    write(other, {"demo.py": DEMO, "run.py": "import demo\n"})
+    assert [name for name, _, _ in findings(other, "--select", "GPU105")] == ["demo.py"]
