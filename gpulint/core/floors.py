@@ -11,7 +11,7 @@ older is listed at the release that introduced it where that is known, else at 1
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Union
 
 Version = tuple[int, int]
 
@@ -183,6 +183,16 @@ def above_ceiling(ceiling: Optional[Version], codes: Iterable[str]) -> Optional[
     if symbols and symbols[0].since >= ceiling:
         return AboveCeiling(symbols[0], ceiling)
     return None
+
+
+Unavailable = Union[TooNew, AboveCeiling]
+
+
+def unavailable(floor: Optional[Version], ceiling: Optional[Version], codes: Iterable[str]) -> Optional[Unavailable]:
+    """Why a fix cannot write `codes`: the project supports a torch older than one of them (its floor), or its
+    code runs only on one (its ceiling); None when both allow them all or are unknown."""
+    codes = list(codes)
+    return too_new(floor, codes) or above_ceiling(ceiling, codes)
 
 
 def table_markdown() -> str:

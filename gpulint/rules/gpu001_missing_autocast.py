@@ -352,8 +352,7 @@ class MissingAutocast(Rule):
                            else floors.GRAD_SCALER)
         if plan is not None and mode == "auto":
             symbols.append(floors.BF16_CHECK)
-        too_new = floors.too_new(settings.torch_version, symbols) \
-            or floors.above_ceiling(fctx.project.torch_ceiling, symbols)
+        too_new = floors.unavailable(settings.torch_version, fctx.project.torch_ceiling, symbols)
         if too_new is not None:
             hint = "; amp-dtype = \"bfloat16\" needs only torch 1.10" if mode != "bfloat16" else ""
             return None, f"{_no_fix(mode)}: {too_new.reason()}{hint}"

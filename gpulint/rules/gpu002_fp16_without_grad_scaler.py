@@ -252,8 +252,7 @@ class Fp16WithoutGradScaler(Rule):
         name = scaler_name(fctx)
         scaler_class, class_edit = grad_scaler_class(fctx, torch.expr, parallel)
         symbol = floors.SHARDED_GRAD_SCALER if class_edit is not None or "fsdp" in parallel else floors.GRAD_SCALER
-        too_new = floors.too_new(fctx.settings.torch_version, [symbol]) \
-            or floors.above_ceiling(fctx.project.torch_ceiling, [symbol])
+        too_new = floors.unavailable(fctx.settings.torch_version, fctx.project.torch_ceiling, [symbol])
         if too_new is not None:
             return None, f"no fix: {too_new.reason()}"
         home = scaler_home(facts, step, plan, torch.expr, name) if enabled is None else None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import TYPE_CHECKING, Callable, Optional, Union
+from typing import TYPE_CHECKING, Callable, Optional
 
 from gpulint.analysis.amp_steps import amp_steps, imports_framework
 from gpulint.analysis.ast_context import AstContext, AstKeywordArgs, Detection, arg, positional_args
@@ -358,15 +358,14 @@ class NonFusedOptimizer(Rule):
             return "ShardedGradScaler" in ctx.text
         return bool(ctx.project.scaler) or "ShardedGradScaler" in ctx.text or may_gain_grad_scaler(ctx)
 
-    def _too_new(self, ctx: AstContext, optimizers: list[str]) -> Optional[Union[floors.TooNew, floors.AboveCeiling]]:
+    def _too_new(self, ctx: AstContext, optimizers: list[str]) -> Optional[floors.Unavailable]:
         """The fused kernels need a torch the project supports (on CUDA, and on CPU from 2.4), and one the code
         can run on (it imports no module that torch, or the torchtext released with it, removed before the kernels
         arrived, like `torch._six` or `torchtext.legacy`)."""
         symbols = [floors.fused(o) for o in optimizers]
         if not _cuda_only(ctx):  # parameters that may sit on the CPU need its fused kernels too
             symbols += [floors.FUSED_CPU for o in optimizers if o != "Adagrad"]
-        return floors.too_new(ctx.settings.torch_version, symbols) \
-            or floors.above_ceiling(ctx.project.torch_ceiling, symbols)
+        return floors.unavailable(ctx.settings.torch_version, ctx.project.torch_ceiling, symbols)
 
 
 def _cuda_only(ctx: AstContext) -> bool:

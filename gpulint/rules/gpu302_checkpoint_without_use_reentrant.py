@@ -69,12 +69,10 @@ CAN_RUN = Premise(
     "Face's BERT encoder whose `gradient_checkpointing` is False and never turned on cannot checkpoint).")
 
 
-def use_reentrant_too_new(ctx: Union[AstContext, "FileContext"]) -> Optional[Union[floors.TooNew,
-                                                                                floors.AboveCeiling]]:
+def use_reentrant_too_new(ctx: Union[AstContext, "FileContext"]) -> Optional[floors.Unavailable]:
     """Set when the project supports a torch older than `use_reentrant=` (torch-version), or its code runs
     only on one (a module it imports was removed before: `torchtext.legacy`, gone with torch 1.11)."""
-    return floors.too_new(ctx.settings.torch_version, [floors.USE_REENTRANT]) \
-        or floors.above_ceiling(ctx.project.torch_ceiling, [floors.USE_REENTRANT])
+    return floors.unavailable(ctx.settings.torch_version, ctx.project.torch_ceiling, [floors.USE_REENTRANT])
 
 
 class CheckpointWithoutUseReentrant(Rule):
