@@ -17,7 +17,19 @@ import io
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Iterator, Optional, Protocol, TypeVar, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    ClassVar,
+    Iterable,
+    Iterator,
+    Mapping,
+    Optional,
+    Protocol,
+    TypeVar,
+    Union,
+)
 
 from gpulint.analysis.evidence import Decision, undecided_note
 from gpulint.core.edits import Applicability
@@ -253,8 +265,9 @@ class AstNames:
     """Scopes and bindings of one module, and qualified-name resolution over them (issue 25's one
     alias table on `ast`; its module-level imports are the project facts' `ImportAliases`)."""
 
-    def __init__(self, tree: ast.Module) -> None:
+    def __init__(self, tree: ast.Module, star: Optional[Mapping[str, str]] = None) -> None:
         self.module_scope = AstScope(node=tree, parent=None)
+        self._star = star or {}  # names only a `from project_module import *` binds (project/view.py)
         self.scopes: dict[int, AstScope] = {id(tree): self.module_scope}
         self.scope_of: dict[int, AstScope] = {}
         self._mutations: list[tuple[AstScope, str, ast.AST]] = []
@@ -277,7 +290,7 @@ class AstNames:
     def resolve_name(self, node: ast.Name) -> Optional[str]:
         owner = self.binding_scope(node)
         if owner is None:
-            return None
+            return self._star.get(node.id) if id(node) in self.scope_of else None
         targets = owner.bindings[node.id]
         if LOCAL in targets or len(set(targets)) != 1:
             return None
@@ -650,7 +663,7 @@ class AstContext:
     @property
     def names(self) -> AstNames:
         if self._names is None:
-            self._names = AstNames(self.tree)
+            self._names = AstNames(self.tree, self.project.star_modules)
         return self._names
 
     def qualname(self, expr: ast.AST) -> Optional[str]:

@@ -16,14 +16,17 @@ from typing import Any, Optional, Union
 
 from gpulint.analysis.ast_context import AstContext, AstKeywordArgs, positional_args
 from gpulint.analysis.ast_values import self_attribute_value, single_value, value_at
+from gpulint.analysis.evidence import Premise
 from gpulint.core.torch_api import (
     DATALOADER,
     DATALOADER_DATASET,
     DATASET_SPLITS,
     DATASET_WRAPPERS,
+    SHAPE_METHODS,
     TENSOR_DATASET,
 )
-from gpulint.project.facts import IN_MEMORY, NOTHING, ON_DEVICE, ClassFacts
+from gpulint.project.facts import GRAD_OFF, IN_MEMORY, NOTHING, ON_DEVICE, ClassFacts
+from gpulint.project.graph_data import SMALL_IMAGE_SETS
 from gpulint.project.loader_flow import DEVICE_WORDS, IN, NON_BLOCKING
 
 FunctionNode = Union[ast.FunctionDef, ast.AsyncFunctionDef]
@@ -1002,6 +1005,13 @@ def _base_name(expr: ast.expr) -> Optional[str]:
     return expr.id if isinstance(expr, ast.Name) else None
 
 
+def _unshaped(expr: ast.expr) -> ast.expr:
+    """`images` for `images.reshape(-1, 784)` or `x.view(n, -1).contiguous()` (SHAPE_METHODS)."""
+    while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in SHAPE_METHODS:
+        expr = expr.func.value
+    return expr
+
+
 def _chain_base(expr: ast.expr) -> Optional[str]:
     """`x` for `x.sum()`, `x[0].mean()`: the name a chain of calls, attributes and subscripts starts from."""
     while isinstance(expr, (ast.Subscript, ast.Attribute, ast.Call)):
@@ -1069,7 +1079,7 @@ def _copies_in(ctx: AstContext, loop: Loop, batch: set[str], custom_collate: boo
                _ancestors_below(ctx, call, loop)):
             continue
         receiver = call.func.value  # type: ignore[attr-defined]
-        if _base_name(receiver) not in names:
+        if _base_name(_unshaped(receiver)) not in names:
             continue
         if custom_collate and isinstance(receiver, ast.Name) and receiver.id in _whole_batch(loop):
             continue  # a batch a collate_fn built: its own `.to()` may not take non_blocking
@@ -1129,3 +1139,80 @@ def _read_on_host(ctx: AstContext, calls: list[ast.Call], call: ast.Call) -> boo
                 _chain_base(value) in assigned for value in _all_arguments(other)):
             return True
     return False
+
+
+# ---------------------------------------------------------------------------------------------
+# one pass over a small benchmark held in memory (GPU101, GPU102)
+
+_LOOP_SCOPES = (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,
+                ast.comprehension, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+MANY_BATCHES = Premise(
+    "many-batches",
+    "the loader is drawn from enough for its loading to matter: refuted for one pass over a small torchvision "
+    "benchmark held in memory (MNIST and its variants, CIFAR-10/100, SVHN, USPS: at most 73,257 images of "
+    "16-32 px): a loader bound to a name at a script's top level (or in its `__main__` block) in a file no "
+    "project file imports, iterated by one loop that sits in no other loop or function and runs under "
+    "`torch.no_grad()` (or `inference_mode()`), its name used otherwise only in `len()` or to read its "
+    "`.dataset`. That is the evaluation pass after training, whose few "
+    "seconds of loading in all neither workers (which cost about as much to start) nor pinned copies win "
+    "back. Any other loader, or a dataset built from something else, is shown.")
+
+
+def one_small_pass(ctx: AstContext, loader: "LoaderCall") -> bool:
+    """MANY_BATCHES is refuted for this DataLoader call (see the premise)."""
+    if ctx.project.imported:
+        return False
+    for each in loader.alternatives():
+        dataset = each.dataset
+        name = ctx.qualname(dataset.func) if isinstance(dataset, ast.Call) else None
+        if name is None or not name.startswith("torchvision.datasets.") \
+                or name.rsplit(".", 1)[-1] not in SMALL_IMAGE_SETS:
+            return False
+    statement = ctx.parent(loader.node)
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name)):
+        return False
+    if any(isinstance(a, _LOOP_SCOPES) for a in ctx.ancestors(statement)):
+        return False  # built in a function or a loop: it may be drawn from again
+    target = statement.targets[0]
+    loops = 0
+    for use in ctx.named(target.id):
+        if use is target:
+            continue
+        if not isinstance(use.ctx, ast.Load) or ctx.names.binding_scope(use) is not ctx.names.module_scope:
+            return False
+        parent = ctx.parent(use)
+        if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id == "len" \
+                and parent.args == [use]:
+            continue
+        if isinstance(parent, ast.Attribute) and parent.attr in ("dataset", "batch_size"):
+            continue  # `len(test_loader.dataset)`: reads no batch
+        loop = _iterated_by(ctx, use)
+        if loop is None or any(isinstance(a, _LOOP_SCOPES) for a in ctx.ancestors(loop)) \
+                or not _under_grad_off(ctx, loop):
+            return False
+        loops += 1
+    return loops == 1
+
+
+def _under_grad_off(ctx: AstContext, loop: Loop) -> bool:
+    """The loop runs in a `with torch.no_grad():` (or `inference_mode()`) block: an evaluation pass."""
+    for ancestor in ctx.ancestors(loop):
+        if isinstance(ancestor, (ast.With, ast.AsyncWith)) and any(
+                isinstance(item.context_expr, ast.Call) and ctx.qualname(item.context_expr.func) in GRAD_OFF
+                for item in ancestor.items):
+            return True
+    return False
+
+
+def _iterated_by(ctx: AstContext, use: ast.Name) -> Optional[Loop]:
+    """The `for` loop that iterates this use of a loader's name (through `enumerate`, `tqdm` and the like)."""
+    node: ast.AST = use
+    parent = ctx.parent(node)
+    while isinstance(parent, ast.Call) and parent.args and parent.args[0] is node \
+            and _call_name(parent.func) in _COPY_WRAPPERS:
+        node, parent = parent, ctx.parent(parent)
+    if isinstance(parent, (ast.For, ast.AsyncFor)) and parent.iter is node:
+        return parent
+    return None

@@ -48,13 +48,16 @@ def resolve_token(token: str, bindings: Mapping[str, Optional[int]], attribute: 
 
 
 def layers_width(layers: tuple[Layer, ...], lookup: Lookup, bindings: Mapping[str, Optional[int]],
-                 attribute: Attribute, depth: int = 0) -> Optional[int]:
-    """The largest matmul width these layers can have; None when some layer's width is unknown."""
+                 attribute: Attribute, depth: int = 0, kinds: Optional[set[str]] = None) -> Optional[int]:
+    """The largest matmul width these layers can have; None when some layer's width is unknown. `kinds`
+    collects the names of the layers read (`Linear`, `Conv2d`, ...)."""
     if depth > MAX_DEPTH:
         return None
     widest = 0
     for layer in layers:
         if layer.kind == DIMS:
+            if kinds is not None and layer.dims != (NO_WIDTH,):
+                kinds.add(layer.name)  # activations, dropout and pooling multiply nothing
             sizes = [t for t in layer.dims if not t.startswith("*")]
             known = [v for v in (resolve_token(t, bindings, attribute) for t in sizes) if v is not None]
             if not known:
@@ -72,7 +75,8 @@ def layers_width(layers: tuple[Layer, ...], lookup: Lookup, bindings: Mapping[st
                 return None  # a class gpulint cannot read: a library's, or one defined elsewhere
             if not found.module:
                 continue  # a plain class (a config object): no layers
-            inner = class_width(found, lookup, layer.dims, dict(layer.keywords), bindings, attribute, depth + 1)
+            inner = class_width(found, lookup, layer.dims, dict(layer.keywords), bindings, attribute, depth + 1,
+                                kinds)
             if inner is None:
                 return None
             widest = max(widest, inner)
@@ -82,7 +86,8 @@ def layers_width(layers: tuple[Layer, ...], lookup: Lookup, bindings: Mapping[st
 
 
 def class_width(found: ClassFacts, lookup: Lookup, positional: tuple[str, ...], keywords: Mapping[str, str],
-                outer: Mapping[str, Optional[int]], attribute: Attribute, depth: int = 0) -> Optional[int]:
+                outer: Mapping[str, Optional[int]], attribute: Attribute, depth: int = 0,
+                kinds: Optional[set[str]] = None) -> Optional[int]:
     """The width of a model class built with these argument tokens (resolved in the caller's bindings)."""
     if found.layers is None:
         return None
@@ -91,14 +96,15 @@ def class_width(found: ClassFacts, lookup: Lookup, positional: tuple[str, ...], 
         bindings[name] = resolve_token(token, outer, attribute)
     for name, token in keywords.items():
         bindings[name] = resolve_token(token, outer, attribute)
-    return layers_width(found.layers, lookup, bindings, attribute, depth)
+    return layers_width(found.layers, lookup, bindings, attribute, depth, kinds)
 
 
 # ---------------------------------------------------------------------------------------------
 # the model a training step trains, on the `ast` tree
 
-def trained_model_width(ctx: AstContext, step: AmpStep) -> Optional[int]:
-    """The width of the model(s) the step's optimizer updates; None when any of them is unknown."""
+def trained_model_width(ctx: AstContext, step: AmpStep, kinds: Optional[set[str]] = None) -> Optional[int]:
+    """The width of the model(s) the step's optimizer updates; None when any of them is unknown. `kinds`
+    collects the names of their layers."""
     models: list[ast.expr] = []
     for optimizer_step in step.steps:
         optimizer = _value(ctx, optimizer_step.optimizer)
@@ -116,11 +122,42 @@ def trained_model_width(ctx: AstContext, step: AmpStep) -> Optional[int]:
         return None
     widest = 0
     for model in models:
-        width = _model_width(ctx, model)
+        width = _model_width(ctx, model, kinds=kinds)
         if width is None:
             return None
         widest = max(widest, width)
     return widest
+
+
+def optimizes_inputs(ctx: AstContext, step: AmpStep) -> bool:
+    """Every optimizer of the step is handed only tensors the file itself makes trainable (an image or a latent
+    optimised through a frozen network: style transfer, GAN inversion), none of a model's parameters."""
+    if not step.steps:
+        return False
+    for optimizer_step in step.steps:
+        optimizer = _value(ctx, optimizer_step.optimizer)
+        if not isinstance(optimizer, ast.Call):
+            return False
+        params = [a for a in optimizer.args if not isinstance(a, ast.Starred)]
+        argument = params[0] if params else next((k.value for k in optimizer.keywords if k.arg == "params"), None)
+        if not isinstance(argument, (ast.List, ast.Tuple)) or not argument.elts:
+            return False
+        for element in argument.elts:
+            made = _value(ctx, element) if isinstance(element, ast.Name) else None
+            if made is None or not _made_trainable(made):
+                return False
+    return True
+
+
+def _made_trainable(value: ast.expr) -> bool:
+    """`content.clone().requires_grad_(True)`, `torch.randn(..., requires_grad=True)`: a tensor, not a module's."""
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    if isinstance(func, ast.Attribute) and func.attr == "requires_grad_":
+        return not value.args or (isinstance(value.args[0], ast.Constant) and value.args[0].value is True)
+    return any(k.arg == "requires_grad" and isinstance(k.value, ast.Constant) and k.value.value is True
+               for k in value.keywords) and not _parameters_of(value)
 
 
 def _inside(ctx: AstContext, outer: ast.AST, node: ast.AST) -> bool:
@@ -223,18 +260,18 @@ def _starred(call: ast.Call) -> bool:
     return any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords)
 
 
-def _model_width(ctx: AstContext, model: ast.expr, depth: int = 0) -> Optional[int]:
+def _model_width(ctx: AstContext, model: ast.expr, depth: int = 0, kinds: Optional[set[str]] = None) -> Optional[int]:
     if depth > 8:
         return None
     if isinstance(model, ast.Attribute):
         while isinstance(model, ast.Attribute):  # `model.conv1.parameters()`: a part is no wider than the model
             model = model.value
-        return _model_width(ctx, model, depth + 1) if isinstance(model, ast.Name) else None
+        return _model_width(ctx, model, depth + 1, kinds) if isinstance(model, ast.Name) else None
     if isinstance(model, ast.Name):
         value = value_at(ctx, model) or _unpacked_value(ctx, model)
         if value is not None:
-            return _model_width(ctx, value, depth + 1)
-        widths = [_model_width(ctx, v, depth + 1) for v in _branch_values(ctx, model)]
+            return _model_width(ctx, value, depth + 1, kinds)
+        widths = [_model_width(ctx, v, depth + 1, kinds) for v in _branch_values(ctx, model)]
         if not widths or None in widths:
             return None
         return max(w for w in widths if w is not None)  # `if args.variational: model = VGAE(...) else: ...`
@@ -242,13 +279,13 @@ def _model_width(ctx: AstContext, model: ast.expr, depth: int = 0) -> Optional[i
         return None
     func = model.func
     if isinstance(func, ast.Attribute) and func.attr in _MOVES:
-        return _model_width(ctx, func.value, depth + 1)  # `Net(...).to(device)`
+        return _model_width(ctx, func.value, depth + 1, kinds)  # `Net(...).to(device)`
     qualified = ctx.qualname(func) or ""
     attribute = _attribute_values(ctx)
     if qualified in _WRAPPERS or qualified.rsplit(".", 1)[-1] in ("DistributedDataParallel", "DataParallel",
                                                                    "FullyShardedDataParallel"):
         wrapped = next(iter(_positional(model)), None)
-        return _model_width(ctx, wrapped, depth + 1) if wrapped is not None else None  # DDP(model)
+        return _model_width(ctx, wrapped, depth + 1, kinds) if wrapped is not None else None  # DDP(model)
     if qualified.startswith("torch.nn."):
         last = qualified.rsplit(".", 1)[-1]
         if last == "Sequential":
@@ -260,14 +297,14 @@ def _model_width(ctx: AstContext, model: ast.expr, depth: int = 0) -> Optional[i
                 if inner is None:
                     return None
                 layers.append(inner)
-            return layers_width(tuple(layers), _lookup(ctx), {}, attribute)
+            return layers_width(tuple(layers), _lookup(ctx), {}, attribute, kinds=kinds)
         layer = _inline_layer(ctx, model)
         if layer is None or layer.dims == (NO_WIDTH,):
             return None  # a torch.nn class that is not one layer of known width: not read
-        return layers_width((layer,), _lookup(ctx), {}, attribute)
+        return layers_width((layer,), _lookup(ctx), {}, attribute, kinds=kinds)
     if qualified.startswith(("torch_geometric.", "dgl.")):
         library = _graph_model(ctx, model, qualified)
-        return None if library is None else layers_width((library,), _lookup(ctx), {}, attribute)
+        return None if library is None else layers_width((library,), _lookup(ctx), {}, attribute, kinds=kinds)
     spelled = qualified or (func.id if isinstance(func, ast.Name) else None)
     if spelled is None:
         return None
@@ -278,7 +315,7 @@ def _model_width(ctx: AstContext, model: ast.expr, depth: int = 0) -> Optional[i
     if _starred(model):
         return None
     keywords = {k.arg: _token(ctx, k.value) for k in model.keywords if k.arg is not None}
-    return class_width(found, _lookup(ctx), positional, keywords, {}, attribute)
+    return class_width(found, _lookup(ctx), positional, keywords, {}, attribute, kinds=kinds)
 
 
 def _argument_token(ctx: AstContext, call: ast.Call, position: int, keyword: str) -> Optional[str]:

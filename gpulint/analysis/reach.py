@@ -117,3 +117,24 @@ def _counted(ctx: AstContext, use: ast.Name) -> bool:
     return isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id == "len" \
         and len(parent.args) == 1 and parent.args[0] is use and not parent.keywords
 
+
+
+FEEDS_TRAINING = Premise(
+    "feeds-training",
+    "the loader is on a path that may train: refuted for a loader built at the top level of a script or "
+    "notebook that no project file imports, that trains nothing (no backward, optimizer, trainer or training "
+    "call anywhere in it) and that turns autograd off (`torch.no_grad()`, `inference_mode`): an evaluation or "
+    "inference pass (embeddings of a test set), not the training loop whose input pipeline the advice is for. "
+    "A loader a function builds may be handed to code that trains: shown.")
+
+
+def trains_nothing_here(ctx: "AstContext") -> bool:
+    """A script or notebook no project file imports, that trains nothing: evaluation, inference or a demo."""
+    project = ctx.project
+    never_imported = project.script or (ctx.path.suffix == ".ipynb" and project.scanned and not project.imported)
+    return never_imported and not project.own.may_train
+
+
+def evaluates_only_here(ctx: "AstContext") -> bool:
+    """`trains_nothing_here`, with evidence of evaluation: the file turns autograd off."""
+    return trains_nothing_here(ctx) and ctx.project.own.grad_off

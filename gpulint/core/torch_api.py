@@ -46,6 +46,13 @@ DATASET_WRAPPERS = frozenset({
     "torch.utils.data.ConcatDataset", "torch.utils.data.dataset.ConcatDataset",
 })
 DATASET_SPLITS = frozenset({"torch.utils.data.random_split", "torch.utils.data.dataset.random_split"})
+# tensor methods that only reshape (a view of a pinned batch is pinned; a copy they make is pageable, and a
+# non-blocking copy from pageable memory is merely synchronous): `images.reshape(-1, 784).to(device)` copies the
+# batch itself, so GPU101's fix makes it non-blocking
+SHAPE_METHODS = frozenset({
+    "reshape", "view", "flatten", "unflatten", "squeeze", "unsqueeze", "permute", "transpose", "t", "contiguous",
+    "view_as", "reshape_as",
+})
 
 # ------------------------------------------------------------------------------------------------
 # training steps, syncs, debug APIs, grad mode (GPU501-GPU505; analysis/steps.py) — r27-steps

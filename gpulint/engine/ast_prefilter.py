@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional, Sequence, TypeVar
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence, TypeVar
 
 from gpulint.project.ast_nodes import fast_walk
 
@@ -78,8 +78,9 @@ def _dotted(node: ast.expr) -> Optional[list[str]]:
     return parts
 
 
-def scan(tree: ast.AST) -> AstFacts:
-    """One walk: import bindings, attribute chains over names, called attribute names."""
+def scan(tree: ast.AST, star: Optional[Mapping[str, str]] = None) -> AstFacts:
+    """One walk: import bindings, attribute chains over names, called attribute names. `star`: what the
+    file's `from project_module import *` bind (ProjectView.star_modules), for names no import here binds."""
     bound: dict[str, set[str]] = {}  # name -> import targets it is bound to somewhere
     chains: list[list[str]] = []
     called: set[str] = set()
@@ -112,6 +113,9 @@ def scan(tree: ast.AST) -> AstFacts:
                 if alias.name == "*":
                     continue
                 _bind(bound, targets, alias.asname or alias.name, f"{module}.{alias.name}")
+    for name, target in (star or {}).items():
+        if name not in bound:
+            _bind(bound, targets, name, target)
     qualified = set(targets)
     for parts in chains:
         roots = bound.get(parts[0])
@@ -144,13 +148,13 @@ def _last_word(needle: str) -> str:
     return needle.rsplit("*", 1)[-1].rsplit(".", 1)[-1]
 
 
-def narrow(text: str, tree: ast.AST, rules: Sequence[RuleT]) -> list[RuleT]:
+def narrow(text: str, tree: ast.AST, rules: Sequence[RuleT], star: Optional[Mapping[str, str]] = None) -> list[RuleT]:
     """The rules that could fire on this file: co-occurrence on the text, then the tree."""
     if not ENABLED:
         return list(rules)
     kept = [r for r in rules if text_may_meet(r.ast_needles, text)]
     if all(r.ast_needles is None for r in kept):
         return kept
-    facts = scan(tree)
+    facts = scan(tree, star)
     return [r for r in kept if facts.meets(r.ast_needles)]
 

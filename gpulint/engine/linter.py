@@ -134,7 +134,8 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
     if check.tree is not None and candidates:
         # the second prefilter: only rules whose needles the `ast` tree meets are worth LibCST
         with profile.phase("prefilter"):
-            candidates = ast_prefilter.narrow(text, check.tree, candidates)
+            candidates = ast_prefilter.narrow(text, check.tree, candidates,
+                                              project.star_modules if project is not None else None)
     if check.valid and not candidates:
         return LintResult()
     with profile.phase("analysis"):

@@ -20,11 +20,11 @@ from typing import Any, Iterable, Iterator, Optional, Union
 
 from gpulint.project.ast_nodes import all_nodes, fast_walk
 from gpulint.project.codec import decode_fields, encode_fields
-from gpulint.project.graph_data import step_rows
+from gpulint.project.graph_data import image_rows, step_rows
 from gpulint.project.layers import DIMS, OPAQUE, Layer, class_layers, convnet_classes, parameter_tensors
 from gpulint.project.loader_flow import AT, cuda_devices, move_kinds, moved_results
 
-FACTS_VERSION = 23
+FACTS_VERSION = 24
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -73,6 +73,10 @@ FSDP_MIXED_PRECISION = frozenset({
 # so advice about what a newer torch does or warns about cannot pay off there. A key also covers what lies under
 # it (`torchtext.legacy` covers `torchtext.legacy.data.Field`). From the releases, not read from wheels:
 # - torch._six: removed in torch 2.0 (pytorch#94709).
+# - torch.utils.ffi: the C FFI of torch 0.4; torch 1.0 replaced it with cpp_extension, its module only raising
+#   ImportError (faster-rcnn.pytorch's compiled ROI and NMS layers import it).
+# - torch._utils._accumulate: removed in torch 2.3 (pyro-ppl/pyro#3364 and deep-text-recognition-benchmark#416
+#   report the ImportError on 2.3.0); older `random_split` copies import it.
 # - torchtext.legacy: torchtext 0.9 to 0.11 only; 0.12, released with torch 1.11 (each torchtext pins its torch:
 #   0.11 with 1.10, 0.12 with 1.11), removed it (pytorch/text#1437).
 # - torchtext's first data API: torchtext 0.9, released with torch 1.8, moved these names of torchtext.data and
@@ -82,6 +86,8 @@ FSDP_MIXED_PRECISION = frozenset({
 _TORCHTEXT_0_9 = (1, 8)
 REMOVED_MODULES: dict[str, tuple[int, int]] = {
     "torch._six": (2, 0),
+    "torch.utils.ffi": (1, 0),
+    "torch._utils._accumulate": (2, 3),
     "torchtext.legacy": (1, 11),
     **{f"torchtext.data.{name}": _TORCHTEXT_0_9 for name in (
         "Batch", "Dataset", "TabularDataset", "Example", "RawField", "Field", "ReversibleField", "SubwordField",
@@ -246,6 +252,9 @@ class FileFacts:
     # the most rows a training step of the file feeds its model, when the benchmark datasets it loads
     # say so (project/graph_data.py); None: unknown
     step_rows: Optional[int] = None
+    # (the largest batch, the image side) of a file that trains on a small torchvision benchmark held in memory
+    # (project/graph_data.py `image_rows`): a step feeds an MLP batch x side rows at most, a convnet batch x side^2
+    image_rows: Optional[tuple[int, int]] = None
     # top-level functions of a file that trains which nothing in the file reaches (no call, no reference,
     # no decorator, no name string), in a file without dynamic dispatch (`fire.Fire()`, `globals()`):
     # dead code unless another file imports this one (project/view.py decides that)
@@ -261,6 +270,9 @@ class FileFacts:
     # a script (a `__main__` guard) that runs models under no_grad/inference_mode and trains nothing (no
     # backward, no optimizer, no trainer): the modules it imports are evaluated here, not trained
     inference_script: bool = False
+    # the file turns autograd off somewhere (`torch.no_grad`, `inference_mode`): evidence of evaluation, which
+    # with `may_train` false makes a script or notebook an evaluation or inference pass
+    grad_off: bool = False
     # the file may train, directly or through a framework: a training step, an optimizer, or the names a
     # trainer brings (`Trainer`, `Runner`, `.fit(`, `.backward`); false only when none is there
     may_train: bool = True
@@ -397,14 +409,19 @@ def _freezes_modules(tree: ast.Module) -> bool:
     frozen (`model.requires_grad_(False)`, a loop over `model.parameters()`) in a file whose optimizer takes
     only the parameters that still require grad (`filter(lambda p: p.requires_grad, ...)`). A freeze under
     any other condition (`if "embed" in name`), of a part (`model.embeddings`), or of a network beside the
-    trained one (a teacher, a discriminator, a VAE) does not count: the rest may be large.
+    trained one (a teacher, a discriminator, a VAE, the feature extractor of a loss class such as a perceptual
+    `ContentLoss`) does not count: the rest may be large.
     """
     loop_targets = {n.id for node in all_nodes(tree) if isinstance(node, (ast.For, ast.comprehension))
                     for n in ast.walk(node.target) if isinstance(n, ast.Name)}
     maybe_true = _names_given_true(tree)
+    in_losses = {id(n) for node in all_nodes(tree) if isinstance(node, ast.ClassDef) and "loss" in node.name.lower()
+                 for n in ast.walk(node)}
     shapes: set[str] = set()
     filtered = False
     for node in all_nodes(tree):
+        if id(node) in in_losses:
+            continue  # a loss's network (VGG features of a perceptual loss) is beside the one trained
         if isinstance(node, ast.For):
             shape = _freeze_loop(node, maybe_true)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
@@ -858,10 +875,12 @@ class _Scanner:
                                  frozenset(r.local for r in self.imports if r.name not in (None, "*"))),
             config_ints={k: tuple(sorted(set(v))) for k, v in self.config.items()},
             step_rows=step_rows(self.tree) if training else None,
+            image_rows=image_rows(self.tree) if training else None,
             unreached=unreached_functions(self.tree) if training else (),
             torch_ceiling=torch_ceiling(self.tree),
             legacy_torch=legacy_torch(self.tree) if "data" in names else "",
             inference_script=_has_main_guard(self.tree) and bool(names & _GRAD_OFF_NAMES) and not may_train,
+            grad_off=bool(names & _GRAD_OFF_NAMES),
             may_train=may_train,
             settings=tuple(sorted(self.settings)),
             option_values=self._option_values(),

@@ -17,6 +17,7 @@ with CPython's `ast`, which of them a file loads and how it batches them:
 from __future__ import annotations
 
 import ast
+import re
 from typing import Iterator, Optional
 
 from gpulint.project.ast_nodes import all_nodes
@@ -60,6 +61,11 @@ GRAPH_SETS: dict[str, dict[str, float]] = {
     "MNISTSuperpixels": {"": 75.0},
     "PPI": {"": 2372.7},
     "BA2MotifDataset": {"": 25.0},
+}
+# torchvision datasets that hold every item in memory as a small image, by class name -> the image's side in
+# pixels (28 for the MNIST family, 32 for CIFAR and SVHN, 16 for USPS; at most SVHN's 73,257 training images)
+SMALL_IMAGE_SETS: dict[str, int] = {
+    "MNIST": 28, "FashionMNIST": 28, "KMNIST": 28, "QMNIST": 28, "CIFAR10": 32, "CIFAR100": 32, "SVHN": 32, "USPS": 16,
 }
 # where each class takes its name: (position, keyword); the OGB classes take it first
 _NAME_AT: dict[str, tuple[int, str]] = {"PygGraphPropPredDataset": (0, "name")}
@@ -214,3 +220,27 @@ def step_rows(tree: ast.Module) -> Optional[int]:
                 return None  # a graph-level dataset with no loader here: batched somewhere unseen
             rows = max(rows, max(batches) * size)
     return int(rows + 0.5)
+
+
+# names that may make a step's images larger than the benchmark's, or load data of another kind
+_RESIZES = re.compile(r"Resize|Scale$|interpolate|Upsample|ImageFolder")
+
+
+def image_rows(tree: ast.Module) -> Optional[tuple[int, int]]:
+    """(the largest batch size, the image side) when the file trains on a small torchvision benchmark held in
+    memory (SMALL_IMAGE_SETS) and nothing it loads or does makes larger images (no resize, no dataset class or
+    image folder of its own); None otherwise."""
+    sides: list[int] = []
+    for node in all_nodes(tree):
+        if isinstance(node, (ast.Name, ast.Attribute)) and _RESIZES.search(_last(node)):
+            return None
+        if isinstance(node, ast.ClassDef) and any(_last(b).endswith("Dataset") for b in node.bases):
+            return None
+        if isinstance(node, ast.Call) and _last(node.func) in SMALL_IMAGE_SETS:
+            sides.append(SMALL_IMAGE_SETS[_last(node.func)])
+    if not sides:
+        return None
+    batches = _batch_sizes(tree, _Values(tree))
+    if not batches:
+        return None
+    return max(batches), max(sides)

@@ -44,7 +44,10 @@ import os
 import re
 import sys
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Optional
+from typing import TYPE_CHECKING, Iterable, Mapping, Optional
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -142,14 +145,11 @@ def torch_floor(requirements: Iterable[str]) -> Optional[Version]:
 def torch_range(requirements: Iterable[str]) -> tuple[Optional[Version], Optional[Version]]:
     """(the lowest torch these PEP 508 requirement strings admit, the first MAJOR.MINOR none of their torch
     lines admits): each torch line is an alternative (markers), so the range spans them all."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
     floors: list[Version] = []
     aboves: list[Optional[Version]] = []
     for line in requirements:
-        try:
-            requirement = Requirement(line.strip())
-        except InvalidRequirement:
+        requirement = _requirement(line)
+        if requirement is None:
             continue
         if requirement.name.lower() not in _TORCH_NAMES:
             continue  # another package (torchvision, torch-geometric)
@@ -166,16 +166,37 @@ def torch_range(requirements: Iterable[str]) -> tuple[Optional[Version], Optiona
 
 def names_torch(requirements: Iterable[str]) -> bool:
     """Whether any of these PEP 508 requirement strings is about torch itself."""
+    for line in requirements:
+        requirement = _requirement(line)
+        if requirement is not None and requirement.name.lower() in _TORCH_NAMES:
+            return True
+        if requirement is None and _mentions_torch(line):
+            return True  # `torch @ file.whl#...` spelled in a way packaging refuses: torch, unbounded
+    return False
+
+
+# a local version label after a release (`2.0.1+cu118`): PEP 440 allows it only with `==`/`!=`, but pip
+# installs `torch>=2.0.1+cu118` and projects write it (SRGAN-PyTorch's requirements.txt)
+_LOCAL_LABEL = re.compile(r"(\d)\+[A-Za-z0-9.]+")
+
+
+def _requirement(line: str) -> Optional[Requirement]:
+    """A PEP 508 requirement, read as pip reads it: a local label on a bound (`>=2.0.1+cu118`) is dropped,
+    since it says which build, not which release; None when it is not a requirement."""
     from packaging.requirements import InvalidRequirement, Requirement
 
-    for line in requirements:
-        try:
-            if Requirement(line.strip()).name.lower() in _TORCH_NAMES:
-                return True
-        except InvalidRequirement:
-            if _mentions_torch(line):
-                return True  # `torch @ file.whl#...` spelled in a way packaging refuses: torch, unbounded
-    return False
+    text = line.strip()
+    try:
+        return Requirement(text)
+    except InvalidRequirement:
+        pass
+    stripped = _LOCAL_LABEL.sub(r"\1", text)
+    if stripped == text:
+        return None
+    try:
+        return Requirement(stripped)
+    except InvalidRequirement:
+        return None
 
 
 def conda_floor(lines: Iterable[str]) -> Optional[Version]:

@@ -113,6 +113,10 @@ class ProjectView:
     # the classes the imported model classes build, by `path::Name` (their widths, for GPU001)
     model_parts: dict[str, ClassFacts] = field(default_factory=dict)
     star_classes: dict[str, ClassFacts] = field(default_factory=dict)  # names a `from x import *` brings
+    # modules and names a `from x import *` of a project module brings because x imported them (`torch` from
+    # deeplab's `from modeling.deeplab import *`), as qualified names; only when every star import of the file
+    # is a project module's and no two of them bind the name differently
+    star_modules: dict[str, str] = field(default_factory=dict)
     imported_optimizers: dict[str, tuple[str, ...]] = field(default_factory=dict)  # keyed like imported_classes
     imported_ints: dict[str, dict[str, int]] = field(default_factory=dict)  # dataclass int fields of importees
     trained_by_callers: frozenset[str] = frozenset()  # top-level classes of this file a caller trains
@@ -615,6 +619,7 @@ class Project:
             fused_sgd_around=bool(callers & self._fused_sgd) or any(
                 self.facts[p].fused_sgd_momentum for p in self._closure(rel, depth=2)),
             mixed_elsewhere=elsewhere, imported_classes=classes, star_classes=star,
+            star_modules=self._star_modules(rel),
             imported_optimizers=optimizers, imported_ints=ints, trained_by_callers=trained,
             untrained=self._untrained(rel, trained),
             row_functions=row_functions, unpinned_collates=frozenset(collates),
@@ -714,6 +719,24 @@ class Project:
             frontier = {t for p in frontier for t in self.importees(p)} - seen - {path}
             seen |= frontier
         return seen
+
+    def _star_modules(self, path: str) -> dict[str, str]:
+        """What the project modules a file star-imports bound by their own absolute imports: the names
+        `from m import *` hands on (without `__all__`, every public name, imported modules included)."""
+        stars = [ref for ref in self.facts[path].imports if ref.name == "*"]
+        if not stars:
+            return {}
+        reached = [(target, ref) for target, ref in self.edges.get(path, ()) if ref.name == "*"]
+        if len({(ref.module, ref.level) for _, ref in reached}) < len({(r.module, r.level) for r in stars}):
+            return {}  # a star import of a library: it may bind any name
+        found: dict[str, Optional[str]] = {}
+        for target, _ in reached:
+            for ref in self.facts[target].imports:
+                if ref.level or ref.name == "*" or not ref.local or ref.local.startswith("_"):
+                    continue
+                qualified = ref.module if ref.name is None else f"{ref.module}.{ref.name}"
+                found[ref.local] = qualified if found.get(ref.local, qualified) == qualified else None
+        return {name: qualified for name, qualified in found.items() if qualified is not None}
 
     def _visible(self, path: str) -> tuple[dict[str, ClassFacts], dict[str, ClassFacts], dict[str, tuple[str, ...]]]:
         """Dataset classes and optimizer registries the file imports from the project, keyed as spelled."""

@@ -23,6 +23,7 @@ from gpulint.core.arguments import positional_args
 from gpulint.core.context import FileContext
 from gpulint.core.pending import Replace
 from gpulint.core.rewrite import add_keyword
+from gpulint.core.torch_api import SHAPE_METHODS
 from gpulint.core.walk import walk
 from gpulint.project.loader_flow import DEVICE_WORDS
 
@@ -222,6 +223,13 @@ def _base_name(expr: cst.BaseExpression) -> Optional[str]:
     return expr.value if isinstance(expr, cst.Name) else None
 
 
+def _unshaped(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`images` for `images.reshape(-1, 784)` (SHAPE_METHODS; analysis/loaders.py `_unshaped` on `ast`)."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in SHAPE_METHODS:
+        expr = expr.func.value
+    return expr
+
+
 def _chain_base(expr: cst.BaseExpression) -> Optional[str]:
     """`x` for `x.sum()`, `x[0].mean()`: the name a chain of calls, attributes and subscripts starts from."""
     while isinstance(expr, (cst.Subscript, cst.Attribute, cst.Call)):
@@ -281,7 +289,7 @@ def _copies_in(facts: TrainingFacts, loop: cst.For, batch: set[str], custom_coll
                if facts.contains(loop, a)):
             continue
         receiver = call.func.value  # type: ignore[attr-defined]
-        base = _base_name(receiver)
+        base = _base_name(_unshaped(receiver))
         if base not in names:
             continue
         if custom_collate and isinstance(receiver, cst.Name) and receiver.value in _whole_batch(loop):

@@ -13,7 +13,7 @@ from gpulint.analysis.ast_context import NO_LIBCST_NOTE, AstContext, Detection
 from gpulint.analysis.device import cuda_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
 from gpulint.analysis.lr_sweep import LONG_RUN, step_run
-from gpulint.analysis.model_widths import trained_model_width
+from gpulint.analysis.model_widths import optimizes_inputs, trained_model_width
 from gpulint.analysis.reach import RUNS, never_runs_ast
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
@@ -53,6 +53,13 @@ FP32 = Premise(
     "casting weights) is used around it. A GradScaler alone is not mixed precision: a step that scales its "
     "loss but never enters autocast trains in fp32. Undecided when autocast is used in a way gpulint cannot "
     "link to the step.")
+TRAINS_A_MODEL = Premise(
+    "trains-a-model",
+    "the step updates a model's parameters: refuted when every optimizer of the step is handed only tensors "
+    "the file makes trainable itself (`[target]` after `target = content.clone().requires_grad_(True)`, "
+    "`torch.randn(..., requires_grad=True)`): an image or latent optimised through a frozen network (style "
+    "transfer, GAN inversion), whose feature statistics (Gram matrices of a VGG's activations) overflow "
+    "float16 and whose network may run its own precision.")
 WIDE_ENOUGH = Premise(
     "wide-enough",
     "the model is wide enough for tensor cores to matter: refuted when every layer width of the model the "
@@ -61,7 +68,9 @@ WIDE_ENOUGH = Premise(
 ENOUGH_WORK = Premise(
     "enough-work",
     "a step multiplies enough rows for its width: refuted when the rows it feeds are known from a standard "
-    "benchmark dataset (Cora trained full-batch: 2,708 rows; PROTEINS in batches of 32: 32 x 39 nodes) and "
+    "benchmark dataset (Cora trained full-batch: 2,708 rows; PROTEINS in batches of 32: 32 x 39 nodes; "
+    "torchvision's MNIST, CIFAR, SVHN or USPS held in memory, in batches of a known size and never resized: "
+    "batch x side rows for a model of Linear layers only, batch x side^2 for any other) and "
     "rows x width^2 of the widest known layer stays below 8e8, where the best speed-up of bench/amp_width.py's "
     "roofline model (a modelled estimate, not a GPU measurement) stays under 1.5x (3,400 rows at 512 wide). "
     "Unknown rows or width are not small ones.")
@@ -87,6 +96,7 @@ AUTOCAST_COVERS = Premise(
 # rows x width^2 of a step below which mixed precision cannot pay off: bench/amp_width.py's roofline model
 # (host dispatch measured on a CPU, A100 datasheet throughput) reaches 1.5x at 8.3e8-9.2e8; rounded down
 STEP_WORK_FLOOR = 800_000_000
+_LINEAR_LAYERS = frozenset({"Linear", "Bilinear", "LazyLinear"})
 AMP_DTYPE: Option[str] = Option(
     "amp-dtype", Choice(("auto", "float16", "bfloat16")), "auto",
     "the dtype autocast fixes write: auto (bfloat16 where the GPU computes in it natively, else float16 with a "
@@ -218,8 +228,8 @@ class MissingAutocast(Rule):
         the loss diverges: a few seconds of training, whose loss curve 16-bit compute would change).
         One finding per training step.
         """,
-        premises=(ON_GPU, FP32, WIDE_ENOUGH, ENOUGH_WORK, AUTOCAST_EXISTS, GPU_BOUND, AUTOCAST_COVERS, LONG_RUN,
-                  RUNS),
+        premises=(ON_GPU, FP32, TRAINS_A_MODEL, WIDE_ENOUGH, ENOUGH_WORK, AUTOCAST_EXISTS, GPU_BOUND,
+                  AUTOCAST_COVERS, LONG_RUN, RUNS),
     )
 
     def detect(self, ctx: AstContext) -> None:
@@ -243,6 +253,7 @@ class MissingAutocast(Rule):
                 continue
             wide, work = step_scale(ctx, step)
             evidence = {ON_GPU: SHOWN if xpu else on_gpu, FP32: fp32, WIDE_ENOUGH: wide, ENOUGH_WORK: work,
+                        TRAINS_A_MODEL: REFUTED if optimizes_inputs(ctx, step) else SHOWN,
                         AUTOCAST_EXISTS: autocast_exists, GPU_BOUND: bound, AUTOCAST_COVERS: covers,
                         LONG_RUN: step_run(ctx, step.node), RUNS: _runs(ctx, backward.call)}
             decision = self.decide(evidence)
@@ -469,9 +480,15 @@ def fp32_step(ctx: AstContext, facts: AmpRegions, step: AmpStep) -> Optional[Evi
 def step_scale(ctx: AstContext, step: AmpStep) -> tuple[Evidence, Evidence]:
     """The WIDE_ENOUGH and ENOUGH_WORK premises: whether tensor cores can matter for the model the step trains
     (GPU401 asks the same for TF32)."""
-    width = trained_model_width(ctx, step)
+    kinds: set[str] = set()
+    width = trained_model_width(ctx, step, kinds)
     wide = REFUTED if width is not None and width < ctx.settings.value(MIN_WIDTH) else SHOWN
     rows = ctx.project.own.step_rows
+    images = ctx.project.own.image_rows
+    if rows is None and images is not None and width is not None:
+        batch, side = images
+        # an MLP multiplies at most a row per sample and image line; any other layer a row per pixel
+        rows = batch * side if kinds and kinds <= _LINEAR_LAYERS else batch * side * side
     work = REFUTED if width is not None and rows is not None and rows * width * width < STEP_WORK_FLOOR else SHOWN
     return wide, work
 

@@ -8,8 +8,15 @@ from typing import TYPE_CHECKING, Optional
 from gpulint.analysis.ast_context import AstContext, AstKeywordArgs, Detection, positional_args
 from gpulint.analysis.device import cuda_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise, all_of
-from gpulint.analysis.loaders import LoaderCall, batch_copies, dataloader_call, loader_batches
-from gpulint.analysis.reach import SELF_TEST, not_self_test
+from gpulint.analysis.loaders import (
+    MANY_BATCHES,
+    LoaderCall,
+    batch_copies,
+    dataloader_call,
+    loader_batches,
+    one_small_pass,
+)
+from gpulint.analysis.reach import FEEDS_TRAINING, SELF_TEST, evaluates_only_here, not_self_test
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import DATALOADER_AST_NEEDLES, DATALOADER_NEEDLES, DATALOADER_PIN_MEMORY
@@ -127,7 +134,7 @@ class DataLoaderPinMemory(Rule):
         defines a batch container with `.to()` but no `.pin_memory()` (DETR's NestedTensor: the pin
         thread passes it through unpinned), on a TPU (`torch_xla`), or in test files.
         """,
-        premises=(CPU_TENSORS, REACHES_CUDA, PAYS_OFF, SELF_TEST),
+        premises=(CPU_TENSORS, REACHES_CUDA, PAYS_OFF, MANY_BATCHES, FEEDS_TRAINING, SELF_TEST),
     )
 
     def _collate_returns_unpinnable(self, ctx: AstContext, kwargs: AstKeywordArgs) -> bool:
@@ -182,6 +189,9 @@ class DataLoaderPinMemory(Rule):
             else UNDECIDED
         pays = SHOWN if batches.non_blocking or all(each.bulk for each in alternatives) else UNDECIDED
         decision = self.decide({CPU_TENSORS: cpu_tensors, REACHES_CUDA: all_of(device, moved), PAYS_OFF: pays,
+                                 MANY_BATCHES: REFUTED if one_small_pass(ctx, loader) else SHOWN,
+                                 FEEDS_TRAINING: REFUTED if evaluates_only_here(ctx) and ctx.enclosing_function(node)
+                                 is None else SHOWN,
                                  SELF_TEST: not_self_test(ctx.tree, node, ctx.parent, ctx.project.imported)})
         if not decision.report:
             return

@@ -40,6 +40,12 @@ EPOCH_STATE = Premise(
     "(`set_epoch`, `update`, ...: a sampler's `set_epoch` is fine) or assigns its attributes (persistent "
     "workers keep the copy they started with); set-up outside loops does not count.")
 
+API_EXISTS = Premise(
+    "api-exists",
+    "every torch the project supports has `persistent_workers` (1.7): refuted when the floor it declares is "
+    "older (`torch==1.4.0`: the keyword is a TypeError there, and the advice cannot be followed), or when its "
+    "code runs only on an older torch.")
+
 _MESSAGE = "DataLoader worker processes are started again for every epoch: persistent_workers=True keeps them"
 _PER_EPOCH_CALLS = frozenset({"set_epoch", "set_stage", "set_resolution", "update", "reset", "shuffle"})
 
@@ -104,14 +110,14 @@ class DataLoaderWorkersNotPersistent(Rule):
         things change and are worth a look: the workers stay alive (with their memory) between
         epochs, also while other loaders run; and workers keep their random state, so a
         `Dataset` that draws augmentations from the global RNG gets other (equally random)
-        numbers from the second epoch on. With `torch-version` below 1.7 no fix is offered.
-        Not reported for IterableDatasets, for a dataset the file changes between epochs
+        numbers from the second epoch on. Not reported where the declared torch is older than
+        1.7 (no `persistent_workers` there), for IterableDatasets, for a dataset the file changes between epochs
         (`dataset.set_epoch(e)`, `dataset.size = ...`; workers would keep their first copy),
         for a loader rebuilt inside the epoch loop, an explicit `persistent_workers` (also
         `False`), a `**dict` that may pass it, a worker count chosen at run time with no
         visible default, nor in test functions.
         """,
-        premises=(WORKERS, EVERY_EPOCH, EPOCH_STATE),
+        premises=(WORKERS, EVERY_EPOCH, EPOCH_STATE, API_EXISTS),
     )
 
     def detect(self, ctx: AstContext) -> None:
@@ -129,13 +135,14 @@ class DataLoaderWorkersNotPersistent(Rule):
                 workers = all_of(workers, UNDECIDED)  # a `**dict` may pass persistent_workers
             epochs = any_of(*(_every_epoch(ctx, call, loop) for loop in loops.over(call))) \
                 if loops.over(call) else UNDECIDED
-            decision = self.decide({WORKERS: workers, EVERY_EPOCH: epochs, EPOCH_STATE: _epoch_state(ctx, call)})
-            too_new = floors.too_new(ctx.settings.torch_version, [floors.PERSISTENT_WORKERS])
+            missing = floors.unavailable(ctx.settings.torch_version, ctx.project.torch_ceiling,
+                                         [floors.PERSISTENT_WORKERS])
+            decision = self.decide({WORKERS: workers, EVERY_EPOCH: epochs, EPOCH_STATE: _epoch_state(ctx, call),
+                                    API_EXISTS: REFUTED if missing is not None else SHOWN})
             value = _persistent_value(ctx, count)
-            ctx.report(self, call, _MESSAGE, fix=Applicability.SAFE if too_new is None else None,
+            ctx.report(self, call, _MESSAGE, fix=Applicability.SAFE,
                        fix_message=f"Keep the workers between epochs: `persistent_workers={value}`",
-                       data={"value": value}, note="" if too_new is None else f"no fix: {too_new.reason()}",
-                       decision=decision)
+                       data={"value": value}, decision=decision)
 
     def build_fix(self, detection: "Detection", fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:
         import libcst as cst

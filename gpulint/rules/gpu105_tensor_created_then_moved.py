@@ -9,6 +9,7 @@ from gpulint.analysis.ast_context import AstContext
 from gpulint.analysis.device import accelerator_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
 from gpulint.analysis.loader_loops import loader_loops, move_of
+from gpulint.analysis.reach import trains_nothing_here
 from gpulint.analysis.steps import StepFacts, step_facts
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import DETERMINISTIC_FACTORIES, RANDOM_FACTORIES
@@ -36,7 +37,10 @@ REPEATED = Premise(
     "method that runs on every step (`forward`, `training_step`, ...). Refuted in set-up code that runs "
     "once (a comprehension alone, a loop in `__init__`/`setup`/`build*`), where the copy costs nothing "
     "that matters; under `if x is None:` whose body binds `x`, where `x` keeps its value between runs (a "
-    "name bound in the loop only there, or `self.x` no other method resets); in once-an-epoch code of a file "
+    "name bound in the loop only there, or `self.x` no other method resets); under `if len(state) == 0:` (or "
+    "`if not state:`) whose body stores into `state`, an entry of an attribute of `self` (`state = "
+    "self.state[p]`: an optimizer's lazy per-parameter state, made on the first step only); in once-an-epoch "
+    "code of a file "
     "whose step loops gpulint reads (reached only from an epoch loop, or from the step loop's function "
     "outside the step loop, with no loop over a DataLoader on the way: a clustering pass before the "
     "epoch's steps); and in the `forward` of a module class no training reaches (every file importing its "
@@ -200,9 +204,7 @@ def _repetition(ctx: AstContext, call: ast.Call) -> Evidence:
 def _demo_loop(ctx: AstContext, loop: ast.AST) -> bool:
     """A loop at the top level of a script or notebook that trains nothing and that no file imports: a demo
     over a few examples or a one-off inference pass, where one small copy per pass is not what it waits on."""
-    project = ctx.project
-    never_imported = project.script or (ctx.path.suffix == ".ipynb" and project.scanned and not project.imported)
-    return never_imported and not project.own.may_train and ctx.enclosing_function(loop) is None
+    return trains_nothing_here(ctx) and ctx.enclosing_function(loop) is None
 
 
 def _repeated(ctx: AstContext, node: ast.AST) -> Optional[ast.AST]:
@@ -240,8 +242,46 @@ def _made_once(ctx: AstContext, call: ast.Call) -> bool:
             for guarded in _none_tests(ancestor.test):
                 if _binds(ancestor.body, guarded) and _persists(ctx, ancestor, guarded):
                     return True
+            state = _empty_test(ancestor.test)
+            if state is not None and _fills(ancestor.body, state) and _kept_on_self(ctx, ancestor, state):
+                return True
         child = ancestor
     return False
+
+
+def _empty_test(test: ast.expr) -> Optional[str]:
+    """`state` of `len(state) == 0` or `not state`: a container's first use."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Name):
+        return test.operand.id
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq) \
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == 0 \
+            and isinstance(test.left, ast.Call) and isinstance(test.left.func, ast.Name) \
+            and test.left.func.id == "len" and len(test.left.args) == 1 and isinstance(test.left.args[0], ast.Name):
+        return test.left.args[0].id
+    return None
+
+
+def _fills(body: list[ast.stmt], name: str) -> bool:
+    """`state["exp_avg"] = ...` directly in the guard's body: the container is not empty afterwards."""
+    return any(isinstance(s, ast.Assign) and any(isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)
+                                                 and t.value.id == name for t in s.targets) for s in body)
+
+
+def _kept_on_self(ctx: AstContext, guard: ast.If, name: str) -> bool:
+    """The container is an entry of an attribute of `self` (`state = self.state[p]`, an optimizer's per-parameter
+    state), bound once in the function: it keeps what the guard's body stored until the next run. The first
+    step makes the tensors; every later step skips them."""
+    function = ctx.enclosing_function(guard)
+    if function is None:
+        return False
+    bindings = [n for n in ast.walk(function) if isinstance(n, ast.Assign) and any(
+        isinstance(t, ast.Name) and t.id == name for t in n.targets)]
+    if len(bindings) != 1:
+        return False
+    value = bindings[0].value
+    while isinstance(value, ast.Subscript):
+        value = value.value
+    return isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == "self"
 
 
 def _none_tests(test: ast.expr) -> list[ast.expr]:

@@ -57,6 +57,12 @@ ON_ACCELERATOR = Premise(
     "on-accelerator",
     "training runs on an accelerator, whose queue the read drains: shown by device evidence in the file or a "
     "caller; refuted where the code pins the CPU (a host read of a CPU tensor costs nothing).")
+SYNC_SAVED = Premise(
+    "sync-saved",
+    "dropping the read saves a wait: refuted when the same step loop steps an optimizer through a GradScaler "
+    "on every pass (`scaler.step(optimizer)` under no `if` in the loop, the name bound only to `GradScaler(...)` "
+    "or a parameter annotated `GradScaler`), in a file that makes no fused optimizer: the "
+    "scaler reads its inf check on the host every step, so the queue is drained there anyway.")
 
 
 class HostSyncInTrainingStep(Rule):
@@ -134,7 +140,7 @@ class HostSyncInTrainingStep(Rule):
         or when a helper of another module named for an interval (`every`, `interval`,
         `should_log`) is given the step counter.
         """,
-        premises=(EVERY_STEP, A_GPU_TENSOR, NOT_CONTROL_FLOW, ON_ACCELERATOR),
+        premises=(EVERY_STEP, A_GPU_TENSOR, NOT_CONTROL_FLOW, ON_ACCELERATOR, SYNC_SAVED),
     )
 
     def detect(self, ctx: "AstContext") -> None:
@@ -161,10 +167,55 @@ class HostSyncInTrainingStep(Rule):
                 A_GPU_TENSOR: SHOWN,
                 NOT_CONTROL_FLOW: reads.control_flow(node, place),
                 ON_ACCELERATOR: accelerator_evidence(ctx.project),
+                SYNC_SAVED: REFUTED if _scaler_syncs(ctx, place.step.loop) else SHOWN,
             })
             if not decision.report:
                 continue
             ctx.report(self, node, _message(spelled, tensor), decision=decision)
+
+
+def _scaler_syncs(ctx: "AstContext", loop: ast.AST) -> bool:
+    """The step loop calls `scaler.step(optimizer)` (a GradScaler's step reads `found_inf` on the host unless the
+    optimizer is fused, and the file makes none)."""
+    if "fused=True" in ctx.text:
+        return False
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "step"
+               and len(n.args) == 1 and isinstance(n.func.value, ast.Name) and _a_grad_scaler(ctx, n.func.value)
+               and _unconditional(ctx, n, loop) for n in ast.walk(loop))
+
+
+def _a_grad_scaler(ctx: "AstContext", name: ast.Name) -> bool:
+    """The name is a GradScaler on every binding: `scaler = GradScaler(...)` (not `enabled=False`), or a
+    parameter annotated `GradScaler`. A stand-in on another branch (`DummyGradScaler()`) does not sync."""
+    owner = ctx.names.binding_scope(name)
+    if owner is None:
+        return False
+    function = owner.node
+    if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        arguments = function.args
+        for parameter in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs):
+            if parameter.arg == name.id:
+                return _last_name(parameter.annotation) == "GradScaler"
+    values = owner.values.get(name.id, [])
+    return bool(values) and all(
+        isinstance(v, ast.Call) and _last_name(v.func) == "GradScaler" and not any(
+            k.arg == "enabled" and isinstance(k.value, ast.Constant) and k.value.value is False for k in v.keywords)
+        for v in values)
+
+
+def _last_name(node: Optional[ast.expr]) -> str:
+    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+
+
+def _unconditional(ctx: "AstContext", node: ast.AST, loop: ast.AST) -> bool:
+    """No `if`/`try` between the loop and `node`: it runs on every pass (a scaler made only for float16,
+    `if scaler is not None: scaler.step(opt)`, may not exist)."""
+    for ancestor in ctx.ancestors(node):
+        if ancestor is loop:
+            return True
+        if isinstance(ancestor, (ast.If, ast.Try, ast.IfExp, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return False
+    return False
 
 
 def _one_step_per_epoch(loop: ast.AST) -> bool:

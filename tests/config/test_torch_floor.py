@@ -45,6 +45,9 @@ ADAM = "import torch\n\nmodel = torch.nn.Linear(4, 4).cuda()\nopt = torch.optim.
     (["torch==2.*"], (2, 0)),  # a wildcard
     (["torch~=1.13.0"], (1, 13)),
     (["torch==1.7.1+cu110"], (1, 7)),  # a local version
+    (["torch>=2.0.1+cu118"], (2, 0)),  # a local label on a lower bound: pip reads it, packaging refuses it
+    (["torch >= 1.12.0+cu113, < 2"], (1, 12)),
+    (["torchvision>=0.15.2+cu118"], None),  # still another package
     (["torch>=1.8,!=1.12.0"], (1, 8)),
     (["pytorch>=1.9"], (1, 9)),  # the conda package's name, in a pip section
     (["not a requirement ((", "torch>=2.2"], (2, 2)),
@@ -207,6 +210,17 @@ def test_no_fix_needs_a_torch_newer_than_the_project_declares(tmp_path: Path, ca
         "from setuptools import setup\nsetup(install_requires=['torch>=2.3'])\n", encoding="utf-8")
     result = gpulint.check("--output-format", "concise", target)
     assert "GPU003" in result.output and "1 fixable" in result.output  # the floor is part of the cache key
+
+
+def test_a_local_label_on_the_bound_still_declares_the_floor(tmp_path: Path) -> None:
+    """blind8: SRGAN-PyTorch pins `torch>=2.0.1+cu118`, which packaging refuses as a specifier; read as pip
+    reads it, its floor 2.0 lacks torch.amp.GradScaler (2.3), so GPU003 has nothing to offer there."""
+    gpulint = Gpulint(False, tmp_path / "cache")
+    write(tmp_path, {"proj/requirements.txt": "numpy\ntorch>=2.0.1+cu118\ntorchvision>=0.15.2+cu118\n",
+                     "proj/train.py": AMP})
+    target = tmp_path / "proj" / "train.py"
+    assert "GPU003" not in gpulint.check("--output-format", "concise", target).output
+    assert 'torch-version = "2.0"' in gpulint("show-config", target).output
 
 
 def test_no_optimizer_advice_needs_a_torch_the_project_does_not_declare(tmp_path: Path) -> None:

@@ -131,3 +131,84 @@ def test_a_subclass_that_may_rebind_the_model_stays_reported(tmp_path: Path) -> 
     write(tmp_path, {"base/recommender.py": BASE, "model/graph/LightGCN.py": ENCODER,
                      "model/graph/Ours.py": derived.format(model="LGCN_Encoder")})
     assert findings(tmp_path, "--select", "GPU201") == [("model/graph/Ours.py", 24, "GPU201")]
+
+
+PERCEPTUAL = """\
+import torch.nn as nn
+import torchvision
+
+
+class {name}(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.feature_extractor = torchvision.models.vgg19(weights="IMAGENET1K_V1").features[:36]
+        for parameters in self.feature_extractor.parameters():
+            parameters.requires_grad = False
+        self.feature_extractor.eval()
+
+    def forward(self, sr, hr):
+        return nn.functional.mse_loss(self.feature_extractor(sr), self.feature_extractor(hr))
+"""
+
+GAN_TRAIN = """\
+import torch
+from torch import optim
+
+from model import Generator, {name}
+
+g_model = Generator().cuda()
+content_criterion = {name}().cuda()
+g_optimizer = optim.Adam(g_model.parameters(), lr=1e-4)
+for lr_images, gt_images in loader:
+    g_optimizer.zero_grad()
+    loss = content_criterion(g_model(lr_images.cuda()), gt_images.cuda())
+    loss.backward()
+    g_optimizer.step()
+"""
+
+
+def test_a_loss_that_freezes_its_feature_extractor_freezes_nothing_trained(tmp_path: Path) -> None:
+    """blind8 (SRGAN-PyTorch): a perceptual `ContentLoss` freezes its VGG; the generator's Adam still steps every
+    generator tensor, so it is reported. A module of the same shape that is not a loss stays a frozen encoder
+    (a probe over it trains a small part: undecided, silent by default)."""
+    generator = "import torch.nn as nn\n\n\nclass Generator(nn.Module):\n    pass\n"
+    write(tmp_path, {"model.py": generator + "\n\n" + PERCEPTUAL.format(name="ContentLoss"),
+                     "train.py": GAN_TRAIN.format(name="ContentLoss")})
+    assert findings(tmp_path, "--select", "GPU201") == [("train.py", 8, "GPU201")]
+    write(tmp_path, {"model.py": generator + "\n\n" + PERCEPTUAL.format(name="FeatureEncoder"),
+                     "train.py": GAN_TRAIN.format(name="FeatureEncoder")})
+    assert findings(tmp_path, "--select", "GPU201") == []
+
+
+STAR_MODEL = """\
+import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(3, 256, 3), nn.ReLU(), nn.Conv2d(256, 21, 1))
+"""
+
+STAR_TRAIN = """\
+{extra}from modeling import *
+
+model = Net().cuda()
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+for images, target in loader:
+    optimizer.zero_grad()
+    loss = nn.functional.cross_entropy(model(images.cuda()), target.cuda())
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_torch_reached_through_a_star_import_of_a_project_module(tmp_path: Path) -> None:
+    """blind8 (pytorch-deeplab-xception): train.py never imports torch; `from modeling.deeplab import *` hands
+    on the module's own `import torch`, so `torch.optim.SGD` there is torch's. A star import of a library
+    beside it may bind `torch` to anything: then the name is not resolved."""
+    write(tmp_path, {"modeling.py": STAR_MODEL, "train.py": STAR_TRAIN.format(extra="")})
+    assert findings(tmp_path, "--select", "GPU201") == [("train.py", 4, "GPU201")]
+    write(tmp_path, {"modeling.py": STAR_MODEL, "train.py": STAR_TRAIN.format(extra="from somelib import *\n")})
+    assert findings(tmp_path, "--select", "GPU201") == []
