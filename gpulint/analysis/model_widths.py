@@ -107,11 +107,7 @@ def trained_model_width(ctx: AstContext, step: AmpStep, kinds: Optional[set[str]
     collects the names of their layers."""
     models: list[ast.expr] = []
     for optimizer_step in step.steps:
-        optimizer = _value(ctx, optimizer_step.optimizer)
-        if not isinstance(optimizer, ast.Call):
-            return None
-        params = [a for a in optimizer.args if not isinstance(a, ast.Starred)]
-        argument = params[0] if params else next((k.value for k in optimizer.keywords if k.arg == "params"), None)
+        argument = _optimized(ctx, optimizer_step.optimizer)
         if argument is None:
             return None
         found = _parameters_of(argument)
@@ -129,17 +125,22 @@ def trained_model_width(ctx: AstContext, step: AmpStep, kinds: Optional[set[str]
     return widest
 
 
+def _optimized(ctx: AstContext, optimizer: ast.expr) -> Optional[ast.expr]:
+    """What the optimizer a step steps was built over: its `params` argument (first, or by keyword)."""
+    built = _value(ctx, optimizer)
+    if not isinstance(built, ast.Call):
+        return None
+    params = [a for a in built.args if not isinstance(a, ast.Starred)]
+    return params[0] if params else next((k.value for k in built.keywords if k.arg == "params"), None)
+
+
 def optimizes_inputs(ctx: AstContext, step: AmpStep) -> bool:
     """Every optimizer of the step is handed only tensors the file itself makes trainable (an image or a latent
     optimised through a frozen network: style transfer, GAN inversion), none of a model's parameters."""
     if not step.steps:
         return False
     for optimizer_step in step.steps:
-        optimizer = _value(ctx, optimizer_step.optimizer)
-        if not isinstance(optimizer, ast.Call):
-            return False
-        params = [a for a in optimizer.args if not isinstance(a, ast.Starred)]
-        argument = params[0] if params else next((k.value for k in optimizer.keywords if k.arg == "params"), None)
+        argument = _optimized(ctx, optimizer_step.optimizer)
         if not isinstance(argument, (ast.List, ast.Tuple)) or not argument.elts:
             return False
         for element in argument.elts:
