@@ -63,7 +63,10 @@ FUSED_EXISTS = Premise(
     "its requirements, pyproject, setup.py, setup.cfg, environment.yml) is at least the version that "
     "added it (Adam 1.13, AdamW 2.0, SGD 2.3, Adagrad 2.12; and 2.4 for the CPU kernels, unless the script "
     "shows CUDA and never names the CPU as a device), or it declares none (a stale pin, one its own imports "
-    "contradict, declares none). A project pinned to an older torch would get a TypeError. Refuted too when "
+    "contradict, declares none). Where only the CPU kernels are missing and every \"cpu\" the file names is "
+    "the fallback of a device chosen by `torch.cuda.is_available()`, it holds with `fused=torch.cuda.is_available()`"
+    " (the parameters are on the CPU only where CUDA is not). A project pinned to an older torch would get a "
+    "TypeError. Refuted too when "
     "the code runs only on a torch older than that (it, or a module it imports, unconditionally imports a "
     "module gone by then: `torch._six`, gone in 2.0; `torchtext.legacy`, gone with 1.11; torchtext's "
     "`Field`/`BucketIterator`, gone with 1.8).")
@@ -238,6 +241,12 @@ class NonFusedOptimizer(Rule):
         fixable = len(torch_classes) == len(classes)
         note = ""
         too_new = self._too_new(ctx, names)
+        fused_value = "True"
+        if too_new is not None and self._cuda_kernels(ctx, names) and ctx.analysis(_device_by_availability):
+            # the CPU kernels (2.4) are missing, the CUDA ones are there, and the parameters sit on the CPU
+            # only where CUDA is not available: fused exactly when it is
+            too_new = None
+            fused_value = f"{ctx.names.module_alias('torch')}.cuda.is_available()"
         scaler_safe: Evidence = SHOWN
         momentum = "SGD" in names and _has_momentum(ctx, node, kwargs)
         # the scaler may live in a module this one hands the optimizer to (`train_one_epoch(..., optimizer,
@@ -282,8 +291,9 @@ class NonFusedOptimizer(Rule):
         ctx.report(
             self, node, f"{spelled} without fused=True: a fused kernel would replace the loop over parameters",
             fix=(Applicability.UNSAFE if unsafe else Applicability.SAFE) if offered else None,
-            fix_message="Replace `foreach=True` with `fused=True`" if replace_foreach else "Add `fused=True`",
-            data={"replace_foreach": replace_foreach}, note=note, decision=decision,
+            fix_message=f"Replace `foreach=True` with `fused={fused_value}`" if replace_foreach
+            else f"Add `fused={fused_value}`",
+            data={"replace_foreach": replace_foreach, "fused": fused_value}, note=note, decision=decision,
         )
 
     def build_fix(self, detection: Detection, fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:
@@ -293,10 +303,11 @@ class NonFusedOptimizer(Rule):
         from gpulint.core.rewrite import add_keyword, set_keyword
 
         assert isinstance(node, cst.Call) and detection.fix is not None
+        value = str(detection.data.get("fused", "True")) if detection.data else "True"
         if detection.data and detection.data.get("replace_foreach"):
-            new = set_keyword(node, "fused", "True", rename_from="foreach")
+            new = set_keyword(node, "fused", value, rename_from="foreach")
         else:
-            new = add_keyword(node, "fused", "True")
+            new = add_keyword(node, "fused", value)
         return PendingFix(detection.fix, detection.fix_message, (Replace(node, new),))
 
     def _optimizer_classes(self, ctx: AstContext, func: ast.expr) -> list[Optional[str]]:
@@ -358,6 +369,11 @@ class NonFusedOptimizer(Rule):
             return "ShardedGradScaler" in ctx.text
         return bool(ctx.project.scaler) or "ShardedGradScaler" in ctx.text or may_gain_grad_scaler(ctx)
 
+    def _cuda_kernels(self, ctx: AstContext, optimizers: list[str]) -> bool:
+        """Every torch the project supports has these optimizers' fused CUDA kernels."""
+        return floors.unavailable(ctx.settings.torch_version, ctx.project.torch_ceiling,
+                                  [floors.fused(o) for o in optimizers]) is None
+
     def _too_new(self, ctx: AstContext, optimizers: list[str]) -> Optional[floors.Unavailable]:
         """The fused kernels need a torch the project supports (on CUDA, and on CPU from 2.4), and one the code
         can run on (it imports no module that torch, or the torchtext released with it, removed before the kernels
@@ -366,6 +382,26 @@ class NonFusedOptimizer(Rule):
         if not _cuda_only(ctx):  # parameters that may sit on the CPU need its fused kernels too
             symbols += [floors.FUSED_CPU for o in optimizers if o != "Adagrad"]
         return floors.unavailable(ctx.settings.torch_version, ctx.project.torch_ceiling, symbols)
+
+
+def _device_by_availability(ctx: AstContext) -> bool:
+    """Every "cpu" the file names is the fallback of a device chosen by `torch.cuda.is_available()`
+    (`torch.device("cuda" if torch.cuda.is_available() else "cpu")`), in a script that shows CUDA: its
+    parameters are on the CPU only on a machine without CUDA."""
+    if not ctx.project.gpu or ctx.project.own.cpu_pinned or set(ctx.project.devices) - {"framework"}:
+        return False
+    fallbacks = 0
+    for node in ctx.nodes(ast.Constant):
+        assert isinstance(node, ast.Constant)
+        if not (isinstance(node.value, str) and _CPU_STRING.fullmatch(repr(node.value))):
+            continue
+        parent = ctx.parent(node)
+        if not (isinstance(parent, ast.IfExp) and parent.orelse is node and isinstance(parent.test, ast.Call)
+                and ctx.qualname(parent.test.func) == "torch.cuda.is_available"
+                and isinstance(parent.body, ast.Constant) and str(parent.body.value).startswith("cuda")):
+            return False
+        fallbacks += 1
+    return fallbacks > 0
 
 
 def _cuda_only(ctx: AstContext) -> bool:
