@@ -22,10 +22,11 @@ from gpulint.core.torch_api import (
     DATALOADER_DATASET,
     DATASET_SPLITS,
     DATASET_WRAPPERS,
+    GRAD_OFF,
     SHAPE_METHODS,
     TENSOR_DATASET,
 )
-from gpulint.project.facts import GRAD_OFF, IN_MEMORY, NOTHING, ON_DEVICE, ClassFacts
+from gpulint.project.facts import IN_MEMORY, NOTHING, ON_DEVICE, ClassFacts
 from gpulint.project.graph_data import SMALL_IMAGE_SETS
 from gpulint.project.loader_flow import DEVICE_WORDS, IN, NON_BLOCKING
 
@@ -1188,7 +1189,7 @@ def one_small_pass(ctx: AstContext, loader: "LoaderCall") -> bool:
             continue
         if isinstance(parent, ast.Attribute) and parent.attr in ("dataset", "batch_size"):
             continue  # `len(test_loader.dataset)`: reads no batch
-        loop = _iterated_by(ctx, use)
+        loop = next((each for each, source in ctx.analysis(_loop_sources) if source is use), None)
         if loop is None or any(isinstance(a, _LOOP_SCOPES) for a in ctx.ancestors(loop)) \
                 or not _under_grad_off(ctx, loop):
             return False
@@ -1204,15 +1205,3 @@ def _under_grad_off(ctx: AstContext, loop: Loop) -> bool:
                 for item in ancestor.items):
             return True
     return False
-
-
-def _iterated_by(ctx: AstContext, use: ast.Name) -> Optional[Loop]:
-    """The `for` loop that iterates this use of a loader's name (through `enumerate`, `tqdm` and the like)."""
-    node: ast.AST = use
-    parent = ctx.parent(node)
-    while isinstance(parent, ast.Call) and parent.args and parent.args[0] is node \
-            and _call_name(parent.func) in _COPY_WRAPPERS:
-        node, parent = parent, ctx.parent(parent)
-    if isinstance(parent, (ast.For, ast.AsyncFor)) and parent.iter is node:
-        return parent
-    return None

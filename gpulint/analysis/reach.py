@@ -118,7 +118,6 @@ def _counted(ctx: AstContext, use: ast.Name) -> bool:
         and len(parent.args) == 1 and parent.args[0] is use and not parent.keywords
 
 
-
 FEEDS_TRAINING = Premise(
     "feeds-training",
     "the loader is on a path that may train: refuted for a loader built at the top level of a script or "

@@ -850,6 +850,7 @@ class _Scanner:
         # AdamW, `engine_pretrain.py` steps it): its models are trained
         training = (self.backward and self.steps) or self.optimizer_made
         may_train = training or self.backward or bool(names & _TRAINING_NAMES)
+        grad_off = bool(names & _GRAD_OFF_NAMES)
         if any(t.startswith(_COMPILE_MODULES) for targets in self.aliases.table.values() for t in targets):
             self.settings.add(SETTING_COMPILE)  # `from torch import compile`, dynamo/inductor configuration
         return FileFacts(
@@ -879,8 +880,8 @@ class _Scanner:
             unreached=unreached_functions(self.tree) if training else (),
             torch_ceiling=torch_ceiling(self.tree),
             legacy_torch=legacy_torch(self.tree) if "data" in names else "",
-            inference_script=_has_main_guard(self.tree) and bool(names & _GRAD_OFF_NAMES) and not may_train,
-            grad_off=bool(names & _GRAD_OFF_NAMES),
+            inference_script=_has_main_guard(self.tree) and grad_off and not may_train,
+            grad_off=grad_off,
             may_train=may_train,
             settings=tuple(sorted(self.settings)),
             option_values=self._option_values(),

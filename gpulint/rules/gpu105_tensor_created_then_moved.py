@@ -243,21 +243,21 @@ def _made_once(ctx: AstContext, call: ast.Call) -> bool:
                 if _binds(ancestor.body, guarded) and _persists(ctx, ancestor, guarded):
                     return True
             state = _empty_test(ancestor.test)
-            if state is not None and _fills(ancestor.body, state) and _kept_on_self(ctx, ancestor, state):
+            if state is not None and _fills(ancestor.body, state.id) and _kept_on_self(ctx, state):
                 return True
         child = ancestor
     return False
 
 
-def _empty_test(test: ast.expr) -> Optional[str]:
+def _empty_test(test: ast.expr) -> Optional[ast.Name]:
     """`state` of `len(state) == 0` or `not state`: a container's first use."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Name):
-        return test.operand.id
+        return test.operand
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq) \
             and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == 0 \
             and isinstance(test.left, ast.Call) and isinstance(test.left.func, ast.Name) \
             and test.left.func.id == "len" and len(test.left.args) == 1 and isinstance(test.left.args[0], ast.Name):
-        return test.left.args[0].id
+        return test.left.args[0]
     return None
 
 
@@ -267,18 +267,15 @@ def _fills(body: list[ast.stmt], name: str) -> bool:
                                                  and t.value.id == name for t in s.targets) for s in body)
 
 
-def _kept_on_self(ctx: AstContext, guard: ast.If, name: str) -> bool:
+def _kept_on_self(ctx: AstContext, name: ast.Name) -> bool:
     """The container is an entry of an attribute of `self` (`state = self.state[p]`, an optimizer's per-parameter
-    state), bound once in the function: it keeps what the guard's body stored until the next run. The first
-    step makes the tensors; every later step skips them."""
-    function = ctx.enclosing_function(guard)
-    if function is None:
+    state), its one binding in its function: it keeps what the guard's body stored until the next run. The
+    first step makes the tensors; every later step skips them."""
+    owner = ctx.names.binding_scope(name)
+    values = owner.values.get(name.id, []) if owner is not None else []
+    if owner is None or not isinstance(owner.node, (ast.FunctionDef, ast.AsyncFunctionDef)) or len(values) != 1:
         return False
-    bindings = [n for n in ast.walk(function) if isinstance(n, ast.Assign) and any(
-        isinstance(t, ast.Name) and t.id == name for t in n.targets)]
-    if len(bindings) != 1:
-        return False
-    value = bindings[0].value
+    value = values[0]
     while isinstance(value, ast.Subscript):
         value = value.value
     return isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == "self"

@@ -242,11 +242,12 @@ class NonFusedOptimizer(Rule):
         note = ""
         too_new = self._too_new(ctx, names)
         fused_value = "True"
-        if too_new is not None and self._cuda_kernels(ctx, names) and ctx.analysis(_device_by_availability):
+        availability = ctx.analysis(_device_by_availability) if too_new is not None else None
+        if availability is not None and self._cuda_kernels(ctx, names):
             # the CPU kernels (2.4) are missing, the CUDA ones are there, and the parameters sit on the CPU
-            # only where CUDA is not available: fused exactly when it is
+            # only where CUDA is not available: fused exactly when it is, spelled as the file tests it
             too_new = None
-            fused_value = f"{ctx.names.module_alias('torch')}.cuda.is_available()"
+            fused_value = availability
         scaler_safe: Evidence = SHOWN
         momentum = "SGD" in names and _has_momentum(ctx, node, kwargs)
         # the scaler may live in a module this one hands the optimizer to (`train_one_epoch(..., optimizer,
@@ -384,33 +385,36 @@ class NonFusedOptimizer(Rule):
         return floors.unavailable(ctx.settings.torch_version, ctx.project.torch_ceiling, symbols)
 
 
-def _device_by_availability(ctx: AstContext) -> bool:
-    """Every "cpu" the file names is the fallback of a device chosen by `torch.cuda.is_available()`
-    (`torch.device("cuda" if torch.cuda.is_available() else "cpu")`), in a script that shows CUDA: its
-    parameters are on the CPU only on a machine without CUDA."""
-    if not ctx.project.gpu or ctx.project.own.cpu_pinned or set(ctx.project.devices) - {"framework"}:
-        return False
-    fallbacks = 0
+def _device_by_availability(ctx: AstContext) -> Optional[str]:
+    """The availability test as the file writes it (`torch.cuda.is_available()`), when every "cpu" the file
+    names is the fallback of a device chosen by it (`torch.device("cuda" if torch.cuda.is_available() else
+    "cpu")`) in a script that shows CUDA: its parameters are on the CPU only on a machine without CUDA."""
+    if not _shows_only_cuda(ctx.project):
+        return None
+    spelled: Optional[str] = None
     for node in ctx.nodes(ast.Constant):
         assert isinstance(node, ast.Constant)
-        if not (isinstance(node.value, str) and _CPU_STRING.fullmatch(repr(node.value))):
+        if not (isinstance(node.value, str) and _CPU_STRING.fullmatch(repr(node.value))):  # "cpu", "cpu:0"
             continue
         parent = ctx.parent(node)
         if not (isinstance(parent, ast.IfExp) and parent.orelse is node and isinstance(parent.test, ast.Call)
                 and ctx.qualname(parent.test.func) == "torch.cuda.is_available"
                 and isinstance(parent.body, ast.Constant) and str(parent.body.value).startswith("cuda")):
-            return False
-        fallbacks += 1
-    return fallbacks > 0
+            return None
+        spelled = spelled or ctx.segment(parent.test)
+    return spelled
+
+
+def _shows_only_cuda(project: ProjectView) -> bool:
+    """CUDA evidence here or in a caller, no CPU pinned, no other device kind."""
+    return project.gpu and not project.own.cpu_pinned and not (set(project.devices) - {"framework"})
 
 
 def _cuda_only(ctx: AstContext) -> bool:
     """The script shows CUDA (here or in a caller) and never names the CPU (no "cpu" string anywhere in it, so
     no `"cuda" if available else "cpu"` fallback) nor another device: its parameters are on the GPU, and the
     CPU fused kernels (torch 2.4) are not needed."""
-    project = ctx.project
-    return project.gpu and not project.own.cpu_pinned and not (set(project.devices) - {"framework"}) \
-        and not ctx.analysis(_names_cpu)
+    return _shows_only_cuda(ctx.project) and not ctx.analysis(_names_cpu)
 
 
 def _framework_owned(ctx: AstContext) -> bool:

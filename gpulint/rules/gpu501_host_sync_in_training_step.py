@@ -195,16 +195,12 @@ def _a_grad_scaler(ctx: "AstContext", name: ast.Name) -> bool:
         arguments = function.args
         for parameter in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs):
             if parameter.arg == name.id:
-                return _last_name(parameter.annotation) == "GradScaler"
+                return parameter.annotation is not None and _last(parameter.annotation) == "GradScaler"
     values = owner.values.get(name.id, [])
     return bool(values) and all(
-        isinstance(v, ast.Call) and _last_name(v.func) == "GradScaler" and not any(
+        isinstance(v, ast.Call) and _last(v.func) == "GradScaler" and not any(
             k.arg == "enabled" and isinstance(k.value, ast.Constant) and k.value.value is False for k in v.keywords)
         for v in values)
-
-
-def _last_name(node: Optional[ast.expr]) -> str:
-    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
 
 
 def _unconditional(ctx: "AstContext", node: ast.AST, loop: ast.AST) -> bool:
