@@ -6,7 +6,8 @@ writes `gpulint/rules/gpu401_some_name.py` (a rule that already works: its detec
 `ast` flags calls of a placeholder torch function and predicts its fix, which is built on LibCST
 only when edits are needed, so every generic test passes until you make it yours) and
 `fixtures/rules/GPU401/` with a flagged case, its fixed output and a clean one. The registry finds the rule by
-itself; `python scripts/update_docs.py` puts it in the README table, the docs and the site's nav.
+itself; `python scripts/update_docs.py` puts it in the README table, the docs, the fix-safety table and the
+site's nav.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Optional
 from gpulint.analysis.evidence import SHOWN, Premise
 from gpulint.core.edits import Applicability
 from gpulint.core.verification import NEUTRAL, Verification
-from gpulint.rules.base import Rule, RuleDocs, Target
+from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
 if TYPE_CHECKING:  # LibCST is imported only where a fix is built, never to find the problem
     import libcst as cst
@@ -79,6 +80,9 @@ class {cls}(Rule):
         none is offered.
         """,
         premises=(CALLED,),
+        # TODO one case per kind of fix it builds (or withholds), each shown by a fixture of fixtures/rules/{code}/:
+        # docs/fix-safety.md prints them and tests/rules/test_fix_safety.py checks each on its fixture
+        fix_cases=(FixCase("`fast=True` added", Applicability.SAFE, "basic.py"),),
     )
 
     def detect(self, ctx: AstContext) -> None:
@@ -163,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for path in written:
         print(f"wrote {path.relative_to(args.root)}")
-    print("next: make the rule yours, then `python scripts/update_docs.py` (README table, rule page, site nav) "
+    print("next: make the rule yours, then `python scripts/update_docs.py` (README table, rule page, fix-safety "
+          "table, site nav) "
           "and the README's test command, `python -m pytest`")
     return 0
 

@@ -5,11 +5,13 @@ The one command to run after adding or changing a rule. In order:
 - the README's rule table (scripts/update_readme.py), since the pages below are cut from the README;
 - docs/rules/<CODE>.md: each rule's documentation, from the rule class itself (`gpulint rule CODE`);
 - the site's navigation in mkdocs.yml: one entry per rule, between the `# rules:begin/end` comments;
+- docs/fix-safety.md: the fix cases every rule declares (`RuleDocs.fix_cases`) and the table of the
+  torch each written symbol needs (gpulint/core/floors.py);
 - the other generated pages: the README, one page per group of its sections, with links rewritten
   for the site (a link to another section becomes a link to its page; a file of the repository
   outside docs/ is named, not linked, since the site holds only docs/).
 
-Hand-written pages (docs/fix-safety.md) are left alone. `mkdocs build --strict` builds the site
+Hand-written: docs/first-hour.md (a walk-through, dated). `mkdocs build --strict` builds the site
 from mkdocs.yml without network access.
 
     python scripts/update_docs.py
@@ -132,6 +134,49 @@ def rule_page(rule: type) -> str:
     return GENERATED.format(source=f"the rule class of {rule.code}") + text.rstrip("\n") + "\n"
 
 
+FIX_SAFETY_HEAD = """# Fix safety
+
+A **safe** fix keeps behaviour and cannot raise: `gpulint fix` applies it. An **unsafe** fix
+changes numerics or semantics, or may raise in a case gpulint cannot see: it is applied only
+with `--unsafe-fixes`. Where no rewrite is right, gpulint reports **without a fix** and its
+message says why. Each row is a case a rule declares next to its fix (`RuleDocs.fix_cases`),
+backed by the fixture it names: `tests/rules/test_fix_safety.py` lints the fixture and checks
+that its findings of that rule carry exactly the stated fix, so this table cannot drift from
+the code.
+"""
+
+FIX_SAFETY_FLOORS = """## The torch each written symbol needs
+
+Every fix checks the project's torch floor (`torch-version`, else the floor its pyproject.toml,
+setup.cfg or setup.py declares) against each symbol it would write, from this table
+(`gpulint/core/floors.py`, the one place it lives). A fix that needs a newer torch is not offered,
+and the finding's note names the symbol. A file whose own code runs only on torch 0.4 or older (it
+reads a loss as `loss.data[0]`, an IndexError since torch 1.0) is linted as if its floor were 0.4
+(`LEGACY_TORCH`): what needs torch 1.0 or newer is withheld there, what torch 0.4 has is not.
+"""
+
+FIX_SAFETY_TAIL = """Where gpulint stays silent instead (no finding at all) is listed in each rule's documentation
+(`gpulint rule CODE`): for example SGD with momentum where a GradScaler exists here or in a
+caller, DataLoaders over CUDA tensors, autocast stacked on FSDP's `MixedPrecision`, and advice that
+needs a torch older than the floor the project declares does not have (`fused=True`, the `torch.amp`
+replacements, `use_reentrant`: `fixtures/rules/GPU201/torch_version_floor_not_flagged.py`).
+
+Failures only a GPU shows (CUDA autocast refusing binary_cross_entropy, pinning CUDA tensors,
+workers re-initialising CUDA) are asserted on the rewritten code by the tests, and
+`scripts/gpu_verify.sh` runs the scripts of `fixtures/runtime/` on a GPU machine.
+"""
+
+
+def fix_safety_page() -> str:
+    from gpulint.core import floors
+    from gpulint.output.docs import fix_safety_table
+    from gpulint.rules import all_rules
+
+    parts = [FIX_SAFETY_HEAD, fix_safety_table(all_rules()) + "\n", FIX_SAFETY_FLOORS,
+             floors.table_markdown().rstrip("\n") + "\n", FIX_SAFETY_TAIL]
+    return GENERATED.format(source="the rules' fix cases and gpulint/core/floors.py") + "\n".join(parts)
+
+
 NAV = ROOT / "mkdocs.yml"
 NAV_BEGIN, NAV_END = "      # rules:begin (scripts/update_docs.py)\n", "      # rules:end\n"
 
@@ -156,6 +201,7 @@ def render_all() -> dict[Path, str]:
     pages = {DOCS / page: readme_page(page, title, names) for page, title, names in PAGES}
     for rule in all_rules():
         pages[DOCS / "rules" / f"{rule.code}.md"] = rule_page(rule)
+    pages[DOCS / "fix-safety.md"] = fix_safety_page()
     pages[NAV] = render_nav(NAV.read_text(encoding="utf-8"))
     return pages
 

@@ -100,9 +100,11 @@ def test_the_new_rule_runs_on_its_own_cases(copy: Path) -> None:
 
 
 def test_the_new_rule_passes_the_generic_rule_tests(copy: Path) -> None:
-    """Registry, docs, documented examples and fixture cases: what every rule must pass, the new one included."""
+    """Registry, docs, documented examples, fixture cases and fix cases: what every rule must pass, the new one
+    included."""
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", CODE,
-                           "tests/rules/test_registry.py", "tests/rules/test_fixtures.py"],
+                           "tests/rules/test_registry.py", "tests/rules/test_fixtures.py",
+                           "tests/rules/test_fix_safety.py"],
                           cwd=copy, capture_output=True, text=True, timeout=600,
                           env=dict(os.environ, PYTHONPATH=str(copy)))
     assert proc.returncode == 0, proc.stdout[-3000:]
@@ -114,9 +116,9 @@ def test_an_option_declared_in_the_rule_module_is_in_the_configuration_schema(co
     show-config shows it, and the rule's docs list it."""
     module = copy / MODULE
     text = module.read_text(encoding="utf-8")
-    text = text.replace("from gpulint.rules.base import Rule, RuleDocs, Target\n",
+    text = text.replace("from gpulint.rules.base import FixCase, Rule, RuleDocs, Target\n",
                         "from gpulint.core.options import Integer, Option\n"
-                        "from gpulint.rules.base import Rule, RuleDocs, Target\n\n"
+                        "from gpulint.rules.base import FixCase, Rule, RuleDocs, Target\n\n"
                         'PROBE_LIMIT: Option[int] = Option("probe-limit", Integer(1), 3, "how many probes to allow")\n')
     text = text.replace("    target = Target.ANY\n", "    target = Target.ANY\n    options = (PROBE_LIMIT,)\n")
     module.write_text(text, encoding="utf-8")

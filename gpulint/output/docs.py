@@ -56,6 +56,7 @@ def rule_markdown(rule: type[Rule], site: Optional[str] = None) -> str:
         "",
         "## Fix safety",
         docs.section("fix_safety"),
+        *fix_cases_markdown(rule),
     ]
     if rule.options:
         parts += ["", "## Options", ""]
@@ -64,6 +65,29 @@ def rule_markdown(rule: type[Rule], site: Optional[str] = None) -> str:
     if url is not None:
         parts += ["", f"Docs: {url}"]
     return "\n".join(parts)
+
+
+def fix_cases_markdown(rule: type[Rule]) -> list[str]:
+    """The cases of the rule's fix, each with the fixture the tests lint to check it."""
+    if not rule.docs.fix_cases:
+        return []
+    lines = ["", "By case (each checked on its fixture by tests/rules/test_fix_safety.py):", ""]
+    lines += [f"- {case.case}: **{case.gives_text}** (`{fixture_path(rule.code, case.fixture)}`)"
+              for case in rule.docs.fix_cases]
+    return lines
+
+
+def fix_safety_table(rules: Sequence[type[Rule]]) -> str:
+    """Every rule's fix cases as one table, in code order (docs/fix-safety.md)."""
+    lines = ["| rule | case | gpulint gives | fixture |", "|---|---|---|---|"]
+    for rule in sorted(rules, key=lambda r: r.code):
+        lines += [f"| {rule.code} | {case.case} | {case.gives_text} | `{fixture_path(rule.code, case.fixture)}` |"
+                  for case in rule.docs.fix_cases]
+    return "\n".join(lines)
+
+
+def fixture_path(code: str, fixture: str) -> str:
+    return f"fixtures/rules/{code}/{fixture}"
 
 
 def premises_markdown(rule: type[Rule]) -> list[str]:

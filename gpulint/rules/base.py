@@ -43,6 +43,23 @@ class Target(Enum):
 
 
 @dataclass(frozen=True)
+class FixCase:
+    """One case of a rule's fix and what gpulint gives there, backed by a fixture.
+
+    docs/fix-safety.md and the rule's page print these, and tests/rules/test_fix_safety.py
+    lints each fixture and asserts its findings of the rule carry exactly `gives`.
+    """
+
+    case: str
+    gives: Optional[Applicability]  # None: reported without a fix
+    fixture: str  # a file of fixtures/rules/<CODE>/
+
+    @property
+    def gives_text(self) -> str:
+        return "no fix" if self.gives is None else self.gives.value
+
+
+@dataclass(frozen=True)
 class RuleDocs:
     """Rule documentation, in ruff's shape. Text is dedented on access.
 
@@ -58,6 +75,8 @@ class RuleDocs:
     # what the project must show before the rule reports (analysis/evidence.py): each premise of
     # the message, checked by the detector one by one; undecided ones are reported only when pedantic
     premises: tuple[Premise, ...] = ()
+    # the cases of the fix, each with the fixture that shows it (docs/fix-safety.md is made of these)
+    fix_cases: tuple[FixCase, ...] = ()
 
     def section(self, field: str) -> str:
         return textwrap.dedent(getattr(self, field)).strip("\n")

@@ -21,7 +21,7 @@ from gpulint.core.options import Choice, Integer, Option
 from gpulint.core.settings import Settings
 from gpulint.core.verification import MIXED_PRECISION, Verification, construct_enabled
 from gpulint.project.view import ProjectView
-from gpulint.rules.base import Rule, RuleDocs, Target
+from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -230,6 +230,60 @@ class MissingAutocast(Rule):
         """,
         premises=(ON_GPU, FP32, TRAINS_A_MODEL, WIDE_ENOUGH, ENOUGH_WORK, AUTOCAST_EXISTS, GPU_BOUND,
                   AUTOCAST_COVERS, LONG_RUN, RUNS),
+        fix_cases=(
+            FixCase('fp32 training step, `amp-dtype = "auto"` (the default): the dtype chosen once at run time '
+                    "(bfloat16 where the GPU computes in it natively, else float16), a GradScaler enabled on the "
+                    "float16 path only, `unscale_` before clipping",
+                    Applicability.UNSAFE, "for_loop_clip_grad_norm.py"),
+            FixCase('`amp-dtype = "float16"`: float16 and a GradScaler that is always on',
+                    Applicability.UNSAFE, "amp_dtype_float16_writes_a_plain_scaler.py"),
+            FixCase('`amp-dtype = "bfloat16"`: autocast only, no scaler',
+                    Applicability.UNSAFE, "bf16_config_no_scaler.py"),
+            FixCase("device: chosen at run time on two branches and passed to `train()`: the scaler and autocast use "
+                    'the script\'s own device type, never a hard-coded `"cuda"`',
+                    Applicability.UNSAFE, "device_chosen_on_two_branches.py"),
+            FixCase("device: no tensor moved to a named device: the model's (`next(model.parameters()).device.type`)",
+                    Applicability.UNSAFE, "model_device_when_no_device_is_visible.py"),
+            FixCase("device: neither visible, bfloat16 (no scaler before the loop): the batch's (`x.device.type`)",
+                    Applicability.UNSAFE, "batch_device_with_bfloat16.py"),
+            FixCase('numerics: `1e-15` (flushes to zero in float16) in the loss, `amp-dtype = "auto"`: bfloat16, no '
+                    "scaler",
+                    Applicability.UNSAFE, "tiny_constant_gets_bfloat16.py"),
+            FixCase("numerics: a `-1e9` mask (past float16's 65504) in a `forward` of the file: bfloat16, no scaler",
+                    Applicability.UNSAFE, "large_mask_value_in_forward_gets_bfloat16.py"),
+            FixCase('numerics: such a constant with `amp-dtype = "float16"`',
+                    None, "tiny_constant_no_float16_fix.py"),
+            FixCase("FSDP with a fused optimizer (a ShardedGradScaler would skip the cross-rank inf check): bfloat16,"
+                    " no scaler and no scaler import",
+                    Applicability.UNSAFE, "fsdp_fused_optimizer_gets_bfloat16.py"),
+            FixCase("the optimizer is a module global: the scaler is created beside it, once",
+                    Applicability.UNSAFE, "gradient_accumulation.py"),
+            FixCase("`train()` receives the optimizer from a function of the file: the scaler is created there, "
+                    "passed in (`scaler=None` fallback), saved and loaded with the optimizer's state",
+                    Applicability.UNSAFE, "scaler_created_where_the_optimizer_is.py"),
+            FixCase("`nn.BCELoss` / `F.binary_cross_entropy` on the loss line: kept outside autocast, inputs cast to "
+                    "float32",
+                    Applicability.UNSAFE, "bce_loss_kept_in_float32.py"),
+            FixCase("binary_cross_entropy inside a helper of the step (CUDA autocast refuses it)",
+                    None, "bce_in_helper_reported_without_fix.py"),
+            FixCase("FSDP-sharded parameters: ShardedGradScaler instead of GradScaler",
+                    Applicability.UNSAFE, "fsdp_uses_sharded_grad_scaler.py"),
+            FixCase("tensor-parallel (DTensor) parameters: bfloat16, no scaler",
+                    Applicability.UNSAFE, "tensor_parallel_uses_bfloat16.py"),
+            FixCase("model and optimizer built inside the loop: the region starts after them",
+                    Applicability.UNSAFE, "constructors_outside_the_autocast_region.py"),
+            FixCase("waiting on futures between forward statements",
+                    None, "waiting_on_futures_reported_without_fix.py"),
+            FixCase("the loss computed inside the `backward()` call",
+                    None, "inline_loss_reported_without_fix.py"),
+            FixCase("several backward calls or optimizers in one step (float16 needs one scaler path)",
+                    None, "two_optimizers_reported_without_fix.py"),
+            FixCase("gradients clipped on every micro-step but stepped on a boundary",
+                    None, "clip_every_micro_step_reported_without_fix.py"),
+            FixCase("floor: `torch-version` below 2.3 (no `torch.amp.GradScaler`, no `including_emulation=`) with "
+                    '`"auto"` or `"float16"`',
+                    None, "old_torch_version_no_fp16_fix.py"),
+        ),
     )
 
     def detect(self, ctx: AstContext) -> None:

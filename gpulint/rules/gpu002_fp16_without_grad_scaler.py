@@ -22,7 +22,7 @@ from gpulint.analysis.evidence import REFUTED, SHOWN, Premise
 from gpulint.analysis.reach import RUNS, never_runs_ast
 from gpulint.core.edits import Applicability
 from gpulint.core.verification import MIXED_PRECISION, Verification, construct_enabled
-from gpulint.rules.base import Rule, RuleDocs, Target
+from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 from gpulint.rules.gpu001_missing_autocast import STEP_DIFFERS
 
 if TYPE_CHECKING:
@@ -114,6 +114,16 @@ class Fp16WithoutGradScaler(Rule):
         `scale_loss`), or in test files.
         """,
         premises=(FLOAT16_STEP, UNSCALED, RUNS),
+        fix_cases=(
+            FixCase("float16 autocast, unscaled backward: GradScaler added",
+                    Applicability.UNSAFE, "fp16_autocast_without_scaler.py"),
+            FixCase("dtype from a table that includes float16: a scaler enabled only for float16",
+                    Applicability.UNSAFE, "dtype_from_table_scaler_enabled_for_float16.py"),
+            FixCase("fused SGD with momentum (a skipped first step leaves its momentum buffer uninitialised)",
+                    None, "fused_sgd_momentum_reported_without_fix.py"),
+            FixCase("`torch-version` below 2.3",
+                    None, "old_torch_version_reported_without_fix.py"),
+        ),
     )
 
     def detect(self, ctx: AstContext) -> None:

@@ -12,7 +12,7 @@ from gpulint.analysis.guards import version_guarded
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.verification import NEUTRAL, Verification
-from gpulint.rules.base import Rule, RuleDocs, Target
+from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -98,6 +98,14 @@ class DeprecatedCudaAmp(Rule):
         `_TORCH_GREATER_EQUAL_2_4`, `hasattr(torch, "amp")`, `version.parse(torch.__version__)`).
         """,
         premises=(DEPRECATED, NOT_FALLBACK, REPLACEMENT_EXISTS, WARNS),
+        fix_cases=(
+            FixCase("`torch.cuda.amp` import and every use rewritten to `torch.amp` with the device type",
+                    Applicability.SAFE, "from_import_rewrites_import_and_call_sites.py"),
+            FixCase("positional autocast arguments become keywords (the old order differs)",
+                    Applicability.SAFE, "positional_autocast_args_become_keywords.py"),
+            FixCase("the class passed around or subclassed",
+                    None, "reference_without_call_reported_without_fix.py"),
+        ),
     )
 
     def detect(self, ctx: AstContext) -> None:

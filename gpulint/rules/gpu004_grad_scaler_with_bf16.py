@@ -19,7 +19,7 @@ from gpulint.analysis.ast_values import single_value
 from gpulint.analysis.evidence import SHOWN, Premise
 from gpulint.core.edits import Applicability
 from gpulint.core.verification import UNSCALED_BFLOAT16, Verification
-from gpulint.rules.base import Rule, RuleDocs, Target
+from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -112,6 +112,14 @@ class GradScalerWithBf16(Rule):
         not in the file, under a framework that owns the loop, or in test files.
         """,
         premises=(BFLOAT16_STEPS, SCALER_ENABLED),
+        fix_cases=(
+            FixCase("bfloat16 autocast step: the scaler is built with `enabled=False`",
+                    Applicability.SAFE, "bf16_step_scaler_disabled.py"),
+            FixCase("dtype chosen at run time from bfloat16 and float16: `enabled=(amp_dtype == torch.float16)`",
+                    Applicability.SAFE, "runtime_dtype_scaler_enabled_for_float16.py"),
+            FixCase("the dtype is chosen after the scaler is built",
+                    None, "runtime_dtype_chosen_later_reported_without_fix.py"),
+        ),
     )
 
     def detect(self, ctx: AstContext) -> None:

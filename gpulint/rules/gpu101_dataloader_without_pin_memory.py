@@ -23,7 +23,7 @@ from gpulint.core.torch_api import DATALOADER_AST_NEEDLES, DATALOADER_NEEDLES, D
 from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.project.facts import IN_MEMORY, NOTHING, ON_DEVICE, WORK
 from gpulint.project.loader_flow import CUDA, MOVED
-from gpulint.rules.base import Rule, RuleDocs, Target
+from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -135,6 +135,22 @@ class DataLoaderPinMemory(Rule):
         thread passes it through unpinned), on a TPU (`torch_xla`), or in test files.
         """,
         premises=(CPU_TENSORS, REACHES_CUDA, PAYS_OFF, MANY_BATCHES, FEEDS_TRAINING, SELF_TEST),
+        fix_cases=(
+            FixCase("a dataset known to yield CPU tensors (a class read here, a CPU TensorDataset, torchvision, "
+                    "Hugging Face): `pin_memory=True`",
+                    Applicability.SAFE, "known_cpu_datasets_safe_fix.py"),
+            FixCase("the loop's copies of its batches to the GPU get `non_blocking=True` (host-to-device only: never "
+                    "`.cpu()`, a dtype cast, or a value read on the host right after)",
+                    Applicability.SAFE, "copies_made_asynchronous.py"),
+            FixCase("the same in the function of the file the loader is passed to",
+                    Applicability.SAFE, "copies_in_the_function_the_loader_is_passed_to.py"),
+            FixCase("a dataset gpulint cannot see (pinning CUDA tensors raises)",
+                    Applicability.UNSAFE, "basic.py"),
+            FixCase("a dataset class whose items hold values its constructor was given (their device is the caller's)",
+                    Applicability.UNSAFE, "dataset_holding_constructor_values_unsafe_fix.py"),
+            FixCase("such a class given only constants (numbers, strings, None) for those values",
+                    Applicability.SAFE, "dataset_holding_constants_safe_fix.py"),
+        ),
     )
 
     def _collate_returns_unpinnable(self, ctx: AstContext, kwargs: AstKeywordArgs) -> bool:

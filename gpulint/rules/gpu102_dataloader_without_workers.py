@@ -18,7 +18,7 @@ from gpulint.core.torch_api import DATALOADER_AST_NEEDLES, DATALOADER_NEEDLES, D
 from gpulint.core.verification import NEUTRAL, RANDOM_STREAMS, Verification
 from gpulint.project.facts import IN_MEMORY, NOTHING, ON_DEVICE, WORK
 from gpulint.project.view import ProjectView
-from gpulint.rules.base import Rule, RuleDocs, Target
+from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -117,6 +117,12 @@ class DataLoaderNumWorkers(Rule):
         converting a line of text held in memory costs nothing next to the model.
         """,
         premises=(PER_ITEM_WORK, ON_ACCELERATOR, SELF_TEST, LOADS_BATCHES, MANY_BATCHES),
+        fix_cases=(
+            FixCase("`num_workers=min(N, os.cpu_count() or 1)`",
+                    Applicability.UNSAFE, "per_item_work_flagged.py"),
+            FixCase("`num_workers` comes from a `**dict` other calls may share",
+                    None, "explicit_zero_in_splat_reported_without_fix.py"),
+        ),
     )
 
     def detect(self, ctx: AstContext) -> None:

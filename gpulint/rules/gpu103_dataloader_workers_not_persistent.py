@@ -13,7 +13,7 @@ from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import DATALOADER, DATALOADER_DATASET, DATALOADER_NUM_WORKERS
 from gpulint.core.verification import NEUTRAL, RANDOM_STREAMS, Verification
-from gpulint.rules.base import Rule, RuleDocs, Target
+from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -118,6 +118,10 @@ class DataLoaderWorkersNotPersistent(Rule):
         visible default, nor in test functions.
         """,
         premises=(WORKERS, EVERY_EPOCH, EPOCH_STATE, API_EXISTS),
+        fix_cases=(
+            FixCase("`persistent_workers=True` on a loader with workers iterated every epoch (preview)",
+                    Applicability.SAFE, "basic.py"),
+        ),
     )
 
     def detect(self, ctx: AstContext) -> None:

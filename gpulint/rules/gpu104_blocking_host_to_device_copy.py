@@ -20,7 +20,7 @@ from gpulint.analysis.loader_loops import (
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import DATALOADER, DATALOADER_COLLATE_FN, DATALOADER_PIN_MEMORY
 from gpulint.core.verification import NEUTRAL, Verification
-from gpulint.rules.base import Rule, RuleDocs, Target
+from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -112,6 +112,10 @@ class BlockingHostToDeviceCopy(Rule):
         loops that take one batch and break (nothing to overlap), nor in test functions.
         """,
         premises=(PINNED, BATCH_COPY, REPEATED, ON_ACCELERATOR),
+        fix_cases=(
+            FixCase("`non_blocking=True` on the copies of a pinned loader's batches (preview; host-to-device only)",
+                    Applicability.SAFE, "basic.py"),
+        ),
     )
 
     def detect(self, ctx: AstContext) -> None:

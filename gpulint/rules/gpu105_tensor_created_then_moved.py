@@ -14,7 +14,7 @@ from gpulint.analysis.steps import StepFacts, step_facts
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import DETERMINISTIC_FACTORIES, RANDOM_FACTORIES
 from gpulint.core.verification import NEUTRAL, Verification
-from gpulint.rules.base import Rule, RuleDocs, Target
+from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -130,6 +130,12 @@ class TensorCreatedThenMoved(Rule):
         (`np.zeros`), or in test functions.
         """,
         premises=(FACTORY_MOVED, REPEATED, ON_ACCELERATOR),
+        fix_cases=(
+            FixCase("`device=` on a deterministic factory moved at once (preview)",
+                    Applicability.SAFE, "basic.py"),
+            FixCase("random factories, moves that also cast, floating `arange`, `.cuda(index)`",
+                    None, "random_and_casts_reported_without_fix.py"),
+        ),
     )
 
     def detect(self, ctx: AstContext) -> None:

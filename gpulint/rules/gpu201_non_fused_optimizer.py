@@ -26,7 +26,7 @@ from gpulint.core.torch_api import (
 from gpulint.core.verification import FUSED_OPTIMIZER, Verification
 from gpulint.project.layers import MODULE
 from gpulint.project.view import PART, ProjectView
-from gpulint.rules.base import Rule, RuleDocs, Target
+from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 from gpulint.rules.gpu001_missing_autocast import AMP_DTYPE, MissingAutocast
 from gpulint.rules.gpu002_fp16_without_grad_scaler import Fp16WithoutGradScaler
 
@@ -208,6 +208,25 @@ class NonFusedOptimizer(Rule):
         a fused Adam in torch 2.13 (both reproduced on two CPU ranks: bench/fsdp_fused_scaler.py).
         """,
         premises=(TORCH_OPTIMIZER, FUSED_DEVICE, FUSED_EXISTS, STEP_MATTERS, SCALER_SAFE, LONG_RUN, WORK_TO_FUSE),
+        fix_cases=(
+            FixCase("Adam / AdamW: `fused=True`",
+                    Applicability.SAFE, "aliases.py"),
+            FixCase('a torch below 2.4 (no fused CPU kernels) where the device is `"cuda" if '
+                    'torch.cuda.is_available() else "cpu"`: `fused=torch.cuda.is_available()`',
+                    Applicability.SAFE, "cpu_fallback_on_old_torch_fused_when_available.py"),
+            FixCase("`foreach=True` replaced by `fused=True` (torch rejects both)",
+                    Applicability.SAFE, "foreach_replaced.py"),
+            FixCase("SGD without momentum, even under a GradScaler",
+                    Applicability.UNSAFE, "sgd_without_momentum_under_scaler.py"),
+            FixCase("`optimizer_class` may be another library's optimizer (no `fused` argument)",
+                    None, "optimizer_class_maybe_other_library.py"),
+            FixCase("FSDP with a ShardedGradScaler: a fused optimizer skips its cross-rank inf check (and raises "
+                    "after `unscale_`)",
+                    None, "fsdp_sharded_scaler_fused_withheld.py"),
+            FixCase("FSDP where gpulint's GPU001 fix writes a ShardedGradScaler in the same run: the two fixes never "
+                    "combine into a fused optimizer under it",
+                    None, "fsdp_with_gpulint_float16_fix_stays_unfused.py"),
+        ),
     )
 
     def detect(self, ctx: AstContext) -> None:

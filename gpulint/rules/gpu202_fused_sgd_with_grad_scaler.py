@@ -11,7 +11,7 @@ from gpulint.analysis.holders import held_values
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import GRAD_SCALER_ENABLED_POSITION, GRAD_SCALERS, SGD, SGD_MOMENTUM
 from gpulint.core.verification import FUSED_OPTIMIZER, Verification
-from gpulint.rules.base import Rule, RuleDocs, Target
+from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -101,6 +101,12 @@ class FusedSgdWithGradScaler(Rule):
         their construction in the file, nor in test functions.
         """,
         premises=(FUSED_MOMENTUM, SCALED_STEP),
+        fix_cases=(
+            FixCase("`fused=True` removed from SGD with momentum under a GradScaler (preview)",
+                    Applicability.SAFE, "basic.py"),
+            FixCase("`fused=True` comes from a `**dict` other calls may share",
+                    None, "fused_from_a_splat_reported_without_fix.py"),
+        ),
     )
 
     def detect(self, ctx: AstContext) -> None:

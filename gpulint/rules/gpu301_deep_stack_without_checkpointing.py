@@ -13,7 +13,7 @@ from gpulint.core.settings import Settings
 from gpulint.core.torch_api import MODULE_LIST, NN_MODULE, SEQUENTIAL
 from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.project.view import ProjectView
-from gpulint.rules.base import Rule, RuleDocs, Target
+from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 from gpulint.rules.gpu302_checkpoint_without_use_reentrant import (
     CHECKPOINT_MODULE,
     use_reentrant_too_new,
@@ -174,6 +174,12 @@ class DeepStackWithoutCheckpointing(Rule):
         not follow.
         """,
         premises=(TRAINED, DEEP, NOT_CHECKPOINTED),
+        fix_cases=(
+            FixCase("deep stack checkpointed while training (preview)",
+                    Applicability.UNSAFE, "sequential_literal_children.py"),
+            FixCase("`torch-version` below 1.13",
+                    None, "old_torch_no_fix.py"),
+        ),
     )
 
     @classmethod

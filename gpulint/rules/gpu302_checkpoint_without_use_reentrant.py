@@ -21,7 +21,7 @@ from gpulint.core.torch_api import (
 )
 from gpulint.core.verification import NEUTRAL, TRAINED_PARAMETERS, Verification
 from gpulint.project.facts import CHECKPOINT_OPTION, OPTION_OFF
-from gpulint.rules.base import Rule, RuleDocs, Target
+from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -132,6 +132,13 @@ class CheckpointWithoutUseReentrant(Rule):
         ImportError`) are not reported: `use_reentrant` may not exist there.
         """,
         premises=(NO_USE_REENTRANT, CURRENT_TORCH, UNDER_AUTOGRAD, CAN_RUN),
+        fix_cases=(
+            FixCase("`use_reentrant=False` added",
+                    Applicability.UNSAFE, "from_import_checkpoint.py"),
+            FixCase("the enclosing function's `use_reentrant` or `gradient_checkpointing_kwargs` passed on instead of"
+                    " `False`",
+                    Applicability.UNSAFE, "forwards_the_callers_use_reentrant.py"),
+        ),
     )
 
     def detect(self, ctx: AstContext) -> None:

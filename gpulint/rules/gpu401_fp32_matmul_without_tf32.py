@@ -15,7 +15,7 @@ from gpulint.core.edits import Applicability
 from gpulint.core.style import detect as detect_style
 from gpulint.core.verification import TF32_MATMULS, Verification
 from gpulint.project.facts import SETTING_MATMUL_PRECISION
-from gpulint.rules.base import Rule, RuleDocs, Target
+from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 from gpulint.rules.gpu001_missing_autocast import ENOUGH_WORK, WIDE_ENOUGH, fp32_step, step_scale
 
 if TYPE_CHECKING:
@@ -126,6 +126,12 @@ class Fp32MatmulWithoutTf32(Rule):
         """,
         premises=(TRAINS_ON_CUDA, FLOAT32, WIDE_ENOUGH, ENOUGH_WORK, GPU_BOUND, MATMUL_BOUND,
                   DEFAULT_PRECISION),
+        fix_cases=(
+            FixCase('`torch.set_float32_matmul_precision("high")` after the imports that hold `import torch`',
+                    Applicability.UNSAFE, "fp32_cuda_training.py"),
+            FixCase("`torch` not imported at the top level by `import torch`",
+                    None, "torch_imported_in_try_reported_without_fix.py"),
+        ),
     )
 
     def detect(self, ctx: AstContext) -> None:

@@ -18,7 +18,7 @@ from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.project.facts import SETTING_CUDNN_BENCHMARK, SETTING_DETERMINISTIC
-from gpulint.rules.base import Rule, RuleDocs, Target
+from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -116,6 +116,10 @@ class CudnnBenchmarkOff(Rule):
         owns the loop, in CPU-only files or in test files.
         """,
         premises=(TRAINS_ON_CUDA, CONVOLVES, FIXED_SIZES, AUTOTUNER_UNSET),
+        fix_cases=(
+            FixCase("`torch.backends.cudnn.benchmark = True` after the imports that hold `import torch`",
+                    Applicability.UNSAFE, "cifar_resnet.py"),
+        ),
     )
 
     def detect(self, ctx: AstContext) -> None:

@@ -24,7 +24,7 @@ from gpulint.core.torch_api import SDPA_MODULE, SDPA_NAME, SOFTMAX_FUNCTIONS, SO
 from gpulint.core.verification import FUSED_KERNEL, Verification
 from gpulint.project.facts import OPTION_ON, OPTION_UNKNOWN, SPLAT
 from gpulint.project.view import ProjectView
-from gpulint.rules.base import Rule, RuleDocs, Target
+from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -204,6 +204,19 @@ class ManualAttention(Rule):
         check before turning it on.
         """,
         premises=(TRAINED, ON_ACCELERATOR, OFF_BY_DEFAULT, FUSED_KERNEL_EXISTS),
+        fix_cases=(
+            FixCase("no mask or a visible causal `tril` mask: `F.scaled_dot_product_attention(q, k, v, "
+                    "is_causal=True)`, dropout only while training, the weights' statements removed (preview)",
+                    Applicability.UNSAFE, "nanogpt_causal_buffer.py"),
+            FixCase("a scale other than 1/sqrt(head dim) passed as `scale=`",
+                    Applicability.UNSAFE, "timm_scale_attribute.py"),
+            FixCase("another mask (an additive bias, a padding mask): pass it as `attn_mask=`",
+                    None, "additive_bias_reported_without_fix.py"),
+            FixCase("a cast around the softmax (SDPA computes in the inputs' dtype)",
+                    None, "softmax_in_float32_reported_without_fix.py"),
+            FixCase('`torch-version` below 2.0 (reported only with `strictness = "pedantic"`)',
+                    None, "old_torch_no_fix.py"),
+        ),
     )
 
     @classmethod

@@ -18,7 +18,7 @@ from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import DATA_PARALLEL_WRAPPERS
 from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.project.facts import SETTING_CHANNELS_LAST
-from gpulint.rules.base import Rule, RuleDocs, Target
+from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -115,6 +115,14 @@ class ConvnetWithoutChannelsLast(Rule):
         framework owns the loop, in CPU-only files or tests.
         """,
         premises=(TRAINS_ON_CUDA, DENSE_CONV2D, UNDER_AUTOCAST, NCHW),
+        fix_cases=(
+            FixCase("`model.to(memory_format=torch.channels_last)` before the optimizer is built from "
+                    "`model.parameters()` (preview; the convolutions' outputs follow the weights' layout)",
+                    Applicability.UNSAFE, "own_convnet_fp16_scaled.py"),
+            FixCase("the model is wrapped in DDP, DataParallel or FSDP; the optimizer steps several models' "
+                    "parameters",
+                    None, "ddp_wrapped_reported_without_fix.py"),
+        ),
     )
 
     def detect(self, ctx: AstContext) -> None:

@@ -19,7 +19,7 @@ from gpulint.core.torch_api import (
 )
 from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.project.ast_nodes import all_nodes
-from gpulint.rules.base import Rule, RuleDocs, Target
+from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -121,6 +121,11 @@ class EvalWithoutNoGrad(Rule):
         may already turn grad off: reported only with `strictness = "pedantic"`), or in tests.
         """,
         premises=(EVALUATES, NO_GRAD_NEEDED, GRAD_ON),
+        fix_cases=(
+            FixCase("an evaluation loop over a loader wrapped in `with torch.no_grad():` (preview; nothing in it "
+                    "needs gradients)",
+                    Applicability.SAFE, "basic.py"),
+        ),
     )
 
     def detect(self, ctx: "AstContext") -> None:

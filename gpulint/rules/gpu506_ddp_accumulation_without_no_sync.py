@@ -11,7 +11,7 @@ from gpulint.analysis.evidence import REFUTED, SHOWN, Premise
 from gpulint.analysis.steps import StepFacts, StepLoop, step_facts
 from gpulint.core.edits import Applicability
 from gpulint.core.verification import NEUTRAL, Verification
-from gpulint.rules.base import Rule, RuleDocs, Target
+from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -115,6 +115,14 @@ class DdpAccumulationWithoutNoSync(Rule):
         files.
         """,
         premises=(ACCUMULATES, DDP_MODEL, SYNCS_EVERY_MICRO_STEP),
+        fix_cases=(
+            FixCase("forward and backward of the accumulation micro-steps wrapped in `contextlib.nullcontext() if "
+                    "<the optimizer step's condition> else model.no_sync()` (preview)",
+                    Applicability.UNSAFE, "accumulation_without_no_sync.py"),
+            FixCase("the condition's counter changes after the backward pass, the forward runs in a helper, the model"
+                    " is DDP only when distributed",
+                    None, "counter_changes_before_step_no_fix.py"),
+        ),
     )
 
     def detect(self, ctx: AstContext) -> None:

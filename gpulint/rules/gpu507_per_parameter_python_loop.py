@@ -16,7 +16,7 @@ from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import GRAD_OFF
 from gpulint.core.verification import FUSED_KERNEL, Verification
-from gpulint.rules.base import Rule, RuleDocs, Target
+from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -136,6 +136,17 @@ class PerParameterPythonLoop(Rule):
         test files.
         """,
         premises=(ELEMENTWISE_LOOP, EVERY_STEP, ON_CUDA),
+        fix_cases=(
+            FixCase("a per-parameter `t.lerp_(s, w)` loop replaced by `torch._foreach_lerp_` over lists of the same "
+                    "parameters (preview)",
+                    Applicability.UNSAFE, "lerp_in_helper.py"),
+            FixCase("`t.mul_(d).add_(s, alpha=a)` or `t.copy_(t * d + s * a)` per parameter: `torch._foreach_mul_` + "
+                    "`torch._foreach_add_` (never lerp: it wants one dtype)",
+                    Applicability.UNSAFE, "ema_update_every_step.py"),
+            FixCase("the update not under `torch.no_grad()` nor on `.data`, a loop variable read after the loop, an "
+                    "iterable not of a named module",
+                    None, "grad_on_no_fix.py"),
+        ),
     )
 
     def detect(self, ctx: AstContext) -> None:

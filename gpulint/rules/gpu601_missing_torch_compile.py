@@ -14,7 +14,7 @@ from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import DATA_PARALLEL_WRAPPERS
 from gpulint.core.verification import FUSED_OPTIMIZER, Verification
 from gpulint.project.facts import SETTING_COMPILE
-from gpulint.rules.base import Rule, RuleDocs, Target
+from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -110,6 +110,14 @@ class MissingTorchCompile(Rule):
         sparse tensors, in CPU-only files or in test files.
         """,
         premises=(TRAINS_ON_CUDA, NOT_COMPILED, GPU_BOUND, COMPILE_EXISTS),
+        fix_cases=(
+            FixCase("`model = torch.compile(model)` before the optimizer is built from `model.parameters()`",
+                    Applicability.UNSAFE, "model_compiled_before_optimizer.py"),
+            FixCase("the model's `state_dict` is saved or loaded (keys would gain `_orig_mod.`)",
+                    None, "checkpoint_saved_reported_without_fix.py"),
+            FixCase("the model is wrapped in DDP, DataParallel or FSDP",
+                    None, "ddp_reported_without_fix.py"),
+        ),
     )
 
     def detect(self, ctx: AstContext) -> None:

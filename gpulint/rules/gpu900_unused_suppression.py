@@ -11,7 +11,7 @@ import re
 
 from gpulint.core.edits import Applicability
 from gpulint.core.verification import NEUTRAL, Verification
-from gpulint.rules.base import Rule, RuleDocs, Target
+from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
 # a suppression directive that names gpulint codes: only those can be unused (a bare noqa comment is
 # other linters' too, and a fifth of real files carry one: 422 of 2285 in the torch package)
@@ -54,6 +54,10 @@ class UnusedSuppression(Rule):
         comment are kept. A misplaced file-level `# gpulint: noqa` is reported without a fix:
         move it above the first statement.
         """,
+        fix_cases=(
+            FixCase("unused suppression removed",
+                    Applicability.SAFE, "unused_noqa_removed.py"),
+        ),
     )
 
     @classmethod
