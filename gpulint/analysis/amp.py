@@ -64,3 +64,4 @@ for _name in ("custom_fwd", "custom_bwd"):
 DEPRECATED_AMP_MODULES = frozenset(qualified.rsplit(".", 1)[0] for qualified in DEPRECATED_AMP)
 # torch.cuda.amp.autocast(enabled, dtype, cache_enabled): the old positional order
 OLD_AUTOCAST_ORDER = ("enabled", "dtype", "cache_enabled")
+

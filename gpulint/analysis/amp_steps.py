@@ -19,7 +19,7 @@ from typing import Optional, Union
 from gpulint.analysis.amp import ANY_GRAD_SCALER
 from gpulint.analysis.ast_context import AstContext, dotted
 from gpulint.analysis.ast_values import single_value
-from gpulint.core.torch_api import AUTOGRAD_BACKWARD, FRAMEWORKS
+from gpulint.core.torch_api import AUTOGRAD_BACKWARD, FRAMEWORKS, not_an_optimizer_name, optimizer_name
 
 # what a training step spells, as `Rule.ast_needles`: a backward call and an optimizer step
 TRAINING_STEP_NEEDLES = ((".backward(", "torch.autograd.backward"), (".step(",))
@@ -131,8 +131,7 @@ class AmpSteps:
         name = dotted(expr)
         if name is None:
             return False
-        last = name.split(".")[-1].lower()
-        if "sched" in last or last in ("lr", "env", "scaler") or "scaler" in last:
+        if not_an_optimizer_name(name):
             return False
         if isinstance(expr, ast.Name):
             value = single_value(expr, self.ctx.names)
@@ -142,7 +141,7 @@ class AmpSteps:
                     return False
                 if target.startswith("torch.optim."):
                     return True
-        if "optim" in last or last in ("opt", "optimiser") or last.startswith("opt_") or last.endswith("_opt"):
+        if optimizer_name(name):
             return True
         return name in self._zero_grad
 

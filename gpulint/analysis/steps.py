@@ -24,8 +24,9 @@ import ast
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterator, Optional, TypeVar, Union
 
-from gpulint.core.torch_api import AUTOGRAD_BACKWARD
+from gpulint.core.torch_api import AUTOGRAD_BACKWARD, optimizer_name
 from gpulint.project.ast_nodes import all_nodes
+from gpulint.project.loader_flow import dotted
 
 if TYPE_CHECKING:
     from gpulint.analysis.ast_context import AstContext
@@ -252,7 +253,7 @@ class StepFacts:
                 return False
             if target.startswith("torch.optim."):
                 return True
-        if "optim" in lower or lower in ("opt", "optimiser") or lower.startswith("opt_") or lower.endswith("_opt"):
+        if optimizer_name(dotted(expr) or last):
             return True
         if lower in ("engine", "model_engine") or lower.endswith("_engine"):
             return "deepspeed" in self.imported_frameworks()

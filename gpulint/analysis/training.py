@@ -24,7 +24,7 @@ from gpulint.analysis.ast_context import AstContext
 from gpulint.core.arguments import positional_args
 from gpulint.core.context import FileContext
 from gpulint.core.names import dotted
-from gpulint.core.torch_api import FRAMEWORKS
+from gpulint.core.torch_api import FRAMEWORKS, not_an_optimizer_name, optimizer_name
 from gpulint.core.values import single_value
 from gpulint.core.walk import walk
 
@@ -213,8 +213,7 @@ class TrainingFacts:
         name = dotted(expr)
         if name is None:
             return False
-        last = name.split(".")[-1].lower()
-        if "sched" in last or last in ("lr", "env", "scaler") or "scaler" in last:
+        if not_an_optimizer_name(name):
             return False
         if isinstance(expr, cst.Name):
             value = single_value(expr, self.ctx.names)
@@ -224,7 +223,7 @@ class TrainingFacts:
                     return False
                 if target.startswith("torch.optim."):
                     return True
-        if "optim" in last or last in ("opt", "optimiser") or last.startswith("opt_") or last.endswith("_opt"):
+        if optimizer_name(name):
             return True
         return any(
             isinstance(c.func, cst.Attribute) and c.func.attr.value == "zero_grad" and dotted(c.func.value) == name

@@ -184,3 +184,21 @@ FRAMEWORKS = ("accelerate", "lightning", "pytorch_lightning", "lightning_fabric"
 # wrapping, GPU404's channels_last and GPU601's compile, are withheld there)
 DATA_PARALLEL_WRAPPERS = ("DistributedDataParallel", "DataParallel", "FullyShardedDataParallel", "fully_shard",
                           "DDP(", "FSDP(")
+
+
+def not_an_optimizer_name(name: str) -> bool:
+    """`.step()` on a name like these steps something else: a scheduler, a learning rate, an environment, a
+    GradScaler (its step is `scaler.step(opt)`)."""
+    last = name.split(".")[-1].lower()
+    return "sched" in last or last in ("lr", "env", "scaler") or "scaler" in last
+
+
+def optimizer_name(name: str) -> bool:
+    """A dotted name spelled as an optimizer (`optimizer`, `opt_g`, `self.optim`), or an attribute of a
+    container of optimizers (stargan-v2's `optims.discriminator`, `self.optimizers.gen`). Every step finder
+    reads it (analysis/amp_steps.py and analysis/steps.py on `ast`, analysis/training.py on LibCST)."""
+    parts = name.lower().split(".")
+    last = parts[-1]
+    if "optim" in last or last in ("opt", "optimiser") or last.startswith("opt_") or last.endswith("_opt"):
+        return True
+    return len(parts) > 1 and "optim" in parts[-2]

@@ -63,9 +63,10 @@ FUSED_EXISTS = Premise(
     "its requirements, pyproject, setup.py, setup.cfg, environment.yml) is at least the version that "
     "added it (Adam 1.13, AdamW 2.0, SGD 2.3, Adagrad 2.12; and 2.4 for the CPU kernels, unless the script "
     "shows CUDA and never names the CPU as a device), or it declares none (a stale pin, one its own imports "
-    "contradict, declares none). Where only the CPU kernels are missing and every \"cpu\" the file names is "
-    "the fallback of a device chosen by `torch.cuda.is_available()`, it holds with `fused=torch.cuda.is_available()`"
-    " (the parameters are on the CPU only where CUDA is not). A project pinned to an older torch would get a "
+    "contradict, declares none). Where only the CPU kernels are missing and every \"cpu\" or \"mps\" the file "
+    "names as a device is the fallback of `torch.cuda.is_available()` (the false branch of its conditional "
+    "expression, or the `elif`/`else` of `if torch.cuda.is_available():`), it holds with "
+    "`fused=torch.cuda.is_available()` (the parameters are off CUDA only where CUDA is not). A project pinned to an older torch would get a "
     "TypeError. Refuted too when "
     "the code runs only on a torch older than that (it, or a module it imports, unconditionally imports a "
     "module gone by then: `torch._six`, gone in 2.0; `torchtext.legacy`, gone with 1.11; torchtext's "
@@ -214,6 +215,8 @@ class NonFusedOptimizer(Rule):
             FixCase('a torch below 2.4 (no fused CPU kernels) where the device is `"cuda" if '
                     'torch.cuda.is_available() else "cpu"`: `fused=torch.cuda.is_available()`',
                     Applicability.SAFE, "cpu_fallback_on_old_torch_fused_when_available.py"),
+            FixCase("the same where MPS and the CPU are the `elif`/`else` branches of `if torch.cuda.is_available():`",
+                    Applicability.SAFE, "mps_and_cpu_fallbacks_on_old_torch_fused_when_available.py"),
             FixCase("`foreach=True` replaced by `fused=True` (torch rejects both)",
                     Applicability.SAFE, "foreach_replaced.py"),
             FixCase("SGD without momentum, even under a GradScaler",
@@ -405,23 +408,48 @@ class NonFusedOptimizer(Rule):
 
 
 def _device_by_availability(ctx: AstContext) -> Optional[str]:
-    """The availability test as the file writes it (`torch.cuda.is_available()`), when every "cpu" the file
-    names is the fallback of a device chosen by it (`torch.device("cuda" if torch.cuda.is_available() else
-    "cpu")`) in a script that shows CUDA: its parameters are on the CPU only on a machine without CUDA."""
-    if not _shows_only_cuda(ctx.project):
+    """The availability test as the file writes it (`torch.cuda.is_available()`), when every other device the
+    file names ("cpu", and "mps" or `torch.backends.mps`) is the fallback of a device chosen by it
+    (`torch.device("cuda" if torch.cuda.is_available() else "cpu")`, `"cuda" if ... else "mps" if ... else
+    "cpu"`, or the `else:` / `elif` branches of `if torch.cuda.is_available():`) in a script that shows CUDA:
+    its parameters are off CUDA only on a machine without CUDA."""
+    project = ctx.project
+    if not (project.gpu and set(project.devices) <= {"mps"}
+            and not project.devices_callers):
         return None
     spelled: Optional[str] = None
-    for node in ctx.nodes(ast.Constant):
-        assert isinstance(node, ast.Constant)
-        if not (isinstance(node.value, str) and _CPU_STRING.fullmatch(repr(node.value))):  # "cpu", "cpu:0"
+    for node in ctx.nodes(ast.Constant, ast.Attribute):
+        if isinstance(node, ast.Constant):
+            if not (isinstance(node.value, str) and _OTHER_DEVICE_STRING.fullmatch(repr(node.value))) \
+                    or isinstance(ctx.parent(node), ast.Compare):
+                continue  # "cpu", "cpu:0", "mps" (a comparison, `device == "mps"`, chooses nothing)
+        elif not (isinstance(node, ast.Attribute) and node.attr == "mps"
+                  and ctx.qualname(node) in ("torch.backends.mps", "torch.mps")):
             continue
-        parent = ctx.parent(node)
-        if not (isinstance(parent, ast.IfExp) and parent.orelse is node and isinstance(parent.test, ast.Call)
-                and ctx.qualname(parent.test.func) == "torch.cuda.is_available"
-                and isinstance(parent.body, ast.Constant) and str(parent.body.value).startswith("cuda")):
+        test = _cuda_fallback_of(ctx, node)
+        if test is None:
             return None
-        spelled = spelled or ctx.segment(parent.test)
+        spelled = spelled or ctx.segment(test)
     return spelled
+
+
+def _cuda_fallback_of(ctx: AstContext, node: ast.AST) -> Optional[ast.expr]:
+    """The `torch.cuda.is_available()` call whose false branch `node` lies in (within its function), else None."""
+    child = node
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return None
+        if isinstance(ancestor, (ast.IfExp, ast.If)):
+            test, negated = ancestor.test, False
+            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                test, negated = test.operand, True
+            if isinstance(test, ast.Call) and ctx.qualname(test.func) == "torch.cuda.is_available":
+                taken = ancestor.body if negated else ancestor.orelse
+                inside = child is taken if isinstance(ancestor, ast.IfExp) else \
+                    any(child is statement for statement in taken)  # type: ignore[union-attr]
+                return test if inside else None
+        child = ancestor
+    return None
 
 
 def _shows_only_cuda(project: ProjectView) -> bool:
@@ -445,6 +473,7 @@ def _framework_owned(ctx: AstContext) -> bool:
 
 
 _CPU_STRING = re.compile(r"""["']cpu(?::\d+)?["']""")
+_OTHER_DEVICE_STRING = re.compile(r"""["'](?:cpu(?::\d+)?|mps)["']""")
 
 
 def _names_cpu(ctx: AstContext) -> bool:
