@@ -24,7 +24,7 @@ from gpulint.project.graph_data import image_rows, step_rows
 from gpulint.project.layers import DIMS, OPAQUE, Layer, class_layers, convnet_classes, parameter_tensors
 from gpulint.project.loader_flow import AT, cuda_devices, move_kinds, moved_results
 
-FACTS_VERSION = 24
+FACTS_VERSION = 25
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -760,6 +760,10 @@ class _Scanner:
         self.grad_flags = False  # the file touches `requires_grad` (freezes are looked for only then)
         self.scaler = False
         self.mixed: set[str] = set()
+        # layers built with `dtype=cfg["dtype"]`, and the dtypes the file's dicts give the key "dtype" (True:
+        # 16 bits): every such dict in 16 bits makes a model built in them (LLMs-from-scratch's Llama notebook)
+        self._dtype_from_key = False
+        self._dtype_keys: set[bool] = set()
         self.backward = False
         self.steps = False
         self.optimizer_made = False
@@ -835,6 +839,8 @@ class _Scanner:
                     for key, value in zip(node.keys, node.values):  # type: ignore[attr-defined]
                         if isinstance(key, Constant) and type(key.value) is str:
                             self._option(key.value, value)
+                            if key.value == "dtype":
+                                self._dtype_keys.add(_is_dtype_16(value, self.aliases))
             names |= used
             for name in defined:
                 refs.setdefault(name, set()).update(used)
@@ -853,6 +859,8 @@ class _Scanner:
         grad_off = bool(names & _GRAD_OFF_NAMES)
         if any(t.startswith(_COMPILE_MODULES) for targets in self.aliases.table.values() for t in targets):
             self.settings.add(SETTING_COMPILE)  # `from torch import compile`, dynamo/inductor configuration
+        if self._dtype_from_key and self._dtype_keys == {True}:
+            self.mixed.add("model-cast")  # every "dtype" the file's configs give its layers is 16 bits
         return FileFacts(
             imports=self.imports, gpu=self.gpu, cpu_pinned=self.cpu, scaler=self.scaler,
             mixed_precision=tuple(sorted(self.mixed)), training=training, rl=bool(roots & RL_PACKAGES),
@@ -997,6 +1005,10 @@ class _Scanner:
             self.sparse = True  # torch.sparse.mm(...)
         if last in ("load", "load_inline", "CUDAExtension", "CppExtension"):
             self._native(call, aliases.qualified(func))
+        for keyword in call.keywords:
+            if keyword.arg == "dtype" and isinstance(keyword.value, ast.Subscript) and \
+                    isinstance(keyword.value.slice, ast.Constant) and keyword.value.slice.value == "dtype":
+                self._dtype_from_key = True  # `nn.Linear(d, d, dtype=cfg["dtype"])`
         if isinstance(func, ast.Attribute):
             attr = func.attr
             if attr == "to" and (call.args or call.keywords):  # `x.to(CFG.device)`: a device of an import

@@ -49,7 +49,8 @@ FP32 = Premise(
     "fp32",
     "the forward pass and the loss run in fp32: no autocast covers them (here, in a decorator or in the "
     "model's own `forward`), the weights are not 16-bit (`.half()`, `.to(torch.bfloat16)`, "
-    "`torch_dtype=torch.bfloat16`), and no other mechanism (FSDP MixedPrecision, apex, DeepSpeed, layers "
+    "`torch_dtype=torch.bfloat16`, layers built with `dtype=cfg[\"dtype\"]` where every config of the file "
+    "gives \"dtype\" a 16-bit type), and no other mechanism (FSDP MixedPrecision, apex, DeepSpeed, layers "
     "casting weights) is used around it. A GradScaler alone is not mixed precision: a step that scales its "
     "loss but never enters autocast trains in fp32. Undecided when autocast is used in a way gpulint cannot "
     "link to the step.")
