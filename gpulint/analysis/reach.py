@@ -23,7 +23,9 @@ RUNS = Premise(
     "the step can run: refuted when it lies in a top-level function nothing in its script reaches (no call "
     "from module-level code or from a function that is reached, no reference, decorator or name string, no "
     "dynamic dispatch such as `fire.Fire()` or `globals()[name]`), in a script no project file imports and "
-    "outside a package: a training function kept beside the one `__main__` calls never runs.")
+    "outside a package, or in a module whose every import names other things (`from previous_chapters import "
+    "GPTModel`, never the module itself or `*`): a training function kept beside the one `__main__` calls, or "
+    "a helper module's training loop its importers do not use, never runs.")
 
 
 def never_runs_ast(tree: ast.Module, node: ast.AST, parent: Callable[[ast.AST], Optional[ast.AST]],

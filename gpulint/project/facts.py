@@ -1382,8 +1382,9 @@ def legacy_torch(tree: ast.Module) -> str:
 
 
 # calls that reach functions by a name computed at run time: every function of the file may run
-_DYNAMIC_CALLS = frozenset({"globals", "locals", "vars", "eval", "exec", "Fire", "CLI", "import_module",
-                            "__import__", "run_module", "run_path"})
+_DYNAMIC_CALLS = frozenset({"Fire", "CLI", "import_module", "__import__", "run_module", "run_path"})
+# builtins that dispatch by a computed name when called bare (`model.eval()` is torch's, not `eval`)
+_DYNAMIC_BUILTINS = frozenset({"globals", "locals", "vars", "eval", "exec"})
 
 
 def unreached_functions(tree: ast.Module) -> tuple[str, ...]:
@@ -1412,7 +1413,7 @@ def unreached_functions(tree: ast.Module) -> tuple[str, ...]:
                 func = node.func
                 name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) \
                     else ""
-                if name in _DYNAMIC_CALLS:
+                if name in _DYNAMIC_CALLS or (isinstance(func, ast.Name) and name in _DYNAMIC_BUILTINS):
                     return False
         return True
 

@@ -159,6 +159,9 @@ class ProjectView:
     # a script: no project file imports it and its folder is no package (no `__init__.py`), so a function
     # nothing in the file reaches never runs; False when unknown (the file alone, an editor's buffer)
     script: bool = False
+    # top-level functions of a module other files import that nothing reaches: nothing in the file calls
+    # them and every import of the module names other things (`from previous_chapters import GPTModel`)
+    unimported: frozenset[str] = frozenset()
     # another project file imports this one (directly or through others): its `__main__` block is a self-test
     # or a demo run by hand, not the training
     imported: bool = False
@@ -208,7 +211,7 @@ class ProjectView:
     def unreached(self) -> frozenset[str]:
         """Top-level functions of this file that never run: nothing in the file reaches them and no other
         file can import them (a script); empty when that cannot be known."""
-        return frozenset(self.own.unreached) if self.script else frozenset()
+        return frozenset(self.own.unreached) if self.script else self.unimported
 
     @property
     def rl(self) -> bool:
@@ -640,7 +643,25 @@ class Project:
             flags_off=self._flags_off(rel, callers),
             script=not callers and rel.endswith(".py") and package_init(rel) not in self._exists
             and rel.rpartition("/")[2][:-3] not in self._import_words,
+            unimported=self._unimported(rel) if callers else frozenset(),
         )
+
+    def _unimported(self, path: str) -> frozenset[str]:
+        """The functions of `path` nothing in it reaches (FileFacts.unreached) that no import of it names;
+        empty when some file imports the module itself (`import m`, `from pkg import m`) or all of it (`*`)."""
+        own = self.facts[path]
+        if not own.unreached:
+            return frozenset()
+        stem = path.rpartition("/")[2].rsplit(".", 1)[0]
+        named: set[str] = set()
+        for edges in self.edges.values():
+            for target, ref in edges:
+                if target != path:
+                    continue
+                if ref.name is None or ref.name in ("*", stem):
+                    return frozenset()
+                named.add(ref.name)
+        return frozenset(own.unreached) - named
 
     def _native_importees(self, path: str) -> bool:
         """`path` or a module it imports (three levels: a training script, its model module, an ops package and

@@ -786,6 +786,41 @@ def test_unreached_functions_of_a_file() -> None:
     assert unreached("import sys\ndef a(): pass\ngetattr(sys.modules[__name__], 'x')()\n") == ()
     assert unreached("def a(): pass\nglobals()['a']()\n") == ()
     assert unreached("def a(): pass\nmp.spawn(a, nprocs=2)\n") == ()
+    # `model.eval()` is torch's method, not the builtin that runs code by a computed name
+    assert unreached("def a(): pass\ndef b(m): m.eval()\nb(None)\n") == ("a",)
+    assert unreached("def a(): pass\neval('a()')\n") == ()
+
+
+_HELPERS = """import torch
+
+
+def train_model_simple(model, loader, optimizer):
+    for x, y in loader:
+        loss = torch.nn.functional.cross_entropy(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
+        model.eval()
+
+
+class GPTModel(torch.nn.Module):
+    pass
+"""
+
+
+@pytest.mark.parametrize(("importer", "reported"), [
+    # every import of the helper module names other things: its training loop never runs (blind9: the DPO
+    # folder of LLMs-from-scratch imports GPTModel from previous_chapters.py and trains with its own loop)
+    ("from previous_chapters import GPTModel\n", False),
+    ("from previous_chapters import GPTModel, train_model_simple\n", True),
+    ("from previous_chapters import train_model_simple as fit\n", True),
+    ("import previous_chapters\n", True),  # the module itself: any of its functions may be called
+    ("from previous_chapters import *\n", True),
+])
+def test_a_helper_modules_training_loop_its_importers_do_not_name_never_runs(
+        tmp_path: Path, importer: str, reported: bool) -> None:
+    write(tmp_path, {"previous_chapters.py": _HELPERS, "dpo.py": importer})
+    found = findings(tmp_path, "--select", "GPU001")
+    assert (("previous_chapters.py", 7, "GPU001") in found) is reported
 
 
 def test_a_grad_scaler_in_an_imported_step_is_seen_by_the_optimizer_file() -> None:
