@@ -151,8 +151,9 @@ Every fix checks the project's torch floor (`torch-version`, else the floor its 
 setup.cfg or setup.py declares) against each symbol it would write, from this table
 (`gpulint/core/floors.py`, the one place it lives). A fix that needs a newer torch is not offered,
 and the finding's note names the symbol. A file whose own code runs only on torch 0.4 or older (it
-reads a loss as `loss.data[0]`, an IndexError since torch 1.0) is linted as if its floor were 0.4
-(`LEGACY_TORCH`): what needs torch 1.0 or newer is withheld there, what torch 0.4 has is not.
+reads a loss as `loss.data[0]`, an IndexError since torch 1.0; or unpacks `pack_padded_sequence(...)` into two
+values, a ValueError since torch 1.1) is linted as if its floor were 0.4 (`LEGACY_TORCH`): what needs torch 1.0
+or newer is withheld there, what torch 0.4 has is not (no symbol of the table lies between 0.4 and 1.7).
 """
 
 FIX_SAFETY_TAIL = """Where gpulint stays silent instead (no finding at all) is listed in each rule's documentation

@@ -263,9 +263,10 @@ class FileFacts:
     # torchtext released with it) removed in that release (`from torch._six import inf`: removed in 2.0;
     # `torchtext.legacy`: gone with torch 1.11); None when nothing says so
     torch_ceiling: Optional[tuple[int, int]] = None
-    # evidence that the file's code runs only on torch 0.4 or older: it indexes a 0-dim loss (`loss.data[0]`),
-    # an IndexError since torch 1.0 (`legacy_torch`); "" when nothing says so. Per file: its importers are not
-    # judged by it, since importing the file runs none of that code
+    # evidence that the file's code runs only on an old torch: it indexes a 0-dim loss (`loss.data[0]`, an
+    # IndexError since torch 1.0) or unpacks a PackedSequence into two (a ValueError since 1.1)
+    # (`legacy_torch`); "" when nothing says so. Per file: its importers are not judged by it, since importing
+    # the file runs none of that code
     legacy_torch: str = ""
     # a script (a `__main__` guard) that runs models under no_grad/inference_mode and trains nothing (no
     # backward, no optimizer, no trainer): the modules it imports are evaluated here, not trained
@@ -887,7 +888,7 @@ class _Scanner:
             image_rows=image_rows(self.tree) if training else None,
             unreached=unreached_functions(self.tree) if training else (),
             torch_ceiling=torch_ceiling(self.tree),
-            legacy_torch=legacy_torch(self.tree) if "data" in names else "",
+            legacy_torch=legacy_torch(self.tree) if "data" in names or "pack_padded_sequence" in names else "",
             inference_script=_has_main_guard(self.tree) and grad_off and not may_train,
             grad_off=grad_off,
             may_train=may_train,
@@ -1329,7 +1330,8 @@ def _loss_name(name: str, bound: set[str]) -> bool:
 def legacy_torch(tree: ast.Module) -> str:
     """Evidence that the module's code runs only on torch 0.4 or older, or "".
 
-    The one signal: `<loss>.data[0]`, the pre-0.4 way to read a loss (`loss.item()` since 0.4). Losses are
+    Two signals. `scores, _ = pack_padded_sequence(...)`, which raises from torch 1.1 (`_unpacks_packed_sequence`).
+    And `<loss>.data[0]`, the pre-0.4 way to read a loss (`loss.item()` since 0.4). Losses are
     0-dim tensors since torch 0.4, which warned that indexing one "will be an IndexError in PyTorch 0.5"; the
     next release, 1.0, raises it (and so does every torch since: checked on 2.13). `<loss>` is a name bound from
     a loss call (`loss_l, loss_c = criterion(out, targets)`) or named as one loss, or a whole-tensor reduction
@@ -1363,7 +1365,7 @@ def legacy_torch(tree: ast.Module) -> str:
         return any((isinstance(n, ast.Name) and "version" in n.id.lower())
                    or (isinstance(n, ast.Attribute) and "version" in n.attr.lower()) for n in fast_walk(test))
 
-    found: list[ast.Subscript] = []
+    found: list[Union[ast.Subscript, ast.Assign]] = []
     pending: list[ast.AST] = [tree]
     while pending:
         node = pending.pop()
@@ -1372,13 +1374,30 @@ def legacy_torch(tree: ast.Module) -> str:
             continue
         if isinstance(node, ast.If) and guarded(node.test):
             continue
-        if isinstance(node, ast.Subscript) and signal(node):
+        if (isinstance(node, ast.Subscript) and signal(node)) or \
+                (isinstance(node, ast.Assign) and _unpacks_packed_sequence(node)):
             found.append(node)
         pending.extend(ast.iter_child_nodes(node))
     if not found:
         return ""
     first = min(found, key=lambda n: (n.lineno, n.col_offset))
+    if isinstance(first, ast.Assign):
+        return (f"line {first.lineno}: `{ast.unparse(first.targets[0])} = pack_padded_sequence(...)` unpacks a "
+                "PackedSequence into two values (it has four since torch 1.1: a ValueError)")
     return f"line {first.lineno}: `{ast.unparse(first)}` indexes a 0-dim loss (an IndexError since torch 1.0)"
+
+
+def _unpacks_packed_sequence(node: ast.Assign) -> bool:
+    """`scores, _ = pack_padded_sequence(...)`: a PackedSequence had two fields up to torch 1.0, four since 1.1
+    (sorted_indices, unsorted_indices), so this unpacking raises on every newer torch (the captioning tutorial
+    of blind9). The table of floors has no symbol between 0.4 and 1.7, so the legacy floor (0.4) withholds what
+    torch 1.0 lacks too."""
+    if not (len(node.targets) == 1 and isinstance(node.value, ast.Call)):
+        return False
+    target, func = node.targets[0], node.value.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return name == "pack_padded_sequence" and isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) == 2 \
+        and not any(isinstance(e, ast.Starred) for e in target.elts)
 
 
 # calls that reach functions by a name computed at run time: every function of the file may run
