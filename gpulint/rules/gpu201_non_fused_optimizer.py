@@ -7,7 +7,7 @@ import re
 from typing import TYPE_CHECKING, Callable, Optional
 
 from gpulint.analysis.amp_steps import amp_steps, imports_framework
-from gpulint.analysis.ast_context import AstContext, AstKeywordArgs, Detection, arg, positional_args
+from gpulint.analysis.ast_context import AstContext, AstKeywordArgs, Detection, arg, dotted, positional_args
 from gpulint.analysis.ast_values import is_literal, single_value, value_at
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
 from gpulint.analysis.generation import generation_bound
@@ -66,7 +66,8 @@ FUSED_EXISTS = Premise(
     "contradict, declares none). Where only the CPU kernels are missing and every \"cpu\" or \"mps\" the file "
     "names as a device is the fallback of `torch.cuda.is_available()` (the false branch of its conditional "
     "expression, or the `elif`/`else` of `if torch.cuda.is_available():`), it holds with "
-    "`fused=torch.cuda.is_available()` (the parameters are off CUDA only where CUDA is not). A project pinned to an older torch would get a "
+    "`fused=torch.cuda.is_available()` (the parameters are off CUDA only where CUDA is not). A project "
+    "pinned to an older torch would get a "
     "TypeError. Refuted too when "
     "the code runs only on a torch older than that (it, or a module it imports, unconditionally imports a "
     "module gone by then: `torch._six`, gone in 2.0; `torchtext.legacy`, gone with 1.11; torchtext's "
@@ -97,6 +98,12 @@ STEP_MATTERS = Premise(
     "(`.cuda()`, DistributedDataParallel): a logistic-regression probe over features computed elsewhere. "
     "A freeze of a part (`model.embeddings`) or of a network beside the trained one (an EMA teacher, a VAE) "
     "leaves it shown.")
+FUSED_KEPT = Premise(
+    "fused-kept",
+    "the optimizer keeps the flag it is built with: refuted when the statement right after its construction "
+    "block loads a saved state into it unconditionally (`optimizer.load_state_dict(checkpoint[...])` in the "
+    "same block, not under an `if`): `load_state_dict` restores the saved param groups, `fused` included, so "
+    "the flag of the optimizer that saved them wins (checked on torch 2.13: `fused` goes from True to None).")
 WORK_TO_FUSE = Premise(
     "work-to-fuse",
     "the update has several element-wise operations per parameter for one kernel to merge: refuted for SGD "
@@ -208,7 +215,8 @@ class NonFusedOptimizer(Rule):
         skips and the loss scales split; calling `scaler.unscale_(optimizer)` first raises with
         a fused Adam in torch 2.13 (both reproduced on two CPU ranks: bench/fsdp_fused_scaler.py).
         """,
-        premises=(TORCH_OPTIMIZER, FUSED_DEVICE, FUSED_EXISTS, STEP_MATTERS, SCALER_SAFE, LONG_RUN, WORK_TO_FUSE),
+        premises=(TORCH_OPTIMIZER, FUSED_DEVICE, FUSED_EXISTS, STEP_MATTERS, SCALER_SAFE, LONG_RUN, WORK_TO_FUSE,
+                  FUSED_KEPT),
         fix_cases=(
             FixCase("Adam / AdamW: `fused=True`",
                     Applicability.SAFE, "aliases.py"),
@@ -288,8 +296,8 @@ class NonFusedOptimizer(Rule):
         decision = self.decide({TORCH_OPTIMIZER: SHOWN, FUSED_DEVICE: _fused_device(project),
                                 FUSED_EXISTS: REFUTED if too_new is not None else SHOWN,
                                 STEP_MATTERS: _step_matters(ctx, node, held), SCALER_SAFE: scaler_safe,
-                                WORK_TO_FUSE: work_to_fuse,
-                                LONG_RUN: optimizer_run(ctx, node)})
+                                WORK_TO_FUSE: work_to_fuse, FUSED_KEPT: REFUTED if _state_loaded_at_once(ctx, node)
+                                else SHOWN, LONG_RUN: optimizer_run(ctx, node)})
         if not decision.report:
             return
         if momentum and may_gain_grad_scaler(ctx):
@@ -493,6 +501,27 @@ def _fused_device(project: ProjectView) -> Evidence:
     if "xpu" in project.devices and not project.gpu:
         return UNDECIDED
     return SHOWN
+
+
+def _state_loaded_at_once(ctx: AstContext, node: ast.Call) -> bool:
+    """`opt = AdamW(...)` whose next use, in the same block, is `opt.load_state_dict(...)` (the exercise
+    notebook of LLMs-from-scratch, blind9): the saved param groups, and their `fused`, replace the ones built."""
+    statement = ctx.parent(node)
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
+        return False
+    target = dotted(statement.targets[0])
+    block = ctx.parent(statement)
+    body = next((getattr(block, f) for f in ("body", "orelse", "finalbody")
+                 if any(s is statement for s in getattr(block, f, None) or ())), None)
+    if target is None or body is None:
+        return False
+    for later in body[next(i for i, s in enumerate(body) if s is statement) + 1:]:
+        if not any(dotted(n) == target for n in ast.walk(later) if isinstance(n, (ast.Name, ast.Attribute))):
+            continue
+        call = later.value if isinstance(later, ast.Expr) else None
+        return isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
+            and call.func.attr == "load_state_dict" and dotted(call.func.value) == target
+    return False
 
 
 def _step_matters(ctx: AstContext, node: ast.Call, held: Optional[set[str]]) -> Evidence:
