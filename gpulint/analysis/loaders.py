@@ -1148,6 +1148,8 @@ def _read_on_host(ctx: AstContext, calls: list[ast.Call], call: ast.Call) -> boo
 _LOOP_SCOPES = (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,
                 ast.comprehension, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
+# the most batches a loop may draw before its `break` for the loader to count as drawn for a few items
+FEW_BATCHES = 4
 MANY_BATCHES = Premise(
     "many-batches",
     "the loader is drawn from enough for its loading to matter: refuted for one pass over a small torchvision "
@@ -1157,11 +1159,17 @@ MANY_BATCHES = Premise(
     "`torch.no_grad()` (or `inference_mode()`), its name used otherwise only in `len()` or to read its "
     "`.dataset`. That is the evaluation pass after training, whose few "
     "seconds of loading in all neither workers (which cost about as much to start) nor pinned copies win "
-    "back. Any other loader, or a dataset built from something else, is shown.")
+    "back. Refuted too for a loader bound to a name whose every use is a loop that breaks after at most "
+    f"{FEW_BATCHES} batches (`if count == num_examples: break`, the bound a literal or a parameter's literal "
+    "default no call in the file overrides), `len()`, or a hand-over to such a loop: a function of the file "
+    "it is passed to, or the unpacking of a function of the file that returns it; forking workers to serve "
+    "two items costs more than it saves. Any other loader, or a dataset built from something else, is shown.")
 
 
 def one_small_pass(ctx: AstContext, loader: "LoaderCall") -> bool:
     """MANY_BATCHES is refuted for this DataLoader call (see the premise)."""
+    if _drawn_for_a_few(ctx, loader.node):
+        return True
     if ctx.project.imported:
         return False
     for each in loader.alternatives():
@@ -1195,6 +1203,139 @@ def one_small_pass(ctx: AstContext, loader: "LoaderCall") -> bool:
             return False
         loops += 1
     return loops == 1
+
+
+def _drawn_for_a_few(ctx: AstContext, loader: ast.Call) -> bool:
+    """The loader, bound to a name, is only iterated (where it is bound, in a function of the file it is passed
+    to, or where a function of the file that returns it is called and unpacked), and every loop over it breaks
+    after at most FEW_BATCHES batches: `if count == num_examples: break` with `num_examples=2` a default no call
+    overrides (pytorch-transformer's validation, blind9)."""
+    holder = _holder(ctx, loader)
+    return isinstance(holder, ast.Name) and _few_through(ctx, holder.id, ctx.names.binding_scope(holder), 0)
+
+
+def _few_through(ctx: AstContext, name: str, scope: object, depth: int) -> bool:
+    """Every read of `name` in `scope` is a loop that breaks early, `len()`, or hands it on to where it is
+    (recursively) so; at least one loop."""
+    names = ctx.names
+    if scope is None or depth > 3:
+        return False
+    loops = dict((id(source), loop) for loop, source in ctx.analysis(_loop_sources))
+    found = False
+    for use in ctx.named(name):
+        if names.binding_scope(use) is not scope or not isinstance(use.ctx, ast.Load):
+            continue
+        parent = ctx.parent(use)
+        if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id == "len":
+            continue
+        if id(use) in loops:
+            if not _breaks_within(ctx, loops[id(use)], FEW_BATCHES):
+                return False
+        elif isinstance(parent, (ast.Call, ast.keyword)):
+            parameter = _parameter_of(ctx, use)
+            if parameter is None or not _few_through(ctx, *parameter, depth + 1):
+                return False
+        elif isinstance(parent, ast.Tuple) and isinstance(ctx.parent(parent), ast.Return):
+            unpacked = _unpacked_results(ctx, parent, use)
+            if not unpacked or not all(_few_through(ctx, each.id, names.binding_scope(each), depth + 1)
+                                       for each in unpacked):
+                return False
+        else:
+            return False
+        found = True
+    return found
+
+
+def _parameter_of(ctx: AstContext, use: ast.Name) -> Optional[tuple[str, object]]:
+    """The parameter `use` is passed to, of a module-level function of this file (`run_validation(model,
+    val_loader, ...)`), with the function's scope, or None."""
+    call = ctx.parent(use)
+    keyword = call.arg if isinstance(call, ast.keyword) else None
+    if isinstance(call, ast.keyword):
+        call = ctx.parent(call)
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
+        return None
+    function = next((s for s in ctx.tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     and s.name == call.func.id), None)
+    if function is None:
+        return None
+    params = [*function.args.posonlyargs, *function.args.args]
+    if keyword is None:
+        if any(isinstance(a, ast.Starred) for a in call.args):
+            return None
+        position = next((i for i, a in enumerate(call.args) if a is use), None)
+        name = params[position].arg if position is not None and position < len(params) else None
+    else:
+        name = keyword
+    scope = ctx.names.scopes.get(id(function))
+    return (name, scope) if name and scope is not None else None
+
+
+def _unpacked_results(ctx: AstContext, returned: ast.Tuple, use: ast.Name) -> list[ast.Name]:
+    """Where the module-level function returning `returned` is called and its result unpacked, the names that
+    receive `use`'s element (`train_dl, val_dl, ... = get_ds(config)`)."""
+    function = next((a for a in ctx.ancestors(returned) if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))),
+                    None)
+    if function is None or not any(function is s for s in ctx.tree.body):
+        return []
+    position = next(i for i, e in enumerate(returned.elts) if e is use)
+    found: list[ast.Name] = []
+    for call in ctx.nodes(ast.Call):
+        assert isinstance(call, ast.Call)
+        if not (isinstance(call.func, ast.Name) and call.func.id == function.name):
+            continue
+        statement = ctx.parent(call)
+        target = statement.targets[0] if isinstance(statement, ast.Assign) and len(statement.targets) == 1 else None
+        if not (isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) == len(returned.elts)
+                and isinstance(target.elts[position], ast.Name)):
+            return []  # a call whose result goes somewhere this does not follow
+        found.append(target.elts[position])  # type: ignore[arg-type]
+    return found
+
+
+def _breaks_within(ctx: AstContext, loop: Loop, limit: int) -> bool:
+    """The loop's body holds `if <n> == <bound>: ... break` (or `>=`, `>`) with a bound of at most `limit`: a
+    literal, or a parameter of its function whose literal default no call of the function in this file
+    overrides."""
+    pending: list[ast.AST] = list(loop.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                             ast.ClassDef)):
+            continue  # a break there ends another loop
+        if isinstance(node, ast.If) and any(isinstance(s, ast.Break) for s in node.body):
+            bound = _compared_bound(ctx, node.test, loop)
+            if bound is not None and bound <= limit:
+                return True
+        pending.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _compared_bound(ctx: AstContext, test: ast.expr, loop: Loop) -> Optional[int]:
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.GtE, ast.Gt))
+            and isinstance(test.left, ast.Name)):
+        return None
+    bound = test.comparators[0]
+    if isinstance(bound, ast.Constant) and type(bound.value) is int:
+        return bound.value + (1 if isinstance(test.ops[0], ast.Gt) else 0)
+    if not isinstance(bound, ast.Name):
+        return None
+    function = next((a for a in ctx.ancestors(loop) if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if function is None or ctx.names.binding_scope(bound) is not ctx.names.scopes.get(id(function)):
+        return None
+    params = [*function.args.posonlyargs, *function.args.args]
+    defaults = dict(zip([p.arg for p in params][len(params) - len(function.args.defaults):], function.args.defaults))
+    default = defaults.get(bound.id)
+    if not (isinstance(default, ast.Constant) and type(default.value) is int):
+        return None
+    position = next(i for i, p in enumerate(params) if p.arg == bound.id)
+    for call in ctx.nodes(ast.Call):
+        assert isinstance(call, ast.Call)
+        if isinstance(call.func, ast.Name) and call.func.id == function.name and (
+                len(call.args) > position or any(isinstance(a, ast.Starred) for a in call.args)
+                or any(k.arg in (bound.id, None) for k in call.keywords)):
+            return None  # a call passes the bound (or may, through `*args`/`**kwargs`)
+    return default.value + (1 if isinstance(test.ops[0], ast.Gt) else 0)
 
 
 def _under_grad_off(ctx: AstContext, loop: Loop) -> bool:
