@@ -24,7 +24,7 @@ from gpulint.project.graph_data import image_rows, step_rows
 from gpulint.project.layers import DIMS, OPAQUE, Layer, class_layers, convnet_classes, parameter_tensors
 from gpulint.project.loader_flow import AT, cuda_devices, move_kinds, moved_results
 
-FACTS_VERSION = 25
+FACTS_VERSION = 26
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -84,6 +84,7 @@ FSDP_MIXED_PRECISION = frozenset({
 #   (get_tokenizer, bleu_score, utils, metrics, functional): only these names count. None came back; Multi30k,
 #   IMDB, UDPOS, WikiText2 and the other datasets kept their names under the new API and are no ceiling.
 _TORCHTEXT_0_9 = (1, 8)
+FFI_CREATE_EXTENSION = "torch.utils.ffi.create_extension"
 REMOVED_MODULES: dict[str, tuple[int, int]] = {
     "torch._six": (2, 0),
     "torch.utils.ffi": (1, 0),
@@ -268,6 +269,9 @@ class FileFacts:
     # (`legacy_torch`); "" when nothing says so. Per file: its importers are not judged by it, since importing
     # the file runs none of that code
     legacy_torch: str = ""
+    # builds the project's native extension with `torch.utils.ffi.create_extension` (a build script of torch 0.4:
+    # CenterNet's DCNv2, faster-rcnn's ROI layers): the project's compiled ops need a torch before 1.0
+    builds_ffi_extension: bool = False
     # a script (a `__main__` guard) that runs models under no_grad/inference_mode and trains nothing (no
     # backward, no optimizer, no trainer): the modules it imports are evaluated here, not trained
     inference_script: bool = False
@@ -647,7 +651,8 @@ def _is_dtype_16(node: ast.AST, aliases: _Aliases) -> bool:
 _QUALIFIED_CALLS = frozenset(
     {q.rsplit(".", 1)[-1] for q in GRAD_SCALERS | AUTOCASTS | FSDP_MIXED_PRECISION | OPTIMIZER_CLASSES
      | FSDP_WRAPPERS | TENSOR_PARALLEL}
-    | {"set_default_dtype", "device", "initialize", "Accelerator", "Trainer", "Fabric", "LightningCLI"}
+    | {"set_default_dtype", "device", "initialize", "Accelerator", "Trainer", "Fabric", "LightningCLI",
+       "create_extension"}
 )
 # `x.to_sparse()`, `torch.sparse_coo_tensor(...)`, `torch.spmm(...)`, `torch.sparse.mm(...)`
 _SPARSE_CALLS = frozenset({
@@ -764,6 +769,7 @@ class _Scanner:
         # layers built with `dtype=cfg["dtype"]`, and the dtypes the file's dicts give the key "dtype" (True:
         # 16 bits): every such dict in 16 bits makes a model built in them (LLMs-from-scratch's Llama notebook)
         self._dtype_from_key = False
+        self.ffi_extension = False
         self._dtype_keys: set[bool] = set()
         self.backward = False
         self.steps = False
@@ -888,6 +894,7 @@ class _Scanner:
             image_rows=image_rows(self.tree) if training else None,
             unreached=unreached_functions(self.tree) if training else (),
             torch_ceiling=torch_ceiling(self.tree),
+            builds_ffi_extension=self.ffi_extension,
             legacy_torch=legacy_torch(self.tree) if "data" in names or "pack_padded_sequence" in names else "",
             inference_script=_has_main_guard(self.tree) and grad_off and not may_train,
             grad_off=grad_off,
@@ -1002,6 +1009,8 @@ class _Scanner:
         wanted = (last in _QUALIFIED_CALLS or (isinstance(func, ast.Name) and func.id in aliases.table)
                   or any(k.arg in ("mp_policy", "mixed_precision") for k in call.keywords))
         qualified = aliases.qualified(func) if wanted else set()
+        if last == "create_extension" and FFI_CREATE_EXTENSION in qualified:
+            self.ffi_extension = True
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute) and func.value.attr == "sparse":
             self.sparse = True  # torch.sparse.mm(...)
         if last in ("load", "load_inline", "CUDAExtension", "CppExtension"):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Iterable, Iterator, Optional, Union
 
-from gpulint.project.facts import SPLAT, ClassFacts, FileFacts, ImportRef
+from gpulint.project.facts import FFI_CREATE_EXTENSION, REMOVED_MODULES, SPLAT, ClassFacts, FileFacts, ImportRef
 from gpulint.project.layers import MODULE
 from gpulint.project.loader_flow import AT, CUDA, IN, STAR
 from gpulint.project.scripts import passed_flags
@@ -153,6 +153,9 @@ class ProjectView:
     flags_off: frozenset[str] = frozenset()
     # the first torch a module this one imports (transitively, three levels) cannot be imported on
     ceiling_importees: Optional[tuple[int, int]] = None
+    # a file of the project builds its native extension with torch.utils.ffi (FileFacts.builds_ffi_extension):
+    # the project's compiled ops, and so the project, run only on a torch before 1.0
+    ffi_extension_built: bool = False
     # neither this file nor any that imports it (transitively) may train, and one of them is an inference
     # script (a `__main__` that runs models under no_grad): the file's modules are evaluated, not trained
     evaluated_only: bool = False
@@ -204,7 +207,8 @@ class ProjectView:
     def torch_ceiling(self) -> Optional[tuple[int, int]]:
         """The first torch this file cannot run on, from its own imports or those of the modules it imports
         (`from torch._six import inf` somewhere on the way: torch 2.0); None when nothing says so."""
-        known = [c for c in (self.own.torch_ceiling, self.ceiling_importees) if c is not None]
+        ffi = REMOVED_MODULES[FFI_CREATE_EXTENSION.rpartition(".")[0]] if self.ffi_extension_built else None
+        known = [c for c in (self.own.torch_ceiling, self.ceiling_importees, ffi) if c is not None]
         return min(known) if known else None
 
     @property
@@ -346,6 +350,7 @@ class Project:
         self._callers = self._all_callers()
         bit = self._bit
         self._gpu = sum(bit(p) for p in self.paths if facts[p].gpu)
+        self._ffi_extension_built = any(facts[p].builds_ffi_extension for p in self.paths)
         self._rl = sum(bit(p) for p in self.paths if facts[p].rl)
         self._extensions = frozenset(name for p in self.paths for name in facts[p].extensions)
         self._scaler = sum(bit(p) for p in self.paths if facts[p].scaler)
@@ -618,6 +623,7 @@ class Project:
             ceiling_importees=min((c for c in (self.facts[p].torch_ceiling for p in self._closure(rel, depth=3))
                                    if c is not None), default=None),
             replacer_callers=bool(callers & self._replacer),
+            ffi_extension_built=self._ffi_extension_built,
             parallelism_callers=tuple(kind for kind, mask in sorted(self._parallel.items()) if callers & mask),
             fused_sgd_around=bool(callers & self._fused_sgd) or any(
                 self.facts[p].fused_sgd_momentum for p in self._closure(rel, depth=2)),

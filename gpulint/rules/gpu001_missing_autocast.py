@@ -79,7 +79,8 @@ AUTOCAST_EXISTS = Premise(
     "autocast-exists",
     "every torch the project supports has `torch.autocast` (1.10): refuted when the floor it declares is older, "
     "or when its code runs only on an older torch (it, or a module it imports, unconditionally imports a module "
-    "gone by 1.10, such as torchtext's `Field`/`BucketIterator`, gone with torch 1.8); undecided when it runs "
+    "gone by 1.10, such as torchtext's `Field`/`BucketIterator`, gone with torch 1.8; or a file of the project "
+    "builds its extension with `torch.utils.ffi`, gone in 1.0); undecided when it runs "
     "only on torch 1.10 or older (`torchtext.legacy`, gone with 1.11) and declares no floor of 1.10.")
 GPU_BOUND = Premise(
     "gpu-bound",

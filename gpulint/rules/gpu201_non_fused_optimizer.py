@@ -71,7 +71,8 @@ FUSED_EXISTS = Premise(
     "TypeError. Refuted too when "
     "the code runs only on a torch older than that (it, or a module it imports, unconditionally imports a "
     "module gone by then: `torch._six`, gone in 2.0; `torchtext.legacy`, gone with 1.11; torchtext's "
-    "`Field`/`BucketIterator`, gone with 1.8).")
+    "`Field`/`BucketIterator`, gone with 1.8; or a file of the project builds its extension with "
+    "`torch.utils.ffi`, gone in 1.0).")
 STEP_MATTERS = Premise(
     "step-matters",
     "the optimizer step is part of a loop that waits on the device: refuted in reinforcement-learning code (the "

@@ -54,7 +54,8 @@ DEFAULT_PRECISION = Premise(
     "callers, or any module they import: torch's default since 1.12, \"highest\", keeps TF32 off for "
     "matmuls. Undecided when the project supports an older torch, whose default was TF32 on; refuted when its "
     "code runs only on such a torch (it, or a module it imports, unconditionally imports a module gone by 1.12: "
-    "`torchtext.legacy`, gone with torch 1.11, or torchtext's `Field`/`BucketIterator`, gone with 1.8).")
+    "`torchtext.legacy`, gone with torch 1.11, or torchtext's `Field`/`BucketIterator`, gone with 1.8; or a "
+    "file of the project builds its extension with `torch.utils.ffi`, gone in 1.0).")
 
 
 class Fp32MatmulWithoutTf32(Rule):

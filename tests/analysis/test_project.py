@@ -851,6 +851,28 @@ def test_a_module_that_imports_a_removed_torch_module_caps_the_torch_it_runs_on(
     assert findings(tmp_path, "--select", "GPU003") == [("other.py", 3, "GPU003")]
 
 
+@pytest.mark.parametrize(("build", "reported"), [
+    # the project builds its DCNv2 layer with torch.utils.ffi (gone in 1.0): its model imports the built `_ext`,
+    # which no project file is, and the training script never imports the build script (blind9: CenterNet)
+    ("import torch\nfrom torch.utils.ffi import create_extension\n\nffi = create_extension('_ext.dcn', "
+     "headers=[], sources=[])\nffi.build()\n", False),
+    ("import torch.utils.ffi as ffi\n\nffi.create_extension('_ext.dcn', headers=[], sources=[]).build()\n",
+     False),
+    # a build script of torch 1.0 and later: no ceiling
+    ("from torch.utils.cpp_extension import CUDAExtension\n\next = CUDAExtension('dcn', ['dcn.cu'])\n", True),
+])
+def test_a_project_that_builds_its_extension_with_ffi_runs_on_torch_before_1_0(
+        tmp_path: Path, build: str, reported: bool) -> None:
+    write(tmp_path, {
+        "lib/dcn/build.py": build,
+        "lib/dcn/dcn_func.py": "from ._ext import dcn as backend\n",
+        "trainer.py": "import torch\n\nmodel = torch.nn.Linear(512, 512).cuda()\n"
+                      "optimizer = torch.optim.Adam(model.parameters())\n",
+    })
+    found = findings(tmp_path, "--select", "GPU201")
+    assert (("trainer.py", 4, "GPU201") in found) is reported
+
+
 @pytest.mark.parametrize(("source", "ceiling"), [
     ("from torch._six import inf\n", (2, 0)),
     # torchtext.legacy: torchtext 0.9 to 0.11 only; 0.12 (released with torch 1.11) removed it
