@@ -105,6 +105,12 @@ FUSED_KEPT = Premise(
     "block loads a saved state into it unconditionally (`optimizer.load_state_dict(checkpoint[...])` in the "
     "same block, not under an `if`): `load_state_dict` restores the saved param groups, `fused` included, so "
     "the flag of the optimizer that saved them wins (checked on torch 2.13: `fused` goes from True to None).")
+STEPPED = Premise(
+    "stepped",
+    "the optimizer is stepped: refuted for one bound to a name at module level that is bound again further "
+    "down before any statement between steps it, hands it to a call or stores it (only `.param_groups` and "
+    "`.zero_grad()` read), while no function reads that global name: a notebook cell that builds an optimizer "
+    "only to plot a learning-rate schedule (blind9: LLMs-from-scratch's appendix D).")
 WORK_TO_FUSE = Premise(
     "work-to-fuse",
     "the update has several element-wise operations per parameter for one kernel to merge: refuted for SGD "
@@ -217,7 +223,7 @@ class NonFusedOptimizer(Rule):
         a fused Adam in torch 2.13 (both reproduced on two CPU ranks: bench/fsdp_fused_scaler.py).
         """,
         premises=(TORCH_OPTIMIZER, FUSED_DEVICE, FUSED_EXISTS, STEP_MATTERS, SCALER_SAFE, LONG_RUN, WORK_TO_FUSE,
-                  FUSED_KEPT),
+                  FUSED_KEPT, STEPPED),
         fix_cases=(
             FixCase("Adam / AdamW: `fused=True`",
                     Applicability.SAFE, "aliases.py"),
@@ -298,7 +304,8 @@ class NonFusedOptimizer(Rule):
                                 FUSED_EXISTS: REFUTED if too_new is not None else SHOWN,
                                 STEP_MATTERS: _step_matters(ctx, node, held), SCALER_SAFE: scaler_safe,
                                 WORK_TO_FUSE: work_to_fuse, FUSED_KEPT: REFUTED if _state_loaded_at_once(ctx, node)
-                                else SHOWN, LONG_RUN: optimizer_run(ctx, node)})
+                                else SHOWN, LONG_RUN: optimizer_run(ctx, node),
+                                STEPPED: REFUTED if _rebound_unstepped(ctx, node) else SHOWN})
         if not decision.report:
             return
         if momentum and may_gain_grad_scaler(ctx):
@@ -502,6 +509,38 @@ def _fused_device(project: ProjectView) -> Evidence:
     if "xpu" in project.devices and not project.gpu:
         return UNDECIDED
     return SHOWN
+
+
+# what reading an optimizer's learning rate or clearing its gradients reads: no step
+_UNSTEPPED_READS = frozenset({"param_groups", "zero_grad", "defaults"})
+
+
+def _rebound_unstepped(ctx: AstContext, node: ast.Call) -> bool:
+    """`optimizer = AdamW(...)` at module level, only its `.param_groups` read before `optimizer = ...` again,
+    and no function reading the global name (see STEPPED)."""
+    statement = ctx.parent(node)
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name) and ctx.parent(statement) is ctx.tree):
+        return False
+    name = statement.targets[0].id
+    module = ctx.names.module_scope
+    for use in ctx.named(name):
+        if isinstance(use.ctx, ast.Load) and ctx.names.binding_scope(use) is module and \
+                any(isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) for a in ctx.ancestors(use)):
+            return False  # a function may step the global optimizer whenever it is called
+    body = ctx.tree.body
+    for later in body[next(i for i, s in enumerate(body) if s is statement) + 1:]:
+        if isinstance(later, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in later.targets) \
+                and not any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+                            for n in ast.walk(later.value)):
+            return True  # bound again, never stepped
+        for read in ast.walk(later):
+            if isinstance(read, ast.Name) and read.id == name and isinstance(read.ctx, ast.Load) \
+                    and ctx.names.binding_scope(read) is module:
+                parent = ctx.parent(read)
+                if not (isinstance(parent, ast.Attribute) and parent.attr in _UNSTEPPED_READS):
+                    return False
+    return False
 
 
 def _state_loaded_at_once(ctx: AstContext, node: ast.Call) -> bool:
