@@ -22,9 +22,9 @@ from gpulint.project.ast_nodes import all_nodes, fast_walk
 from gpulint.project.codec import decode_fields, encode_fields
 from gpulint.project.graph_data import image_rows, step_rows
 from gpulint.project.layers import DIMS, OPAQUE, Layer, class_layers, convnet_classes, parameter_tensors
-from gpulint.project.loader_flow import AT, cuda_devices, move_kinds, moved_results
+from gpulint.project.loader_flow import AT, cuda_devices, member_moves, move_kinds, moved_results
 
-FACTS_VERSION = 26
+FACTS_VERSION = 27
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -302,6 +302,9 @@ class FileFacts:
     # iterates and copies to a device (project/loader_flow.py): "<callee as spelled><slot>" -> kinds; the
     # module that builds the loader reads them for GPU101
     moved_results: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # what each module-level class does with a value its constructor keeps and a method iterates
+    # (loader_flow.member_moves): "<Class>#<position or name>" -> the kinds of the copies
+    member_moves: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # module-level names (and `Class.attr` of module-level classes) bound once to a device naming CUDA
     # (a config module's `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`)
     cuda_devices: tuple[str, ...] = ()
@@ -907,7 +910,8 @@ class _Scanner:
             moved_results=moved_results(self.tree, {r.local or r.module.split(".", 1)[0] for r in self.imports
                                                     if r.name != "*"}, self.loops, fast_walk,
                                          star=any(r.name == "*" for r in self.imports))
-            if self.loops and names & {"to", "cuda"} else {},
+            if (self.loops and names & {"to", "cuda"}) or self.imports else {},
+            member_moves=member_moves(self.tree) if self.loops and names & {"to", "cuda"} and "self" in names else {},
             cuda_devices=cuda_devices(self.tree) if self.gpu else (),
             imported_device_targets=tuple(sorted(self.device_targets)),
         )

@@ -15,7 +15,9 @@ CUDA (the copy names a CUDA device: `.cuda()`, "cuda:0", an integer index) and "
 for a named device (`CFG.device`), which the project view resolves against the file's imports. In a file
 with a `from module import *`, a call of a name the file binds nowhere is keyed "*<name>": the project
 view matches it to the star-imported project modules (Diffusion-Models-pytorch: `from utils import *`,
-then `get_data(args)`).
+then `get_data(args)`). A result handed to an imported class (`Solver(config, train_loader)`) is the kind
+"hand:Solver#1"; the file defining the class says what its methods do with what its constructor keeps
+(FileFacts.member_moves), and the project view joins the two.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ CUDA = "cuda"
 AT = "at:"  # a named device, as written in the consuming file
 IN = "in:"  # the consuming file (added by the project view, for the message)
 STAR = "*"  # a key's prefix: a name the file binds nowhere, which a `from module import *` may bring
+HAND = "hand:"  # the value is handed to an imported class: "hand:<class as spelled>#<position or keyword>"
 _BUILTINS = frozenset(dir(builtins))
 
 FunctionNode = Union[ast.FunctionDef, ast.AsyncFunctionDef]
@@ -133,8 +136,9 @@ class _Names:
 class _Flow:
     """One pass over the tree: each node's parent, and each scope's names (what `uses` reads)."""
 
-    def __init__(self, tree: ast.Module) -> None:
+    def __init__(self, tree: ast.Module, imported: Optional[set[str]] = None) -> None:
         self.tree = tree
+        self.imported = imported  # the names the file's imports bind (for values handed to imported classes)
         self.parents: dict[int, ast.AST] = {}
         self.scope_of: dict[int, ast.AST] = {}  # a Name node -> the scope it is in
         self.names: dict[int, dict[str, _Names]] = {id(tree): {}}
@@ -236,6 +240,29 @@ class _Flow:
         elif isinstance(parent, ast.Call) and parent.func is not expr:
             for use in self.parameter_uses(parent, expr):
                 self.follow(use, slot, depth + 1, out)
+            handed = self.handed_to_import(parent, expr)
+            if handed:
+                out.setdefault(slot, set()).add(HAND + handed)
+        elif isinstance(parent, ast.keyword) and isinstance(self.parent(parent), ast.Call):
+            handed = self.handed_to_import(self.parent(parent), parent)  # type: ignore[arg-type]
+            if handed:
+                out.setdefault(slot, set()).add(HAND + handed)
+
+    def handed_to_import(self, call: ast.Call, expr: ast.AST) -> Optional[str]:
+        """`Solver(config, train_loader, ...)` with `Solver` imported (a capitalised name: a class, whose
+        constructor may keep the value): "Solver#1", or "Solver#train_loader" for a keyword."""
+        spelled = dotted(call.func)
+        if spelled is None or not spelled.rpartition(".")[2][:1].isupper() or self.imported is None \
+                or spelled.split(".", 1)[0] not in self.imported:
+            return None
+        if isinstance(expr, ast.keyword):
+            return f"{spelled}#{expr.arg}" if expr.arg else None
+        if expr not in call.args:
+            return None
+        index = call.args.index(expr)
+        if any(isinstance(a, ast.Starred) for a in call.args[:index + 1]):
+            return None
+        return f"{spelled}#{index}"
 
     def uses(self, target: ast.Name) -> list[ast.Name]:
         """Reads of the name `target` binds, when that is its only binding in its scope: in the same scope,
@@ -362,10 +389,11 @@ def moved_results(tree: ast.Module, imported: set[str], loops: Optional[list[ast
     if not any(_copies((n for statement in loop.body for n in walk(statement)), called)  # type: ignore[attr-defined]
                for loop in loops) and not any(
             _copies(walk(node), set()) for node in tree.body
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in called):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in called) \
+            and not _hands_results_to_a_class(tree, imported, walk):
         return {}  # no loop copies anything, nor hands its items to a function of the file that does
     defined = {name for node in tree.body for name in _defined(node)}
-    flow = _Flow(tree)
+    flow = _Flow(tree, imported)
     out: dict[str, set[str]] = {}
     for node in flow.calls:
         spelled = dotted(node.func)
@@ -380,6 +408,26 @@ def moved_results(tree: ast.Module, imported: set[str], loops: Optional[list[ast
         for slot, kinds in found.items():
             out.setdefault(spelled + slot, set()).update(kinds)
     return {key: tuple(sorted(kinds)) for key, kinds in sorted(out.items())}
+
+
+def _hands_results_to_a_class(tree: ast.Module, imported: set[str],
+                              walk: Callable[[ast.AST], Iterator[ast.AST]]) -> bool:
+    """A cheap test: a name bound from a call of an imported name (`train_loader = get_loader(...)`) is an
+    argument of a call of an imported capitalised name, a class (`Solver(config, train_loader)`)."""
+    results: set[str] = set()
+    classes: list[ast.Call] = []
+    for node in walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            spelled = dotted(node.value.func)
+            if spelled is not None and spelled.split(".", 1)[0] in imported:
+                results |= {n for t in node.targets for n in _bound(t)}
+        elif isinstance(node, ast.Call) and (node.args or node.keywords):
+            spelled = dotted(node.func)
+            if spelled is not None and spelled.split(".", 1)[0] in imported \
+                    and spelled.rpartition(".")[2][:1].isupper():
+                classes.append(node)
+    return any(isinstance(a, ast.Name) and a.id in results
+               for call in classes for a in [*call.args, *(k.value for k in call.keywords)])
 
 
 def _defined(statement: ast.stmt) -> set[str]:
@@ -431,3 +479,65 @@ def _names_cuda(value: ast.expr) -> bool:
         return False
     return any(s.split(":")[0] == "cuda" for s in strings) or any(
         isinstance(n, ast.Attribute) and n.attr == "cuda" and dotted(n) == "torch.cuda" for n in ast.walk(value))
+
+
+def member_moves(tree: ast.Module) -> dict[str, tuple[str, ...]]:
+    """What a module-level class does with a value its constructor keeps (`self.train_loader = train_loader`),
+    read where a method iterates it: "<Class>#<index>" (the parameter's position after `self`) and
+    "<Class>#<name>" -> the kinds of the loop's copies (MOVED, NON_BLOCKING, CUDA). A copy to `self.<attr>` that
+    the class binds only to a device naming CUDA (`self.device = torch.device("cuda" if ... else "cpu")`) is CUDA.
+    The other half of HAND: a file hands a loader it got from an imported function to `Solver(...)`
+    (Image_Segmentation of blind9)."""
+    flow: Optional[_Flow] = None
+    out: dict[str, tuple[str, ...]] = {}
+    for cls in tree.body:
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        init = next((s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
+        if init is None:
+            continue
+        params = [a.arg for a in (*init.args.posonlyargs, *init.args.args)][1:]
+        kept: dict[str, str] = {}  # attribute -> parameter
+        for statement in ast.walk(init):
+            if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Name) \
+                    and statement.value.id in params:
+                for target in statement.targets:
+                    if isinstance(target, ast.Attribute) and dotted(target) == f"self.{target.attr}":
+                        kept[target.attr] = statement.value.id
+        if not kept:
+            continue
+        devices = _self_devices(cls)
+        for method in cls.body:
+            if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) or method is init:
+                continue
+            for loop in ast.walk(method):
+                if not isinstance(loop, (ast.For, ast.AsyncFor)):
+                    continue
+                source = loop.iter
+                while isinstance(source, ast.Call) and source.args and _call_name(source.func) in ITERATION_WRAPPERS:
+                    source = source.args[0]
+                attr = dotted(source)
+                if attr is None or not attr.startswith("self.") or attr[5:] not in kept:
+                    continue
+                flow = flow or _Flow(tree)
+                kinds = set(flow.loop_moves(loop))
+                if {AT + f"self.{d}" for d in devices} & kinds:
+                    kinds.add(CUDA)
+                kinds = {k for k in kinds if not k.startswith(AT)}
+                if not kinds:
+                    continue
+                param = kept[attr[5:]]
+                for key in (f"{cls.name}#{params.index(param)}", f"{cls.name}#{param}"):
+                    out[key] = tuple(sorted(set(out.get(key, ())) | kinds))
+    return out
+
+
+def _self_devices(cls: ast.ClassDef) -> set[str]:
+    """Attributes of `self` the class binds only to device expressions that name CUDA."""
+    values: dict[str, list[ast.expr]] = {}
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Attribute) and dotted(target) == f"self.{target.attr}":
+                    values.setdefault(target.attr, []).append(node.value)
+    return {attr for attr, bound in values.items() if all(_names_cuda(v) for v in bound)}

@@ -26,7 +26,7 @@ from typing import Iterable, Iterator, Optional, Union
 
 from gpulint.project.facts import FFI_CREATE_EXTENSION, REMOVED_MODULES, SPLAT, ClassFacts, FileFacts, ImportRef
 from gpulint.project.layers import MODULE
-from gpulint.project.loader_flow import AT, CUDA, IN, STAR
+from gpulint.project.loader_flow import AT, CUDA, HAND, IN, STAR
 from gpulint.project.scripts import passed_flags
 
 ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
@@ -717,7 +717,11 @@ class Project:
                 function = next((f for f in (_function_of(spelled, ref, path) for ref in refs) if f), None)
                 if function is None:
                     continue
-                resolved = {k for k in kinds if not k.startswith(AT)} | {IN + caller}
+                resolved = {k for k in kinds if not k.startswith((AT, HAND))}
+                if any(not k.startswith(HAND) for k in kinds):
+                    resolved.add(IN + caller)  # the caller copies the batches itself
+                for handed in (k[len(HAND):] for k in kinds if k.startswith(HAND)):
+                    resolved |= self._kept_by_class(caller, handed)
                 named = {k[len(AT):] for k in kinds if k.startswith(AT)}
                 if named:
                     devices = self._imported_cuda_devices(caller) if devices is None else devices
@@ -725,6 +729,19 @@ class Project:
                         resolved.add(CUDA)
                 out.setdefault(function + bracket + slot, set()).update(resolved)
         return {key: tuple(sorted(kinds)) for key, kinds in sorted(out.items())}
+
+    def _kept_by_class(self, caller: str, handed: str) -> set[str]:
+        """"Solver#1" as `caller` spells it: the copies the imported class makes of that constructor argument
+        (FileFacts.member_moves of the file that defines it), with "in:<that file>"."""
+        spelled, _, slot = handed.partition("#")
+        for target, ref in self.edges.get(caller, ()):
+            name = _function_of(spelled, ref, target)  # a class is named through its import like a function
+            if name is None or target not in self.facts:
+                continue
+            kinds = self.facts[target].member_moves.get(f"{name}#{slot}")
+            if kinds:
+                return set(kinds) | {IN + target}
+        return set()
 
     def _parts_of(self, *exported: dict[str, ClassFacts]) -> dict[str, ClassFacts]:
         """The model classes that the given classes build, transitively (keyed `path::Name`)."""

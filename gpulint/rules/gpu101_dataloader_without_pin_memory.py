@@ -49,8 +49,10 @@ REACHES_CUDA = Premise(
     " them with `.to(...)`/`.cuda()`, or Accelerate/Lightning moves them, in code with CUDA evidence. A "
     "loader a top-level function returns (whole, in a tuple or under a dict key) counts as moved when a "
     "module importing that function (by name, or with `from module import *`) iterates the result and copies "
-    "the batches there or in a function of that module it hands them to; a copy to a device a project module "
-    "the copying file imports binds to CUDA (`x.to(CFG.device)`, config.py's `device = torch.device(\"cuda\" if"
+    "the batches there or in a function of that module it hands them to, or hands the loader to an imported "
+    "class whose constructor keeps it on `self` and whose methods copy its batches (`Solver(config, "
+    "train_loader)`); a copy to a device a project module the copying file imports binds to CUDA "
+    "(`x.to(CFG.device)`, config.py's `device = torch.device(\"cuda\" if"
     " ... else \"cpu\")`) is CUDA evidence. Refuted in code that only picks the CPU, MPS (which ignores "
     "pinning), XPU or a TPU.")
 PAYS_OFF = Premise(

@@ -1154,3 +1154,58 @@ def test_an_imported_head_module_is_a_handful_of_tensors(tmp_path: Path) -> None
                                  "        self.linear = nn.Linear(2048, num_labels)\n")
     (tmp_path / "heads.py").write_text(deeper, encoding="utf-8")  # three Linear layers: an MLP that trains
     assert findings(tmp_path, "--select", "GPU201") == [("train.py", 7, "GPU201")]
+
+
+_SEGMENTATION_LOADER = """from PIL import Image
+from torch.utils import data
+from torchvision import transforms as T
+
+
+class ImageFolder(data.Dataset):
+    def __init__(self, paths):
+        self.paths = paths
+
+    def __getitem__(self, index):
+        return T.ToTensor()(Image.open(self.paths[index]))
+
+    def __len__(self):
+        return len(self.paths)
+
+
+def get_loader(paths, batch_size, num_workers=2):
+    dataset = ImageFolder(paths)
+    return data.DataLoader(dataset=dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers)
+"""
+
+_SOLVER = """import torch
+
+
+class Solver(object):
+    def __init__(self, config, train_loader, valid_loader):
+        self.train_loader = train_loader
+        self.valid_loader = valid_loader
+        self.device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')
+
+    def train(self, model, optimizer):
+        for i, (images, masks) in enumerate(self.train_loader):
+            images = images.{move}
+            loss = model(images).mean()
+            loss.backward()
+            optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(("move", "reported"), [("to(self.device)", True), ("float()", False)])
+def test_a_loader_handed_to_an_imported_class_is_followed_into_its_methods(
+        tmp_path: Path, move: str, reported: bool) -> None:
+    """main.py hands the loader `get_loader()` returns to `Solver(...)`, whose constructor keeps it and whose
+    `train()` copies its batches to `self.device`, a CUDA device (blind9: LeeJunHyun/Image_Segmentation)."""
+    write(tmp_path, {
+        "data_loader.py": _SEGMENTATION_LOADER,
+        "solver.py": _SOLVER.replace("{move}", move),
+        "main.py": "from data_loader import get_loader\nfrom solver import Solver\n\n\ndef main(config):\n"
+                   "    train_loader = get_loader(config.train, 4)\n    valid_loader = get_loader(config.valid, 4)\n"
+                   "    solver = Solver(config, train_loader, valid_loader)\n    solver.train(None, None)\n",
+    })
+    found = findings(tmp_path, "--select", "GPU101")
+    assert (("data_loader.py", 19, "GPU101") in found) is reported
