@@ -14,7 +14,7 @@ from tests.notebook.nbfiles import notebook
 
 SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "data" / "gitlab-code-quality.schema.json").read_text())
 GPU = 'import torch\ntorch.device("cuda")\n'
-TWICE = GPU + "a = torch.optim.Adam(p)\nb = 1\na = torch.optim.Adam(p)\n"
+TWICE = GPU + "a = torch.optim.Adam(p)\nb = a\na = torch.optim.Adam(p)\n"  # two identical lines, both reported
 CORRECTNESS = GPU + """\
 from torch.utils.checkpoint import checkpoint
 y = checkpoint(block, x)  # noqa: GPU101
