@@ -22,7 +22,15 @@ from gpulint.project.ast_nodes import all_nodes, fast_walk
 from gpulint.project.codec import decode_fields, encode_fields
 from gpulint.project.graph_data import image_rows, step_rows
 from gpulint.project.layers import DIMS, OPAQUE, Layer, class_layers, convnet_classes, parameter_tensors
-from gpulint.project.loader_flow import AT, cuda_devices, member_moves, move_kinds, moved_results
+from gpulint.project.loader_flow import (
+    AT,
+    cuda_devices,
+    dotted,
+    hands_results_to_a_class,
+    member_moves,
+    move_kinds,
+    moved_results,
+)
 
 FACTS_VERSION = 27
 
@@ -85,6 +93,10 @@ FSDP_MIXED_PRECISION = frozenset({
 #   IMDB, UDPOS, WikiText2 and the other datasets kept their names under the new API and are no ceiling.
 _TORCHTEXT_0_9 = (1, 8)
 FFI_CREATE_EXTENSION = "torch.utils.ffi.create_extension"
+# packages whose classes are not a project's own (a loader handed to `DataLoader(...)` or `nn.Module`s is not
+# kept by a trainer class of the project: loader_flow.HAND)
+LIBRARY_ROOTS = frozenset({"torch", "torchvision", "torchaudio", "torchtext", "numpy", "transformers", "datasets",
+                           "accelerate", "lightning", "pytorch_lightning", "timm", "tqdm", "PIL", "sklearn"})
 REMOVED_MODULES: dict[str, tuple[int, int]] = {
     "torch._six": (2, 0),
     "torch.utils.ffi": (1, 0),
@@ -773,6 +785,10 @@ class _Scanner:
         # 16 bits): every such dict in 16 bits makes a model built in them (LLMs-from-scratch's Llama notebook)
         self._dtype_from_key = False
         self.ffi_extension = False
+        # names bound from calls (name -> the call's root name) and the names handed to capitalised callees
+        # (root, names): a loader an imported function returns, handed to an imported class (loader_flow.HAND)
+        self._call_results: dict[str, str] = {}
+        self._handed_to_classes: list[tuple[str, list[str]]] = []
         self._dtype_keys: set[bool] = set()
         self.backward = False
         self.steps = False
@@ -869,6 +885,11 @@ class _Scanner:
         grad_off = bool(names & _GRAD_OFF_NAMES)
         if any(t.startswith(_COMPILE_MODULES) for targets in self.aliases.table.values() for t in targets):
             self.settings.add(SETTING_COMPILE)  # `from torch import compile`, dynamo/inductor configuration
+        imported = {r.local or r.module.split(".", 1)[0] for r in self.imports if r.name != "*"}
+        # a loader an imported function returns, handed to an imported class (`Solver(config, train_loader)`)
+        hands = hands_results_to_a_class(self._call_results, self._handed_to_classes, imported)
+        moved = moved_results(self.tree, imported, self.loops, fast_walk, star=any(r.name == "*" for r in self.imports),
+                              hands=hands) if (self.loops and names & {"to", "cuda"}) or hands else {}
         if self._dtype_from_key and self._dtype_keys == {True}:
             self.mixed.add("model-cast")  # every "dtype" the file's configs give its layers is 16 bits
         return FileFacts(
@@ -907,16 +928,20 @@ class _Scanner:
             class_calls=dict(sorted(self.class_calls.items())),
             option_defaults=self._option_defaults(),
             freezes_modules=self.grad_flags and _freezes_modules(self.tree),
-            moved_results=moved_results(self.tree, {r.local or r.module.split(".", 1)[0] for r in self.imports
-                                                    if r.name != "*"}, self.loops, fast_walk,
-                                         star=any(r.name == "*" for r in self.imports))
-            if (self.loops and names & {"to", "cuda"}) or self.imports else {},
-            member_moves=member_moves(self.tree) if self.loops and names & {"to", "cuda"} and "self" in names else {},
+            moved_results=moved,
+            member_moves=member_moves(self.tree, self.loops) if self.loops and names & {"to", "cuda"} else {},
             cuda_devices=cuda_devices(self.tree) if self.gpu else (),
             imported_device_targets=tuple(sorted(self.device_targets)),
         )
 
     def _assign(self, node: ast.Assign) -> None:
+        if isinstance(node.value, ast.Call):  # `train_loader = get_loader(...)`: what the call's root is, later
+            root = dotted(node.value.func)
+            if root is not None:
+                for target in node.targets:
+                    for element in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
+                        if isinstance(element, ast.Name):
+                            self._call_results[element.id] = root.split(".", 1)[0]
         if _assigns_device_index(node):
             self.gpu = True  # `device = 0`: a CUDA device index
         elif _string(node.value) == "cpu":
@@ -1013,6 +1038,12 @@ class _Scanner:
         wanted = (last in _QUALIFIED_CALLS or (isinstance(func, ast.Name) and func.id in aliases.table)
                   or any(k.arg in ("mp_policy", "mixed_precision") for k in call.keywords))
         qualified = aliases.qualified(func) if wanted else set()
+        if last[:1].isupper():  # `Solver(config, train_loader)`: a class that may keep what it is handed
+            handed = [a.id for a in [*call.args, *(k.value for k in call.keywords)] if isinstance(a, ast.Name)]
+            root = dotted(func) if handed else None
+            if root is not None and root.split(".", 1)[0] in aliases.table \
+                    and not any(q.split(".", 1)[0] in LIBRARY_ROOTS for q in aliases.qualified(func)):
+                self._handed_to_classes.append((root.split(".", 1)[0], handed))
         if last == "create_extension" and FFI_CREATE_EXTENSION in qualified:
             self.ffi_extension = True
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute) and func.value.attr == "sparse":

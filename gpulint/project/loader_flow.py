@@ -374,7 +374,7 @@ def _copies(nodes: Iterable[ast.AST], called: set[str]) -> bool:
 
 def moved_results(tree: ast.Module, imported: set[str], loops: Optional[list[ast.AST]] = None,
                   walk: Callable[[ast.AST], Iterator[ast.AST]] = ast.walk,
-                  star: bool = False) -> dict[str, tuple[str, ...]]:
+                  star: bool = False, hands: Optional[bool] = None) -> dict[str, tuple[str, ...]]:
     """For each call of an imported name (`imported`: the names the file's imports bind) whose result a loop
     of the file iterates and copies to a device: "<callee as spelled><slot>" -> the kinds of those copies
     (see the module docstring). With `star` (the file has a `from module import *`), also the calls of a
@@ -390,7 +390,7 @@ def moved_results(tree: ast.Module, imported: set[str], loops: Optional[list[ast
                for loop in loops) and not any(
             _copies(walk(node), set()) for node in tree.body
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in called) \
-            and not _hands_results_to_a_class(tree, imported, walk):
+            and not (hands if hands is not None else hands_results_to_a_class(*_collect_handed(tree, walk), imported)):
         return {}  # no loop copies anything, nor hands its items to a function of the file that does
     defined = {name for node in tree.body for name in _defined(node)}
     flow = _Flow(tree, imported)
@@ -410,24 +410,34 @@ def moved_results(tree: ast.Module, imported: set[str], loops: Optional[list[ast
     return {key: tuple(sorted(kinds)) for key, kinds in sorted(out.items())}
 
 
-def _hands_results_to_a_class(tree: ast.Module, imported: set[str],
-                              walk: Callable[[ast.AST], Iterator[ast.AST]]) -> bool:
-    """A cheap test: a name bound from a call of an imported name (`train_loader = get_loader(...)`) is an
-    argument of a call of an imported capitalised name, a class (`Solver(config, train_loader)`)."""
-    results: set[str] = set()
-    classes: list[ast.Call] = []
+def hands_results_to_a_class(call_results: dict[str, str], handed: list[tuple[str, list[str]]],
+                             imported: set[str]) -> bool:
+    """A name bound from a call of an imported name (`call_results`: name -> the call's root name, as in
+    `train_loader = get_loader(...)`) is handed to a call of an imported capitalised name, a class (`handed`:
+    (root, argument names), as in `Solver(config, train_loader)`). The project facts collect both in their one
+    walk of the file; `moved_results` collects them itself when not told."""
+    return any(root in imported and any(call_results.get(n) in imported for n in names) for root, names in handed)
+
+
+def _collect_handed(tree: ast.Module, walk: Callable[[ast.AST], Iterator[ast.AST]]
+                    ) -> tuple[dict[str, str], list[tuple[str, list[str]]]]:
+    """`hands_results_to_a_class`'s inputs, read by walking the tree (the facts pass reads them as it goes)."""
+    results: dict[str, str] = {}
+    handed: list[tuple[str, list[str]]] = []
     for node in walk(tree):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-            spelled = dotted(node.value.func)
-            if spelled is not None and spelled.split(".", 1)[0] in imported:
-                results |= {n for t in node.targets for n in _bound(t)}
-        elif isinstance(node, ast.Call) and (node.args or node.keywords):
-            spelled = dotted(node.func)
-            if spelled is not None and spelled.split(".", 1)[0] in imported \
-                    and spelled.rpartition(".")[2][:1].isupper():
-                classes.append(node)
-    return any(isinstance(a, ast.Name) and a.id in results
-               for call in classes for a in [*call.args, *(k.value for k in call.keywords)])
+            root = dotted(node.value.func)
+            if root is not None:
+                for target in node.targets:
+                    for element in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
+                        if isinstance(element, ast.Name):
+                            results[element.id] = root.split(".", 1)[0]
+        elif isinstance(node, ast.Call) and _call_name(node.func)[:1].isupper():
+            root = dotted(node.func)
+            if root is not None:
+                handed.append((root.split(".", 1)[0], [a.id for a in [*node.args, *(k.value for k in node.keywords)]
+                                                       if isinstance(a, ast.Name)]))
+    return results, handed
 
 
 def _defined(statement: ast.stmt) -> set[str]:
@@ -481,13 +491,16 @@ def _names_cuda(value: ast.expr) -> bool:
         isinstance(n, ast.Attribute) and n.attr == "cuda" and dotted(n) == "torch.cuda" for n in ast.walk(value))
 
 
-def member_moves(tree: ast.Module) -> dict[str, tuple[str, ...]]:
+def member_moves(tree: ast.Module, loops: Optional[list[ast.AST]] = None) -> dict[str, tuple[str, ...]]:
     """What a module-level class does with a value its constructor keeps (`self.train_loader = train_loader`),
     read where a method iterates it: "<Class>#<index>" (the parameter's position after `self`) and
     "<Class>#<name>" -> the kinds of the loop's copies (MOVED, NON_BLOCKING, CUDA). A copy to `self.<attr>` that
     the class binds only to a device naming CUDA (`self.device = torch.device("cuda" if ... else "cpu")`) is CUDA.
     The other half of HAND: a file hands a loader it got from an imported function to `Solver(...)`
-    (Image_Segmentation of blind9)."""
+    (Image_Segmentation of blind9). `loops`: the file's `for` loops when the caller has them: a file none of
+    whose loops iterates an attribute of `self` is not read further."""
+    if loops is not None and not any(_self_attribute(loop.iter) for loop in loops):  # type: ignore[attr-defined]
+        return {}
     flow: Optional[_Flow] = None
     out: dict[str, tuple[str, ...]] = {}
     for cls in tree.body:
@@ -513,11 +526,8 @@ def member_moves(tree: ast.Module) -> dict[str, tuple[str, ...]]:
             for loop in ast.walk(method):
                 if not isinstance(loop, (ast.For, ast.AsyncFor)):
                     continue
-                source = loop.iter
-                while isinstance(source, ast.Call) and source.args and _call_name(source.func) in ITERATION_WRAPPERS:
-                    source = source.args[0]
-                attr = dotted(source)
-                if attr is None or not attr.startswith("self.") or attr[5:] not in kept:
+                attr = _self_attribute(loop.iter)
+                if attr is None or attr not in kept:
                     continue
                 flow = flow or _Flow(tree)
                 kinds = set(flow.loop_moves(loop))
@@ -526,10 +536,18 @@ def member_moves(tree: ast.Module) -> dict[str, tuple[str, ...]]:
                 kinds = {k for k in kinds if not k.startswith(AT)}
                 if not kinds:
                     continue
-                param = kept[attr[5:]]
+                param = kept[attr]
                 for key in (f"{cls.name}#{params.index(param)}", f"{cls.name}#{param}"):
                     out[key] = tuple(sorted(set(out.get(key, ())) | kinds))
     return out
+
+
+def _self_attribute(source: ast.expr) -> Optional[str]:
+    """`self.train_loader` in `enumerate(tqdm(self.train_loader))`: "train_loader"."""
+    while isinstance(source, ast.Call) and source.args and _call_name(source.func) in ITERATION_WRAPPERS:
+        source = source.args[0]
+    spelled = dotted(source)
+    return spelled[5:] if spelled is not None and spelled.startswith("self.") and spelled.count(".") == 1 else None
 
 
 def _self_devices(cls: ast.ClassDef) -> set[str]:
