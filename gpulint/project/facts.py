@@ -935,9 +935,10 @@ class _Scanner:
         )
 
     def _assign(self, node: ast.Assign) -> None:
-        if isinstance(node.value, ast.Call):  # `train_loader = get_loader(...)`: what the call's root is, later
+        if isinstance(node.value, ast.Call):  # `train_loader = get_loader(...)`: a function's result, not a class's
             root = dotted(node.value.func)
-            if root is not None:
+            if root is not None and not any(part[:1].isupper() for part in root.split(".")) \
+                    and root.split(".", 1)[0] not in LIBRARY_ROOTS:
                 for target in node.targets:
                     for element in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
                         if isinstance(element, ast.Name):

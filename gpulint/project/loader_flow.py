@@ -427,7 +427,7 @@ def _collect_handed(tree: ast.Module, walk: Callable[[ast.AST], Iterator[ast.AST
     for node in walk(tree):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
             root = dotted(node.value.func)
-            if root is not None:
+            if root is not None and not any(part[:1].isupper() for part in root.split(".")):
                 for target in node.targets:
                     for element in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
                         if isinstance(element, ast.Name):
@@ -503,8 +503,10 @@ def member_moves(tree: ast.Module, loops: Optional[list[ast.AST]] = None) -> dic
         return {}
     flow: Optional[_Flow] = None
     out: dict[str, tuple[str, ...]] = {}
+    lines = [loop.lineno for loop in loops if _self_attribute(loop.iter)] if loops is not None else None  # type: ignore[attr-defined]
     for cls in tree.body:
-        if not isinstance(cls, ast.ClassDef):
+        if not isinstance(cls, ast.ClassDef) or (lines is not None and not any(
+                cls.lineno <= line <= (cls.end_lineno or cls.lineno) for line in lines)):
             continue
         init = next((s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
         if init is None:
