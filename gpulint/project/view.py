@@ -87,6 +87,9 @@ class ProjectView:
     # a module this one imports (two levels deep) creates a GradScaler or scales a loss through one: an
     # optimizer built here may be stepped by it (`train_one_epoch(model, loader, optimizer, scaler)`)
     scaler_importees: bool = False
+    # a module this one imports (two levels deep) trains with an unscaled step, where gpulint's float16 fix
+    # (GPU001/GPU002) may add a GradScaler: an optimizer built here may be stepped under it
+    unscaled_training_importees: bool = False
     # a module this one imports (two levels deep) makes sparse tensors: GCNII's train.py trains model.py's
     # torch.spmm layers on an adjacency utils.py makes sparse
     sparse_importees: bool = False
@@ -612,6 +615,9 @@ class Project:
             own=own, gpu_callers=bool(callers & self._gpu), scaler_callers=bool(callers & self._scaler),
             rl_callers=bool(callers & self._rl),
             scaler_importees=any(self.facts[p].scaler for p in self._closure(rel, depth=2)),
+            unscaled_training_importees=any(self.facts[p].training and not self.facts[p].scaler
+                                            and not self.facts[p].mixed_precision
+                                            for p in self._closure(rel, depth=2)),
             sparse_importees=any(self.facts[p].sparse for p in self._closure(rel, depth=2)),
             native_importees=self._native_importees(rel),
             freezes_importees=any(self.facts[p].freezes_modules for p in self._closure(rel, depth=2)),

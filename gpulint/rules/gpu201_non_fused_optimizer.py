@@ -210,7 +210,8 @@ class NonFusedOptimizer(Rule):
         that may scale the loss (Accelerate, Lightning, DeepSpeed) runs the loop: fused SGD
         with momentum leaves its momentum buffer uninitialised when the first scaled step
         overflows (weights blew up within 3 steps, measured on CPU). Where gpulint's own float16
-        fix (GPU001/GPU002) adds a GradScaler in the same run, SGD with momentum is reported
+        fix (GPU001/GPU002) adds a GradScaler in the same run, in the file or in a module it imports
+        (two levels deep) that trains with an unscaled step, SGD with momentum is reported
         without a fix, and not at all once the scaler exists. SGD without momentum keeps no
         buffer and is reported under a scaler too. Plain SGD over `model.parameters()`, with no
         momentum, weight decay or Nesterov, is one `torch._foreach_add_` already, and is not
@@ -310,8 +311,8 @@ class NonFusedOptimizer(Rule):
             return
         if momentum and may_gain_grad_scaler(ctx):
             fixable = False  # gpulint's own mixed-precision fix (GPU001/GPU002) adds a GradScaler in this run
-            note = ("no fix: gpulint's mixed-precision fix adds a GradScaler to this file, and fused SGD with "
-                    "momentum is unsafe under one")
+            note = ("no fix: gpulint's mixed-precision fix adds a GradScaler to this file or a module it imports, "
+                    "and fused SGD with momentum is unsafe under one")
         if fixable and not note and self._sharded_scaler(ctx):
             fixable = False
             note = ("no fix: under FSDP's ShardedGradScaler a fused optimizer skips the cross-rank inf check, and "
@@ -853,19 +854,23 @@ def _plain_sgd(ctx: AstContext, node: ast.Call, kwargs: AstKeywordArgs) -> bool:
 
 
 def may_gain_grad_scaler(ctx: AstContext) -> bool:
-    """gpulint's own float16 mixed-precision fix (GPU001/GPU002) may add a GradScaler to this file in
-    the same fix run: GPU201 then offers no fused-SGD fix, since fused SGD with momentum breaks
+    """gpulint's own float16 mixed-precision fix (GPU001/GPU002) may add a GradScaler to this file, or to a
+    module it imports that trains with an unscaled step (ProjectView.unscaled_training_importees), in the
+    same fix run: GPU201 then offers no fused-SGD fix, since fused SGD with momentum breaks
     under a scaler. Once the scaler exists, GPU201 sees it and leaves SGD alone, so the two fixes
     agree in whichever order they are applied. The training steps are GPU001/GPU002's, found on `ast`
     (analysis/amp_steps.py): GPU201 never parses LibCST to decide.
     """
     settings = ctx.settings
-    if settings.value(AMP_DTYPE) == "bfloat16" or "backward" not in ctx.text:
+    if settings.value(AMP_DTYPE) == "bfloat16" or ("backward" not in ctx.text
+                                                   and not ctx.project.unscaled_training_importees):
         return False
     if not any(settings.is_enabled(rule.code) for rule in (MissingAutocast, Fp16WithoutGradScaler)):
         return False
     project = ctx.project
     if project.rl or project.mixed_precision and "autocast" not in project.own.mixed_precision:
         return False  # MissingAutocast stays silent there (precision handled, or an environment-bound loop)
-    return ctx.analysis(amp_steps).unscaled
+    # the step may live in a module this one imports (HRNet: SGD built in tools/train.py, stepped in
+    # lib/core/function.py, where GPU001's fix writes the scaler)
+    return ctx.analysis(amp_steps).unscaled or project.unscaled_training_importees
 

@@ -1209,3 +1209,26 @@ def test_a_loader_handed_to_an_imported_class_is_followed_into_its_methods(
     })
     found = findings(tmp_path, "--select", "GPU101")
     assert (("data_loader.py", 19, "GPU101") in found) is reported
+
+
+@pytest.mark.parametrize(("engine_step", "expected"), [
+    ("loss.backward()\n        optimizer.step()", ["no fix"]),  # GPU001's fix adds a GradScaler around this step
+    ("scaler.scale(loss).backward()\n        scaler.step(optimizer)", []),  # a scaler already: not reported
+])
+def test_fused_sgd_is_not_offered_when_the_step_it_feeds_may_gain_a_scaler_in_an_imported_module(
+        tmp_path: Path, engine_step: str, expected: list[str]) -> None:
+    """main.py builds SGD with momentum and hands it to engine.train(), whose step GPU001's float16 fix scales in
+    the same fix run: fused SGD with momentum under a GradScaler mistrains, so GPU201 reports without a fix
+    (blind9's HRNet reader saw the two fixes combine across files)."""
+    write(tmp_path, {
+        "engine.py": "import torch\n\n\ndef train(model, loader, optimizer, scaler=None):\n    for x, y in loader:\n"
+                     "        loss = torch.nn.functional.cross_entropy(model(x.cuda()), y.cuda())\n"
+                     f"        {engine_step}\n",
+        "main.py": "import torch\nfrom engine import train\n\nmodel = torch.nn.Linear(512, 512).cuda()\n"
+                   "optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)\n"
+                   "train(model, [], optimizer)\n",
+    })
+    result = CliRunner().invoke(main, ["check", "--no-cache", "--output-format", "json", "--select", "GPU001,GPU201",
+                                       str(tmp_path)])
+    found = [f for f in json.loads(result.stdout) if f["filename"].endswith("main.py") and f["code"] == "GPU201"]
+    assert ["no fix" if f["fix"] is None else "fix" for f in found] == expected
