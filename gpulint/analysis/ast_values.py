@@ -52,6 +52,15 @@ def _block_of(ctx: AstContext, statement: ast.stmt) -> Optional[tuple[ast.AST, l
     return None
 
 
+def following(ctx: AstContext, statement: ast.stmt) -> list[ast.stmt]:
+    """The statements after `statement` in the block that holds it (empty when it is in no block)."""
+    held = _block_of(ctx, statement)
+    if held is None:
+        return []
+    block = held[1]
+    return block[next(i for i, s in enumerate(block) if s is statement) + 1:]
+
+
 def _inside(ctx: AstContext, outer: ast.AST, node: ast.AST) -> bool:
     return any(a is outer for a in ctx.ancestors(node))
 

@@ -956,6 +956,11 @@ def _loop_sources(ctx: AstContext) -> list[tuple[Loop, ast.expr]]:
             for loop in ctx.nodes(ast.For, ast.AsyncFor)]
 
 
+def _loops_by_source(ctx: AstContext) -> dict[int, Loop]:
+    """`_loop_sources` keyed by the id of what each loop iterates (once per file)."""
+    return {id(source): loop for loop, source in ctx.analysis(_loop_sources)}
+
+
 def _passed_in(ctx: AstContext, parameter: ast.Name, loader: ast.Name) -> bool:
     """`parameter` is a parameter of a function that a call in this file passes `loader` to
     (`train(model, train_loader, ...)` -> `def train(model, loader, ...)`), and is never rebound."""
@@ -1166,7 +1171,7 @@ MANY_BATCHES = Premise(
     "two items costs more than it saves. Any other loader, or a dataset built from something else, is shown.")
 
 
-def one_small_pass(ctx: AstContext, loader: "LoaderCall") -> bool:
+def draws_few_batches(ctx: AstContext, loader: "LoaderCall") -> bool:
     """MANY_BATCHES is refuted for this DataLoader call (see the premise)."""
     if _drawn_for_a_few(ctx, loader.node):
         return True
@@ -1197,7 +1202,7 @@ def one_small_pass(ctx: AstContext, loader: "LoaderCall") -> bool:
             continue
         if isinstance(parent, ast.Attribute) and parent.attr in ("dataset", "batch_size"):
             continue  # `len(test_loader.dataset)`: reads no batch
-        loop = next((each for each, source in ctx.analysis(_loop_sources) if source is use), None)
+        loop = ctx.analysis(_loops_by_source).get(id(use))
         if loop is None or any(isinstance(a, _LOOP_SCOPES) for a in ctx.ancestors(loop)) \
                 or not _under_grad_off(ctx, loop):
             return False
@@ -1220,7 +1225,7 @@ def _few_through(ctx: AstContext, name: str, scope: object, depth: int) -> bool:
     names = ctx.names
     if scope is None or depth > 3:
         return False
-    loops = dict((id(source), loop) for loop, source in ctx.analysis(_loop_sources))
+    loops = ctx.analysis(_loops_by_source)
     found = False
     for use in ctx.named(name):
         if names.binding_scope(use) is not scope or not isinstance(use.ctx, ast.Load):

@@ -24,6 +24,7 @@ from gpulint.project.graph_data import image_rows, step_rows
 from gpulint.project.layers import DIMS, OPAQUE, Layer, class_layers, convnet_classes, parameter_tensors
 from gpulint.project.loader_flow import (
     AT,
+    class_like,
     cuda_devices,
     dotted,
     hands_results_to_a_class,
@@ -76,6 +77,10 @@ FSDP_MIXED_PRECISION = frozenset({
     "torch.distributed.fsdp.MixedPrecisionPolicy", "torch.distributed._composable.fsdp.MixedPrecisionPolicy",
     "torch.distributed.fsdp._fully_shard.MixedPrecisionPolicy",
 })
+# packages whose classes are not a project's own (a loader handed to `DataLoader(...)` or `nn.Module`s is not
+# kept by a trainer class of the project: loader_flow.HAND)
+LIBRARY_ROOTS = frozenset({"torch", "torchvision", "torchaudio", "torchtext", "numpy", "transformers", "datasets",
+                           "accelerate", "lightning", "pytorch_lightning", "timm", "tqdm", "PIL", "sklearn"})
 # modules (or names imported from a module) that torch, or the companion library released with it, removed, and
 # the first torch release without them: a project that imports one unconditionally runs only on an older torch,
 # so advice about what a newer torch does or warns about cannot pay off there. A key also covers what lies under
@@ -92,14 +97,12 @@ FSDP_MIXED_PRECISION = frozenset({
 #   (get_tokenizer, bleu_score, utils, metrics, functional): only these names count. None came back; Multi30k,
 #   IMDB, UDPOS, WikiText2 and the other datasets kept their names under the new API and are no ceiling.
 _TORCHTEXT_0_9 = (1, 8)
-FFI_CREATE_EXTENSION = "torch.utils.ffi.create_extension"
-# packages whose classes are not a project's own (a loader handed to `DataLoader(...)` or `nn.Module`s is not
-# kept by a trainer class of the project: loader_flow.HAND)
-LIBRARY_ROOTS = frozenset({"torch", "torchvision", "torchaudio", "torchtext", "numpy", "transformers", "datasets",
-                           "accelerate", "lightning", "pytorch_lightning", "timm", "tqdm", "PIL", "sklearn"})
+FFI_MODULE = "torch.utils.ffi"
+# a build script calling it builds the project's compiled ops for torch 0.4 (FileFacts.builds_ffi_extension)
+FFI_CREATE_EXTENSION = f"{FFI_MODULE}.create_extension"
 REMOVED_MODULES: dict[str, tuple[int, int]] = {
     "torch._six": (2, 0),
-    "torch.utils.ffi": (1, 0),
+    FFI_MODULE: (1, 0),
     "torch._utils._accumulate": (2, 3),
     "torchtext.legacy": (1, 11),
     **{f"torchtext.data.{name}": _TORCHTEXT_0_9 for name in (
@@ -1039,7 +1042,7 @@ class _Scanner:
         wanted = (last in _QUALIFIED_CALLS or (isinstance(func, ast.Name) and func.id in aliases.table)
                   or any(k.arg in ("mp_policy", "mixed_precision") for k in call.keywords))
         qualified = aliases.qualified(func) if wanted else set()
-        if last[:1].isupper():  # `Solver(config, train_loader)`: a class that may keep what it is handed
+        if class_like(last):  # `Solver(config, train_loader)`: a class that may keep what it is handed
             handed = [a.id for a in [*call.args, *(k.value for k in call.keywords)] if isinstance(a, ast.Name)]
             root = dotted(func) if handed else None
             if root is not None and root.split(".", 1)[0] in aliases.table \

@@ -252,7 +252,7 @@ class _Flow:
         """`Solver(config, train_loader, ...)` with `Solver` imported (a capitalised name: a class, whose
         constructor may keep the value): "Solver#1", or "Solver#train_loader" for a keyword."""
         spelled = dotted(call.func)
-        if spelled is None or not spelled.rpartition(".")[2][:1].isupper() or self.imported is None \
+        if spelled is None or not class_like(spelled) or self.imported is None \
                 or spelled.split(".", 1)[0] not in self.imported:
             return None
         if isinstance(expr, ast.keyword):
@@ -374,7 +374,7 @@ def _copies(nodes: Iterable[ast.AST], called: set[str]) -> bool:
 
 def moved_results(tree: ast.Module, imported: set[str], loops: Optional[list[ast.AST]] = None,
                   walk: Callable[[ast.AST], Iterator[ast.AST]] = ast.walk,
-                  star: bool = False, hands: Optional[bool] = None) -> dict[str, tuple[str, ...]]:
+                  star: bool = False, hands: bool = False) -> dict[str, tuple[str, ...]]:
     """For each call of an imported name (`imported`: the names the file's imports bind) whose result a loop
     of the file iterates and copies to a device: "<callee as spelled><slot>" -> the kinds of those copies
     (see the module docstring). With `star` (the file has a `from module import *`), also the calls of a
@@ -390,7 +390,7 @@ def moved_results(tree: ast.Module, imported: set[str], loops: Optional[list[ast
                for loop in loops) and not any(
             _copies(walk(node), set()) for node in tree.body
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in called) \
-            and not (hands if hands is not None else hands_results_to_a_class(*_collect_handed(tree, walk), imported)):
+            and not hands:
         return {}  # no loop copies anything, nor hands its items to a function of the file that does
     defined = {name for node in tree.body for name in _defined(node)}
     flow = _Flow(tree, imported)
@@ -410,34 +410,18 @@ def moved_results(tree: ast.Module, imported: set[str], loops: Optional[list[ast
     return {key: tuple(sorted(kinds)) for key, kinds in sorted(out.items())}
 
 
+def class_like(spelled: str) -> bool:
+    """A callee spelled like a class (`Solver`, `trainers.Solver`): its constructor may keep what it is handed."""
+    return spelled.rpartition(".")[2][:1].isupper()
+
+
 def hands_results_to_a_class(call_results: dict[str, str], handed: list[tuple[str, list[str]]],
                              imported: set[str]) -> bool:
     """A name bound from a call of an imported name (`call_results`: name -> the call's root name, as in
     `train_loader = get_loader(...)`) is handed to a call of an imported capitalised name, a class (`handed`:
     (root, argument names), as in `Solver(config, train_loader)`). The project facts collect both in their one
-    walk of the file; `moved_results` collects them itself when not told."""
+    walk of the file and tell `moved_results` (its `hands`), which otherwise reads only files whose loops copy."""
     return any(root in imported and any(call_results.get(n) in imported for n in names) for root, names in handed)
-
-
-def _collect_handed(tree: ast.Module, walk: Callable[[ast.AST], Iterator[ast.AST]]
-                    ) -> tuple[dict[str, str], list[tuple[str, list[str]]]]:
-    """`hands_results_to_a_class`'s inputs, read by walking the tree (the facts pass reads them as it goes)."""
-    results: dict[str, str] = {}
-    handed: list[tuple[str, list[str]]] = []
-    for node in walk(tree):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-            root = dotted(node.value.func)
-            if root is not None and not any(part[:1].isupper() for part in root.split(".")):
-                for target in node.targets:
-                    for element in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
-                        if isinstance(element, ast.Name):
-                            results[element.id] = root.split(".", 1)[0]
-        elif isinstance(node, ast.Call) and _call_name(node.func)[:1].isupper():
-            root = dotted(node.func)
-            if root is not None:
-                handed.append((root.split(".", 1)[0], [a.id for a in [*node.args, *(k.value for k in node.keywords)]
-                                                       if isinstance(a, ast.Name)]))
-    return results, handed
 
 
 def _defined(statement: ast.stmt) -> set[str]:
@@ -499,11 +483,13 @@ def member_moves(tree: ast.Module, loops: Optional[list[ast.AST]] = None) -> dic
     The other half of HAND: a file hands a loader it got from an imported function to `Solver(...)`
     (Image_Segmentation of blind9). `loops`: the file's `for` loops when the caller has them: a file none of
     whose loops iterates an attribute of `self` is not read further."""
-    if loops is not None and not any(_self_attribute(loop.iter) for loop in loops):  # type: ignore[attr-defined]
+    # the lines of the loops over an attribute of self: only the classes holding one are read
+    lines = None if loops is None else [loop.lineno for loop in loops  # type: ignore[attr-defined]
+                                        if _self_attribute(loop.iter)]  # type: ignore[attr-defined]
+    if lines == []:
         return {}
     flow: Optional[_Flow] = None
     out: dict[str, tuple[str, ...]] = {}
-    lines = [loop.lineno for loop in loops if _self_attribute(loop.iter)] if loops is not None else None  # type: ignore[attr-defined]
     for cls in tree.body:
         if not isinstance(cls, ast.ClassDef) or (lines is not None and not any(
                 cls.lineno <= line <= (cls.end_lineno or cls.lineno) for line in lines)):

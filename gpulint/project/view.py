@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Iterable, Iterator, Optional, Union
 
-from gpulint.project.facts import FFI_CREATE_EXTENSION, REMOVED_MODULES, SPLAT, ClassFacts, FileFacts, ImportRef
+from gpulint.project.facts import FFI_MODULE, REMOVED_MODULES, SPLAT, ClassFacts, FileFacts, ImportRef
 from gpulint.project.layers import MODULE
 from gpulint.project.loader_flow import AT, CUDA, HAND, IN, STAR
 from gpulint.project.scripts import passed_flags
@@ -210,7 +210,7 @@ class ProjectView:
     def torch_ceiling(self) -> Optional[tuple[int, int]]:
         """The first torch this file cannot run on, from its own imports or those of the modules it imports
         (`from torch._six import inf` somewhere on the way: torch 2.0); None when nothing says so."""
-        ffi = REMOVED_MODULES[FFI_CREATE_EXTENSION.rpartition(".")[0]] if self.ffi_extension_built else None
+        ffi = REMOVED_MODULES[FFI_MODULE] if self.ffi_extension_built else None
         known = [c for c in (self.own.torch_ceiling, self.ceiling_importees, ffi) if c is not None]
         return min(known) if known else None
 

@@ -13,8 +13,8 @@ from gpulint.analysis.loaders import (
     LoaderCall,
     batch_copies,
     dataloader_call,
+    draws_few_batches,
     loader_batches,
-    one_small_pass,
 )
 from gpulint.analysis.reach import FEEDS_TRAINING, SELF_TEST, evaluates_only_here, not_self_test
 from gpulint.core import floors
@@ -207,7 +207,7 @@ class DataLoaderPinMemory(Rule):
             else UNDECIDED
         pays = SHOWN if batches.non_blocking or all(each.bulk for each in alternatives) else UNDECIDED
         decision = self.decide({CPU_TENSORS: cpu_tensors, REACHES_CUDA: all_of(device, moved), PAYS_OFF: pays,
-                                 MANY_BATCHES: REFUTED if one_small_pass(ctx, loader) else SHOWN,
+                                 MANY_BATCHES: REFUTED if draws_few_batches(ctx, loader) else SHOWN,
                                  FEEDS_TRAINING: REFUTED if evaluates_only_here(ctx) and ctx.enclosing_function(node)
                                  is None else SHOWN,
                                  SELF_TEST: not_self_test(ctx.tree, node, ctx.parent, ctx.project.imported)})

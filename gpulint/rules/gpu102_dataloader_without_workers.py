@@ -9,7 +9,7 @@ from gpulint.analysis.ast_context import AstContext, Detection, positional_args
 from gpulint.analysis.ast_values import is_literal
 from gpulint.analysis.device import accelerator_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise, all_of
-from gpulint.analysis.loaders import MANY_BATCHES, UNSHARDED, LoaderCall, dataloader_call, one_small_pass
+from gpulint.analysis.loaders import MANY_BATCHES, UNSHARDED, LoaderCall, dataloader_call, draws_few_batches
 from gpulint.analysis.reach import LOADS_BATCHES, SELF_TEST, draws_batches, not_self_test
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
@@ -150,7 +150,7 @@ class DataLoaderNumWorkers(Rule):
         inference = _inference_only(ctx.project)
         work = all_of(*(_per_item_work(each, inference) for each in loader.alternatives()))
         decision = self.decide({PER_ITEM_WORK: work, ON_ACCELERATOR: accelerator_evidence(ctx.project),
-                                 MANY_BATCHES: REFUTED if one_small_pass(ctx, loader) else SHOWN,
+                                 MANY_BATCHES: REFUTED if draws_few_batches(ctx, loader) else SHOWN,
                                  SELF_TEST: not_self_test(ctx.tree, node, ctx.parent, ctx.project.imported),
                                  LOADS_BATCHES: draws_batches(ctx, node)})
         if not decision.report:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from gpulint.analysis.amp_steps import amp_steps, imports_framework
 from gpulint.analysis.ast_context import AstContext, AstKeywordArgs, Detection, arg, dotted, positional_args
-from gpulint.analysis.ast_values import is_literal, single_value, value_at
+from gpulint.analysis.ast_values import following, is_literal, single_value, value_at
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
 from gpulint.analysis.generation import generation_bound
 from gpulint.analysis.lr_sweep import LONG_RUN, optimizer_run
@@ -469,16 +469,13 @@ def _cuda_fallback_of(ctx: AstContext, node: ast.AST) -> Optional[ast.expr]:
     return None
 
 
-def _shows_only_cuda(project: ProjectView) -> bool:
-    """CUDA evidence here or in a caller, no CPU pinned, no other device kind."""
-    return project.gpu and not project.own.cpu_pinned and not (set(project.devices) - {"framework"})
-
-
 def _cuda_only(ctx: AstContext) -> bool:
     """The script shows CUDA (here or in a caller) and never names the CPU (no "cpu" string anywhere in it, so
     no `"cuda" if available else "cpu"` fallback) nor another device: its parameters are on the GPU, and the
     CPU fused kernels (torch 2.4) are not needed."""
-    return _shows_only_cuda(ctx.project) and not ctx.analysis(_names_cpu)
+    project = ctx.project
+    return project.gpu and not project.own.cpu_pinned and not (set(project.devices) - {"framework"}) \
+        and not ctx.analysis(_names_cpu)
 
 
 def _framework_owned(ctx: AstContext) -> bool:
@@ -529,8 +526,7 @@ def _rebound_unstepped(ctx: AstContext, node: ast.Call) -> bool:
         if isinstance(use.ctx, ast.Load) and ctx.names.binding_scope(use) is module and \
                 any(isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) for a in ctx.ancestors(use)):
             return False  # a function may step the global optimizer whenever it is called
-    body = ctx.tree.body
-    for later in body[next(i for i, s in enumerate(body) if s is statement) + 1:]:
+    for later in following(ctx, statement):
         if isinstance(later, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in later.targets) \
                 and not any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
                             for n in ast.walk(later.value)):
@@ -551,12 +547,9 @@ def _state_loaded_at_once(ctx: AstContext, node: ast.Call) -> bool:
     if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
         return False
     target = dotted(statement.targets[0])
-    block = ctx.parent(statement)
-    body = next((getattr(block, f) for f in ("body", "orelse", "finalbody")
-                 if any(s is statement for s in getattr(block, f, None) or ())), None)
-    if target is None or body is None:
+    if target is None:
         return False
-    for later in body[next(i for i, s in enumerate(body) if s is statement) + 1:]:
+    for later in following(ctx, statement):
         if not any(dotted(n) == target for n in ast.walk(later) if isinstance(n, (ast.Name, ast.Attribute))):
             continue
         call = later.value if isinstance(later, ast.Expr) else None
