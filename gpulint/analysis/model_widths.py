@@ -128,6 +128,9 @@ def trained_model_width(ctx: AstContext, step: AmpStep, kinds: Optional[set[str]
 def _optimized(ctx: AstContext, optimizer: ast.expr) -> Optional[ast.expr]:
     """What the optimizer a step steps was built over: its `params` argument (first, or by keyword)."""
     built = _value(ctx, optimizer)
+    if built is None and isinstance(optimizer, ast.Name):
+        passed = passed_value(ctx, optimizer)  # `def train(model, optimizer): ...` called once with both
+        built = _value(ctx, passed) if passed is not None else None
     if not isinstance(built, ast.Call):
         return None
     params = [a for a in built.args if not isinstance(a, ast.Starred)]
@@ -159,6 +162,39 @@ def _made_trainable(value: ast.expr) -> bool:
         return not value.args or (isinstance(value.args[0], ast.Constant) and value.args[0].value is True)
     return any(k.arg == "requires_grad" and isinstance(k.value, ast.Constant) and k.value.value is True
                for k in value.keywords) and not _parameters_of(value)
+
+
+def passed_value(ctx: AstContext, name: ast.Name) -> Optional[ast.expr]:
+    """A parameter of a module-level function the file calls exactly once, by name, and uses no other way:
+    the argument that call passes for it (`train(args, loader, model, optimizer)`, the linear probe's step
+    taking the `LogisticRegression` built beside the call). None when the parameter is rebound, passed by
+    `*args`/`**kwargs` or left to its default, or when the function may be called from elsewhere in the file
+    (handed on as a value, called twice)."""
+    owner = ctx.names.binding_scope(name)
+    function = owner.node if owner is not None else None
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or function not in ctx.tree.body \
+            or len(owner.bindings.get(name.id, [])) != 1 or function.decorator_list:
+        return None
+    arguments = function.args
+    ordered = [a.arg for a in [*arguments.posonlyargs, *arguments.args]]
+    if name.id not in ordered and name.id not in {a.arg for a in arguments.kwonlyargs}:
+        return None
+    module = ctx.names.module_scope
+    if len(module.bindings.get(function.name, [])) != 1:
+        return None
+    uses = [n for n in ctx.nodes(ast.Name) if isinstance(n, ast.Name) and n.id == function.name
+            and ctx.names.binding_scope(n) is module]
+    calls = [c for c in ctx.nodes(ast.Call) if isinstance(c, ast.Call) and any(c.func is u for u in uses)]
+    if len(uses) != 1 or len(calls) != 1:
+        return None
+    call = calls[0]
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        return None
+    keyword = next((k.value for k in call.keywords if k.arg == name.id), None)
+    if keyword is not None:
+        return keyword
+    index = ordered.index(name.id) if name.id in ordered else -1
+    return call.args[index] if 0 <= index < len(call.args) else None
 
 
 def _inside(ctx: AstContext, outer: ast.AST, node: ast.AST) -> bool:
@@ -272,6 +308,9 @@ def _model_width(ctx: AstContext, model: ast.expr, depth: int = 0, kinds: Option
         value = value_at(ctx, model) or _unpacked_value(ctx, model)
         if value is not None:
             return _model_width(ctx, value, depth + 1, kinds)
+        passed = passed_value(ctx, model)
+        if passed is not None:
+            return _model_width(ctx, passed, depth + 1, kinds)
         widths = [_model_width(ctx, v, depth + 1, kinds) for v in _branch_values(ctx, model)]
         if not widths or None in widths:
             return None

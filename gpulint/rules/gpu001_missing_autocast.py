@@ -64,7 +64,8 @@ TRAINS_A_MODEL = Premise(
 WIDE_ENOUGH = Premise(
     "wide-enough",
     "the model is wide enough for tensor cores to matter: refuted when every layer width of the model the "
-    "optimizer updates is known (literals, argparse and dataclass defaults, values the project passes) and "
+    "optimizer updates is known (literals, argparse and dataclass defaults, values the project passes, and "
+    "the model and optimizer a module-level step function is handed by the file's one call of it) and "
     "the widest is below `min-width`. An unknown width is not a small one.")
 ENOUGH_WORK = Premise(
     "enough-work",
