@@ -375,6 +375,14 @@ class Project:
         self._kind_imported = {k: sum(bit(p) for p in self.paths
                                       if any(k in facts[t].mixed_precision for t in self._importees[p]))
                                for k in kinds}
+        # the same, counting only importees that train nothing themselves (an autocast helper, a model module):
+        # a caller that also imports a sibling trainer with its own autocast step says nothing about this file's
+        # step (blind10: Time-Series-Library's run.py imports the long-term forecaster, whose step autocasts
+        # under --use_amp, beside the short-term one, whose step never does)
+        self._kind_helper_imported = {k: sum(bit(p) for p in self.paths
+                                             if any(k in facts[t].mixed_precision and not facts[t].training
+                                                    for t in self._importees[p]))
+                                      for k in kinds}
         # every module name part and imported name any import of the project spells: a file whose stem is
         # among them may be imported in a way the resolver cannot follow (`sys.path` tricks, another root)
         self._import_words = import_words if import_words is not None else _words_imported(facts.values())
@@ -554,7 +562,7 @@ class Project:
         me = self._bit(rel)
         callers = self._callers[self.index[rel]]
         elsewhere = tuple(kind for kind in self._kind_here
-                          if callers & (self._kind_here[kind] | self._kind_imported[kind])
+                          if callers & (self._kind_here[kind] | self._kind_helper_imported[kind])
                           or me & self._kind_imported[kind])
         classes, star, optimizers = self._visible(rel)
         row_functions = frozenset(

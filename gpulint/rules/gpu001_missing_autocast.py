@@ -53,7 +53,8 @@ FP32 = Premise(
     "gives \"dtype\" a 16-bit type), and no other mechanism (FSDP MixedPrecision, apex, DeepSpeed, layers "
     "casting weights) is used around it. A GradScaler alone is not mixed precision: a step that scales its "
     "loss but never enters autocast trains in fp32. Undecided when autocast is used in a way gpulint cannot "
-    "link to the step.")
+    "link to the step: in a caller, or in a module a caller imports that trains nothing itself (an autocast "
+    "helper); a sibling trainer the caller also imports, with its own autocast step, is no link.")
 TRAINS_A_MODEL = Premise(
     "trains-a-model",
     "the step updates a model's parameters: refuted when every optimizer of the step is handed only tensors "

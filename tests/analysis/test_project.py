@@ -1232,3 +1232,49 @@ def test_fused_sgd_is_not_offered_when_the_step_it_feeds_may_gain_a_scaler_in_an
                                        str(tmp_path)])
     found = [f for f in json.loads(result.stdout) if f["filename"].endswith("main.py") and f["code"] == "GPU201"]
     assert ["no fix" if f["fix"] is None else "fix" for f in found] == expected
+
+
+def test_a_sibling_trainers_autocast_says_nothing_about_this_step(tmp_path: Path) -> None:
+    """Time-Series-Library's shape (blind10): run.py imports two experiment classes; the long-term one autocasts
+    its step, the short-term one never does. The caller importing the first is no evidence that the second runs
+    in 16 bits; an autocast helper module the caller imports still is."""
+    step = """\
+        import torch
+
+        class {name}:
+            def train(self, model, loader, optimizer):
+                for x, y in loader:
+                    {scope}loss = model(x.cuda()).sub(y.cuda()).pow(2).mean()
+                    loss.backward()
+                    optimizer.step()
+        """
+    write(tmp_path, {
+        "exp_long.py": step.format(name="Long", scope="with torch.autocast('cuda'):\n                        "),
+        "exp_short.py": step.format(name="Short", scope=""),
+        "run.py": """\
+            from exp_long import Long
+            from exp_short import Short
+
+            Short().train(None, [], None)
+            Long().train(None, [], None)
+            """,
+    })
+    found = findings(tmp_path, "--select", "GPU001")
+    assert [(name, row) for name, row, _ in found] == [("exp_short.py", 7)]
+    write(tmp_path, {
+        "amp_helper.py": """\
+            import torch
+
+            def context():
+                return torch.autocast("cuda", dtype=torch.bfloat16)
+            """,
+        "run.py": """\
+            from amp_helper import context
+            from exp_short import Short
+
+            with context():
+                Short().train(None, [], None)
+            """,
+    })
+    (tmp_path / "exp_long.py").unlink()
+    assert findings(tmp_path, "--select", "GPU001") == []
