@@ -12,11 +12,12 @@ import ast
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from gpulint.analysis.ast_context import AstContext, AstKeywordArgs, positional_args
-from gpulint.analysis.ast_values import self_attribute_value, single_value, value_at
+from gpulint.analysis.ast_values import is_literal, self_attribute_value, single_value, value_at
 from gpulint.analysis.evidence import Premise
+from gpulint.analysis.loader_loops import own_nodes
 from gpulint.core.torch_api import (
     DATALOADER,
     DATALOADER_DATASET,
@@ -93,6 +94,28 @@ def local_definitions(ctx: AstContext) -> dict[str, list[Definition]]:
         assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
         found.setdefault(node.name, []).append(node)
     return found
+
+
+def local_definition(ctx: AstContext, func: ast.expr, at: ast.AST) -> Optional[Definition]:
+    """The def or class statement of this file that `func` names (any scope), or for `self.<name>` a method of
+    the class `at` is in."""
+    index = ctx.analysis(local_definitions)
+    names = ctx.names
+    if isinstance(func, ast.Name):
+        owner = names.binding_scope(func)
+        if owner is None:
+            return None
+        candidates = [d for d in index.get(func.id, []) if names.scopes.get(id(d)) is not None
+                      and names.scopes[id(d)].parent is owner]
+        return candidates[0] if len(candidates) == 1 else None
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+        cls = next((a for a in ctx.ancestors(at) if isinstance(a, ast.ClassDef)), None)
+        if cls is None:
+            return None
+        found = [d for d in index.get(func.attr, []) if ctx.parent(d) is cls
+                 and isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        return found[0] if len(found) == 1 else None
+    return None
 
 
 def qualname_of(ctx: AstContext, definition: Definition) -> str:
@@ -283,34 +306,12 @@ class LoaderCall:
     def _returned_by(self, call: ast.Call) -> Optional[ast.expr]:
         """The one value a function of this file returns (a dataset factory), when `call` calls one that
         is not a class: `make_dataset(...)`, or a method through `self.make_dataset(...)`."""
-        definition = self._local_definition(call.func)
+        definition = local_definition(self.ctx, call.func, self.node)
         if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return None
         values = [r.value for r in _returns(definition, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
                                                           ast.Lambda))]
         return values[0] if len(values) == 1 and values[0] is not None else None
-
-    def _local_definition(self, func: ast.expr) -> Optional[Definition]:
-        """The def or class statement of this file that `func` names (any scope), or a method of the
-        enclosing class for `self.<name>`."""
-        ctx = self.ctx
-        index = ctx.analysis(local_definitions)
-        names = ctx.names
-        if isinstance(func, ast.Name):
-            owner = names.binding_scope(func)
-            if owner is None:
-                return None
-            candidates = [d for d in index.get(func.id, []) if names.scopes.get(id(d)) is not None
-                          and names.scopes[id(d)].parent is owner]
-            return candidates[0] if len(candidates) == 1 else None
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
-            cls = next((a for a in ctx.ancestors(self.node) if isinstance(a, ast.ClassDef)), None)
-            if cls is None:
-                return None
-            found = [d for d in index.get(func.attr, []) if ctx.parent(d) is cls
-                     and isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef))]
-            return found[0] if len(found) == 1 else None
-        return None
 
     @cached_property
     def constructors(self) -> tuple[str, ...]:
@@ -369,7 +370,7 @@ class LoaderCall:
                 if found is None and func.id in project.own.factories:
                     found = project.own.classes.get(project.own.factories[func.id])
                 return found
-            definition = self._local_definition(func)  # a class defined inside a function or a method
+            definition = local_definition(ctx, func, self.node)  # a class defined inside a function or a method
             if isinstance(definition, ast.ClassDef):
                 return project.own.classes.get(qualname_of(ctx, definition))
         return None
@@ -442,7 +443,7 @@ class LoaderCall:
             return _text_only(collate.body)
         if not isinstance(collate, ast.Name):
             return False
-        definition = self._local_definition(collate)
+        definition = local_definition(self.ctx, collate, self.node)
         if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return False
         returns = [r.value for r in _returns(definition, (ast.FunctionDef, ast.AsyncFunctionDef))]
@@ -1211,16 +1212,21 @@ def draws_few_batches(ctx: AstContext, loader: "LoaderCall") -> bool:
 
 
 def _drawn_for_a_few(ctx: AstContext, loader: ast.Call) -> bool:
+    """Every loop over the loader breaks after at most FEW_BATCHES batches: `if count == num_examples: break` with
+    `num_examples=2` a default no call overrides (pytorch-transformer's validation, blind9)."""
+    return _only_looped(ctx, loader, lambda loop: _breaks_within(ctx, loop, FEW_BATCHES))
+
+
+def _only_looped(ctx: AstContext, loader: ast.Call, accepts: Callable[[Loop], bool]) -> bool:
     """The loader, bound to a name, is only iterated (where it is bound, in a function of the file it is passed
-    to, or where a function of the file that returns it is called and unpacked), and every loop over it breaks
-    after at most FEW_BATCHES batches: `if count == num_examples: break` with `num_examples=2` a default no call
-    overrides (pytorch-transformer's validation, blind9)."""
+    to, or where a function of the file that returns it is called and unpacked), by loops that `accepts`."""
     holder = _holder(ctx, loader)
-    return isinstance(holder, ast.Name) and _few_through(ctx, holder.id, ctx.names.binding_scope(holder), 0)
+    return isinstance(holder, ast.Name) and _loops_through(ctx, holder.id, ctx.names.binding_scope(holder), 0,
+                                                           accepts)
 
 
-def _few_through(ctx: AstContext, name: str, scope: object, depth: int) -> bool:
-    """Every read of `name` in `scope` is a loop that breaks early, `len()`, or hands it on to where it is
+def _loops_through(ctx: AstContext, name: str, scope: object, depth: int, accepts: Callable[[Loop], bool]) -> bool:
+    """Every read of `name` in `scope` is a loop that `accepts`, `len()`, or hands it on to where it is
     (recursively) so; at least one loop."""
     names = ctx.names
     if scope is None or depth > 3:
@@ -1234,15 +1240,15 @@ def _few_through(ctx: AstContext, name: str, scope: object, depth: int) -> bool:
         if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id == "len":
             continue
         if id(use) in loops:
-            if not _breaks_within(ctx, loops[id(use)], FEW_BATCHES):
+            if not accepts(loops[id(use)]):
                 return False
         elif isinstance(parent, (ast.Call, ast.keyword)):
             parameter = _parameter_of(ctx, use)
-            if parameter is None or not _few_through(ctx, *parameter, depth + 1):
+            if parameter is None or not _loops_through(ctx, *parameter, depth + 1, accepts):
                 return False
         elif isinstance(parent, ast.Tuple) and isinstance(ctx.parent(parent), ast.Return):
             unpacked = _unpacked_results(ctx, parent, use)
-            if not unpacked or not all(_few_through(ctx, each.id, names.binding_scope(each), depth + 1)
+            if not unpacked or not all(_loops_through(ctx, each.id, names.binding_scope(each), depth + 1, accepts)
                                        for each in unpacked):
                 return False
         else:
@@ -1351,3 +1357,169 @@ def _under_grad_off(ctx: AstContext, loop: Loop) -> bool:
                 for item in ancestor.items):
             return True
     return False
+
+
+# ---------------------------------------------------------------------------------------------
+# loops a person paces: an interactive viewer (GPU101-GPU104)
+
+# calls that return only when a person answers (a key, a click, a line typed, a window closed), by qualified name
+_KEY_WAITS = frozenset({"cv2.waitKey", "cv2.waitKeyEx"})  # waitKey(delay=0): forever at a delay <= 0
+_CLICK_WAITS = frozenset({"matplotlib.pyplot.waitforbuttonpress"})  # (timeout=-1): forever at a timeout <= 0
+_FIGURE_SHOWS = frozenset({"matplotlib.pyplot.show"})  # blocks till its windows close, unless told or interactive
+# calls after which show() may return at once: interactive mode, or a backend that draws to no window
+_SHOW_RETURNS = frozenset({"matplotlib.pyplot.ion", "matplotlib.pyplot.interactive", "matplotlib.interactive",
+                           "matplotlib.use", "matplotlib.pyplot.switch_backend"})
+_PROMPTS = frozenset({"input", "raw_input"})  # the builtins, where the file binds no such name
+_WAIT_DEPTH = 2  # functions of the file a loop's body calls, and the ones they call, are read; no further
+
+PERSON_WAITS = (
+    "a call that returns only when a person answers: `cv2.waitKey(0)` or `cv2.waitKey()` (a delay of zero or "
+    "less; `waitKey(1)`, a frame pump, does not count), `input(...)`, `plt.waitforbuttonpress()` (no timeout, or "
+    "one of zero or less) or a blocking `plt.show()` (not `block=False`, not in a notebook, not in a file that "
+    "calls `plt.ion()`, `interactive()`, `matplotlib.use()` or `switch_backend()`); never `plt.pause()`, which "
+    "returns on a timer. Names are resolved through the file's imports (`import cv2 as cv`, `from matplotlib "
+    "import pyplot as plt`). The call counts when every pass reaches it: a statement of the loop's body, also "
+    "inside a `with` or `try` block, in an `if`'s test or in both its branches, or such a statement of a "
+    f"function of the file the body calls ({_WAIT_DEPTH} levels deep), with no `continue` (or `return`, in the "
+    "function) before it that could pass it over")
+UNATTENDED = Premise(
+    "unattended",
+    "the loop over the loader runs unattended, so that the speed of loading and copying its batches matters: "
+    "refuted for an interactive viewer, a loader bound to a name whose every use is a loop that waits for a "
+    "person on every batch, `len()`, or a hand-over to such a loop (a function of the file it is passed to, or "
+    "the unpacking of a function of the file that returns it). A loop waits for a person when its body makes "
+    f"{PERSON_WAITS}. A key press, not the loader, paces each batch of `cv2.imshow(...)` then `cv2.waitKey(0)` "
+    "(pytorch-retinanet's visualize.py, blind10). A loader any other loop also iterates (a training loop) is "
+    "shown.")
+
+
+def paced_by_a_person(ctx: AstContext, loader: ast.Call) -> bool:
+    """UNATTENDED is refuted for this DataLoader call: every loop over it waits for a person (see the premise)."""
+    return _only_looped(ctx, loader, lambda loop: waits_for_a_person(ctx, loop))
+
+
+def waits_for_a_person(ctx: AstContext, loop: Loop) -> bool:
+    """Every pass of the loop's body blocks on a person (PERSON_WAITS): `cv2.imshow(...); cv2.waitKey(0)`."""
+    return _statements_wait(ctx, loop.body, (ast.Continue,), 0, frozenset())
+
+
+def _statements_wait(ctx: AstContext, body: list[ast.stmt], skips: tuple[type, ...], depth: int,
+                     seen: frozenset[int]) -> bool:
+    """Statements run in order reach a wait before anything of the `skips` kinds could pass it over (`continue`
+    in a loop's body, `return` in a function's); a `break` or `return` that leaves the loop draws no batch."""
+    for statement in body:
+        if _statement_waits(ctx, statement, skips, depth, seen):
+            return True
+        if _jumps(statement, skips):
+            return False
+    return False
+
+
+def _jumps(statement: ast.stmt, skips: tuple[type, ...]) -> bool:
+    """The statement holds a jump of these kinds of its own (not one of a nested loop or function)."""
+    # a nested loop's `continue` is its own, but its `return` still leaves the function
+    barriers = _SCOPE_NODES if ast.Return in skips else (ast.For, ast.AsyncFor, ast.While, *_SCOPE_NODES)
+    pending: list[ast.AST] = [statement]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, skips):
+            return True
+        pending.extend(child for child in ast.iter_child_nodes(node) if not isinstance(child, barriers))
+    return False
+
+
+def _statement_waits(ctx: AstContext, statement: ast.stmt, skips: tuple[type, ...], depth: int,
+                     seen: frozenset[int]) -> bool:
+    """The statement reaches a wait whenever it runs."""
+    if isinstance(statement, ast.If):
+        return _expression_waits(ctx, statement.test, depth, seen) or (
+            bool(statement.orelse) and _statements_wait(ctx, statement.body, skips, depth, seen)
+            and _statements_wait(ctx, statement.orelse, skips, depth, seen))
+    if isinstance(statement, (ast.With, ast.AsyncWith)):
+        return any(_expression_waits(ctx, item.context_expr, depth, seen) for item in statement.items) \
+            or _statements_wait(ctx, statement.body, skips, depth, seen)
+    if isinstance(statement, ast.Try) or type(statement).__name__ == "TryStar":
+        body, final = statement.body, statement.finalbody  # type: ignore[attr-defined]
+        return _statements_wait(ctx, body, skips, depth, seen) or _statements_wait(ctx, final, skips, depth, seen)
+    if isinstance(statement, (ast.For, ast.AsyncFor)):
+        return _expression_waits(ctx, statement.iter, depth, seen)  # its body may run no time
+    if isinstance(statement, ast.While):
+        return _expression_waits(ctx, statement.test, depth, seen)
+    if isinstance(statement, (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return)):
+        return statement.value is not None and _expression_waits(ctx, statement.value, depth, seen)
+    return False
+
+
+def _expression_waits(ctx: AstContext, expr: ast.expr, depth: int, seen: frozenset[int]) -> bool:
+    """The expression always makes a waiting call, or a call of a function of the file whose body always waits
+    (not in a lambda, a comprehension, a branch of `a if c else b`, or after the first operand of `and`/`or`)."""
+    pending: list[ast.AST] = [expr]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            continue
+        if isinstance(node, ast.IfExp):
+            pending.append(node.test)
+            continue
+        if isinstance(node, ast.BoolOp):
+            pending.append(node.values[0])
+            continue
+        if isinstance(node, ast.Call) and (_asks_a_person(ctx, node) or _calls_a_wait(ctx, node, depth, seen)):
+            return True
+        pending.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _calls_a_wait(ctx: AstContext, call: ast.Call, depth: int, seen: frozenset[int]) -> bool:
+    """`show(image)` where `show` is a plain function of the file (not a generator) whose body always waits."""
+    if depth >= _WAIT_DEPTH:
+        return False
+    function = local_definition(ctx, call.func, call)
+    if not isinstance(function, ast.FunctionDef) or id(function) in seen or any(
+            isinstance(n, (ast.Yield, ast.YieldFrom)) for n in own_nodes(function.body)):
+        return False
+    return _statements_wait(ctx, function.body, (ast.Return,), depth + 1, seen | {id(function)})
+
+
+def _asks_a_person(ctx: AstContext, call: ast.Call) -> bool:
+    """A call that returns only when a person answers (PERSON_WAITS)."""
+    func = call.func
+    if isinstance(func, ast.Name) and func.id in _PROMPTS and ctx.names.binding_scope(func) is None \
+            and ctx.qualname(func) is None:
+        return True  # the builtin `input()`
+    name = ctx.qualname(func)
+    if name in _KEY_WAITS:
+        return _forever(call, "delay")
+    if name in _CLICK_WAITS:
+        return _forever(call, "timeout")
+    if name in _FIGURE_SHOWS:  # blocking: no argument but `block=True` or `block=None` (the default)
+        return not call.args and all(k.arg == "block" and is_literal(ctx, k.value, "True", "None")
+                                     for k in call.keywords) \
+            and ctx.path.suffix != ".ipynb" and not ctx.analysis(_show_may_return)
+    return False
+
+
+def _forever(call: ast.Call, keyword: str) -> bool:
+    """The call's one argument, its first or `keyword`, is absent or a literal of zero or less: no time limit."""
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg != keyword for k in call.keywords) \
+            or len(call.args) + len(call.keywords) > 1:
+        return False
+    if not call.args and not call.keywords:
+        return True
+    value = _number(call.args[0] if call.args else call.keywords[0].value)
+    return value is not None and value <= 0
+
+
+def _number(expr: ast.expr) -> Optional[float]:
+    """A literal number's value (`-1` included; not a bool), else None."""
+    sign = 1
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+        sign, expr = -1, expr.operand
+    value = expr.value if isinstance(expr, ast.Constant) else None
+    return sign * value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _show_may_return(ctx: AstContext) -> bool:
+    """The file turns interactive mode on or picks a backend: `plt.show()` may return without a person (once per
+    file)."""
+    return any(isinstance(call, ast.Call) and ctx.qualname(call.func) in _SHOW_RETURNS for call in ctx.nodes(ast.Call))

@@ -10,11 +10,13 @@ from gpulint.analysis.device import cuda_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise, all_of
 from gpulint.analysis.loaders import (
     MANY_BATCHES,
+    UNATTENDED,
     LoaderCall,
     batch_copies,
     dataloader_call,
     draws_few_batches,
     loader_batches,
+    paced_by_a_person,
 )
 from gpulint.analysis.reach import FEEDS_TRAINING, SELF_TEST, evaluates_only_here, not_self_test
 from gpulint.core import floors
@@ -134,9 +136,10 @@ class DataLoaderPinMemory(Rule):
         carry no tensors (a prompt and an index), for batches that feed JAX, for a loader used
         for one batch (`next(iter(DataLoader(...)))`), when the `collate_fn` comes from a module that
         defines a batch container with `.to()` but no `.pin_memory()` (DETR's NestedTensor: the pin
-        thread passes it through unpinned), on a TPU (`torch_xla`), or in test files.
+        thread passes it through unpinned), on a TPU (`torch_xla`), for a loader only an interactive viewer
+        iterates (every batch waits for a key press: `cv2.waitKey(0)`), or in test files.
         """,
-        premises=(CPU_TENSORS, REACHES_CUDA, PAYS_OFF, MANY_BATCHES, FEEDS_TRAINING, SELF_TEST),
+        premises=(CPU_TENSORS, REACHES_CUDA, PAYS_OFF, MANY_BATCHES, UNATTENDED, FEEDS_TRAINING, SELF_TEST),
         fix_cases=(
             FixCase("a dataset known to yield CPU tensors (a class read here, a CPU TensorDataset, torchvision, "
                     "Hugging Face): `pin_memory=True`",
@@ -208,6 +211,7 @@ class DataLoaderPinMemory(Rule):
         pays = SHOWN if batches.non_blocking or all(each.bulk for each in alternatives) else UNDECIDED
         decision = self.decide({CPU_TENSORS: cpu_tensors, REACHES_CUDA: all_of(device, moved), PAYS_OFF: pays,
                                  MANY_BATCHES: REFUTED if draws_few_batches(ctx, loader) else SHOWN,
+                                 UNATTENDED: REFUTED if paced_by_a_person(ctx, node) else SHOWN,
                                  FEEDS_TRAINING: REFUTED if evaluates_only_here(ctx) and ctx.enclosing_function(node)
                                  is None else SHOWN,
                                  SELF_TEST: not_self_test(ctx.tree, node, ctx.parent, ctx.project.imported)})

@@ -9,7 +9,15 @@ from gpulint.analysis.ast_context import AstContext, Detection, positional_args
 from gpulint.analysis.ast_values import is_literal
 from gpulint.analysis.device import accelerator_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise, all_of
-from gpulint.analysis.loaders import MANY_BATCHES, UNSHARDED, LoaderCall, dataloader_call, draws_few_batches
+from gpulint.analysis.loaders import (
+    MANY_BATCHES,
+    UNATTENDED,
+    UNSHARDED,
+    LoaderCall,
+    dataloader_call,
+    draws_few_batches,
+    paced_by_a_person,
+)
 from gpulint.analysis.reach import LOADS_BATCHES, SELF_TEST, draws_batches, not_self_test
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
@@ -111,12 +119,13 @@ class DataLoaderNumWorkers(Rule):
         items; nor for datasets on the GPU (forked workers would re-initialise CUDA),
         `IterableDataset`s and torchtext datapipes that do not shard by `get_worker_info()`
         (workers would duplicate the data), datasets handed in as parameters (whether workers
-        pay off depends on the caller), one-batch loaders, and test files. On a path that trains
+        pay off depends on the caller), one-batch loaders, loaders only an interactive viewer iterates
+        (every batch waits for a key press), and test files. On a path that trains
         nothing (an inference script no project file imports, or a module only such scripts use),
         only datasets whose items read a file or decode data (images, audio, arrays) are reported:
         converting a line of text held in memory costs nothing next to the model.
         """,
-        premises=(PER_ITEM_WORK, ON_ACCELERATOR, SELF_TEST, LOADS_BATCHES, MANY_BATCHES),
+        premises=(PER_ITEM_WORK, ON_ACCELERATOR, SELF_TEST, LOADS_BATCHES, MANY_BATCHES, UNATTENDED),
         fix_cases=(
             FixCase("`num_workers=min(N, os.cpu_count() or 1)`",
                     Applicability.UNSAFE, "per_item_work_flagged.py"),
@@ -151,6 +160,7 @@ class DataLoaderNumWorkers(Rule):
         work = all_of(*(_per_item_work(each, inference) for each in loader.alternatives()))
         decision = self.decide({PER_ITEM_WORK: work, ON_ACCELERATOR: accelerator_evidence(ctx.project),
                                  MANY_BATCHES: REFUTED if draws_few_batches(ctx, loader) else SHOWN,
+                                 UNATTENDED: REFUTED if paced_by_a_person(ctx, node) else SHOWN,
                                  SELF_TEST: not_self_test(ctx.tree, node, ctx.parent, ctx.project.imported),
                                  LOADS_BATCHES: draws_batches(ctx, node)})
         if not decision.report:

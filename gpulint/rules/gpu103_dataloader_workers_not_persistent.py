@@ -9,6 +9,7 @@ from gpulint.analysis.ast_context import AstContext, arg
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise, all_of, any_of
 from gpulint.analysis.holders import held_values, same_variable
 from gpulint.analysis.loader_loops import LoaderLoop, loader_loops
+from gpulint.analysis.loaders import UNATTENDED, paced_by_a_person
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import DATALOADER, DATALOADER_DATASET, DATALOADER_NUM_WORKERS
@@ -113,11 +114,12 @@ class DataLoaderWorkersNotPersistent(Rule):
         numbers from the second epoch on. Not reported where the declared torch is older than
         1.7 (no `persistent_workers` there), for IterableDatasets, for a dataset the file changes between epochs
         (`dataset.set_epoch(e)`, `dataset.size = ...`; workers would keep their first copy),
-        for a loader rebuilt inside the epoch loop, an explicit `persistent_workers` (also
+        for a loader rebuilt inside the epoch loop, a loader only an interactive viewer iterates
+        (every batch waits for a key press), an explicit `persistent_workers` (also
         `False`), a `**dict` that may pass it, a worker count chosen at run time with no
         visible default, nor in test functions.
         """,
-        premises=(WORKERS, EVERY_EPOCH, EPOCH_STATE, API_EXISTS),
+        premises=(WORKERS, EVERY_EPOCH, EPOCH_STATE, UNATTENDED, API_EXISTS),
         fix_cases=(
             FixCase("`persistent_workers=True` on a loader with workers iterated every epoch (preview)",
                     Applicability.SAFE, "basic.py"),
@@ -142,6 +144,7 @@ class DataLoaderWorkersNotPersistent(Rule):
             missing = floors.unavailable(ctx.settings.torch_version, ctx.project.torch_ceiling,
                                          [floors.PERSISTENT_WORKERS])
             decision = self.decide({WORKERS: workers, EVERY_EPOCH: epochs, EPOCH_STATE: _epoch_state(ctx, call),
+                                    UNATTENDED: REFUTED if paced_by_a_person(ctx, call) else SHOWN,
                                     API_EXISTS: REFUTED if missing is not None else SHOWN})
             value = _persistent_value(ctx, count)
             ctx.report(self, call, _MESSAGE, fix=Applicability.SAFE,

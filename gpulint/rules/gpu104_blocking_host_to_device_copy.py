@@ -17,6 +17,7 @@ from gpulint.analysis.loader_loops import (
     read_on_host,
     runs_once,
 )
+from gpulint.analysis.loaders import PERSON_WAITS, waits_for_a_person
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import DATALOADER, DATALOADER_COLLATE_FN, DATALOADER_PIN_MEMORY
 from gpulint.core.verification import NEUTRAL, Verification
@@ -45,6 +46,11 @@ REPEATED = Premise(
     "the loop copies batch after batch: refuted when its body leaves the loop on the first pass (a top-level "
     "`break`, `return` or `raise`, and no `continue` that could skip it), as a data-dependent initialisation "
     "that runs one batch does: one copy has nothing to overlap.")
+UNATTENDED = Premise(
+    "unattended",
+    "the loop runs unattended, so that the host's wait for each copy adds up: refuted for an interactive "
+    "viewer, a loop whose body waits for a person on every batch (whatever else iterates the loader), which "
+    f"makes {PERSON_WAITS}. A key press, not the copy, paces each batch.")
 ON_ACCELERATOR = Premise(
     "on-accelerator",
     "the target is an accelerator: shown by `.cuda()`, a \"cuda\"/\"xpu\" string or device evidence in "
@@ -109,9 +115,10 @@ class BlockingHostToDeviceCopy(Rule):
         reported for loaders without a literal `pin_memory=True`, for loops gpulint cannot
         tie to one of this file's DataLoaders (a framework's `prepare`d loader), for the
         whole batch of a custom `collate_fn` (its `.to()` may take no `non_blocking`), for
-        loops that take one batch and break (nothing to overlap), nor in test functions.
+        loops that take one batch and break (nothing to overlap), for the loop of an interactive
+        viewer (every batch waits for a key press), nor in test functions.
         """,
-        premises=(PINNED, BATCH_COPY, REPEATED, ON_ACCELERATOR),
+        premises=(PINNED, BATCH_COPY, REPEATED, UNATTENDED, ON_ACCELERATOR),
         fix_cases=(
             FixCase("`non_blocking=True` on the copies of a pinned loader's batches (preview; host-to-device only)",
                     Applicability.SAFE, "basic.py"),
@@ -128,13 +135,14 @@ class BlockingHostToDeviceCopy(Rule):
                                  for c in loop.loaders)
             nodes = list(ast.walk(ast.Module(body=loop.loop.body, type_ignores=[])))
             once = REFUTED if runs_once(loop.loop) else SHOWN
+            unattended = REFUTED if waits_for_a_person(ctx, loop.loop) else SHOWN
             for move in loop.moves:
                 if id(move.call) in seen or _chooses_blocking(move.call):
                     continue  # already asynchronous, or `non_blocking=False` chosen explicitly
                 seen.add(id(move.call))
                 copy = _batch_copy(ctx, loop, move, nodes, custom_collate)
                 decision = self.decide({
-                    PINNED: pinned, BATCH_COPY: copy, REPEATED: once,
+                    PINNED: pinned, BATCH_COPY: copy, REPEATED: once, UNATTENDED: unattended,
                     ON_ACCELERATOR: SHOWN if move.accelerator else accelerator_evidence(ctx.project),
                 })
                 ctx.report(self, move.call, _MESSAGE, fix=Applicability.SAFE,
