@@ -154,6 +154,11 @@ and the finding's note names the symbol. A file whose own code runs only on torc
 reads a loss as `loss.data[0]`, an IndexError since torch 1.0; or unpacks `pack_padded_sequence(...)` into two
 values, a ValueError since torch 1.1) is linted as if its floor were 0.4 (`LEGACY_TORCH`): what needs torch 1.0
 or newer is withheld there, what torch 0.4 has is not (no symbol of the table lies between 0.4 and 1.7).
+Code that runs only on an older torch withholds what that torch lacks too (its ceiling, the first torch it cannot
+run on: `gpulint/project/facts.py` `torch_ceiling`): it, or a module it imports, imports a module torch removed
+(`torch._six`: 2.0; `torchtext.legacy`: 1.11) or fills with uint8 masks it makes (`masked_fill(m.byte(), v)`:
+2.1), asserts an older major version (`assert torch.__version__.split('.')[0] == '1'`: 2.0), or the project
+builds its extension with `torch.utils.ffi` (1.0).
 """
 
 FIX_SAFETY_TAIL = """Where gpulint stays silent instead (no finding at all) is listed in each rule's documentation

@@ -161,9 +161,11 @@ def too_new(floor: Optional[Version], codes: Iterable[str]) -> Optional[TooNew]:
 
 @dataclass(frozen=True)
 class AboveCeiling:
-    """The first symbol a fix would write that no torch the code can run on has: the code imports a module
-    a torch release, or the torchtext released with it, removed (`torch._six`, gone in 2.0; `torchtext.legacy`,
-    gone with 1.11), and the symbol arrived in that release or later."""
+    """The first symbol a fix would write that no torch the code can run on has: the code, or a module it
+    imports, relies on what a torch release (or the torchtext released with it) removed (`torch._six`, gone in
+    2.0; `torchtext.legacy`, gone with 1.11; uint8 masks in `masked_fill`, an error from 2.1) or asserts an older
+    torch (`assert torch.__version__.split('.')[0] == '1'`), and the symbol arrived in that release or later
+    (project/facts.py `torch_ceiling`)."""
 
     symbol: Symbol
     ceiling: Version
@@ -171,8 +173,8 @@ class AboveCeiling:
     def reason(self) -> str:
         """`torch.amp.GradScaler needs torch 2.3; the code runs only on torch older than 2.0 (...)`."""
         return f"{self.symbol.code} needs torch {version_text(self.symbol.since)}; the code runs only on torch " \
-               f"older than {version_text(self.ceiling)} (it imports a module that release, or the torchtext " \
-               f"released with it, removed)"
+               f"older than {version_text(self.ceiling)} (it, or a module it imports, relies on what that release " \
+               f"removed, or asserts an older torch)"
 
 
 def above_ceiling(ceiling: Optional[Version], codes: Iterable[str]) -> Optional[AboveCeiling]:

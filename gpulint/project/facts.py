@@ -33,7 +33,7 @@ from gpulint.project.loader_flow import (
     moved_results,
 )
 
-FACTS_VERSION = 27
+FACTS_VERSION = 28
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -275,10 +275,15 @@ class FileFacts:
     # no decorator, no name string), in a file without dynamic dispatch (`fire.Fire()`, `globals()`):
     # dead code unless another file imports this one (project/view.py decides that)
     unreached: tuple[str, ...] = ()
-    # the first torch the file cannot run on: it imports, unconditionally at module level, a module torch (or the
-    # torchtext released with it) removed in that release (`from torch._six import inf`: removed in 2.0;
-    # `torchtext.legacy`: gone with torch 1.11); None when nothing says so
+    # the first torch the file cannot run on (`torch_ceiling`): it imports, unconditionally at module level, a
+    # module torch (or the torchtext released with it) removed in that release (`from torch._six import inf`:
+    # removed in 2.0; `torchtext.legacy`: gone with torch 1.11), asserts at module level an older major version
+    # (`assert torch.__version__.split('.')[0] == '1'`: 2.0), or fills with uint8 masks it makes (2.1); None
+    # when nothing says so. Its importers run on no newer torch either
     torch_ceiling: Optional[tuple[int, int]] = None
+    # the first torch the file's `__main__` block refuses (a version assertion there, `version_ceiling`): the
+    # file run as a script runs on no newer torch; importing it runs no such block (project/view.py)
+    script_ceiling: Optional[tuple[int, int]] = None
     # evidence that the file's code runs only on an old torch: it indexes a 0-dim loss (`loss.data[0]`, an
     # IndexError since torch 1.0) or unpacks a PackedSequence into two (a ValueError since 1.1)
     # (`legacy_torch`); "" when nothing says so. Per file: its importers are not judged by it, since importing
@@ -893,6 +898,7 @@ class _Scanner:
         hands = hands_results_to_a_class(self._call_results, self._handed_to_classes, imported)
         moved = moved_results(self.tree, imported, self.loops, fast_walk, star=any(r.name == "*" for r in self.imports),
                               hands=hands) if (self.loops and names & {"to", "cuda"}) or hands else {}
+        main = _main_guard(self.tree)
         if self._dtype_from_key and self._dtype_keys == {True}:
             self.mixed.add("model-cast")  # every "dtype" the file's configs give its layers is 16 bits
         return FileFacts(
@@ -920,10 +926,12 @@ class _Scanner:
             step_rows=step_rows(self.tree) if training else None,
             image_rows=image_rows(self.tree) if training else None,
             unreached=unreached_functions(self.tree) if training else (),
-            torch_ceiling=torch_ceiling(self.tree),
+            torch_ceiling=torch_ceiling(self.tree, self.aliases, names),
+            script_ceiling=version_ceiling(main.body, self.aliases) if main is not None and "__version__" in names
+            else None,
             builds_ffi_extension=self.ffi_extension,
             legacy_torch=legacy_torch(self.tree) if "data" in names or "pack_padded_sequence" in names else "",
-            inference_script=_has_main_guard(self.tree) and grad_off and not may_train,
+            inference_script=main is not None and grad_off and not may_train,
             grad_off=grad_off,
             may_train=may_train,
             settings=tuple(sorted(self.settings)),
@@ -1319,20 +1327,30 @@ _TRAINING_NAMES = frozenset({"optim", "optimizer", "Trainer", "Runner", "backwar
                              "training_step", "Accelerator", "Fabric", "initialize"})
 
 
-def _has_main_guard(tree: ast.Module) -> bool:
+def _main_guard(tree: ast.Module) -> Optional[ast.If]:
     """`if __name__ == "__main__":` at module level: the file is run as a script."""
     for statement in tree.body:
-        test = statement.test if isinstance(statement, ast.If) else None
+        if not isinstance(statement, ast.If):
+            continue
+        test = statement.test
         if isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__" \
                 and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators):
-            return True
-    return False
+            return statement
+    return None
 
 
-def torch_ceiling(tree: ast.Module) -> Optional[tuple[int, int]]:
-    """The first torch release this module cannot be imported on: a module-level import, outside any
-    `try` or `if`, of a module or name that release (or the torchtext released with it) removed, or of one
-    under it (REMOVED_MODULES). In a notebook, a cell's top-level import is one of the module's."""
+def torch_ceiling(tree: ast.Module, aliases: Optional[_Aliases] = None,
+                  names: Optional[set[str]] = None) -> Optional[tuple[int, int]]:
+    """The first torch release this module cannot run on, the lowest of three signals:
+
+    - a module-level import, outside any `try` or `if`, of a module or name that release (or the torchtext
+      released with it) removed, or of one under it (REMOVED_MODULES). In a notebook, a cell's top-level
+      import is one of the module's;
+    - a module-level assertion that torch's major version is below one (`assert torch.__version__.split('.')[0]
+      == '1'`: torch 2.0; `version_ceiling`);
+    - a fill with a uint8 mask the module makes (`fills_with_uint8_masks`): torch 2.1.
+
+    `names` (what the module mentions, when the caller knows) skips the walks that cannot find anything."""
     found: list[tuple[int, int]] = []
     for statement in tree.body:
         if isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
@@ -1342,7 +1360,203 @@ def torch_ceiling(tree: ast.Module) -> Optional[tuple[int, int]]:
         else:
             continue
         found += [c for c in map(_removed, modules) if c is not None]
+    if names is None or "__version__" in names:
+        asserted = version_ceiling(tree.body, aliases or _Aliases(_imports(tree)))
+        if asserted is not None:
+            found.append(asserted)
+    if (names is None or ("byte" in names and not names.isdisjoint(_MASK_FILLS))) and fills_with_uint8_masks(tree):
+        found.append(UINT8_MASK_CEILING)
     return min(found) if found else None
+
+
+def version_ceiling(statements: list[ast.stmt], aliases: _Aliases) -> Optional[tuple[int, int]]:
+    """The first torch that one of `statements` refuses: an `assert` (or an `if` whose body ends by raising or
+    `sys.exit(...)`) on torch's major version that admits none from some major on. A plain `if` that branches
+    on the version tests it and refuses nothing. The forms read (`V` is `torch.__version__`, however imported):
+    `V.split('.')[0] == '1'`, `int(V.split('.')[0]) < 2` (any comparison with an int), `V[0] == '1'`,
+    `V.startswith('1.')`, `V < '2'` (or `'2.0'`: a string comparison reads only a one-digit major), each
+    negated or with its operands swapped; `assert V.split('.')[0] == '1'` gives torch 2.0. Any other test of
+    the version (a minor version, `version.parse`) gives nothing."""
+    found: list[tuple[int, int]] = []
+    for statement in statements:
+        if isinstance(statement, ast.Assert):
+            bound = _major_bound(statement.test, aliases)
+        elif isinstance(statement, ast.If) and statement.body and _stops(statement.body[-1]):
+            bound = _major_bound(statement.test, aliases)
+            bound = None if bound is None else (_NEGATED[bound[0]], bound[1])
+        else:
+            continue
+        if bound is not None and bound[0] in ("==", "<", "<="):
+            major = bound[1] + (0 if bound[0] == "<" else 1)
+            found.append((major, 0))
+    return min(found) if found else None
+
+
+_NEGATED = {"==": "!=", "!=": "==", "<": ">=", ">=": "<", "<=": ">", ">": "<="}
+_SWAPPED = {"==": "==", "!=": "!=", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
+_COMPARISONS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+_TORCH_VERSIONS = frozenset({"torch.__version__", "torch.version.__version__"})
+
+
+def _stops(statement: ast.stmt) -> bool:
+    """`raise ...`, `sys.exit(...)`, `exit()`, `quit()`: the program goes no further."""
+    if isinstance(statement, ast.Raise):
+        return True
+    call = statement.value if isinstance(statement, ast.Expr) else None
+    return isinstance(call, ast.Call) and dotted(call.func) in ("sys.exit", "exit", "quit", "os._exit")
+
+
+def _major_bound(test: ast.expr, aliases: _Aliases) -> Optional[tuple[str, int]]:
+    """(op, major) when `test` holds exactly when torch's major version `op` major (`("==", 1)` for
+    `torch.__version__.split('.')[0] == '1'`); None for any other test."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _major_bound(test.operand, aliases)
+        return None if inner is None else (_NEGATED[inner[0]], inner[1])
+    if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and test.func.attr == "startswith" \
+            and len(test.args) == 1 and not test.keywords and _torch_version(test.func.value, aliases):
+        prefix = _string(test.args[0]) or ""
+        return ("==", int(prefix[0])) if re.fullmatch(r"\d\.?", prefix) else None
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _COMPARISONS):
+        return None
+    op, left, right = _COMPARISONS[type(test.ops[0])], test.left, test.comparators[0]
+    if isinstance(left, ast.Constant):
+        op, left, right = _SWAPPED[op], right, left
+    if not isinstance(right, ast.Constant):
+        return None
+    value = right.value
+    if _torch_version(left, aliases):  # `torch.__version__ < '2'`: a string comparison, one digit read
+        match = re.fullmatch(r"(\d)(?:\.0){0,2}", value) if isinstance(value, str) else None
+        return (op, int(match.group(1))) if match and op in ("<", ">=") else None
+    if isinstance(left, ast.Call) and isinstance(left.func, ast.Name) and left.func.id == "int" \
+            and len(left.args) == 1 and not left.keywords and _major_text(left.args[0], aliases):
+        return (op, value) if type(value) is int else None
+    if _major_text(left, aliases) and isinstance(value, str) and re.fullmatch(r"\d", value):
+        return (op, int(value)) if op in ("==", "!=") else None
+    return None
+
+
+def _major_text(node: ast.expr, aliases: _Aliases) -> bool:
+    """torch's major version as text: `torch.__version__.split('.')[0]` or `torch.__version__[0]`."""
+    if not (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value == 0
+            and type(node.slice.value) is int):
+        return False
+    value = node.value
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "split" \
+            and value.args and _string(value.args[0]) == "." and len(value.args) <= 2 and not value.keywords:
+        value = value.func.value
+    return _torch_version(value, aliases)
+
+
+def _torch_version(node: ast.expr, aliases: _Aliases) -> bool:
+    return isinstance(node, (ast.Name, ast.Attribute)) and bool(aliases.qualified(node) & _TORCH_VERSIONS)
+
+
+# masked_fill takes a boolean mask only since torch 2.1 (pytorch#96594); a uint8 mask warned from 1.2 on
+UINT8_MASK_CEILING = (2, 1)
+_MASK_FILLS = frozenset({"masked_fill", "masked_fill_"})
+_Scope = Union[ast.Module, ast.FunctionDef, ast.AsyncFunctionDef]  # what binds names: a function, or the module
+
+
+def fills_with_uint8_masks(tree: ast.Module) -> bool:
+    """A `masked_fill`/`masked_fill_` of the module takes a mask the module made with `.byte()` (torch 2.1 raises
+    "masked_fill_ only supports boolean masks"): the mask is such an expression (subscripts aside), a name whose
+    last binding above the fill in its function is one, a parameter of that function that a call of the module
+    hands such a name (by keyword to any function of the module with that parameter, by position to a function
+    it names: `f(...)`, `self.f(...)`), or an attribute every assignment of the module gives one
+    (`self.mask = ....byte()`). Transformer-XL's forward: `dec_attn_mask = torch.triu(...).byte()[:, :, None]`,
+    handed down as `dec_attn_mask=`, then `attn_mask=`, to `attn_score.masked_fill(attn_mask[None, :, :, None],
+    ...)`. A mask converted on the way (`.bool()`, `.to(torch.bool)`, `mask == 1`) is a boolean one."""
+    scopes: list[tuple[_Scope, list[ast.AST]]] = []  # each function, and the module, with the nodes it owns
+    pending: list[_Scope] = [tree]
+    while pending:
+        owner = pending.pop()
+        owned: list[ast.AST] = []
+        stack: list[ast.AST] = list(owner.body)
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                pending.append(node)
+                continue
+            owned.append(node)
+            stack.extend(ast.iter_child_nodes(node))
+        scopes.append((owner, owned))
+    functions = [owner for owner, _ in scopes if not isinstance(owner, ast.Module)]
+    positional = {id(f): [a.arg for a in f.args.posonlyargs + f.args.args] for f in functions}
+    parameters = {id(f): set(positional[id(f)]) | {a.arg for a in f.args.kwonlyargs} for f in functions}
+    by_name: dict[str, list[Union[ast.FunctionDef, ast.AsyncFunctionDef]]] = {}
+    for function in functions:
+        by_name.setdefault(function.name, []).append(function)
+    attributes: dict[str, set[bool]] = {}  # attribute -> whether each assignment gives it a `.byte()` tensor
+    bindings: dict[int, dict[str, list[tuple[int, bool]]]] = {}  # scope -> name -> (line, a `.byte()` tensor)
+    for owner, owned in scopes:
+        made: set[int] = set()  # the Name nodes an assignment binds to a `.byte()` tensor
+        for node in owned:
+            if isinstance(node, ast.Assign):
+                byte = _byte_tensor(node.value)
+                made.update(id(t) for t in node.targets if byte and isinstance(t, ast.Name))
+                for target in node.targets:
+                    if isinstance(target, ast.Attribute):
+                        attributes.setdefault(target.attr, set()).add(byte)
+        names = bindings.setdefault(id(owner), {})
+        for node in owned:
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.setdefault(node.id, []).append((node.lineno, id(node) in made))
+    handed: set[tuple[int, str]] = set()  # (function, parameter) some call hands a uint8 mask
+
+    def uint8(owner: _Scope, node: ast.expr, line: int) -> bool:
+        while isinstance(node, ast.Subscript):
+            node = node.value
+        if isinstance(node, ast.Attribute):
+            return attributes.get(node.attr) == {True}
+        if not isinstance(node, ast.Name):
+            return _byte_tensor(node)
+        above = [b for b in bindings[id(owner)].get(node.id, ()) if b[0] < line]
+        if above:
+            last = max(b[0] for b in above)
+            return all(b[1] for b in above if b[0] == last)
+        return (id(owner), node.id) in handed
+
+    calls = [(owner, node) for owner, owned in scopes for node in owned if isinstance(node, ast.Call)]
+    changed = True
+    while changed:
+        changed = False
+        for owner, call in calls:
+            receivers: set[tuple[int, str]] = set()
+            for keyword in call.keywords:
+                if keyword.arg and uint8(owner, keyword.value, call.lineno):
+                    receivers.update((f, keyword.arg) for f, names in parameters.items() if keyword.arg in names)
+            func = call.func
+            callee, skip = (func.id, 0) if isinstance(func, ast.Name) else (func.attr, 1) if (
+                isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self") \
+                else ("", 0)
+            for position, argument in enumerate(call.args if callee else ()):
+                if isinstance(argument, ast.Starred):
+                    break
+                if uint8(owner, argument, call.lineno):
+                    receivers.update((id(f), positional[id(f)][position + skip]) for f in by_name.get(callee, ())
+                                     if position + skip < len(positional[id(f)]))
+            if not receivers <= handed:
+                handed |= receivers
+                changed = True
+    for owner, call in calls:
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and func.attr in _MASK_FILLS):
+            continue
+        functional = isinstance(func.value, ast.Name) and func.value.id == "torch"  # torch.masked_fill(x, mask, v)
+        mask = next((k.value for k in call.keywords if k.arg == "mask"), None)
+        if mask is None and len(call.args) > int(functional):
+            mask = call.args[int(functional)]
+        if mask is not None and uint8(owner, mask, call.lineno):
+            return True
+    return False
+
+
+def _byte_tensor(node: ast.expr) -> bool:
+    """`<tensor>.byte()`, subscripted or not (`torch.triu(ones, 1).byte()[:, :, None]`): a uint8 tensor."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "byte" \
+        and not node.args and not node.keywords
 
 
 def _removed(module: str) -> Optional[tuple[int, int]]:

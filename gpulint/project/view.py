@@ -208,10 +208,13 @@ class ProjectView:
 
     @property
     def torch_ceiling(self) -> Optional[tuple[int, int]]:
-        """The first torch this file cannot run on, from its own imports or those of the modules it imports
-        (`from torch._six import inf` somewhere on the way: torch 2.0); None when nothing says so."""
+        """The first torch this file cannot run on, from its own code or that of the modules it imports
+        (`from torch._six import inf` somewhere on the way: torch 2.0; a uint8 mask in `masked_fill`: 2.1), from
+        a version assertion in its `__main__` block when no project file imports it, or from a project built
+        with torch.utils.ffi; None when nothing says so."""
         ffi = REMOVED_MODULES[FFI_MODULE] if self.ffi_extension_built else None
-        known = [c for c in (self.own.torch_ceiling, self.ceiling_importees, ffi) if c is not None]
+        script = None if self.imported else self.own.script_ceiling
+        known = [c for c in (self.own.torch_ceiling, self.ceiling_importees, ffi, script) if c is not None]
         return min(known) if known else None
 
     @property

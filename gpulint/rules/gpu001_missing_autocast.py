@@ -82,7 +82,8 @@ AUTOCAST_EXISTS = Premise(
     "every torch the project supports has `torch.autocast` (1.10): refuted when the floor it declares is older, "
     "or when its code runs only on an older torch (it, or a module it imports, unconditionally imports a module "
     "gone by 1.10, such as torchtext's `Field`/`BucketIterator`, gone with torch 1.8; or a file of the project "
-    "builds its extension with `torch.utils.ffi`, gone in 1.0); undecided when it runs "
+    "builds its extension with `torch.utils.ffi`, gone in 1.0; or it asserts an older major version at module "
+    "level, `assert torch.__version__.split('.')[0] == '0'`); undecided when it runs "
     "only on torch 1.10 or older (`torchtext.legacy`, gone with 1.11) and declares no floor of 1.10.")
 GPU_BOUND = Premise(
     "gpu-bound",
@@ -212,7 +213,9 @@ class MissingAutocast(Rule):
         autocast"), stay outside the region with their inputs cast to float32; inside a helper
         of the step, no fix. No fix when the project's torch floor lacks a symbol the fix would
         write (`torch.autocast` 1.10, `torch.amp.GradScaler` and `including_emulation=` 2.3,
-        `ShardedGradScaler(device)` 2.1; see docs/fix-safety.md), when the step is too
+        `ShardedGradScaler(device)` 2.1; see docs/fix-safety.md) or the code runs only on a torch older
+        than one (it asserts torch 1.x, imports `torch._six`, or fills with uint8 masks: no
+        `torch.amp.GradScaler` there), when the step is too
         irregular for one scaler path (several backward calls or optimizers, gradients clipped
         on every micro-step but stepped on a boundary), or when fused SGD with momentum, which
         a skipped scaled step corrupts, is built in the file or a module of the project around

@@ -69,10 +69,13 @@ FUSED_EXISTS = Premise(
     "`fused=torch.cuda.is_available()` (the parameters are off CUDA only where CUDA is not). A project "
     "pinned to an older torch would get a "
     "TypeError. Refuted too when "
-    "the code runs only on a torch older than that (it, or a module it imports, unconditionally imports a "
-    "module gone by then: `torch._six`, gone in 2.0; `torchtext.legacy`, gone with 1.11; torchtext's "
-    "`Field`/`BucketIterator`, gone with 1.8; or a file of the project builds its extension with "
-    "`torch.utils.ffi`, gone in 1.0).")
+    "the code runs only on a torch older than that: it, or a module it imports, unconditionally imports a "
+    "module gone by then (`torch._six`, gone in 2.0; `torchtext.legacy`, gone with 1.11; torchtext's "
+    "`Field`/`BucketIterator`, gone with 1.8) or fills with uint8 masks it makes "
+    "(`dec_attn_mask = torch.triu(...).byte()` handed to `masked_fill`: an error from 2.1, so no fused SGD, "
+    "2.3); it asserts an older major version at module level (`assert torch.__version__.split('.')[0] == "
+    "'1'`: below 2.0; also in the `__main__` block of a script no project file imports); or a file of the "
+    "project builds its extension with `torch.utils.ffi`, gone in 1.0.")
 STEP_MATTERS = Premise(
     "step-matters",
     "the optimizer step is part of a loop that waits on the device: refuted in reinforcement-learning code (the "
@@ -416,8 +419,8 @@ class NonFusedOptimizer(Rule):
 
     def _too_new(self, ctx: AstContext, optimizers: list[str]) -> Optional[floors.Unavailable]:
         """The fused kernels need a torch the project supports (on CUDA, and on CPU from 2.4), and one the code
-        can run on (it imports no module that torch, or the torchtext released with it, removed before the kernels
-        arrived, like `torch._six` or `torchtext.legacy`)."""
+        can run on (its torch ceiling is above them: it imports no module torch removed before the kernels arrived,
+        like `torch._six` or `torchtext.legacy`, asserts no older torch and fills with no uint8 mask)."""
         symbols = [floors.fused(o) for o in optimizers]
         if not _cuda_only(ctx):  # parameters that may sit on the CPU need its fused kernels too
             symbols += [floors.FUSED_CPU for o in optimizers if o != "Adagrad"]

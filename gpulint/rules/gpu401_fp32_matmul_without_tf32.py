@@ -55,7 +55,8 @@ DEFAULT_PRECISION = Premise(
     "matmuls. Undecided when the project supports an older torch, whose default was TF32 on; refuted when its "
     "code runs only on such a torch (it, or a module it imports, unconditionally imports a module gone by 1.12: "
     "`torchtext.legacy`, gone with torch 1.11, or torchtext's `Field`/`BucketIterator`, gone with 1.8; or a "
-    "file of the project builds its extension with `torch.utils.ffi`, gone in 1.0).")
+    "file of the project builds its extension with `torch.utils.ffi`, gone in 1.0; or it asserts an older major "
+    "version at module level, `assert torch.__version__.split('.')[0] == '0'`).")
 
 
 class Fp32MatmulWithoutTf32(Rule):

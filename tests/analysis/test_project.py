@@ -902,6 +902,129 @@ def test_the_torch_ceiling_of_an_import(source: str, ceiling: Optional[tuple[int
     assert facts is not None and facts.torch_ceiling == ceiling
 
 
+@pytest.mark.parametrize(("source", "ceiling"), [
+    # an assertion that admits torch 1.x only: the script stops on torch 2.0 (blind10: pytorch-retinanet)
+    ("import torch\nassert torch.__version__.split('.')[0] == '1'\n", (2, 0)),
+    ("import torch\nassert int(torch.__version__.split('.')[0]) == 1\n", (2, 0)),
+    ("import torch\nassert int(torch.__version__.split('.')[0]) < 2, 'torch 1 only'\n", (2, 0)),
+    ("import torch\nassert torch.__version__.startswith('1.')\n", (2, 0)),
+    ("import torch\nassert torch.__version__[0] == '1'\n", (2, 0)),
+    ("import torch\nassert torch.__version__ < '2'\n", (2, 0)),
+    ("import torch as th\nassert '1' == th.__version__.split('.')[0]\n", (2, 0)),
+    ("from torch import __version__\nassert not __version__.split('.')[0] != '1'\n", (2, 0)),
+    ("import torch\nassert torch.__version__.split('.')[0] == '0'\n", (1, 0)),
+    # a guard that stops the program: `if not <test>: raise`, or the negated test
+    ("import sys\nimport torch\nif not torch.__version__.startswith('1.'):\n    print('torch 1 only')\n"
+     "    sys.exit(1)\n", (2, 0)),
+    ("import torch\nif int(torch.__version__.split('.')[0]) >= 2:\n    raise RuntimeError('torch 1 only')\n", (2, 0)),
+    # an `if` that branches on the version tests it and refuses nothing
+    ("import torch\nif torch.__version__.split('.')[0] == '1':\n    OLD = True\nelse:\n    OLD = False\n", None),
+    ("import torch\nif torch.__version__.split('.')[0] == '1':\n    raise RuntimeError('torch 2 only')\n", None),
+    # a floor, a minor version, a string comparison of a minor version, a function, other forms: nothing
+    ("import torch\nassert torch.__version__ >= '1.4'\n", None),
+    ("import torch\nassert torch.__version__ < '1.8'\n", None),
+    ("import torch\nassert torch.__version__.split('.')[1] == '4'\n", None),
+    ("import torch\nassert torch.__version__.split('.')[0] >= '1'\n", None),
+    ("import torch\ndef check():\n    assert torch.__version__.split('.')[0] == '1'\n", None),
+    ("from packaging import version\nimport torch\nassert version.parse(torch.__version__) < version.parse('2')\n",
+     None),
+    ("import numpy\nassert numpy.__version__.split('.')[0] == '1'\n", None),
+])
+def test_the_torch_ceiling_of_a_version_assertion(source: str, ceiling: Optional[tuple[int, int]]) -> None:
+    facts = facts_of_text(source)
+    assert facts is not None and facts.torch_ceiling == ceiling and facts.script_ceiling is None
+
+
+def test_a_version_assertion_in_the_main_block_caps_the_script_not_its_importers(tmp_path: Path) -> None:
+    """Run as a script, the `__main__` block's assertion stops it on torch 2: no fused SGD (2.3). Imported, its
+    functions run under the importer's torch."""
+    facts = facts_of_text("import torch\nif __name__ == '__main__':\n"
+                          "    assert torch.__version__.split('.')[0] == '1'\n    main()\n")
+    assert facts is not None and facts.torch_ceiling is None and facts.script_ceiling == (2, 0)
+    train = ("import torch\n\n\ndef main():\n    model = torch.nn.Linear(512, 512).cuda()\n"
+             "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)\n    for x in loader:\n"
+             "        model(x.cuda()).sum().backward()\n        optimizer.step()\n\n\n"
+             "if __name__ == '__main__':\n    assert torch.__version__.split('.')[0] == '1'\n    main()\n")
+    write(tmp_path / "alone", {"train.py": train})
+    assert findings(tmp_path / "alone", "--select", "GPU201") == []
+    write(tmp_path / "imported", {"train.py": train, "run.py": "from train import main\n\nmain()\n"})
+    assert findings(tmp_path / "imported", "--select", "GPU201") == [("train.py", 6, "GPU201")]
+
+
+MEMORY_MODEL = """\
+import torch
+from torch import nn
+
+
+class Attention(nn.Module):
+    def forward(self, h, attn_mask=None):
+        score = torch.einsum('ibd,jbd->ijb', h, h)
+        if attn_mask is not None:
+            score = score.float().masked_fill(attn_mask[:, :, None], -float('inf'))
+        return score.softmax(1)
+
+
+class Layer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = Attention()
+
+    def forward(self, h, dec_attn_mask=None):
+        return self.attn(h, attn_mask=dec_attn_mask)
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = Layer()
+
+    def forward(self, h):
+        dec_attn_mask = torch.triu(h.new_ones(h.size(0), h.size(0)), diagonal=1).byte()[:, :, None]
+        return self.layer(h, dec_attn_mask=dec_attn_mask)
+"""
+
+
+@pytest.mark.parametrize(("source", "ceiling"), [
+    # a uint8 mask handed down by keyword, two levels, to masked_fill (blind10: transformer-xl)
+    (MEMORY_MODEL, (2, 1)),
+    # converted on the way, or made boolean: torch 2.1 takes it
+    (MEMORY_MODEL.replace(".byte()", ".bool()"), None),
+    (MEMORY_MODEL.replace("        return self.attn(h, attn_mask=dec_attn_mask)",
+                          "        dec_attn_mask = dec_attn_mask.bool()\n"
+                          "        return self.attn(h, attn_mask=dec_attn_mask)"), None),
+    (MEMORY_MODEL.replace("masked_fill(attn_mask[:, :, None]", "masked_fill(attn_mask[:, :, None].bool()"), None),
+    # the mask made and used in one function, handed by position, or kept as an attribute
+    ("def fill(x):\n    mask = (x > 0).byte()\n    return x.masked_fill_(mask, 0)\n", (2, 1)),
+    ("def fill(x, m):\n    return x.masked_fill(m, 0)\n\n\ndef run(x):\n    mask = (x > 0).byte()\n"
+     "    return fill(x, mask)\n", (2, 1)),
+    ("class A:\n    def __init__(self):\n        self.mask = torch.ones(3, 3).byte()\n\n"
+     "    def forward(self, x):\n        return x.masked_fill(self.mask, 0)\n", (2, 1)),
+    # a uint8 tensor that is not the mask, or a mask named like one in another function: nothing
+    ("def fill(x, m):\n    image = x.byte()\n    return image.masked_fill(m, 0)\n", None),
+    ("def fill(x, m):\n    image = x.byte()\n    return torch.masked_fill(image, m, 0)\n", None),
+    ("def make(x):\n    mask = (x > 0).byte()\n    return mask\n\n\ndef fill(x, mask):\n"
+     "    return x.masked_fill(mask, 0)\n", None),
+])
+def test_the_torch_ceiling_of_a_uint8_mask(source: str, ceiling: Optional[tuple[int, int]]) -> None:
+    """torch 2.1 raises on a uint8 mask in masked_fill (pytorch#96594): a module filling with one runs on 2.0."""
+    facts = facts_of_text(source)
+    assert facts is not None and facts.torch_ceiling == ceiling
+
+
+@pytest.mark.parametrize(("convert", "reported"), [(".byte()", False), (".bool()", True)])
+def test_a_model_that_fills_with_uint8_masks_caps_the_torch_of_its_trainer(
+        tmp_path: Path, convert: str, reported: bool) -> None:
+    """The trainer builds the model module's network, whose forward fills with uint8 masks: it runs on torch 2.0
+    at most, where fused SGD (2.3) does not exist (blind10: transformer-xl's train.py)."""
+    write(tmp_path, {
+        "mem_transformer.py": MEMORY_MODEL.replace(".byte()", convert),
+        "train.py": "import torch\nfrom mem_transformer import Model\n\nmodel = Model().cuda()\n"
+                    "optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)\nfor x in loader:\n"
+                    "    model(x.cuda()).sum().backward()\n    optimizer.step()\n",
+    })
+    assert (("train.py", 5, "GPU201") in findings(tmp_path, "--select", "GPU201")) is reported
+
+
 def test_a_module_that_imports_torchtext_legacy_caps_the_torch_of_its_importers(tmp_path: Path) -> None:
     """A data module built on torchtext.legacy runs only on torch 1.8 to 1.10, and so does the script that
     imports it: no fused Adam (1.13) there."""
