@@ -29,7 +29,7 @@ from gpulint.core.settings import ConfigError, Selection, Settings
 from gpulint.selectors import parse_codes
 
 if TYPE_CHECKING:  # read only when a file is linted: the project's torch floor
-    from gpulint.project.requirements import Declared, Stale
+    from gpulint.project.requirements import Declared, DeclaredRange, Stale
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -397,6 +397,7 @@ class SettingsResolver:
         self._by_directory: dict[str, ProjectConfig] = {}
         self._torch_floors: dict[str, Declared] = {}  # by folder (project/requirements.py)
         self._stale_pins: dict[str, Stale] = {}  # pins the project's code contradicts, by the pinning file
+        self._library_ranges: dict[str, dict[str, DeclaredRange]] = {}  # by library, then folder (the same)
         self._line_lengths: dict[str, tuple[Optional[int], Optional[str]]] = {}  # by folder (project/line_length.py)
         self._loaded: dict[str, ProjectConfig] = {}
         self.defaults = ProjectConfig(None, self.base)
@@ -470,6 +471,12 @@ class SettingsResolver:
                 floor, _ = self.declared_torch_floor(path)
                 if floor is not None:
                     settings = settings.with_values({TORCH_VERSION.key: floor})
+            from gpulint.core.floors import LIBRARIES
+
+            libraries = tuple((name, *self.declared_library_range(path, name)[:2]) for name in LIBRARIES)
+            bounded = tuple(entry for entry in libraries if entry[1:] != (None, None))
+            if bounded:
+                settings = replace(settings, libraries=bounded)
             if dict(settings.values).get(LINE_LENGTH.key) is None:
                 length, _ = self.declared_line_length(path)
                 if length is not None:
@@ -492,6 +499,22 @@ class SettingsResolver:
             from gpulint.project.requirements import declared_torch_floor
 
             found = declared_torch_floor(directory, self._torch_floors, NEEDED_BY_IMPORT, self._stale_pins)
+        return found
+
+    def declared_library_range(self, path: PathLike, name: str) -> DeclaredRange:
+        """The range of library `name` (core/floors.py LIBRARIES: `transformers`) the project's pins declare, and
+        the file that does (project/requirements.py `declared_range`); read once per folder, and not at all
+        with `--isolated`."""
+        if self.isolated:
+            return None, None, None
+        absolute = os.path.abspath(path)
+        directory = absolute if os.path.isdir(absolute) else os.path.dirname(absolute)
+        memo = self._library_ranges.setdefault(name, {})
+        found = memo.get(directory)
+        if found is None:
+            from gpulint.project.requirements import declared_range, package
+
+            found = declared_range(directory, package(name), memo)
         return found
 
     def declared_line_length(self, path: PathLike) -> tuple[Optional[int], Optional[str]]:
@@ -537,6 +560,14 @@ class SettingsResolver:
         elif source is not None and source in self._stale_pins \
                 and dict(project.settings.values).get(TORCH_VERSION.key) is None:
             lines.append(f"# torch-version: none: {self._stale_pins[source].reason()}: a stale pin, not a floor")
+        from gpulint.core.floors import LIBRARIES
+
+        for name in LIBRARIES:
+            low, above, declaring = self.declared_library_range(path, name)
+            if declaring is not None:
+                admitted = ",".join(filter(None, (f">={version_text(low)}" if low else "",
+                                                  f"<{version_text(above)}" if above else "")))
+                lines.append(f"# {name}: {admitted}, the range {declaring} declares")
         length, where = self.declared_line_length(path)
         if dict(project.settings.values).get(LINE_LENGTH.key) is None:
             lines.append(f"# line-length: {length}, from {where}" if length is not None else

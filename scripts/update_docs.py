@@ -161,6 +161,12 @@ run on: `gpulint/project/facts.py` `torch_ceiling`): it, or a module it imports,
 builds its extension with `torch.utils.ffi` (1.0).
 """
 
+FIX_SAFETY_LIBRARIES = """A few fixes write into the API of another library. Its releases come from the
+same pins (no setting names them): where no release the project admits has the symbol
+(`transformers==4.27.1` and a fix that passes `gradient_checkpointing_kwargs=`), the advice cannot
+be followed and the finding is not reported.
+"""
+
 FIX_SAFETY_TAIL = """Where gpulint stays silent instead (no finding at all) is listed in each rule's documentation
 (`gpulint rule CODE`): for example SGD with momentum where a GradScaler exists here or in a
 caller, DataLoaders over CUDA tensors, autocast stacked on FSDP's `MixedPrecision`, and advice that
@@ -179,7 +185,8 @@ def fix_safety_page() -> str:
     from gpulint.rules import all_rules
 
     parts = [FIX_SAFETY_HEAD, fix_safety_table(all_rules()) + "\n", FIX_SAFETY_FLOORS,
-             floors.table_markdown().rstrip("\n") + "\n", FIX_SAFETY_TAIL]
+             floors.table_markdown().rstrip("\n") + "\n", FIX_SAFETY_LIBRARIES,
+             floors.library_table_markdown().rstrip("\n") + "\n", FIX_SAFETY_TAIL]
     return GENERATED.format(source="the rules' fix cases and gpulint/core/floors.py") + "\n".join(parts)
 
 

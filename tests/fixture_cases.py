@@ -3,6 +3,8 @@
 A case file starts with comment lines the test reads:
 
     # gpulint-test: select=GPU101,GPU102 amp-dtype=bfloat16   (optional; default: the folder's code)
+    # gpulint-test: requires=transformers==4.27.1              (optional: a pin of the project around the
+                                                             case, of a library core/floors.py LIBRARIES names)
     # expect: 8:10 GPU101: DataLoader without pin_memory ...  (one line per finding: exact row:column, code
                                                              and the message, which the test compares too)
 
@@ -21,7 +23,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Optional
 
+from gpulint.core.floors import LIBRARIES
 from gpulint.core.settings import Settings
+from gpulint.project.requirements import package, pip_range
 from gpulint.rules import all_options
 from gpulint.selectors import parse_codes
 
@@ -57,6 +61,7 @@ def load_case(path: Path) -> Case:
     code = path.parent.name
     select = (code,)
     options: dict[str, object] = {}
+    requires: list[str] = []  # as a requirements.txt beside the case would pin them
     known = {option.key: option for option in all_options()}
     expected = []
     messages: list[tuple[int, int, str, Optional[str]]] = []
@@ -80,9 +85,13 @@ def load_case(path: Path) -> Case:
                 key, _, value = item.partition("=")
                 if key == "select":
                     select = parse_codes(value)
+                elif key == "requires":
+                    requires.append(value)
                 else:
                     options[key] = known[key].kind.from_text(value)  # any option, typed by its kind
-    settings = Settings(select=select, preview=True).with_values(options)
+    libraries = tuple((name, *pip_range(requires, package(name))) for name in LIBRARIES)
+    settings = Settings(select=select, preview=True, libraries=tuple(r for r in libraries if r[1:] != (None, None)))
+    settings = settings.with_values(options)
     return Case(path, settings, tuple(sorted(expected)), tuple(sorted(messages, key=lambda m: m[:3])))
 
 

@@ -117,6 +117,36 @@ FOREACH_MUL_ADD = "torch._foreach_mul_ / torch._foreach_add_(..., alpha=...)"
 FOREACH_LERP = "torch._foreach_lerp_"
 
 
+@dataclass(frozen=True)
+class LibrarySymbol:
+    """What a fix writes into the API of a library other than torch, and the oldest release that takes it."""
+
+    code: str  # as the docs print it
+    library: str  # the distribution, as pip names it
+    since: Version
+    note: str = ""
+
+
+# every symbol a gpulint fix may write into another library's API, and the release of that library that added
+# it. No setting names those releases: the range comes from the project's pins (project/requirements.py
+# `declared_range`, read for every library named here: config.py puts it in `Settings.libraries`)
+LIBRARY_SYMBOLS: dict[str, LibrarySymbol] = {s.code: s for s in (
+    LibrarySymbol("model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=...)", "transformers", (4, 35),
+                  "GPU302; huggingface/transformers#27020, released in 4.35.0: older releases take no argument, "
+                  "and pass no `use_reentrant` to torch"),
+)}
+HF_CHECKPOINTING_KWARGS = "model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=...)"
+# the distributions whose declared range is read for every file
+LIBRARIES: tuple[str, ...] = tuple(sorted({s.library for s in LIBRARY_SYMBOLS.values()}))
+
+
+def library_lacks(above: Optional[Version], code: str) -> bool:
+    """No release of `code`'s library that the project admits has it: the range its pins declare ends (`above`,
+    the first MAJOR.MINOR no longer admitted) at or before the release that added it. False when the range is
+    open at the top or unknown."""
+    return above is not None and above <= LIBRARY_SYMBOLS[code].since
+
+
 def fused(optimizer: str) -> str:
     """The table's key for `fused=True` on a torch optimizer class (Adam, AdamW, SGD, Adagrad)."""
     return f"{optimizer}(fused=True)"
@@ -202,4 +232,12 @@ def table_markdown() -> str:
     lines = ["| symbol a fix writes | oldest torch | note |", "|---|---|---|"]
     for symbol in sorted(SYMBOLS.values(), key=lambda s: (s.since, s.code)):
         lines.append(f"| `{symbol.code}` | {version_text(symbol.since)} | {symbol.note} |")
+    return "\n".join(lines) + "\n"
+
+
+def library_table_markdown() -> str:
+    """The table of other libraries' symbols (LIBRARY_SYMBOLS), as docs/fix-safety.md prints it."""
+    lines = ["| symbol a fix writes | oldest release | note |", "|---|---|---|"]
+    for symbol in sorted(LIBRARY_SYMBOLS.values(), key=lambda s: (s.library, s.since, s.code)):
+        lines.append(f"| `{symbol.code}` | {symbol.library} {version_text(symbol.since)} | {symbol.note} |")
     return "\n".join(lines) + "\n"

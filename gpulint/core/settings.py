@@ -73,6 +73,9 @@ class Settings:
     per_file_ignores: tuple[str, ...] = ()
     # the command line's selection, applied after the configuration's (it wins)
     overrides: tuple[Selection, ...] = ()
+    # the versions the project's pins admit of the libraries other than torch a fix writes into (core/floors.py
+    # LIBRARIES), as (name, the lowest admitted, the first MAJOR.MINOR not admitted); only those it bounds
+    libraries: tuple[tuple[str, Optional[tuple[int, int]], Optional[tuple[int, int]]], ...] = ()
 
     def value(self, option: Option[T]) -> T:
         """The option's value for this file: the configured one, else its default."""
@@ -90,6 +93,14 @@ class Settings:
     @property
     def torch_version(self) -> Optional[tuple[int, int]]:
         return self.value(TORCH_VERSION)
+
+    def library_range(self, name: str) -> tuple[Optional[tuple[int, int]], Optional[tuple[int, int]]]:
+        """(the lowest version of library `name` the project admits, the first MAJOR.MINOR it no longer
+        admits); (None, None) when its pins do not bound it."""
+        for library, floor, above in self.libraries:
+            if library == name:
+                return floor, above
+        return None, None
 
     @property
     def lint_tests(self) -> bool:

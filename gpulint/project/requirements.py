@@ -1,4 +1,6 @@
-"""The oldest torch a project declares it supports, read from every place a project pins it.
+"""The oldest torch a project declares it supports, read from every place a project pins it; and, by the same
+reader, the range of versions it declares for another distribution (`transformers`: a fix that writes
+`gradient_checkpointing_kwargs=` needs 4.35, and `transformers==4.27.1` admits none that has it).
 
 A fix or a piece of advice that needs a newer torch than the project supports breaks it for some
 of its users (`torch.amp.GradScaler` exists from 2.3 on; `fused=True` raises a TypeError on torch
@@ -35,6 +37,12 @@ Metadata that cannot be read or parsed gives no floor: it never stops a run.
 A pin the project's own code contradicts is stale and gives no floor (`_stale`): SimCLR's `env.yml` pins
 `pytorch=1.4.0`, and its `simclr.py` imports `torch.cuda.amp` (1.6) at module level, outside any `try` or
 `if`; the APIs and their versions are core/floors.py's `NEEDED_BY_IMPORT`, which the caller passes.
+
+Every function takes the distribution it asks about as a `Package` (torch unless told): its names on PyPI and
+conda, the Docker image that ships it (torch's `pytorch/pytorch`), and whether a requirement with no lower bound
+bounds it at all. For torch it does not (`torch<3` gives no floor, and the floor is what is asked); for another
+distribution an upper bound alone still ends its range (`transformers<4.30` admits nothing from 4.30 on), which
+`declared_range` gives with the file it comes from, folder by folder as the torch floor is found.
 """
 
 from __future__ import annotations
@@ -44,7 +52,8 @@ import os
 import re
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Mapping, Optional
+from functools import lru_cache
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional, TypeVar
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -75,19 +84,48 @@ _MAX_BYTES = 1024 * 1024
 _NOT_CODE = frozenset({"venv", "env", "site-packages", "node_modules", "__pycache__", "build", "dist"})
 _MAX_CODE_FILES = 5000
 _MAX_CODE_FOLDERS = 5000
-_TORCH_NAMES = frozenset({"torch", "pytorch"})
 _REQUIREMENTS = re.compile(r"requirements[\w.-]*\.txt$", re.IGNORECASE)
-# conda: `pytorch=1.7.1=py3.8_cuda11.0_cudnn8.0.5_0`, `pytorch==1.9`, `pytorch >=1.8,<2`, `pytorch 1.7.*`
-_CONDA = re.compile(r"^\s*(?:[\w.-]+::)?(?P<name>pytorch|torch)(?![\w.-])\s*(?P<spec>[^#]*)", re.IGNORECASE)
 _CONDA_VERSION = re.compile(r"^(?P<op>==|>=|<=|!=|~=|>|<|=)?\s*(?P<version>\d+(?:\.\d+)*)(?:\.\*)?")
 _LIST_ITEM = re.compile(r"^(?P<indent>\s*)-\s+(?P<item>.+?)\s*$")
 _TOP_KEY = re.compile(r"^(?P<key>[A-Za-z_][\w-]*)\s*:")
 
 Version = tuple[int, int]
 Declared = tuple[Optional[Version], Optional[str]]
-# what one file says about torch: (whether it names torch at all, the floor it gives, the first MAJOR.MINOR
-# it no longer admits: 1.5 for `pytorch=1.4.0`, None for `torch>=1.8`)
+# (the lowest version admitted, the first MAJOR.MINOR no longer admitted: 1.5 for `pytorch=1.4.0`, None for
+# `torch>=1.8`); (None, None) when nothing bounds it
+Range = tuple[Optional[Version], Optional[Version]]
+# a project's range of a distribution and the file that declares it (`declared_range`)
+DeclaredRange = tuple[Optional[Version], Optional[Version], Optional[str]]
+# what one file says about a distribution: (whether it names it at all, the floor it gives, the first MAJOR.MINOR
+# it no longer admits)
 Reading = tuple[bool, Optional[Version], Optional[Version]]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Package:
+    """A distribution whose declared versions are read (`package` builds one from its names)."""
+
+    names: frozenset[str]  # lower case, as pip (and conda) name it
+    # conda: `pytorch=1.7.1=py3.8_cuda11.0_cudnn8.0.5_0`, `pytorch==1.9`, `pytorch >=1.8,<2`, `pytorch 1.7.*`
+    conda: re.Pattern[str]
+    mentions: re.Pattern[str]  # a requirement about it, even one packaging cannot parse (`torch @ file.whl#...`)
+    # a requirement with no lower bound bounds nothing: torch, whose floor is the question (`torch<3` says
+    # nothing of it); another distribution's range still ends at an upper bound alone
+    needs_floor: bool = False
+    image: Optional[re.Pattern[str]] = None  # a Dockerfile's base image that ships it
+
+
+@lru_cache(maxsize=None)
+def package(*names: str, needs_floor: bool = False, image: Optional[re.Pattern[str]] = None) -> Package:
+    """The `Package` of a distribution spelled `names` (`package("torch", "pytorch")`); built once per run."""
+    spelled = "|".join(re.escape(n.lower()) for n in sorted(names, key=len, reverse=True))
+    return Package(frozenset(n.lower() for n in names),
+                   re.compile(rf"^\s*(?:[\w.-]+::)?(?P<name>{spelled})(?![\w.-])\s*(?P<spec>[^#]*)", re.IGNORECASE),
+                   re.compile(rf"^\s*(?:{spelled})(?![\w.-])", re.IGNORECASE), needs_floor, image)
+
+
+TORCH = package("torch", "pytorch", needs_floor=True, image=_IMAGE)
 
 
 def _release(text: str) -> Optional[Version]:
@@ -142,35 +180,52 @@ def torch_floor(requirements: Iterable[str]) -> Optional[Version]:
     return torch_range(requirements)[0]
 
 
-def torch_range(requirements: Iterable[str]) -> tuple[Optional[Version], Optional[Version]]:
+def torch_range(requirements: Iterable[str]) -> Range:
     """(the lowest torch these PEP 508 requirement strings admit, the first MAJOR.MINOR none of their torch
     lines admits): each torch line is an alternative (markers), so the range spans them all."""
-    floors: list[Version] = []
+    return pip_range(requirements, TORCH)
+
+
+def pip_range(requirements: Iterable[str], package: Package = TORCH) -> Range:
+    """The range of `package` these PEP 508 requirement strings declare, as `torch_range` gives torch's."""
+    floors: list[Optional[Version]] = []
     aboves: list[Optional[Version]] = []
     for line in requirements:
         requirement = _requirement(line)
         if requirement is None:
             continue
-        if requirement.name.lower() not in _TORCH_NAMES:
+        if requirement.name.lower() not in package.names:
             continue  # another package (torchvision, torch-geometric)
         clauses = [(s.operator, s.version) for s in requirement.specifier]
-        floor = _lowest(clauses)
-        if floor is None:
-            return None, None  # an unbounded torch line: any version may be installed
+        floor, above = _lowest(clauses), _above(clauses)
+        if floor is None and (package.needs_floor or above is None):
+            return None, None  # an unbounded line: any version may be installed
         floors.append(floor)
-        aboves.append(_above(clauses))
+        aboves.append(above)
+    return _span(floors, aboves)
+
+
+def _span(floors: list[Optional[Version]], aboves: list[Optional[Version]]) -> Range:
+    """The range alternatives span (lines with markers, a conda pin and a pip line): from the lowest floor to
+    the highest end; one open at a side (None) opens the range there. (None, None) when there are none."""
     if not floors:
         return None, None
-    return min(floors), None if None in aboves else max(a for a in aboves if a is not None)
+    return (None if None in floors else min(f for f in floors if f is not None),
+            None if None in aboves else max(a for a in aboves if a is not None))
 
 
 def names_torch(requirements: Iterable[str]) -> bool:
     """Whether any of these PEP 508 requirement strings is about torch itself."""
+    return names_package(requirements, TORCH)
+
+
+def names_package(requirements: Iterable[str], package: Package = TORCH) -> bool:
+    """Whether any of these PEP 508 requirement strings is about `package` itself."""
     for line in requirements:
         requirement = _requirement(line)
-        if requirement is not None and requirement.name.lower() in _TORCH_NAMES:
+        if requirement is not None and requirement.name.lower() in package.names:
             return True
-        if requirement is None and _mentions_torch(line):
+        if requirement is None and package.mentions.match(line):
             return True  # `torch @ file.whl#...` spelled in a way packaging refuses: torch, unbounded
     return False
 
@@ -199,17 +254,17 @@ def _requirement(line: str) -> Optional[Requirement]:
         return None
 
 
-def conda_floor(lines: Iterable[str]) -> Optional[Version]:
+def conda_floor(lines: Iterable[str], package: Package = TORCH) -> Optional[Version]:
     """The same for conda pins (`pytorch=1.7`, `pytorch=1.7.1=py3.8_cuda...`, `pytorch>=1.8,<2`, `pytorch 1.9.*`)."""
-    return conda_range(lines)[0]
+    return conda_range(lines, package)[0]
 
 
-def conda_range(lines: Iterable[str]) -> tuple[Optional[Version], Optional[Version]]:
+def conda_range(lines: Iterable[str], package: Package = TORCH) -> Range:
     """(floor, the first MAJOR.MINOR not admitted) of conda pins, as `torch_range` gives them for pip's."""
-    floors: list[Version] = []
+    floors: list[Optional[Version]] = []
     aboves: list[Optional[Version]] = []
     for line in lines:
-        match = _CONDA.match(line)
+        match = package.conda.match(line)
         if match is None:
             continue
         spec = match["spec"].strip()
@@ -220,14 +275,12 @@ def conda_range(lines: Iterable[str]) -> tuple[Optional[Version], Optional[Versi
             found = _CONDA_VERSION.match(part.strip())
             if found is not None:
                 clauses.append((found["op"] or "=", found["version"]))  # `pytorch 1.9.*`: that prefix
-        floor = _lowest(clauses)
-        if floor is None:
+        floor, above = _lowest(clauses), _above(clauses)
+        if floor is None and (package.needs_floor or above is None):
             return None, None
         floors.append(floor)
-        aboves.append(_above(clauses))
-    if not floors:
-        return None, None
-    return min(floors), None if None in aboves else max(a for a in aboves if a is not None)
+        aboves.append(above)
+    return _span(floors, aboves)
 
 
 def declared_torch_floor(directory: str, memo: Optional[dict[str, Declared]] = None,
@@ -241,21 +294,41 @@ def declared_torch_floor(directory: str, memo: Optional[dict[str, Declared]] = N
     when that code cannot run on any torch the pin admits, the pin is stale and gives no floor, `(None, file)`,
     and `stale` gets the evidence by the pinning file's path. See `_stale` for why none rather than the
     version the code needs."""
-    memo = {} if memo is None else memo
+    def settle(folder: str, found: Declared, above: Optional[Version]) -> Declared:
+        if needs and found[0] is not None and found[1] is not None and above is not None:
+            evidence = _stale(folder, found[1], found[0], above, needs)
+            if evidence is not None:
+                if stale is not None:
+                    stale[found[1]] = evidence
+                return None, found[1]
+        return found
+
+    return _walk(directory, TORCH, {} if memo is None else memo, settle, (None, None))
+
+
+def declared_range(directory: str, package: Package, memo: Optional[dict[str, DeclaredRange]] = None) -> DeclaredRange:
+    """(the lowest version of `package` the project `directory` belongs to admits, the first MAJOR.MINOR it no
+    longer admits, the file that says so), found as the torch floor is (`memo` as there; no stale check: no
+    table dates the APIs of other distributions a module imports). `transformers==4.27.1` in requirements.txt
+    gives ((4, 27), (4, 28), its path); `transformers<4.30`, (None, (4, 30), its path); an unpinned or
+    unnamed one, (None, None, None)."""
+    return _walk(directory, package, {} if memo is None else memo,
+                 lambda folder, found, above: (found[0], above, found[1]), (None, None, None))
+
+
+def _walk(directory: str, package: Package, memo: dict[str, T],
+          settle: Callable[[str, Declared, Optional[Version]], T], nothing: T) -> T:
+    """The answer of the first folder at or above `directory` whose files decide about `package`, up to the
+    repository's root: `settle` makes it of (that folder, (floor, file), the first MAJOR.MINOR not admitted);
+    `nothing` where no folder decides. Every folder passed is remembered in `memo`."""
     current = os.path.abspath(directory)
     passed: list[str] = []
-    answer: Declared = (None, None)
+    answer = nothing
     while current not in memo:
         passed.append(current)
-        decided, found, above = _folder_floor(current)
+        decided, found, above = _folder_floor(current, package)
         if decided:
-            answer = found
-            if needs and found[0] is not None and found[1] is not None and above is not None:
-                evidence = _stale(current, found[1], found[0], above, needs)
-                if evidence is not None:
-                    answer = (None, found[1])
-                    if stale is not None:
-                        stale[found[1]] = evidence
+            answer = settle(current, found, above)
             break
         parent = os.path.dirname(current)
         if parent == current or _is_repository_root(current):
@@ -355,14 +428,15 @@ def _import_need(text: str, needs: Mapping[str, Version]) -> Optional[tuple[Vers
     return best
 
 
-def _folder_floor(directory: str) -> tuple[bool, Declared, Optional[Version]]:
+def _folder_floor(directory: str, package: Package = TORCH) -> tuple[bool, Declared, Optional[Version]]:
     """(whether this folder's files decide, their answer, the first MAJOR.MINOR the deciding file no longer
     admits): the first bounded torch requirement gives the floor; a torch named without a bound gives none;
-    files that never name torch do not decide."""
+    files that never name torch do not decide. (So for `package`: bounded at either side, unless it
+    `needs_floor`.)"""
     named = False
     for path in _declaring_files(directory):
-        mentioned, floor, above = _floor_of(path)
-        if floor is not None:
+        mentioned, floor, above = _floor_of(path, package)
+        if floor is not None or above is not None:
             return True, (floor, path), above
         named = named or mentioned
     return named, (None, None), None
@@ -402,21 +476,21 @@ def read_for_floor(path: str) -> bool:
     return bool(_REQUIREMENTS.match(name) or _ENVIRONMENT.match(name) or _SCRIPT.match(name))
 
 
-def _floor_of(path: str) -> Reading:
+def _floor_of(path: str, package: Package = TORCH) -> Reading:
     name = os.path.basename(path)
     if _SCRIPT.match(name):
         text = _read(path)
-        return _script_floor(text) if text is not None else (False, None, None)
+        return _script_floor(text, package) if text is not None else (False, None, None)
     if _ENVIRONMENT.match(name):
         text = _read(path)
-        return _environment_floor(text) if text is not None else (False, None, None)
+        return _environment_floor(text, package) if text is not None else (False, None, None)
     if name == _COG:
         text = _read(path)
-        return _cog_floor(text, os.path.dirname(path)) if text is not None else (False, None, None)
-    requirements = _requirements(path)
+        return _cog_floor(text, os.path.dirname(path), package) if text is not None else (False, None, None)
+    requirements = _requirements(path, package)
     if requirements is None:
         return False, None, None
-    return (names_torch(requirements), *torch_range(requirements))
+    return (names_package(requirements, package), *pip_range(requirements, package))
 
 
 def _read(path: str) -> Optional[str]:
@@ -430,36 +504,38 @@ def _read(path: str) -> Optional[str]:
         return None
 
 
-def _requirements(path: str, depth: int = 0) -> Optional[list[str]]:
+def _requirements(path: str, package: Package = TORCH, depth: int = 0) -> Optional[list[str]]:
+    """The requirement lines of a metadata or requirements file (pyproject.toml's extras and Poetry table: those
+    that name `package`)."""
     text = _read(path)
     if text is None:
         return None
     name = os.path.basename(path)
     try:
         if name == "pyproject.toml":
-            return _from_pyproject(text)
+            return _from_pyproject(text, package)
         if name == "setup.cfg":
             return _from_setup_cfg(text)
         if name == "setup.py":
-            return _from_setup_py(text, os.path.dirname(path), depth)
-        return _from_requirements_txt(text, os.path.dirname(path), depth)
+            return _from_setup_py(text, os.path.dirname(path), package, depth)
+        return _from_requirements_txt(text, os.path.dirname(path), package, depth)
     except (ValueError, SyntaxError, RecursionError, MemoryError, tomllib.TOMLDecodeError):
         return None
 
 
-def _from_pyproject(text: str) -> Optional[list[str]]:
+def _from_pyproject(text: str, package: Package) -> Optional[list[str]]:
     document = tomllib.loads(text)
     project = document.get("project")
     project = project if isinstance(project, dict) else {}
     dependencies = _strings(project.get("dependencies"))
-    if not names_torch(dependencies):  # torch only in an extra (`pip install pkg[train]`): that extra's pin
+    if not names_package(dependencies, package):  # only in an extra (`pip install pkg[train]`): that extra's pin
         extras = project.get("optional-dependencies")
         for group in extras.values() if isinstance(extras, dict) else ():
-            dependencies += [d for d in _strings(group) if names_torch([d])]
+            dependencies += [d for d in _strings(group) if names_package([d], package)]
     tool = document.get("tool")
     poetry = tool.get("poetry") if isinstance(tool, dict) else None
-    if not names_torch(dependencies) and isinstance(poetry, dict):
-        dependencies += _from_poetry(poetry.get("dependencies"))
+    if not names_package(dependencies, package) and isinstance(poetry, dict):
+        dependencies += _from_poetry(poetry.get("dependencies"), package)
     return dependencies or None
 
 
@@ -467,14 +543,14 @@ def _strings(value: object) -> list[str]:
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
-def _from_poetry(table: object) -> list[str]:
+def _from_poetry(table: object, package: Package) -> list[str]:
     """Poetry's torch constraint as a PEP 508 string: `^1.13` and `~1.13` admit 1.13 and later of that
     line (the floor is all that is read), `*` admits any; a table carries it in `version`."""
     if not isinstance(table, dict):
         return []
     out: list[str] = []
     for name, value in table.items():
-        if not isinstance(name, str) or name.lower() not in _TORCH_NAMES:
+        if not isinstance(name, str) or name.lower() not in package.names:
             continue
         if isinstance(value, dict):
             value = value.get("version", "*")
@@ -513,7 +589,7 @@ def _from_setup_cfg(text: str) -> Optional[list[str]]:
     return out
 
 
-def _from_requirements_txt(text: str, directory: str, depth: int) -> list[str]:
+def _from_requirements_txt(text: str, directory: str, package: Package, depth: int) -> list[str]:
     """Requirement lines, without comments, options and URLs; `-r other.txt` is followed (twice at most)."""
     out: list[str] = []
     for raw in text.splitlines():
@@ -522,7 +598,7 @@ def _from_requirements_txt(text: str, directory: str, depth: int) -> list[str]:
             continue
         if line.startswith(("-r ", "--requirement ", "-r")) and depth < 2:
             included = line.split(None, 1)[1] if " " in line else line[2:]
-            found = _requirements(os.path.join(directory, included.strip()), depth + 1)
+            found = _requirements(os.path.join(directory, included.strip()), package, depth + 1)
             out.extend(found or [])
             continue
         if line.startswith("-") or "://" in line:
@@ -531,7 +607,7 @@ def _from_requirements_txt(text: str, directory: str, depth: int) -> list[str]:
     return out
 
 
-def _from_setup_py(text: str, directory: str, depth: int) -> Optional[list[str]]:
+def _from_setup_py(text: str, directory: str, package: Package, depth: int) -> Optional[list[str]]:
     tree = ast.parse(text)
     lists: dict[str, ast.expr] = {}
     for statement in tree.body:
@@ -550,11 +626,11 @@ def _from_setup_py(text: str, directory: str, depth: int) -> Optional[list[str]]
             if isinstance(value, (ast.List, ast.Tuple)) and all(
                     isinstance(e, ast.Constant) and isinstance(e.value, str) for e in value.elts):
                 return [e.value for e in value.elts]  # type: ignore[attr-defined]
-            return _read_at_run_time(tree, directory, depth)  # built at run time: from the file it reads
+            return _read_at_run_time(tree, directory, package, depth)  # built at run time: from the file it reads
     return None
 
 
-def _read_at_run_time(tree: ast.Module, directory: str, depth: int) -> Optional[list[str]]:
+def _read_at_run_time(tree: ast.Module, directory: str, package: Package, depth: int) -> Optional[list[str]]:
     """`install_requires=read("requirements.txt")`: the `*.txt` files the script names, read here. A
     name is one relative path (`"requirements/base.txt"`) or the string parts of a path join
     (`os.path.join(here, "requirements", "base.txt")`); nothing outside the script's folder is read."""
@@ -572,12 +648,12 @@ def _read_at_run_time(tree: ast.Module, directory: str, depth: int) -> Optional[
         relative = os.path.normpath(name.strip())
         if os.path.isabs(relative) or relative.startswith(".."):
             continue
-        found = _requirements(os.path.join(directory, relative), depth + 1) if depth < 2 else None
+        found = _requirements(os.path.join(directory, relative), package, depth + 1) if depth < 2 else None
         out.extend(found or [])
     return out or None
 
 
-def _environment_floor(text: str) -> Reading:
+def _environment_floor(text: str, package: Package = TORCH) -> Reading:
     """Conda dependencies of an environment file, and the requirements of its `pip:` section."""
     conda: list[str] = []
     pip: list[str] = []
@@ -597,16 +673,16 @@ def _environment_floor(text: str) -> Reading:
             continue
         pip_indent = indent if item.rstrip(":") == "pip" and item.endswith(":") else None
         conda.append(item)
-    named = any(_CONDA.match(c) for c in conda) or any(_mentions_torch(p) for p in pip)
-    ranges = [r for r in (conda_range(conda), torch_range(pip)) if r[0] is not None]
-    unbounded = any(_CONDA.match(c) and conda_floor([c]) is None for c in conda) or (
-        any(_mentions_torch(p) for p in pip) and torch_floor(pip) is None)
+    named = any(package.conda.match(c) for c in conda) or any(package.mentions.match(p) for p in pip)
+    ranges = [r for r in (conda_range(conda, package), pip_range(pip, package)) if r != (None, None)]
+    unbounded = any(package.conda.match(c) and conda_range([c], package) == (None, None) for c in conda) or (
+        any(package.mentions.match(p) for p in pip) and pip_range(pip, package) == (None, None))
     return (named, *_union(ranges)) if not unbounded else (named, None, None)
 
 
-def _script_floor(text: str) -> Reading:
+def _script_floor(text: str, package: Package = TORCH) -> Reading:
     """Install commands of a shell script or Dockerfile, and a Dockerfile's pytorch/pytorch base image."""
-    image = _IMAGE.search(text)
+    image = package.image.search(text) if package.image is not None else None
     if image is not None:
         version = _release(image["version"])
         return True, version, (version[0], version[1] + 1) if version is not None else None
@@ -624,14 +700,14 @@ def _script_floor(text: str) -> Reading:
             else:
                 kept.append(word.strip("'\""))
         (pip if command["tool"].startswith("pip") else conda).extend(kept)
-    named = names_torch(pip) or any(_CONDA.match(c) for c in conda)
-    ranges = [r for r in (torch_range(pip), conda_range(conda)) if r[0] is not None]
-    unbounded = (names_torch(pip) and torch_floor(pip) is None) or (
-        any(_CONDA.match(c) for c in conda) and conda_floor(conda) is None)
+    named = names_package(pip, package) or any(package.conda.match(c) for c in conda)
+    ranges = [r for r in (pip_range(pip, package), conda_range(conda, package)) if r != (None, None)]
+    unbounded = (names_package(pip, package) and pip_range(pip, package) == (None, None)) or (
+        any(package.conda.match(c) for c in conda) and conda_range(conda, package) == (None, None))
     return (named, *_union(ranges)) if not unbounded else (named, None, None)
 
 
-def _cog_floor(text: str, directory: str) -> Reading:
+def _cog_floor(text: str, directory: str, package: Package = TORCH) -> Reading:
     """`build.python_packages`, the file `build.python_requirements` names, and `build.run`'s install commands."""
     packages: list[str] = []
     commands: list[str] = []
@@ -659,25 +735,17 @@ def _cog_floor(text: str, directory: str) -> Reading:
         elif section == "run":
             commands.append(value)
     if requirements_file:
-        packages += _requirements(os.path.join(directory, requirements_file)) or []
-    named, low, above = _script_floor("\n".join(commands))
-    ranges = [r for r in (torch_range(packages), (low, above)) if r[0] is not None]
-    unbounded = names_torch(packages) and torch_floor(packages) is None
-    named = named or names_torch(packages)
+        packages += _requirements(os.path.join(directory, requirements_file), package) or []
+    named, low, above = _script_floor("\n".join(commands), package)
+    ranges = [r for r in (pip_range(packages, package), (low, above)) if r != (None, None)]
+    unbounded = names_package(packages, package) and pip_range(packages, package) == (None, None)
+    named = named or names_package(packages, package)
     return (named, *_union(ranges)) if not unbounded and not (named and not ranges) else (named, None, None)
 
 
-def _union(ranges: list[tuple[Optional[Version], Optional[Version]]]) -> tuple[Optional[Version], Optional[Version]]:
+def _union(ranges: list[Range]) -> Range:
     """The range that spans several (floor, above) ranges of one file (a conda pin and a pip line)."""
-    if not ranges:
-        return None, None
-    floors = [r[0] for r in ranges if r[0] is not None]
-    aboves = [r[1] for r in ranges]
-    return min(floors), None if None in aboves else max(a for a in aboves if a is not None)
-
-
-def _mentions_torch(requirement: str) -> bool:
-    return re.match(r"^\s*(?:py)?torch(?![\w.-])", requirement, re.IGNORECASE) is not None
+    return _span([r[0] for r in ranges], [r[1] for r in ranges])
 
 
 def _is_setup(func: ast.AST) -> bool:

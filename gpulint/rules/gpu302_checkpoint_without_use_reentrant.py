@@ -45,6 +45,15 @@ CURRENT_TORCH = Premise(
     "`torch.__version__` here or in the module it is imported from, the fallback of `try/except "
     "ImportError`), the torch floor the project declares has `use_reentrant` (1.13), and the code can run on such "
     "a torch (no unconditional import of a module removed before it, such as `torchtext.legacy`).")
+CURRENT_TRANSFORMERS = Premise(
+    "current-transformers",
+    "for Hugging Face's `gradient_checkpointing_enable()`: the project's transformers can take "
+    "`gradient_checkpointing_kwargs` (4.35 on, huggingface/transformers#27020; before it the call takes no "
+    "argument and no way of passing `use_reentrant` exists, so the fix raises a TypeError). Refuted when every "
+    "transformers the project's pins admit is older, read from the files the torch floor comes from "
+    "(requirements*.txt, setup.py, setup.cfg, pyproject.toml, conda environment files, install commands): "
+    "`transformers==4.27.1`, `<4.30`, `~=4.28.0`; shown by an unpinned transformers, a range that reaches 4.35, "
+    "or a call that already passes `gradient_checkpointing_kwargs` (the code runs on 4.35 or later).")
 UNDER_AUTOGRAD = Premise(
     "under-autograd",
     "the checkpointed code can run with grad enabled, where the reentrant trap drops gradients: refuted "
@@ -73,6 +82,12 @@ def use_reentrant_too_new(ctx: Union[AstContext, "FileContext"]) -> Optional[flo
     """Set when the project supports a torch older than `use_reentrant=` (torch-version), or its code runs
     only on one (a module it imports was removed before: `torchtext.legacy`, gone with torch 1.11)."""
     return floors.unavailable(ctx.settings.torch_version, ctx.project.torch_ceiling, [floors.USE_REENTRANT])
+
+
+def hf_kwargs_too_new(ctx: AstContext) -> bool:
+    """No transformers the project's pins admit takes `gradient_checkpointing_kwargs` (`transformers==4.27.1`)."""
+    symbol = floors.LIBRARY_SYMBOLS[floors.HF_CHECKPOINTING_KWARGS]
+    return floors.library_lacks(ctx.settings.library_range(symbol.library)[1], symbol.code)
 
 
 class CheckpointWithoutUseReentrant(Rule):
@@ -129,9 +144,11 @@ class CheckpointWithoutUseReentrant(Rule):
         `gradient_checkpointing_kwargs` (`**(gradient_checkpointing_kwargs or {})` to torch,
         `gradient_checkpointing_kwargs=gradient_checkpointing_kwargs` to Transformers). Calls in
         code kept for an older torch (the branches of a torch version test, `try/except
-        ImportError`) are not reported: `use_reentrant` may not exist there.
+        ImportError`) are not reported: `use_reentrant` may not exist there; nor is Hugging
+        Face's call where the project pins a transformers older than 4.35, which has no
+        `gradient_checkpointing_kwargs`.
         """,
-        premises=(NO_USE_REENTRANT, CURRENT_TORCH, UNDER_AUTOGRAD, CAN_RUN),
+        premises=(NO_USE_REENTRANT, CURRENT_TORCH, CURRENT_TRANSFORMERS, UNDER_AUTOGRAD, CAN_RUN),
         fix_cases=(
             FixCase("`use_reentrant=False` added",
                     Applicability.UNSAFE, "from_import_checkpoint.py"),
@@ -154,10 +171,14 @@ class CheckpointWithoutUseReentrant(Rule):
             elif isinstance(node.func, ast.Attribute) and node.func.attr == HF_ENABLE and not own_hf_method:
                 self._hf_enable(ctx, node)
 
-    def _decision(self, ctx: AstContext, node: ast.Call) -> Decision:
+    def _decision(self, ctx: AstContext, node: ast.Call, hf_kwargs: Optional[bool] = None) -> Decision:
+        """`hf_kwargs`: for Hugging Face's call, whether it already passes `gradient_checkpointing_kwargs`."""
         current = REFUTED if version_guarded(ctx, node) or use_reentrant_too_new(ctx) else SHOWN
-        return self.decide({NO_USE_REENTRANT: SHOWN, CURRENT_TORCH: current,
-                            UNDER_AUTOGRAD: _under_autograd(ctx, node), CAN_RUN: _can_run(ctx, node)})
+        evidence = {NO_USE_REENTRANT: SHOWN, CURRENT_TORCH: current,
+                    UNDER_AUTOGRAD: _under_autograd(ctx, node), CAN_RUN: _can_run(ctx, node)}
+        if hf_kwargs is not None:
+            evidence[CURRENT_TRANSFORMERS] = SHOWN if hf_kwargs or not hf_kwargs_too_new(ctx) else REFUTED
+        return self.decide(evidence)
 
     def _torch_checkpoint(self, ctx: AstContext, node: ast.Call, sequential: bool) -> None:
         kwargs = ctx.kwargs(node)
@@ -235,7 +256,7 @@ class CheckpointWithoutUseReentrant(Rule):
             "gradients",
             fix=Applicability.UNSAFE if how else None, fix_message=message if how else "",
             data={"how": how, "hf": True, "name": forwarded.name if forwarded else "", "quote": quote},
-            note=note, decision=self._decision(ctx, node),
+            note=note, decision=self._decision(ctx, node, hf_kwargs=kwargs.passed(HF_KWARGS) or bool(positional)),
         )
 
     def build_fix(self, detection: Detection, fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:

@@ -10,6 +10,7 @@ import pytest
 
 from gpulint.core.settings import Settings
 from gpulint.engine.linter import fix_text, lint_text
+from tests.conftest import Gpulint
 from tests.fixture_cases import FIXTURES
 
 PATH = Path("model.py")
@@ -195,3 +196,48 @@ def test_saved_tensor_bytes_counts_unique_storages_exactly() -> None:
     assert everything.bytes == 4 * 8 * 4 + 8 * 8 * 4
     measured.result.backward()
     assert weight.grad is not None
+
+
+HF_SCRIPT = """\
+import torch
+from transformers import AutoModel
+
+model = AutoModel.from_pretrained("org/chat-model").cuda()
+model.gradient_checkpointing_enable()
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+for batch in loader:
+    model(**batch).loss.backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(("pin", "reported"), [
+    ("transformers==4.27.1\n", False),  # blind10: ChatGLM-Tuning's requirements.txt
+    ("transformers<4.30\n", False),
+    ("transformers~=4.28.0\n", False),
+    ("transformers>=4.35\n", True),
+    ("transformers<4.35.1\n", True),  # admits 4.35.0
+    ("transformers\n", True),  # unpinned
+    ("datasets==2.10.1\n", True),  # names no transformers
+])
+def test_gpu302_hf_call_needs_a_transformers_that_takes_the_kwargs(tmp_path: Path, pin: str, reported: bool) -> None:
+    """`gradient_checkpointing_kwargs` exists from transformers 4.35 on: where the project's pins admit only older
+    releases, the advice cannot be followed, and the call is not reported (CURRENT_TRANSFORMERS)."""
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "requirements.txt").write_text("torch>=1.13.1\n" + pin, encoding="utf-8")
+    (tmp_path / "project" / "finetune.py").write_text(HF_SCRIPT, encoding="utf-8")
+    output = Gpulint(False, tmp_path / "cache").check(
+        "--preview", "--select", "GPU302", "--output-format", "concise", tmp_path / "project").output
+    assert ("GPU302" in output) is reported
+
+
+def test_gpu302_a_changed_transformers_pin_is_not_answered_from_the_cache(tmp_path: Path) -> None:
+    gpulint = Gpulint(True, tmp_path / "cache")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "requirements.txt").write_text("transformers==4.27.1\n", encoding="utf-8")
+    (project / "finetune.py").write_text(HF_SCRIPT, encoding="utf-8")
+    args = ("--preview", "--select", "GPU302", "--output-format", "concise", project)
+    assert "GPU302" not in gpulint.check(*args).output
+    (project / "requirements.txt").write_text("transformers>=4.35\n", encoding="utf-8")
+    assert "GPU302" in gpulint.check(*args).output
