@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Iterator, Optional, Union
 
 from gpulint.project.ast_nodes import all_nodes, fast_walk
+from gpulint.project.clamps import CLAMP_NAMES, LOG_NAMES, log_clamp_rounds_to_one
 from gpulint.project.codec import decode_fields, encode_fields
 from gpulint.project.graph_data import image_rows, step_rows
 from gpulint.project.layers import DIMS, OPAQUE, Layer, class_layers, convnet_classes, parameter_tensors
@@ -33,7 +34,7 @@ from gpulint.project.loader_flow import (
     moved_results,
 )
 
-FACTS_VERSION = 28
+FACTS_VERSION = 29
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -228,6 +229,9 @@ class FileFacts:
     training: bool = False  # calls .backward() and steps something
     rl: bool = False  # imports a reinforcement-learning environment package
     sparse: bool = False  # makes sparse tensors (autocast does not cover sparse kernels)
+    # a function clamps a value to `1 - eps` with eps <= 2**-9 and takes `log(1 - x)` of it (project/clamps.py):
+    # under 16-bit autocast the bound rounds to 1.0 and the log is -inf (a focal loss's `1.0 - 1e-4`)
+    log_clamp_rounds_to_one: bool = False
     # builds native kernels at import or run time (torch.utils.cpp_extension.load / load_inline): the
     # project's own CUDA/C++ ops, which autocast does not cover and which may take only fp32/fp16
     native_kernels: bool = False
@@ -904,7 +908,9 @@ class _Scanner:
         return FileFacts(
             imports=self.imports, gpu=self.gpu, cpu_pinned=self.cpu, scaler=self.scaler,
             mixed_precision=tuple(sorted(self.mixed)), training=training, rl=bool(roots & RL_PACKAGES),
-            sparse=self.sparse, native_kernels=self.native_kernels, extensions=tuple(sorted(self.extensions)),
+            sparse=self.sparse, native_kernels=self.native_kernels,
+            log_clamp_rounds_to_one=bool(names & CLAMP_NAMES and names & LOG_NAMES)
+            and log_clamp_rounds_to_one(self.tree, self.aliases.qualified), extensions=tuple(sorted(self.extensions)),
             jax=bool(roots & JAX_PACKAGES), replaces_optimizers=bool(roots & OPTIMIZER_REPLACERS),
             parallelism=tuple(sorted(self.parallelism)), fused_sgd_momentum=self.fused_sgd,
             argparse_defaults=self.argparse, dataclass_ints=self._dataclass_ints(),

@@ -78,7 +78,7 @@ def _reads(expr: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(expr) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
-def _own(body: Iterable[ast.AST]) -> Iterator[ast.AST]:
+def own_nodes(body: Iterable[ast.AST]) -> Iterator[ast.AST]:
     """The nodes of these statements, not those of functions, lambdas or classes defined in them."""
     stack = list(body)
     while stack:
@@ -314,7 +314,7 @@ class _Flow:
     def moves_of(self, batch: set[str], body: list[ast.stmt], steps: bool) -> set[str]:
         """The kinds of the copies of the batch names (and names taken from them) in these statements, and
         with `steps`, in the module-level functions of the file they are handed to."""
-        nodes = list(_own(body))
+        nodes = list(own_nodes(body))
         batch = set(batch)
         changed = True
         while changed:  # `x, y = batch`, `images = images.cuda()`, `{k: v for k, v in batch.items()}`

@@ -93,6 +93,11 @@ class ProjectView:
     # a module this one imports (two levels deep) makes sparse tensors: GCNII's train.py trains model.py's
     # torch.spmm layers on an adjacency utils.py makes sparse
     sparse_importees: bool = False
+    # a module this one imports (three levels deep: a training script, a models package, its model module and the
+    # loss module it imports) clamps a value to `1 - eps` and takes `log(1 - x)` of it, with an eps that rounds
+    # the bound to 1.0 in 16 bits (FileFacts.log_clamp_rounds_to_one): pytorch-retinanet's train.py trains
+    # model.py's RetinaNet, whose forward returns losses.py's focal loss over `clamp(p, 1e-4, 1.0 - 1e-4)`
+    log_clamp_importees: bool = False
     # the file or a module it imports (three levels deep) reaches the project's own native kernels: it builds them
     # with torch.utils.cpp_extension.load/load_inline, or imports an extension module the project's setup.py
     # compiles (CUDAExtension/CppExtension). stylegan2-pytorch's model.py imports op/, whose fused_act.py and
@@ -631,6 +636,7 @@ class Project:
                                             for p in self._closure(rel, depth=2)),
             sparse_importees=any(self.facts[p].sparse for p in self._closure(rel, depth=2)),
             native_importees=self._native_importees(rel),
+            log_clamp_importees=any(self.facts[p].log_clamp_rounds_to_one for p in self._closure(rel, depth=3)),
             freezes_importees=any(self.facts[p].freezes_modules for p in self._closure(rel, depth=2)),
             scaler_beside_callers=any(self.facts[t].scaler for i in _members(callers)
                                       for t in self._importees[self.paths[i]]),

@@ -98,6 +98,17 @@ AUTOCAST_COVERS = Premise(
     "compiles (`CUDAExtension`/`CppExtension`): such kernels often take fp32/fp16 only, or read an fp32 "
     "parameter as the input's dtype, and autocast breaks them. An extension built for something the model "
     "does not run keeps GPU001 silent too (unknown is silence).")
+LOSS_FITS_16_BIT = Premise(
+    "loss-fits-16-bit",
+    "the loss holds in 16 bits: refuted where a function of the file, or of a module it imports (three levels: the "
+    "model's `forward` often returns the project's loss), clamps a value to an upper bound `1 - eps` "
+    "(`torch.clamp(p, eps, 1.0 - eps)`, `p.clamp_(max=1 - EPS)`, `clip`; eps a literal or a name bound once to "
+    "one) and takes `log(1 - p)` or `log1p(-p)` of the clamped value, with eps <= 2**-9. Under autocast `p` is "
+    "16-bit and so is the bound: no bfloat16 lies between 1 - 2**-8 and 1 (no float16 between 1 - 2**-11 and 1), "
+    "so 1 - eps rounds to 1.0 in bfloat16 when eps <= 2**-9 (in float16 when eps <= 2**-12), a confident "
+    "prediction stays 1.0 and `log(0)` is -inf: a NaN loss where fp32 trains (a focal loss's `1.0 - 1e-4`; "
+    "measured with torch 2.13 on the CPU under bfloat16 and float16 autocast). A value cast to float32 before "
+    "the clamp does not count, nor does a clamp no `log(1 - p)` reads.")
 # rows x width^2 of a step below which mixed precision cannot pay off: bench/amp_width.py's roofline model
 # (host dispatch measured on a CPU, A100 datasheet throughput) reaches 1.5x at 8.3e8-9.2e8; rounded down
 STEP_WORK_FLOOR = 800_000_000
@@ -232,11 +243,13 @@ class MissingAutocast(Rule):
         tensors (made in the file or in a module it imports), which autocast does not cover, by default where
         the model may run the project's own native kernels (built with `torch.utils.cpp_extension`), or in a
         learning-rate range test (a loop that raises the rate geometrically, records it and stops when
-        the loss diverges: a few seconds of training, whose loss curve 16-bit compute would change).
+        the loss diverges: a few seconds of training, whose loss curve 16-bit compute would change), or
+        where the loss (in the file or a module it imports) clamps probabilities to `1 - eps` before
+        `log(1 - p)` with an eps 16 bits round away (a focal loss's `1.0 - 1e-4`: NaN under autocast).
         One finding per training step.
         """,
         premises=(ON_GPU, FP32, TRAINS_A_MODEL, WIDE_ENOUGH, ENOUGH_WORK, AUTOCAST_EXISTS, GPU_BOUND,
-                  AUTOCAST_COVERS, LONG_RUN, RUNS),
+                  AUTOCAST_COVERS, LOSS_FITS_16_BIT, LONG_RUN, RUNS),
         fix_cases=(
             FixCase('fp32 training step, `amp-dtype = "auto"` (the default): the dtype chosen once at run time '
                     "(bfloat16 where the GPU computes in it natively, else float16), a GradScaler enabled on the "
@@ -301,6 +314,7 @@ class MissingAutocast(Rule):
         bound = REFUTED if project.rl else SHOWN
         covers = REFUTED if project.own.sparse or project.sparse_importees else (
             UNDECIDED if project.own.native_kernels or project.native_importees else SHOWN)
+        loss_fits = REFUTED if project.own.log_clamp_rounds_to_one or project.log_clamp_importees else SHOWN
         floor = ctx.settings.torch_version
         ceiling = project.torch_ceiling  # the first torch the code cannot run on
         autocast_exists = _autocast_exists(floor, ceiling)
@@ -316,6 +330,7 @@ class MissingAutocast(Rule):
             evidence = {ON_GPU: SHOWN if xpu else on_gpu, FP32: fp32, WIDE_ENOUGH: wide, ENOUGH_WORK: work,
                         TRAINS_A_MODEL: REFUTED if optimizes_inputs(ctx, step) else SHOWN,
                         AUTOCAST_EXISTS: autocast_exists, GPU_BOUND: bound, AUTOCAST_COVERS: covers,
+                        LOSS_FITS_16_BIT: loss_fits,
                         LONG_RUN: step_run(ctx, step.node), RUNS: _runs(ctx, backward.call)}
             decision = self.decide(evidence)
             if not decision.report:

@@ -273,6 +273,82 @@ def test_an_extension_the_setup_compiles_keeps_gpu001_silent_where_the_model_imp
     assert found == ([] if imported_by_model else ["GPU001"])
 
 
+RETINA_LOSSES = """\
+    import torch
+    import torch.nn as nn
+
+
+    class FocalLoss(nn.Module):
+        def forward(self, classifications, targets):
+            classification = torch.clamp(classifications, 1e-4, 1.0 - 1e-4)
+            bce = -(targets * torch.log(classification) + (1.0 - targets) * torch.log(1.0 - classification))
+            return bce.sum()
+    """
+RETINA_MODEL = """\
+    import torch
+    import torch.nn as nn
+    from detector import losses
+
+
+    class RetinaNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.head = nn.Conv2d(256, 720, 3, padding=1)
+            self.focalLoss = losses.FocalLoss()
+
+        def forward(self, inputs):
+            images, targets = inputs
+            return self.focalLoss(torch.sigmoid(self.head(images)), targets)
+    """
+RETINA_TRAIN = """\
+    import torch
+    from detector import model
+
+    retinanet = model.RetinaNet().cuda()
+    optimizer = torch.optim.Adam(retinanet.parameters(), lr=1e-5, fused=True)
+    for images, targets in loader:
+        optimizer.zero_grad()
+        loss = retinanet([images.cuda(), targets.cuda()])
+        loss.backward()
+        optimizer.step()
+    """
+
+
+@pytest.mark.parametrize("eps", ["1e-4", "1e-2"])
+def test_a_loss_clamp_16_bits_round_to_one_in_an_imported_module_keeps_gpu001_silent(tmp_path: Path, eps: str) -> None:
+    """yhenon/pytorch-retinanet (tenth blind reading, 1 FP): train.py steps model.py's RetinaNet, whose forward
+    returns losses.py's focal loss over `clamp(p, 1e-4, 1.0 - 1e-4)` and `log(1.0 - p)`; under autocast
+    1.0 - 1e-4 is 1.0 in float16 and bfloat16, and confident anchors give a NaN loss. With eps = 1e-2 the bound
+    stays below 1 in both: reported."""
+    write(tmp_path, {"detector/__init__.py": "",
+                     "detector/losses.py": RETINA_LOSSES.replace("1e-4", eps),
+                     "detector/model.py": RETINA_MODEL, "train.py": RETINA_TRAIN})
+    assert codes(findings(tmp_path, "--select", "GPU001"), "train.py") == ([] if eps == "1e-4" else ["GPU001"])
+
+
+@pytest.mark.parametrize(("text", "found"), [
+    # retinanet's spelling; a module constant; a local; an in-place clamp; log1p(-p); a tensor's log method
+    ("def f(p, y):\n    p = torch.clamp(p, 1e-4, 1.0 - 1e-4)\n    return torch.log(1.0 - p)\n", True),
+    ("EPS = 1e-7\n\ndef f(p):\n    p = p.clamp(min=EPS, max=1 - EPS)\n    return torch.log(1 - p[0])\n", True),
+    ("def f(p):\n    eps = 1e-6\n    p.clamp_(eps, 1 - eps)\n    return torch.log1p(-p)\n", True),
+    ("def f(p):\n    q = torch.clip(p, max=0.9999)\n    return (1 - q).log()\n", True),
+    ("def f(p):\n    return torch.log(1 - torch.clamp(p, 1e-8, 1 - 1e-8))\n", True),
+    # 2**-9 is a tie that rounds to 1.0 in bfloat16; 0.002 rounds to 1 - 2**-8 (finite log)
+    ("def f(p):\n    p = p.clamp(0.001953125, 1 - 0.001953125)\n    return torch.log(1 - p)\n", True),
+    ("def f(p):\n    p = p.clamp(0.002, 1 - 0.002)\n    return torch.log(1 - p)\n", False),
+    # an eps a caller passes; a name bound twice; fp32 before the clamp; numpy; no log of 1 - p; another function
+    ("def f(p, eps=1e-7):\n    p = p.clamp(eps, 1 - eps)\n    return torch.log(1 - p)\n", False),
+    ("EPS = 1e-7\nEPS = 1e-1\n\ndef f(p):\n    p = p.clamp(EPS, 1 - EPS)\n    return torch.log(1 - p)\n", False),
+    ("def f(p):\n    p = p.float().clamp(1e-4, 1 - 1e-4)\n    return torch.log(1 - p)\n", False),
+    ("def f(p):\n    p = np.clip(p, 1e-4, 1 - 1e-4)\n    return np.log(1 - p)\n", False),
+    ("def f(p):\n    p = p.clamp(1e-4, 1 - 1e-4)\n    return torch.log(p) * (1 - p)\n", False),
+    ("def f(p):\n    p = p.clamp(1e-4, 1 - 1e-4)\n    return p\n\ndef g(p):\n    return torch.log(1 - p)\n", False),
+])
+def test_a_clamp_that_16_bits_round_to_one_before_a_log(text: str, found: bool) -> None:
+    facts = facts_of_text("import numpy as np\nimport torch\n\n" + text)
+    assert facts is not None and facts.log_clamp_rounds_to_one is found
+
+
 def test_encoders_frozen_in_an_imported_module_keep_gpu201_away(tmp_path: Path) -> None:
     """OpenAI-CLIP's shape: modules.py freezes the encoders it wraps with a config flag (False in config.py),
     CLIP.py builds them, main.py steps an AdamW over the model: only small heads train, so a fused step cannot

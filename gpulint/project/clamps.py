@@ -1,0 +1,212 @@
+"""A loss that clamps probabilities to `1 - eps` and takes `log(1 - p)`: what 16-bit autocast breaks.
+
+Focal and hand-written binary cross-entropy losses guard their logs with
+`p = torch.clamp(p, eps, 1 - eps)` and then compute `torch.log(1 - p)`. Under autocast `p` (a sigmoid of
+a convolution's or a linear layer's output) is float16 or bfloat16, and the upper bound is rounded to
+that type: no bfloat16 lies between 1 - 2**-8 and 1, no float16 between 1 - 2**-11 and 1, so 1 - eps
+rounds to 1.0 itself when eps <= 2**-9 (bfloat16) or eps <= 2**-12 (float16), ties going to the even
+1.0. A confident prediction then stays 1.0, `1 - p` is 0, and the log is -inf: the loss is inf, or NaN
+where a zero weight multiplies it (measured with torch 2.13 on the CPU: `clamp(p, 1e-4, 1 - 1e-4)` gives
+1.0 in both types, and a focal loss over a convolution whose sigmoid saturates returns NaN under bfloat16
+autocast, a finite loss in fp32 and with eps = 1e-2).
+
+Read from CPython's `ast` (project/facts.py's layer): the loss usually lives in another module than the
+training step (a model's `forward` calls the project's `losses.FocalLoss`), so the file's fact is one bool
+(`FileFacts.log_clamp_rounds_to_one`) that the project view joins over the modules a training file imports.
+Only a clamp whose result the same function takes `log(1 - x)` or `log1p(-x)` of counts, with an eps
+the file spells as a literal or a name bound once to one (in the function or at module level); a clamp
+of a value cast to float32 first (`p.float().clamp(...)`) is safe and does not count.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Callable, Optional, Union
+
+from gpulint.project.ast_nodes import all_nodes
+from gpulint.project.loader_flow import own_nodes
+
+# the largest eps for which 1 - eps rounds to 1.0 in bfloat16, which keeps 8 significant bits (spacing 2**-8 just
+# below 1; half of it is a tie, which rounds to the even 1.0). float16 keeps 11 (2**-11; 1.0 from eps <= 2**-12),
+# so a bound that float16 holds may still be 1.0 in bfloat16, which amp-dtype "auto" picks on Ampere and newer
+BFLOAT16_ROUNDS_TO_ONE = 2.0 ** -9
+# names a file must use for a clamp guarding a log to be looked for (FileFacts' gate, cheap)
+CLAMP_NAMES = frozenset({"clamp", "clamp_", "clip", "clip_"})
+LOG_NAMES = frozenset({"log", "log1p"})
+
+_TORCH_CLAMPS = frozenset({"torch.clamp", "torch.clip", "torch.clamp_", "torch.clip_"})
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_DEFINITIONS = (*_FUNCTIONS, ast.ClassDef)  # module-level statements that are scopes of their own
+_FLOAT32 = frozenset({"float", "double"})  # `p.float()`: the clamp then works in fp32
+_FLOAT32_DTYPES = frozenset({"torch.float32", "torch.float", "torch.float64", "torch.double"})
+
+Qualified = Callable[[ast.AST], set[str]]  # a dotted name -> what it may stand for, through the imports
+Scope = Union[ast.Module, ast.FunctionDef, ast.AsyncFunctionDef]
+
+
+def log_clamp_rounds_to_one(tree: ast.Module, qualified: Qualified) -> bool:
+    """A function of the file (or its module-level code) clamps a value to `1 - eps` with eps <=
+    BFLOAT16_ROUNDS_TO_ONE and takes `log(1 - x)` / `log1p(-x)` of the clamped name (or of the clamp)."""
+    every = all_nodes(tree)
+    if not any(isinstance(n, ast.Call) and _one_minus_bound(n) for n in every):
+        return False  # the common case: no clamp to `1 - something` at all, one pass over the cached nodes
+    scopes: list[Scope] = [tree, *(n for n in every if isinstance(n, _FUNCTIONS))]
+    module: dict[str, Optional[float]] = {}
+    for scope in scopes:  # the module first: its names are the functions' outer names
+        if isinstance(scope, ast.Module):
+            nodes = list(own_nodes([s for s in scope.body if not isinstance(s, _DEFINITIONS)]))
+            numbers = module = _numbers(nodes)
+        else:
+            nodes = list(own_nodes(scope.body))
+            if not any(isinstance(n, ast.Call) and _one_minus_bound(n) for n in nodes):
+                continue
+            numbers = _numbers(nodes, _parameters(scope), module)
+        clamped = _Clamps(qualified, numbers)
+        tiny: set[str] = set()  # names bound to a clamp whose bound rounds to 1.0
+        for node in nodes:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                if clamped.rounds_to_one(node.value):
+                    tiny.add(node.targets[0].id)
+            elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+                target = clamped.in_place(node.value)  # `p.clamp_(eps, 1 - eps)`
+                if target is not None:
+                    tiny.add(target)
+        if any(_log_one_minus(node, qualified, tiny, clamped) for node in nodes if isinstance(node, ast.Call)):
+            return True
+    return False
+
+
+def _one_minus_bound(call: ast.Call) -> bool:
+    """A call named like a clamp with an argument spelled `1 - x` or a literal just below 1: worth resolving."""
+    func = call.func
+    if not isinstance(func, ast.Attribute) or func.attr not in CLAMP_NAMES:
+        return False
+    for argument in [*call.args, *(k.value for k in call.keywords)]:
+        if isinstance(argument, ast.BinOp) and isinstance(argument.op, ast.Sub) and _number(argument.left, {}) == 1:
+            return True
+        bound = _number(argument, {})
+        if bound is not None and 1.0 - BFLOAT16_ROUNDS_TO_ONE <= bound < 1.0:
+            return True
+    return False
+
+
+class _Clamps:
+    """Clamp calls whose upper bound is `1 - eps` with an eps that rounds it to 1.0 in bfloat16."""
+
+    def __init__(self, qualified: Qualified, numbers: dict[str, Optional[float]]) -> None:
+        self.qualified = qualified
+        self.numbers = numbers
+
+    def parts(self, call: ast.Call) -> Optional[tuple[ast.expr, Optional[ast.expr]]]:
+        """(the clamped value, the upper bound) of a torch clamp, else None."""
+        func = call.func
+        if not isinstance(func, ast.Attribute) or func.attr not in CLAMP_NAMES:
+            return None
+        keywords = {k.arg: k.value for k in call.keywords if k.arg is not None}
+        if self.qualified(func) & _TORCH_CLAMPS:  # torch.clamp(p, lo, hi)
+            value = call.args[0] if call.args else keywords.get("input")
+            upper = call.args[2] if len(call.args) > 2 else keywords.get("max")
+            return (value, upper) if value is not None else None
+        if self.qualified(func.value):
+            return None  # a module's function (`np.clip(a, lo, hi)`), not a tensor's method
+        return func.value, call.args[1] if len(call.args) > 1 else keywords.get("max")
+
+    def rounds_to_one(self, node: ast.AST) -> bool:
+        """`node` is such a clamp (`torch.clamp(p, eps, 1 - eps)`, `p.clamp(min=eps, max=1. - eps)`, `p.clip(...)`)
+        of a value not cast to float32 first."""
+        parts = self.parts(node) if isinstance(node, ast.Call) else None
+        if parts is None:
+            return False
+        value, upper = parts
+        eps = self._eps(upper) if upper is not None else None
+        return eps is not None and 0.0 < eps <= BFLOAT16_ROUNDS_TO_ONE and not self._float32(value)
+
+    def in_place(self, call: ast.Call) -> Optional[str]:
+        """The name an in-place clamp (`p.clamp_(...)`, `torch.clamp_(p, ...)`) bounds, when it is such a clamp."""
+        func = call.func
+        if not isinstance(func, ast.Attribute) or not func.attr.endswith("_") or not self.rounds_to_one(call):
+            return None
+        parts = self.parts(call)
+        return parts[0].id if parts is not None and isinstance(parts[0], ast.Name) else None
+
+    def _eps(self, upper: ast.AST) -> Optional[float]:
+        """eps of an upper bound `1 - eps` / `1.0 - EPS` / a literal `0.9999`, else None."""
+        if isinstance(upper, ast.BinOp) and isinstance(upper.op, ast.Sub) and _number(upper.left, {}) == 1:
+            return _number(upper.right, self.numbers)
+        bound = _number(upper, {})
+        return 1.0 - bound if bound is not None and 0.0 < bound < 1.0 else None
+
+    def _float32(self, value: ast.AST) -> bool:
+        """The value is cast to fp32 on the way in (`p.float()`, `p.to(torch.float32)`, `sigmoid(x.double())`)."""
+        for node in ast.walk(value):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if node.func.attr in _FLOAT32 and not node.args:
+                    return True
+                if node.func.attr in ("to", "type") and any(
+                        self.qualified(a) & _FLOAT32_DTYPES for a in [*node.args, *(k.value for k in node.keywords)]):
+                    return True
+        return False
+
+
+def _log_one_minus(call: ast.Call, qualified: Qualified, tiny: set[str], clamps: _Clamps) -> bool:
+    """`torch.log(1 - p)`, `torch.log1p(-p)`, `(1 - p).log()`, `(-p).log1p()` of a name in `tiny` (or `p[i]`
+    of one), or of such a clamp itself."""
+    func = call.func
+    if not isinstance(func, ast.Attribute) or func.attr not in LOG_NAMES:
+        return False
+    if qualified(func) & {"torch.log", "torch.log1p"}:
+        if len(call.args) != 1:
+            return False
+        argument = call.args[0]
+    elif not call.args and not call.keywords and not qualified(func.value):
+        argument = func.value  # a tensor's own method
+    else:
+        return False
+    if func.attr == "log":
+        if not (isinstance(argument, ast.BinOp) and isinstance(argument.op, ast.Sub)
+                and _number(argument.left, {}) == 1):
+            return False
+        operand = argument.right
+    else:
+        if not (isinstance(argument, ast.UnaryOp) and isinstance(argument.op, ast.USub)):
+            return False
+        operand = argument.operand
+    if isinstance(operand, ast.Subscript):
+        operand = operand.value
+    return (isinstance(operand, ast.Name) and operand.id in tiny) or clamps.rounds_to_one(operand)
+
+
+def _number(node: ast.AST, names: dict[str, Optional[float]]) -> Optional[float]:
+    """A numeric literal, or a name `names` binds to one."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return float(node.value)
+    if isinstance(node, ast.Name):
+        return names.get(node.id)
+    return None
+
+
+def _parameters(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> frozenset[str]:
+    arguments = function.args
+    every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]
+    return frozenset(a.arg for a in every if a is not None)
+
+
+def _numbers(nodes: list[ast.AST], parameters: frozenset[str] = frozenset(),
+             outer: Optional[dict[str, Optional[float]]] = None) -> dict[str, Optional[float]]:
+    """The names a scope (its own nodes) binds once, to a numeric literal (None for a name bound otherwise, or a
+    parameter), over the names of the module (`outer`) it does not bind."""
+    stores: dict[str, int] = {}
+    literal: dict[str, float] = {}
+    for node in nodes:
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            stores[node.id] = stores.get(node.id, 0) + 1
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            value = _number(node.value, {})
+            if value is not None:
+                literal[node.targets[0].id] = value
+    out: dict[str, Optional[float]] = dict(outer or {})
+    for name, count in stores.items():
+        out[name] = literal.get(name) if count == 1 else None
+    for name in parameters:
+        out[name] = None
+    return out
