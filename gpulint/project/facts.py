@@ -34,7 +34,7 @@ from gpulint.project.loader_flow import (
     moved_results,
 )
 
-FACTS_VERSION = 29
+FACTS_VERSION = 30
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -242,6 +242,10 @@ class FileFacts:
     parallelism: tuple[str, ...] = ()  # "fsdp" and/or "tensor-parallel": how parameters are sharded
     fused_sgd_momentum: bool = False  # builds SGD with fused=True and momentum (unsafe under a GradScaler)
     argparse_defaults: dict[str, Any] = field(default_factory=dict)  # dest -> literal default
+    # argparse dests whose parsed value is a bool (`action="store_true"`/`"store_false"`, no default or a bool
+    # one, declared no other way); none where the file may set options by computed name (a `setattr` with a
+    # computed name, `set_defaults`, an update of or a store into `vars(args)` / `args.__dict__`)
+    bool_flags: tuple[str, ...] = ()
     dataclass_ints: dict[str, dict[str, int]] = field(default_factory=dict)  # field -> {class: int default}
     classes: dict[str, ClassFacts] = field(default_factory=dict)
     # top-level name -> the other top-level names its definition refers to (registries, factories)
@@ -616,6 +620,12 @@ def _is_cuda_string(value: Optional[str]) -> bool:
     return value is not None and (value == "cuda" or value.startswith("cuda:") or value == "nccl")
 
 
+def _holds_options(node: ast.AST) -> bool:
+    """`args.__dict__` or `vars(args)`: the parsed options as a dict, which a store or an update rewrites."""
+    return (isinstance(node, ast.Attribute) and node.attr == "__dict__") or (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "vars")
+
+
 def _literal(node: ast.AST) -> Any:
     try:
         value = ast.literal_eval(node)
@@ -815,6 +825,9 @@ class _Scanner:
         self.options: dict[str, set[str]] = {}
         self.passed_args: list[tuple[str, str]] = []  # (option, attribute) for `flash=args.flash`
         self.args_rewritten = False  # the parsed arguments may change after parsing (see _option_values)
+        self.bool_flags: set[str] = set()  # argparse dests declared as store_true/store_false (FileFacts.bool_flags)
+        self.other_flags: set[str] = set()  # argparse dests declared some other way
+        self.options_by_name = False  # the file may set parsed options by computed name (FileFacts.bool_flags)
         self.class_calls: dict[str, int] = {}
         self.device_targets: set[str] = set()
         self.loops: list[ast.AST] = []  # every `for` loop (project/loader_flow.py reads on only when one copies)
@@ -914,6 +927,7 @@ class _Scanner:
             jax=bool(roots & JAX_PACKAGES), replaces_optimizers=bool(roots & OPTIMIZER_REPLACERS),
             parallelism=tuple(sorted(self.parallelism)), fused_sgd_momentum=self.fused_sgd,
             argparse_defaults=self.argparse, dataclass_ints=self._dataclass_ints(),
+            bool_flags=() if self.options_by_name else tuple(sorted(self.bool_flags - self.other_flags)),
             classes=classes,
             refs={name: tuple(sorted((used & top) - {name})) for name, used in refs.items() if (used & top) - {name}},
             optimizers=self._optimizers(), names=tuple(sorted(names)) if training else (),
@@ -952,6 +966,8 @@ class _Scanner:
         )
 
     def _assign(self, node: ast.Assign) -> None:
+        if any(isinstance(t, ast.Subscript) and _holds_options(t.value) for t in node.targets):
+            self.options_by_name = True  # `vars(args)[key] = value`
         if isinstance(node.value, ast.Call):  # `train_loader = get_loader(...)`: a function's result, not a class's
             root = dotted(node.value.func)
             if root is not None and not any(part[:1].isupper() for part in root.split(".")) \
@@ -1117,10 +1133,14 @@ class _Scanner:
         elif last == "setattr" and len(call.args) == 3:
             if _string(call.args[1]) is None:
                 self.args_rewritten = True  # `setattr(args, key, value)` from a config file
+                self.options_by_name = True
             else:
                 self._option(_string(call.args[1]) or "", call.args[2])
         elif last in ("set_defaults", "vars"):
             self.args_rewritten = True
+            self.options_by_name = self.options_by_name or last == "set_defaults"
+        elif last == "update" and isinstance(func, ast.Attribute) and _holds_options(func.value):
+            self.options_by_name = True  # `args.__dict__.update(config)`, `vars(args).update(config)`
         elif last in (HF_CHECKPOINTING_ENABLE, "enable_gradient_checkpointing") and isinstance(func, ast.Attribute):
             self.options.setdefault(HF_CHECKPOINTING_FLAG, set()).add(OPTION_ON)
         if last in _FRAMEWORK_DEVICE_CALLS and any(
@@ -1204,6 +1224,12 @@ class _Scanner:
             if chosen is None:
                 return
             dest = chosen.lstrip("-").replace("-", "_")
+        action = next((_string(k.value) for k in call.keywords if k.arg == "action"), None)
+        default = next((k.value for k in call.keywords if k.arg == "default"), None)
+        if action in ("store_true", "store_false") and (default is None or isinstance(_literal(default), bool)):
+            self.bool_flags.add(dest)  # parsed as a bool, whatever the command line says
+        else:
+            self.other_flags.add(dest)
         for keyword in call.keywords:
             if keyword.arg == "default":
                 self.argparse[dest] = _literal(keyword.value)

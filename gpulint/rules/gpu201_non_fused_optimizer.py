@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Optional
 
 from gpulint.analysis.amp_steps import amp_steps, imports_framework
@@ -66,7 +67,14 @@ FUSED_EXISTS = Premise(
     "contradict, declares none). Where only the CPU kernels are missing and every \"cpu\" or \"mps\" the file "
     "names as a device is the fallback of `torch.cuda.is_available()` (the false branch of its conditional "
     "expression, or the `elif`/`else` of `if torch.cuda.is_available():`), it holds with "
-    "`fused=torch.cuda.is_available()` (the parameters are off CUDA only where CUDA is not). A project "
+    "`fused=torch.cuda.is_available()` (the parameters are off CUDA only where CUDA is not); likewise where "
+    "each is the fallback of one flag test whose true branch is a CUDA device (`torch.device('cuda' if "
+    "args.cuda else 'cpu')`, `f\"cuda:{args.gpu}\" if args.gpu >= 0 else \"cpu\"`): a name or attribute chain, "
+    "`not` one, one compared with literals, or `and`/`or` of such tests and `torch.cuda.is_available()`, read "
+    "in the function (or at module level) that builds the optimizer with nothing it reads bound again between. "
+    "It holds with `fused=<the test as written>` where the test is a bool (a comparison, an argparse "
+    "`store_true`/`store_false` option every store of the file keeps a bool, a name bound only to bools), "
+    "else with `fused=bool(<the test>)`. A project "
     "pinned to an older torch would get a "
     "TypeError. Refuted too when "
     "the code runs only on a torch older than that: it, or a module it imports, unconditionally imports a "
@@ -236,6 +244,14 @@ class NonFusedOptimizer(Rule):
                     Applicability.SAFE, "cpu_fallback_on_old_torch_fused_when_available.py"),
             FixCase("the same where MPS and the CPU are the `elif`/`else` branches of `if torch.cuda.is_available():`",
                     Applicability.SAFE, "mps_and_cpu_fallbacks_on_old_torch_fused_when_available.py"),
+            FixCase("the same where a `store_true` option chooses (`\"cuda\" if args.cuda else \"cpu\"`): "
+                    "`fused=args.cuda`",
+                    Applicability.SAFE, "flag_fallback_on_old_torch_fused_with_flag.py"),
+            FixCase("the same where a flag of unknown type chooses (`if use_gpu:`): `fused=bool(use_gpu)`",
+                    Applicability.SAFE, "flag_of_unknown_type_fused_with_bool.py"),
+            FixCase("the same where a comparison chooses (`args.device == \"cuda\"`, `args.gpu >= 0`): the "
+                    "comparison as written",
+                    Applicability.SAFE, "device_compared_on_old_torch_fused_with_comparison.py"),
             FixCase("`foreach=True` replaced by `fused=True` (torch rejects both)",
                     Applicability.SAFE, "foreach_replaced.py"),
             FixCase("SGD without momentum, even under a GradScaler",
@@ -283,12 +299,14 @@ class NonFusedOptimizer(Rule):
         note = ""
         too_new = self._too_new(ctx, names)
         fused_value = "True"
-        availability = ctx.analysis(_device_by_availability) if too_new is not None else None
-        if availability is not None and self._cuda_kernels(ctx, names):
+        fallback = ctx.analysis(_device_by_availability) if too_new is not None else None
+        on_cuda = _fused_where(ctx, fallback, node) if fallback is not None else None
+        if on_cuda is not None and self._cuda_kernels(ctx, names):
             # the CPU kernels (2.4) are missing, the CUDA ones are there, and the parameters sit on the CPU
-            # only where CUDA is not available: fused exactly when it is, spelled as the file tests it
+            # only where CUDA is not available, or the flag that chose the device is off: fused exactly when
+            # the parameters are on CUDA, spelled as the file tests it
             too_new = None
-            fused_value = availability
+            fused_value = on_cuda
         scaler_safe: Evidence = SHOWN
         momentum = "SGD" in names and _has_momentum(ctx, node, kwargs)
         # the scaler may live in a module this one hands the optimizer to (`train_one_epoch(..., optimizer,
@@ -427,17 +445,27 @@ class NonFusedOptimizer(Rule):
         return floors.unavailable(ctx.settings.torch_version, ctx.project.torch_ceiling, symbols)
 
 
-def _device_by_availability(ctx: AstContext) -> Optional[str]:
-    """The availability test as the file writes it (`torch.cuda.is_available()`), when every other device the
-    file names ("cpu", and "mps" or `torch.backends.mps`) is the fallback of a device chosen by it
-    (`torch.device("cuda" if torch.cuda.is_available() else "cpu")`, `"cuda" if ... else "mps" if ... else
-    "cpu"`, or the `else:` / `elif` branches of `if torch.cuda.is_available():`) in a script that shows CUDA:
-    its parameters are off CUDA only on a machine without CUDA."""
+@dataclass(frozen=True)
+class _Fallback:
+    """How a file chooses between CUDA and the CPU (or MPS): the test as the file writes it, and the tests
+    that are flags (empty where `torch.cuda.is_available()` alone chooses, which holds anywhere)."""
+    spelled: str
+    flags: tuple[ast.expr, ...] = ()
+
+
+def _device_by_availability(ctx: AstContext) -> Optional[_Fallback]:
+    """The test that puts the parameters on CUDA, when every other device the file names ("cpu", and "mps" or
+    `torch.backends.mps`) is the fallback of a device chosen by it, in a script that shows CUDA: its parameters
+    are off CUDA only where the test is false. The test is `torch.cuda.is_available()` (`torch.device("cuda" if
+    torch.cuda.is_available() else "cpu")`, `"cuda" if ... else "mps" if ... else "cpu"`, or the `else:` /
+    `elif` branches of `if torch.cuda.is_available():`), or one flag test (_flag_test) whose true branch is
+    CUDA (`torch.device('cuda' if args.cuda else 'cpu')`), the same wherever the file falls back."""
     project = ctx.project
     if not (project.gpu and set(project.devices) <= {"mps"}
             and not project.devices_callers):
         return None
     spelled: Optional[str] = None
+    flags: list[ast.expr] = []
     for node in ctx.nodes(ast.Constant, ast.Attribute):
         if isinstance(node, ast.Constant):
             if not (isinstance(node.value, str) and _OTHER_DEVICE_STRING.fullmatch(repr(node.value))) \
@@ -449,12 +477,22 @@ def _device_by_availability(ctx: AstContext) -> Optional[str]:
         test = _cuda_fallback_of(ctx, node)
         if test is None:
             return None
+        if _availability(ctx, test):
+            if flags:
+                return None  # two tests: where the parameters live follows neither alone
+        elif spelled is not None and not (flags and ast.dump(test) == ast.dump(flags[0])):
+            return None
+        else:
+            flags.append(test)
         spelled = spelled or ctx.segment(test)
-    return spelled
+    return _Fallback(spelled, tuple(flags)) if spelled is not None else None
 
 
 def _cuda_fallback_of(ctx: AstContext, node: ast.AST) -> Optional[ast.expr]:
-    """The `torch.cuda.is_available()` call whose false branch `node` lies in (within its function), else None."""
+    """The test whose false branch `node` lies in (within its function), else None: the `torch.cuda.is_available()`
+    call of a conditional (`not` of it swapping the branches), or a flag test (_flag_test) whose true branch
+    names a CUDA device (`"cuda" if args.cuda else "cpu"`, `"cpu" if not args.cuda else "cuda"`, where the test
+    is the flag without its `not`)."""
     child = node
     for ancestor in ctx.ancestors(node):
         if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
@@ -463,13 +501,188 @@ def _cuda_fallback_of(ctx: AstContext, node: ast.AST) -> Optional[ast.expr]:
             test, negated = ancestor.test, False
             if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
                 test, negated = test.operand, True
-            if isinstance(test, ast.Call) and ctx.qualname(test.func) == "torch.cuda.is_available":
-                taken = ancestor.body if negated else ancestor.orelse
-                inside = child is taken if isinstance(ancestor, ast.IfExp) else \
-                    any(child is statement for statement in taken)  # type: ignore[union-attr]
-                return test if inside else None
+            if _availability(ctx, test):
+                return test if _within(ancestor, ancestor.body if negated else ancestor.orelse, child) else None
+            if _flag_test(ctx, ancestor.test) and _names_cuda(ctx, ancestor.body):
+                return ancestor.test if _within(ancestor, ancestor.orelse, child) else None
+            if negated and _flag_test(ctx, test) and _names_cuda(ctx, ancestor.orelse):
+                return test if _within(ancestor, ancestor.body, child) else None
         child = ancestor
     return None
+
+
+def _within(conditional: ast.AST, branch: "ast.expr | list[ast.stmt]", child: ast.AST) -> bool:
+    """`child` (a child of the conditional) is the branch, or one of its statements."""
+    return child is branch if isinstance(conditional, ast.IfExp) else any(child is s for s in branch)  # type: ignore
+
+
+def _availability(ctx: AstContext, test: ast.expr) -> bool:
+    return isinstance(test, ast.Call) and ctx.qualname(test.func) == "torch.cuda.is_available"
+
+
+_CUDA_STRING = re.compile(r"cuda(?::\d+)?")
+
+
+def _names_cuda(ctx: AstContext, branch: "ast.expr | list[ast.stmt]") -> bool:
+    """The branch of a conditional is a CUDA device (`"cuda"`, `"cuda:0"`, `f"cuda:{args.gpu}"`, `torch.device`
+    of one), or for an `if` statement holds one."""
+    def cuda(expr: ast.AST) -> bool:
+        if isinstance(expr, ast.Call) and ctx.qualname(expr.func) == "torch.device" and len(expr.args) == 1:
+            expr = expr.args[0]
+        if isinstance(expr, ast.JoinedStr):  # f"cuda:{args.gpu}"
+            expr = expr.values[0] if expr.values else expr
+            return isinstance(expr, ast.Constant) and isinstance(expr.value, str) and expr.value.startswith("cuda:")
+        return isinstance(expr, ast.Constant) and isinstance(expr.value, str) \
+            and _CUDA_STRING.fullmatch(expr.value) is not None
+    if isinstance(branch, list):
+        return any(cuda(n) for statement in branch for n in ast.walk(statement))
+    return cuda(branch)
+
+
+def _flag(ctx: AstContext, expr: ast.expr) -> bool:
+    """A plain flag: a name or an attribute chain over one (`use_cuda`, `args.cuda`, `self.use_gpu`), not
+    something of torch's."""
+    chain = dotted(expr)
+    return chain is not None and not (ctx.qualname(expr) or "").startswith("torch")
+
+
+def _flag_test(ctx: AstContext, test: ast.expr) -> bool:
+    """A test of flags: a flag, `not` one, a flag compared with literals (`args.device == "cuda"`,
+    `args.gpu >= 0`), or `and`/`or` of such tests and `torch.cuda.is_available()`
+    (`args.cuda and torch.cuda.is_available()`)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _flag_test(ctx, test.operand)
+    if isinstance(test, ast.Compare):
+        return len(test.ops) == 1 and _flag(ctx, test.left) and _literals(test.comparators[0])
+    if isinstance(test, ast.BoolOp):
+        return all(_availability(ctx, v) or _flag_test(ctx, v) for v in test.values)
+    return _flag(ctx, test)
+
+
+def _literals(expr: ast.expr) -> bool:
+    if isinstance(expr, (ast.Tuple, ast.List, ast.Set)):
+        return all(isinstance(e, ast.Constant) for e in expr.elts)
+    return isinstance(expr, ast.Constant)
+
+
+def _fused_where(ctx: AstContext, fallback: _Fallback, node: ast.Call) -> Optional[str]:
+    """What to pass as `fused` to the optimizer built at `node` so that it is true exactly where the parameters
+    are on CUDA: the availability test anywhere; a flag test only where it can be read at the optimizer (same
+    function, or both at module level; no name or attribute it reads bound between), as the file spells it,
+    inside `bool(...)` unless its value is a bool (_bool_valued). None where it cannot be read there."""
+    if not fallback.flags:
+        return fallback.spelled
+    if "\n" in fallback.spelled:
+        return None
+    for test in fallback.flags:
+        if not _readable_at(ctx, test, node):
+            return None
+    test = fallback.flags[0]
+    return fallback.spelled if _bool_valued(ctx, test, frozenset()) else f"bool({fallback.spelled})"
+
+
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _readable_at(ctx: AstContext, test: ast.expr, node: ast.Call) -> bool:
+    """The flag test reads, at the optimizer, what it read where it chose the device: both sit in one function
+    (or both at module level, outside comprehensions), and nothing in that scope between them binds a name the
+    test reads or stores to an attribute chain it reads or one below it (`args = ...`, `args.cuda = ...`,
+    `import args`), or may set attributes of one by name (`setattr(args, ...)`, `vars(args)`, `args.__dict__`)."""
+    scope = ctx.enclosing_function(node)
+    if ctx.enclosing_function(test) is not scope:
+        return False
+    for around in ctx.ancestors(test):
+        if around is scope:
+            break
+        if isinstance(around, _COMPREHENSIONS + (ast.Lambda, ast.ClassDef)):
+            return False  # a name of its own scope, unbound at the optimizer
+    chains = {c for c in (dotted(n) for n in ast.walk(test) if isinstance(n, (ast.Name, ast.Attribute))) if c}
+    roots = {c.split(".", 1)[0] for c in chains}
+
+    def rooted(expr: Optional[ast.expr]) -> bool:
+        chain = dotted(expr) if expr is not None else None
+        return chain is not None and chain.split(".", 1)[0] in roots
+
+    first, last = sorted((ctx.order(test) or 0, ctx.order(node) or 0))
+    for other in ctx.nodes(ast.Name, ast.Attribute, ast.Call, ast.alias):
+        if not first < (ctx.order(other) or 0) < last or ctx.enclosing_function(other) is not scope:
+            continue
+        if isinstance(other, ast.alias):
+            if (other.asname or other.name.split(".", 1)[0]) in roots:
+                return False
+        elif isinstance(other, ast.Call):
+            if isinstance(other.func, ast.Name) and other.func.id in ("setattr", "vars") and other.args \
+                    and rooted(other.args[0]):
+                return False
+        elif isinstance(other, ast.Attribute) and other.attr == "__dict__" and rooted(other.value):
+            return False
+        elif isinstance(other, (ast.Name, ast.Attribute)) and not isinstance(other.ctx, ast.Load):
+            stored = dotted(other)
+            if stored is not None and any(c == stored or c.startswith(stored + ".") for c in chains):
+                return False
+    return True
+
+
+def _bool_valued(ctx: AstContext, test: ast.expr, seen: frozenset[str]) -> bool:
+    """The test's value is a bool: a comparison, `not`, `torch.cuda.is_available()`, `and`/`or` of bools, a name
+    bound only to such values in its scope, or an argparse `store_true`/`store_false` option (FileFacts.bool_flags)
+    every store of the file to that attribute chain gives such a value (`args.cuda` from `--cuda`). `seen`: the
+    names and chains being read (a store of a chain from itself, `args.cuda = args.cuda and ...`, keeps a bool)."""
+    if isinstance(test, ast.Compare) or isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return True
+    if isinstance(test, ast.Constant):
+        return isinstance(test.value, bool)
+    if _availability(ctx, test):
+        return True
+    if isinstance(test, ast.BoolOp):
+        return all(_bool_valued(ctx, v, seen) for v in test.values)
+    chain = dotted(test)
+    if chain is None:
+        return False
+    if chain in seen:
+        return True
+    seen = seen | {chain}
+    if isinstance(test, ast.Name):
+        owner = ctx.names.binding_scope(test)
+        if owner is None:
+            return False
+        targets, values = owner.bindings.get(test.id, []), owner.values.get(test.id, [])
+        return bool(values) and not any(t is not None for t in targets) and all(
+            v is not None and _bool_valued(ctx, v, seen) for v in values)
+    assert isinstance(test, ast.Attribute)
+    if test.attr not in ctx.project.own.bool_flags:
+        return False
+    root: ast.expr = test
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    if isinstance(root, ast.Name) and (owner := ctx.names.binding_scope(root)) is not None \
+            and any(v is not None and not _parsed(v) for v in owner.values.get(root.id, [])):
+        return False  # `opt = Config()`: not the parsed options
+    for other in ctx.nodes(ast.Attribute):
+        assert isinstance(other, ast.Attribute)
+        if isinstance(other.ctx, ast.Load) or dotted(other) != chain:
+            continue
+        statement = ctx.parent(other)
+        if not (isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None
+                and (isinstance(statement, ast.AnnAssign) or statement.targets == [other])
+                and _bool_valued(ctx, statement.value, seen)):
+            return False
+    for call in ctx.nodes(ast.Call):
+        assert isinstance(call, ast.Call)
+        if not (isinstance(call.func, ast.Name) and call.func.id == "setattr" and len(call.args) == 3
+                and dotted(call.args[0]) == chain.rsplit(".", 1)[0]):
+            continue
+        named = call.args[1]
+        if not (isinstance(named, ast.Constant) and named.value != test.attr) \
+                and not _bool_valued(ctx, call.args[2], seen):
+            return False  # `setattr(args, "cuda", 1)`
+    return True
+
+
+def _parsed(value: ast.expr) -> bool:
+    """`parser.parse_args()`: the options argparse parses."""
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "parse_args"
 
 
 def _cuda_only(ctx: AstContext) -> bool:

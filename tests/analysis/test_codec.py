@@ -35,6 +35,7 @@ def test_non_default_values_of_every_field_survive() -> None:
     facts = FileFacts(
         imports=(ImportRef("nn", "torch", 0, "nn"), ImportRef("m", "pkg.m", 2, None)), gpu=True, scaler=True,
         mixed_precision=("bf16",), argparse_defaults={"lr": 0.1, "name": "x", "n": 3, "none": None},
+        bool_flags=("cuda", "fp16"),
         dataclass_ints={"n_layers": {"Config": 12}},
         classes={"Net": ClassFacts(("torch.nn.Module",), module=True, layers=(Layer("dims", "Linear", ("64", "128"),
                                                                                     (("bias", "False"),)),),

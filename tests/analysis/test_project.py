@@ -349,6 +349,26 @@ def test_a_clamp_that_16_bits_round_to_one_before_a_log(text: str, found: bool) 
     assert facts is not None and facts.log_clamp_rounds_to_one is found
 
 
+@pytest.mark.parametrize(("text", "flags"), [
+    ('p.add_argument("--cuda", action="store_true")\n', ("cuda",)),
+    ('p.add_argument("--no-cuda", action="store_false", dest="use_cuda")\n', ("use_cuda",)),
+    ('p.add_argument("--cuda", action="store_true", default=True)\n', ("cuda",)),
+    ('p.add_argument("--cuda", action="store_true", default=None)\n', ()),  # None unless asked
+    ('p.add_argument("--cuda", type=int, default=1)\n', ()),
+    ('p.add_argument("--cuda", action="store_true")\nq.add_argument("--cuda", type=int)\n', ()),  # two parsers
+    # options set by computed name may be anything
+    ('p.add_argument("--cuda", action="store_true")\nargs = p.parse_args()\nargs.__dict__.update(cfg)\n', ()),
+    ('p.add_argument("--cuda", action="store_true")\nargs = p.parse_args()\nvars(args)[key] = value\n', ()),
+    ('p.add_argument("--cuda", action="store_true")\nargs = p.parse_args()\nsetattr(args, key, value)\n', ()),
+    ('p.add_argument("--cuda", action="store_true")\np.set_defaults(**cfg)\n', ()),
+    # read only (blind10: transformer-xl logs `args.__dict__.items()`)
+    ('p.add_argument("--cuda", action="store_true")\nargs = p.parse_args()\n'
+     'for k, v in args.__dict__.items():\n    print(k, v)\nprint(vars(args))\n', ("cuda",)),
+])
+def test_argparse_options_parsed_as_bools(text: str, flags: tuple[str, ...]) -> None:
+    assert facts_of_text("import argparse\np = argparse.ArgumentParser()\n" + text).bool_flags == flags
+
+
 def test_encoders_frozen_in_an_imported_module_keep_gpu201_away(tmp_path: Path) -> None:
     """OpenAI-CLIP's shape: modules.py freezes the encoders it wraps with a config flag (False in config.py),
     CLIP.py builds them, main.py steps an AdamW over the model: only small heads train, so a fused step cannot

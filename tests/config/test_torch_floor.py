@@ -226,7 +226,7 @@ def test_a_local_label_on_the_bound_still_declares_the_floor(tmp_path: Path) -> 
 def test_no_optimizer_advice_needs_a_torch_the_project_does_not_declare(tmp_path: Path) -> None:
     """`fused=True` raises a TypeError on a torch without the kernel: a project that declares one is not told
     to pass it, also when it pins torch in requirements.txt or environment.yml."""
-    maybe_cpu = ADAM.replace(".cuda()", '.to("cuda" if args.gpu else "cpu")')
+    maybe_cpu = ADAM.replace(".cuda()", '.to(args.device)')  # "cpu" or "cuda", as the command line says
     torch_2 = '[project]\nname = "p"\ndependencies = ["torch>=2.0"]\n'
     write(tmp_path, {"a/pyproject.toml": torch_2, "a/train.py": maybe_cpu,
                      "b/requirements.txt": "numpy\ntorch==1.7.1\n", "b/train.py": ADAM,
@@ -234,13 +234,19 @@ def test_no_optimizer_advice_needs_a_torch_the_project_does_not_declare(tmp_path
                      "d/requirements.txt": "torch>=2.4\n", "d/train.py": ADAM,
                      "e/pyproject.toml": torch_2, "e/train.py": ADAM,
                      "f/pyproject.toml": torch_2,
-                     "f/train.py": ADAM.replace(".cuda()", '.to("cuda" if torch.cuda.is_available() else "cpu")')})
+                     "f/train.py": ADAM.replace(".cuda()", '.to("cuda" if torch.cuda.is_available() else "cpu")'),
+                     "g/pyproject.toml": torch_2,
+                     "g/train.py": ADAM.replace(".cuda()", '.to("cuda" if args.gpu else "cpu")')})
     gpulint = Gpulint(False, tmp_path / "cache")
     for folder in "abc":
         assert "GPU201" not in gpulint.check("--output-format", "concise", tmp_path / folder / "train.py").output
     # the CPU only where CUDA is not available: fused exactly when it is (torch 2.0 has the CUDA kernel)
     shown = gpulint.check("--show-fixes", "--output-format", "concise", tmp_path / "f" / "train.py").output
     assert "GPU201" in shown and "fused=torch.cuda.is_available()" in shown
+    # the CPU only where a flag read beside the optimizer is off: fused exactly when it is on (a bool of it, as
+    # what `args.gpu` holds is not known here)
+    shown = gpulint.check("--show-fixes", "--output-format", "concise", tmp_path / "g" / "train.py").output
+    assert "GPU201" in shown and "fused=bool(args.gpu)" in shown
     assert "GPU201" in gpulint.check("--output-format", "concise", tmp_path / "d" / "train.py").output
     # a CUDA-only script needs only the CUDA kernel (Adam: 1.13), not the CPU one (2.4): mar's case, blind3
     assert "GPU201" in gpulint.check("--output-format", "concise", tmp_path / "e" / "train.py").output

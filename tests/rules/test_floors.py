@@ -72,7 +72,7 @@ def _fixes(source: str, code: str, floor: str, **options: str) -> list[tuple[boo
     (AMP, "GPU001", "1.9", "1.10", floors.AUTOCAST, {"amp-dtype": "bfloat16"}, True),
     (FSDP, "GPU001", "2.0", "2.1", floors.SHARDED_GRAD_SCALER, {"amp-dtype": "float16"}, False),
     (STEP.replace("OPTIMIZER", "torch.optim.Adam(model.parameters())").replace(
-        'torch.device("cuda")', 'torch.device("cuda" if args.gpu else "cpu")'),
+        'torch.device("cuda")', 'torch.device(args.device)'),  # wherever the command line says
      "GPU201", "2.3", "2.4", floors.FUSED_CPU, {},
      True),
     (STEP.replace("OPTIMIZER", "torch.optim.Adagrad(model.parameters())"), "GPU201", "2.11", "2.12",
