@@ -4,8 +4,10 @@ A script that keeps an old `def train_v1(...)` beside the one its `__main__` blo
 of helpers no script imports, holds steps that never run; advice about their speed pays off
 nowhere. The project facts record, for each file that trains, the top-level functions nothing in
 the file reaches (project/facts.py `unreached_functions`), and the project view keeps them only
-for scripts no other project file imports, outside packages (`ProjectView.unreached`). This
-module answers the question for one node of a rule's `ast` tree.
+for scripts no other project file imports, outside packages (`ProjectView.unreached`). Private
+methods nothing calls are dead the same way: an evaluation class that copies `_select_optimizer`
+from its training siblings and never calls it (project/methods.py, `ProjectView.uncalled_methods`).
+This module answers the question for one node of a rule's `ast` tree.
 """
 
 from __future__ import annotations
@@ -20,29 +22,50 @@ if TYPE_CHECKING:
 
 RUNS = Premise(
     "runs",
-    "the step can run: refuted when it lies in a top-level function nothing in its script reaches (no call "
+    "the code can run: refuted when it lies in a top-level function nothing in its script reaches (no call "
     "from module-level code or from a function that is reached, no reference, decorator or name string, no "
     "dynamic dispatch such as `fire.Fire()` or `globals()[name]`), in a script no project file imports and "
     "outside a package, or in a module whose every import names other things (`from previous_chapters import "
     "GPTModel`, never the module itself or `*`): a training function kept beside the one `__main__` calls, or "
-    "a helper module's training loop its importers do not use, never runs.")
+    "a helper module's training loop its importers do not use, never runs. Refuted too in a private method (one "
+    "leading underscore, not a dunder or a `_hook_`; undecorated, static or class method) of a module-level class "
+    "that nothing calls: no attribute of that name on any receiver, no bare name and no string equal to it or "
+    "beginning it (`getattr(self, \"_select_\" + kind)`; in its module also none equal to it without the underscore) "
+    "anywhere in its module, in the project modules that import it (transitively: a subclass there) or in those it "
+    "imports (a base class calling its hooks); no class of its module derives from its class; no computed "
+    "`getattr`, `dir()` or dynamic dispatch in its module; and the class's bases lead to `object` (or ABC) through "
+    "the project's own classes, since a library base (`nn.Module`, a trainer) may call a hook by name. Read alone, "
+    "without the project, only classes of no base but the module's own count (blind10: Time-Series-Library's "
+    "zero-shot experiment class keeps a `_select_optimizer` it never calls: it only tests).")
+
+
+def runs(ctx: AstContext, node: ast.AST) -> Evidence:
+    """RUNS for a node of the context's tree: refuted inside code the project view says never runs."""
+    return REFUTED if never_runs_ast(ctx.tree, node, ctx.parent, ctx.project.unreached) else SHOWN
 
 
 def never_runs_ast(tree: ast.Module, node: ast.AST, parent: Callable[[ast.AST], Optional[ast.AST]],
                    unreached: frozenset[str]) -> Optional[str]:
-    """The name of the unreached top-level function `node` lies in (`parent` is the context's parent map);
-    None when it lies in module-level code, a class, or a function something reaches."""
+    """The name of the unreached top-level function (or "Class._name" private method: ProjectView.unreached)
+    `node` lies in (`parent` is the context's parent map); None when it lies in module-level code, or in a
+    function or method something reaches."""
     if not unreached:
         return None
     outermost: Optional[ast.AST] = None
+    below: Optional[ast.AST] = None  # the definition just inside `outermost` on the way to `node`
     current = parent(node)
     while current is not None:
         if isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            outermost = current
+            outermost, below = current, outermost
         current = parent(current)
-    if isinstance(outermost, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(outermost is s for s in tree.body) \
-            and outermost.name in unreached:
-        return outermost.name
+    if outermost is None or not any(outermost is s for s in tree.body):
+        return None
+    if isinstance(outermost, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return outermost.name if outermost.name in unreached else None
+    if isinstance(outermost, ast.ClassDef) and isinstance(below, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+            and any(below is s for s in outermost.body):
+        key = f"{outermost.name}.{below.name}"
+        return key if key in unreached else None
     return None
 
 

@@ -33,8 +33,15 @@ from gpulint.project.loader_flow import (
     move_kinds,
     moved_results,
 )
+from gpulint.project.methods import (
+    DYNAMIC_BUILTINS,
+    DYNAMIC_CALLS,
+    mentions_name,
+    plain_classes,
+    uncalled_methods,
+)
 
-FACTS_VERSION = 30
+FACTS_VERSION = 31
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -283,6 +290,20 @@ class FileFacts:
     # no decorator, no name string), in a file without dynamic dispatch (`fire.Fire()`, `globals()`):
     # dead code unless another file imports this one (project/view.py decides that)
     unreached: tuple[str, ...] = ()
+    # private methods of module-level classes of a file that trains which nothing in the file names (project/
+    # methods.py `uncalled_methods`: no `x._name` on any receiver, no bare name or string for it, no subclass in
+    # the file, no computed getattr), of classes in `plain_classes`: "Class._name"; dead code unless a module
+    # importing this one or imported by it names them (project/view.py decides that)
+    uncalled_methods: tuple[str, ...] = ()
+    # module-level classes whose bases lead to `object` through classes gpulint reads (project/methods.py
+    # `plain_classes`): class -> the names `from` imports bind among its bases (followed into their modules);
+    # a class with a library base (`nn.Module`, a trainer that may call hooks by name) is absent
+    plain_classes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # one-underscore names (no dunders) the file reads as attributes on any receiver (`exp._select_optimizer()`)
+    # and spells as strings (`getattr(exp, "_select_optimizer")`, a "_select_" prefix): a private method of a
+    # module this one imports, or that imports it, may be called from here
+    private_attributes: tuple[str, ...] = ()
+    private_strings: tuple[str, ...] = ()
     # the first torch the file cannot run on (`torch_ceiling`): it imports, unconditionally at module level, a
     # module torch (or the torchtext released with it) removed in that release (`from torch._six import inf`:
     # removed in 2.0; `torchtext.legacy`: gone with torch 1.11), asserts at module level an older major version
@@ -834,6 +855,8 @@ class _Scanner:
 
     def run(self) -> FileFacts:
         names: set[str] = set()
+        private_attributes: set[str] = set()
+        private_strings: set[str] = set()
         dict_lookups: set[str] = set()
         refs: dict[str, set[str]] = {}
         cuda_names = {local for local, targets in self.aliases.table.items()
@@ -853,6 +876,8 @@ class _Scanner:
                 elif kind is Attribute:
                     attr = node.attr  # type: ignore[attr-defined]
                     names.add(attr)
+                    if attr[:1] == "_" and mentions_name(attr):
+                        private_attributes.add(attr)
                     if attr in ("requires_grad", "requires_grad_"):
                         self.grad_flags = True
                     if attr == "__version__":
@@ -877,6 +902,8 @@ class _Scanner:
                     self._call(node)  # type: ignore[arg-type]
                 elif kind is Constant:
                     value = node.value  # type: ignore[attr-defined]
+                    if type(value) is str and value[:1] == "_" and mentions_name(value) and value.isidentifier():
+                        private_strings.add(value)
                     # os.environ["LOCAL_RANK"]: one process per GPU (torchrun)
                     if type(value) is str and (_is_cuda_string(value) or value == "LOCAL_RANK"):
                         self.gpu = True
@@ -916,6 +943,8 @@ class _Scanner:
         moved = moved_results(self.tree, imported, self.loops, fast_walk, star=any(r.name == "*" for r in self.imports),
                               hands=hands) if (self.loops and names & {"to", "cuda"}) or hands else {}
         main = _main_guard(self.tree)
+        plain = plain_classes(self.tree, self.aliases.qualified,
+                              frozenset(r.local for r in self.imports if r.name not in (None, "*")))
         if self._dtype_from_key and self._dtype_keys == {True}:
             self.mixed.add("model-cast")  # every "dtype" the file's configs give its layers is 16 bits
         return FileFacts(
@@ -946,6 +975,10 @@ class _Scanner:
             step_rows=step_rows(self.tree) if training else None,
             image_rows=image_rows(self.tree) if training else None,
             unreached=unreached_functions(self.tree) if training else (),
+            uncalled_methods=uncalled_methods(self.tree, plain) if training else (),
+            plain_classes=plain,
+            private_attributes=tuple(sorted(private_attributes)),
+            private_strings=tuple(sorted(private_strings)),
             torch_ceiling=torch_ceiling(self.tree, self.aliases, names),
             script_ceiling=version_ceiling(main.body, self.aliases) if main is not None and "__version__" in names
             else None,
@@ -1694,12 +1727,6 @@ def _unpacks_packed_sequence(node: ast.Assign) -> bool:
         and not any(isinstance(e, ast.Starred) for e in target.elts)
 
 
-# calls that reach functions by a name computed at run time: every function of the file may run
-_DYNAMIC_CALLS = frozenset({"Fire", "CLI", "import_module", "__import__", "run_module", "run_path"})
-# builtins that dispatch by a computed name when called bare (`model.eval()` is torch's, not `eval`)
-_DYNAMIC_BUILTINS = frozenset({"globals", "locals", "vars", "eval", "exec"})
-
-
 def unreached_functions(tree: ast.Module) -> tuple[str, ...]:
     """Top-level functions nothing in the file reaches: not called or referenced (as a name, an attribute
     or a string) from module-level code, a class, a decorated function or a function that is reached.
@@ -1726,7 +1753,7 @@ def unreached_functions(tree: ast.Module) -> tuple[str, ...]:
                 func = node.func
                 name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) \
                     else ""
-                if name in _DYNAMIC_CALLS or (isinstance(func, ast.Name) and name in _DYNAMIC_BUILTINS):
+                if name in DYNAMIC_CALLS or (isinstance(func, ast.Name) and name in DYNAMIC_BUILTINS):
                     return False
         return True
 

@@ -27,6 +27,7 @@ from typing import Iterable, Iterator, Optional, Union
 from gpulint.project.facts import FFI_MODULE, REMOVED_MODULES, SPLAT, ClassFacts, FileFacts, ImportRef
 from gpulint.project.layers import MODULE
 from gpulint.project.loader_flow import AT, CUDA, HAND, IN, STAR
+from gpulint.project.methods import named_by
 from gpulint.project.scripts import passed_flags
 
 ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
@@ -173,6 +174,11 @@ class ProjectView:
     # top-level functions of a module other files import that nothing reaches: nothing in the file calls
     # them and every import of the module names other things (`from previous_chapters import GPTModel`)
     unimported: frozenset[str] = frozenset()
+    # private methods of this file's classes that nothing calls (FileFacts.uncalled_methods, "Class._name"): no
+    # project module that imports this one (transitively: a subclass there, a caller) or that it imports (a base
+    # class that calls its hooks, a helper handed `self`) reads the name as an attribute or spells it as a string,
+    # and the class's bases lead to `object` through the project's own classes (FileFacts.plain_classes)
+    uncalled_methods: frozenset[str] = frozenset()
     # another project file imports this one (directly or through others): its `__main__` block is a self-test
     # or a demo run by hand, not the training
     imported: bool = False
@@ -224,9 +230,19 @@ class ProjectView:
 
     @property
     def unreached(self) -> frozenset[str]:
-        """Top-level functions of this file that never run: nothing in the file reaches them and no other
-        file can import them (a script); empty when that cannot be known."""
-        return frozenset(self.own.unreached) if self.script else self.unimported
+        """Code of this file that never runs: top-level functions nothing in the file reaches that no other
+        file can import (a script) or that no import names, and private methods nothing calls ("Class._name").
+        Read alone (no project around it), a private method counts when its module never names it and its
+        class derives from nothing but `object` (its own module's classes, ABC): only a subclass elsewhere
+        could call it, which the convention of the leading underscore leaves to the module."""
+        functions = frozenset(self.own.unreached) if self.script else self.unimported
+        candidates = frozenset(self.own.uncalled_methods)
+        if not candidates:
+            return functions
+        if self.scanned:
+            return functions | (self.uncalled_methods & candidates)
+        plain = self.own.plain_classes
+        return functions | frozenset(m for m in candidates if plain.get(m.partition(".")[0]) == ())
 
     @property
     def rl(self) -> bool:
@@ -673,6 +689,7 @@ class Project:
             script=not callers and rel.endswith(".py") and package_init(rel) not in self._exists
             and rel.rpartition("/")[2][:-3] not in self._import_words,
             unimported=self._unimported(rel) if callers else frozenset(),
+            uncalled_methods=self._uncalled_methods(rel, callers & ~me),
         )
 
     def _unimported(self, path: str) -> frozenset[str]:
@@ -691,6 +708,40 @@ class Project:
                     return frozenset()
                 named.add(ref.name)
         return frozenset(own.unreached) - named
+
+    def _uncalled_methods(self, path: str, callers: int) -> frozenset[str]:
+        """ProjectView.uncalled_methods: the candidates of `path` that no module importing it (transitively)
+        or imported by it (transitively) names, of classes whose bases are followed to `object`."""
+        own = self.facts[path]
+        if not own.uncalled_methods:
+            return frozenset()
+        attributes: set[str] = set()
+        strings: set[str] = set()
+        for other in [self.paths[i] for i in _members(callers)] + sorted(self._closure(path, depth=len(self.paths))):
+            attributes.update(self.facts[other].private_attributes)
+            strings.update(self.facts[other].private_strings)
+        out: set[str] = set()
+        for key in own.uncalled_methods:
+            owner, _, name = key.partition(".")
+            if name not in attributes and name not in strings and not named_by(name, strings) \
+                    and self._plain_class(path, owner, frozenset()):
+                out.add(key)
+        return frozenset(out)
+
+    def _plain_class(self, path: str, name: str, seen: frozenset[tuple[str, str]]) -> bool:
+        """The class `name` of `path` has bases that lead to `object` through the project's own classes: each
+        name a `from` import binds among them (FileFacts.plain_classes) resolves to a class of a project module
+        that has such bases itself."""
+        imported = self.facts[path].plain_classes.get(name)
+        if imported is None or (path, name) in seen:
+            return False
+        for base in imported:
+            sources = [(target, ref.name) for target, ref in self.edges.get(path, ())
+                       if ref.local == base and ref.name not in (None, "*")]
+            if not sources or not all(self._plain_class(target, original, seen | {(path, name)})
+                                      for target, original in sources if original is not None):
+                return False
+        return True
 
     def _native_importees(self, path: str) -> bool:
         """`path` or a module it imports (three levels: a training script, its model module, an ops package and
@@ -784,6 +835,8 @@ class Project:
         frontier = {path}
         for _ in range(depth):
             frontier = {t for p in frontier for t in self.importees(p)} - seen - {path}
+            if not frontier:
+                break
             seen |= frontier
         return seen
 

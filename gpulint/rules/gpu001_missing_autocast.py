@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import re
 from typing import TYPE_CHECKING, Callable, Optional
 
@@ -14,7 +13,7 @@ from gpulint.analysis.device import cuda_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
 from gpulint.analysis.lr_sweep import LONG_RUN, step_run
 from gpulint.analysis.model_widths import optimizes_inputs, trained_model_width
-from gpulint.analysis.reach import RUNS, never_runs_ast
+from gpulint.analysis.reach import RUNS, runs
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.options import Choice, Integer, Option
@@ -331,7 +330,7 @@ class MissingAutocast(Rule):
                         TRAINS_A_MODEL: REFUTED if optimizes_inputs(ctx, step) else SHOWN,
                         AUTOCAST_EXISTS: autocast_exists, GPU_BOUND: bound, AUTOCAST_COVERS: covers,
                         LOSS_FITS_16_BIT: loss_fits,
-                        LONG_RUN: step_run(ctx, step.node), RUNS: _runs(ctx, backward.call)}
+                        LONG_RUN: step_run(ctx, step.node), RUNS: runs(ctx, backward.call)}
             decision = self.decide(evidence)
             if not decision.report:
                 continue
@@ -518,11 +517,6 @@ def _no_fix(mode: str) -> str:
 # the note where the two trees read the step differently (never seen: tests/analysis/test_amp_steps.py)
 STEP_DIFFERS = "no fix: the step reads differently on LibCST"
 MESSAGE = "forward pass and loss run in fp32: wrap them in torch.autocast (up to 3x faster on tensor-core GPUs)"
-
-
-def _runs(ctx: AstContext, node: ast.AST) -> Evidence:
-    """RUNS: refuted in a top-level function nothing in its script reaches."""
-    return REFUTED if never_runs_ast(ctx.tree, node, ctx.parent, ctx.project.unreached) else SHOWN
 
 
 def _xpu_named(facts: "TrainingFacts", step: "TrainingStep") -> Evidence:

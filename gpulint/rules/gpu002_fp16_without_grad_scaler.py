@@ -19,7 +19,7 @@ from gpulint.analysis.amp_steps import TRAINING_STEP_NEEDLES
 from gpulint.analysis.ast_context import NO_LIBCST_NOTE, AstContext, Detection
 from gpulint.analysis.ast_values import single_value
 from gpulint.analysis.evidence import REFUTED, SHOWN, Premise
-from gpulint.analysis.reach import RUNS, never_runs_ast
+from gpulint.analysis.reach import RUNS, runs
 from gpulint.core.edits import Applicability
 from gpulint.core.verification import MIXED_PRECISION, Verification, construct_enabled
 from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
@@ -139,9 +139,8 @@ class Fp16WithoutGradScaler(Rule):
                 float16 = SHOWN if dtypes <= {FLOAT16_DTYPE, MAYBE_FLOAT16} else REFUTED
                 # a scaler elsewhere in the file or in a caller: this backward may well go through it
                 scaled = backward.scaled or "scale_loss" in ctx.text or ctx.project.scaler
-                runs = REFUTED if never_runs_ast(ctx.tree, backward.call, ctx.parent, ctx.project.unreached) \
-                    else SHOWN
-                decision = self.decide({FLOAT16_STEP: float16, UNSCALED: REFUTED if scaled else SHOWN, RUNS: runs})
+                decision = self.decide({FLOAT16_STEP: float16, UNSCALED: REFUTED if scaled else SHOWN,
+                                        RUNS: runs(ctx, backward.call)})
                 if not decision.report:
                     continue
                 if not self.in_tests and not ctx.settings.lint_tests and ctx.in_test_function(backward.call):

@@ -13,6 +13,7 @@ from gpulint.analysis.ast_values import following, is_literal, single_value, val
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
 from gpulint.analysis.generation import generation_bound
 from gpulint.analysis.lr_sweep import LONG_RUN, optimizer_run
+from gpulint.analysis.reach import RUNS, runs
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import (
@@ -216,7 +217,9 @@ class NonFusedOptimizer(Rule):
         gradients (`sparse=True` embeddings), for a single tensor optimised on its own, for
         optimizers MS-AMP replaces, on a TPU (`torch_xla`: fused kernels are CUDA/CPU only), in
         test files, for an optimizer that only steps in a learning-rate range test (a loop that raises
-        the rate geometrically, records it and stops when the loss diverges), and never for SGD with momentum where a
+        the rate geometrically, records it and stops when the loss diverges), for one built in code that
+        never runs (a function nothing in its script reaches, a private method such as an evaluation
+        class's `_select_optimizer` that nothing calls), and never for SGD with momentum where a
         GradScaler exists in the file or in a module that imports it, or where a framework
         that may scale the loss (Accelerate, Lightning, DeepSpeed) runs the loop: fused SGD
         with momentum leaves its momentum buffer uninitialised when the first scaled step
@@ -235,7 +238,7 @@ class NonFusedOptimizer(Rule):
         a fused Adam in torch 2.13 (both reproduced on two CPU ranks: bench/fsdp_fused_scaler.py).
         """,
         premises=(TORCH_OPTIMIZER, FUSED_DEVICE, FUSED_EXISTS, STEP_MATTERS, SCALER_SAFE, LONG_RUN, WORK_TO_FUSE,
-                  FUSED_KEPT, STEPPED),
+                  FUSED_KEPT, STEPPED, RUNS),
         fix_cases=(
             FixCase("Adam / AdamW: `fused=True`",
                     Applicability.SAFE, "aliases.py"),
@@ -327,7 +330,7 @@ class NonFusedOptimizer(Rule):
                                 STEP_MATTERS: _step_matters(ctx, node, held), SCALER_SAFE: scaler_safe,
                                 WORK_TO_FUSE: work_to_fuse, FUSED_KEPT: REFUTED if _state_loaded_at_once(ctx, node)
                                 else SHOWN, LONG_RUN: optimizer_run(ctx, node),
-                                STEPPED: REFUTED if _rebound_unstepped(ctx, node) else SHOWN})
+                                STEPPED: REFUTED if _rebound_unstepped(ctx, node) else SHOWN, RUNS: runs(ctx, node)})
         if not decision.report:
             return
         if momentum and may_gain_grad_scaler(ctx):

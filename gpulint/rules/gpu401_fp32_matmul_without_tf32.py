@@ -9,7 +9,7 @@ from gpulint.analysis.amp_steps import TRAINING_STEP_NEEDLES, AmpStep
 from gpulint.analysis.ast_context import AstContext, Detection
 from gpulint.analysis.device import cuda_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Decision, Evidence, Premise
-from gpulint.analysis.reach import RUNS, never_runs_ast
+from gpulint.analysis.reach import RUNS, runs
 from gpulint.analysis.script_settings import convnet_with_head, torch_import_alias
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
@@ -153,8 +153,8 @@ class Fp32MatmulWithoutTf32(Rule):
             if fp32 is None:
                 continue
             wide, work = step_scale(ctx, step)
-            runs = REFUTED if never_runs_ast(ctx.tree, step.node, ctx.parent, project.unreached) else SHOWN
-            decision = self.decide({**common, FLOAT32: fp32, WIDE_ENOUGH: wide, ENOUGH_WORK: work, RUNS: runs})
+            decision = self.decide({**common, FLOAT32: fp32, WIDE_ENOUGH: wide, ENOUGH_WORK: work,
+                                    RUNS: runs(ctx, step.node)})
             if decision.report:
                 self._report(ctx, step, decision)
                 return  # once per file: the setting is process-wide

@@ -89,6 +89,23 @@ TREE = {
                 self.fused = cfg.use_flash_attn
     """,
     "flash_train.py": "from flash.model import Attn\nfrom flash import presets\nm = Attn(presets.SMALL, flash=False)\n",
+    # private methods nothing calls: the modules that import a class's module (a subclass) and those it imports
+    # (its base, which calls `_build`) decide
+    "exps/basic.py": "class Basic(object):\n    def __init__(self):\n        self.model = self._build()\n",
+    "exps/zero.py": """
+        import torch
+        from exps.basic import Basic
+        class Zero(Basic):
+            def _build(self):
+                return torch.nn.Linear(4, 4)
+            def _select_optimizer(self):
+                return torch.optim.Adam(self.model.parameters())
+    """,
+    "exps/tuned.py": "from exps.zero import Zero\nclass Tuned(Zero):\n"
+                     "    def fit(self):\n        self._select_optimizer()\n",
+    "exps/plain.py": "import torch\nfrom exps.basic import Basic\nclass Plain(Basic):\n"
+                     "    def _select_optimizer(self):\n        return torch.optim.Adam(self.model.parameters())\n",
+    "exps/run.py": "from exps.tuned import Tuned\nfrom exps.plain import Plain\n",
 }
 
 
@@ -144,6 +161,15 @@ def test_a_script_imported_only_through_sys_path_is_no_script(tree: Path) -> Non
     for name, script in (("alone", True), ("reached", False)):
         member = tree / "scripts" / f"{name}.py"
         assert _partial_project(tree, paths, [member], FactsCache()).view(member).script is script  # type: ignore[union-attr]
+
+
+def test_private_methods_nothing_calls_are_judged_from_the_files_around(tree: Path) -> None:
+    """exps/zero.py's `_select_optimizer` is called by a subclass in a module that imports it; exps/plain.py's
+    by nothing (the base's `_build` hook is called by the base): the partial project reads the same files."""
+    paths = _project_files(tree, [])
+    for name, uncalled in (("zero", frozenset()), ("plain", frozenset({"Plain._select_optimizer"}))):
+        member = tree / "exps" / f"{name}.py"
+        assert _partial_project(tree, paths, [member], FactsCache()).view(member).unreached == uncalled  # type: ignore[union-attr]
 
 
 def test_views_of_this_repository_match_the_whole_project() -> None:

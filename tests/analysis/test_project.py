@@ -72,10 +72,10 @@ def test_grad_scaler_in_the_caller_keeps_fused_sgd_away(tmp_path: Path) -> None:
             """,
         "train.py": """\
             import torch
-            from utils.torch_utils import smart_optimizer
+            from utils.torch_utils import plain_optimizer, smart_optimizer
 
             scaler = torch.amp.GradScaler("cuda")
-            optimizer = smart_optimizer(model.cuda(), 0.937)
+            optimizer = smart_optimizer(model.cuda(), 0.937) if momentum else plain_optimizer(model.cuda())
             """,
     })
     found = findings(tmp_path, "--select", "GPU201")
@@ -887,6 +887,36 @@ def test_unreached_functions_of_a_file() -> None:
     assert unreached("def a(): pass\neval('a()')\n") == ()
 
 
+def test_private_methods_nothing_in_the_file_calls() -> None:
+    """project/methods.py: a private method of a class over `object` that nothing in its module names (blind10:
+    Time-Series-Library's zero-shot `_select_optimizer`); any mention of the name keeps it."""
+    from gpulint.project.facts import facts_of_text
+
+    def uncalled(text: str) -> tuple[str, ...]:
+        return facts_of_text(textwrap.dedent(text) + "\nimport torch\nopt = torch.optim.Adam(m.parameters())\n"
+                             ).uncalled_methods
+
+    cls = "class E(object):\n    def _opt(self): pass\n    def _used(self): pass\n    def run(self): self._used()\n"
+    assert uncalled(cls) == ("E._opt",)
+    assert uncalled(cls + "x = E()\nx.other._opt\n") == ()  # an attribute of that name, on any receiver
+    assert uncalled(cls + "getattr(E(), '_opt')()\n") == ()  # its name as a string
+    assert uncalled(cls + "getattr(E(), '_o' + k)()\n") == ()  # a computed name: anything may be called
+    assert uncalled(cls + "STEPS = ['opt']\n") == ()  # its name without the underscore, as a string
+    assert uncalled(cls + "k = '_op'\n") == ()  # a string that begins it (completed at run time)
+    assert uncalled(cls + "for n in dir(E): pass\n") == ()  # methods listed by name
+    assert uncalled(cls + "class F(E): pass\n") == ()  # a subclass of the module may call it
+    assert uncalled(cls.replace("E(object)", "E(nn.Module)")) == ()  # a library base may call hooks by name
+    assert uncalled(cls.replace("E(object)", "E(Base)") + "from base import Base\n") == ("E._opt",)  # followed
+    assert uncalled(cls.replace("def _opt", "@hook\n    def _opt")) == ()  # decorated: registered somewhere
+    assert uncalled(cls.replace("def _opt", "def _repr_html_")) == ()  # a `_hook_` libraries call by name
+    assert uncalled(cls.replace("def _opt", "def __opt")) == ()  # not one leading underscore
+    assert uncalled(cls.replace("def _opt", "def opt")) == ()  # public: frameworks call those
+    facts = facts_of_text(cls.replace("E(object)", "E(Base)") + "from base import Base\nfrom abc import ABC\n"
+                          "class G(ABC): pass\nclass H(G, Base): pass\nclass M(nn.Module): pass\n")
+    assert facts.plain_classes == {"E": ("Base",), "G": (), "H": ("Base",)}
+    assert "_used" in facts.private_attributes and facts.private_strings == ()
+
+
 _HELPERS = """import torch
 
 
@@ -1364,7 +1394,7 @@ def test_an_imported_head_module_is_a_handful_of_tensors(tmp_path: Path) -> None
              "        with torch.no_grad():\n"
              "            features = trunk(x.cuda())\n"
              "        head(features).sum().backward()\n"
-             "        optimizer.step()\n")
+             "        optimizer.step()\n\n\nmain(trunk, loader)\n")  # a function nothing calls never runs
     write(tmp_path, {"heads.py": HEAD_MODULE, "train.py": train})
     assert findings(tmp_path, "--select", "GPU201") == []
     deeper = HEAD_MODULE.replace("        self.linear = nn.Linear(2048, num_labels)\n",

@@ -212,3 +212,111 @@ def test_torch_reached_through_a_star_import_of_a_project_module(tmp_path: Path)
     assert findings(tmp_path, "--select", "GPU201") == [("train.py", 4, "GPU201")]
     write(tmp_path, {"modeling.py": STAR_MODEL, "train.py": STAR_TRAIN.format(extra="from somelib import *\n")})
     assert findings(tmp_path, "--select", "GPU201") == []
+
+
+# blind10 (Time-Series-Library): experiment classes over a base that builds their model through a hook; the
+# zero-shot one keeps a `_select_optimizer` it never calls (it only tests)
+EXP_BASIC = """\
+class Exp_Basic(object):
+    def __init__(self, args):
+        self.args = args
+        self.model = self._build_model().cuda()
+
+    def _build_model(self):
+        raise NotImplementedError
+"""
+
+EXP_TRAIN = """\
+import torch
+from exp.exp_basic import Exp_Basic
+
+
+class Exp_Long_Term_Forecast(Exp_Basic):
+    def _build_model(self):
+        return self.args.model
+
+    def _select_optimizer(self):
+        return torch.optim.Adam(self.model.parameters(), lr=1e-3)
+
+    def train(self, loader):
+        optimizer = self._select_optimizer()
+        for x, y in loader:
+            loss = (self.model(x.cuda()) - y.cuda()).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+"""
+
+EXP_ZERO_SHOT = """\
+import torch
+from exp.exp_basic import Exp_Basic
+
+
+class Exp_Zero_Shot_Forecast(Exp_Basic):
+    def _build_model(self):
+        return self.args.model
+
+    def _select_optimizer(self):
+        return torch.optim.Adam(self.model.parameters(), lr=1e-3)
+
+    def test(self, loader):
+        self.model.eval()
+        with torch.no_grad():
+            return [self.model(x.cuda()) for x, _ in loader]
+"""
+
+EXP_RUN = """\
+from exp.exp_long_term_forecasting import Exp_Long_Term_Forecast
+from exp.exp_zero_shot_forecasting import Exp_Zero_Shot_Forecast
+
+if __name__ == "__main__":
+    Exp = Exp_Zero_Shot_Forecast if args.task_name == "zero_shot_forecast" else Exp_Long_Term_Forecast
+    Exp(args).train(loader)
+"""
+
+
+def _experiments(root: Path, **extra: str) -> None:
+    write(root, {"exp/exp_basic.py": EXP_BASIC, "exp/exp_long_term_forecasting.py": EXP_TRAIN,
+                 "exp/exp_zero_shot_forecasting.py": EXP_ZERO_SHOT, "run.py": EXP_RUN, **extra})
+
+
+def test_a_private_optimizer_method_nothing_calls_is_not_reported(tmp_path: Path) -> None:
+    """The zero-shot class's `_select_optimizer`: no module importing it or imported by it names the method
+    (the training class's own call is in a module that imports neither), its base is the project's own class
+    over `object`: its Adam is never built. The training class's Adam is reported."""
+    _experiments(tmp_path)
+    assert findings(tmp_path, "--select", "GPU201") == [("exp/exp_long_term_forecasting.py", 10, "GPU201")]
+    # linted alone, the file's view is built from the files it reads (dispatch/project_scan.py): the same
+    assert findings(tmp_path / "exp" / "exp_zero_shot_forecasting.py", "--select", "GPU201") == []
+
+
+def test_a_subclass_in_another_module_that_calls_the_method_keeps_the_finding(tmp_path: Path) -> None:
+    """A fine-tuning class derives from the zero-shot one in another module and calls `self._select_optimizer()`:
+    the method runs, and its Adam is reported."""
+    finetune = ("from exp.exp_zero_shot_forecasting import Exp_Zero_Shot_Forecast\n\n\n"
+                "class Exp_Finetune(Exp_Zero_Shot_Forecast):\n"
+                "    def train(self, loader):\n"
+                "        optimizer = self._select_optimizer()\n")
+    _experiments(tmp_path, **{"exp/exp_finetune.py": finetune})
+    assert ("exp/exp_zero_shot_forecasting.py", 10, "GPU201") in findings(tmp_path, "--select", "GPU201")
+
+
+def test_a_base_class_or_helper_that_calls_the_method_keeps_the_finding(tmp_path: Path) -> None:
+    """The hook is called by the project's base class (`self._select_optimizer()` in Exp_Basic), or by a module
+    the file imports that is handed the experiment (`exp._select_optimizer()`): it runs, reported."""
+    base = EXP_BASIC + "\n    def fit(self):\n        return self._select_optimizer()\n"
+    _experiments(tmp_path, **{"exp/exp_basic.py": base})
+    assert ("exp/exp_zero_shot_forecasting.py", 10, "GPU201") in findings(tmp_path, "--select", "GPU201")
+    helper = "def prepare(exp):\n    return exp._select_optimizer()\n"
+    zero = EXP_ZERO_SHOT.replace("import torch\n", "import torch\nfrom utils.tools import prepare\n", 1)
+    _experiments(tmp_path, **{"exp/exp_basic.py": EXP_BASIC, "utils/tools.py": helper,
+                              "exp/exp_zero_shot_forecasting.py": zero})
+    assert ("exp/exp_zero_shot_forecasting.py", 11, "GPU201") in findings(tmp_path, "--select", "GPU201")
+
+
+def test_a_class_over_a_library_base_keeps_the_finding(tmp_path: Path) -> None:
+    """Exp_Basic derives from a library's class (here nn.Module): the library may call a hook by name, so a
+    private method nothing in the project names may still run: reported."""
+    base = EXP_BASIC.replace("class Exp_Basic(object):", "import torch.nn as nn\n\n\nclass Exp_Basic(nn.Module):")
+    _experiments(tmp_path, **{"exp/exp_basic.py": base})
+    assert ("exp/exp_zero_shot_forecasting.py", 10, "GPU201") in findings(tmp_path, "--select", "GPU201")
