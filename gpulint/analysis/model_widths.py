@@ -171,9 +171,11 @@ def passed_value(ctx: AstContext, name: ast.Name) -> Optional[ast.expr]:
     `*args`/`**kwargs` or left to its default, or when the function may be called from elsewhere in the file
     (handed on as a value, called twice)."""
     owner = ctx.names.binding_scope(name)
-    function = owner.node if owner is not None else None
-    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or function not in ctx.tree.body \
-            or len(owner.bindings.get(name.id, [])) != 1 or function.decorator_list:
+    if owner is None:
+        return None
+    function = owner.node
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or function.decorator_list \
+            or not any(function is s for s in ctx.tree.body) or len(owner.bindings.get(name.id, [])) != 1:
         return None
     arguments = function.args
     ordered = [a.arg for a in [*arguments.posonlyargs, *arguments.args]]
