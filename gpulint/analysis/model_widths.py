@@ -12,17 +12,33 @@ trains (through its optimizer's `model.parameters()`) and the values its constru
 from __future__ import annotations
 
 import ast
-from typing import Callable, Mapping, Optional
+from dataclasses import replace
+from typing import Callable, Mapping, Optional, Union
 
 from gpulint.analysis.amp_steps import AmpStep
 from gpulint.analysis.ast_context import AstContext
-from gpulint.analysis.ast_values import single_value, value_at
+from gpulint.analysis.ast_values import self_attribute_value, single_value, value_at
+from gpulint.analysis.holders import held_values
 from gpulint.project.facts import ClassFacts
-from gpulint.project.layers import DIMS, MODULE, PRODUCT, UNKNOWN, Layer, graph_layer, mlp_layer, torch_layer
+from gpulint.project.layers import (
+    DIMS,
+    LIST,
+    MODULE,
+    PAIR_FIRST,
+    PAIR_SECOND,
+    PRODUCT,
+    REST,
+    UNKNOWN,
+    Layer,
+    graph_layer,
+    mlp_layer,
+    torch_layer,
+)
 
 MAX_DEPTH = 6
 Lookup = Callable[[str], Optional[ClassFacts]]  # a class by the name a file spells it
-Attribute = Callable[[str], Optional[int]]  # `args.hidden` / `config.n_embd` -> its integer, when known
+# `args.hidden` / `config.n_embd` -> its integer, `args.layers` -> its list of integers, when known
+Attribute = Callable[[str], Union[int, tuple[int, ...], None]]
 
 
 def resolve_token(token: str, bindings: Mapping[str, Optional[int]], attribute: Attribute) -> Optional[int]:
@@ -40,7 +56,8 @@ def resolve_token(token: str, bindings: Mapping[str, Optional[int]], attribute: 
     if token.startswith("="):
         return bindings.get(token[1:])
     if token.startswith("@"):
-        return attribute(token[1:])
+        given = attribute(token[1:])
+        return given if isinstance(given, int) else None  # a list-valued option is no width
     try:
         return int(token)
     except ValueError:
@@ -55,7 +72,12 @@ def layers_width(layers: tuple[Layer, ...], lookup: Lookup, bindings: Mapping[st
         return None
     widest = 0
     for layer in layers:
-        if layer.kind == DIMS:
+        if layer.chain:
+            width = chain_width(layer, lookup, bindings, attribute, depth, kinds)
+            if width is None:
+                return None
+            widest = max(widest, width)
+        elif layer.kind == DIMS:
             if kinds is not None and layer.dims != (NO_WIDTH,):
                 kinds.add(layer.name)  # activations, dropout and pooling multiply nothing
             sizes = [t for t in layer.dims if not t.startswith("*")]
@@ -85,6 +107,47 @@ def layers_width(layers: tuple[Layer, ...], lookup: Lookup, bindings: Mapping[st
     return widest
 
 
+def chain_entries(chain: tuple[str, ...], bindings: Mapping[str, Optional[int]],
+                  attribute: Attribute) -> Optional[list[Optional[int]]]:
+    """The entries of the list a pair loop walks (Layer.chain), each an integer or None where it is not known;
+    None when a list-valued part is not known (its length decides which entries pair up)."""
+    entries: list[Optional[int]] = []
+    for part in chain:
+        if part.startswith(LIST):
+            value = attribute(part[len(LIST) + 1:]) if part[len(LIST):].startswith("@") else None
+            if not isinstance(value, tuple):
+                return None
+            entries.extend(value)
+        else:
+            entries.append(resolve_token(part, bindings, attribute))
+    return entries
+
+
+def chain_width(layer: Layer, lookup: Lookup, bindings: Mapping[str, Optional[int]], attribute: Attribute,
+                depth: int = 0, kinds: Optional[set[str]] = None) -> Optional[int]:
+    """The width of a layer a loop builds once per consecutive pair of a list: the widest of its builds.
+
+    Each build is read as any layer is, with the pair's two entries for its markers: a DIMS layer is as wide as
+    the smallest size known, so a pair with one entry unknown is bounded by the other, and one with both
+    unknown (and no other size) is unknown. For `[in] + args.layers + [out]` with `args.layers` known and not
+    empty, every consecutive pair holds at least one entry of `args.layers` (only `in` and `out` side by side
+    would hold none, and they are apart unless the option is empty), so the width is at most the largest
+    entry of the option, whatever `in` and `out` are; an empty option pairs `in` with `out`, unknown. A list
+    of fewer than two entries builds nothing."""
+    entries = chain_entries(layer.chain, bindings, attribute)
+    if entries is None:
+        return None
+    once = replace(layer, chain=())
+    widest = 0
+    first, second = PAIR_FIRST[1:], PAIR_SECOND[1:]
+    for left, right in zip(entries, entries[1:]):
+        width = layers_width((once,), lookup, {**bindings, first: left, second: right}, attribute, depth, kinds)
+        if width is None:
+            return None
+        widest = max(widest, width)
+    return widest
+
+
 def class_width(found: ClassFacts, lookup: Lookup, positional: tuple[str, ...], keywords: Mapping[str, str],
                 outer: Mapping[str, Optional[int]], attribute: Attribute, depth: int = 0,
                 kinds: Optional[set[str]] = None) -> Optional[int]:
@@ -92,7 +155,10 @@ def class_width(found: ClassFacts, lookup: Lookup, positional: tuple[str, ...], 
     if found.layers is None:
         return None
     bindings: dict[str, Optional[int]] = dict(found.init_defaults)
-    for name, token in zip(found.init_params, positional):
+    for index, (name, token) in enumerate(zip(found.init_params, positional)):
+        if token == REST:  # `ListModule(*self.layers)`: this parameter and the ones after it are not known
+            bindings.update((rest, None) for rest in found.init_params[index:])
+            break
         bindings[name] = resolve_token(token, outer, attribute)
     for name, token in keywords.items():
         bindings[name] = resolve_token(token, outer, attribute)
@@ -128,6 +194,8 @@ def trained_model_width(ctx: AstContext, step: AmpStep, kinds: Optional[set[str]
 def _optimized(ctx: AstContext, optimizer: ast.expr) -> Optional[ast.expr]:
     """What the optimizer a step steps was built over: its `params` argument (first, or by keyword)."""
     built = _value(ctx, optimizer)
+    if isinstance(optimizer, ast.Attribute) and _on_self(optimizer):
+        built = self_attribute_value(ctx, optimizer, skip_none=True)  # `self.optimizer = Adam(...)` in a trainer
     if built is None and isinstance(optimizer, ast.Name):
         passed = passed_value(ctx, optimizer)  # `def train(model, optimizer): ...` called once with both
         built = _value(ctx, passed) if passed is not None else None
@@ -254,10 +322,10 @@ def _own_nodes(scope: ast.AST) -> list[ast.AST]:
 
 
 def _moves_itself(value: ast.expr, name: str) -> bool:
-    """`model.to(device)`, `model.cuda()`: the same model, moved."""
+    """`model.to(device)`, `model.cuda()` (`self.model.to(device)` for "self.model"): the same model, moved."""
     while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _MOVES:
         value = value.func.value
-    return isinstance(value, ast.Name) and value.id == name
+    return isinstance(value, (ast.Name, ast.Attribute)) and ast.unparse(value) == name
 
 
 def _value(ctx: AstContext, expr: ast.expr) -> Optional[ast.expr]:
@@ -303,8 +371,11 @@ def _model_width(ctx: AstContext, model: ast.expr, depth: int = 0, kinds: Option
     if depth > 8:
         return None
     if isinstance(model, ast.Attribute):
-        while isinstance(model, ast.Attribute):  # `model.conv1.parameters()`: a part is no wider than the model
+        # `model.conv1.parameters()`: a part is no wider than the model
+        while isinstance(model, ast.Attribute) and not _on_self(model):
             model = model.value
+        if isinstance(model, ast.Attribute):
+            return _held_width(ctx, model, depth, kinds)
         return _model_width(ctx, model, depth + 1, kinds) if isinstance(model, ast.Name) else None
     if isinstance(model, ast.Name):
         value = value_at(ctx, model) or _unpacked_value(ctx, model)
@@ -358,6 +429,25 @@ def _model_width(ctx: AstContext, model: ast.expr, depth: int = 0, kinds: Option
         return None
     keywords = {k.arg: _token(ctx, k.value) for k in model.keywords if k.arg is not None}
     return class_width(found, _lookup(ctx), positional, keywords, {}, attribute, kinds=kinds)
+
+
+def _on_self(expr: ast.Attribute) -> bool:
+    return isinstance(expr.value, ast.Name) and expr.value.id == "self"
+
+
+def _held_width(ctx: AstContext, held: ast.Attribute, depth: int, kinds: Optional[set[str]]) -> Optional[int]:
+    """`self.model` in a trainer's method: the widest of the models the class ever assigns it, leaving out the
+    moves of itself (`self.model = self.model.to(self.device)`); None when any is unknown or some binding is
+    not a plain assignment."""
+    values = held_values(ctx, held)
+    if not values:
+        return None
+    spelled = ast.unparse(held)
+    built = [v for v in values if not _moves_itself(v, spelled)]
+    widths = [_model_width(ctx, v, depth + 1, kinds) for v in built]
+    if not widths or None in widths:
+        return None
+    return max(w for w in widths if w is not None)
 
 
 def _argument_token(ctx: AstContext, call: ast.Call, position: int, keyword: str) -> Optional[str]:
@@ -432,14 +522,17 @@ def _lookup(ctx: AstContext) -> Lookup:
 
 
 def _attribute_values(ctx: AstContext) -> Attribute:
-    """`args.hidden` -> the argparse default the file declares; `config.n_embd` -> the config value the
-    project passes or its dataclass default."""
+    """`args.hidden` -> the argparse default the file declares, or else the files around it agree on (a list
+    of integers for `args.layers`, `nargs="+"`); `config.n_embd` -> the config value the project passes or its
+    dataclass default."""
     project = ctx.project
 
-    def value(name: str) -> Optional[int]:
-        default = project.own.argparse_defaults.get(name)
+    def value(name: str) -> Union[int, tuple[int, ...], None]:
+        default = project.argparse_default(name)
         if type(default) is int:
             return default
+        if isinstance(default, (list, tuple)) and all(type(v) is int for v in default):
+            return tuple(default)
         return project.dataclass_int(name)
 
     return value

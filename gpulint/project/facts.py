@@ -41,7 +41,7 @@ from gpulint.project.methods import (
     uncalled_methods,
 )
 
-FACTS_VERSION = 31
+FACTS_VERSION = 32
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -248,7 +248,9 @@ class FileFacts:
     replaces_optimizers: bool = False  # imports a package that swaps torch optimizers for its own
     parallelism: tuple[str, ...] = ()  # "fsdp" and/or "tensor-parallel": how parameters are sharded
     fused_sgd_momentum: bool = False  # builds SGD with fused=True and momentum (unsafe under a GradScaler)
-    argparse_defaults: dict[str, Any] = field(default_factory=dict)  # dest -> literal default
+    # dest -> literal default (a number, a string, a bool, None, or a list of ints: `nargs="+", default=[16, 16]`),
+    # from `add_argument(..., default=...)` and `parser.set_defaults(dest=...)`; None where the two disagree
+    argparse_defaults: dict[str, Any] = field(default_factory=dict)
     # argparse dests whose parsed value is a bool (`action="store_true"`/`"store_false"`, no default or a bool
     # one, declared no other way); none where the file may set options by computed name (a `setattr` with a
     # computed name, `set_defaults`, an update of or a store into `vars(args)` / `args.__dict__`)
@@ -655,6 +657,15 @@ def _literal(node: ast.AST) -> Any:
     return value if isinstance(value, (int, float, str, bool)) or value is None else None
 
 
+def _default_literal(node: ast.AST) -> Any:
+    """An option's literal default: what `_literal` reads, or a list of ints (`nargs="+", default=[16, 16, 16]`,
+    the hidden widths of a stacked model), kept as a list; None for anything else."""
+    if isinstance(node, (ast.List, ast.Tuple)):
+        values = [e.value for e in node.elts if isinstance(e, ast.Constant) and type(e.value) is int]
+        return values if len(values) == len(node.elts) else None
+    return _literal(node)
+
+
 # ------------------------------------------------------------------------------------------------
 # the scan
 
@@ -839,6 +850,7 @@ class _Scanner:
         self.parallelism: set[str] = set()
         self.fused_sgd = False
         self.argparse: dict[str, Any] = {}
+        self._set_defaults: dict[str, Any] = {}  # `parser.set_defaults(layers=[16, 16, 16])`
         self.devices: set[str] = set()
         self.config: dict[str, list[int]] = {}
         self.module_ints = _module_ints(tree)
@@ -955,7 +967,7 @@ class _Scanner:
             and log_clamp_rounds_to_one(self.tree, self.aliases.qualified), extensions=tuple(sorted(self.extensions)),
             jax=bool(roots & JAX_PACKAGES), replaces_optimizers=bool(roots & OPTIMIZER_REPLACERS),
             parallelism=tuple(sorted(self.parallelism)), fused_sgd_momentum=self.fused_sgd,
-            argparse_defaults=self.argparse, dataclass_ints=self._dataclass_ints(),
+            argparse_defaults=self._argparse_defaults(), dataclass_ints=self._dataclass_ints(),
             bool_flags=() if self.options_by_name else tuple(sorted(self.bool_flags - self.other_flags)),
             classes=classes,
             refs={name: tuple(sorted((used & top) - {name})) for name, used in refs.items() if (used & top) - {name}},
@@ -1172,6 +1184,10 @@ class _Scanner:
         elif last in ("set_defaults", "vars"):
             self.args_rewritten = True
             self.options_by_name = self.options_by_name or last == "set_defaults"
+            if last == "set_defaults" and isinstance(func, ast.Attribute):
+                for keyword in call.keywords:
+                    if keyword.arg is not None:
+                        self._set_defaults[keyword.arg] = _default_literal(keyword.value)
         elif last == "update" and isinstance(func, ast.Attribute) and _holds_options(func.value):
             self.options_by_name = True  # `args.__dict__.update(config)`, `vars(args).update(config)`
         elif last in (HF_CHECKPOINTING_ENABLE, "enable_gradient_checkpointing") and isinstance(func, ast.Attribute):
@@ -1265,12 +1281,23 @@ class _Scanner:
             self.other_flags.add(dest)
         for keyword in call.keywords:
             if keyword.arg == "default":
-                self.argparse[dest] = _literal(keyword.value)
+                self.argparse[dest] = _default_literal(keyword.value)
                 return
         if any(_string(k.value) == "store_true" for k in call.keywords if k.arg == "action"):
             self.argparse[dest] = False
         else:
             self.argparse.setdefault(dest, None)
+
+    def _argparse_defaults(self) -> dict[str, Any]:
+        """The options' defaults: `add_argument`'s, and `set_defaults`' for dests no option declares. Where both
+        give a dest different values, which one the parser keeps depends on their order: None (unknown)."""
+        out = dict(self.argparse)
+        for dest, value in self._set_defaults.items():
+            if dest not in out:
+                out[dest] = value
+            elif out[dest] != value:
+                out[dest] = None
+        return out
 
     # -- classes --------------------------------------------------------------------------------
     def _classes(self) -> dict[str, ClassFacts]:

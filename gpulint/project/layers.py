@@ -7,14 +7,16 @@ each as plain data: a layer with widths (`nn.Linear(in, out)`, `nn.Conv2d(in, ou
 `nn.Parameter(torch.empty(in, out))`), another class of the project built with arguments, or
 something that cannot be sized (a library model, a module handed in). Widths are tokens, resolved
 later against the call site (analysis/model_widths.py): an integer, an `__init__` parameter, a
-configuration attribute (`args.hidden`, `config.n_embd`), a module-level constant, or unknown.
+configuration attribute (`args.hidden`, `config.n_embd`), a module-level constant, or unknown. A layer
+built in a loop over the consecutive pairs of a list (`[in] + args.layers + [out]`) holds the pair's two
+sizes as markers and the list as its `chain` (see `pair_loops`).
 """
 
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
-from typing import Callable, Iterator, Optional, Union
+from dataclasses import dataclass, replace
+from typing import Callable, Iterable, Iterator, Optional, Union
 
 # layer kinds
 DIMS = "dims"  # a layer whose matmul width is the smallest of `dims`
@@ -22,6 +24,7 @@ MODULE = "module"  # another class built with `dims` as positional and `keywords
 OPAQUE = "opaque"  # a module whose width cannot be read (a library model, one handed in, built by a helper)
 
 UNKNOWN = "?"
+REST = "..."  # MODULE: the positional arguments from here on are a splat (`*self.layers`), each parameter unknown
 Qualify = Callable[[ast.AST], set[str]]
 
 # torch.nn layers with a width: the positions (and keywords) of the sizes that bound their matmuls
@@ -67,6 +70,10 @@ class Layer:
     name: str  # the layer's class as spelled in the file
     dims: tuple[str, ...] = ()  # width tokens (DIMS), or the positional argument tokens (MODULE)
     keywords: tuple[tuple[str, str], ...] = ()  # MODULE: keyword argument tokens
+    # built once per consecutive pair of a list (`pair_loops`): the list's parts, each a width token (one entry)
+    # or LIST + an attribute token (`[@layers`: the entries of a list-valued option); the layer's tokens name the
+    # pair's entries as PAIR_FIRST and PAIR_SECOND
+    chain: tuple[str, ...] = ()
 
 
 FunctionNode = Union[ast.FunctionDef, ast.AsyncFunctionDef]
@@ -151,14 +158,24 @@ def _calls(fn: FunctionNode) -> Iterator[ast.Call]:
 
 
 PRODUCT = "|"  # `hidden * heads` -> "=hidden|=heads": a product of tokens
+# the two entries of the consecutive pair a loop builds a layer from (`dims[i]`, `dims[i + 1]`), bound per pair
+PAIR_FIRST, PAIR_SECOND = "=%0", "=%1"
+LIST = "["  # a chain part that is a list of entries (`[@layers`), not one entry
+Mark = Callable[[ast.AST], Optional[str]]  # an expression a loop gives a pair marker, else None
 
 
-def width_token(node: Optional[ast.AST], params: frozenset[str], module_ints: dict[str, int]) -> str:
-    """An integer, `=param`, `@attribute`, a product of those, or unknown."""
+def width_token(node: Optional[ast.AST], params: frozenset[str], module_ints: dict[str, int],
+                mark: Optional[Mark] = None) -> str:
+    """An integer, `=param`, `@attribute`, a pair marker (`mark`), a product of those, or unknown."""
     if node is None:
         return UNKNOWN
+    if mark is not None:
+        marked = mark(node)
+        if marked is not None:
+            return marked
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
-        left, right = width_token(node.left, params, module_ints), width_token(node.right, params, module_ints)
+        left = width_token(node.left, params, module_ints, mark)
+        right = width_token(node.right, params, module_ints, mark)
         return UNKNOWN if UNKNOWN in (left, right) else f"{left}{PRODUCT}{right}"
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return str(node.value)
@@ -211,6 +228,10 @@ def class_layers(cls: ast.ClassDef, qualify: Qualify, local_classes: frozenset[s
             defaults[arg.arg] = default.value
     params = frozenset(names)
     me = (init.args.posonlyargs + init.args.args)[0].arg if init.args.posonlyargs + init.args.args else "self"
+    # what `__init__` keeps of its arguments (`self.args = args`): a module handed in, or a configuration
+    handed = {t.attr for n in ast.walk(init) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Name)
+              and n.value.id in params for t in n.targets
+              if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == me}
     layers: list[Layer] = []
     pending: list[tuple[FunctionNode, frozenset[str]]] = [(init, params)]
     seen = {"__init__"}
@@ -219,6 +240,14 @@ def class_layers(cls: ast.ClassDef, qualify: Qualify, local_classes: frozenset[s
         calls = list(_calls(fn))
         inputs = {id(arg) for outer in calls for arg in [*outer.args, *(k.value for k in outer.keywords)]
                   if _is_input_call(arg, me, qualify)}
+        loops = pair_loops(fn, cls, me, frozenset(handed), known, module_ints)
+
+        def reads(call: ast.Call, known: frozenset[str] = known) -> bool:
+            return _layer(call, qualify, known, local_classes, imported, module_ints) is not None or any(
+                q.startswith("torch.nn.") and q.rsplit(".", 1)[-1] not in _CONTAINERS for q in qualify(call.func))
+
+        splats = any(isinstance(a, ast.Starred) for c in calls for a in c.args)
+        own_lists = _filled_with_layers(fn, me, reads) if splats else frozenset()
         for call in calls:
             if id(call) in inputs:
                 continue  # HANConv(..., metadata=data.metadata()): a method's result handed in, not a layer
@@ -228,13 +257,13 @@ def class_layers(cls: ast.ClassDef, qualify: Qualify, local_classes: frozenset[s
                     seen.add(func.attr)
                     pending.append((methods[func.attr], frozenset()))  # a helper's own parameters are unknown
                 continue
-            layer = _layer(call, qualify, known, local_classes, imported, module_ints)
+            mark, chain = loops.get(id(call), (None, None))
+            layer = _layer(call, qualify, known, local_classes, imported, module_ints, mark, own_lists)
+            if layer is not None and chain is not None and _marked(layer):
+                layer = replace(layer, chain=chain)
             if layer is not None:
                 layers.append(layer)
     # a module handed in (`self.backbone = backbone`) and called in forward: its width is the caller's
-    handed = {t.attr for n in ast.walk(init) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Name)
-              and n.value.id in params for t in n.targets
-              if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == me}
     for name in ("forward", "__call__"):
         method = methods.get(name)
         if method is None:
@@ -246,6 +275,298 @@ def class_layers(cls: ast.ClassDef, qualify: Qualify, local_classes: frozenset[s
     return tuple(layers), tuple(names), defaults
 
 
+# ------------------------------------------------------------------------------------------------
+# layers built in a loop over the consecutive pairs of a list: `[in] + args.layers + [out]`
+
+# methods that change a list in place
+_MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "__setitem__",
+                       "__delitem__", "__iadd__"})
+_Loops = dict[int, tuple[Mark, Optional[tuple[str, ...]]]]
+
+
+def pair_loops(fn: FunctionNode, cls: ast.ClassDef, me: str, holders: frozenset[str], params: frozenset[str],
+               module_ints: dict[str, int]) -> _Loops:
+    """The calls inside a function's loops over the consecutive pairs of a list (`dims[i]`, `dims[i + 1]`),
+    each with the loop's pair markers and the list's parts (Layer.chain; None when the list is not read).
+
+    Loops read: `for i in range(len(L) - 1)` (or `range(0, len(L) - 1)`) and `for i, x in enumerate(L[:-1])`
+    over `L[i]`, `L[i + 1]` (and `x`); `for i in range(1, len(L))` over `L[i - 1]`, `L[i]`; `for a, b in
+    zip(L[:-1], L[1:])` or `zip(L, L[1:])`. Each index reaches only consecutive pairs; the loop's names must
+    not be bound again in its body. The list L is a literal, a sum of literals and list-valued options
+    (`[self.in_dim] + self.args.layers + [n_classes]`), or a name or attribute assigned one in the same block
+    before the loop, with nothing between (nor the loop) that may change it: another binding, a mutating
+    method, a call of the class's own methods. A list-valued option used as L itself (`args.layers`) counts
+    when the class never assigns it. Any other form leaves the markers unbound: the layer's width unknown."""
+    found: _Loops = {}
+    for block in _blocks(fn.body):  # outer loops first: a call in nested pair loops takes the innermost's
+        for index, statement in enumerate(block):
+            if not isinstance(statement, ast.For):
+                continue
+            read = _pair_loop(statement)
+            if read is None:
+                continue
+            listed, mark = read
+            chain = _chain(listed, block[:index], statement, cls, me, holders, params, module_ints)
+            for node in _own_walk(statement.body):
+                if isinstance(node, ast.Call):
+                    found[id(node)] = (mark, chain)
+    return found
+
+
+def _blocks(body: list[ast.stmt]) -> Iterator[list[ast.stmt]]:
+    """The statement lists of a function body, outer ones first, not entering nested functions or classes."""
+    yield body
+    for statement in body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for name in ("body", "orelse", "finalbody"):
+            inner = getattr(statement, name, None)
+            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                yield from _blocks(inner)
+        for handler in getattr(statement, "handlers", ()):
+            yield from _blocks(handler.body)
+
+
+def _own_walk(body: list[ast.stmt]) -> Iterator[ast.AST]:
+    """Every node of the statements, not entering nested functions, classes or lambdas."""
+    stack: list[ast.AST] = list(body)
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(c for c in ast.iter_child_nodes(node)
+                     if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)))
+
+
+def _int_constant(node: ast.AST, value: int) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is int and node.value == value
+
+
+def _len_of(node: ast.AST) -> Optional[ast.expr]:
+    """`len(L)`: L."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len" \
+            and len(node.args) == 1 and not node.keywords and not isinstance(node.args[0], ast.Starred):
+        return node.args[0]
+    return None
+
+
+def _sliced(node: ast.AST, lower: Optional[int], upper: Optional[int]) -> Optional[ast.expr]:
+    """`L[lower:upper]` (no step): L."""
+    if not (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) and node.slice.step is None):
+        return None
+    bounds = []
+    for bound, wanted in ((node.slice.lower, lower), (node.slice.upper, upper)):
+        if wanted is None:
+            bounds.append(bound is None)
+        else:
+            bounds.append(bound is not None and (_int_constant(bound, wanted) or (
+                wanted < 0 and isinstance(bound, ast.UnaryOp) and isinstance(bound.op, ast.USub)
+                and _int_constant(bound.operand, -wanted))))
+    return node.value if all(bounds) else None
+
+
+def _offset(node: ast.AST, index: str) -> Optional[int]:
+    """`i` -> 0, `i + 1` / `1 + i` -> 1, `i - 1` -> -1 for the loop index `i`; None for anything else."""
+    if isinstance(node, ast.Name) and node.id == index:
+        return 0
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        left, right = node.left, node.right
+        if isinstance(left, ast.Name) and left.id == index and isinstance(right, ast.Constant) \
+                and type(right.value) is int:
+            return right.value if isinstance(node.op, ast.Add) else -right.value
+        if isinstance(node.op, ast.Add) and isinstance(right, ast.Name) and right.id == index \
+                and isinstance(left, ast.Constant) and type(left.value) is int:
+            return left.value
+    return None
+
+
+def _bound_in(body: list[ast.stmt]) -> set[str]:
+    """The names a loop body binds (assignments, loop targets, `with ... as`, walrus, imports)."""
+    names: set[str] = set()
+    for node in _own_walk(body):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def _pair_loop(loop: ast.For) -> Optional[tuple[ast.expr, Mark]]:
+    """The list a loop walks in consecutive pairs, and how its body names a pair's two entries."""
+    target, walked = loop.target, loop.iter
+    if not (isinstance(walked, ast.Call) and isinstance(walked.func, ast.Name)) or walked.keywords \
+            or any(isinstance(a, ast.Starred) for a in walked.args):
+        return None
+    kind, args = walked.func.id, walked.args
+    listed: Optional[ast.expr] = None
+    index: Optional[str] = None
+    offsets = (0, 1)
+    names: dict[str, str] = {}  # loop names that are a pair's entries
+    if kind == "range" and isinstance(target, ast.Name):
+        index = target.id
+        last = args[-1] if args else None
+        if len(args) == 1 or (len(args) == 2 and _int_constant(args[0], 0)):
+            if isinstance(last, ast.BinOp) and isinstance(last.op, ast.Sub) and _int_constant(last.right, 1):
+                listed = _len_of(last.left)
+        elif len(args) == 2 and _int_constant(args[0], 1) and last is not None:
+            listed, offsets = _len_of(last), (-1, 0)
+    elif kind == "enumerate" and len(args) == 1 and isinstance(target, ast.Tuple) and len(target.elts) == 2 \
+            and all(isinstance(e, ast.Name) for e in target.elts):
+        index = target.elts[0].id  # type: ignore[attr-defined]
+        names[target.elts[1].id] = PAIR_FIRST  # type: ignore[attr-defined]
+        listed = _sliced(args[0], None, -1)
+    elif kind == "zip" and len(args) == 2 and isinstance(target, ast.Tuple) and len(target.elts) == 2 \
+            and all(isinstance(e, ast.Name) for e in target.elts):
+        second = _sliced(args[1], 1, None)
+        first = _sliced(args[0], None, -1) or args[0]
+        if second is not None and ast.unparse(first) == ast.unparse(second):
+            listed = second
+            names = {target.elts[0].id: PAIR_FIRST, target.elts[1].id: PAIR_SECOND}  # type: ignore[attr-defined]
+    loop_names = set(names) | ({index} if index else set())
+    if listed is None or _bound_in(loop.body) & loop_names:
+        return None
+    spelled = ast.unparse(listed)
+
+    def mark(node: ast.AST) -> Optional[str]:
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            return names.get(node.id)
+        if index is not None and isinstance(node, ast.Subscript) and ast.unparse(node.value) == spelled:
+            offset = _offset(node.slice, index)
+            return PAIR_FIRST if offset == offsets[0] else PAIR_SECOND if offset == offsets[1] else None
+        return None
+
+    return listed, mark
+
+
+def _changes(nodes: Iterable[ast.AST], spelled: str, me: Optional[str]) -> bool:
+    """Whether these nodes may change the list spelled so (or what holds it): a binding of it or of an
+    attribute on the way to it, an item stored, a mutating method, and (given `me`) a call of one of the
+    class's own methods, which may rewrite it."""
+    for sub in nodes:
+        if isinstance(sub, (ast.Name, ast.Attribute, ast.Subscript)) and isinstance(sub.ctx, (ast.Store, ast.Del)):
+            written = ast.unparse(sub.value if isinstance(sub, ast.Subscript) else sub)
+            if written == spelled or spelled.startswith(written + "."):
+                return True
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute):
+            if sub.func.attr in _MUTATORS and ast.unparse(sub.func.value) == spelled:
+                return True
+            if me is not None and isinstance(sub.func.value, ast.Name) and sub.func.value.id == me:
+                return True  # `self.build()`
+    return False
+
+
+def _chain(listed: ast.expr, before: list[ast.stmt], loop: ast.For, cls: ast.ClassDef, me: str,
+           holders: frozenset[str], params: frozenset[str], module_ints: dict[str, int]) -> Optional[tuple[str, ...]]:
+    """The parts of the list a pair loop walks (Layer.chain), or None when they are not read."""
+    if not isinstance(listed, (ast.Name, ast.Attribute)):
+        return _list_parts(listed, me, holders, params, module_ints)
+    spelled = ast.unparse(listed)
+    if _changes(_own_walk(loop.body), spelled, me):
+        return None
+    for statement in reversed(before):
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                and ast.unparse(statement.targets[0]) == spelled:
+            return _list_parts(statement.value, me, holders, params, module_ints)
+        if _keeps_argument(statement, me, holders) and statement.value.id in params:  # type: ignore[attr-defined]
+            continue  # `self.args = args`: what makes `self.args.layers` the option
+        if _changes(_own_walk([statement]), spelled, me):
+            return None
+    option = _option_list(listed, me, holders)
+    if option is None:
+        return None
+    init = [n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"]
+    kept = {id(n.targets[0]) for n in _own_walk(init[0].body if init else [])  # type: ignore[attr-defined]
+            if isinstance(n, ast.stmt) and _keeps_argument(n, me, holders)}
+    if _changes((n for n in ast.walk(cls) if id(n) not in kept), spelled, None):
+        return None  # the class assigns it somewhere: its entries are not the option's
+    return (option,)
+
+
+def _keeps_argument(statement: ast.stmt, me: str, holders: frozenset[str]) -> bool:
+    """`self.args = args`: `__init__` keeping an argument (class_layers' `handed`)."""
+    return isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+        and isinstance(statement.value, ast.Name) and isinstance(statement.targets[0], ast.Attribute) \
+        and statement.targets[0].attr in holders and ast.unparse(statement.targets[0].value) == me
+
+
+def _option_list(node: ast.expr, me: str, holders: frozenset[str]) -> Optional[str]:
+    """`args.layers`, `self.args.layers` (`self.args` kept from an `__init__` argument): LIST + `@layers`, the
+    entries of the option or configuration field of that name (resolved later, analysis/model_widths.py)."""
+    if not isinstance(node, ast.Attribute):
+        return None
+    holder = node.value
+    if isinstance(holder, ast.Name) and holder.id != me:
+        return f"{LIST}@{node.attr}"
+    if isinstance(holder, ast.Attribute) and holder.attr in holders and isinstance(holder.value, ast.Name) \
+            and holder.value.id == me:
+        return f"{LIST}@{node.attr}"
+    return None
+
+
+def _list_parts(value: ast.expr, me: str, holders: frozenset[str], params: frozenset[str],
+                module_ints: dict[str, int]) -> Optional[tuple[str, ...]]:
+    """A list as chain parts: a literal's entries as width tokens (`[self.in_dim]`, `[64, n_classes]`), a
+    list-valued option as one LIST part, a sum of those in order; None for anything else."""
+    if isinstance(value, (ast.List, ast.Tuple)):
+        if any(isinstance(e, ast.Starred) for e in value.elts):
+            return None
+        return tuple(width_token(e, params, module_ints) for e in value.elts)
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
+        left = _list_parts(value.left, me, holders, params, module_ints)
+        right = _list_parts(value.right, me, holders, params, module_ints)
+        return None if left is None or right is None else left + right
+    option = _option_list(value, me, holders)
+    return None if option is None else (option,)
+
+
+def _marked(layer: Layer) -> bool:
+    """A layer built from a pair's entries."""
+    tokens = [*layer.dims, *(token for _, token in layer.keywords)]
+    return any(PAIR_FIRST in t or PAIR_SECOND in t for t in tokens)
+
+
+def _filled_with_layers(fn: FunctionNode, me: str, reads: Callable[[ast.Call], bool]) -> frozenset[str]:
+    """The lists (`layers`, `self.layers`) the function assigns and fills only with layers its own calls build
+    (`reads`: a call read as a layer, or a torch.nn module other than a container): a splat of one
+    (`ListModule(*self.layers)`) hands on nothing the class's reading has not seen. Assigned: a literal of
+    such calls, or a call that takes the list itself as a splat; filled: `append`/`insert` of such a call,
+    `extend` with a literal of them. Any other binding or change of it leaves it out."""
+    def built(node: ast.AST) -> bool:
+        return isinstance(node, ast.Call) and reads(node)
+
+    def literal(node: ast.AST) -> bool:
+        return isinstance(node, (ast.List, ast.Tuple)) and all(built(e) for e in node.elts)
+
+    assigned: set[str] = set()
+    spoiled: set[str] = set()
+    nodes = list(_own_walk(fn.body))
+    for node in nodes:
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                spelled = ast.unparse(target)
+                wraps = isinstance(node.value, ast.Call) and any(
+                    isinstance(a, ast.Starred) and ast.unparse(a.value) == spelled for a in node.value.args)
+                if len(node.targets) == 1 and (literal(node.value) or wraps):
+                    assigned.add(spelled)
+                elif isinstance(target, (ast.Name, ast.Attribute)):
+                    spoiled.add(spelled)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATORS:
+            spelled = ast.unparse(node.func.value)
+            given = node.args[-1] if node.args and not node.keywords else None
+            fine = (node.func.attr in ("append", "insert") and given is not None and built(given)) or (
+                node.func.attr == "extend" and given is not None and literal(given))
+            if not fine:
+                spoiled.add(spelled)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) or (
+                isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)) and isinstance(node.ctx, ast.Del)):
+            target = node.target if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else node
+            spoiled.add(ast.unparse(target))
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+            spoiled.add(ast.unparse(node.value))
+        elif isinstance(node, ast.For):
+            spoiled.update(ast.unparse(n) for n in ast.walk(node.target) if isinstance(n, (ast.Name, ast.Attribute)))
+    return frozenset(assigned - spoiled)
+
+
 def _is_input_call(node: ast.AST, me: str, qualify: Qualify) -> bool:
     """A method call on a local object other than the module itself (`data.metadata()`, `cfg.get("k")`), not
     on an imported module (`models.resnet50()` builds a layer)."""
@@ -254,17 +575,29 @@ def _is_input_call(node: ast.AST, me: str, qualify: Qualify) -> bool:
 
 
 def _layer(call: ast.Call, qualify: Qualify, params: frozenset[str], local_classes: frozenset[str],
-           imported: dict[str, str], module_ints: dict[str, int]) -> Optional[Layer]:
+           imported: dict[str, str], module_ints: dict[str, int], mark: Optional[Mark] = None,
+           own_lists: frozenset[str] = frozenset()) -> Optional[Layer]:
+    """The layer a call builds. `mark`: the pair markers of the loop around it; `own_lists`: the lists
+    (`layers`, `self.layers`) the function fills only with what its own calls build."""
     func = call.func
 
     def token(node: Optional[ast.AST]) -> str:
-        return width_token(node, params, module_ints)
+        return width_token(node, params, module_ints, mark)
 
     def module(name: str) -> Layer:
-        if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        if any(k.arg is None for k in call.keywords):
             return Layer(OPAQUE, name)
-        positional = tuple(token(a) for a in call.args)
-        return Layer(MODULE, name, positional, tuple((k.arg, token(k.value)) for k in call.keywords if k.arg))
+        positional: list[str] = []
+        for argument in call.args:
+            if isinstance(argument, ast.Starred):
+                if ast.unparse(argument.value) not in own_lists:
+                    return Layer(OPAQUE, name)
+                # `ListModule(*self.layers)`: modules read where they are built; the parameters from here on unknown
+                positional.append(REST)
+                break
+            positional.append(token(argument))
+        return Layer(MODULE, name, tuple(positional),
+                     tuple((k.arg, token(k.value)) for k in call.keywords if k.arg))
 
     qualified = qualify(func)
     for name in sorted(qualified):

@@ -22,7 +22,7 @@ import json
 import os
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
-from typing import Iterable, Iterator, Optional, Union
+from typing import Any, Iterable, Iterator, Optional, Union
 
 from gpulint.project.facts import FFI_MODULE, REMOVED_MODULES, SPLAT, ClassFacts, FileFacts, ImportRef
 from gpulint.project.layers import MODULE
@@ -151,6 +151,9 @@ class ProjectView:
     # what the files around this one (its callers, the modules they import, the modules it imports, two
     # levels) give options named like a fused-attention switch (facts.FUSED_OPTION): option -> kinds
     options_around: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # the argparse defaults of those files (facts.FileFacts.argparse_defaults): dest -> the default they all give
+    # it, None where they differ (`args.layers` in a trainer whose parser lives in parser.py, which main.py imports)
+    argparse_around: dict[str, Any] = field(default_factory=dict)
     # the capitalised callees of those files: the most positional arguments a call passes (facts.SPLAT)
     class_calls_around: dict[str, int] = field(default_factory=dict)
     # class-level bool fields named like a fused-attention switch in those files: field -> {"path:Class": default}
@@ -287,6 +290,13 @@ class ProjectView:
         """What this file and the files around it give an option named like a fused-attention switch
         (facts.OPTION_ON / OPTION_OFF / OPTION_UNKNOWN); empty: nothing gives it a value."""
         return frozenset(self.own.option_values.get(option, ())) | frozenset(self.options_around.get(option, ()))
+
+    def argparse_default(self, dest: str) -> Any:
+        """The default of the command-line option `dest`: the one this file declares, else the one the files
+        around it (callers, the modules they import, the modules it imports) agree on; None when unknown."""
+        if dest in self.own.argparse_defaults:
+            return self.own.argparse_defaults[dest]
+        return self.argparse_around.get(dest)
 
     def class_calls(self, name: str) -> Optional[int]:
         """The most positional arguments a call of the capitalised name passes here or around
@@ -617,13 +627,18 @@ class Project:
         for source in sorted(self._closure(rel, depth=2)):
             for name, by_class in self.facts[source].dataclass_ints.items():
                 ints.setdefault(name, {}).update({f"{source}:{k}": v for k, v in by_class.items()})
+        # the files around this one: its callers, the modules they import, the modules it imports (two levels)
+        around = {self.paths[i] for i in _members(callers)}
+        around |= {t for p in list(around) for t in self._importees[p]} | self._closure(rel, depth=2)
+        around.discard(rel)
+        argparse: dict[str, Any] = {}
+        for source in sorted(around):
+            for dest, default in self.facts[source].argparse_defaults.items():
+                argparse[dest] = default if argparse.get(dest, default) == default else None
         options: dict[str, set[str]] = {}
         class_calls: dict[str, int] = {}
         option_defaults: dict[str, dict[str, bool]] = {}
         if any(c.module for c in own.classes.values()):  # only a model file may hold a fused-attention option
-            around = {self.paths[i] for i in _members(callers)}
-            around |= {t for p in list(around) for t in self._importees[p]} | self._closure(rel, depth=2)
-            around.discard(rel)
             for source in sorted(around):
                 for name, kinds in self.facts[source].option_values.items():
                     options.setdefault(name, set()).update(kinds)
@@ -680,6 +695,7 @@ class Project:
                                   or (callers | me) & self._setting_importers[kind]),
             scanned=True,
             options_around={k: tuple(sorted(v)) for k, v in sorted(options.items())},
+            argparse_around=dict(sorted(argparse.items())),
             class_calls_around=dict(sorted(class_calls.items())),
             option_defaults_around=dict(sorted(option_defaults.items())),
             imported=bool(callers & ~me),

@@ -66,7 +66,14 @@ WIDE_ENOUGH = Premise(
     "the model is wide enough for tensor cores to matter: refuted when every layer width of the model the "
     "optimizer updates is known (literals, argparse and dataclass defaults, values the project passes, and "
     "the model and optimizer a module-level step function is handed by the file's one call of it) and "
-    "the widest is below `min-width`. An unknown width is not a small one.")
+    "the widest is below `min-width`. An argparse default counts from the file or, where the file declares "
+    "no such option, from the files around it (its callers, the modules they import, the modules it imports) "
+    "when they agree on it, `parser.set_defaults(...)` included; a trainer's `self.model` and `self.optimizer` "
+    "are the values its class assigns them. A layer built in a loop over the consecutive pairs of a list "
+    "(`[in] + args.layers + [out]`, `dims[i]` and `dims[i + 1]`, or `zip(dims[:-1], dims[1:])`) is as wide as "
+    "its widest pair, each pair as wide as its smaller known entry: with a list-valued option known and not "
+    "empty (`nargs=\"+\", default=[16, 16, 16]`), at most its largest entry, whatever `in` and `out` are. "
+    "An unknown width is not a small one.")
 ENOUGH_WORK = Premise(
     "enough-work",
     "a step multiplies enough rows for its width: refuted when the rows it feeds are known from a standard "
