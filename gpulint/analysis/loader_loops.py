@@ -171,7 +171,7 @@ def _batch_target(loop: Union[ast.For, ast.AsyncFor]) -> set[str]:
     return bound_names(target)
 
 
-def own_nodes(root: list[ast.stmt]) -> list[ast.AST]:
+def _own_nodes(root: list[ast.stmt]) -> list[ast.AST]:
     """The nodes of these statements, not those of functions, lambdas or classes defined in them."""
     out: list[ast.AST] = []
     stack: list[ast.AST] = list(reversed(root))
@@ -268,7 +268,7 @@ def loader_loops(ctx: AstContext) -> LoaderLoops:
         loaders, complete = _loader_values(ctx, unwrapped(loop.iter))
         if not loaders:
             continue
-        nodes = own_nodes(loop.body)
+        nodes = _own_nodes(loop.body)
         names = _batch_names(loop, nodes)
         moves = []
         for node in nodes:

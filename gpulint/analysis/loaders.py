@@ -17,7 +17,6 @@ from typing import Any, Callable, Optional, Union
 from gpulint.analysis.ast_context import AstContext, AstKeywordArgs, positional_args
 from gpulint.analysis.ast_values import is_literal, self_attribute_value, single_value, value_at
 from gpulint.analysis.evidence import Premise
-from gpulint.analysis.loader_loops import own_nodes
 from gpulint.core.torch_api import (
     DATALOADER,
     DATALOADER_DATASET,
@@ -29,7 +28,7 @@ from gpulint.core.torch_api import (
 )
 from gpulint.project.facts import IN_MEMORY, NOTHING, ON_DEVICE, ClassFacts
 from gpulint.project.graph_data import SMALL_IMAGE_SETS
-from gpulint.project.loader_flow import DEVICE_WORDS, IN, NON_BLOCKING
+from gpulint.project.loader_flow import DEVICE_WORDS, IN, NON_BLOCKING, own_nodes
 
 FunctionNode = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 Definition = Union[ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef]

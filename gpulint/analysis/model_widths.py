@@ -19,6 +19,7 @@ from gpulint.analysis.amp_steps import AmpStep
 from gpulint.analysis.ast_context import AstContext
 from gpulint.analysis.ast_values import self_attribute_value, single_value, value_at
 from gpulint.analysis.holders import held_values
+from gpulint.analysis.steps import step_facts
 from gpulint.project.facts import ClassFacts
 from gpulint.project.layers import (
     DIMS,
@@ -254,8 +255,8 @@ def passed_value(ctx: AstContext, name: ast.Name) -> Optional[ast.expr]:
         return None
     uses = [n for n in ctx.nodes(ast.Name) if isinstance(n, ast.Name) and n.id == function.name
             and ctx.names.binding_scope(n) is module]
-    calls = [c for c in ctx.nodes(ast.Call) if isinstance(c, ast.Call) and any(c.func is u for u in uses)]
-    if len(uses) != 1 or len(calls) != 1:
+    calls = ctx.analysis(step_facts).call_sites(function)  # the file's one index of who calls what
+    if len(uses) != 1 or len(calls) != 1 or calls[0].func is not uses[0]:
         return None
     call = calls[0]
     if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):

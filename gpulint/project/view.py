@@ -739,7 +739,7 @@ class Project:
         out: set[str] = set()
         for key in own.uncalled_methods:
             owner, _, name = key.partition(".")
-            if name not in attributes and name not in strings and not named_by(name, strings) \
+            if name not in attributes and not named_by(name, strings) \
                     and self._plain_class(path, owner, frozenset()):
                 out.add(key)
         return frozenset(out)
