@@ -26,7 +26,7 @@ from gpulint.core.torch_api import (
     SHAPE_METHODS,
     TENSOR_DATASET,
 )
-from gpulint.project.facts import IN_MEMORY, NOTHING, ON_DEVICE, ClassFacts
+from gpulint.project.facts import IN_MEMORY, NOTHING, ON_DEVICE, ClassFacts, moves_to_device
 from gpulint.project.graph_data import SMALL_IMAGE_SETS
 from gpulint.project.loader_flow import DEVICE_WORDS, IN, NON_BLOCKING, own_nodes
 
@@ -146,6 +146,41 @@ def _indexes(dataset: ast.expr, ctx: AstContext) -> bool:
             receiver.attr if isinstance(receiver, ast.Attribute) else "")
         return bool(_INDEX_NAMES.search(name))
     return False
+
+
+def collates_on_device(ctx: AstContext, collate: Optional[ast.expr], at: ast.AST) -> bool:
+    """A `collate_fn` that moves the batch's tensors to a device, by the test that puts a Dataset class's items
+    there (facts.moves_to_device: `.cuda()`, `.to(device)`, a torch factory with `device=`): a function of the
+    file (any scope) or of a project module (ProjectView.device_collates) that does so in its own code or in a
+    function of the file it calls (one level), a lambda that does or calls such a function, or
+    `functools.partial` of one; also through a name bound once to a lambda or a partial."""
+    if isinstance(collate, ast.Name) and local_definition(ctx, collate, at) is None:
+        value = single_value(collate, ctx.names)
+        if isinstance(value, (ast.Lambda, ast.Call)):
+            collate = value  # `collate = partial(pad_and_move, device=device)`, then `collate_fn=collate`
+    if isinstance(collate, ast.Lambda):
+        return moves_to_device(collate, ctx.names.imports, lambda call: _function_moves(ctx, call.func, call, 1))
+    if isinstance(collate, ast.Call) and ctx.qualname(collate.func) == "functools.partial":
+        collate = _first_argument_of(collate)
+    return collate is not None and _function_moves(ctx, collate, at, 1)
+
+
+def _first_argument_of(call: ast.Call) -> Optional[ast.expr]:
+    """The call's first positional argument, unless it is a `*args`."""
+    return call.args[0] if call.args and not isinstance(call.args[0], ast.Starred) else None
+
+
+def _function_moves(ctx: AstContext, func: ast.expr, at: ast.AST, levels: int) -> bool:
+    """`func` names a function that moves tensors to a device in its own code or, `levels` deep, in the
+    functions of the file it calls; one of a project module, by its module's facts (its own code and the
+    top-level functions of its file it calls)."""
+    if ctx.qualname(func) in ctx.project.device_collates:
+        return True
+    definition = local_definition(ctx, func, at)
+    if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    calls_mover = (lambda call: _function_moves(ctx, call.func, call, levels - 1)) if levels > 0 else None
+    return moves_to_device(definition, ctx.names.imports, calls_mover)
 
 
 def _is_string(expr: ast.AST) -> bool:
@@ -409,6 +444,8 @@ class LoaderCall:
     def dataset_kind(self) -> Optional[str]:
         if self._collates_to_text():
             return NOTHING  # `collate_fn` returns the prompts as strings: the batch holds no tensor
+        if self.kwargs.passed("collate_fn") and collates_on_device(self.ctx, self.kwargs.get("collate_fn"), self.node):
+            return ON_DEVICE  # the batch is put on the GPU as it is collated (bertabs' `collate(..., device=)`)
         found = self.dataset_class
         if found is not None and found.dataset is not None:
             return found.dataset

@@ -16,7 +16,7 @@ import ast
 import hashlib
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Iterator, Optional, Union
+from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
 from gpulint.project.ast_nodes import all_nodes, fast_walk
 from gpulint.project.clamps import CLAMP_NAMES, LOG_NAMES, log_clamp_rounds_to_one
@@ -41,7 +41,7 @@ from gpulint.project.methods import (
     uncalled_methods,
 )
 
-FACTS_VERSION = 32
+FACTS_VERSION = 33
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -271,6 +271,9 @@ class FileFacts:
     # top-level functions of a module that defines a batch container (a class with `.to()` and no
     # `.pin_memory()`, like DETR's NestedTensor): used as collate_fn, their batches are never pinned
     unpinned_collates: tuple[str, ...] = ()
+    # top-level functions that move tensors to a device (`moves_to_device`), in their own code or in a top-level
+    # function of the file they call: used as collate_fn, their batches are on the GPU already
+    device_collates: tuple[str, ...] = ()
     # devices other than CUDA the file names ("mps", "xpu"), and "framework" when a framework picks the
     # device (Accelerate, DeepSpeed, a Lightning Trainer on "gpu"/"auto")
     devices: tuple[str, ...] = ()
@@ -978,7 +981,8 @@ class _Scanner:
             xla=bool(roots & XLA_PACKAGES) or any(
                 ref.name is not None and ref.name.startswith("XLA") and ref.module.split(".", 1)[0] in _LIGHTNING
                 for ref in self.imports),
-            unpinned_collates=self._unpinned_collates(), devices=tuple(sorted(self.devices)),
+            unpinned_collates=self._unpinned_collates(), device_collates=_device_collates(self.tree, self.aliases),
+            devices=tuple(sorted(self.devices)),
             version_flags=_version_flags(self.tree) if versioned or "hasattr" in names
             or any("torch_version" in n.lower() for n in names) else (),
             factories=_factories(self.tree, classes,
@@ -1978,9 +1982,9 @@ def _methods(cls: ast.ClassDef) -> dict[str, FunctionNode]:
     return {n.name: n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
 
-def _own_nodes(fn: FunctionNode) -> Iterator[ast.AST]:
-    """The function's nodes, not descending into nested functions, lambdas or classes."""
-    stack: list[ast.AST] = list(fn.body)
+def _own_nodes(fn: Union[FunctionNode, ast.Lambda]) -> Iterator[ast.AST]:
+    """The function's (or a lambda's) nodes, not descending into nested functions, lambdas or classes."""
+    stack: list[ast.AST] = list(fn.body) if isinstance(fn.body, list) else [fn.body]
     while stack:
         node = stack.pop()
         yield node
@@ -1994,6 +1998,28 @@ def _self_name(fn: FunctionNode) -> Optional[str]:
     return params[0].arg if params else None
 
 
+def moves_to_device(fn: Union[FunctionNode, ast.Lambda], aliases: _Aliases,
+                    calls_mover: Optional[Callable[[ast.Call], bool]] = None) -> bool:
+    """The function's own code moves tensors to a device (`.cuda()`, `.to(device)`, a torch factory with
+    `device=`), or makes a call `calls_mover` accepts (one of a function that does): the test that puts a
+    Dataset's items, or a collate_fn's batches, on the GPU, where pinning raises and forked workers would
+    re-initialise CUDA."""
+    return any(isinstance(n, ast.Call) and (_moves_to_device(n, aliases) or (calls_mover is not None
+                                                                               and calls_mover(n)))
+               for n in _own_nodes(fn))
+
+
+def _device_collates(tree: ast.Module, aliases: _Aliases) -> tuple[str, ...]:
+    """Top-level functions that move tensors to a device in their own code or in a top-level function of the
+    file they call by name (one level): as a collate_fn, they build batches on the GPU."""
+    functions = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    direct = {fn.name for fn in functions if moves_to_device(fn, aliases)}
+    if not direct:
+        return ()
+    return tuple(fn.name for fn in functions if fn.name in direct or moves_to_device(
+        fn, aliases, lambda call: isinstance(call.func, ast.Name) and call.func.id in direct))
+
+
 def dataset_kind(cls: ast.ClassDef, aliases: _Aliases) -> str:
     """What one item of the dataset costs, judged from `__init__` and `__getitem__` / `__iter__`."""
     methods = _methods(cls)
@@ -2002,7 +2028,7 @@ def dataset_kind(cls: ast.ClassDef, aliases: _Aliases) -> str:
         return IN_MEMORY
     for name in ("__init__", "__getitem__", "__iter__", "__getitems__"):
         fn = methods.get(name)
-        if fn is not None and any(isinstance(n, ast.Call) and _moves_to_device(n, aliases) for n in _own_nodes(fn)):
+        if fn is not None and moves_to_device(fn, aliases):
             return ON_DEVICE
     item = methods.get("__getitem__") or methods.get("__iter__")
     if item is None:

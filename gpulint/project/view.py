@@ -22,7 +22,7 @@ import json
 import os
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Optional, Union
+from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
 from gpulint.project.facts import FFI_MODULE, REMOVED_MODULES, SPLAT, ClassFacts, FileFacts, ImportRef
 from gpulint.project.layers import MODULE
@@ -138,6 +138,9 @@ class ProjectView:
     # imported project functions whose batches hold a container the pin thread cannot pin, spelled as
     # imported ("util.misc.collate_fn" for `import util.misc as utils`, or the name a `from` import binds)
     unpinned_collates: frozenset[str] = frozenset()
+    # imported project functions that move tensors to a device (facts.FileFacts.device_collates), spelled the same
+    # way: a collate_fn of them builds batches on the GPU
+    device_collates: frozenset[str] = frozenset()
     # devices other than CUDA named by callers ("mps", "xpu"), or "framework" when one picks the device there
     devices_callers: tuple[str, ...] = ()
     # names this file imports that another module computed from torch's version (`from utils import TORCH_2`)
@@ -603,20 +606,7 @@ class Project:
             "." * ref.level + ref.module + ("." if ref.module else "") + ref.name
             for target, ref in self.edges.get(rel, ())
             if ref.name not in (None, "*") and ref.name in self.facts[target].row_functions)
-        collates: set[str] = set()
-        for target, ref in self.edges.get(rel, ()):
-            found = self.facts[target].unpinned_collates
-            spelled_module = "." * ref.level + ref.module
-            if not found:
-                continue
-            if ref.name is None:  # `import util.misc as utils`: reached as `util.misc.collate_fn`
-                collates.update(f"{spelled_module}.{name}" for name in found)
-                continue
-            spelled = f"{spelled_module}.{ref.name}" if ref.module else "." * ref.level + ref.name
-            if ref.name in found:
-                collates.add(spelled)
-            elif _is_submodule(target, ref.name):  # `from util import misc`: reached as `util.misc.collate_fn`
-                collates.update(f"{spelled}.{name}" for name in found)
+        collates = self._imported_functions(rel, lambda facts: facts.unpinned_collates)
         configured: dict[str, set[int]] = {}
         for index in _members(callers):
             for name, values in self.facts[self.paths[index]].config_ints.items():
@@ -685,7 +675,8 @@ class Project:
             star_modules=self._star_modules(rel),
             imported_optimizers=optimizers, imported_ints=ints, trained_by_callers=trained,
             untrained=self._untrained(rel, trained),
-            row_functions=row_functions, unpinned_collates=frozenset(collates),
+            row_functions=row_functions, unpinned_collates=collates,
+            device_collates=self._imported_functions(rel, lambda facts: facts.device_collates),
             model_parts=self._parts_of(classes, star),
             devices_callers=tuple(kind for kind, mask in sorted(self._devices.items()) if callers & mask),
             imported_version_flags=flags,
@@ -707,6 +698,25 @@ class Project:
             unimported=self._unimported(rel) if callers else frozenset(),
             uncalled_methods=self._uncalled_methods(rel, callers & ~me),
         )
+
+    def _imported_functions(self, path: str, listed: Callable[[FileFacts], tuple[str, ...]]) -> frozenset[str]:
+        """The top-level functions of imported project modules that `listed` names, spelled as this file
+        imports them ("util.misc.collate_fn" for `import util.misc as utils`, or the name a `from` import binds)."""
+        spelled_names: set[str] = set()
+        for target, ref in self.edges.get(path, ()):
+            found = listed(self.facts[target])
+            spelled_module = "." * ref.level + ref.module
+            if not found:
+                continue
+            if ref.name is None:  # `import util.misc as utils`: reached as `util.misc.collate_fn`
+                spelled_names.update(f"{spelled_module}.{name}" for name in found)
+                continue
+            spelled = f"{spelled_module}.{ref.name}" if ref.module else "." * ref.level + ref.name
+            if ref.name in found:
+                spelled_names.add(spelled)
+            elif _is_submodule(target, ref.name):  # `from util import misc`: reached as `util.misc.collate_fn`
+                spelled_names.update(f"{spelled}.{name}" for name in found)
+        return frozenset(spelled_names)
 
     def _unimported(self, path: str) -> frozenset[str]:
         """The functions of `path` nothing in it reaches (FileFacts.unreached) that no import of it names;

@@ -40,7 +40,10 @@ CPU_TENSORS = Premise(
     "the loader's items are dense CPU tensors: read from the dataset's class (in this file, nested in a "
     "function, returned by a factory, or imported from the project), a TensorDataset of CPU tensors, a list "
     "built up front, a torchvision or Hugging Face dataset (also through a name each binding of which is such a class: "
-    "`cls = CIFAR10` on one branch, `cls = CIFAR100` on another). Refuted by tensors already on a device, items "
+    "`cls = CIFAR10` on one branch, `cls = CIFAR100` on another). Refuted by tensors already on a device (also "
+    "batches a `collate_fn` moves there: a function of the file or of a project module, a lambda calling one or "
+    "`functools.partial` of one, whose own code or a function of its file it calls makes `.to(device)`, `.cuda()` "
+    "or `torch.tensor(..., device=...)`, as a Dataset class's items are judged: LoRA's bertabs, blind11), items "
     "without tensors (prompts, indices from `range(n)` or `idx.tolist()`, a `collate_fn` returning strings), "
     "batches for JAX, and a `collate_fn` whose container the pin thread cannot pin. An unknown dataset "
     "(a parameter, a class gpulint cannot read) is undecided.")
@@ -132,7 +135,8 @@ class DataLoaderPinMemory(Rule):
         "cannot pin 'torch.cuda.FloatTensor'", and gpulint cannot see which kind it is. Pinned memory is
         page-locked host RAM, so on hosts short of RAM with very large batches review the
         change. Not reported when the dataset visibly holds tensors on the GPU (`.to(device)`
-        or `device=` when built, also through the names it is built from), when its items
+        or `device=` when built, also through the names it is built from), when the `collate_fn`
+        moves the batch there itself (in its own code or a function of its file it calls), when its items
         carry no tensors (a prompt and an index), for batches that feed JAX, for a loader used
         for one batch (`next(iter(DataLoader(...)))`), when the `collate_fn` comes from a module that
         defines a batch container with `.to()` but no `.pin_memory()` (DETR's NestedTensor: the pin

@@ -44,7 +44,11 @@ PER_ITEM_WORK = Premise(
     "the dataset does work per item that workers can take over: its class (read wherever it is defined) "
     "loads, decodes, transforms or parses per item, or it is a torchvision dataset or a Hugging Face dataset "
     "with a per-item transform. Refuted by items held in memory (TensorDataset, lists, pre-tokenised rows), "
-    "items on the GPU (forked workers would re-initialise CUDA), items without tensors (prompts, indices), "
+    "items on the GPU (forked workers would re-initialise CUDA), also batches a `collate_fn` moves there (a "
+    "function of the file or of a project module, a lambda calling one or `functools.partial` of one, whose own "
+    "code or a function of its file it calls makes `.to(device)`, `.cuda()` or `torch.tensor(..., device=...)`, "
+    "as a Dataset class's items are judged: collating runs in the workers; LoRA's bertabs, blind11), items "
+    "without tensors (prompts, indices), "
     "and iterables that do not shard between workers, and, on a path that trains nothing (an inference script "
     "no project file imports, or a module only such scripts use), by a dataset class whose items neither read "
     "a file nor decode data (one text conversion per line: nothing next to the model's own time). A dataset "
@@ -116,7 +120,8 @@ class DataLoaderNumWorkers(Rule):
         in this file or elsewhere in the project: in-memory data indexed per item
         (`TensorDataset`, lists or tensors built in `__init__`), pre-tokenised Hugging Face
         datasets (`.map(...)`, also inside a project function that returns one), prompt-only
-        items; nor for datasets on the GPU (forked workers would re-initialise CUDA),
+        items; nor for datasets on the GPU, or batches a `collate_fn` moves there (forked workers
+        would re-initialise CUDA),
         `IterableDataset`s and torchtext datapipes that do not shard by `get_worker_info()`
         (workers would duplicate the data), datasets handed in as parameters (whether workers
         pay off depends on the caller), one-batch loaders, loaders only an interactive viewer iterates

@@ -608,6 +608,70 @@ for images, targets in b:
     assert findings(tmp_path, "--select", "GPU101") == [("main.py", 7, "GPU101"), ("main.py", 8, "GPU101")]
 
 
+DATA_COLLATE = """\
+import torch
+
+
+def pad(batch):
+    return torch.nn.utils.rnn.pad_sequence([torch.as_tensor(x) for x in batch], batch_first=True)
+
+
+def collate_on(batch, device):
+    return pad(batch).to(device)
+
+
+def collate_cuda(batch):
+    return collate_on(batch, "cuda")
+"""
+
+
+@pytest.mark.parametrize("importing, spelled", [
+    ("import data.collate as collating", "collating.collate_cuda"),
+    ("from data.collate import collate_cuda", "collate_cuda"),
+    ("from data import collate", "collate.collate_cuda"),
+    ("from data.collate import collate_on", "functools.partial(collate_on, device=device)"),
+    ("from data.collate import collate_on", "lambda batch: collate_on(batch, device)"),
+])
+def test_a_collate_moving_batches_to_the_gpu_in_another_module(tmp_path: Path, importing: str,
+                                                               spelled: str) -> None:
+    """bertabs (blind11): a collate_fn that moves the batch to the GPU, here defined in another module (directly
+    or through a function of its file it calls): pinning CUDA tensors raises, and forked workers cannot collate
+    on CUDA. A collate of that module that only pads is still reported."""
+    write(tmp_path, {"data/__init__.py": "", "data/collate.py": DATA_COLLATE, "main.py": f"""\
+import functools
+import torch
+from torch.utils.data import DataLoader
+from torchvision.datasets import ImageFolder
+import data.collate
+{importing}
+
+device = torch.device("cuda")
+a = DataLoader(ImageFolder("images"), batch_size=2, collate_fn={spelled})
+b = DataLoader(ImageFolder("images"), batch_size=2, collate_fn=data.collate.pad)
+for images in a:
+    images = images.to(device)
+for images in b:
+    images = images.to(device)
+"""})
+    assert findings(tmp_path, "--select", "GPU101,GPU102") == [("main.py", 10, "GPU101"), ("main.py", 10, "GPU102")]
+
+
+def test_collates_that_move_to_a_device() -> None:
+    facts = facts_of_text(DATA_COLLATE + textwrap.dedent("""
+        def collate_later(batch):
+            return collate_cuda(batch)
+
+        def on_creation(batch):
+            return torch.tensor(batch, device="cuda:0")
+
+        def on_the_cpu(batch):
+            return torch.tensor(batch, device="cpu").to(torch.float16)
+        """))
+    assert facts is not None
+    # one level: `collate_later` calls `collate_cuda`, which only calls the mover `collate_on`
+    assert facts.device_collates == ("collate_on", "collate_cuda", "on_creation")
+
+
 def test_relative_imports_inside_a_package(tmp_path: Path) -> None:
     write(tmp_path, {"pkg/__init__.py": "", "pkg/data.py": DATASETS, "pkg/train.py": """\
         import torch
