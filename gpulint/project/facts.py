@@ -234,7 +234,7 @@ class FileFacts:
     scaler: bool = False  # creates a GradScaler (any kind) or scales a loss through one
     mixed_precision: tuple[str, ...] = ()  # evidence of 16-bit training done some way (kinds, sorted)
     training: bool = False  # calls .backward() and steps something
-    rl: bool = False  # imports a reinforcement-learning environment package
+    rl: bool = False  # imports a reinforcement-learning environment package (anywhere, in functions too)
     sparse: bool = False  # makes sparse tensors (autocast does not cover sparse kernels)
     # a function clamps a value to `1 - eps` with eps <= 2**-9 and takes `log(1 - x)` of it (project/clamps.py):
     # under 16-bit autocast the bound rounds to 1.0 and the log is -inf (a focal loss's `1.0 - 1e-4`)
@@ -879,6 +879,9 @@ class _Scanner:
         Call, Constant, Attribute, Name, Assign = ast.Call, ast.Constant, ast.Attribute, ast.Name, ast.Assign
         Dict = ast.Dict
         versioned = False  # the file reads torch.__version__ somewhere (version flags are looked for only then)
+        # packages imported anywhere, in functions too (a marimo notebook imports gymnasium in a cell function):
+        # evidence of what the file runs on (`rl`), not names to resolve (those stay module-level, `imports`)
+        anywhere: set[str] = set()
         for statement in self.tree.body:
             defined = _defined_names(statement)
             used: set[str] = set()
@@ -934,6 +937,10 @@ class _Scanner:
                             self._option(key.value, value)
                             if key.value == "dtype":
                                 self._dtype_keys.add(_is_dtype_16(value, self.aliases))
+                elif kind is ast.Import:
+                    anywhere.update(a.name.split(".", 1)[0] for a in node.names)  # type: ignore[attr-defined]
+                elif kind is ast.ImportFrom and not node.level and node.module:  # type: ignore[attr-defined]
+                    anywhere.add(node.module.split(".", 1)[0])  # type: ignore[attr-defined]
             names |= used
             for name in defined:
                 refs.setdefault(name, set()).update(used)
@@ -964,7 +971,7 @@ class _Scanner:
             self.mixed.add("model-cast")  # every "dtype" the file's configs give its layers is 16 bits
         return FileFacts(
             imports=self.imports, gpu=self.gpu, cpu_pinned=self.cpu, scaler=self.scaler,
-            mixed_precision=tuple(sorted(self.mixed)), training=training, rl=bool(roots & RL_PACKAGES),
+            mixed_precision=tuple(sorted(self.mixed)), training=training, rl=bool(anywhere & RL_PACKAGES),
             sparse=self.sparse, native_kernels=self.native_kernels,
             log_clamp_rounds_to_one=bool(names & CLAMP_NAMES and names & LOG_NAMES)
             and log_clamp_rounds_to_one(self.tree, self.aliases.qualified), extensions=tuple(sorted(self.extensions)),

@@ -94,7 +94,8 @@ AUTOCAST_EXISTS = Premise(
 GPU_BOUND = Premise(
     "gpu-bound",
     "the loop waits on the GPU: refuted in reinforcement-learning loops (the file imports an environment "
-    "package), and where a framework (Lightning, Accelerate, Fabric, DeepSpeed) owns precision.")
+    "package, anywhere in the file: inside a function or a notebook cell counts too), and where a framework "
+    "(Lightning, Accelerate, Fabric, DeepSpeed) owns precision.")
 AUTOCAST_COVERS = Premise(
     "autocast-covers",
     "autocast covers the kernels the model runs: refuted with sparse tensors made in the file or a module it "
@@ -245,8 +246,9 @@ class MissingAutocast(Rule):
         their input's dtype, apex, DeepSpeed), when the file uses autocast in a way gpulint
         cannot link to the step, when a framework (Lightning, Accelerate, Fabric, DeepSpeed)
         owns the loop, in a function handed the loss (a loss scaler's `__call__`), in
-        reinforcement-learning loops (the file imports an environment package), with sparse
-        tensors (made in the file or in a module it imports), which autocast does not cover, by default where
+        reinforcement-learning loops (the file imports an environment package, at module level or
+        inside a function), with sparse tensors (made in the file or in a module it imports), which
+        autocast does not cover, by default where
         the model may run the project's own native kernels (built with `torch.utils.cpp_extension`), or in a
         learning-rate range test (a loop that raises the rate geometrically, records it and stops when
         the loss diverges: a few seconds of training, whose loss curve 16-bit compute would change), or

@@ -88,8 +88,9 @@ FUSED_EXISTS = Premise(
 STEP_MATTERS = Premise(
     "step-matters",
     "the optimizer step is part of a loop that waits on the device: refuted in reinforcement-learning code (the "
-    "file or a module that imports it imports an environment package), where the step is nothing next to the "
-    "simulator, and where every training-step loop of the file waits on autoregressive generation on each "
+    "file or a module that imports it imports an environment package, anywhere in that file: inside a "
+    "function or a notebook cell counts too), where the step is nothing next to the simulator, and where every "
+    "training-step loop of the file waits on autoregressive generation on each "
     "iteration (`model.generate(...)` or a rollout engine's `.rollout(...)` in the step loop's body, a same-file "
     "function it calls, or a loop around it; not under an interval test such as `if step % N`): LLM reinforcement "
     "learning samples hundreds of tokens per update, and a fused step saves a millisecond of seconds; refuted "

@@ -39,7 +39,8 @@ FLOAT32 = Premise(
 GPU_BOUND = Premise(
     "gpu-bound",
     "the loop waits on the GPU's matmuls: refuted in reinforcement-learning loops (the file imports an "
-    "environment package) and with sparse tensors.")
+    "environment package, anywhere in the file: inside a function or a notebook cell counts too) and with "
+    "sparse tensors.")
 MATMUL_BOUND = Premise(
     "matmul-bound",
     "matmuls are a real share of the step's work: refuted when every model the file builds is a convnet whose "

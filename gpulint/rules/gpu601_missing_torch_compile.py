@@ -33,8 +33,8 @@ NOT_COMPILED = Premise(
 GPU_BOUND = Premise(
     "gpu-bound",
     "the loop waits on the model's GPU work: refuted in reinforcement-learning loops (the file imports an "
-    "environment package: the step waits on the simulator) and with sparse tensors (which torch.compile "
-    "does not trace).")
+    "environment package, anywhere in the file, inside a function or a notebook cell too: the step waits on "
+    "the simulator) and with sparse tensors (which torch.compile does not trace).")
 COMPILE_EXISTS = Premise(
     "compile-exists",
     "every torch the project supports has `torch.compile` (2.0 on): refuted by a declared floor below it "

@@ -369,6 +369,42 @@ def test_argparse_options_parsed_as_bools(text: str, flags: tuple[str, ...]) -> 
     assert facts_of_text("import argparse\np = argparse.ArgumentParser()\n" + text).bool_flags == flags
 
 
+
+@pytest.mark.parametrize(("text", "rl"), [
+    ("import gymnasium as gym\n", True),
+    ("try:\n    import gym\nexcept ImportError:\n    gym = None\n", True),
+    # blind11: Curt-Park/rainbow-is-all-you-need, marimo notebooks whose every import sits in a cell function
+    ("@app.cell\ndef _():\n    import gymnasium as gym\n    return (gym,)\n", True),
+    ("class Agent:\n    def make(self):\n        from gymnasium.wrappers import RecordVideo\n", True),
+    ("def make():\n    import envpool.atari\n", True),
+    ("def make():\n    from .gym import make\n", False),  # the project's own module, not the package
+    ("def load():\n    import torchvision\n    import matplotlib.pyplot as plt\n", False),
+    ("def make():\n    gym = __import__('numpy')\n", False),
+])
+def test_an_environment_package_imported_anywhere_in_the_file(text: str, rl: bool) -> None:
+    """`rl` counts imports inside functions too; `imports` (names to resolve) stays module-level."""
+    facts = facts_of_text("import torch\n\n" + text)
+    assert facts is not None and facts.rl is rl
+    if text.startswith(("def ", "class ", "@")):
+        assert [ref.local for ref in facts.imports] == ["torch"]
+
+
+def test_an_environment_imported_in_a_function_of_the_caller_keeps_gpu201_away(tmp_path: Path) -> None:
+    """The caller builds its environment in a function (`import gymnasium` there): the agent module it imports
+    steps between simulator steps, and its optimizer step is not reported."""
+    write(tmp_path, {
+        "agent.py": "import torch\n\n" + TRAIN_STEP.replace(
+            "    train(model, loader, optimizer)",
+            "    model = torch.nn.Linear(512, 512).cuda()\n"
+            "    train(model, loader, torch.optim.Adam(model.parameters()))"),
+        "main.py": "import agent\n\n\ndef make_env():\n    import gymnasium as gym\n\n"
+                   "    return gym.make('CartPole-v1')\n\n\nagent.train(make_env(), None, None)\n",
+    })
+    assert codes(findings(tmp_path, "--select", "GPU201"), "agent.py") == []
+    (tmp_path / "main.py").write_text("import agent\n\n\ndef make_env():\n    import numpy\n\n\n"
+                                      "agent.train(make_env(), None, None)\n", encoding="utf-8")
+    assert codes(findings(tmp_path, "--select", "GPU201"), "agent.py") == ["GPU201"]
+
 def test_encoders_frozen_in_an_imported_module_keep_gpu201_away(tmp_path: Path) -> None:
     """OpenAI-CLIP's shape: modules.py freezes the encoders it wraps with a config flag (False in config.py),
     CLIP.py builds them, main.py steps an AdamW over the model: only small heads train, so a fused step cannot
