@@ -233,9 +233,14 @@ def _reach(resolver: Project, by_name: dict[str, Path], starts: list[str], facts
     """The names of the files the views of `starts` read (see `_partial_project`), and the bytes of every
     file of the project that holds the word `import`."""
 
-    def imports(name: str) -> list[str]:
+    def imports(name: str, lazy: bool = False) -> list[str]:
+        """The modules `name` imports; with `lazy`, also those it imports in functions (a caller all the same:
+        ProjectView.evaluated_only)."""
         found = facts(by_name[name])
-        return [t for ref in found.imports for t in resolver.resolve(name, ref)] if found is not None else []
+        if found is None:
+            return []
+        refs = (*found.imports, *found.lazy_imports) if lazy else found.imports
+        return [t for ref in refs for t in resolver.resolve(name, ref)]
 
     down: set[str] = set()
     pending = [s for s in starts if known(s)]
@@ -269,7 +274,7 @@ def _reach(resolver: Project, by_name: dict[str, Path], starts: list[str], facts
                 written[name] = _written_imports(raw, is_notebook(name))
             refs = [r for r in written[name] if _may_reach(r, words, packages)]
             if any(frontier.intersection(resolver.resolve(name, ref)) for ref in refs) \
-                    and known(name) and frontier & set(imports(name)):
+                    and known(name) and frontier & set(imports(name, lazy=True)):
                 confirmed.add(name)
         callers |= confirmed
         frontier = confirmed

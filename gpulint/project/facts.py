@@ -27,11 +27,14 @@ from gpulint.project.loader_flow import (
     AT,
     class_like,
     cuda_devices,
+    device_word,
     dotted,
     hands_results_to_a_class,
     member_moves,
     move_kinds,
     moved_results,
+    self_device_copies,
+    self_devices,
 )
 from gpulint.project.methods import (
     DYNAMIC_BUILTINS,
@@ -41,7 +44,7 @@ from gpulint.project.methods import (
     uncalled_methods,
 )
 
-FACTS_VERSION = 33
+FACTS_VERSION = 34
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -365,6 +368,16 @@ class FileFacts:
     # devices of imported modules the file copies tensors to (`x.to(CFG.device)`), as spelled: CUDA evidence
     # when the module binds them to CUDA (ProjectView.imported_cuda_devices)
     imported_device_targets: tuple[str, ...] = ()
+    # the device attributes of `self` each module-level class binds -> whether only to devices naming CUDA
+    # (loader_flow.self_devices: a base class's `self.device`, which subclasses in other modules copy to)
+    self_devices: dict[str, dict[str, bool]] = field(default_factory=dict)
+    # the device attributes of `self` each module-level class copies to but never binds (loader_flow.
+    # self_device_copies): CUDA evidence when a project base class binds them to CUDA (ProjectView.inherited_cuda)
+    self_device_copies: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # imports inside functions (not edges of the import graph: `_imports` reads module level only), of modules
+    # outside LIBRARY_ROOTS: a factory's `from models.network_swinir import SwinIR as net` in `define_G`, which
+    # makes it one more user of that module (ProjectView.evaluated_only)
+    lazy_imports: tuple[ImportRef, ...] = ()
     # the digest of the text these facts were read from (`text_digest`; "" when read from a tree alone): the
     # linter takes a view's own facts as they are when it lints that very text, instead of reading them again
     source: str = ""
@@ -431,6 +444,15 @@ def _imports(tree: ast.Module) -> tuple[ImportRef, ...]:
     return tuple(out)
 
 
+def _lazy_imports(tree: ast.Module) -> tuple[ImportRef, ...]:
+    """The imports below module level (in functions and methods), as `_imports` records module-level ones,
+    leaving out the libraries of LIBRARY_ROOTS (never a project's module)."""
+    top = {id(node) for node in _module_level(tree.body)}
+    inner = [n for n in all_nodes(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and id(n) not in top]
+    refs = _imports(ast.Module(body=inner, type_ignores=[]))  # type: ignore[arg-type]
+    return tuple(dict.fromkeys(r for r in refs if r.level or r.module.split(".", 1)[0] not in LIBRARY_ROOTS))
+
+
 def _module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
     for node in body:
         yield node
@@ -472,13 +494,13 @@ def _freezes_modules(tree: ast.Module) -> bool:
     only the parameters that still require grad (`filter(lambda p: p.requires_grad, ...)`). A freeze under
     any other condition (`if "embed" in name`), of a part (`model.embeddings`), or of a network beside the
     trained one (a teacher, a discriminator, a VAE, the feature extractor of a loss class such as a perceptual
-    `ContentLoss`) does not count: the rest may be large.
+    `ContentLoss`, or a class of the file that only its loss classes build, KAIR's `VGGFeatureExtractor` inside
+    `PerceptualLoss`) does not count: the rest may be large.
     """
     loop_targets = {n.id for node in all_nodes(tree) if isinstance(node, (ast.For, ast.comprehension))
                     for n in ast.walk(node.target) if isinstance(n, ast.Name)}
     maybe_true = _names_given_true(tree)
-    in_losses = {id(n) for node in all_nodes(tree) if isinstance(node, ast.ClassDef) and "loss" in node.name.lower()
-                 for n in ast.walk(node)}
+    in_losses = {id(n) for node in _loss_classes(tree) for n in ast.walk(node)}
     shapes: set[str] = set()
     filtered = False
     for node in all_nodes(tree):
@@ -497,6 +519,23 @@ def _freezes_modules(tree: ast.Module) -> bool:
         if shape is not None:
             shapes.add(shape)
     return _PROBE in shapes or _ENCODER in shapes or (_WHOLE in shapes and filtered)
+
+
+def _loss_classes(tree: ast.Module) -> list[ast.ClassDef]:
+    """The classes of a loss, whose networks are beside the one trained: every class named like a loss, and every
+    module-level class of the file built only inside those (a perceptual loss's `self.vgg = VGGFeatureExtractor()`;
+    a class built anywhere else in the file, or never, may be the trained model's backbone)."""
+    classes = [n for n in all_nodes(tree) if isinstance(n, ast.ClassDef)]
+    losses = [c for c in classes if "loss" in c.name.lower()]
+    if not losses:
+        return losses
+    inside = {id(n) for c in losses for n in ast.walk(c)}
+    built: dict[str, list[bool]] = {}  # class name -> for each call of it, whether a loss class makes it
+    for node in all_nodes(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            built.setdefault(node.func.id, []).append(id(node) in inside)
+    return losses + [c for c in tree.body if isinstance(c, ast.ClassDef) and c not in losses
+                     and built.get(c.name) and all(built[c.name])]
 
 
 def _freeze_loop(loop: ast.For, maybe_true: set[str]) -> Optional[str]:
@@ -866,6 +905,9 @@ class _Scanner:
         self.options_by_name = False  # the file may set parsed options by computed name (FileFacts.bool_flags)
         self.class_calls: dict[str, int] = {}
         self.device_targets: set[str] = set()
+        self.self_device_bound = False  # `self.<device> = ...` somewhere (FileFacts.self_devices is read only then)
+        self.self_device_copied = False  # `x.to(self.<device>)` somewhere (FileFacts.self_device_copies)
+        self.lazy = False  # an import below module level (FileFacts.lazy_imports is read only then)
         self.loops: list[ast.AST] = []  # every `for` loop (project/loader_flow.py reads on only when one copies)
 
     def run(self) -> FileFacts:
@@ -882,6 +924,7 @@ class _Scanner:
         # packages imported anywhere, in functions too (a marimo notebook imports gymnasium in a cell function):
         # evidence of what the file runs on (`rl`), not names to resolve (those stay module-level, `imports`)
         anywhere: set[str] = set()
+        imports = 0  # import statements anywhere: more than at module level, and some are lazy (FileFacts.lazy_imports)
         for statement in self.tree.body:
             defined = _defined_names(statement)
             used: set[str] = set()
@@ -931,20 +974,24 @@ class _Scanner:
                     self._assign(node)  # type: ignore[arg-type]
                 elif kind is ast.For or kind is ast.AsyncFor:
                     self.loops.append(node)
+                elif kind is ast.Import:
+                    imports += 1
+                    anywhere.update(a.name.split(".", 1)[0] for a in node.names)  # type: ignore[attr-defined]
+                elif kind is ast.ImportFrom:
+                    imports += 1
+                    if not node.level and node.module:  # type: ignore[attr-defined]
+                        anywhere.add(node.module.split(".", 1)[0])  # type: ignore[attr-defined]
                 elif kind is Dict:
                     for key, value in zip(node.keys, node.values):  # type: ignore[attr-defined]
                         if isinstance(key, Constant) and type(key.value) is str:
                             self._option(key.value, value)
                             if key.value == "dtype":
                                 self._dtype_keys.add(_is_dtype_16(value, self.aliases))
-                elif kind is ast.Import:
-                    anywhere.update(a.name.split(".", 1)[0] for a in node.names)  # type: ignore[attr-defined]
-                elif kind is ast.ImportFrom and not node.level and node.module:  # type: ignore[attr-defined]
-                    anywhere.add(node.module.split(".", 1)[0])  # type: ignore[attr-defined]
             names |= used
             for name in defined:
                 refs.setdefault(name, set()).update(used)
         top = set(refs)
+        self.lazy = imports > sum(isinstance(n, (ast.Import, ast.ImportFrom)) for n in _module_level(self.tree.body))
         roots = {ref.module.split(".", 1)[0] for ref in self.imports if not ref.level}
         classes = self._classes()
         for node in _module_level(self.tree.body):  # `MNIST = _MNIST`: the same class under another name
@@ -1019,9 +1066,16 @@ class _Scanner:
             member_moves=member_moves(self.tree, self.loops) if self.loops and names & {"to", "cuda"} else {},
             cuda_devices=cuda_devices(self.tree) if self.gpu else (),
             imported_device_targets=tuple(sorted(self.device_targets)),
+            self_devices=self_devices(self.tree) if self.self_device_bound else {},
+            self_device_copies=self_device_copies(self.tree) if self.self_device_copied else {},
+            lazy_imports=_lazy_imports(self.tree) if self.lazy else (),
         )
 
     def _assign(self, node: ast.Assign) -> None:
+        if not self.self_device_bound and any(
+                isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+                and device_word(t.attr) for t in node.targets):
+            self.self_device_bound = True
         if any(isinstance(t, ast.Subscript) and _holds_options(t.value) for t in node.targets):
             self.options_by_name = True  # `vars(args)[key] = value`
         if isinstance(node.value, ast.Call):  # `train_loader = get_loader(...)`: a function's result, not a class's
@@ -1147,9 +1201,9 @@ class _Scanner:
         if isinstance(func, ast.Attribute):
             attr = func.attr
             if attr == "to" and (call.args or call.keywords):  # `x.to(CFG.device)`: a device of an import
-                self.device_targets.update(
-                    kind[len(AT):] for kind in move_kinds(call)
-                    if kind.startswith(AT) and kind[len(AT):].split(".", 1)[0] in aliases.table)
+                targets = [kind[len(AT):] for kind in move_kinds(call) if kind.startswith(AT)]
+                self.device_targets.update(t for t in targets if t.split(".", 1)[0] in aliases.table)
+                self.self_device_copied = self.self_device_copied or any(t.startswith("self.") for t in targets)
             if attr == "cuda":
                 self.gpu = True
             elif attr in _SPARSE_CALLS:

@@ -117,8 +117,7 @@ def move_kinds(call: ast.Call) -> set[str]:
     spelled = dotted(target) if target is not None else None
     if spelled is None or spelled.startswith("torch."):
         return set()
-    last = spelled.rpartition(".")[2].lower()
-    if "dtype" in last or last == "cpu" or not any(word in last for word in DEVICE_WORDS):
+    if not device_word(spelled.rpartition(".")[2]):
         return set()
     return kinds | {AT + spelled}
 
@@ -540,10 +539,50 @@ def _self_attribute(source: ast.expr) -> Optional[str]:
 
 def _self_devices(cls: ast.ClassDef) -> set[str]:
     """Attributes of `self` the class binds only to device expressions that name CUDA."""
+    return {attr for attr, cuda in _self_bindings(cls).items() if cuda}
+
+
+def _self_bindings(cls: ast.ClassDef) -> dict[str, bool]:
+    """Every attribute of `self` the class binds -> whether each of its values is a device naming CUDA."""
     values: dict[str, list[ast.expr]] = {}
     for node in ast.walk(cls):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 if isinstance(target, ast.Attribute) and dotted(target) == f"self.{target.attr}":
                     values.setdefault(target.attr, []).append(node.value)
-    return {attr for attr, bound in values.items() if all(_names_cuda(v) for v in bound)}
+    return {attr: all(_names_cuda(v) for v in bound) for attr, bound in values.items()}
+
+
+def device_word(attr: str) -> bool:
+    """A name that may hold a device (DEVICE_WORDS), as `move_kinds` reads a copy's target."""
+    lowered = attr.lower()
+    return "dtype" not in lowered and lowered != "cpu" and any(word in lowered for word in DEVICE_WORDS)
+
+
+def self_devices(tree: ast.Module) -> dict[str, dict[str, bool]]:
+    """The device attributes of `self` each module-level class binds (named with a DEVICE_WORDS word) -> whether
+    the class binds it only to devices naming CUDA (`self.device = torch.device("cuda" if ... else "cpu")`): a
+    base class whose subclasses in other modules copy to `self.device` (KAIR's ModelBase, blind11)."""
+    out: dict[str, dict[str, bool]] = {}
+    for cls in tree.body:
+        if isinstance(cls, ast.ClassDef):
+            bound = {attr: cuda for attr, cuda in _self_bindings(cls).items() if device_word(attr)}
+            if bound:
+                out[cls.name] = dict(sorted(bound.items()))
+    return out
+
+
+def self_device_copies(tree: ast.Module) -> dict[str, tuple[str, ...]]:
+    """The attributes of `self` the methods of each module-level class copy tensors or modules to
+    (`x.to(self.device)`, as `move_kinds` reads a copy) that no class of the file binds: its bases do,
+    which the project view follows through the imports (`self_devices` of their modules)."""
+    out: dict[str, tuple[str, ...]] = {}
+    classes = [cls for cls in tree.body if isinstance(cls, ast.ClassDef)]
+    bound = {attr for cls in classes for attr in _self_bindings(cls)}  # a class of the file binds it: not a base's
+    for cls in classes:
+        copied = {kind[len(AT) + 5:] for node in ast.walk(cls) if isinstance(node, ast.Call)
+                  for kind in move_kinds(node) if kind.startswith(AT + "self.") and kind.count(".") == 1}
+        copied -= bound
+        if copied:
+            out[cls.name] = tuple(sorted(copied))
+    return out

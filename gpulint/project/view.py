@@ -195,6 +195,9 @@ class ProjectView:
     # devices naming CUDA that this file imports from project modules, spelled as the file reads them
     # ("CFG.device" for `import config as CFG`, "device" for `from config import device`)
     imported_cuda_devices: frozenset[str] = frozenset()
+    # a class of this file copies to `self.<device>` that a project base class of it (resolved through the
+    # imports, one or two modules up) binds only to a device naming CUDA (KAIR's ModelBase, blind11)
+    inherited_cuda: bool = False
 
     @classmethod
     def alone(cls, facts: FileFacts) -> "ProjectView":
@@ -219,9 +222,10 @@ class ProjectView:
     @property
     def imported_cuda(self) -> bool:
         """The file copies tensors to a device a project module it imports binds to CUDA (`x.to(CFG.device)`,
-        config.py's `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`): the same evidence
-        as that expression written in the file itself."""
-        return not self.imported_cuda_devices.isdisjoint(self.own.imported_device_targets)
+        config.py's `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`), or to a
+        `self.device` a project base class of its class binds so (`inherited_cuda`): the same evidence as that
+        expression written in the file itself."""
+        return self.inherited_cuda or not self.imported_cuda_devices.isdisjoint(self.own.imported_device_targets)
 
     @property
     def torch_ceiling(self) -> Optional[tuple[int, int]]:
@@ -389,6 +393,13 @@ class Project:
         self._importees = {p: {t for t, _ in self.edges[p]} for p in self.paths}
         self._callers = self._all_callers()
         bit = self._bit
+        # module -> the files that import it inside a function (FileFacts.lazy_imports: a factory's `define_G`)
+        self._lazy_importers: dict[str, int] = {}
+        for path in self.paths:
+            for ref in facts[path].lazy_imports:
+                for target in self.resolve(path, ref):
+                    if target in facts and target != path:
+                        self._lazy_importers[target] = self._lazy_importers.get(target, 0) | bit(path)
         self._gpu = sum(bit(p) for p in self.paths if facts[p].gpu)
         self._ffi_extension_built = any(facts[p].builds_ffi_extension for p in self.paths)
         self._rl = sum(bit(p) for p in self.paths if facts[p].rl)
@@ -661,9 +672,7 @@ class Project:
             freezes_importees=any(self.facts[p].freezes_modules for p in self._closure(rel, depth=2)),
             scaler_beside_callers=any(self.facts[t].scaler for i in _members(callers)
                                       for t in self._importees[self.paths[i]]),
-            evaluated_only=bool(callers) and not own.may_train and all(
-                not self.facts[self.paths[i]].may_train for i in _members(callers))
-            and any(self.facts[self.paths[i]].inference_script for i in _members(callers)),
+            evaluated_only=self._evaluated_only(rel, callers),
             ceiling_importees=min((c for c in (self.facts[p].torch_ceiling for p in self._closure(rel, depth=3))
                                    if c is not None), default=None),
             replacer_callers=bool(callers & self._replacer),
@@ -692,6 +701,7 @@ class Project:
             imported=bool(callers & ~me),
             moved_returns=self._moved_returns(rel),
             imported_cuda_devices=self._imported_cuda_devices(rel),
+            inherited_cuda=self._inherited_cuda(rel),
             flags_off=self._flags_off(rel, callers),
             script=not callers and rel.endswith(".py") and package_init(rel) not in self._exists
             and rel.rpartition("/")[2][:-3] not in self._import_words,
@@ -717,6 +727,23 @@ class Project:
             elif _is_submodule(target, ref.name):  # `from util import misc`: reached as `util.misc.collate_fn`
                 spelled_names.update(f"{spelled}.{name}" for name in found)
         return frozenset(spelled_names)
+
+    def _evaluated_only(self, path: str, callers: int) -> bool:
+        """ProjectView.evaluated_only. Its users are the files that import it (transitively) and those that import
+        it or one of them inside a function, with their own importers (a factory's `define_G` that imports the
+        network a training script builds through it: KAIR's select_network, blind11)."""
+        own = self.facts[path]
+        if own.may_train:
+            return False
+        lazy = self._lazy_importers.get(path, 0)
+        for i in _members(callers):
+            lazy |= self._lazy_importers.get(self.paths[i], 0)
+        users = callers | lazy
+        for i in _members(lazy):
+            users |= self._callers[i]
+        users &= ~self._bit(path)
+        return bool(users) and all(not self.facts[self.paths[i]].may_train for i in _members(users)) \
+            and any(self.facts[self.paths[i]].inference_script for i in _members(callers))
 
     def _unimported(self, path: str) -> frozenset[str]:
         """The functions of `path` nothing in it reaches (FileFacts.unreached) that no import of it names;
@@ -795,6 +822,36 @@ class Project:
                 out.update(ref.local + name[len(ref.name):] for name in devices
                            if name == ref.name or name.startswith(ref.name + "."))
         return frozenset(out)
+
+    def _inherited_cuda(self, path: str) -> bool:
+        """ProjectView.inherited_cuda: some class of `path` copies to `self.<attr>` (FileFacts.self_device_copies)
+        that its project bases bind only to CUDA: each base a `from` import binds (FileFacts.plain_classes, so no
+        base of unknown origin could bind it otherwise) is followed into its module and, when that class does not
+        bind the attribute, one module further; every base that binds it binds it to CUDA, and one does."""
+        own = self.facts[path]
+        for name, attrs in own.self_device_copies.items():
+            for attr in attrs:
+                bound = [self._base_device(path, base, attr, 2) for base in own.plain_classes.get(name, ())]
+                if True in bound and False not in bound:
+                    return True
+        return False
+
+    def _base_device(self, path: str, base: str, attr: str, depth: int) -> Optional[bool]:
+        """Whether the class `path` imports as `base` binds `self.<attr>` only to CUDA (True), otherwise (False),
+        or not at all as far as `depth` modules show (None)."""
+        found: list[Optional[bool]] = []
+        for target, ref in self.edges.get(path, ()):
+            if ref.local != base or ref.name in (None, "*"):
+                continue
+            facts = self.facts[target]
+            bound = facts.self_devices.get(ref.name, {}).get(attr)
+            if bound is None and depth > 1 and ref.name in facts.plain_classes:
+                inner = [self._base_device(target, b, attr, depth - 1) for b in facts.plain_classes[ref.name]]
+                bound = False if False in inner else True if True in inner else None
+            elif bound is None and ref.name not in facts.plain_classes:
+                bound = False  # a base whose own bases are not followed: it may bind the attribute
+            found.append(bound)
+        return False if False in found else True if True in found else None
 
     def _moved_returns(self, path: str) -> dict[str, tuple[str, ...]]:
         """What the files that import `path` directly do with the results of its functions they call

@@ -41,7 +41,10 @@ ON_GPU = Premise(
     "on-gpu",
     "the step runs on a CUDA GPU (CUDA evidence in the file or a caller: a \"cuda\" string, torch.cuda, "
     "`.cuda()`, an integer device such as `.to(local_rank)` or `device = 0`, a copy to a device that a "
-    "project module the file imports binds to CUDA, `x.to(CFG.device)`), or on an XPU whose device the "
+    "project module the file imports binds to CUDA, `x.to(CFG.device)`, a copy to `self.device` that a base "
+    "class of the file's class, defined in a project module reached through its imports (one or two modules "
+    "up), binds only to a device naming CUDA, with no base of unknown origin that could bind it otherwise), "
+    "or on an XPU whose device the "
     "fix can name (`device.type`). Refuted on a TPU, MPS or the CPU alone, and on an XPU whose device the "
     "fix would have to hard-code as CUDA.")
 FP32 = Premise(

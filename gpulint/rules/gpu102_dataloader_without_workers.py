@@ -50,9 +50,9 @@ PER_ITEM_WORK = Premise(
     "as a Dataset class's items are judged: collating runs in the workers; LoRA's bertabs, blind11), items "
     "without tensors (prompts, indices), "
     "and iterables that do not shard between workers, and, on a path that trains nothing (an inference script "
-    "no project file imports, or a module only such scripts use), by a dataset class whose items neither read "
-    "a file nor decode data (one text conversion per line: nothing next to the model's own time). A dataset "
-    "handed in as a parameter, or of a class gpulint cannot read, is undecided.")
+    "no project file imports, or a module only such scripts use, even inside a function), by a dataset class "
+    "whose items neither read a file nor decode data (one text conversion per line: nothing next to the "
+    "model's own time). A dataset handed in as a parameter, or of a class gpulint cannot read, is undecided.")
 ON_ACCELERATOR = Premise(
     "on-accelerator",
     "training runs on an accelerator (CUDA, MPS, XPU, or one a framework picks), which waits while batches "

@@ -110,8 +110,9 @@ STEP_MATTERS = Premise(
     "module class of the project of one or two Linear layers and nothing else with weights "
     "(norms, pooling, dropout aside; no base class but nn.Module, no loop building layers), moved or wrapped "
     "(`.cuda()`, DistributedDataParallel): a logistic-regression probe over features computed elsewhere. "
-    "A freeze of a part (`model.embeddings`) or of a network beside the trained one (an EMA teacher, a VAE) "
-    "leaves it shown.")
+    "A freeze of a part (`model.embeddings`) or of a network beside the trained one (an EMA teacher, a VAE, "
+    "a loss's network: in a class named like a loss, or in a class of the file that only such loss classes "
+    "build, a perceptual loss's VGG feature extractor) leaves it shown.")
 FUSED_KEPT = Premise(
     "fused-kept",
     "the optimizer keeps the flag it is built with: refuted when the statement right after its construction "

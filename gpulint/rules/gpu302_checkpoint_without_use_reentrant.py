@@ -60,7 +60,8 @@ UNDER_AUTOGRAD = Premise(
     "inside `torch.no_grad()`/`inference_mode()` (a block or a decorator) and in inference scripts (a "
     "`__main__` script that runs models under no_grad and trains nothing), and in a module whose importers "
     "train nothing and include such an inference script (a model file only a sampling script uses): "
-    "checkpointing there does nothing.")
+    "checkpointing there does nothing. Its importers include the files that import it inside a function, and "
+    "their own importers (a factory's `define_G` that imports the network a training script builds through it).")
 
 CAN_RUN = Premise(
     "can-run",

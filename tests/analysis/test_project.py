@@ -1627,3 +1627,156 @@ def test_a_sibling_trainers_autocast_says_nothing_about_this_step(tmp_path: Path
     })
     (tmp_path / "exp_long.py").unlink()
     assert findings(tmp_path, "--select", "GPU001") == []
+
+
+# ---------------------------------------------------------------------------------------------
+# blind11 (KAIR): the device a project base class binds, and a network a factory imports inside a function
+
+BASE_MODEL = """\
+import torch
+
+
+class ModelBase:
+    def __init__(self, opt):
+        self.opt = opt
+        self.device = {device}
+"""
+
+PLAIN_MODEL = """\
+import torch
+from torch.optim import Adam
+
+from models.model_base import ModelBase
+
+
+class ModelPlain(ModelBase):
+    def __init__(self, opt, net):
+        super().__init__(opt)
+        self.net = net.to(self.device)
+        self.lossfn = torch.nn.L1Loss()
+        self.optimizer = Adam(self.net.parameters(), lr=1e-4)
+
+    def feed_data(self, data):
+        self.L = data["L"].to(self.device)
+        self.H = data["H"].to(self.device)
+
+    def optimize_parameters(self):
+        self.optimizer.zero_grad()
+        loss = self.lossfn(self.net(self.L), self.H)
+        loss.backward()
+        self.optimizer.step()
+"""
+
+DERIVED_MODEL = """\
+import torch
+
+from models.model_plain import ModelPlain
+
+
+class ModelVRT(ModelPlain):
+    def __init__(self, opt, net):
+        super().__init__(opt, net)
+{rebind}
+    def feed_data(self, data):
+        self.L = data["L"].to(self.device)
+        self.H = data["H"].to(self.device)
+
+    def optimize_parameters(self):
+        self.optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(self.net(self.L), self.H)
+        loss.backward()
+        self.optimizer.step()
+"""
+
+CUDA_DEVICE = "torch.device('cuda' if opt['gpu_ids'] is not None else 'cpu')"
+
+
+@pytest.mark.parametrize("device, rebind, reported", [
+    (CUDA_DEVICE, "", [("models/model_plain.py", 21, "GPU001"), ("models/model_vrt.py", 17, "GPU001")]),
+    # the middle class binds the device itself, to something gpulint cannot read: only the first step is shown
+    (CUDA_DEVICE, "        self.device = torch.device(opt['device'])\n", [("models/model_plain.py", 21, "GPU001")]),
+    ("torch.device(opt['device'])", "", []),  # the base names no CUDA: the device stays unknown
+])
+def test_gpu001_counts_the_cuda_device_of_a_project_base_class(tmp_path: Path, device: str, rebind: str,
+                                                               reported: list[tuple[str, int, str]]) -> None:
+    """KAIR models/model_plain.py:167 (blind11, missed): the step copies to `self.device`, which ModelBase (another
+    module, imported with `from models.model_base import ModelBase`) binds to CUDA; ModelVRT, one module further
+    down, inherits it through ModelPlain."""
+    write(tmp_path, {"models/model_base.py": BASE_MODEL.format(device=device), "models/model_plain.py": PLAIN_MODEL,
+                     "models/model_vrt.py": DERIVED_MODEL.format(rebind=rebind)})
+    assert findings(tmp_path, "--select", "GPU001") == reported
+
+
+def test_self_device_facts() -> None:
+    base = facts_of_text(BASE_MODEL.format(device=CUDA_DEVICE) + "\n\nclass Other:\n    def __init__(self, d):\n"
+                         "        self.device = d\n        self.name = 'cuda'\n")
+    assert base is not None and base.self_devices == {"ModelBase": {"device": True}, "Other": {"device": False}}
+    plain = facts_of_text(PLAIN_MODEL)
+    assert plain is not None and plain.self_device_copies == {"ModelPlain": ("device",)}
+    bound_here = facts_of_text(PLAIN_MODEL + "\n\nclass Local:\n    def __init__(self):\n        self.device = 'cpu'\n")
+    assert bound_here is not None and bound_here.self_device_copies == {}  # a class of the file binds it
+
+
+FACTORY = """\
+def define_G(opt):
+    if opt["net"] == "swinir":
+        from models.network_swinir import SwinIR as net
+    else:
+        from models.network_other import Other as net
+    return net()
+"""
+
+SWINIR = """\
+from torch import nn
+import torch.utils.checkpoint as checkpoint
+
+
+class SwinIR(nn.Module):
+    def __init__(self, blocks, use_checkpoint=False):
+        super().__init__()
+        self.blocks = blocks
+        self.use_checkpoint = use_checkpoint
+
+    def forward(self, x):
+        for blk in self.blocks:
+            x = checkpoint.checkpoint(blk, x) if self.use_checkpoint else blk(x)
+        return x
+"""
+
+TEST_SCRIPT = """\
+import torch
+from models.network_swinir import SwinIR as net
+
+if __name__ == "__main__":
+    with torch.no_grad():
+        print(net([])(torch.randn(1, 3)))
+"""
+
+TRAIN_SCRIPT = """\
+from models.select_network import define_G
+
+net = define_G({"net": "swinir"})
+optimizer = torch.optim.Adam(net.parameters())
+for x, y in loader:
+    net(x).sub(y).pow(2).mean().backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize("train, reported", [(True, [("models/network_swinir.py", 13, "GPU302")]), (False, [])])
+def test_a_network_a_factory_imports_inside_a_function_is_trained(tmp_path: Path, train: bool,
+                                                                   reported: list[tuple[str, int, str]]) -> None:
+    """KAIR models/network_swinir.py:400 (blind11, missed): the only module-level importer of the network is an
+    inference script, but the factory `define_G` imports it inside the function and the training script builds
+    it through the factory: the network is trained. Without a training importer of the factory it stays
+    evaluated only."""
+    files = {"models/select_network.py": FACTORY, "models/network_swinir.py": SWINIR,
+             "main_test_swinir.py": TEST_SCRIPT}
+    if train:
+        files["main_train.py"] = TRAIN_SCRIPT
+    write(tmp_path, files)
+    assert findings(tmp_path, "--select", "GPU302") == reported
+    # one file linted alone reads the same project (dispatch/project_scan.py's partial project)
+    assert findings(tmp_path, "--select", "GPU302", str(tmp_path / "models/network_swinir.py")) == reported
+    facts = facts_of_text(FACTORY)
+    assert facts is not None and not facts.imports and [r.name for r in facts.lazy_imports] == ["SwinIR", "Other"]

@@ -320,3 +320,62 @@ def test_a_class_over_a_library_base_keeps_the_finding(tmp_path: Path) -> None:
     base = EXP_BASIC.replace("class Exp_Basic(object):", "import torch.nn as nn\n\n\nclass Exp_Basic(nn.Module):")
     _experiments(tmp_path, **{"exp/exp_basic.py": base})
     assert ("exp/exp_zero_shot_forecasting.py", 10, "GPU201") in findings(tmp_path, "--select", "GPU201")
+
+
+EXTRACTOR_LOSSES = """\
+import torch.nn as nn
+import torchvision
+
+
+class VGGFeatureExtractor(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.features = torchvision.models.vgg19(weights=None).features[:35]
+        for _, v in self.features.named_parameters():
+            v.requires_grad = False
+
+    def forward(self, x):
+        return self.features(x)
+
+
+class PerceptualLoss(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.vgg = VGGFeatureExtractor()
+
+    def forward(self, x, y):
+        return nn.functional.l1_loss(self.vgg(x), self.vgg(y))
+
+
+class CharbonnierLoss(nn.Module):
+    def forward(self, x, y):
+        return ((x - y) ** 2 + 1e-6).sqrt().mean()
+{extra}"""
+
+EXTRACTOR_TRAIN = """\
+import torch
+from torch.optim import Adam
+
+from losses import CharbonnierLoss
+
+net = build_restorer().cuda()
+criterion = CharbonnierLoss()
+optimizer = Adam(net.parameters(), lr=1e-4)
+for low, high in loader:
+    optimizer.zero_grad()
+    criterion(net(low.cuda()), high.cuda()).backward()
+    optimizer.step()
+"""
+
+
+def test_a_feature_extractor_only_a_loss_builds_freezes_nothing_trained(tmp_path: Path) -> None:
+    """blind11 (KAIR, models/loss.py): `VGGFeatureExtractor` freezes its VGG and only `PerceptualLoss` builds it;
+    the restorer's Adam in a module that imports the losses steps every tensor, so it is reported. Where the
+    file also builds the extractor into a model of its own (a backbone a probe may train a head on), the freeze
+    counts again (undecided: silent by default)."""
+    write(tmp_path, {"losses.py": EXTRACTOR_LOSSES.format(extra=""), "train.py": EXTRACTOR_TRAIN})
+    assert findings(tmp_path, "--select", "GPU201") == [("train.py", 8, "GPU201")]
+    probe = ("\n\nclass Probe(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+             "        self.backbone = VGGFeatureExtractor()\n        self.head = nn.Linear(512, 10)\n")
+    write(tmp_path, {"losses.py": EXTRACTOR_LOSSES.format(extra=probe), "train.py": EXTRACTOR_TRAIN})
+    assert findings(tmp_path, "--select", "GPU201") == []
