@@ -666,6 +666,8 @@ class _Follower:
         self.ctx = ctx
         self.use = BatchUse()
         self.seen: set[int] = set()
+        # the calls of a function of the file the loader was handed to (`infiniteloop(loader)`), by the function
+        self.entered: dict[int, list[ast.Call]] = {}
 
     def follow(self, loader: ast.Call) -> BatchUse:
         self._expression(loader, depth=0)
@@ -688,6 +690,7 @@ class _Follower:
             self._argument(ctx.parent(parent), None, True, expr, depth)  # type: ignore[arg-type]
         elif isinstance(parent, (ast.For, ast.AsyncFor)) and parent.iter is expr:
             self._loop(parent.target, parent.body)
+            self._generator(parent, depth)
         elif isinstance(parent, ast.comprehension) and parent.iter is expr:
             self._loop(parent.target, ctx.parent(parent))
         elif isinstance(parent, ast.Assign) and parent.value is expr:
@@ -824,6 +827,7 @@ class _Follower:
             param = params[position] if position is not None and position < len(params) else None
         if param is None:
             return
+        self.entered.setdefault(id(definition), []).append(call)
         scope = ctx.names.scopes.get(id(definition))
         for use in ctx.named(param.arg):
             if any(a is definition for a in ctx.ancestors(use)) and ctx.names.binding_scope(use) is scope:
@@ -842,11 +846,53 @@ class _Follower:
                             self._next(outer)
 
     def _next(self, call: ast.Call) -> None:
-        """`batch = next(...)`: the batch is read in the statements of the same block after it."""
+        """`batch = next(...)`: the batch is read in the statements of the same block after it; or it is
+        copied at once (`next(it).to(device)`, `next(it)[0].cuda()`)."""
         self.use.iterated = True
-        parent = self.ctx.parent(call)
+        ctx = self.ctx
+        parent = ctx.parent(call)
         if isinstance(parent, ast.Assign):
-            self._moves_in(parent.targets[0], [_scope_node(self.ctx, call)])
+            self._moves_in(parent.targets[0], [_scope_node(ctx, call)])
+            return
+        value: ast.expr = call
+        while isinstance(parent, ast.Subscript) and parent.value is value:
+            value, parent = parent, ctx.parent(parent)
+        move = ctx.parent(parent) if isinstance(parent, ast.Attribute) and parent.attr in MOVES else None
+        if isinstance(move, ast.Call) and move.func is parent and _to_a_device(ctx, move):
+            self.use.moves.append(move)
+
+    def _generator(self, loop: Union[ast.For, ast.AsyncFor], depth: int) -> None:
+        """A loop of a generator function the loader was handed to that yields its batches, or parts of
+        them, as they are (`def infiniteloop(loader): while True: for x, y in loader: yield x`): the calls
+        that handed the loader over hand on its batches; they are followed as the loader is. Only a loop over
+        the loader alone (`iter`, `enumerate`, `tqdm` around it; not `zip` with another iterable)."""
+        function = _scope_node(self.ctx, loop)
+        calls = self.entered.get(id(function), [])
+        if not calls:
+            return
+        source, target = loop.iter, loop.target
+        while isinstance(source, ast.Call) and _call_name(source.func) in _COPY_WRAPPERS and source.args:
+            if _call_name(source.func) == "enumerate":
+                if not (isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) == 2):
+                    return
+                target = target.elts[1]
+            source = source.args[0]
+        if isinstance(source, ast.Call):
+            return
+        batch = _bound(target)
+        assigns = [n for n in own_nodes(loop.body) if isinstance(n, ast.Assign)]
+        while True:  # `x, y = batch`, `images = batch["image"]`: its parts, not what a call makes of them
+            taken = {name for n in assigns if _part_of(n.value, batch) for t in n.targets for name in _bound(t)}
+            if taken <= batch:
+                break
+            batch |= taken
+        for node in own_nodes(loop.body):
+            value = node.value if isinstance(node, ast.Yield) else None
+            parts = value.elts if isinstance(value, (ast.Tuple, ast.List)) else [value]
+            if value is not None and all(isinstance(p, ast.Name) and p.id in batch for p in parts):
+                for call in calls:
+                    self._expression(call, depth + 1)
+                return
 
     def _loop(self, target: ast.expr, body: Union[list[ast.stmt], Optional[ast.AST]]) -> None:
         self.use.iterated = True
@@ -882,6 +928,13 @@ class _Follower:
             if isinstance(func, ast.Attribute) and func.attr in MOVES and _reads(func.value) & batch \
                     and _to_a_device(self.ctx, call):
                 self.use.moves.append(call)
+
+
+def _part_of(expr: ast.expr, batch: set[str]) -> bool:
+    """`batch`, `batch[0]`, `batch["image"]`, `batch.image`: a batch name, or an item or attribute of one."""
+    while isinstance(expr, (ast.Subscript, ast.Attribute)):
+        expr = expr.value
+    return isinstance(expr, ast.Name) and expr.id in batch
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,11 @@ REACHES_CUDA = Premise(
     "reaches-cuda",
     "the batches are copied to a CUDA GPU: a loop over the loader (directly, through the name or `self.` "
     "attribute it is stored in, a function it is returned from or handed to, `enumerate`/`tqdm`/`next`) moves"
-    " them with `.to(...)`/`.cuda()`, or Accelerate/Lightning moves them, in code with CUDA evidence. A "
+    " them with `.to(...)`/`.cuda()` (also at once: `next(it).to(device)`), or Accelerate/Lightning moves them, "
+    "in code with CUDA evidence. A generator function of the file the loader is handed to, whose loop over it "
+    "yields the batches or names taken from them as they are (`for x, y in loader: yield x`), hands them on: "
+    "what that call's result is then iterated or drawn with, and copied by, counts (not the other calls of the "
+    "generator, nor a yield of what a helper makes of the batch). A "
     "loader a top-level function returns (whole, in a tuple or under a dict key) counts as moved when a "
     "module importing that function (by name, or with `from module import *`) iterates the result and copies "
     "the batches there or in a function of that module it hands them to, or hands the loader to an imported "
