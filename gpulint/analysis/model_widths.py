@@ -28,6 +28,7 @@ from gpulint.project.layers import (
     PAIR_FIRST,
     PAIR_SECOND,
     PRODUCT,
+    RECURRENT_GATES,
     REST,
     UNKNOWN,
     Layer,
@@ -78,6 +79,13 @@ def layers_width(layers: tuple[Layer, ...], lookup: Lookup, bindings: Mapping[st
             if width is None:
                 return None
             widest = max(widest, width)
+        elif layer.kind == DIMS and layer.name in RECURRENT_GATES:
+            if kinds is not None:
+                kinds.add(layer.name)
+            width = recurrent_width(layer, bindings, attribute)
+            if width is None:
+                return None
+            widest = max(widest, width)
         elif layer.kind == DIMS:
             if kinds is not None and layer.dims != (NO_WIDTH,):
                 kinds.add(layer.name)  # activations, dropout and pooling multiply nothing
@@ -106,6 +114,23 @@ def layers_width(layers: tuple[Layer, ...], lookup: Lookup, bindings: Mapping[st
         else:
             return None
     return widest
+
+
+def recurrent_width(layer: Layer, bindings: Mapping[str, Optional[int]], attribute: Attribute) -> Optional[int]:
+    """The width of a recurrent layer: the wider of its two matmuls, each as wide as its smaller side. The
+    recurrent one is hidden x gates*hidden, `hidden` wide whatever the input; the input one input x
+    gates*hidden, so a narrow input bounds only that one; a stacked or bidirectional layer (`num_layers`,
+    `bidirectional` passed, not 1 or False) feeds its later layers hidden or twice hidden. Unknown without
+    `hidden`; an unknown input counts as gates*hidden wide."""
+    hidden = resolve_token(layer.dims[1], bindings, attribute) if len(layer.dims) > 1 else None
+    if hidden is None:
+        return None
+    gates = RECURRENT_GATES[layer.name] * hidden
+    given = resolve_token(layer.dims[0], bindings, attribute)
+    width = max(hidden, min(given, gates) if given is not None else gates)
+    if any(token not in (("num_layers", "1"), ("bidirectional", "False")) for token in layer.keywords):
+        width = max(width, min(2 * hidden, gates))  # the next layer reads both directions' hidden states
+    return width
 
 
 def chain_entries(chain: tuple[str, ...], bindings: Mapping[str, Optional[int]],

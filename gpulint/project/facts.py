@@ -44,7 +44,7 @@ from gpulint.project.methods import (
     uncalled_methods,
 )
 
-FACTS_VERSION = 34
+FACTS_VERSION = 35
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -893,6 +893,7 @@ class _Scanner:
         self.fused_sgd = False
         self.argparse: dict[str, Any] = {}
         self._set_defaults: dict[str, Any] = {}  # `parser.set_defaults(layers=[16, 16, 16])`
+        self._no_default: set[str] = set()  # options declared without `default=`: `set_defaults` gives theirs
         self.devices: set[str] = set()
         self.config: dict[str, list[int]] = {}
         self.module_ints = _module_ints(tree)
@@ -1347,18 +1348,23 @@ class _Scanner:
         for keyword in call.keywords:
             if keyword.arg == "default":
                 self.argparse[dest] = _default_literal(keyword.value)
+                self._no_default.discard(dest)
                 return
         if any(_string(k.value) == "store_true" for k in call.keywords if k.arg == "action"):
             self.argparse[dest] = False
         else:
+            if dest not in self.argparse or dest in self._no_default:
+                self._no_default.add(dest)
             self.argparse.setdefault(dest, None)
 
     def _argparse_defaults(self) -> dict[str, Any]:
-        """The options' defaults: `add_argument`'s, and `set_defaults`' for dests no option declares. Where both
-        give a dest different values, which one the parser keeps depends on their order: None (unknown)."""
+        """The options' defaults: `add_argument`'s, and `set_defaults`' for dests no option declares or that
+        options declare without `default=` (argparse gives such an option the parser's default, whichever
+        comes first). Where both give a dest different values, which one the parser keeps depends on their
+        order: None (unknown)."""
         out = dict(self.argparse)
         for dest, value in self._set_defaults.items():
-            if dest not in out:
+            if dest not in out or (dest in self._no_default and out[dest] is None):
                 out[dest] = value
             elif out[dest] != value:
                 out[dest] = None

@@ -50,12 +50,18 @@ _TORCH_LAYERS: dict[str, tuple[tuple[int, str], ...]] = {
     "TransformerEncoderLayer": ((0, "d_model"),),
     "TransformerDecoderLayer": ((0, "d_model"),),
 }
+# recurrent layers: the gates each step's two matmuls compute at once (input x gates*hidden, hidden x gates*hidden)
+RECURRENT_GATES: dict[str, int] = {"RNN": 1, "RNNCell": 1, "LSTM": 4, "LSTMCell": 4, "GRU": 3, "GRUCell": 3}
+# what stacks a recurrent layer (its later layers read hidden, or twice hidden both ways), when passed
+_RECURRENT_STACKING = (("num_layers", 2), ("bidirectional", 6))
 # torch.nn.Transformer's d_model defaults to 512 when not given
 _TORCH_DEFAULTS: dict[str, tuple[str, int]] = {"Transformer": ("d_model", 512)}
 # graph layers (PyG, DGL): Conv(in_channels, out_channels, ...)
 _GRAPH_PACKAGES = ("torch_geometric.nn", "dgl.nn", "ogb.graphproppred")
 # tensor factories whose positional arguments are a parameter's shape
 _FACTORIES = frozenset({"empty", "zeros", "ones", "randn", "rand", "Tensor", "FloatTensor"})
+# methods that hand back a tensor or module of the same shape (moved, cast): `torch.FloatTensor(a, b).cuda()`
+_SAME_SHAPE = frozenset({"cuda", "to", "float", "double", "half", "bfloat16", "requires_grad_"})
 # calls that build nothing with weights (or only containers whose children are read anyway)
 _NO_WIDTH = frozenset({
     "super", "len", "int", "float", "range", "list", "tuple", "dict", "zip", "enumerate", "max", "min", "sum", "abs",
@@ -69,7 +75,8 @@ class Layer:
     kind: str  # DIMS, MODULE or OPAQUE
     name: str  # the layer's class as spelled in the file
     dims: tuple[str, ...] = ()  # width tokens (DIMS), or the positional argument tokens (MODULE)
-    keywords: tuple[tuple[str, str], ...] = ()  # MODULE: keyword argument tokens
+    # MODULE: keyword argument tokens; a recurrent DIMS layer: `num_layers` and `bidirectional` where passed
+    keywords: tuple[tuple[str, str], ...] = ()
     # built once per consecutive pair of a list (`pair_loops`): the list's parts, each a width token (one entry)
     # or LIST + an attribute token (`[@layers`: the entries of a list-valued option); the layer's tokens name the
     # pair's entries as PAIR_FIRST and PAIR_SECOND
@@ -136,7 +143,10 @@ def torch_layer(last: str, argument: ArgumentToken) -> Optional[Layer]:
         if last.startswith("Conv"):
             kernel = argument(2, "kernel_size")
             dims += ("*" + (kernel if kernel is not None and kernel != UNKNOWN and kernel[0].isdigit() else UNKNOWN),)
-        return Layer(DIMS, last, dims)
+        stacking: tuple[tuple[str, str], ...] = ()
+        if last in RECURRENT_GATES and not last.endswith("Cell"):
+            stacking = tuple((k, given) for k, p in _RECURRENT_STACKING if (given := argument(p, k)) is not None)
+        return Layer(DIMS, last, dims, stacking)
     if last in _TORCH_DEFAULTS:
         keyword, default = _TORCH_DEFAULTS[last]
         return Layer(DIMS, last, (argument(0, keyword) or str(default),))
@@ -617,6 +627,9 @@ def _layer(call: ast.Call, qualify: Qualify, params: frozenset[str], local_class
             last = name.rsplit(".", 1)[-1]
             if last == "Parameter" and call.args and isinstance(call.args[0], ast.Call):
                 inner = call.args[0]
+                while isinstance(inner.func, ast.Attribute) and inner.func.attr in _SAME_SHAPE \
+                        and isinstance(inner.func.value, ast.Call):
+                    inner = inner.func.value  # `torch.FloatTensor(a, b).cuda()`: the factory's shape
                 if any(q.rsplit(".", 1)[-1] in _FACTORIES for q in qualify(inner.func)):
                     shape = [a for a in inner.args if not isinstance(a, ast.Starred)]
                     if len(shape) == 1 and not any(isinstance(a, ast.Starred) for a in inner.args):
@@ -651,6 +664,8 @@ def _layer(call: ast.Call, qualify: Qualify, params: frozenset[str], local_class
     if isinstance(func, ast.Attribute) and not qualified:
         if isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Name) and func.value.func.id == "super":
             return None  # super().__init__(): the base class's own layers are not read here
+        if func.attr in _SAME_SHAPE and isinstance(func.value, ast.Call):
+            return None  # `torch.FloatTensor(a, b).cuda()`, `Block(d).to(device)`: the call moved is read by itself
         if func.attr in ("append", "extend", "add_module", "register_buffer", "register_parameter", "view",
                          "reshape", "size", "item", "format", "items", "keys", "values", "get", "pop", "update",
                          "apply", "to", "float", "fill_", "zero_", "normal_", "uniform_", "data", "copy_", "t"):
@@ -877,6 +892,28 @@ def parameter_tensors(cls: ast.ClassDef, qualify: Qualify, local_classes: frozen
 _UNKNOWN, _PART = "unknown", "part"
 
 
+def inline_tensors(call: ast.Call, qualify: Qualify) -> Optional[int]:
+    """The parameter tensors of a torch.nn module written inline where a model is bound (`nn.Linear(2048, n)`,
+    `nn.Sequential(nn.Linear(d, k), nn.Softmax(dim=-1))`), counted as `parameter_tensors` counts them: a layer
+    of known tensors, a weightless module, a container whose arguments are such calls (literally, or in one
+    list or tuple literal); None for anything else (a project class, a name, a splat, a layer of unknown
+    tensors)."""
+    kind = _call_kind(call, qualify, frozenset(), {})
+    if not isinstance(kind, int) or _torch_nn(qualify(call.func)) is None:
+        return None
+    if _torch_nn(qualify(call.func)) not in _CONTAINERS:
+        return kind if _torch_nn(qualify(call.func)) not in _PARAMETER_CONTAINERS else None
+    total = 0
+    for given in [*call.args, *(k.value for k in call.keywords)]:
+        elements = list(given.elts) if isinstance(given, (ast.List, ast.Tuple)) else [given]
+        for element in elements:
+            inner = inline_tensors(element, qualify) if isinstance(element, ast.Call) else None
+            if inner is None:
+                return None
+            total += inner
+    return total
+
+
 def _on_me(node: ast.AST, me: str) -> bool:
     """`self.name`."""
     return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == me
@@ -946,7 +983,7 @@ def _builds_layer(value: ast.expr, qualify: Qualify, local_classes: frozenset[st
     """A value that is a layer read here (a torch.nn layer or a project class, moved: `nn.Linear(...).cuda()`)."""
     while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
             and isinstance(value.func.value, ast.Call) \
-            and value.func.attr in ("cuda", "to", "float", "double", "half", "bfloat16", "requires_grad_"):
+            and value.func.attr in _SAME_SHAPE:
         value = value.func.value
     if isinstance(value, ast.IfExp):
         return all(_builds_layer(v, qualify, local_classes, imported)

@@ -26,7 +26,7 @@ from gpulint.core.torch_api import (
     SGD_WEIGHT_DECAY,
 )
 from gpulint.core.verification import FUSED_OPTIMIZER, Verification
-from gpulint.project.layers import MODULE
+from gpulint.project.layers import MODULE, inline_tensors
 from gpulint.project.view import PART, ProjectView
 from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 from gpulint.rules.gpu001_missing_autocast import AMP_DTYPE, MissingAutocast
@@ -144,8 +144,14 @@ WORK_TO_FUSE = Premise(
     "that the class calls or uses as a module (an encoder handed in); a class not read in full is not counted. "
     "Two embedding tables of a matrix-factorisation or LightGCN recommender, or a 4-tensor GCN: a fused kernel "
     "replaces the update's per-tensor launches, and over so few tensors there are at most a handful to save. "
-    "For an attribute, every binding in the class's methods must be such a class, and no class of the file "
-    "derives from it (what a base class, or a subclass in another module, binds is not read).")
+    "For an attribute, every binding in the class's methods must be such a class, a torch.nn module written "
+    "inline whose layers count alike (`self.model = nn.Sequential(nn.Linear(d, k), nn.Softmax(dim=-1))`: two), "
+    "a move of the attribute itself or a deep copy of it (`self.model = best` after "
+    "`best = copy.deepcopy(self.model)`), and no class of the file derives from it (what a base class, or a "
+    "subclass in another module, binds is not read). An attribute of such a name counts too "
+    "(`model.fc.parameters()`, a linear probe over a frozen encoder): each class of this file the name is "
+    "bound to, over nn.Module alone, must bind it so (`self.fc = nn.Linear(2048, n)`: two), and nothing else "
+    "in the file may bind that attribute (`model.fc = ...`).")
 SCALER_SAFE = Premise(
     "scaler-safe",
     "for SGD with momentum, no GradScaler drives the step (here, in a caller, in a module it or a caller imports "
@@ -190,7 +196,8 @@ class NonFusedOptimizer(Rule):
         tensors next to a large frozen forward, and the finding is left to `strictness = "pedantic"`;
         so is an optimizer over a model that visibly holds at most four tensors (two embedding
         tables of a matrix-factorisation or LightGCN recommender, with or without a Linear
-        predictor), where there are at most a handful of per-tensor launches to save.
+        predictor; a probe's `model.fc` or a trainer's inline `nn.Sequential` head of one or two
+        Linear layers), where there are at most a handful of per-tensor launches to save.
         An optimizer wrapped by apex's `LARC` or torchlars' `LARS` is not reported: the wrapper's
         own per-parameter Python loop (two norms per tensor, and in apex a host-syncing test) stays
         the step's cost. Where every step first samples completions from the policy
@@ -779,7 +786,7 @@ def _state_loaded_at_once(ctx: AstContext, node: ast.Call) -> bool:
     return False
 
 
-def _step_matters(ctx: AstContext, node: ast.Call, held: Optional[set[str]]) -> Evidence:
+def _step_matters(ctx: AstContext, node: ast.Call, held: Optional[Held]) -> Evidence:
     """Refuted next to a simulator or generation on every step (analysis/generation.py) and for an optimizer
     an adaptive-rate wrapper steps (apex LARC, torchlars LARS: its own loop over parameters stays); undecided
     where a whole network is frozen and only a small part trains (project/facts.py `_freezes_modules`): a
@@ -800,14 +807,32 @@ _SAME_MODULE_METHODS = frozenset({"cuda", "to", "float", "double", "half", "bflo
 _SAME_MODULE_WRAPPERS = frozenset({"DistributedDataParallel", "DataParallel", "convert_sync_batchnorm"})
 
 
-def _held_classes(ctx: AstContext, node: ast.Call) -> Optional[set[str]]:
-    """The project classes whose instances hold the optimizer's parameters, or None when not known.
+@dataclass(frozen=True)
+class Held:
+    """What the optimizer's parameters belong to: the project classes one holder is bound to, and the most
+    tensors any torch.nn module written inline for it holds (None: no such binding)."""
+
+    classes: frozenset[str] = frozenset()
+    inline: Optional[int] = None
+
+    def __or__(self, other: "Held") -> "Held":
+        inline = max((n for n in (self.inline, other.inline) if n is not None), default=None)
+        return Held(self.classes | other.classes, inline)
+
+    def __bool__(self) -> bool:
+        return bool(self.classes) or self.inline is not None
+
+
+def _held_classes(ctx: AstContext, node: ast.Call) -> Optional[Held]:
+    """What holds the optimizer's parameters, or None when not known.
 
     The parameters are those of one name (`head.parameters()`, also under `filter(...)` or `list(...)`) that
     the enclosing function (or the module) binds only to instances of project classes, possibly moved or
     wrapped (`.cuda()`, `DistributedDataParallel(head)`, `convert_sync_batchnorm(head)`), or to such a move of
     an attribute of `self` (`model = self.model.cuda()`); or those of that attribute itself
-    (`self.model.parameters()`), which the methods of the enclosing class bind only to such instances."""
+    (`self.model.parameters()`), which the methods of the enclosing class bind only to such instances or to
+    torch.nn modules written inline; or those of an attribute of such a name (`model.fc.parameters()`), which
+    the methods of each class of this file the name is bound to bind alike."""
     name, _ = OPTIMIZER_PARAMS
     kwargs = ctx.kwargs(node)
     params = kwargs.get(name) if kwargs.passed(name) else next(
@@ -820,13 +845,19 @@ def _held_classes(ctx: AstContext, node: ast.Call) -> Optional[set[str]]:
         return None
     function = ctx.enclosing_function(node)
     held = params.func.value
+    if isinstance(held, ast.Attribute) and isinstance(held.value, ast.Name) and held.value.id != _self_name(function):
+        return _part_of_name(ctx, function, held)
     if isinstance(held, ast.Attribute):
         return _attribute_classes(ctx, function, held)
     if not isinstance(held, ast.Name):
         return None
-    holder = held.id
+    return _name_classes(ctx, function, held.id)
+
+
+def _name_classes(ctx: AstContext, function: Optional[ast.AST], holder: str) -> Optional[Held]:
+    """The project classes the function (or the module) binds the name to, through moves and wrappers."""
     scope: ast.AST = function or ctx.tree
-    classes: set[str] = set()
+    found = Held()
     for statement in ast.walk(scope):
         if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)) \
                 and statement is not scope:
@@ -848,11 +879,42 @@ def _held_classes(ctx: AstContext, node: ast.Call) -> Optional[set[str]]:
         built = _built_classes(ctx, value, lambda v: isinstance(v, ast.Name) and v.id == holder, function)
         if built is None:
             return None
-        classes |= built
+        found |= built
     if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
             a.arg == holder for a in (*scope.args.posonlyargs, *scope.args.args, *scope.args.kwonlyargs)):
         return None  # handed in by the caller
-    return classes or None
+    return found or None
+
+
+def _part_of_name(ctx: AstContext, function: Optional[ast.AST], held: ast.Attribute) -> Optional[Held]:
+    """`model.fc` for a name bound only to instances of classes of this file over nn.Module alone: what the
+    methods of each bind `self.fc` to (`_class_attribute`). None where the file binds that attribute on
+    anything else (`model.fc = nn.Linear(...)` after building it) or by name (`setattr`)."""
+    assert isinstance(held.value, ast.Name)
+    owners = _name_classes(ctx, function, held.value.id)
+    if owners is None or owners.inline is not None or not owners.classes:
+        return None
+    attr = held.attr
+    for node in ast.walk(ctx.tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
+            return None
+    classes = {n.name: n for n in ctx.tree.body if isinstance(n, ast.ClassDef)}
+    found = Held()
+    for spelled in owners.classes:
+        owner = classes.get(spelled)
+        facts = ctx.project.class_facts(spelled)
+        if owner is None or facts is None or not facts.module or facts.bases != ("torch.nn.Module",):
+            return None  # a class of another module, or one whose base may bind the attribute too
+        methods = {id(n) for n in owner.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        for node in ast.walk(ctx.tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)) and node.attr == attr \
+                    and not any(id(a) in methods for a in ctx.ancestors(node)):
+                return None  # bound outside the class's methods
+        part = _class_attribute(ctx, owner, attr)
+        if part is None:
+            return None
+        found |= part
+    return found or None
 
 
 def _self_name(function: Optional[ast.AST]) -> Optional[str]:
@@ -862,21 +924,27 @@ def _self_name(function: Optional[ast.AST]) -> Optional[str]:
     return positional[0].arg if positional else None
 
 
-def _attribute_classes(ctx: AstContext, function: Optional[ast.AST], held: ast.Attribute) -> Optional[set[str]]:
-    """The classes that the methods of the class around `function` bind `self.<attr>` to (`self.model =
-    LGCN_Encoder(...)` in `__init__`, and moves of it); None where any binding is something else, the
-    attribute is bound by name (`setattr`), or a class of the file derives from this one. What a base class,
-    or a subclass in another module, binds it to is not read."""
+def _attribute_classes(ctx: AstContext, function: Optional[ast.AST], held: ast.Attribute) -> Optional[Held]:
+    """What the methods of the class around `function` bind `self.<attr>` to (`_class_attribute`); None where
+    `held` is not an attribute of the method's instance."""
     me = _self_name(function)
     owner = ctx.parent(function) if function is not None else None
     if me is None or not isinstance(owner, ast.ClassDef) or not isinstance(held.value, ast.Name) \
             or held.value.id != me:
         return None
+    return _class_attribute(ctx, owner, held.attr)
+
+
+def _class_attribute(ctx: AstContext, owner: ast.ClassDef, attr: str) -> Optional[Held]:
+    """The classes that the methods of `owner` bind `self.<attr>` to (`self.model = LGCN_Encoder(...)` in
+    `__init__`, and moves or deep copies of it), and the torch.nn modules they write inline for it
+    (`nn.Sequential(nn.Linear(d, k), nn.Softmax(dim=-1))`); None where any binding is something else, the
+    attribute is bound by name (`setattr`), or a class of the file derives from this one. What a base class,
+    or a subclass in another module, binds it to is not read."""
     if any(isinstance(other, ast.ClassDef) and any(isinstance(b, ast.Name) and b.id == owner.name for b in other.bases)
            for other in ctx.tree.body):
         return None  # a subclass may bind the attribute to a model of its own
-    attr = held.attr
-    classes: set[str] = set()
+    found = Held()
     for method in owner.body:
         if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
@@ -899,42 +967,60 @@ def _attribute_classes(ctx: AstContext, function: Optional[ast.AST], held: ast.A
                 return isinstance(value, ast.Attribute) and value.attr == attr and isinstance(value.value, ast.Name) \
                     and value.value.id == instance
 
-            built = _built_classes(ctx, bound.value, itself, None)
+            built = _built_classes(ctx, bound.value, itself, None, inline=True)
             if built is None:
                 return None
-            classes |= built
-    return classes or None
+            found |= built
+    return found or None
 
 
 def _built_classes(ctx: AstContext, value: ast.expr, itself: Callable[[ast.expr], bool],
-                   function: Optional[ast.AST]) -> Optional[set[str]]:
-    """The class a binding of the holder builds (through moves and wrappers of the module), an empty set for a
-    move or wrapper of the holder itself (`itself`), the classes of a moved attribute of `self` where
-    `function` is a method (`model = self.model.cuda()`), None for anything else."""
+                   function: Optional[ast.AST], inline: bool = False) -> Optional[Held]:
+    """The class a binding of the holder builds (through moves and wrappers of the module), nothing for a
+    move, wrapper or deep copy of the holder itself (`itself`; also through a name bound once to such a copy,
+    `best = copy.deepcopy(self.model)`), with `inline` (an attribute a class binds) the tensors of a torch.nn
+    module written inline, the classes of a moved attribute of `self` where `function` is a method
+    (`model = self.model.cuda()`), None for anything else."""
     while isinstance(value, ast.Call):
         func = value.func
         last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        qualified = ctx.qualname(func)
         if isinstance(func, ast.Attribute) and last in _SAME_MODULE_METHODS:
             value = func.value
         elif last in _SAME_MODULE_WRAPPERS and value.args:
             value = value.args[0]
+        elif _copy_of(ctx, value, itself):
+            return Held()
+        elif inline and qualified is not None and qualified.startswith("torch.nn."):
+            tensors = inline_tensors(value, lambda f: {q} if (q := ctx.qualname(f)) else set())
+            return None if tensors is None else Held(inline=tensors)
         elif isinstance(func, ast.Name) and last[:1].isupper():
-            return {ctx.qualname(func) or last}  # `from heads import RegLog`: known as `heads.RegLog`
+            return Held(frozenset({qualified or last}))  # `from heads import RegLog`: known as `heads.RegLog`
         else:
             return None
     if itself(value):
-        return set()
+        return Held()
+    if isinstance(value, ast.Name):
+        copied = single_value(value, ctx.names)  # `self.model = best` after `best = copy.deepcopy(self.model)`
+        return Held() if copied is not None and _copy_of(ctx, copied, itself) else None
     if function is not None and isinstance(value, ast.Attribute):
         return _attribute_classes(ctx, function, value)
     return None
 
 
-def _head_only(ctx: AstContext, held: Optional[set[str]]) -> bool:
+def _copy_of(ctx: AstContext, value: ast.expr, itself: Callable[[ast.expr], bool]) -> bool:
+    """`copy.deepcopy(<the holder>)`: a module of the same classes and tensors."""
+    return isinstance(value, ast.Call) and ctx.qualname(value.func) == "copy.deepcopy" and len(value.args) == 1 \
+        and not value.keywords and itself(value.args[0])
+
+
+def _head_only(ctx: AstContext, held: Optional[Held]) -> bool:
     """The optimizer's parameters are those of a project class that is a small head (project/facts.py
     ClassFacts.head: one or two Linear layers, norms and pooling aside): a linear probe over features computed
     elsewhere, whose step updates a handful of tensors."""
     project = ctx.project
-    return bool(held) and all((found := project.class_facts(c)) is not None and found.head for c in held or ())
+    return held is not None and held.inline is None and bool(held.classes) and all(
+        (found := project.class_facts(c)) is not None and found.head for c in held.classes)
 
 
 # a fused kernel replaces the update's per-tensor launches: over at most this many tensors there are at most a
@@ -942,13 +1028,14 @@ def _head_only(ctx: AstContext, held: Optional[set[str]]) -> bool:
 FEW_TENSORS = 4
 
 
-def _few_tensors(ctx: AstContext, held: Optional[set[str]]) -> bool:
+def _few_tensors(ctx: AstContext, held: Optional[Held]) -> bool:
     """The optimizer's parameters are those of project classes each of which visibly holds at most FEW_TENSORS
-    parameter tensors, counting the project classes it builds (project/facts.py ClassFacts.tensors): two
-    embedding tables of a matrix-factorisation or LightGCN recommender."""
-    if not held:
+    parameter tensors, counting the project classes it builds (project/facts.py ClassFacts.tensors), or of
+    torch.nn modules written inline that hold as few (project/layers.py `inline_tensors`): two embedding
+    tables of a matrix-factorisation or LightGCN recommender, a linear probe's one Linear."""
+    if not held or (held.inline is not None and held.inline > FEW_TENSORS):
         return False
-    for name in held:
+    for name in held.classes:
         found = _tensors(ctx.project, name, local=True, depth=0)
         if found is None or found > FEW_TENSORS:
             return False

@@ -285,8 +285,13 @@ def test_chain_width_evaluates_each_pair() -> None:
     ('parser.set_defaults(layers=[16, 16, 16])', [16, 16, 16]),
     ('parser.add_argument("--layers", nargs="+", type=int, default=[16, 16])\nparser.set_defaults(layers=[64])', None),
     ('parser.add_argument("--layers", nargs="+", default=["a", 16])', None),
+    # an option declared without `default=` takes the parser's, in either order (blind11: RexYing/diffpool)
+    ('parser.add_argument("--layers", dest="layers", type=int)\nparser.set_defaults(layers=20)', 20),
+    ('parser.set_defaults(layers=20)\nparser.add_argument("--layers", type=int)', 20),
+    ('parser.add_argument("--layers", type=int)\nparser.add_argument("--layers", type=int, default=8)\n'
+     'parser.set_defaults(layers=20)', None),
 ])
-def test_list_defaults_of_options(declared: str, expected: Optional[list[int]]) -> None:
+def test_list_defaults_of_options(declared: str, expected: Optional[Union[int, list[int]]]) -> None:
     facts = facts_of_text(f"import argparse\nparser = argparse.ArgumentParser()\n{declared}\n")
     assert facts is not None
     assert facts.argparse_defaults["layers"] == expected
@@ -383,3 +388,26 @@ def test_options_around_that_disagree_are_unknown(tmp_path: Path) -> None:
                      "trainer.py": TRAINER, "main.py": MAIN, "other.py": other})
     found = findings(tmp_path, "--select", "GPU001")
     assert ("trainer.py", 20, "GPU001") in found
+
+
+@pytest.mark.parametrize("body, bound, expected", [
+    # one known narrow side: a probe to 5 classes over features of unknown width (blind11: SimCSE's SentEval)
+    ("self.fc = nn.Linear(n_in, 5)", {}, 5),
+    ("self.fc = nn.Linear(n_in, 512)", {}, 512),
+    ("self.fc = nn.Linear(n_in, n_out)", {}, None),
+    # a weight moved before it is wrapped has the factory's shape; a moved 1-D bias multiplies nothing
+    # (blind11: RexYing/diffpool's GraphConv)
+    ("self.w = nn.Parameter(torch.FloatTensor(n_in, n_out).cuda())\n"
+     "self.b = nn.Parameter(torch.FloatTensor(n_out).cuda())", {"n_out": 20}, 20),
+    # a recurrent layer is at least its hidden size wide; a narrow input bounds only its input matmul
+    ("self.rnn = nn.LSTM(3, n_out)", {"n_out": 512}, 512),
+    ("self.rnn = nn.LSTM(28, 64)", {}, 64),
+    ("self.rnn = nn.GRU(n_in, 64)", {}, 192),
+    ("self.rnn = nn.GRU(1024, 64)", {}, 192),
+    ("self.rnn = nn.LSTM(28, 64, num_layers=2)", {}, 128),
+    ("self.rnn = nn.LSTM(28, 64, num_layers=1)", {}, 64),
+    ("self.rnn = nn.RNN(28, 64, bidirectional=True)", {}, 64),
+    ("self.rnn = nn.LSTM(28, n_out)", {}, None),
+])
+def test_layer_widths_by_their_smaller_sides(body: str, bound: dict[str, int], expected: Optional[int]) -> None:
+    assert width(model(body), **bound) == expected
