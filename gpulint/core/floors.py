@@ -193,7 +193,8 @@ def too_new(floor: Optional[Version], codes: Iterable[str]) -> Optional[TooNew]:
 class AboveCeiling:
     """The first symbol a fix would write that no torch the code can run on has: the code, or a module it
     imports, relies on what a torch release (or the torchtext released with it) removed (`torch._six`, gone in
-    2.0; `torchtext.legacy`, gone with 1.11; uint8 masks in `masked_fill`, an error from 2.1) or asserts an older
+    2.0; `torchtext.legacy`, gone with 1.11; uint8 masks in `masked_fill`, an error from 2.1; indexing a 0-dim
+    loss, `loss.data[0]`, an error from 1.0) or asserts an older
     torch (`assert torch.__version__.split('.')[0] == '1'`), and the symbol arrived in that release or later
     (project/facts.py `torch_ceiling`)."""
 

@@ -223,7 +223,8 @@ class ProjectView:
     @property
     def torch_ceiling(self) -> Optional[tuple[int, int]]:
         """The first torch this file cannot run on, from its own code or that of the modules it imports
-        (`from torch._six import inf` somewhere on the way: torch 2.0; a uint8 mask in `masked_fill`: 2.1), from
+        (`from torch._six import inf` somewhere on the way: torch 2.0; a uint8 mask in `masked_fill`: 2.1;
+        `loss.data[0]` of a loss it calls `.backward()` on: 1.0), from
         a version assertion in its `__main__` block when no project file imports it, or from a project built
         with torch.utils.ffi; None when nothing says so."""
         ffi = REMOVED_MODULES[FFI_MODULE] if self.ffi_extension_built else None

@@ -1162,6 +1162,21 @@ def test_a_module_that_imports_torchtext_legacy_caps_the_torch_of_its_importers(
     assert findings(tmp_path, "--select", "GPU201") == [("other.py", 4, "GPU201")]
 
 
+def test_a_module_that_reads_its_loss_by_index_caps_the_torch_of_its_importers(tmp_path: Path) -> None:
+    """A training helper that reads the loss it calls `.backward()` on as `loss.data[0]` raises from torch 1.0
+    on (blind11: LSTNet), and so does the script that imports and runs it: no fused Adam (1.13) there."""
+    train = ("import torch\nimport engine\n\nmodel = torch.nn.Linear(512, 512).cuda()\n"
+             "optimizer = torch.optim.Adam(model.parameters())\nengine.train(model, optimizer, loader)\n")
+    engine = ("import torch.nn as nn\n\ncriterion = nn.MSELoss(size_average=False)\n\n\n"
+              "def train(model, optimizer, loader):\n    for x, y in loader:\n"
+              "        loss = criterion(model(x.cuda()), y.cuda())\n        loss.backward()\n"
+              "        optimizer.step()\n        print(loss.data[0])\n")
+    write(tmp_path, {"engine.py": engine, "train.py": train, "other.py": train.replace("import engine\n", "")})
+    assert findings(tmp_path, "--select", "GPU201") == [("other.py", 4, "GPU201")]
+    write(tmp_path, {"engine.py": engine.replace("loss.data[0]", "loss.item()")})
+    assert sorted(findings(tmp_path, "--select", "GPU201")) == [("other.py", 4, "GPU201"), ("train.py", 5, "GPU201")]
+
+
 def test_a_model_file_only_a_sampling_script_uses_is_not_trained(tmp_path: Path) -> None:
     """GPU302: the checkpointed model of a release that only samples runs under no_grad; no backward reaches it.
     Once a training script imports it too, the reentrant trap can drop gradients again."""
