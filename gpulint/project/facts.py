@@ -325,6 +325,10 @@ class FileFacts:
     # builds the project's native extension with `torch.utils.ffi.create_extension` (a build script of torch 0.4:
     # CenterNet's DCNv2, faster-rcnn's ROI layers): the project's compiled ops need a torch before 1.0
     builds_ffi_extension: bool = False
+    # the module's top level only imports, defines functions and classes, and binds names to values it computes
+    # without a call (`_defines_only`): no `__main__` block, nothing that runs. Its code runs when a module that
+    # imports it calls it (project/view.py `ceiling_importers`)
+    defines_only: bool = False
     # a script (a `__main__` guard) that runs models under no_grad/inference_mode and trains nothing (no
     # backward, no optimizer, no trainer): the modules it imports are evaluated here, not trained
     inference_script: bool = False
@@ -997,6 +1001,7 @@ class _Scanner:
             script_ceiling=version_ceiling(main.body, self.aliases) if main is not None and "__version__" in names
             else None,
             builds_ffi_extension=self.ffi_extension,
+            defines_only=_defines_only(self.tree),
             legacy_torch=legacy_torch(self.tree) if "data" in names or "pack_padded_sequence" in names else "",
             inference_script=main is not None and grad_off and not may_train,
             grad_off=grad_off,
@@ -1433,6 +1438,21 @@ def _main_guard(tree: ast.Module) -> Optional[ast.If]:
     return None
 
 
+def _defines_only(tree: ast.Module) -> bool:
+    """Every top-level statement imports, defines a function or class, is a docstring, or binds a value with no
+    call in it (`EPS = 1e-8`, `__all__ = [...]`): importing the module runs nothing of the project's."""
+    for statement in tree.body:
+        if isinstance(statement, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+            continue
+        if isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None \
+                and not any(isinstance(n, ast.Call) for n in fast_walk(statement.value)):
+            continue
+        return False
+    return True
+
+
 def torch_ceiling(tree: ast.Module, aliases: Optional[_Aliases] = None,
                   names: Optional[set[str]] = None) -> Optional[tuple[int, int]]:
     """The first torch release this module cannot run on, the lowest of three signals:
@@ -1687,8 +1707,8 @@ def reads_zero_dim_loss(tree: ast.Module) -> bool:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "backward" \
                     and isinstance(node.func.value, ast.Name) and not node.args and not node.keywords:
                 backward.add(node.func.value.id)
-            elif isinstance(node, ast.Subscript) and _indexes_data_zero(node) and isinstance(node.value.value, ast.Name):
-                read.add(node.value.value.id)
+            elif isinstance(node, ast.Subscript) and isinstance(base := _data_zero_base(node), ast.Name):
+                read.add(base.id)
             elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _loss_callee(node.value):
                 made.update(id(t) for t in node.targets if isinstance(t, ast.Name))
         candidates = read & backward
@@ -1707,11 +1727,13 @@ def reads_zero_dim_loss(tree: ast.Module) -> bool:
     return False
 
 
-def _indexes_data_zero(node: ast.Subscript) -> bool:
-    """`<x>.data[0]`: the pre-0.4 way to read a one-element tensor."""
-    index = node.slice
-    return isinstance(node.value, ast.Attribute) and node.value.attr == "data" \
-        and isinstance(index, ast.Constant) and index.value == 0 and type(index.value) is int
+def _data_zero_base(node: ast.Subscript) -> Optional[ast.expr]:
+    """`x` of `<x>.data[0]`, the pre-0.4 way to read a one-element tensor; None for any other subscript."""
+    index, value = node.slice, node.value
+    if isinstance(value, ast.Attribute) and value.attr == "data" and isinstance(index, ast.Constant) \
+            and index.value == 0 and type(index.value) is int:
+        return value.value
+    return None
 
 
 def _byte_tensor(node: ast.expr) -> bool:
@@ -1785,9 +1807,9 @@ def legacy_torch(tree: ast.Module) -> str:
     unreduced = _keeps_elements(tree)
 
     def signal(node: ast.Subscript) -> bool:
-        if not _indexes_data_zero(node):
+        base = _data_zero_base(node)
+        if base is None:
             return False
-        base = node.value.value
         if isinstance(base, ast.Call) and isinstance(base.func, ast.Attribute) and base.func.attr in ("sum", "mean") \
                 and not base.args and not base.keywords:
             return True

@@ -90,7 +90,9 @@ AUTOCAST_EXISTS = Premise(
     "gone by 1.10, such as torchtext's `Field`/`BucketIterator`, gone with torch 1.8; or a file of the project "
     "builds its extension with `torch.utils.ffi`, gone in 1.0; or it asserts an older major version at module "
     "level, `assert torch.__version__.split('.')[0] == '0'`; or it reads a loss it calls `.backward()` on as "
-    "`loss.data[0]`, an IndexError from 1.0 on); undecided when it runs "
+    "`loss.data[0]`, an IndexError from 1.0 on; a helper module that only defines, outside any package, runs "
+    "only under the project files that import it: where each of them has such a ceiling, so does it); "
+    "undecided when it runs "
     "only on torch 1.10 or older (`torchtext.legacy`, gone with 1.11) and declares no floor of 1.10.")
 GPU_BOUND = Premise(
     "gpu-bound",

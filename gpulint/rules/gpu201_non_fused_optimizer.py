@@ -85,7 +85,10 @@ FUSED_EXISTS = Premise(
     "2.3); it asserts an older major version at module level (`assert torch.__version__.split('.')[0] == "
     "'1'`: below 2.0; also in the `__main__` block of a script no project file imports); it, or a module it "
     "imports, reads a loss it calls `.backward()` on (bound from a loss call) as `loss.data[0]`, an IndexError "
-    "from 1.0 on; or a file of the project builds its extension with `torch.utils.ffi`, gone in 1.0.")
+    "from 1.0 on; or a file of the project builds its extension with `torch.utils.ffi`, gone in 1.0. A helper "
+    "module that only defines (no `__main__` block, nothing run at import) outside any package runs only under "
+    "the project files that import it: where each of them has such a ceiling, so does it (LSTNet's Optim.py, "
+    "imported only by a main.py that reads `loss.data[0]`).")
 STEP_MATTERS = Premise(
     "step-matters",
     "the optimizer step is part of a loop that waits on the device: refuted in reinforcement-learning code (the "
