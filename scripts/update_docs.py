@@ -156,9 +156,11 @@ values, a ValueError since torch 1.1) is linted as if its floor were 0.4 (`LEGAC
 or newer is withheld there, what torch 0.4 has is not (no symbol of the table lies between 0.4 and 1.7).
 Code that runs only on an older torch withholds what that torch lacks too (its ceiling, the first torch it cannot
 run on: `gpulint/project/facts.py` `torch_ceiling`): it, or a module it imports, imports a module torch removed
-(`torch._six`: 2.0; `torchtext.legacy`: 1.11) or fills with uint8 masks it makes (`masked_fill(m.byte(), v)`:
-2.1), asserts an older major version (`assert torch.__version__.split('.')[0] == '1'`: 2.0), or the project
-builds its extension with `torch.utils.ffi` (1.0).
+(`torch._six`: 2.0; `torchtext.legacy`: 1.11), fills with uint8 masks it makes (`masked_fill(m.byte(), v)`:
+2.1) or reads a loss it calls `.backward()` on as `loss.data[0]` (1.0), asserts an older major version
+(`assert torch.__version__.split('.')[0] == '1'`: 2.0), or the project builds its extension with
+`torch.utils.ffi` (1.0). A helper module that only defines (no `__main__` block, nothing run at import) outside
+any package runs only under the project files that import it: where each has a ceiling, the highest is its own.
 """
 
 FIX_SAFETY_LIBRARIES = """A few fixes write into the API of another library. Its releases come from the

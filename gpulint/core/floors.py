@@ -193,9 +193,11 @@ def too_new(floor: Optional[Version], codes: Iterable[str]) -> Optional[TooNew]:
 class AboveCeiling:
     """The first symbol a fix would write that no torch the code can run on has: the code, or a module it
     imports, relies on what a torch release (or the torchtext released with it) removed (`torch._six`, gone in
-    2.0; `torchtext.legacy`, gone with 1.11; uint8 masks in `masked_fill`, an error from 2.1) or asserts an older
-    torch (`assert torch.__version__.split('.')[0] == '1'`), and the symbol arrived in that release or later
-    (project/facts.py `torch_ceiling`)."""
+    2.0; `torchtext.legacy`, gone with 1.11; uint8 masks in `masked_fill`, an error from 2.1; indexing a 0-dim
+    loss, `loss.data[0]`, an error from 1.0) or asserts an older
+    torch (`assert torch.__version__.split('.')[0] == '1'`), or it is a helper that only modules doing so import
+    (project/view.py `ceiling_importers`), and the symbol arrived in that release or later (project/facts.py
+    `torch_ceiling`)."""
 
     symbol: Symbol
     ceiling: Version
@@ -203,8 +205,8 @@ class AboveCeiling:
     def reason(self) -> str:
         """`torch.amp.GradScaler needs torch 2.3; the code runs only on torch older than 2.0 (...)`."""
         return f"{self.symbol.code} needs torch {version_text(self.symbol.since)}; the code runs only on torch " \
-               f"older than {version_text(self.ceiling)} (it, or a module it imports, relies on what that release " \
-               f"removed, or asserts an older torch)"
+               f"older than {version_text(self.ceiling)} (it, or a module it imports or that imports it, relies " \
+               f"on what that release removed, or asserts an older torch)"
 
 
 def above_ceiling(ceiling: Optional[Version], codes: Iterable[str]) -> Optional[AboveCeiling]:

@@ -44,7 +44,7 @@ from gpulint.project.methods import (
     uncalled_methods,
 )
 
-FACTS_VERSION = 35
+FACTS_VERSION = 36
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -315,8 +315,9 @@ class FileFacts:
     # the first torch the file cannot run on (`torch_ceiling`): it imports, unconditionally at module level, a
     # module torch (or the torchtext released with it) removed in that release (`from torch._six import inf`:
     # removed in 2.0; `torchtext.legacy`: gone with torch 1.11), asserts at module level an older major version
-    # (`assert torch.__version__.split('.')[0] == '1'`: 2.0), or fills with uint8 masks it makes (2.1); None
-    # when nothing says so. Its importers run on no newer torch either
+    # (`assert torch.__version__.split('.')[0] == '1'`: 2.0), fills with uint8 masks it makes (2.1), or reads
+    # `loss.data[0]` of a loss it calls `.backward()` on (1.0); None when nothing says so. Its importers run
+    # on no newer torch either
     torch_ceiling: Optional[tuple[int, int]] = None
     # the first torch the file's `__main__` block refuses (a version assertion there, `version_ceiling`): the
     # file run as a script runs on no newer torch; importing it runs no such block (project/view.py)
@@ -324,11 +325,16 @@ class FileFacts:
     # evidence that the file's code runs only on an old torch: it indexes a 0-dim loss (`loss.data[0]`, an
     # IndexError since torch 1.0) or unpacks a PackedSequence into two (a ValueError since 1.1)
     # (`legacy_torch`); "" when nothing says so. Per file: its importers are not judged by it, since importing
-    # the file runs none of that code
+    # the file runs none of that code (the certain loss read, of a loss it calls `.backward()` on, is also its
+    # `torch_ceiling`, which does reach them, as every ceiling of the code does)
     legacy_torch: str = ""
     # builds the project's native extension with `torch.utils.ffi.create_extension` (a build script of torch 0.4:
     # CenterNet's DCNv2, faster-rcnn's ROI layers): the project's compiled ops need a torch before 1.0
     builds_ffi_extension: bool = False
+    # the module's top level only imports, defines functions and classes, and binds names to values it computes
+    # without a call (`_defines_only`): no `__main__` block, nothing that runs. Its code runs when a module that
+    # imports it calls it (project/view.py `ceiling_importers`)
+    defines_only: bool = False
     # a script (a `__main__` guard) that runs models under no_grad/inference_mode and trains nothing (no
     # backward, no optimizer, no trainer): the modules it imports are evaluated here, not trained
     inference_script: bool = False
@@ -1054,6 +1060,7 @@ class _Scanner:
             script_ceiling=version_ceiling(main.body, self.aliases) if main is not None and "__version__" in names
             else None,
             builds_ffi_extension=self.ffi_extension,
+            defines_only=_defines_only(self.tree),
             legacy_torch=legacy_torch(self.tree) if "data" in names or "pack_padded_sequence" in names else "",
             inference_script=main is not None and grad_off and not may_train,
             grad_off=grad_off,
@@ -1502,6 +1509,21 @@ def _main_guard(tree: ast.Module) -> Optional[ast.If]:
     return None
 
 
+def _defines_only(tree: ast.Module) -> bool:
+    """Every top-level statement imports, defines a function or class, is a docstring, or binds a value with no
+    call in it (`EPS = 1e-8`, `__all__ = [...]`): importing the module runs nothing of the project's."""
+    for statement in tree.body:
+        if isinstance(statement, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+            continue
+        if isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None \
+                and not any(isinstance(n, ast.Call) for n in fast_walk(statement.value)):
+            continue
+        return False
+    return True
+
+
 def torch_ceiling(tree: ast.Module, aliases: Optional[_Aliases] = None,
                   names: Optional[set[str]] = None) -> Optional[tuple[int, int]]:
     """The first torch release this module cannot run on, the lowest of three signals:
@@ -1511,7 +1533,8 @@ def torch_ceiling(tree: ast.Module, aliases: Optional[_Aliases] = None,
       import is one of the module's;
     - a module-level assertion that torch's major version is below one (`assert torch.__version__.split('.')[0]
       == '1'`: torch 2.0; `version_ceiling`);
-    - a fill with a uint8 mask the module makes (`fills_with_uint8_masks`): torch 2.1.
+    - a fill with a uint8 mask the module makes (`fills_with_uint8_masks`): torch 2.1;
+    - `loss.data[0]` of a loss the same function calls `.backward()` on (`reads_zero_dim_loss`): torch 1.0.
 
     `names` (what the module mentions, when the caller knows) skips the walks that cannot find anything."""
     found: list[tuple[int, int]] = []
@@ -1529,6 +1552,8 @@ def torch_ceiling(tree: ast.Module, aliases: Optional[_Aliases] = None,
             found.append(asserted)
     if (names is None or ("byte" in names and not names.isdisjoint(_MASK_FILLS))) and fills_with_uint8_masks(tree):
         found.append(UINT8_MASK_CEILING)
+    if (names is None or {"backward", "data"} <= names) and reads_zero_dim_loss(tree):
+        found.append(ZERO_DIM_LOSS_CEILING)
     return min(found) if found else None
 
 
@@ -1629,20 +1654,7 @@ def fills_with_uint8_masks(tree: ast.Module) -> bool:
     (`self.mask = ....byte()`). Transformer-XL's forward: `dec_attn_mask = torch.triu(...).byte()[:, :, None]`,
     handed down as `dec_attn_mask=`, then `attn_mask=`, to `attn_score.masked_fill(attn_mask[None, :, :, None],
     ...)`. A mask converted on the way (`.bool()`, `.to(torch.bool)`, `mask == 1`) is a boolean one."""
-    scopes: list[tuple[_Scope, list[ast.AST]]] = []  # each function, and the module, with the nodes it owns
-    pending: list[_Scope] = [tree]
-    while pending:
-        owner = pending.pop()
-        owned: list[ast.AST] = []
-        stack: list[ast.AST] = list(owner.body)
-        while stack:
-            node = stack.pop()
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                pending.append(node)
-                continue
-            owned.append(node)
-            stack.extend(ast.iter_child_nodes(node))
-        scopes.append((owner, owned))
+    scopes = _scopes(tree)
     functions = [owner for owner, _ in scopes if not isinstance(owner, ast.Module)]
     positional = {id(f): [a.arg for a in f.args.posonlyargs + f.args.args] for f in functions}
     parameters = {id(f): set(positional[id(f)]) | {a.arg for a in f.args.kwonlyargs} for f in functions}
@@ -1714,6 +1726,87 @@ def fills_with_uint8_masks(tree: ast.Module) -> bool:
     return False
 
 
+def _scopes(tree: ast.Module) -> list[tuple[_Scope, list[ast.AST]]]:
+    """Each function of the module, and the module, with the nodes it owns (not those of functions inside it)."""
+    scopes: list[tuple[_Scope, list[ast.AST]]] = []
+    pending: list[_Scope] = [tree]
+    while pending:
+        owner = pending.pop()
+        owned: list[ast.AST] = []
+        stack: list[ast.AST] = list(owner.body)
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                pending.append(node)
+                continue
+            owned.append(node)
+            stack.extend(ast.iter_child_nodes(node))
+        scopes.append((owner, owned))
+    return scopes
+
+
+# indexing a 0-dim tensor warned in torch 0.4 ("will be an IndexError in PyTorch 0.5") and raises from 1.0 on
+ZERO_DIM_LOSS_CEILING = (1, 0)
+
+
+def reads_zero_dim_loss(tree: ast.Module) -> bool:
+    """A function of the module (or its top level) indexes `loss.data[0]` (anywhere: `total_loss +=
+    loss.data[0]`, `float(loss.data[0])`) where it calls `loss.backward()` without arguments and binds `loss`
+    only as `loss = <loss call>` (`criterion(...)`, `self.loss_fn(...)`, `F.mse_loss(...)`: `_loss_callee`;
+    not a parameter, not a tuple element, no `+=`). The backward call makes it one value (one element, or
+    torch raises "grad can be implicitly created only for scalar outputs"), and a loss call returns that value
+    as a 0-dim tensor since torch 0.4, so the read raises IndexError on torch 1.0 and every later one (checked
+    on 2.13): the code runs only on an older torch. LSTNet's `loss = criterion(output * scale, Y * scale);
+    loss.backward(); ...; total_loss += loss.data[0]`. Not evidence: `.data[0]` of any other tensor (a batch's
+    first row); a module that passes a loss keyword that may keep one loss per element (`_keeps_elements`); a
+    read or backward call under `try` or an `if` that tests a version."""
+    if _keeps_elements(tree):
+        return False
+    guarded: set[int] = set()  # nodes under `try` or a version test: code that may be there for another torch
+    for node in fast_walk(tree):
+        if isinstance(node, ast.Try):
+            guarded.update(id(n) for statement in node.body for n in fast_walk(statement))
+        elif isinstance(node, ast.If) and _tests_version(node.test):
+            guarded.update(id(n) for n in fast_walk(node))
+    for owner, owned in _scopes(tree):
+        backward: set[str] = set()
+        read: set[str] = set()
+        made: set[int] = set()  # the Name targets of `name = <loss call>`
+        for node in owned:
+            if id(node) in guarded:
+                continue
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "backward" \
+                    and isinstance(node.func.value, ast.Name) and not node.args and not node.keywords:
+                backward.add(node.func.value.id)
+            elif isinstance(node, ast.Subscript) and isinstance(base := _data_zero_base(node), ast.Name):
+                read.add(base.id)
+            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _loss_callee(node.value):
+                made.update(id(t) for t in node.targets if isinstance(t, ast.Name))
+        candidates = read & backward
+        if not candidates:
+            continue
+        if not isinstance(owner, ast.Module):
+            arguments = owner.args
+            candidates -= {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                                           arguments.vararg, arguments.kwarg) if a is not None}
+        bindings: dict[str, list[bool]] = {}
+        for node in owned:
+            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) and node.id in candidates:
+                bindings.setdefault(node.id, []).append(id(node) in made)
+        if any(bindings.get(name) and all(bindings[name]) for name in candidates):
+            return True
+    return False
+
+
+def _data_zero_base(node: ast.Subscript) -> Optional[ast.expr]:
+    """`x` of `<x>.data[0]`, the pre-0.4 way to read a one-element tensor; None for any other subscript."""
+    index, value = node.slice, node.value
+    if isinstance(value, ast.Attribute) and value.attr == "data" and isinstance(index, ast.Constant) \
+            and index.value == 0 and type(index.value) is int:
+        return value.value
+    return None
+
+
 def _byte_tensor(node: ast.expr) -> bool:
     """`<tensor>.byte()`, subscripted or not (`torch.triu(ones, 1).byte()[:, :, None]`): a uint8 tensor."""
     while isinstance(node, ast.Subscript):
@@ -1732,8 +1825,18 @@ def _removed(module: str) -> Optional[tuple[int, int]]:
 # functions of torch.nn.functional that return a loss: 0-dim unless told `reduction="none"`
 _LOSS_FUNCTIONS = frozenset({"cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "kl_div",
                              "binary_cross_entropy", "binary_cross_entropy_with_logits", "huber_loss"})
-# keywords that keep a loss per element (a tensor whose `.data[0]` is valid on any torch)
-_UNREDUCED = frozenset({"reduction", "reduce", "size_average"})
+# what a loss keyword says when it reduces the loss to one value: `size_average` only picks sum or mean
+_REDUCING = {"reduce": frozenset({True}), "reduction": frozenset({"mean", "sum", "elementwise_mean", "batchmean"})}
+
+
+def _keeps_elements(tree: ast.Module) -> bool:
+    """The module passes a loss keyword that may keep one loss per element (a tensor whose `.data[0]` is valid
+    on any torch): `reduction=` other than a literal "mean"/"sum" (`"none"`, a variable), `reduce=` other than
+    a literal True. `size_average=False` sums, whatever else it says, and keeps none."""
+    return any(isinstance(node, ast.keyword) and node.arg in _REDUCING
+               and not (isinstance(node.value, ast.Constant) and node.value.value in _REDUCING[node.arg]
+                        and type(node.value.value) in (bool, str))
+               for node in fast_walk(tree))
 
 
 def _loss_callee(call: ast.Call) -> bool:
@@ -1761,34 +1864,28 @@ def legacy_torch(tree: ast.Module) -> str:
     next release, 1.0, raises it (and so does every torch since: checked on 2.13). `<loss>` is a name bound from
     a loss call (`loss_l, loss_c = criterion(out, targets)`) or named as one loss, or a whole-tensor reduction
     (`correct.sum().data[0]`, 0-dim whatever it reduces). Not evidence: `x.data[0]` on any other tensor (a 1-D
-    tensor's first element, valid on every torch); a loss where the file passes `reduction=`/`reduce=`/
-    `size_average=` (it may keep one loss per element); a read under `try` or an `if` that tests a version.
-    Not evidence either: `Variable(x, volatile=True)`, which torch 0.4 through 2.x accept with a warning."""
+    tensor's first element, valid on every torch); a loss where the file passes a keyword that may keep one
+    loss per element (`reduction="none"`, `reduce=False`: `_keeps_elements`); a read under `try` or an `if`
+    that tests a version. Not evidence either: `Variable(x, volatile=True)`, which torch 0.4 through 2.x accept
+    with a warning. (The certain case of the loss read, a loss the function calls `.backward()` on, is also a
+    torch ceiling that reaches the modules importing this one: `reads_zero_dim_loss`.)"""
     bound: set[str] = set()
-    unreduced = False
     for node in fast_walk(tree):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _loss_callee(node.value):
             for target in node.targets:
                 elements = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
                 bound.update(e.id for e in elements if isinstance(e, ast.Name))
-        elif isinstance(node, ast.keyword) and node.arg in _UNREDUCED:
-            unreduced = True
+    unreduced = _keeps_elements(tree)
 
     def signal(node: ast.Subscript) -> bool:
-        index = node.slice
-        if not (isinstance(node.value, ast.Attribute) and node.value.attr == "data"
-                and isinstance(index, ast.Constant) and index.value == 0 and type(index.value) is int):
+        base = _data_zero_base(node)
+        if base is None:
             return False
-        base = node.value.value
         if isinstance(base, ast.Call) and isinstance(base.func, ast.Attribute) and base.func.attr in ("sum", "mean") \
                 and not base.args and not base.keywords:
             return True
         name = base.id if isinstance(base, ast.Name) else base.attr if isinstance(base, ast.Attribute) else ""
         return bool(name) and not unreduced and _loss_name(name, bound)
-
-    def guarded(test: ast.expr) -> bool:
-        return any((isinstance(n, ast.Name) and "version" in n.id.lower())
-                   or (isinstance(n, ast.Attribute) and "version" in n.attr.lower()) for n in fast_walk(test))
 
     found: list[Union[ast.Subscript, ast.Assign]] = []
     pending: list[ast.AST] = [tree]
@@ -1797,7 +1894,7 @@ def legacy_torch(tree: ast.Module) -> str:
         if isinstance(node, ast.Try):
             pending.extend([*node.handlers, *node.orelse, *node.finalbody])  # the body may fail on purpose
             continue
-        if isinstance(node, ast.If) and guarded(node.test):
+        if isinstance(node, ast.If) and _tests_version(node.test):
             continue
         if (isinstance(node, ast.Subscript) and signal(node)) or \
                 (isinstance(node, ast.Assign) and _unpacks_packed_sequence(node)):
@@ -1810,6 +1907,13 @@ def legacy_torch(tree: ast.Module) -> str:
         return (f"line {first.lineno}: `{ast.unparse(first.targets[0])} = pack_padded_sequence(...)` unpacks a "
                 "PackedSequence into two values (it has four since torch 1.1: a ValueError)")
     return f"line {first.lineno}: `{ast.unparse(first)}` indexes a 0-dim loss (an IndexError since torch 1.0)"
+
+
+def _tests_version(test: ast.expr) -> bool:
+    """An `if` test that names a version (`torch.__version__`, `TORCH_VERSION`): its branches may be kept for
+    another torch."""
+    return any((isinstance(n, ast.Name) and "version" in n.id.lower())
+               or (isinstance(n, ast.Attribute) and "version" in n.attr.lower()) for n in fast_walk(test))
 
 
 def _unpacks_packed_sequence(node: ast.Assign) -> bool:

@@ -168,6 +168,9 @@ class ProjectView:
     flags_off: frozenset[str] = frozenset()
     # the first torch a module this one imports (transitively, three levels) cannot be imported on
     ceiling_importees: Optional[tuple[int, int]] = None
+    # the first torch the modules importing this one cannot run on, where this module's code runs only under
+    # them (`Project._ceiling_importers`): the highest of their ceilings
+    ceiling_importers: Optional[tuple[int, int]] = None
     # a file of the project builds its native extension with torch.utils.ffi (FileFacts.builds_ffi_extension):
     # the project's compiled ops, and so the project, run only on a torch before 1.0
     ffi_extension_built: bool = False
@@ -230,12 +233,15 @@ class ProjectView:
     @property
     def torch_ceiling(self) -> Optional[tuple[int, int]]:
         """The first torch this file cannot run on, from its own code or that of the modules it imports
-        (`from torch._six import inf` somewhere on the way: torch 2.0; a uint8 mask in `masked_fill`: 2.1), from
-        a version assertion in its `__main__` block when no project file imports it, or from a project built
-        with torch.utils.ffi; None when nothing says so."""
+        (`from torch._six import inf` somewhere on the way: torch 2.0; a uint8 mask in `masked_fill`: 2.1;
+        `loss.data[0]` of a loss it calls `.backward()` on: 1.0), from
+        a version assertion in its `__main__` block when no project file imports it, from the modules that
+        import it where its code runs only under them (`ceiling_importers`), or from a project built with
+        torch.utils.ffi; None when nothing says so."""
         ffi = REMOVED_MODULES[FFI_MODULE] if self.ffi_extension_built else None
         script = None if self.imported else self.own.script_ceiling
-        known = [c for c in (self.own.torch_ceiling, self.ceiling_importees, ffi, script) if c is not None]
+        known = [c for c in (self.own.torch_ceiling, self.ceiling_importees, self.ceiling_importers, ffi, script)
+                 if c is not None]
         return min(known) if known else None
 
     @property
@@ -392,6 +398,7 @@ class Project:
         self.edges: dict[str, list[tuple[str, ImportRef]]] = {p: self._resolve_all(p) for p in self.paths}
         self._importees = {p: {t for t, _ in self.edges[p]} for p in self.paths}
         self._callers = self._all_callers()
+        self._importers: Optional[dict[str, set[str]]] = None  # path -> the files importing it directly (lazy)
         bit = self._bit
         # module -> the files that import it inside a function (FileFacts.lazy_imports: a factory's `define_G`)
         self._lazy_importers: dict[str, int] = {}
@@ -676,6 +683,7 @@ class Project:
             ceiling_importees=min((c for c in (self.facts[p].torch_ceiling for p in self._closure(rel, depth=3))
                                    if c is not None), default=None),
             replacer_callers=bool(callers & self._replacer),
+            ceiling_importers=self._ceiling_importers(rel),
             ffi_extension_built=self._ffi_extension_built,
             parallelism_callers=tuple(kind for kind, mask in sorted(self._parallel.items()) if callers & mask),
             fused_sgd_around=bool(callers & self._fused_sgd) or any(
@@ -744,6 +752,30 @@ class Project:
         users &= ~self._bit(path)
         return bool(users) and all(not self.facts[self.paths[i]].may_train for i in _members(users)) \
             and any(self.facts[self.paths[i]].inference_script for i in _members(callers))
+    def _ceiling_importers(self, path: str) -> Optional[tuple[int, int]]:
+        """The highest torch ceiling of the modules that import `path`, when its code runs only under them: a
+        module that defines only (FileFacts.defines_only: no `__main__` block, nothing runs at import) outside
+        any package (no `__init__.py` beside it: a helper next to the scripts, not a library others install),
+        imported by project files that each carry a ceiling of their own code (FileFacts.torch_ceiling, or the
+        `script_ceiling` of one nothing imports). LSTNet's Optim.py, imported only by main.py, which reads its
+        loss as `loss.data[0]` (torch 1.0). None when a module importing it carries none."""
+        own = self.facts[path]
+        if not own.defines_only or not path.endswith(".py") or package_init(path) in self._exists:
+            return None
+        found: list[tuple[int, int]] = []
+        if self._importers is None:
+            self._importers = {}
+            for source, targets in self._importees.items():
+                for target in targets:
+                    self._importers.setdefault(target, set()).add(source)
+        for importer in sorted(self._importers.get(path, ())):
+            facts = self.facts[importer]
+            script = facts.script_ceiling if not self._callers[self.index[importer]] & ~self._bit(importer) else None
+            known = [c for c in (facts.torch_ceiling, script) if c is not None]
+            if not known:
+                return None
+            found.append(min(known))
+        return max(found) if found else None
 
     def _unimported(self, path: str) -> frozenset[str]:
         """The functions of `path` nothing in it reaches (FileFacts.unreached) that no import of it names;

@@ -100,7 +100,10 @@ AUTOCAST_EXISTS = Premise(
     "or when its code runs only on an older torch (it, or a module it imports, unconditionally imports a module "
     "gone by 1.10, such as torchtext's `Field`/`BucketIterator`, gone with torch 1.8; or a file of the project "
     "builds its extension with `torch.utils.ffi`, gone in 1.0; or it asserts an older major version at module "
-    "level, `assert torch.__version__.split('.')[0] == '0'`); undecided when it runs "
+    "level, `assert torch.__version__.split('.')[0] == '0'`; or it reads a loss it calls `.backward()` on as "
+    "`loss.data[0]`, an IndexError from 1.0 on; a helper module that only defines, outside any package, runs "
+    "only under the project files that import it: where each of them has such a ceiling, so does it); "
+    "undecided when it runs "
     "only on torch 1.10 or older (`torchtext.legacy`, gone with 1.11) and declares no floor of 1.10.")
 GPU_BOUND = Premise(
     "gpu-bound",
@@ -243,7 +246,8 @@ class MissingAutocast(Rule):
         of the step, no fix. No fix when the project's torch floor lacks a symbol the fix would
         write (`torch.autocast` 1.10, `torch.amp.GradScaler` and `including_emulation=` 2.3,
         `ShardedGradScaler(device)` 2.1; see docs/fix-safety.md) or the code runs only on a torch older
-        than one (it asserts torch 1.x, imports `torch._six`, or fills with uint8 masks: no
+        than one (it asserts torch 1.x, imports `torch._six`, fills with uint8 masks, or reads
+        `loss.data[0]` of a loss it calls `.backward()` on: no
         `torch.amp.GradScaler` there), when the step is too
         irregular for one scaler path (several backward calls or optimizers, gradients clipped
         on every micro-step but stepped on a boundary), or when fused SGD with momentum, which

@@ -45,7 +45,9 @@ WARNS = Premise(
     "project builds its extension with `torch.utils.ffi` (gone in 1.0), or when it asserts an older major "
     "version at module level (`assert torch.__version__.split('.')[0] == '1'`: below 2.0; also in the "
     "`__main__` block of a script no project file imports), or when it, or a module it imports, fills with uint8 "
-    "masks it makes (`x.masked_fill(m.byte(), v)`, an error from 2.1). Such code never sees "
+    "masks it makes (`x.masked_fill(m.byte(), v)`, an error from 2.1) or reads a loss it calls `.backward()` on "
+    "as `loss.data[0]` (an error from 1.0), or when it is a helper module that only defines, outside any "
+    "package, and each project file that imports it is such code. Such code never sees "
     "the FutureWarning, and on every torch it runs on the replacement may be "
     "missing (`torch.amp.GradScaler` needs 2.3).")
 # the release whose torch.cuda.amp / torch.cpu.amp emit the FutureWarning

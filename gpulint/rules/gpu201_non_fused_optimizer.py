@@ -83,8 +83,12 @@ FUSED_EXISTS = Premise(
     "`Field`/`BucketIterator`, gone with 1.8) or fills with uint8 masks it makes "
     "(`dec_attn_mask = torch.triu(...).byte()` handed to `masked_fill`: an error from 2.1, so no fused SGD, "
     "2.3); it asserts an older major version at module level (`assert torch.__version__.split('.')[0] == "
-    "'1'`: below 2.0; also in the `__main__` block of a script no project file imports); or a file of the "
-    "project builds its extension with `torch.utils.ffi`, gone in 1.0.")
+    "'1'`: below 2.0; also in the `__main__` block of a script no project file imports); it, or a module it "
+    "imports, reads a loss it calls `.backward()` on (bound from a loss call) as `loss.data[0]`, an IndexError "
+    "from 1.0 on; or a file of the project builds its extension with `torch.utils.ffi`, gone in 1.0. A helper "
+    "module that only defines (no `__main__` block, nothing run at import) outside any package runs only under "
+    "the project files that import it: where each of them has such a ceiling, so does it (LSTNet's Optim.py, "
+    "imported only by a main.py that reads `loss.data[0]`).")
 STEP_MATTERS = Premise(
     "step-matters",
     "the optimizer step is part of a loop that waits on the device: refuted in reinforcement-learning code (the "
@@ -450,7 +454,8 @@ class NonFusedOptimizer(Rule):
     def _too_new(self, ctx: AstContext, optimizers: list[str]) -> Optional[floors.Unavailable]:
         """The fused kernels need a torch the project supports (on CUDA, and on CPU from 2.4), and one the code
         can run on (its torch ceiling is above them: it imports no module torch removed before the kernels arrived,
-        like `torch._six` or `torchtext.legacy`, asserts no older torch and fills with no uint8 mask)."""
+        like `torch._six` or `torchtext.legacy`, asserts no older torch, fills with no uint8 mask and reads no
+        `loss.data[0]` of a loss it calls `.backward()` on)."""
         symbols = [floors.fused(o) for o in optimizers]
         if not _cuda_only(ctx):  # parameters that may sit on the CPU need its fused kernels too
             symbols += [floors.FUSED_CPU for o in optimizers if o != "Adagrad"]

@@ -57,7 +57,9 @@ DEFAULT_PRECISION = Premise(
     "code runs only on such a torch (it, or a module it imports, unconditionally imports a module gone by 1.12: "
     "`torchtext.legacy`, gone with torch 1.11, or torchtext's `Field`/`BucketIterator`, gone with 1.8; or a "
     "file of the project builds its extension with `torch.utils.ffi`, gone in 1.0; or it asserts an older major "
-    "version at module level, `assert torch.__version__.split('.')[0] == '0'`).")
+    "version at module level, `assert torch.__version__.split('.')[0] == '0'`; or it, or a module it imports, "
+    "reads a loss it calls `.backward()` on as `loss.data[0]`, an IndexError from 1.0 on; or it is a helper "
+    "module that only defines, outside any package, and each project file that imports it is such code).")
 
 
 class Fp32MatmulWithoutTf32(Rule):

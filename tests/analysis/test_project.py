@@ -1262,6 +1262,62 @@ def test_a_module_that_imports_torchtext_legacy_caps_the_torch_of_its_importers(
     assert findings(tmp_path, "--select", "GPU201") == [("other.py", 4, "GPU201")]
 
 
+def test_a_module_that_reads_its_loss_by_index_caps_the_torch_of_its_importers(tmp_path: Path) -> None:
+    """A training helper that reads the loss it calls `.backward()` on as `loss.data[0]` raises from torch 1.0
+    on (blind11: LSTNet), and so does the script that imports and runs it: no fused Adam (1.13) there."""
+    train = ("import torch\nimport engine\n\nmodel = torch.nn.Linear(512, 512).cuda()\n"
+             "optimizer = torch.optim.Adam(model.parameters())\nengine.train(model, optimizer, loader)\n")
+    engine = ("import torch.nn as nn\n\ncriterion = nn.MSELoss(size_average=False)\n\n\n"
+              "def train(model, optimizer, loader):\n    for x, y in loader:\n"
+              "        loss = criterion(model(x.cuda()), y.cuda())\n        loss.backward()\n"
+              "        optimizer.step()\n        print(loss.data[0])\n")
+    write(tmp_path, {"engine.py": engine, "train.py": train, "other.py": train.replace("import engine\n", "")})
+    assert findings(tmp_path, "--select", "GPU201") == [("other.py", 4, "GPU201")]
+    write(tmp_path, {"engine.py": engine.replace("loss.data[0]", "loss.item()")})
+    assert sorted(findings(tmp_path, "--select", "GPU201")) == [("other.py", 4, "GPU201"), ("train.py", 5, "GPU201")]
+
+
+# LSTNet's layout (blind11): a helper that builds the optimizer, and the one script that imports it and reads
+# its loss as `loss.data[0]` (torch 1.0)
+OPTIM_HELPER = """\
+import torch.optim as optim
+
+
+class Optim(object):
+    def __init__(self, params, lr):
+        self.optimizer = optim.Adam(params, lr=lr)
+
+    def step(self):
+        self.optimizer.step()
+"""
+LEGACY_MAIN = ("import torch\nimport torch.nn as nn\nimport Optim\n\nmodel = nn.Linear(512, 512).cuda()\n"
+               "criterion = nn.MSELoss(size_average=False)\noptim = Optim.Optim(model.parameters(), 1e-3)\n"
+               "for x, y in loader:\n    loss = criterion(model(x.cuda()), y.cuda())\n    loss.backward()\n"
+               "    optim.step()\n    print(loss.data[0])\n")
+
+
+@pytest.mark.parametrize(("files", "reported"), [
+    ({"Optim.py": OPTIM_HELPER, "main.py": LEGACY_MAIN}, False),
+    # the script reads its loss the torch 0.4 way: nothing caps the helper
+    ({"Optim.py": OPTIM_HELPER, "main.py": LEGACY_MAIN.replace("loss.data[0]", "loss.item()")}, True),
+    # another file imports the helper too and carries no ceiling: the helper may run there
+    ({"Optim.py": OPTIM_HELPER, "main.py": LEGACY_MAIN, "new.py": "import Optim\n"}, True),
+    # the helper runs something itself, or lies in a package others may install
+    ({"Optim.py": OPTIM_HELPER + "\nif __name__ == '__main__':\n    Optim([], 1e-3)\n", "main.py": LEGACY_MAIN},
+     True),
+    ({"lib/__init__.py": "", "lib/Optim.py": OPTIM_HELPER,
+      "main.py": LEGACY_MAIN.replace("import Optim", "from lib import Optim")}, True),
+])
+def test_a_helper_only_legacy_scripts_import_takes_their_torch_ceiling(
+        tmp_path: Path, files: dict[str, str], reported: bool) -> None:
+    """A module that only defines, beside the scripts, runs only under the files that import it: where each
+    of them runs only on a torch older than 1.0, so does the helper, and no fused Adam (1.13) exists there
+    (blind11: LSTNet's Optim.py)."""
+    write(tmp_path, files)
+    helper = "lib/Optim.py" if "lib/Optim.py" in files else "Optim.py"
+    assert ((helper, 6, "GPU201") in findings(tmp_path, "--select", "GPU201")) is reported
+
+
 def test_a_model_file_only_a_sampling_script_uses_is_not_trained(tmp_path: Path) -> None:
     """GPU302: the checkpointed model of a release that only samples runs under no_grad; no backward reaches it.
     Once a training script imports it too, the reentrant trap can drop gradients again."""

@@ -33,7 +33,8 @@ def test_above_ceiling_names_the_symbol_no_runnable_torch_has() -> None:
     found = floors.above_ceiling((1, 11), [floors.AUTOCAST, floors.GRAD_SCALER])
     assert found is not None and found.symbol.code == floors.GRAD_SCALER
     assert found.reason() == ("torch.amp.GradScaler needs torch 2.3; the code runs only on torch older than 1.11 "
-                              "(it, or a module it imports, relies on what that release removed, or asserts an "
+                              "(it, or a module it imports or that imports it, relies on what that release removed, "
+                              "or asserts an "
                               "older torch)")
     assert floors.above_ceiling((1, 12), [floors.MATMUL_PRECISION]) is not None
 
