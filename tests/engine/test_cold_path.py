@@ -2,7 +2,7 @@
 
 - Rules that the project facts already silence (`Rule.may_report`: device scope, GPU301 on a file
   whose classes no one trains, GPU001 where 16-bit training is done another way) are dropped
-  before LibCST parses the file. Without the shortcut (every rule's `may_report` back to the
+  before the file's rules run. Without the shortcut (every rule's `may_report` back to the
   device check alone, which `applies()` did after the parse) the findings must be the same.
 - The guard's depth walk, written without `ast.iter_child_nodes`, gives the same depth and row.
 """
@@ -84,13 +84,21 @@ class Deep(nn.Module):
 """
 
 
-def test_a_model_no_one_trains_is_not_parsed_for_gpu301(parses: list[str]) -> None:
+GPU301_TRAINED = "import torch\n" + GPU301_ONLY + (
+    "\nmodel = Deep()\nopt = torch.optim.SGD(model.parameters())\nmodel(x).sum().backward()\n")
+
+
+def test_gpu301_reports_without_parsing_libcst(parses: list[str]) -> None:
+    """GPU301 detects on `ast` (issue 25): LibCST is parsed only to build its fix's edits."""
     settings = Settings(select=(DeepStackWithoutCheckpointing.code,), preview=True)
-    assert lint_text(PATH, GPU301_ONLY, settings).findings == []
+    assert DeepStackWithoutCheckpointing.on_ast
+    assert lint_text(PATH, GPU301_ONLY, settings, edits=False).findings == []  # a model no one trains
+    found = lint_text(PATH, GPU301_TRAINED, settings, edits=False).findings
+    assert [f.code for f in found] == [DeepStackWithoutCheckpointing.code]
+    assert found[0].fix is not None and not found[0].fix.edits  # the predicted fix, not built
     assert parses == []
-    trained = GPU301_ONLY + "\nmodel = Deep()\nopt = torch.optim.SGD(model.parameters())\nmodel(x).sum().backward()\n"
-    trained = "import torch\n" + trained
-    assert [f.code for f in lint_text(PATH, trained, settings).findings] == [DeepStackWithoutCheckpointing.code]
+    built = lint_text(PATH, GPU301_TRAINED, settings, edits=True).findings
+    assert built[0].fix is not None and built[0].fix.edits
     assert len(parses) == 1
 
 
@@ -191,7 +199,7 @@ def test_the_project_pass_facts_of_the_very_text_are_not_read_again(monkeypatch:
 
 
 def test_a_check_no_file_of_which_needs_libcst_never_loads_it(tmp_path: Path) -> None:
-    """LibCST costs about 0.2 s to import: `check` loads it only for a rule still on it or to build edits."""
+    """LibCST costs about 0.2 s to import: `check` loads it only to build edits (every rule detects on `ast`)."""
     import subprocess
     import sys
 
@@ -208,6 +216,11 @@ def test_a_check_no_file_of_which_needs_libcst_never_loads_it(tmp_path: Path) ->
                          cwd=ROOT, timeout=120)
     assert "GPU201" in out.stdout, out.stdout + out.stderr  # the rules ran and reported
     assert "LIBCST False" in out.stdout, out.stdout + out.stderr
+    (tmp_path / "model.py").write_text(GPU301_TRAINED, encoding="utf-8")
+    deep = subprocess.run([sys.executable, "-c", probe.replace("'-j1',", "'-j1', '--preview', '--select', 'GPU301',"),
+                           str(tmp_path / "model.py")], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert "GPU301" in deep.stdout, deep.stdout + deep.stderr
+    assert "LIBCST False" in deep.stdout, deep.stdout + deep.stderr  # GPU301 detects on `ast` too
     shown = subprocess.run([sys.executable, "-c", probe.replace("'--exit-zero',", "'--exit-zero', '--diff',"),
                             str(tmp_path / "train.py")], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert "LIBCST True" in shown.stdout, shown.stdout + shown.stderr  # a diff builds the fix's edits on LibCST
