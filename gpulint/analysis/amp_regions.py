@@ -374,9 +374,16 @@ def _identifiers(node: ast.AST) -> Iterator[str]:
 
 # -- names read and written (core/names.py NameUses on LibCST, with its readings) -----------------
 def _uses(statement: ast.stmt) -> Uses:
+    return name_uses(statement)
+
+
+def name_uses(*nodes: ast.AST) -> Uses:
+    """The names these nodes read and bind, as core/names.py's NameUses reads them on LibCST."""
     reads: set[str] = set()
     writes: set[str] = set()
-    _Uses(reads, writes).visit(statement)
+    visitor = _Uses(reads, writes)
+    for node in nodes:
+        visitor.visit(node)
     return reads, writes
 
 

@@ -797,6 +797,18 @@ class AstContext:
         row = min(max(lineno, 1), len(starts)) - 1
         return min(starts[row] + self.column(lineno, col_offset), len(self.text))
 
+    def line(self, row: int) -> str:
+        """The text of 1-based row `row` without its line break ("" past the end)."""
+        lines, _ = self._line_table()
+        return lines[row - 1] if 1 <= row <= len(lines) else ""
+
+    def row(self, offset: int) -> int:
+        """The 1-based row holding character offset `offset` of the text."""
+        import bisect
+
+        _, starts = self._line_table()
+        return max(1, bisect.bisect_right(starts, offset))
+
     def segment(self, node: ast.AST) -> str:
         """The source text of `node`."""
         span = AstSpan.of(node)

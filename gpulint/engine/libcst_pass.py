@@ -1,4 +1,7 @@
-"""The part of linting that needs LibCST: the rules still on it, and building the fixes of the rules on `ast`.
+"""The part of linting that needs LibCST: building the fixes of the rules on `ast`, and rules that visit LibCST.
+
+Every rule that reports detects on `ast` (issue 25, GPU301 last); the visitor pass below is left with
+GPU900, a candidate by its needles that visits nothing (engine/suppressions.py makes its findings).
 
 engine/linter.py imports this module only when a file needs it, so a `check` whose files need no
 LibCST tree never loads the library (about a fifth of a second of every process's start).
@@ -446,8 +449,8 @@ _INEXACT_NOTE = "no automatic fix here: gpulint cannot reproduce the whitespace 
 def lint_on_libcst(path: Path, text: str, settings: Settings, view: ProjectView, check: PythonCheck,
                    candidates: Sequence[type[Rule]], ast_run: Optional[AstRun], ast_findings: list[Finding],
                    active: Sequence[type[Rule]], profile: Profile, edits: bool) -> LintResult:
-    """The rest of `lint_text` for the rules still on LibCST (GPU301), and the fixes of the rules on `ast`
-    that `ast_run` holds (None: their predictions stand)."""
+    """The rest of `lint_text` for rules that visit LibCST (GPU900 alone, which visits nothing), and the fixes
+    of the rules on `ast` that `ast_run` holds (None: their predictions stand)."""
     if ast_run is not None:  # in case LibCST refuses the file below: findings without the fixes it cannot build
         ast_findings = without_fixes(ast_findings, NO_LIBCST_NOTE)
     with profile.phase("parse"):

@@ -146,7 +146,7 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
         if own.legacy_torch:  # code that runs only on torch 0.4 or older: no advice that needs a newer torch
             settings = settings.with_values({TORCH_VERSION.key: floors.legacy_floor(settings.torch_version)})
         # the third prefilter: rules the project facts already silence (device scope, GPU301's
-        # untrained models, GPU001 where 16-bit training is done another way) cost no LibCST parse
+        # untrained models, GPU001 where 16-bit training is done another way) cost no detection
         if ast_prefilter.ENABLED:
             candidates = [r for r in candidates if r.may_report(view, settings)]
     if check.valid and not candidates:

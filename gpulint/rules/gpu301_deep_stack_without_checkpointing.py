@@ -3,10 +3,23 @@ activation checkpointing (preview)."""
 
 from __future__ import annotations
 
+import ast
 import math
-from typing import TYPE_CHECKING, Optional, Sequence, Union
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
+from gpulint.analysis.ast_context import AstContext, Detection
+from gpulint.analysis.deep_stacks import (
+    Run,
+    Stack,
+    checkpointed_elsewhere,
+    inference_only_file,
+    mentions_checkpointing,
+    stack_use,
+    stacks_in,
+)
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Premise
+from gpulint.analysis.nn_modules import is_module_class, self_name
 from gpulint.core.edits import Applicability
 from gpulint.core.options import Flag, Integer, Option
 from gpulint.core.settings import Settings
@@ -19,10 +32,10 @@ from gpulint.rules.gpu302_checkpoint_without_use_reentrant import (
     use_reentrant_too_new,
 )
 
-if TYPE_CHECKING:  # the only rule still on LibCST: its modules load when it runs, not when the rules are listed
+if TYPE_CHECKING:  # the fix is built on LibCST, loaded only when edits are needed
     import libcst as cst
 
-    from gpulint.analysis.deep_stacks import Run, Stack
+    from gpulint.core.context import FileContext
     from gpulint.core.pending import PendingEdit, PendingFix, Reference, Replace
 
 CHECKPOINT_MIN_DEPTH: Option[int] = Option(
@@ -187,29 +200,20 @@ class DeepStackWithoutCheckpointing(Rule):
         """Only classes the project trains are reported: with none in this file, nothing is."""
         return super().may_report(project, settings) and bool(project.trained)
 
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        from gpulint.analysis.deep_stacks import (
-            checkpointed_elsewhere,
-            inference_only_file,
-            mentions_checkpointing,
-            stacks_in,
-        )
-        from gpulint.analysis.nn_modules import is_module_class
-
-        ctx = self.ctx
-        if node.name.value not in ctx.project.trained:
-            return  # no file of the project trains it (an inference-only model, a library's zoo)
-        if not is_module_class(ctx, node) or mentions_checkpointing(ctx, node):
+    def detect(self, ctx: AstContext) -> None:
+        trained = ctx.project.trained
+        # no file of the project trains the others (an inference-only model, a library's zoo)
+        classes = [c for c in ctx.nodes(ast.ClassDef) if isinstance(c, ast.ClassDef) and c.name in trained]
+        if not classes or checkpointed_elsewhere(ctx) or inference_only_file(ctx):
             return
-        if checkpointed_elsewhere(ctx) or inference_only_file(ctx):
-            return
-        for stack in stacks_in(ctx, node):
-            self._check(node, stack)
+        for cls in classes:
+            if not is_module_class(ctx, cls) or mentions_checkpointing(ctx, cls):
+                continue
+            for stack in stacks_in(ctx, cls):
+                self._check(ctx, cls, stack)
 
-    def _check(self, cls: cst.ClassDef, stack: Stack) -> None:
-        from gpulint.analysis.deep_stacks import stack_use
-
-        settings = self.ctx.settings
+    def _check(self, ctx: AstContext, cls: ast.ClassDef, stack: Stack) -> None:
+        settings = ctx.settings
         depth = stack.depth
         if depth.known >= settings.value(CHECKPOINT_MIN_DEPTH):
             deep = SHOWN
@@ -217,7 +221,7 @@ class DeepStackWithoutCheckpointing(Rule):
             deep = SHOWN if settings.value(CHECKPOINT_UNKNOWN_DEPTH) else UNDECIDED
         else:
             deep = REFUTED
-        use = stack_use(self.ctx, cls, stack.attr)
+        use = stack_use(ctx, cls, stack.attr)
         if use.checkpointed:
             return
         runs = [r for r in use.runs if r.per_block or (stack.kind != MODULE_LIST and _single_input(r.call))]
@@ -234,59 +238,132 @@ class DeepStackWithoutCheckpointing(Rule):
         note = ""
         if not fixable:
             note = "no fix: the stack is also run in a way gpulint cannot rewrite (not one input per block)"
-        too_new = use_reentrant_too_new(self.ctx)
+        too_new = use_reentrant_too_new(ctx)
         if fixable and too_new is not None:
             note = f"no fix: {too_new.reason()}"
-        self.report_decided(
-            decision,
-            stack.construction,
+        fix = Applicability.UNSAFE if fixable and too_new is None else None
+        ctx.report(
+            self, stack.construction,
             f"nn.{stack.kind} of {size} trained without activation checkpointing: activations kept until backward",
-            self._fix(stack, runs) if fixable and too_new is None else None,
-            statement=stack.statement, note=note,
+            fix=fix, fix_message=_fix_message(any(r.per_block for r in runs)) if fix is not None else "",
+            data={"known": depth.known, "unknown": depth.unknown, "runs": [_run_data(ctx, r) for r in runs]}
+            if fix is not None else None,
+            statement=stack.statement, note=note, decision=decision,
         )
 
-    def _fix(self, stack: Stack, runs: list[Run]) -> Optional[PendingFix]:
-        import libcst as cst
+    def build_fix(self, detection: Detection, fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:
+        """Checkpoint each run of the stack while training: the runs are found on LibCST by their spans."""
+        from gpulint.core.pending import PendingFix
 
-        from gpulint.analysis.nn_modules import self_name
-        from gpulint.core.pending import PendingFix, Replace
-
-        if use_reentrant_too_new(self.ctx):
+        assert detection.data is not None
+        runs = _cst_runs(fctx, detection.data["runs"])
+        if runs is None:
             return None
-        imports = self.ctx.imports
-        torch_ref = imports.module_alias("torch")
+        torch_ref = fctx.imports.module_alias("torch")
         edits: list[Optional[PendingEdit]] = [torch_ref.edit]
-        per_block = False
         for run in runs:
-            me = self_name(run.method)
-            condition = cst.parse_expression(f"{me}.training and {torch_ref.expr}.is_grad_enabled()")
+            condition = _parse(f"{run.me}.training and {torch_ref.expr}.is_grad_enabled()")
             if run.per_block:
-                per_block = True
-                ref = self._checkpoint_ref("checkpoint")
+                ref = _checkpoint_ref(fctx, "checkpoint")
                 edits.append(ref.edit)
-                edits.append(Replace(run.call, _per_block(run, ref.expr, condition)))
+                edits.append(_replace(run.call, _per_block(run, ref.expr, condition)))
             else:
-                ref = self._checkpoint_ref("checkpoint_sequential")
+                ref = _checkpoint_ref(fctx, "checkpoint_sequential")
                 edits.append(ref.edit)
-                segments = self._segments(stack, run)
-                edits.append(_whole_stack(self.ctx.module, run, ref.expr, segments, condition))
-        how = "checkpoint each block" if per_block else "use checkpoint_sequential"
-        return PendingFix.unsafe(f"While training, {how} with use_reentrant=False (-50..70 % activation memory, "
-                                 "about one extra forward pass)", *_unique(edits))
-
-    def _checkpoint_ref(self, name: str) -> Reference:
-        taken = any(name in scope.bindings for scope in self.ctx.names.scopes.values())
-        return self.ctx.imports.reference(CHECKPOINT_MODULE, name, prefer_from=not taken)
-
-    def _segments(self, stack: Stack, run: Run) -> str:
-        if stack.depth.unknown:
-            return f"round(len({self.ctx.code(run.callee).strip()}) ** 0.5)"
-        return str(max(1, round(math.sqrt(stack.depth.known))))
+                segments = _segments(fctx, detection.data, run)
+                edits.append(_whole_stack(fctx.module, run, ref.expr, segments, condition))
+        return PendingFix.unsafe(_fix_message(any(r.per_block for r in runs)), *_unique(edits))
 
 
-def _single_input(call: cst.Call) -> bool:
+def _fix_message(per_block: bool) -> str:
+    how = "checkpoint each block" if per_block else "use checkpoint_sequential"
+    return f"While training, {how} with use_reentrant=False (-50..70 % activation memory, about one extra forward pass)"
+
+
+def _run_data(ctx: AstContext, run: Run) -> dict[str, Any]:
+    """What the fix needs of a run: where its call is (rows, character columns: LibCST's positions)."""
+    call = run.call
+    end_row = call.end_lineno or call.lineno
+    return {"span": [call.lineno, ctx.column(call.lineno, call.col_offset), end_row,
+                     ctx.column(end_row, call.end_col_offset or 0)],
+            "code": ctx.segment(call), "self": self_name(run.method), "per_block": run.per_block,
+            "bare": run.bare_value}
+
+
+@dataclass
+class _CstRun:
+    """A run of the stack on LibCST, for the fix."""
+
+    me: Optional[str]  # the method's `self`
+    call: "cst.Call"
+    callee: "cst.BaseExpression"
+    per_block: bool
+    statement: "Optional[cst.SimpleStatementLine]"  # `y = self.X(x)` / `return self.X(x)` when it is the whole line
+    bare_value: bool
+
+
+def _cst_runs(fctx: "FileContext", runs: list[dict[str, Any]]) -> Optional[list[_CstRun]]:
+    """The runs' calls on LibCST (by position) and the one-statement lines they are the value of."""
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    positions = MetadataWrapper(fctx.module, unsafe_skip_copy=True).resolve(PositionProvider)
+    calls: dict[tuple[int, int, int, int], cst.Call] = {}
+    by_rows: dict[tuple[int, int], list[cst.Call]] = {}
+    lines: dict[int, cst.SimpleStatementLine] = {}
+    for found, where in positions.items():
+        if isinstance(found, cst.Call):
+            calls[(where.start.line, where.start.column, where.end.line, where.end.column)] = found
+            by_rows.setdefault((where.start.line, where.end.line), []).append(found)
+        elif isinstance(found, cst.SimpleStatementLine) and len(found.body) == 1:
+            small = found.body[0]
+            if isinstance(small, (cst.AnnAssign, cst.Return)) or (isinstance(small, cst.Assign)
+                                                                   and len(small.targets) == 1):
+                if small.value is not None:
+                    lines[id(small.value)] = found
+    out = []
+    for run in runs:
+        call = calls.get(tuple(run["span"]))
+        if call is None:  # columns LibCST counts otherwise (a form feed it drops): the same code on the same rows
+            row, _, end_row, _ = run["span"]
+            same = [c for c in by_rows.get((row, end_row), []) if _bare_code(fctx, c) == run["code"]]
+            call = same[0] if len(same) == 1 else None
+        if call is None:
+            return None
+        out.append(_CstRun(run["self"], call, call.func, run["per_block"], lines.get(id(call)), run["bare"]))
+    return out
+
+
+def _bare_code(fctx: "FileContext", node: "cst.BaseExpression") -> str:
+    return fctx.code(_bare(node))
+
+
+def _parse(code: str) -> "cst.BaseExpression":
+    import libcst as cst
+
+    return cst.parse_expression(code)
+
+
+def _replace(node: "cst.CSTNode", new: "cst.CSTNode") -> "Replace":
+    from gpulint.core.pending import Replace
+
+    return Replace(node, new)
+
+
+def _checkpoint_ref(fctx: "FileContext", name: str) -> "Reference":
+    taken = any(name in scope.bindings for scope in fctx.names.scopes.values())
+    return fctx.imports.reference(CHECKPOINT_MODULE, name, prefer_from=not taken)
+
+
+def _segments(fctx: "FileContext", data: dict[str, Any], run: _CstRun) -> str:
+    if data["unknown"]:
+        return f"round(len({fctx.code(run.callee).strip()}) ** 0.5)"
+    return str(max(1, round(math.sqrt(data["known"]))))
+
+
+def _single_input(call: ast.Call) -> bool:
     """nn.Sequential takes exactly one input; checkpoint_sequential too."""
-    return len(call.args) == 1 and call.args[0].keyword is None and not call.args[0].star
+    return len(call.args) == 1 and not call.keywords and not isinstance(call.args[0], ast.Starred)
 
 
 def _unique(edits: Sequence[Optional[PendingEdit]]) -> list[PendingEdit]:
@@ -312,7 +389,7 @@ def _conditional(call: cst.Call, checkpointed: cst.BaseExpression, condition: cs
     return cst.IfExp(test=condition, body=checkpointed, orelse=_bare(call), lpar=lpar, rpar=rpar)
 
 
-def _per_block(run: Run, checkpoint: str, condition: cst.BaseExpression) -> cst.IfExp:
+def _per_block(run: _CstRun, checkpoint: str, condition: cst.BaseExpression) -> cst.IfExp:
     import libcst as cst
 
     from gpulint.core.rewrite import add_keyword
@@ -331,7 +408,7 @@ def _per_block(run: Run, checkpoint: str, condition: cst.BaseExpression) -> cst.
     return _conditional(call, checkpointed, condition, run.bare_value)
 
 
-def _whole_stack(module: cst.Module, run: Run, checkpoint: str, segments: str,
+def _whole_stack(module: "cst.Module", run: _CstRun, checkpoint: str, segments: str,
                  condition: cst.BaseExpression) -> Replace:
     import libcst as cst
 

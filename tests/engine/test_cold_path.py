@@ -2,7 +2,7 @@
 
 - Rules that the project facts already silence (`Rule.may_report`: device scope, GPU301 on a file
   whose classes no one trains, GPU001 where 16-bit training is done another way) are dropped
-  before LibCST parses the file. Without the shortcut (every rule's `may_report` back to the
+  before the file's rules run. Without the shortcut (every rule's `may_report` back to the
   device check alone, which `applies()` did after the parse) the findings must be the same.
 - The guard's depth walk, written without `ast.iter_child_nodes`, gives the same depth and row.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from hypothesis import given
@@ -48,17 +49,28 @@ def test_some_rules_decide_before_the_parse() -> None:
     assert {MissingAutocast, DeepStackWithoutCheckpointing} <= overriding
 
 
-def test_fixtures_same_findings_with_and_without_the_shortcut(monkeypatch: pytest.MonkeyPatch,
-                                                              parses: list[str]) -> None:
+def test_fixtures_same_findings_with_and_without_the_shortcut(monkeypatch: pytest.MonkeyPatch) -> None:
     paths = sorted((ROOT / "fixtures").rglob("*.py"))
     assert len(paths) > 100
+    detected: list[str] = []
+    for rule in all_rules():
+        if "may_report" in vars(rule) and rule.on_ast:  # every rule detects on `ast` since GPU301's port
+            monkeypatch.setattr(rule, "detect", _counted(rule.detect, rule.code, detected))
     fast = findings_of(paths)
-    parsed_fast = len(parses)
+    detected_fast = len(detected)
     without_shortcut(monkeypatch)
     slow = findings_of(paths)
     assert fast == slow
     assert sum(map(bool, fast.values())) > 50  # the comparison has findings to lose
-    assert parsed_fast < len(parses) - parsed_fast  # and the shortcut kept some files from LibCST
+    assert detected_fast < len(detected) - detected_fast  # and the shortcut kept some files from the detectors
+
+
+def _counted(detect: Callable[..., None], code: str, calls: list[str]) -> Callable[..., None]:
+    def counting(self: Rule, ctx: object) -> None:
+        calls.append(code)
+        detect(self, ctx)
+
+    return counting
 
 
 @ci(100)
@@ -84,13 +96,21 @@ class Deep(nn.Module):
 """
 
 
-def test_a_model_no_one_trains_is_not_parsed_for_gpu301(parses: list[str]) -> None:
+GPU301_TRAINED = "import torch\n" + GPU301_ONLY + (
+    "\nmodel = Deep()\nopt = torch.optim.SGD(model.parameters())\nmodel(x).sum().backward()\n")
+
+
+def test_gpu301_reports_without_parsing_libcst(parses: list[str]) -> None:
+    """GPU301 detects on `ast` (issue 25): LibCST is parsed only to build its fix's edits."""
     settings = Settings(select=(DeepStackWithoutCheckpointing.code,), preview=True)
-    assert lint_text(PATH, GPU301_ONLY, settings).findings == []
+    assert DeepStackWithoutCheckpointing.on_ast
+    assert lint_text(PATH, GPU301_ONLY, settings, edits=False).findings == []  # a model no one trains
+    found = lint_text(PATH, GPU301_TRAINED, settings, edits=False).findings
+    assert [f.code for f in found] == [DeepStackWithoutCheckpointing.code]
+    assert found[0].fix is not None and not found[0].fix.edits  # the predicted fix, not built
     assert parses == []
-    trained = GPU301_ONLY + "\nmodel = Deep()\nopt = torch.optim.SGD(model.parameters())\nmodel(x).sum().backward()\n"
-    trained = "import torch\n" + trained
-    assert [f.code for f in lint_text(PATH, trained, settings).findings] == [DeepStackWithoutCheckpointing.code]
+    built = lint_text(PATH, GPU301_TRAINED, settings, edits=True).findings
+    assert built[0].fix is not None and built[0].fix.edits
     assert len(parses) == 1
 
 
@@ -191,7 +211,7 @@ def test_the_project_pass_facts_of_the_very_text_are_not_read_again(monkeypatch:
 
 
 def test_a_check_no_file_of_which_needs_libcst_never_loads_it(tmp_path: Path) -> None:
-    """LibCST costs about 0.2 s to import: `check` loads it only for a rule still on it or to build edits."""
+    """LibCST costs about 0.2 s to import: `check` loads it only to build edits (every rule detects on `ast`)."""
     import subprocess
     import sys
 
@@ -208,6 +228,11 @@ def test_a_check_no_file_of_which_needs_libcst_never_loads_it(tmp_path: Path) ->
                          cwd=ROOT, timeout=120)
     assert "GPU201" in out.stdout, out.stdout + out.stderr  # the rules ran and reported
     assert "LIBCST False" in out.stdout, out.stdout + out.stderr
+    (tmp_path / "model.py").write_text(GPU301_TRAINED, encoding="utf-8")
+    deep = subprocess.run([sys.executable, "-c", probe.replace("'-j1',", "'-j1', '--preview', '--select', 'GPU301',"),
+                           str(tmp_path / "model.py")], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert "GPU301" in deep.stdout, deep.stdout + deep.stderr
+    assert "LIBCST False" in deep.stdout, deep.stdout + deep.stderr  # GPU301 detects on `ast` too
     shown = subprocess.run([sys.executable, "-c", probe.replace("'--exit-zero',", "'--exit-zero', '--diff',"),
                             str(tmp_path / "train.py")], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert "LIBCST True" in shown.stdout, shown.stdout + shown.stderr  # a diff builds the fix's edits on LibCST
