@@ -28,11 +28,17 @@ class CodeStyle:
         return f"{self.quote}{value}{self.quote}"
 
 
+_FORM_FEED = re.compile(r"(?:^|(?<=[\r\n]))[ \t\f]*\f")
+
+
 def detect(text: str, width: int, unit: str) -> CodeStyle:
     """The file's quote character (the one most of its plain strings use; double on a tie) and
     its way of breaking long bracketed code (a line ending in an open bracket is black's
     hanging style; a continuation line starting under an open bracket is the aligned one)."""
     single = double = hanging = aligned = 0
+    # a form feed at the start of a line (after spaces or not) resets Python's column count: columns are read
+    # as if it were not there, so a page break above a call does not change the style detected
+    text = _FORM_FEED.sub("", text)
     depth: list[int] = []  # columns just after each open bracket
     last_row = 0
     try:
