@@ -289,4 +289,6 @@ def test_torch_sources_same_findings(parses: list[str]) -> None:
     chosen |= {root / name for name in TORCH_WITH_FINDINGS if (root / name).is_file()}
     result = compare(sorted(chosen), parses)
     assert result.findings > 0  # the comparison has findings to lose
-    assert result.parsed_with < result.parsed_without  # and the filter really kept files from LibCST
+    # every detector reads `ast` since GPU301's port: LibCST parses only the files whose fixes are predicted,
+    # the same with the filter or without it (it saved parses while rules still detected on LibCST)
+    assert result.parsed_with <= result.parsed_without
