@@ -398,7 +398,6 @@ class Project:
         self.edges: dict[str, list[tuple[str, ImportRef]]] = {p: self._resolve_all(p) for p in self.paths}
         self._importees = {p: {t for t, _ in self.edges[p]} for p in self.paths}
         self._callers = self._all_callers()
-        self._importers: Optional[dict[str, set[str]]] = None  # path -> the files importing it directly (lazy)
         bit = self._bit
         # module -> the files that import it inside a function (FileFacts.lazy_imports: a factory's `define_G`)
         self._lazy_importers: dict[str, int] = {}
@@ -574,6 +573,7 @@ class Project:
         for source, targets in self._importees.items():
             for target in targets:
                 importers[self.index[target]].append(self.index[source])
+        self._direct_importers = importers  # by file index: the files that import it directly
         components = _strongly_connected(importers)
         component_of = [0] * n
         for number, members in enumerate(components):
@@ -763,12 +763,7 @@ class Project:
         if not own.defines_only or not path.endswith(".py") or package_init(path) in self._exists:
             return None
         found: list[tuple[int, int]] = []
-        if self._importers is None:
-            self._importers = {}
-            for source, targets in self._importees.items():
-                for target in targets:
-                    self._importers.setdefault(target, set()).add(source)
-        for importer in sorted(self._importers.get(path, ())):
+        for importer in sorted(self.paths[i] for i in self._direct_importers[self.index[path]]):
             facts = self.facts[importer]
             script = facts.script_ceiling if not self._callers[self.index[importer]] & ~self._bit(importer) else None
             known = [c for c in (facts.torch_ceiling, script) if c is not None]
