@@ -20,6 +20,7 @@ from gpulint.analysis.evidence import Premise
 from gpulint.core.torch_api import (
     DATALOADER,
     DATALOADER_DATASET,
+    DATALOADER_NUM_WORKERS,
     DATASET_SPLITS,
     DATASET_WRAPPERS,
     GRAD_OFF,
@@ -280,6 +281,21 @@ class LoaderCall:
         self.node = node
         self.kwargs = kwargs
         self.start = start  # one of several values the dataset argument may hold (see `alternatives`)
+
+    @cached_property
+    def workers(self) -> tuple[bool, Optional[ast.expr]]:
+        """(passed, value) of `num_workers`, by keyword, through a visible `**dict` or by position."""
+        name, position = DATALOADER_NUM_WORKERS
+        positional = positional_args(self.node) or []
+        if len(positional) > position:
+            return True, positional[position]
+        return self.kwargs.passed(name), self.kwargs.get(name)
+
+    @property
+    def no_workers_chosen(self) -> bool:
+        """An explicit `num_workers=0`: the user chose to load (and pin) in the training process."""
+        passed, value = self.workers
+        return passed and is_literal(self.ctx, value, "0")
 
     @cached_property
     def argument(self) -> Optional[ast.expr]:

@@ -71,6 +71,14 @@ PAYS_OFF = Premise(
     "even when it stays synchronous. A few KB of token ids copied synchronously gain nothing: undecided "
     "until the copy is made asynchronous.")
 
+PIN_THREAD = Premise(
+    "pin-thread",
+    "the batches are pinned beside the training, by the pin thread of a loader with workers. Refuted by an "
+    "explicit `num_workers=0`: the single-process iterator pins each batch in the training loop's own thread, "
+    "an extra host copy on the step's path (the pin_memory tutorial: \"can be up to twice as slow\"), and the "
+    "user chose to load there (GPU102 leaves that choice alone too). A loader that does not pass `num_workers` "
+    "counts as having them: GPU102 reports it and its fix adds workers.")
+
 
 class DataLoaderPinMemory(Rule):
     code = "GPU101"
@@ -147,7 +155,8 @@ class DataLoaderPinMemory(Rule):
         thread passes it through unpinned), on a TPU (`torch_xla`), for a loader only an interactive viewer
         iterates (every batch waits for a key press: `cv2.waitKey(0)`), or in test files.
         """,
-        premises=(CPU_TENSORS, REACHES_CUDA, PAYS_OFF, MANY_BATCHES, UNATTENDED, FEEDS_TRAINING, SELF_TEST),
+        premises=(CPU_TENSORS, REACHES_CUDA, PAYS_OFF, PIN_THREAD, MANY_BATCHES, UNATTENDED, FEEDS_TRAINING,
+                  SELF_TEST),
         fix_cases=(
             FixCase("a dataset known to yield CPU tensors (a class read here, a CPU TensorDataset, torchvision, "
                     "Hugging Face): `pin_memory=True`",
@@ -218,6 +227,7 @@ class DataLoaderPinMemory(Rule):
             else UNDECIDED
         pays = SHOWN if batches.non_blocking or all(each.bulk for each in alternatives) else UNDECIDED
         decision = self.decide({CPU_TENSORS: cpu_tensors, REACHES_CUDA: all_of(device, moved), PAYS_OFF: pays,
+                                 PIN_THREAD: REFUTED if loader.no_workers_chosen else SHOWN,
                                  MANY_BATCHES: REFUTED if draws_few_batches(ctx, loader) else SHOWN,
                                  UNATTENDED: REFUTED if paced_by_a_person(ctx, node) else SHOWN,
                                  FEEDS_TRAINING: REFUTED if evaluates_only_here(ctx) and ctx.enclosing_function(node)

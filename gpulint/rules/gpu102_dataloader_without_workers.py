@@ -5,8 +5,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Optional
 
-from gpulint.analysis.ast_context import AstContext, Detection, positional_args
-from gpulint.analysis.ast_values import is_literal
+from gpulint.analysis.ast_context import AstContext, Detection
 from gpulint.analysis.device import accelerator_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise, all_of
 from gpulint.analysis.loaders import (
@@ -149,15 +148,9 @@ class DataLoaderNumWorkers(Rule):
         if loader is None:
             return
         kwargs = loader.kwargs
-        name, position = DATALOADER_NUM_WORKERS
-        positional = positional_args(node) or []
-        if len(positional) > position:
-            value: Optional[ast.expr] = positional[position]
-            explicit = True
-        else:
-            explicit = kwargs.passed(name)
-            value = kwargs.get(name)
-        if explicit and not is_literal(ctx, value, "0"):
+        name, _ = DATALOADER_NUM_WORKERS
+        explicit, _ = loader.workers
+        if explicit and not loader.no_workers_chosen:
             return  # the user chose a value
         if explicit and ctx.settings.value(ALLOW_ZERO_WORKERS):
             return  # an explicit num_workers=0 is the user's choice (`allow-zero-workers = false` reports it)
