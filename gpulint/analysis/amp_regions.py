@@ -52,6 +52,19 @@ class AstCover:
     calls: tuple[ast.expr, ...] = ()
 
 
+@dataclass(frozen=True)
+class AstRegion:
+    """Statements `start..end` (inclusive) of `block` go under autocast."""
+
+    block: list[ast.stmt]
+    start: int
+    end: int
+
+    @property
+    def statements(self) -> list[ast.stmt]:
+        return self.block[self.start:self.end + 1]
+
+
 class AmpRegions:
     """The file's training steps (analysis/amp_steps.py) with the facts about their precision."""
 
@@ -194,7 +207,14 @@ class AmpRegions:
         return not any(_uses(line)[1] & names for line in _simple_statements(function))
 
     def _region_end(self, step: AmpStep, backward: AmpBackward) -> Optional[ast.stmt]:
-        """The last statement of the region GPU001's fix wraps (rewrites/amp_plan.py autocast_region)."""
+        """The last statement of the region GPU001's fix wraps."""
+        region = self.region(step, backward)
+        return region.block[region.end] if region is not None else None
+
+    def region(self, step: AmpStep, backward: AmpBackward) -> Optional["AstRegion"]:
+        """The statements GPU001's fix wraps in autocast: from the first statement the loss depends on that
+        calls a model through the loss assignment, in one block (rewrites/amp_plan.py autocast_region finds
+        the same on LibCST, for the edit); None when construction or waiting sits between them."""
         names = loss_names(backward.loss)
         if not names:
             return None
@@ -214,7 +234,7 @@ class AmpRegions:
                         start += 1
                     if any(self._not_forward(block[k]) for k in range(start, end + 1)):
                         return None
-                    return block[end]
+                    return AstRegion(block, start, end)
             if isinstance(ancestor, ast.stmt):
                 child = ancestor
             if ancestor is step.node or isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
