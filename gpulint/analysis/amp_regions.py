@@ -2,8 +2,9 @@
 
 The `ast` reading of analysis/training.py's autocast coverage and rewrites/amp_plan.py's loss statement
 (the last statement of the region GPU001's fix wraps, else the line assigning the loss), for the rules
-that ask "does this step run in float32 / under which autocast?" (GPU001, GPU002, GPU401). The LibCST
-versions stay for GPU001/GPU002's fixes, which rewrite that region.
+that ask "does this step run in float32 / under which autocast?" (GPU001, GPU002, GPU401), and the whole
+region for analysis/amp_fix.py's decisions about GPU001's fix. The LibCST versions stay to build that
+fix, which rewrites the region.
 """
 
 from __future__ import annotations
