@@ -94,7 +94,7 @@ def autocast_fix(ctx: AstContext, facts: AmpRegions, step: AmpStep, backward: Am
     region = facts.region(step, backward)
     if region is None:
         return refused(NO_REGION)
-    why, bce = _outside_autocast(ctx, facts, region)
+    why, bce = _outside_autocast(ctx, region)
     if why:
         return refused(why)
     project = ctx.project
@@ -159,20 +159,18 @@ def _autocast_message(mode: str, plan: bool, scaler: str, forced: str, bce: bool
 
 
 # -- ops CUDA autocast refuses ----------------------------------------------------------------------------
-def _outside_autocast(ctx: AstContext, facts: AmpRegions, region: AstRegion) -> tuple[str, bool]:
+def _outside_autocast(ctx: AstContext, region: AstRegion) -> tuple[str, bool]:
     """Why binary_cross_entropy (which CUDA autocast refuses) cannot be kept out of the region, or "" and
     whether the fix keeps it out (it is computed on the region's last line, which then leaves the region)."""
-    statements = region.statements
-    first, last = _line(statements[0]), _line(statements[-1])
-    for statement in statements:
-        direct, indirect = _refused_ops(ctx, statement)
+    for index in range(region.start, region.end + 1):
+        direct, indirect = _refused_ops(ctx, region.lines[index])
         if indirect:
             return (f"no fix: {indirect[0]}() computes binary_cross_entropy, which CUDA autocast refuses "
                     "(\"unsafe to autocast\"), inside the forward pass"), False
-        if direct and _line(statement) != last:
+        if direct and index != region.end:
             return f"{_REFUSED} is mixed into the forward pass", False
         if direct:
-            if _line(statement) == first:
+            if index == region.start:
                 return f"{_REFUSED} is computed in the same statement as the forward pass", False
             return "", True
     return "", False
@@ -183,14 +181,14 @@ def _line(statement: ast.stmt) -> object:
     return id(statement) if isinstance(statement, _COMPOUND) else statement.lineno
 
 
-def _refused_ops(ctx: AstContext, statement: ast.stmt) -> tuple[list[ast.Call], list[str]]:
-    """binary_cross_entropy called in `statement` (F.binary_cross_entropy, a BCELoss instance), and the
+def _refused_ops(ctx: AstContext, line: list[ast.stmt]) -> tuple[list[ast.Call], list[str]]:
+    """binary_cross_entropy called on `line` (F.binary_cross_entropy, a BCELoss instance), and the
     functions of the file it calls by name that compute it inside."""
     names = ctx.names
     module_functions = {s.name: s for s in ctx.tree.body if isinstance(s, _FUNCTIONS)}
     direct: list[ast.Call] = []
     indirect: list[str] = []
-    for call in _in_order(ctx, statement, ast.Call):
+    for call in (c for statement in line for c in _in_order(ctx, statement, ast.Call)):
         assert isinstance(call, ast.Call)
         func = call.func
         if ctx.qualname(func) in BCE_FUNCTIONS:
