@@ -34,7 +34,8 @@ def test_predicted_fix_equals_built_fix(case: Case) -> None:
 
 
 # -- GPU001/GPU002 on code LibCST reads by lines ----------------------------------------------------------
-_HEADERS = re.compile(r"^\s*(if|for|while|with|def|class|try|except|else|elif|finally|return|async|import|from)\b|^\s*[@#]")
+_HEADERS = re.compile(
+    r"^\s*(if|for|while|with|def|class|try|except|else|elif|finally|return|async|import|from)\b|^\s*[@#]")
 _OPEN = (":", ",", "(", "[", "{", "\\")
 
 
