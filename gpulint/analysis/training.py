@@ -1,8 +1,9 @@
 """Training steps: where a loss goes through backward() and an optimizer steps, and autocast coverage.
 
 One analysis per file, on LibCST, for the mixed-precision fixes (rewrites/): the rules detect on
-`ast` (analysis/amp_steps.py, amp_regions.py), and GPU001/GPU002 read this only to build or predict
-their fix (`libcst_backward`). A training step is the innermost
+`ast` (analysis/amp_steps.py, amp_regions.py) and decide their fix there (analysis/amp_fix.py); they
+read this only to build the fix's edits (and, in a file that uses Intel GPUs only, to learn how the fix
+spells the device: `libcst_backward`). A training step is the innermost
 loop (or, failing that, the function) that holds both a backward call on a loss and an
 optimizer step. Framework-owned backward (`accelerator.backward(loss)`,
 `fabric.backward(loss)`, `engine.backward(loss)`) is not ours: those frameworks own
