@@ -15,37 +15,25 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Hashable, Optional, Union
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote
 
-from lsprotocol import types
-from pygls.exceptions import FeatureRequestError, JsonRpcContentModified
-from pygls.lsp.server import LanguageServer
-from pygls.workspace import TextDocument
-
-from gpulint import __version__
-from gpulint.core.findings import Finding
 from gpulint.core.settings import ConfigError, Settings
 from gpulint.server.analysis import EditorSettings, Positions, docs_site
 from gpulint.server.cells import NotebookCells
 from gpulint.server.convert import diagnostic
-from gpulint.server.protocol import SpecProtocol
+from gpulint.server.protocol import ContentModified, LanguageServer
 from gpulint.server.worker import JobFailed, Superseded, Worker
+from gpulint.server.workspace import MARKUP_CELL, NotebookDocument, TextDocument, Workspace
+from gpulint.server.workspace import file_path as _path
 
 if TYPE_CHECKING:
+    from gpulint.core.findings import Finding
     from gpulint.project.view import ProjectView
 
 DEBOUNCE_S = 0.2  # lint this long after the last keystroke
 PYTHON_CELLS = frozenset({"python", "python3", "ipython", "ipython3"})
-NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
-    notebook_selector=[types.NotebookDocumentFilterWithCells(
-        notebook="*", cells=[types.NotebookCellLanguage(language="python")])],
-    save=True)
+ERROR, INFO = 1, 3  # MessageType
 log = logging.getLogger("gpulint.server")
-
-
-def _path(uri: str) -> Optional[Path]:
-    parsed = urlparse(uri)
-    return Path(unquote(parsed.path)) if parsed.scheme == "file" else None
 
 
 def _is_regular_file(path: Optional[Path]) -> bool:
@@ -96,9 +84,9 @@ class GpulintServer(LanguageServer):
     """The open documents, their lints and project views, and what was shown to the user."""
 
     def __init__(self, cache: bool = True, cache_dir: Optional[Path] = None, worker: Optional[Worker] = None) -> None:
-        super().__init__("gpulint", __version__, protocol_cls=SpecProtocol,
-                         text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
-                         notebook_document_sync=NOTEBOOK_SYNC)
+        super().__init__()
+        self.workspace = Workspace(None, [])  # replaced by `initialize`'s
+        self.client_capabilities: dict[str, Any] = {}
         self.editor = EditorSettings()
         self.worker = worker or Worker()
         self.cache, self.cache_dir = cache, cache_dir
@@ -115,10 +103,10 @@ class GpulintServer(LanguageServer):
     # --- what a document is ---------------------------------------------------------------------
     def open_text(self, uri: str) -> Optional[TextDocument]:
         """The open document of `uri`; None for one the editor has not opened (never read from disk)."""
-        return self.workspace.text_documents.get(unquote(uri))
+        return self.workspace.get_text(uri)
 
-    def notebook_of_cell(self, uri: str) -> Optional[types.NotebookDocument]:
-        return self.workspace.get_notebook_document(cell_uri=uri)
+    def notebook_of_cell(self, uri: str) -> Optional[NotebookDocument]:
+        return self.workspace.notebook_of_cell(uri)
 
     def lintable(self, uri: str, language_id: Optional[str] = None) -> bool:
         path = _path(uri)
@@ -135,12 +123,11 @@ class GpulintServer(LanguageServer):
         return Path(root or ".") / f"untitled{suffix}"
 
     def encoding(self) -> str:
-        value = str(self.workspace.position_encoding or "utf-16")
-        return value if value in ("utf-8", "utf-16", "utf-32") else "utf-16"
+        return self.workspace.position_encoding
 
     def target(self, key: str) -> Optional[Target]:
         """The open document (or notebook) `key` as it is now; None when it is not open or not Python."""
-        notebook = self.workspace.get_notebook_document(notebook_uri=key)
+        notebook = self.workspace.get_notebook(key)
         if notebook is not None:
             cells: list[tuple[str, str]] = []
             uris: list[str] = []
@@ -149,7 +136,7 @@ class GpulintServer(LanguageServer):
                 if document is None:
                     continue
                 python = (document.language_id or "python") in PYTHON_CELLS
-                kind = "markdown" if cell.kind == types.NotebookCellKind.Markup else "code" if python else "raw"
+                kind = "markdown" if cell.kind == MARKUP_CELL else "code" if python else "raw"
                 cells.append((kind, document.source))
                 uris.append(cell.document)
             return Target(key, self.path_of(key, ".ipynb"), "", tuple(cells), tuple(uris), is_notebook=True)
@@ -174,7 +161,7 @@ class GpulintServer(LanguageServer):
         """The editor's settings; what is wrong in them is said once, and left at its default."""
         self.editor, problems = EditorSettings.read(data)
         if problems:
-            self.show(types.MessageType.Error, "gpulint: editor settings: " + "; ".join(problems))
+            self.show(ERROR, "gpulint: editor settings: " + "; ".join(problems))
 
     def settings(self, target: Target) -> Union[Settings, Excluded, None]:
         """The settings for a target. While its configuration is invalid: the last valid one (the
@@ -188,29 +175,36 @@ class GpulintServer(LanguageServer):
             if message not in self.config_errors.values():
                 kept = "the last valid configuration stays in use" if target.key in self.last_good \
                     else "this file is not linted"
-                self.show(types.MessageType.Error, f"gpulint: {message} ({kept} until this is fixed)")
+                self.show(ERROR, f"gpulint: {message} ({kept} until this is fixed)")
             self.config_errors[target.key] = message
             return self.last_good.get(target.key)
         if isinstance(result, Settings):
             self.last_good[target.key] = result
         if self.config_errors.pop(target.key, None) is not None:
-            self.window_log_message(types.LogMessageParams(types.MessageType.Info,
-                                                           "gpulint: the configuration is valid again"))
+            self.log_message(INFO, "gpulint: the configuration is valid again")
         return result
 
-    def show(self, kind: types.MessageType, message: str) -> None:
-        self.window_show_message(types.ShowMessageParams(kind, message))
+    def show(self, kind: int, message: str) -> None:
+        """window/showMessage: a popup in the editor (`kind` is LSP's MessageType)."""
+        self.notify("window/showMessage", {"type": kind, "message": message})
 
-    def report_server_error(self, error: Exception, source: Any) -> None:
+    def log_message(self, kind: int, message: str) -> None:
+        """window/logMessage: a line in the editor's output panel for gpulint."""
+        self.notify("window/logMessage", {"type": kind, "message": message})
+
+    def stop_work(self) -> None:
+        self.worker.stop()
+
+    def report_server_error(self, error: BaseException, in_request: bool) -> None:
         """A bug in a handler: logged every time, shown once per distinct message (pygls showed it on
-        every occurrence, a popup per keystroke)."""
-        if isinstance(error, JsonRpcContentModified):
+        every occurrence, a popup per keystroke); a request's failure is in its answer, not shown."""
+        if isinstance(error, ContentModified):
             return  # the answer to a request whose document changed: not an error of the server
         message = f"gpulint: internal error: {type(error).__name__}: {error}"
-        self.window_log_message(types.LogMessageParams(types.MessageType.Error, message))
-        if source is not FeatureRequestError and message not in self.errors_shown:
+        self.log_message(ERROR, message)
+        if not in_request and message not in self.errors_shown:
             self.errors_shown.add(message)
-            self.show(types.MessageType.Error, message)
+            self.show(ERROR, message)
 
     # --- the project pass -----------------------------------------------------------------------
     def project_folder(self, path: Path) -> Path:
@@ -219,7 +213,7 @@ class GpulintServer(LanguageServer):
         from gpulint.project.view import find_root
 
         absolute = os.path.abspath(path)
-        folders = [_path(folder.uri) for folder in self.workspace.folders.values()]
+        folders = [_path(uri) for uri in self.workspace.folders.values()]
         if not folders and self.workspace.root_path:
             folders = [Path(self.workspace.root_path)]
         holding = [f for f in folders if f is not None and absolute.startswith(os.path.join(os.path.abspath(f), ""))]
@@ -297,8 +291,13 @@ class GpulintServer(LanguageServer):
             self.send_diagnostics(*answer)
 
     def job_failed(self, key: str, error: JobFailed) -> None:
-        self.window_log_message(types.LogMessageParams(types.MessageType.Error,
-                                                       f"gpulint: internal error while linting {key}: {error}"))
+        self.log_message(ERROR, f"gpulint: internal error while linting {key}: {error}")
+
+    def publish_diagnostics(self, uri: str, diagnostics: list[dict[str, Any]],
+                            version: Optional[int] = None) -> None:
+        """textDocument/publishDiagnostics: what the editor shows for `uri` (an empty list clears it)."""
+        self.notify("textDocument/publishDiagnostics", {"uri": uri, "diagnostics": diagnostics,
+                                                        **({"version": version} if version is not None else {})})
 
     def send_diagnostics(self, target: Target, findings: list[Finding]) -> None:
         site = docs_site(target.path, self.editor)
@@ -306,8 +305,7 @@ class GpulintServer(LanguageServer):
             document = self.open_text(target.key)
             positions = Positions(target.text, self.encoding())
             diagnostics = [diagnostic(f, positions, site) for f in findings]
-            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
-                target.key, diagnostics, document.version if document else None))
+            self.publish_diagnostics(target.key, diagnostics, document.version if document else None)
             return
         by_cell: dict[int, list[Finding]] = {}
         for finding in findings:  # a finding about the whole notebook goes on its first cell
@@ -316,10 +314,9 @@ class GpulintServer(LanguageServer):
             document = self.open_text(uri)
             positions = Positions(target.cells[index][1], self.encoding())
             diagnostics = [diagnostic(f, positions, site) for f in by_cell.get(index, [])]
-            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
-                uri, diagnostics, document.version if document else None))
+            self.publish_diagnostics(uri, diagnostics, document.version if document else None)
         for uri in set(self.cells_published.get(target.key, ())) - set(target.cell_uris):  # cells deleted
-            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri, []))
+            self.publish_diagnostics(uri, [])
         self.cells_published[target.key] = target.cell_uris
 
     async def publish_all(self) -> None:
@@ -343,11 +340,13 @@ class GpulintServer(LanguageServer):
                       self.cells_published):
             table.pop(key, None)
         for uri in uris:
-            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri, []))
+            self.publish_diagnostics(uri, [])
 
     def version_of(self, key: str) -> Optional[int]:
-        notebook = self.workspace.get_notebook_document(notebook_uri=key)
-        document = notebook if notebook is not None else self.open_text(key)
+        notebook = self.workspace.get_notebook(key)
+        document: Optional[Union[NotebookDocument, TextDocument]] = notebook
+        if notebook is None:
+            document = self.open_text(key)
         return document.version if document is not None else None
 
     async def changed(self, key: str, version: Optional[int]) -> None:
@@ -372,7 +371,7 @@ class GpulintServer(LanguageServer):
         try:
             answer = await self.findings(key)
         except Superseded:
-            raise JsonRpcContentModified(f"{key} changed while gpulint was linting it") from None
+            raise ContentModified(f"{key} changed while gpulint was linting it") from None
         except JobFailed as exc:  # a bug in a rule: said in the log, and the request gets what is certain
             self.job_failed(key, exc)
             answer = None
