@@ -93,7 +93,9 @@ class GpulintServer(LanguageServer):
         self.epoch = 0  # the editor's settings and the configuration files: bumped when they change
         self.project_epochs: dict[str, int] = {}  # per document: bumped when its project view changes
         self.projects: dict[str, Optional[ProjectView]] = {}
-        self.lints: dict[str, Lint] = {}  # the latest lint of each document, done or running
+        # the latest lint of each document, done or running: for its diagnostics (False: no fix edits,
+        # no LibCST) and for its code actions (True: the fixes' edits built)
+        self.lints: dict[tuple[str, bool], Lint] = {}
         self.sessions: dict[str, object] = {}  # a token per open document (a reopened one gets another)
         self.last_good: dict[str, Settings] = {}  # per document: its settings when the configuration last read
         self.config_errors: dict[str, str] = {}  # per document: the configuration error shown for it
@@ -244,22 +246,27 @@ class GpulintServer(LanguageServer):
     def generation(self, key: str) -> tuple[int, int]:
         return self.epoch, self.project_epochs.get(key, 0)
 
-    async def findings(self, key: str) -> Optional[tuple[Target, list[Finding]]]:
+    async def findings(self, key: str, edits: bool = False) -> Optional[tuple[Target, list[Finding]]]:
         """The findings of document `key` as it is now, and what they were computed on; None when it
         is not open or nothing is to be linted. Raises Superseded when it changes meanwhile, JobFailed
-        on a bug. Callers share one lint of one text."""
+        on a bug. Callers share one lint of one text. With `edits`, the findings' fixes have their
+        edits (a code action's); without, a fix is its prediction only, as `gpulint check` reports it:
+        the same findings at a third of the cost (no LibCST), what diagnostics and hovers need."""
         target = self.target(key)
         if target is None:
             return None
+        edits = edits or target.is_notebook  # a notebook's lint always builds its fixes
         generation = self.generation(key)
-        lint = self.lints.get(key)
-        if lint is None or not lint.usable(target.content, generation):
-            lint = self.lints[key] = Lint(target.content, generation,
-                                          asyncio.ensure_future(self._lint(target, generation[0])))
+        kinds = (True,) if edits else (False, True)  # a lint with edits serves one without too
+        lint = next((lint for lint in (self.lints.get((key, kind)) for kind in kinds)
+                     if lint is not None and lint.usable(target.content, generation)), None)
+        if lint is None:
+            lint = self.lints[(key, edits)] = Lint(target.content, generation,
+                                                   asyncio.ensure_future(self._lint(target, generation[0], edits)))
         findings = await asyncio.shield(lint.task)
         return (target, findings) if findings is not None else None
 
-    async def _lint(self, target: Target, epoch: int) -> Optional[list[Finding]]:
+    async def _lint(self, target: Target, epoch: int, edits: bool) -> Optional[list[Finding]]:
         settings = self.settings(target)
         if settings is None:
             return None
@@ -270,8 +277,8 @@ class GpulintServer(LanguageServer):
                 findings = await self.worker.run(f"lint:{target.key}", "lint_cells", target.path, target.cells,
                                                  settings, project)
             else:
-                findings = await self.worker.run(f"lint:{target.key}", "lint", target.path, target.text,
-                                                 settings, project)
+                job = f"{'edits' if edits else 'lint'}:{target.key}"
+                findings = await self.worker.run(job, "lint", target.path, target.text, settings, project, edits)
         now = self.target(target.key)
         # a newer project view does not make these findings wrong for this text (a lint with it follows)
         if now is None or now.content != target.content or self.epoch != epoch:
@@ -334,11 +341,12 @@ class GpulintServer(LanguageServer):
     def closed(self, key: str, uris: tuple[str, ...]) -> None:
         """A document was closed: its jobs stop, nothing more is published for it, its diagnostics go."""
         self.sessions.pop(key, None)
-        for kind in ("lint", "fix"):
+        for kind in ("lint", "edits", "fix"):
             self.worker.forget(f"{kind}:{key}")
-        for table in (self.projects, self.project_epochs, self.lints, self.last_good, self.config_errors,
-                      self.cells_published):
+        for table in (self.projects, self.project_epochs, self.last_good, self.config_errors, self.cells_published):
             table.pop(key, None)
+        for edits in (False, True):
+            self.lints.pop((key, edits), None)
         for uri in uris:
             self.publish_diagnostics(uri, [])
 
@@ -354,6 +362,7 @@ class GpulintServer(LanguageServer):
         if key not in self.sessions:
             return
         self.worker.supersede(f"lint:{key}")
+        self.worker.supersede(f"edits:{key}")
         await asyncio.sleep(DEBOUNCE_S)
         if self.version_of(key) == version:  # no newer change arrived meanwhile
             await self.publish(key)
@@ -365,11 +374,12 @@ class GpulintServer(LanguageServer):
             await self.refresh_project(key, token)
             await self.publish(key)
 
-    async def request_findings(self, key: str) -> tuple[Target, list[Finding]]:
-        """Findings for a request; a document that changes meanwhile answers ContentModified (the
-        editor asks again for the new text), one that is not linted answers with nothing."""
+    async def request_findings(self, key: str, edits: bool = False) -> tuple[Target, list[Finding]]:
+        """Findings for a request (`edits`: with their fixes' edits); a document that changes meanwhile
+        answers ContentModified (the editor asks again for the new text), one that is not linted
+        answers with nothing."""
         try:
-            answer = await self.findings(key)
+            answer = await self.findings(key, edits)
         except Superseded:
             raise ContentModified(f"{key} changed while gpulint was linting it") from None
         except JobFailed as exc:  # a bug in a rule: said in the log, and the request gets what is certain

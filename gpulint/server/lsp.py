@@ -223,7 +223,7 @@ def create_server(cache: bool = True, cache_dir: Optional[Path] = None,
         only = [str(kind) for kind in params["context"].get("only") or []]
         actions: list[dict[str, Any]] = []
         if not only or any(kind.startswith("quickfix") for kind in only):
-            target, findings = await ls.request_findings(key)
+            target, findings = await ls.request_findings(key, edits=True)
             actions += quick_fixes(ls, target, findings, cell, params["range"])
         fix_all_kinds = [FIX_ALL_KIND] + ([NOTEBOOK_FIX_ALL_KIND] if cell is not None else [])
         for kind in fix_all_kinds:
