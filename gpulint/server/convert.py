@@ -1,8 +1,8 @@
 """Findings as LSP diagnostics and ranges (plain dicts), in the position encoding the editor negotiated.
 
-The two rule codes are written out rather than read from the rule classes: importing a rule loads the
-rule base and the project facts, which the server's process would otherwise pay for before its first
-publish (tests/server/test_analysis.py checks that they match the rules).
+The two rule codes that change how a diagnostic looks are read from the registry's module names, not
+from the rule classes: importing a rule loads the rule base and the project facts, which the server's
+process would otherwise pay for before its first publish (tests/server/test_protocol.py checks them).
 """
 
 from __future__ import annotations
@@ -11,10 +11,17 @@ from typing import Any, Optional
 
 from gpulint.core.docs_url import rule_url
 from gpulint.core.findings import Finding
+from gpulint.rules import rule_modules
 from gpulint.server.analysis import Positions
 
-INVALID_FILE = "GPU000"  # gpulint.rules.gpu000_invalid_file.InvalidFile.code: an error, not a warning
-UNUSED_SUPPRESSION = "GPU900"  # gpulint.rules.gpu900_unused_suppression.UnusedSuppression.code
+
+def _code_of(module: str) -> str:
+    """The code of the rule in `module` (the registry reads it from the module's name: nothing imported)."""
+    return next(rule.code for rule in rule_modules() if rule.module.rpartition(".")[2] == module)
+
+
+INVALID_FILE = _code_of("gpu000_invalid_file")  # an error, not a warning
+UNUSED_SUPPRESSION = _code_of("gpu900_unused_suppression")  # shown faded (unnecessary)
 ERROR, WARNING = 1, 2  # DiagnosticSeverity
 UNNECESSARY = 1  # DiagnosticTag
 
