@@ -2,8 +2,9 @@
 
 The `ast` reading of analysis/training.py's autocast coverage and rewrites/amp_plan.py's loss statement
 (the last statement of the region GPU001's fix wraps, else the line assigning the loss), for the rules
-that ask "does this step run in float32 / under which autocast?" (GPU001, GPU002, GPU401). The LibCST
-versions stay for GPU001/GPU002's fixes, which rewrite that region.
+that ask "does this step run in float32 / under which autocast?" (GPU001, GPU002, GPU401), and the whole
+region for analysis/amp_fix.py's decisions about GPU001's fix. The LibCST versions stay to build that
+fix, which rewrites the region.
 """
 
 from __future__ import annotations
@@ -50,6 +51,20 @@ class AstCover:
     coverage: Coverage
     # the autocast calls (or decorator expressions) that apply, when COVERED
     calls: tuple[ast.expr, ...] = ()
+
+
+@dataclass(frozen=True)
+class AstRegion:
+    """Lines `start..end` (inclusive) of a block go under autocast; a line holds one statement, or several
+    written on it (`a; b`) when read as LibCST does."""
+
+    lines: list[list[ast.stmt]]
+    start: int
+    end: int
+
+    @property
+    def statements(self) -> list[ast.stmt]:
+        return [s for line in self.lines[self.start:self.end + 1] for s in line]
 
 
 class AmpRegions:
@@ -194,27 +209,42 @@ class AmpRegions:
         return not any(_uses(line)[1] & names for line in _simple_statements(function))
 
     def _region_end(self, step: AmpStep, backward: AmpBackward) -> Optional[ast.stmt]:
-        """The last statement of the region GPU001's fix wraps (rewrites/amp_plan.py autocast_region)."""
+        """The last statement of the region GPU001's fix wraps, read statement by statement."""
+        region = self._region(step, backward, by_line=False)
+        return region.lines[region.end][-1] if region is not None else None
+
+    def region(self, step: AmpStep, backward: AmpBackward) -> Optional["AstRegion"]:
+        """The lines GPU001's fix wraps in autocast, as rewrites/amp_plan.py autocast_region finds them on
+        LibCST for the edit: simple statements sharing a line (`a; b`) are one line there, and a one-line
+        suite (`if done: ...`) is no block."""
+        return self._region(step, backward, by_line=True)
+
+    def _region(self, step: AmpStep, backward: AmpBackward, by_line: bool) -> Optional["AstRegion"]:
+        """From the first statement the loss depends on that calls a model through the loss assignment, in
+        one block; None when construction or waiting sits between them."""
         names = loss_names(backward.loss)
         if not names:
             return None
         child: ast.AST = self.ctx.statement(backward.call)
         for ancestor in self.ctx.ancestors(child):
             block = _block_holding(ancestor, child)
+            if block is not None and by_line and self._suite(block):
+                block = None
             if block is not None:
-                position = next(i for i, s in enumerate(block) if s is child)
-                uses = [_uses(s) for s in block[:position]]
+                lines = _lines(block) if by_line else [[s] for s in block]
+                position = next(i for i, line in enumerate(lines) if any(s is child for s in line))
+                uses = [name_uses(*line) for line in lines[:position]]
                 ends = [k for k in range(position) if uses[k][1] & names]
                 if ends:
                     end = max(ends)
-                    start = _slice_start(block, uses, end)
+                    start = _slice_start(lines, uses, end)
                     needed = _slice_members(uses, end)
-                    while start < end and (start not in needed or self._not_forward(block[start])
-                                           or not self._calls_model(block[start])):
+                    while start < end and (start not in needed or self._not_forward(lines[start])
+                                           or not self._calls_model(lines[start])):
                         start += 1
-                    if any(self._not_forward(block[k]) for k in range(start, end + 1)):
+                    if any(self._not_forward(lines[k]) for k in range(start, end + 1)):
                         return None
-                    return block[end]
+                    return AstRegion(lines, start, end)
             if isinstance(ancestor, ast.stmt):
                 child = ancestor
             if ancestor is step.node or isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
@@ -222,8 +252,16 @@ class AmpRegions:
                 return None
         return None
 
-    def _calls_model(self, statement: ast.stmt) -> bool:
-        return any(isinstance(n, ast.Call) and self._is_model_call(n) for n in ast.walk(statement))
+    def _suite(self, block: list[ast.stmt]) -> bool:
+        """The block is written on its header's line (`if done: a; b`): LibCST's SimpleStatementSuite."""
+        first = block[0]
+        if isinstance(self.ctx.parent(first), ast.Module):
+            return False
+        prefix = self.ctx.line(first.lineno)[:self.ctx.column(first.lineno, first.col_offset)]
+        return bool(prefix.strip())
+
+    def _calls_model(self, line: list[ast.stmt]) -> bool:
+        return any(isinstance(n, ast.Call) and self._is_model_call(n) for s in line for n in ast.walk(s))
 
     def _is_model_call(self, call: ast.Call) -> bool:
         func = call.func
@@ -234,8 +272,11 @@ class AmpRegions:
             return not (func.id in _BUILTINS and self.ctx.names.binding_scope(func) is None)
         return not (isinstance(func, ast.Attribute) and func.attr in _TENSOR_METHODS)
 
-    def _not_forward(self, statement: ast.stmt) -> bool:
+    def _not_forward(self, line: list[ast.stmt]) -> bool:
         """A line that builds a model or an optimizer, or waits on futures: never part of the forward pass."""
+        return all(self._builds_or_waits(s) for s in line)
+
+    def _builds_or_waits(self, statement: ast.stmt) -> bool:
         if isinstance(statement, _COMPOUND):
             return False
         value = statement.value if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.Expr)) else None
@@ -280,8 +321,25 @@ def _block_holding(owner: ast.AST, child: ast.AST) -> Optional[list[ast.stmt]]:
     return None
 
 
-def _moves_data_only(statement: ast.stmt) -> bool:
+def _lines(block: list[ast.stmt]) -> list[list[ast.stmt]]:
+    """The block's statements grouped as LibCST's lines: simple statements written on one line (`a; b`) are one."""
+    lines: list[list[ast.stmt]] = []
+    for statement in block:
+        last = lines[-1][-1] if lines else None
+        if last is not None and not isinstance(statement, _COMPOUND) and not isinstance(last, _COMPOUND) \
+                and statement.lineno == last.end_lineno:
+            lines[-1].append(statement)
+        else:
+            lines.append([statement])
+    return lines
+
+
+def _moves_data_only(line: list[ast.stmt]) -> bool:
     """A line that only unpacks, fetches, makes or moves a batch (no model, no loss)."""
+    return all(_moves_data_only_statement(s) for s in line)
+
+
+def _moves_data_only_statement(statement: ast.stmt) -> bool:
     if isinstance(statement, _COMPOUND):
         return False
     for call in (n for n in ast.walk(statement) if isinstance(n, ast.Call)):
@@ -315,7 +373,7 @@ def _slice_members(uses: list[Uses], end: int) -> set[int]:
     return members
 
 
-def _slice_start(body: list[ast.stmt], uses: list[Uses], end: int) -> int:
+def _slice_start(body: list[list[ast.stmt]], uses: list[Uses], end: int) -> int:
     needed = set(uses[end][0])
     start = end
     for k in range(end - 1, -1, -1):

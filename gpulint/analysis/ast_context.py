@@ -641,9 +641,10 @@ class AstContext:
         self._libcst_refusal = libcst_refusal
 
     def libcst(self) -> Optional["FileContext"]:
-        """The file on LibCST, parsed on first use, for a rule whose fix (or its prediction) reads LibCST (GPU001,
-        GPU002: it costs the parse this API exists to avoid). None where LibCST cannot parse the file or the
-        engine's guard refuses it (valid Python LibCST rejects, a file too large or too deep for it)."""
+        """The file on LibCST, parsed on first use, for the one fact of a prediction still read on LibCST
+        (GPU001 in a file that uses Intel GPUs only: how the fix spells the device; it costs the parse this API
+        exists to avoid). None where LibCST cannot parse the file or the engine's guard refuses it (valid
+        Python LibCST rejects, a file too large or too deep for it)."""
         if not self._libcst_tried:
             self._libcst_tried = True
             if self._libcst_refusal is not None and self._libcst_refusal(self.text) is not None:

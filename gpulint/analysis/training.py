@@ -1,8 +1,9 @@
 """Training steps: where a loss goes through backward() and an optimizer steps, and autocast coverage.
 
 One analysis per file, on LibCST, for the mixed-precision fixes (rewrites/): the rules detect on
-`ast` (analysis/amp_steps.py, amp_regions.py), and GPU001/GPU002 read this only to build or predict
-their fix (`libcst_backward`). A training step is the innermost
+`ast` (analysis/amp_steps.py, amp_regions.py) and decide their fix there (analysis/amp_fix.py); they
+read this only to build the fix's edits (and, in a file that uses Intel GPUs only, to learn how the fix
+spells the device: `libcst_backward`). A training step is the innermost
 loop (or, failing that, the function) that holds both a backward call on a loss and an
 optimizer step. Framework-owned backward (`accelerator.backward(loss)`,
 `fabric.backward(loss)`, `engine.backward(loss)`) is not ours: those frameworks own
@@ -88,6 +89,7 @@ class _Index(cst.CSTVisitor):
         return True
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.facts.ends[id(original_node)] = self.counter  # the order numbers below it end here
         self.stack.pop()
 
 
@@ -98,6 +100,7 @@ class TrainingFacts:
         self.ctx = ctx
         self.parents: dict[int, cst.CSTNode] = {}
         self.order: dict[int, int] = {}
+        self.ends: dict[int, int] = {}  # per node: one past the order number of its last descendant
         self.calls: list[cst.Call] = []
         self.mentions_autocast = False
         walk(ctx.module, _Index(self))  # core/walk.py: a read-only walk, ~4x cheaper than visit
@@ -117,7 +120,11 @@ class TrainingFacts:
             current = self.parent(current)
 
     def contains(self, outer: cst.CSTNode, node: cst.CSTNode) -> bool:
-        return any(a is outer for a in self.ancestors(node))
+        """Whether `outer` is an ancestor of `node`: its order number falls in `outer`'s subtree (the
+        fix predictions ask this of every call for every step: walking up the parents each time made
+        a 500-line module's lint quadratic)."""
+        inner, start = self.order.get(id(node)), self.order.get(id(outer))
+        return inner is not None and start is not None and start < inner < self.ends[id(outer)]
 
     def scope_of(self, node: cst.CSTNode) -> cst.CSTNode:
         """The function, lambda, class or module whose code `node` is."""

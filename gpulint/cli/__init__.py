@@ -237,14 +237,7 @@ def clean_command(cache_dir: Optional[Path]) -> None:
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), envvar=ENV_CACHE_DIR,
               help=f"Where results are cached (default: .gpulint_cache in each file's project; env {ENV_CACHE_DIR}).")
 def server(no_cache: bool, cache_dir: Optional[Path]) -> None:
-    """Run the language server on stdin/stdout, for editors (needs the `server` extra: pygls)."""
-    import importlib.util
-
-    if importlib.util.find_spec("pygls") is None:
-        from gpulint.core.extras import install_hint
-
-        click.echo(f"gpulint: error: gpulint server needs pygls: {install_hint('server', 'pygls')}", err=True)
-        sys.exit(EXIT_ERROR)
+    """Run the language server on stdin/stdout, for editors."""
     from gpulint.server.start import serve
 
     serve(cache=not no_cache, cache_dir=cache_dir)

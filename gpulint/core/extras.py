@@ -1,7 +1,7 @@
 """What an optional feature needs, and a command that installs it.
 
 gpulint is on no package index, so a hint never names an extra by the package's name: it names the
-requirement itself, as the installed package's metadata states it (`pip install 'pygls<3,>=2.1'`),
+requirement itself, as the installed package's metadata states it (`pip install 'matplotlib>=3.5'`),
 and, when gpulint runs from a checkout (an editable install), the extra from that checkout.
 Imported only when a message is printed or `gpulint verify` starts.
 """
@@ -31,7 +31,7 @@ def checkout() -> Optional[Path]:
 
 
 def requirement(extra: str, name: str) -> str:
-    """`name`'s requirement in gpulint's `extra` ("pygls<3,>=2.1"), or just `name` without metadata."""
+    """`name`'s requirement in gpulint's `extra` ("matplotlib>=3.5"), or just `name` without metadata."""
     import importlib.metadata
 
     try:

@@ -16,6 +16,7 @@ from typing import Optional
 
 import libcst as cst
 
+from gpulint.analysis.amp_fix import default_device as text_device
 from gpulint.analysis.training import TrainingFacts, TrainingStep
 from gpulint.core.arguments import positional_args
 from gpulint.core.context import FileContext
@@ -215,11 +216,8 @@ def _calls_cuda(facts: TrainingFacts, scopes: tuple[cst.CSTNode, ...]) -> bool:
 
 
 def default_device(ctx: FileContext) -> str:
-    """The device type a file uses when none is visible: "xpu" for Intel GPUs only, else "cuda"."""
-    text = ctx.text
-    xpu = ".xpu(" in text or "torch.xpu" in text or "'xpu" in text or '"xpu' in text
-    cuda = "cuda" in text
-    return "xpu" if xpu and not cuda else "cuda"
+    """The device type a file uses when none is visible (analysis/amp_fix.py: read from the text)."""
+    return text_device(ctx.text)
 
 
 def device_type_code(facts: TrainingFacts, step: TrainingStep, anchor: cst.CSTNode, torch: str = "torch",

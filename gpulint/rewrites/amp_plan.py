@@ -1,19 +1,22 @@
-"""What the mixed-precision rewrite of a training step will do (GPU001, GPU002): its decisions.
+"""The nodes the mixed-precision rewrite of a training step edits (GPU001, GPU002), on LibCST.
 
-Which statements autocast wraps, which ops CUDA autocast refuses, whether a GradScaler can
-drive the step and where the run's one scaler lives. rewrites/mixed_precision.py turns these
-decisions into the one CST transformation of the fix.
+Whether there is a fix and which (the dtype, a GradScaler or none, binary_cross_entropy kept
+outside autocast, the torch it needs) is decided on `ast` in analysis/amp_fix.py, which `check`
+reads without parsing LibCST. Here, once a fix is to be built: the statements autocast wraps, the
+binary_cross_entropy calls computed in float32, the scaler's plan (its backward, step and where
+`unscale_` goes) and where the run's one scaler lives. rewrites/mixed_precision.py turns them
+into the one CST transformation of the fix.
 """
 
 from __future__ import annotations
 
 import builtins
-import re
 from dataclasses import dataclass
 from typing import Optional, Union
 
 import libcst as cst
 
+from gpulint.analysis.amp_fix import BCE_FUNCTIONS, BCE_MODULES
 from gpulint.analysis.training import (
     Backward,
     OptimizerStep,
@@ -22,7 +25,6 @@ from gpulint.analysis.training import (
 )
 from gpulint.core.context import FileContext
 from gpulint.core.names import NameUses, dotted
-from gpulint.core.rewrite import is_literal
 from gpulint.core.values import self_attribute_value, single_value
 from gpulint.core.walk import walk
 from gpulint.rewrites.amp_device import default_device, device_code_in, name_device_code, parameter_visible
@@ -35,8 +37,6 @@ _MOVING_METHODS = frozenset({
     "squeeze", "unsqueeze", "permute", "flatten", "pin_memory", "get", "items", "keys", "values",
 })
 _MOVING_FUNCTIONS = frozenset({"next", "iter", "len", "zip", "enumerate", "range", "tuple", "list", "dict"})
-_SGD = frozenset({"torch.optim.SGD", "torch.optim.sgd.SGD"})
-SHARDED_SCALER_MODULE = "torch.distributed.fsdp.sharded_grad_scaler"
 
 
 def _moves_data_only(statement: cst.BaseStatement) -> bool:
@@ -197,17 +197,6 @@ def region_model_calls(facts: TrainingFacts, region: Region) -> list[cst.Call]:
     return found
 
 
-def runs_repeatedly(facts: TrainingFacts, function: cst.FunctionDef) -> bool:
-    """The file calls `function` from a loop or from more than one place (a per-epoch `train()`)."""
-    name = function.name.value
-    calls = [c for c in facts.calls if (isinstance(c.func, cst.Name) and c.func.value == name)
-             or (isinstance(c.func, cst.Attribute) and c.func.attr.value == name)]
-    if len(calls) > 1:
-        return True
-    return any(isinstance(a, (cst.For, cst.While)) for call in calls for a in facts.ancestors(call)
-               if not facts.contains(a, function))
-
-
 def _not_forward(facts: TrainingFacts, statement: cst.CSTNode) -> bool:
     """A line that builds a model or an optimizer, or waits on futures: never part of the forward pass."""
     if not isinstance(statement, cst.SimpleStatementLine):
@@ -252,43 +241,28 @@ def _slice_start(body: list, uses: list[NameUses], end: int) -> int:
 
 
 # -- ops CUDA autocast refuses ----------------------------------------------------------
-BCE_FUNCTIONS = frozenset({"torch.nn.functional.binary_cross_entropy", "torch.binary_cross_entropy"})
-BCE_MODULES = frozenset({"torch.nn.BCELoss", "torch.nn.modules.loss.BCELoss"})
-_BCE_TEXT = re.compile(r"\bbinary_cross_entropy\s*\(|\bBCELoss\s*\(")
 
 
-@dataclass(frozen=True)
-class RefusedOps:
-    """binary_cross_entropy in a region: CUDA autocast raises "unsafe to autocast" on it."""
-
-    direct: tuple[cst.Call, ...]  # F.binary_cross_entropy(...) or a BCELoss instance called here
-    indirect: tuple[str, ...]  # functions of this file called here that compute it inside
-
-
-def refused_ops(facts: TrainingFacts, statement: cst.CSTNode) -> RefusedOps:
+def refused_calls(facts: TrainingFacts, line: cst.CSTNode) -> tuple[cst.Call, ...]:
+    """The binary_cross_entropy calls of `line` (F.binary_cross_entropy, a BCELoss instance called), which
+    the fix computes in float32 outside autocast (analysis/amp_fix.py decides that it can)."""
     ctx = facts.ctx
-    direct: list[cst.Call] = []
-    indirect: list[str] = []
-    module_functions = {s.name.value: s for s in ctx.module.body if isinstance(s, cst.FunctionDef)}
+    found: list[cst.Call] = []
     for call in facts.calls:
-        if not facts.contains(statement, call):
+        if not facts.contains(line, call):
             continue
         func = call.func
         if ctx.qualname(func) in BCE_FUNCTIONS:
-            direct.append(call)
+            found.append(call)
             continue
         value: Optional[cst.BaseExpression] = None
         if isinstance(func, cst.Name):
             value = single_value(func, ctx.names)
-            target = module_functions.get(func.value)
-            if target is not None and ctx.names.binding_scope(func) is ctx.names.module_scope \
-                    and _BCE_TEXT.search(ctx.code(target)):
-                indirect.append(func.value)
         elif isinstance(func, cst.Attribute):
             value = self_attribute_value(func, ctx.names)
         if isinstance(value, cst.Call) and ctx.qualname(value.func) in BCE_MODULES:
-            direct.append(call)
-    return RefusedOps(tuple(direct), tuple(indirect))
+            found.append(call)
+    return tuple(found)
 
 
 def as_float(expr: cst.BaseExpression) -> cst.Call:
@@ -330,8 +304,6 @@ def scaler_plan(facts: TrainingFacts, step: TrainingStep, backward: Backward) ->
     call = opt_step.call
     if opt_step.via_scaler or call.args or not facts.before(backward.call, call):
         return None
-    if _fused_sgd_with_momentum(facts, opt_step.optimizer) or facts.ctx.project.fused_sgd:
-        return None  # fused SGD with momentum here or in a module of the project: unsafe under a scaler
     if not isinstance(facts.parent(call), cst.Expr):
         return None
     if backward.autograd and (len(backward.call.args) != 1 or backward.call.args[0].keyword is not None
@@ -355,43 +327,6 @@ def scaler_plan(facts: TrainingFacts, step: TrainingStep, backward: Backward) ->
         if first is None or facts.before(holder, first):
             first = holder
     return ScalerPlan(backward, opt_step, first)
-
-
-def scaler_refusal(facts: TrainingFacts, step: TrainingStep) -> str:
-    """Why `scaler_plan` found no way to add a GradScaler, in one claim."""
-    if any(_fused_sgd_with_momentum(facts, s.optimizer) for s in step.steps) or facts.ctx.project.fused_sgd:
-        return "fused SGD with momentum is built in or around this file, and a skipped scaled step corrupts it"
-    if len(step.backwards) > 1:
-        return f"the step calls backward() {len(step.backwards)} times, and one GradScaler path cannot serve them"
-    if len(step.steps) > 1:
-        return f"the step steps {len(step.steps)} optimizers, and one GradScaler path cannot serve them"
-    return "the step's gradients are used between backward() and step() where a GradScaler cannot unscale them"
-
-
-def fused_optimizer(facts: TrainingFacts, step: TrainingStep) -> bool:
-    """An optimizer the step steps is built with `fused=True` (or a fused value other than False/None)."""
-    for opt_step in step.steps:
-        optimizer = opt_step.optimizer
-        value = single_value(optimizer, facts.ctx.names) if isinstance(optimizer, cst.Name) else None
-        if isinstance(value, cst.Call):
-            kwargs = facts.ctx.kwargs(value)
-            if kwargs.has("fused") and not is_literal(kwargs.get("fused"), "False", "None"):
-                return True
-    return False
-
-
-def _fused_sgd_with_momentum(facts: TrainingFacts, optimizer: cst.BaseExpression) -> bool:
-    """Fused SGD with momentum leaves its momentum buffer uninitialised when the first scaled step
-    overflows (weights blew up within 3 steps on torch 2.14): never pair it with a GradScaler."""
-    value = single_value(optimizer, facts.ctx.names) if isinstance(optimizer, cst.Name) else None
-    if not isinstance(value, cst.Call) or facts.ctx.qualname(value.func) not in _SGD:
-        return False
-    kwargs = facts.ctx.kwargs(value)
-    if not kwargs.complete:
-        return True
-    fused, momentum = kwargs.get("fused"), kwargs.get("momentum")
-    return kwargs.has("fused") and not is_literal(fused, "False", "None") and kwargs.has("momentum") \
-        and not is_literal(momentum, "0")
 
 
 def _statement_in(facts: TrainingFacts, node: cst.CSTNode, container: cst.CSTNode) -> Optional[cst.BaseStatement]:

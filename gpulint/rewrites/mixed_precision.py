@@ -14,13 +14,14 @@ from typing import Callable, Optional, Sequence, Union
 
 import libcst as cst
 
+from gpulint.analysis.amp_fix import SHARDED_SCALER_MODULE
 from gpulint.analysis.training import (
     TrainingFacts,
 )
 from gpulint.core.context import FileContext
 from gpulint.core.pending import PendingEdit, Replace
 from gpulint.core.rewrite import add_keyword
-from gpulint.rewrites.amp_plan import SHARDED_SCALER_MODULE, Region, ScalerHome, ScalerPlan, as_float
+from gpulint.rewrites.amp_plan import Region, ScalerHome, ScalerPlan, as_float
 
 Container = Union[cst.IndentedBlock, cst.Module]
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import ast
 import re
+from functools import partial
 from typing import TYPE_CHECKING, Callable, Optional
 
 from gpulint.analysis.amp import Coverage
+from gpulint.analysis.amp_fix import autocast_fix
 from gpulint.analysis.amp_regions import AmpRegions, amp_regions
 from gpulint.analysis.amp_steps import TRAINING_STEP_NEEDLES, AmpStep
-from gpulint.analysis.ast_context import NO_LIBCST_NOTE, AstContext, Detection
+from gpulint.analysis.ast_context import AstContext, Detection
 from gpulint.analysis.device import cuda_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
 from gpulint.analysis.lr_sweep import LONG_RUN, step_run
@@ -28,7 +31,7 @@ if TYPE_CHECKING:
     from gpulint.analysis.training import Backward, TrainingFacts, TrainingStep
     from gpulint.core.context import FileContext
     from gpulint.core.pending import PendingFix
-    from gpulint.rewrites.amp_plan import Region, ScalerHome, ScalerPlan
+    from gpulint.rewrites.amp_plan import Region
 
 AUTOCAST_SINCE = floors.since(floors.AUTOCAST)
 SIXTEEN_BIT = re.compile(r"\b(?:bfloat16|float16|half)\b")
@@ -358,93 +361,60 @@ class MissingAutocast(Rule):
             decision = self.decide(evidence)
             if not decision.report:
                 continue
-            if not self.in_tests and not ctx.settings.lint_tests and ctx.in_test_function(backward.call):
-                continue  # ctx.report would drop it: no LibCST parse for it
-            from gpulint.analysis.training import libcst_backward  # the fix's tree: parsed only here
-
-            fctx = ctx.libcst()  # None where LibCST cannot parse the file: the finding stands, without a fix
-            found = libcst_backward(ctx, backward.call) if fctx is not None else None
-            if found is not None and found[1].backwards[0] is not found[2]:
-                found = None  # the trees disagree on the step (tests/analysis/test_amp_steps.py pins them as equal)
-            if xpu:
+            if xpu:  # on an XPU alone, the fix's device type decides where the step runs: LibCST's
+                found = _libcst_step(ctx, backward.call)
                 evidence[ON_GPU] = _xpu_named(*found[:2]) if found is not None else UNDECIDED
                 decision = self.decide(evidence)
                 if not decision.report:
                     continue
-            if fctx is None:
-                fix, note = None, NO_LIBCST_NOTE
-            elif found is None:
-                fix, note = None, STEP_DIFFERS
-            else:
-                fix, note = self._fix(fctx, *found)
-            ctx.report(self, backward.call, MESSAGE, fix=fix.applicability if fix is not None else None,
-                       fix_message=fix.message if fix is not None else "", note=note, decision=decision)
+            forecast = autocast_fix(ctx, facts, step, backward, ctx.settings.value(AMP_DTYPE),
+                                    partial(_device_is_xpu, ctx, backward.call))
+            ctx.report(self, backward.call, MESSAGE, fix=forecast.applicability, fix_message=forecast.message,
+                       note=forecast.note, decision=decision, data=forecast.decisions)
 
     def build_fix(self, detection: Detection, fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:
         import libcst as cst
 
         from gpulint.analysis.training import training_step_of
 
-        assert isinstance(node, cst.Call)
+        assert isinstance(node, cst.Call) and detection.data is not None
         found = training_step_of(fctx, node)
-        return self._fix(fctx, *found)[0] if found is not None else None
+        if found is None:
+            return None
+        return self._build(fctx, *found, mode=detection.data["mode"], bce=detection.data["bce"],
+                           message=detection.fix_message)
 
     @classmethod
     def may_report(cls, project: ProjectView, settings: Optional[Settings] = None) -> bool:
         return super().may_report(project, settings) and not _precision_handled(project)
 
-    def _fix(self, fctx: "FileContext", facts: "TrainingFacts", step: "TrainingStep",
-             backward: "Backward") -> "tuple[Optional[PendingFix], str]":
-        """The rewrite, or None and why no rewrite is right (the finding's note). Built on LibCST (the fix
-        edits it), also for `check`'s prediction of it."""
+    @staticmethod
+    def _build(fctx: "FileContext", facts: "TrainingFacts", step: "TrainingStep", backward: "Backward", *,
+               mode: str, bce: bool, message: str) -> Optional["PendingFix"]:
+        """The rewrite on LibCST, which it edits, as analysis/amp_fix.py decided it on `ast` (`mode`: the
+        dtype it writes; `bce`: binary_cross_entropy on the loss line stays outside autocast); None where
+        LibCST reads the step differently (the engine reports that as a bug)."""
         from gpulint.core.pending import PendingFix
         from gpulint.rewrites.amp_device import cuda_device, default_device, device_type_code
-        from gpulint.rewrites.amp_dtype import choice_code, float16_hazard
+        from gpulint.rewrites.amp_dtype import choice_code
         from gpulint.rewrites.amp_plan import (
-            autocast_region,
             free_name,
-            fused_optimizer,
             region_model_calls,
             scaler_anchor,
             scaler_home,
             scaler_name,
             scaler_plan,
-            scaler_refusal,
             taken_names,
         )
         from gpulint.rewrites.mixed_precision import StepRewrite, grad_scaler_class, step_edits
 
-        settings = fctx.settings
-        mode = settings.value(AMP_DTYPE)
-        parallel = fctx.project.parallelism
-        region = autocast_region(facts, step, backward)
+        region, float_calls = _region_outside_autocast(facts, step, backward, bce)
         if region is None:
-            return None, "no fix: the forward pass and the loss cannot be told apart from the rest of the step"
-        region, float_calls, why = _outside_autocast(facts, region)
-        if region is None:
-            return None, why
+            return None
         anchor = scaler_anchor(facts, step.node)
         torch = fctx.imports.module_alias("torch")
         model_calls = region_model_calls(facts, region)
         device = device_type_code(facts, step, anchor, torch.expr, model_calls)
-        forced = ""  # why this step gets bfloat16 whatever amp-dtype says
-        if backward.scaled and mode != "bfloat16":
-            mode = "float16"  # the step already scales its loss: the float16 path it was written for
-        elif "tensor-parallel" in parallel:
-            forced = "tensor-parallel (DTensor) gradients: a GradScaler would not agree on inf/NaN across ranks"
-        elif device == fctx.style.string("xpu"):
-            forced = "Intel GPUs compute in bfloat16"
-        elif "fsdp" in parallel and mode != "bfloat16" and fused_optimizer(facts, step):
-            forced = ("a fused optimizer under FSDP's ShardedGradScaler skips the cross-rank inf check "
-                      "(bench/fsdp_fused_scaler.py)")
-        if not forced and mode != "bfloat16":
-            hazard = float16_hazard(facts, list(region.container.body[region.start:region.end + 1]))
-            if hazard is not None and mode == "float16":
-                return None, f"no float16 fix: {hazard.text()}; amp-dtype = \"bfloat16\" gets a fix"
-            if hazard is not None:
-                forced = hazard.text()
-        if forced:
-            mode = "bfloat16"
         if mode == "bfloat16" and device == fctx.style.string("cuda") and default_device(fctx) == "cuda":
             # no scaler to create before the loop: the batch's own device type will do inside it
             device = device_type_code(facts, step, anchor, torch.expr, model_calls, inside_step=True)
@@ -452,20 +422,11 @@ class MissingAutocast(Rule):
         if mode != "bfloat16" and not backward.scaled:
             plan = scaler_plan(facts, step, backward)
             if plan is None:
-                return None, f"{_no_fix(mode)}: {scaler_refusal(facts, step)}"
+                return None
         name = scaler_name(fctx)
+        parallel = fctx.project.parallelism
         scaler_class, class_edit = grad_scaler_class(fctx, torch.expr, parallel) if plan is not None \
             else ("", None)
-        symbols = [floors.AUTOCAST]
-        if plan is not None:
-            symbols.append(floors.SHARDED_GRAD_SCALER if class_edit is not None or "fsdp" in parallel
-                           else floors.GRAD_SCALER)
-        if plan is not None and mode == "auto":
-            symbols.append(floors.BF16_CHECK)
-        too_new = floors.unavailable(settings.torch_version, fctx.project.torch_ceiling, symbols)
-        if too_new is not None:
-            hint = "; amp-dtype = \"bfloat16\" needs only torch 1.10" if mode != "bfloat16" else ""
-            return None, f"{_no_fix(mode)}: {too_new.reason()}{hint}"
         choice: "Optional[Callable[[str, cst.CSTNode], str]]" = None
         choice_name = None
         dtype = f"{torch.expr}.{mode}"
@@ -487,40 +448,7 @@ class MissingAutocast(Rule):
             scaler=plan, scaler_name=name, scaler_enabled=enabled, scaler_class=scaler_class, home=home,
             float_calls=float_calls,
         )
-        message = self._fix_message(mode, plan, scaler_class, forced, bool(float_calls))
-        note = self._lifetime_note(facts, step, plan, home)
-        return PendingFix.unsafe(message + note, torch.edit, class_edit, *step_edits(facts, rewrite)), ""
-
-    @staticmethod
-    def _fix_message(mode: str, plan: "Optional[ScalerPlan]", scaler_class: str, forced: str, bce: bool) -> str:
-        scaler = scaler_class.rsplit(".", 1)[-1]
-        if mode == "auto":
-            message = (f"Wrap the forward pass and loss in torch.autocast: bfloat16 on GPUs that compute in it "
-                       f"natively, else float16 with a {scaler}")
-        elif mode == "float16" and plan is not None:
-            message = f"Wrap the forward pass and loss in torch.autocast (float16) and scale the loss with a {scaler}"
-        else:
-            message = f"Wrap the forward pass and loss in torch.autocast ({mode})"
-        if forced:
-            message += f"; bfloat16 because {forced}"
-        if bce:
-            message += "; binary_cross_entropy stays outside autocast, in float32"
-        return message
-
-    @staticmethod
-    def _lifetime_note(facts: "TrainingFacts", step: "TrainingStep", plan: "Optional[ScalerPlan]",
-                       home: "Optional[ScalerHome]") -> str:
-        """Say so when the scaler created before the loop is created anew each time its function runs."""
-        import libcst as cst
-
-        from gpulint.rewrites.amp_plan import runs_repeatedly
-
-        function = facts.scope_of(step.node)
-        if plan is None or home is not None or not isinstance(function, cst.FunctionDef) \
-                or isinstance(step.node, cst.FunctionDef) or not runs_repeatedly(facts, function):
-            return ""
-        return (f"; {function.name.value}() runs more than once and creates a new GradScaler each time: create it "
-                "once where the optimizer is made, pass it in, and save scaler.state_dict() with the optimizer's")
+        return PendingFix.unsafe(message, torch.edit, class_edit, *step_edits(facts, rewrite))
 
 
 def _autocast_exists(floor: Optional[tuple[int, ...]], ceiling: Optional[tuple[int, int]]) -> Evidence:
@@ -533,14 +461,16 @@ def _autocast_exists(floor: Optional[tuple[int, ...]], ceiling: Optional[tuple[i
     return SHOWN
 
 
-def _no_fix(mode: str) -> str:
-    """`no fix`, or `no float16 fix` when amp-dtype names the dtype that has none."""
-    return "no fix" if mode == "auto" else f"no {mode} fix"
-
-
-# the note where the two trees read the step differently (never seen: tests/analysis/test_amp_steps.py)
-STEP_DIFFERS = "no fix: the step reads differently on LibCST"
 MESSAGE = "forward pass and loss run in fp32: wrap them in torch.autocast (up to 3x faster on tensor-core GPUs)"
+
+
+def _libcst_step(ctx: AstContext, call: ast.Call) -> "Optional[tuple[TrainingFacts, TrainingStep, Backward]]":
+    """The step at `call` on LibCST (parsed here): None where LibCST cannot parse the file or reads it
+    differently (tests/analysis/test_amp_steps.py pins the trees as equal)."""
+    from gpulint.analysis.training import libcst_backward
+
+    found = libcst_backward(ctx, call) if ctx.libcst() is not None else None
+    return found if found is not None and found[1].backwards[0] is found[2] else None
 
 
 def _xpu_named(facts: "TrainingFacts", step: "TrainingStep") -> Evidence:
@@ -550,6 +480,39 @@ def _xpu_named(facts: "TrainingFacts", step: "TrainingStep") -> Evidence:
 
     anchor = scaler_anchor(facts, step.node)
     return SHOWN if device_type_code(facts, step, anchor) != '"cuda"' else REFUTED
+
+
+def _device_is_xpu(ctx: AstContext, call: ast.Call, bce: bool) -> bool:
+    """The fix spells the step's device type as the literal "xpu" (LibCST: how the fix names a device is
+    read on the tree it edits). Asked only in a file that uses Intel GPUs and never names CUDA."""
+    from gpulint.rewrites.amp_device import device_type_code
+    from gpulint.rewrites.amp_plan import region_model_calls, scaler_anchor
+
+    found = _libcst_step(ctx, call)
+    if found is None:
+        return False
+    facts, step, backward = found
+    fctx = facts.ctx
+    region, _ = _region_outside_autocast(facts, step, backward, bce)
+    model_calls = region_model_calls(facts, region) if region is not None else []
+    torch = fctx.imports.module_alias("torch")
+    device = device_type_code(facts, step, scaler_anchor(facts, step.node), torch.expr, model_calls)
+    return device == fctx.style.string("xpu")
+
+
+def _region_outside_autocast(facts: "TrainingFacts", step: "TrainingStep", backward: "Backward",
+                             bce: bool) -> "tuple[Optional[Region], tuple[cst.Call, ...]]":
+    """The LibCST region the fix wraps, and with `bce` (analysis/amp_fix.py decided binary_cross_entropy
+    sits on the loss line) that line left out and its binary_cross_entropy calls, to compute in float32."""
+    from gpulint.rewrites.amp_plan import Region, autocast_region, refused_calls
+
+    region = autocast_region(facts, step, backward)
+    if region is None or not bce:
+        return region, ()
+    calls = refused_calls(facts, region.container.body[region.end])
+    if not calls or region.end == region.start:
+        return None, ()
+    return Region(region.container, region.start, region.end - 1), calls
 
 
 def fp32_step(ctx: AstContext, facts: AmpRegions, step: AmpStep) -> Optional[Evidence]:
@@ -601,24 +564,3 @@ def _precision_handled(project: ProjectView) -> bool:
     if project.own.sparse or project.sparse_importees:
         return True  # sparse kernels are outside autocast: mixing them with 16-bit activations fails
     return sixteen_bit_elsewhere(project)
-
-
-def _outside_autocast(facts: "TrainingFacts",
-                      region: "Region") -> "tuple[Optional[Region], tuple[cst.Call, ...], str]":
-    """Keep what CUDA autocast refuses (binary_cross_entropy) out of the region, or say why that is impossible."""
-    from gpulint.rewrites.amp_plan import Region, refused_ops
-
-    body = region.container.body
-    refusal = "no fix: binary_cross_entropy, which CUDA autocast refuses (\"unsafe to autocast\"),"
-    for index in range(region.start, region.end + 1):
-        found = refused_ops(facts, body[index])
-        if found.indirect:
-            return None, (), f"no fix: {found.indirect[0]}() computes binary_cross_entropy, which CUDA autocast " \
-                             "refuses (\"unsafe to autocast\"), inside the forward pass"
-        if found.direct and index != region.end:
-            return None, (), f"{refusal} is mixed into the forward pass"
-        if found.direct:
-            if index == region.start:
-                return None, (), f"{refusal} is computed in the same statement as the forward pass"
-            return Region(region.container, region.start, region.end - 1), found.direct, ""
-    return region, (), ""

@@ -14,16 +14,16 @@ from gpulint.analysis.amp import (
     Coverage,
 )
 from gpulint.analysis.amp_dtypes import device_type, enabled_autocast_arguments
+from gpulint.analysis.amp_fix import scaler_fix
 from gpulint.analysis.amp_regions import amp_regions
 from gpulint.analysis.amp_steps import TRAINING_STEP_NEEDLES
-from gpulint.analysis.ast_context import NO_LIBCST_NOTE, AstContext, Detection
+from gpulint.analysis.ast_context import AstContext, Detection
 from gpulint.analysis.ast_values import single_value
 from gpulint.analysis.evidence import REFUTED, SHOWN, Premise
 from gpulint.analysis.reach import RUNS, runs
 from gpulint.core.edits import Applicability
 from gpulint.core.verification import MIXED_PRECISION, Verification, construct_enabled
 from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
-from gpulint.rules.gpu001_missing_autocast import STEP_DIFFERS
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -146,65 +146,28 @@ class Fp16WithoutGradScaler(Rule):
                 if not self.in_tests and not ctx.settings.lint_tests and ctx.in_test_function(backward.call):
                     continue  # ctx.report would drop it: no LibCST parse for it
                 maybe = MAYBE_FLOAT16 in dtypes
-                fix, note = self._judge_fix(ctx, backward.call, maybe)
-                ctx.report(self, backward.call, MAYBE_MESSAGE if maybe else MESSAGE,
-                           fix=fix.applicability if fix is not None else None,
-                           fix_message=fix.message if fix is not None else "", note=note, decision=decision,
-                           data={"maybe": maybe})
+                forecast = scaler_fix(ctx, facts, step, backward, cover.calls[0], maybe)
+                ctx.report(self, backward.call, MAYBE_MESSAGE if maybe else MESSAGE, fix=forecast.applicability,
+                           fix_message=forecast.message, note=forecast.note, decision=decision,
+                           data=forecast.decisions)
 
     def build_fix(self, detection: Detection, fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:
         from gpulint.analysis.training import training_step_of
+        from gpulint.rewrites.amp_plan import loss_statement
 
         found = training_step_of(fctx, node)  # type: ignore[arg-type]
         assert detection.data is not None
-        return self._fix_at(fctx, *found, maybe=detection.data["maybe"])[0] if found is not None else None
-
-    def _judge_fix(self, ctx: AstContext, call: ast.Call, maybe: bool) -> "tuple[Optional[PendingFix], str]":
-        """The fix at the backward call `call` (on LibCST, which the fix edits; `check` predicts from it), or
-        None and why not."""
-        from gpulint.analysis.training import libcst_backward
-
-        fctx = ctx.libcst()
-        if fctx is None:
-            return None, NO_LIBCST_NOTE
-        found = libcst_backward(ctx, call)
         if found is None:
-            return None, STEP_DIFFERS
-        return self._fix_at(fctx, *found, maybe=maybe)
-
-    def _fix_at(self, fctx: "FileContext", facts: "TrainingFacts", step: "TrainingStep", backward: "Backward",
-                maybe: bool) -> "tuple[Optional[PendingFix], str]":
-        """The fix for the step's autocast (the first that covers the loss), as the finding says."""
-        from gpulint.rewrites.amp_plan import loss_statement
-
+            return None
+        facts, step, backward = found
         statement = loss_statement(facts, step, backward)
         cover = facts.coverage(statement) if statement is not None else None
         if cover is None or not cover.calls:
-            return None, STEP_DIFFERS
-        if not maybe:
-            return self._fix(fctx, facts, step, backward, cover.calls[0])
-        chosen = self._dtype_expression(fctx, cover.calls[0])
-        if not chosen:
-            return None, "no fix: the dtype is not a plain name a scaler's enabled= can test"
-        return self._fix(fctx, facts, step, backward, cover.calls[0], enabled=chosen)
+            return None  # the trees read the step differently: the engine reports it
+        return self._build(fctx, facts, step, backward, cover.calls[0], detection.data["enabled"],
+                           detection.fix_message)
 
     # -- the fix (LibCST) ------------------------------------------------------
-    @staticmethod
-    def _dtype_expression(fctx: "FileContext", autocast: "cst.BaseExpression") -> Optional[str]:
-        """`(ptdtype == torch.float16)` for the scaler's `enabled=`, when the dtype is a plain name."""
-        import libcst as cst
-
-        from gpulint.analysis.autocast_dtype import autocast_arguments as cst_arguments
-
-        assert isinstance(autocast, cst.Call)
-        dtype = (cst_arguments(fctx, autocast) or {}).get("dtype")
-        if not isinstance(dtype, cst.Name):
-            return None
-        torch = fctx.imports.module_alias("torch")
-        if torch.edit is not None:
-            return None
-        return f"{dtype.value} == {torch.expr}.float16"
-
     @staticmethod
     def _scaler_device(fctx: "FileContext", facts: "TrainingFacts", autocast: "cst.BaseExpression",
                        anchor: "cst.CSTNode") -> str:
@@ -230,40 +193,22 @@ class Fp16WithoutGradScaler(Rule):
             return fctx.code(expr)
         return quote(default_device(fctx))
 
-    def _fix(self, fctx: "FileContext", facts: "TrainingFacts", step: "TrainingStep", backward: "Backward",
-             autocast: "cst.BaseExpression", enabled: Optional[str] = None) -> "tuple[Optional[PendingFix], str]":
-        """The scaler the step needs, or None and why not (the finding's note)."""
-        from gpulint.core import floors
+    def _build(self, fctx: "FileContext", facts: "TrainingFacts", step: "TrainingStep", backward: "Backward",
+               autocast: "cst.BaseExpression", enabled: Optional[str], message: str) -> Optional["PendingFix"]:
+        """The scaler the step needs, on LibCST (which it edits), as analysis/amp_fix.py decided it on `ast`
+        (`enabled`: the scaler's `enabled=` for a dtype chosen at run time); None where LibCST reads the
+        step differently (the engine reports that as a bug)."""
         from gpulint.core.pending import PendingFix
-        from gpulint.rewrites.amp_plan import (
-            fused_optimizer,
-            scaler_anchor,
-            scaler_home,
-            scaler_name,
-            scaler_plan,
-            scaler_refusal,
-        )
+        from gpulint.rewrites.amp_plan import scaler_anchor, scaler_home, scaler_name, scaler_plan
         from gpulint.rewrites.mixed_precision import StepRewrite, grad_scaler_class, step_edits
 
-        parallel = fctx.project.parallelism
-        if "tensor-parallel" in parallel:
-            return None, "no fix: a GradScaler does not agree on inf/NaN across tensor-parallel ranks; use bfloat16"
-        if "fsdp" in parallel and fused_optimizer(facts, step):
-            return None, ("no fix: a fused optimizer under FSDP's ShardedGradScaler skips the cross-rank inf check; "
-                          "use bfloat16 (bench/fsdp_fused_scaler.py)")
         plan = scaler_plan(facts, step, backward)
         if plan is None:
-            return None, f"no fix: {scaler_refusal(facts, step)}"
+            return None
         torch = fctx.imports.module_alias("torch")
         anchor = scaler_anchor(facts, step.node)
-        if enabled is not None and not _visible_name(facts, enabled.split(" ", 1)[0], anchor):
-            return None, "no fix: the dtype is chosen after the point where the scaler would be created"
         name = scaler_name(fctx)
-        scaler_class, class_edit = grad_scaler_class(fctx, torch.expr, parallel)
-        symbol = floors.SHARDED_GRAD_SCALER if class_edit is not None or "fsdp" in parallel else floors.GRAD_SCALER
-        too_new = floors.unavailable(fctx.settings.torch_version, fctx.project.torch_ceiling, [symbol])
-        if too_new is not None:
-            return None, f"no fix: {too_new.reason()}"
+        scaler_class, class_edit = grad_scaler_class(fctx, torch.expr, fctx.project.parallelism)
         home = scaler_home(facts, step, plan, torch.expr, name) if enabled is None else None
         device = self._scaler_device(fctx, facts, autocast, anchor)
         if home is not None and device.startswith(("'", '"')):
@@ -272,24 +217,7 @@ class Fp16WithoutGradScaler(Rule):
             anchor=anchor, torch=torch.expr, device=device,
             scaler=plan, scaler_name=name, scaler_enabled=enabled, scaler_class=scaler_class, home=home,
         )
-        message = f"Scale the loss with a {scaler_class.rsplit('.', 1)[-1]}" + (
-            " enabled for float16" if enabled else "")
-        return PendingFix.unsafe(message, torch.edit, class_edit, *step_edits(facts, rewrite)), ""
-
-
-def _visible_name(facts: "TrainingFacts", name: str, anchor: "cst.CSTNode") -> bool:
-    """A module-level or enclosing-function name assigned once, before `anchor`."""
-    import libcst as cst
-
-    for line in facts.ctx.module.body:
-        if facts.before(anchor, line):
-            break
-        if isinstance(line, cst.SimpleStatementLine):
-            for small in line.body:
-                if isinstance(small, cst.Assign) and any(
-                        isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets):
-                    return True
-    return False
+        return PendingFix.unsafe(message, torch.edit, class_edit, *step_edits(facts, rewrite))
 
 
 # -- what the autocast does (on `ast`) -----------------------------------------

@@ -1,1 +1,1 @@
-"""The language server (`gpulint server`); needs the `server` extra (pygls)."""
+"""The language server (`gpulint server`): LSP over stdio, on gpulint's own protocol layer (protocol.py)."""

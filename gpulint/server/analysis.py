@@ -1,6 +1,6 @@
 """What the language server says about one buffer, without the protocol: findings, fixes, docs.
 
-Kept apart from the pygls wiring (lsp.py) so it is plain functions of text and settings. The
+Kept apart from the protocol wiring (lsp.py) so it is plain functions of text and settings. The
 buffer is linted as `gpulint check - --stdin-filename PATH` lints it: the configuration that
 applies to PATH (per-file settings, select and ignore, per-file-ignores) and the command
 line's own selection from the editor's settings on top.

@@ -15,37 +15,25 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Hashable, Optional, Union
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote
 
-from lsprotocol import types
-from pygls.exceptions import FeatureRequestError, JsonRpcContentModified
-from pygls.lsp.server import LanguageServer
-from pygls.workspace import TextDocument
-
-from gpulint import __version__
-from gpulint.core.findings import Finding
 from gpulint.core.settings import ConfigError, Settings
 from gpulint.server.analysis import EditorSettings, Positions, docs_site
 from gpulint.server.cells import NotebookCells
 from gpulint.server.convert import diagnostic
-from gpulint.server.protocol import SpecProtocol
+from gpulint.server.protocol import ContentModified, LanguageServer
 from gpulint.server.worker import JobFailed, Superseded, Worker
+from gpulint.server.workspace import MARKUP_CELL, NotebookDocument, TextDocument, Workspace
+from gpulint.server.workspace import file_path as _path
 
 if TYPE_CHECKING:
+    from gpulint.core.findings import Finding
     from gpulint.project.view import ProjectView
 
 DEBOUNCE_S = 0.2  # lint this long after the last keystroke
 PYTHON_CELLS = frozenset({"python", "python3", "ipython", "ipython3"})
-NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
-    notebook_selector=[types.NotebookDocumentFilterWithCells(
-        notebook="*", cells=[types.NotebookCellLanguage(language="python")])],
-    save=True)
+ERROR, INFO = 1, 3  # MessageType
 log = logging.getLogger("gpulint.server")
-
-
-def _path(uri: str) -> Optional[Path]:
-    parsed = urlparse(uri)
-    return Path(unquote(parsed.path)) if parsed.scheme == "file" else None
 
 
 def _is_regular_file(path: Optional[Path]) -> bool:
@@ -96,16 +84,18 @@ class GpulintServer(LanguageServer):
     """The open documents, their lints and project views, and what was shown to the user."""
 
     def __init__(self, cache: bool = True, cache_dir: Optional[Path] = None, worker: Optional[Worker] = None) -> None:
-        super().__init__("gpulint", __version__, protocol_cls=SpecProtocol,
-                         text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
-                         notebook_document_sync=NOTEBOOK_SYNC)
+        super().__init__()
+        self.workspace = Workspace(None, [])  # replaced by `initialize`'s
+        self.client_capabilities: dict[str, Any] = {}
         self.editor = EditorSettings()
         self.worker = worker or Worker()
         self.cache, self.cache_dir = cache, cache_dir
         self.epoch = 0  # the editor's settings and the configuration files: bumped when they change
         self.project_epochs: dict[str, int] = {}  # per document: bumped when its project view changes
         self.projects: dict[str, Optional[ProjectView]] = {}
-        self.lints: dict[str, Lint] = {}  # the latest lint of each document, done or running
+        # the latest lint of each document, done or running: for its diagnostics (False: no fix edits,
+        # no LibCST) and for its code actions (True: the fixes' edits built)
+        self.lints: dict[tuple[str, bool], Lint] = {}
         self.sessions: dict[str, object] = {}  # a token per open document (a reopened one gets another)
         self.last_good: dict[str, Settings] = {}  # per document: its settings when the configuration last read
         self.config_errors: dict[str, str] = {}  # per document: the configuration error shown for it
@@ -115,10 +105,10 @@ class GpulintServer(LanguageServer):
     # --- what a document is ---------------------------------------------------------------------
     def open_text(self, uri: str) -> Optional[TextDocument]:
         """The open document of `uri`; None for one the editor has not opened (never read from disk)."""
-        return self.workspace.text_documents.get(unquote(uri))
+        return self.workspace.get_text(uri)
 
-    def notebook_of_cell(self, uri: str) -> Optional[types.NotebookDocument]:
-        return self.workspace.get_notebook_document(cell_uri=uri)
+    def notebook_of_cell(self, uri: str) -> Optional[NotebookDocument]:
+        return self.workspace.notebook_of_cell(uri)
 
     def lintable(self, uri: str, language_id: Optional[str] = None) -> bool:
         path = _path(uri)
@@ -135,12 +125,11 @@ class GpulintServer(LanguageServer):
         return Path(root or ".") / f"untitled{suffix}"
 
     def encoding(self) -> str:
-        value = str(self.workspace.position_encoding or "utf-16")
-        return value if value in ("utf-8", "utf-16", "utf-32") else "utf-16"
+        return self.workspace.position_encoding
 
     def target(self, key: str) -> Optional[Target]:
         """The open document (or notebook) `key` as it is now; None when it is not open or not Python."""
-        notebook = self.workspace.get_notebook_document(notebook_uri=key)
+        notebook = self.workspace.get_notebook(key)
         if notebook is not None:
             cells: list[tuple[str, str]] = []
             uris: list[str] = []
@@ -149,7 +138,7 @@ class GpulintServer(LanguageServer):
                 if document is None:
                     continue
                 python = (document.language_id or "python") in PYTHON_CELLS
-                kind = "markdown" if cell.kind == types.NotebookCellKind.Markup else "code" if python else "raw"
+                kind = "markdown" if cell.kind == MARKUP_CELL else "code" if python else "raw"
                 cells.append((kind, document.source))
                 uris.append(cell.document)
             return Target(key, self.path_of(key, ".ipynb"), "", tuple(cells), tuple(uris), is_notebook=True)
@@ -174,7 +163,7 @@ class GpulintServer(LanguageServer):
         """The editor's settings; what is wrong in them is said once, and left at its default."""
         self.editor, problems = EditorSettings.read(data)
         if problems:
-            self.show(types.MessageType.Error, "gpulint: editor settings: " + "; ".join(problems))
+            self.show(ERROR, "gpulint: editor settings: " + "; ".join(problems))
 
     def settings(self, target: Target) -> Union[Settings, Excluded, None]:
         """The settings for a target. While its configuration is invalid: the last valid one (the
@@ -188,29 +177,36 @@ class GpulintServer(LanguageServer):
             if message not in self.config_errors.values():
                 kept = "the last valid configuration stays in use" if target.key in self.last_good \
                     else "this file is not linted"
-                self.show(types.MessageType.Error, f"gpulint: {message} ({kept} until this is fixed)")
+                self.show(ERROR, f"gpulint: {message} ({kept} until this is fixed)")
             self.config_errors[target.key] = message
             return self.last_good.get(target.key)
         if isinstance(result, Settings):
             self.last_good[target.key] = result
         if self.config_errors.pop(target.key, None) is not None:
-            self.window_log_message(types.LogMessageParams(types.MessageType.Info,
-                                                           "gpulint: the configuration is valid again"))
+            self.log_message(INFO, "gpulint: the configuration is valid again")
         return result
 
-    def show(self, kind: types.MessageType, message: str) -> None:
-        self.window_show_message(types.ShowMessageParams(kind, message))
+    def show(self, kind: int, message: str) -> None:
+        """window/showMessage: a popup in the editor (`kind` is LSP's MessageType)."""
+        self.notify("window/showMessage", {"type": kind, "message": message})
 
-    def report_server_error(self, error: Exception, source: Any) -> None:
+    def log_message(self, kind: int, message: str) -> None:
+        """window/logMessage: a line in the editor's output panel for gpulint."""
+        self.notify("window/logMessage", {"type": kind, "message": message})
+
+    def stop_work(self) -> None:
+        self.worker.stop()
+
+    def report_server_error(self, error: BaseException, in_request: bool) -> None:
         """A bug in a handler: logged every time, shown once per distinct message (pygls showed it on
-        every occurrence, a popup per keystroke)."""
-        if isinstance(error, JsonRpcContentModified):
+        every occurrence, a popup per keystroke); a request's failure is in its answer, not shown."""
+        if isinstance(error, ContentModified):
             return  # the answer to a request whose document changed: not an error of the server
         message = f"gpulint: internal error: {type(error).__name__}: {error}"
-        self.window_log_message(types.LogMessageParams(types.MessageType.Error, message))
-        if source is not FeatureRequestError and message not in self.errors_shown:
+        self.log_message(ERROR, message)
+        if not in_request and message not in self.errors_shown:
             self.errors_shown.add(message)
-            self.show(types.MessageType.Error, message)
+            self.show(ERROR, message)
 
     # --- the project pass -----------------------------------------------------------------------
     def project_folder(self, path: Path) -> Path:
@@ -219,7 +215,7 @@ class GpulintServer(LanguageServer):
         from gpulint.project.view import find_root
 
         absolute = os.path.abspath(path)
-        folders = [_path(folder.uri) for folder in self.workspace.folders.values()]
+        folders = [_path(uri) for uri in self.workspace.folders.values()]
         if not folders and self.workspace.root_path:
             folders = [Path(self.workspace.root_path)]
         holding = [f for f in folders if f is not None and absolute.startswith(os.path.join(os.path.abspath(f), ""))]
@@ -250,22 +246,27 @@ class GpulintServer(LanguageServer):
     def generation(self, key: str) -> tuple[int, int]:
         return self.epoch, self.project_epochs.get(key, 0)
 
-    async def findings(self, key: str) -> Optional[tuple[Target, list[Finding]]]:
+    async def findings(self, key: str, edits: bool = False) -> Optional[tuple[Target, list[Finding]]]:
         """The findings of document `key` as it is now, and what they were computed on; None when it
         is not open or nothing is to be linted. Raises Superseded when it changes meanwhile, JobFailed
-        on a bug. Callers share one lint of one text."""
+        on a bug. Callers share one lint of one text. With `edits`, the findings' fixes have their
+        edits (a code action's); without, a fix is its prediction only, as `gpulint check` reports it:
+        the same findings at a third of the cost (no LibCST), what diagnostics and hovers need."""
         target = self.target(key)
         if target is None:
             return None
+        edits = edits or target.is_notebook  # a notebook's lint always builds its fixes
         generation = self.generation(key)
-        lint = self.lints.get(key)
-        if lint is None or not lint.usable(target.content, generation):
-            lint = self.lints[key] = Lint(target.content, generation,
-                                          asyncio.ensure_future(self._lint(target, generation[0])))
+        kinds = (True,) if edits else (False, True)  # a lint with edits serves one without too
+        lint = next((lint for lint in (self.lints.get((key, kind)) for kind in kinds)
+                     if lint is not None and lint.usable(target.content, generation)), None)
+        if lint is None:
+            lint = self.lints[(key, edits)] = Lint(target.content, generation,
+                                                   asyncio.ensure_future(self._lint(target, generation[0], edits)))
         findings = await asyncio.shield(lint.task)
         return (target, findings) if findings is not None else None
 
-    async def _lint(self, target: Target, epoch: int) -> Optional[list[Finding]]:
+    async def _lint(self, target: Target, epoch: int, edits: bool) -> Optional[list[Finding]]:
         settings = self.settings(target)
         if settings is None:
             return None
@@ -276,8 +277,8 @@ class GpulintServer(LanguageServer):
                 findings = await self.worker.run(f"lint:{target.key}", "lint_cells", target.path, target.cells,
                                                  settings, project)
             else:
-                findings = await self.worker.run(f"lint:{target.key}", "lint", target.path, target.text,
-                                                 settings, project)
+                job = f"{'edits' if edits else 'lint'}:{target.key}"
+                findings = await self.worker.run(job, "lint", target.path, target.text, settings, project, edits)
         now = self.target(target.key)
         # a newer project view does not make these findings wrong for this text (a lint with it follows)
         if now is None or now.content != target.content or self.epoch != epoch:
@@ -297,8 +298,13 @@ class GpulintServer(LanguageServer):
             self.send_diagnostics(*answer)
 
     def job_failed(self, key: str, error: JobFailed) -> None:
-        self.window_log_message(types.LogMessageParams(types.MessageType.Error,
-                                                       f"gpulint: internal error while linting {key}: {error}"))
+        self.log_message(ERROR, f"gpulint: internal error while linting {key}: {error}")
+
+    def publish_diagnostics(self, uri: str, diagnostics: list[dict[str, Any]],
+                            version: Optional[int] = None) -> None:
+        """textDocument/publishDiagnostics: what the editor shows for `uri` (an empty list clears it)."""
+        self.notify("textDocument/publishDiagnostics", {"uri": uri, "diagnostics": diagnostics,
+                                                        **({"version": version} if version is not None else {})})
 
     def send_diagnostics(self, target: Target, findings: list[Finding]) -> None:
         site = docs_site(target.path, self.editor)
@@ -306,8 +312,7 @@ class GpulintServer(LanguageServer):
             document = self.open_text(target.key)
             positions = Positions(target.text, self.encoding())
             diagnostics = [diagnostic(f, positions, site) for f in findings]
-            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
-                target.key, diagnostics, document.version if document else None))
+            self.publish_diagnostics(target.key, diagnostics, document.version if document else None)
             return
         by_cell: dict[int, list[Finding]] = {}
         for finding in findings:  # a finding about the whole notebook goes on its first cell
@@ -316,10 +321,9 @@ class GpulintServer(LanguageServer):
             document = self.open_text(uri)
             positions = Positions(target.cells[index][1], self.encoding())
             diagnostics = [diagnostic(f, positions, site) for f in by_cell.get(index, [])]
-            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
-                uri, diagnostics, document.version if document else None))
+            self.publish_diagnostics(uri, diagnostics, document.version if document else None)
         for uri in set(self.cells_published.get(target.key, ())) - set(target.cell_uris):  # cells deleted
-            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri, []))
+            self.publish_diagnostics(uri, [])
         self.cells_published[target.key] = target.cell_uris
 
     async def publish_all(self) -> None:
@@ -337,17 +341,20 @@ class GpulintServer(LanguageServer):
     def closed(self, key: str, uris: tuple[str, ...]) -> None:
         """A document was closed: its jobs stop, nothing more is published for it, its diagnostics go."""
         self.sessions.pop(key, None)
-        for kind in ("lint", "fix"):
+        for kind in ("lint", "edits", "fix"):
             self.worker.forget(f"{kind}:{key}")
-        for table in (self.projects, self.project_epochs, self.lints, self.last_good, self.config_errors,
-                      self.cells_published):
+        for table in (self.projects, self.project_epochs, self.last_good, self.config_errors, self.cells_published):
             table.pop(key, None)
+        for edits in (False, True):
+            self.lints.pop((key, edits), None)
         for uri in uris:
-            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri, []))
+            self.publish_diagnostics(uri, [])
 
     def version_of(self, key: str) -> Optional[int]:
-        notebook = self.workspace.get_notebook_document(notebook_uri=key)
-        document = notebook if notebook is not None else self.open_text(key)
+        notebook = self.workspace.get_notebook(key)
+        document: Optional[Union[NotebookDocument, TextDocument]] = notebook
+        if notebook is None:
+            document = self.open_text(key)
         return document.version if document is not None else None
 
     async def changed(self, key: str, version: Optional[int]) -> None:
@@ -355,6 +362,7 @@ class GpulintServer(LanguageServer):
         if key not in self.sessions:
             return
         self.worker.supersede(f"lint:{key}")
+        self.worker.supersede(f"edits:{key}")
         await asyncio.sleep(DEBOUNCE_S)
         if self.version_of(key) == version:  # no newer change arrived meanwhile
             await self.publish(key)
@@ -366,13 +374,14 @@ class GpulintServer(LanguageServer):
             await self.refresh_project(key, token)
             await self.publish(key)
 
-    async def request_findings(self, key: str) -> tuple[Target, list[Finding]]:
-        """Findings for a request; a document that changes meanwhile answers ContentModified (the
-        editor asks again for the new text), one that is not linted answers with nothing."""
+    async def request_findings(self, key: str, edits: bool = False) -> tuple[Target, list[Finding]]:
+        """Findings for a request (`edits`: with their fixes' edits); a document that changes meanwhile
+        answers ContentModified (the editor asks again for the new text), one that is not linted
+        answers with nothing."""
         try:
-            answer = await self.findings(key)
+            answer = await self.findings(key, edits)
         except Superseded:
-            raise JsonRpcContentModified(f"{key} changed while gpulint was linting it") from None
+            raise ContentModified(f"{key} changed while gpulint was linting it") from None
         except JobFailed as exc:  # a bug in a rule: said in the log, and the request gets what is certain
             self.job_failed(key, exc)
             answer = None

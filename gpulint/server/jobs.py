@@ -20,10 +20,30 @@ from gpulint.server.cells import NotebookCells, changed_edits, notebook_of
 
 all_rules()  # the rule modules too: a fresh worker forked from the fork server has them
 
+# A small training script whose lint, with its fixes built, loads what the rules import lazily
+# (LibCST, packaging): run once in the fork server (warm()), every worker forked from it has them.
+_WARM_SCRIPT = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
 
-def lint(path: Path, text: str, settings: Settings, project: Optional[ProjectView]) -> list[Finding]:
-    """The buffer's findings, as `gpulint check - --stdin-filename PATH` finds them."""
-    return lint_text(path, text, settings, project=project).findings
+device = torch.device("cuda")
+model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512)).to(device)
+loader = DataLoader(TensorDataset(torch.randn(64, 512), torch.randn(64, 512)), batch_size=8)
+opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+for x, y in loader:
+    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def lint(path: Path, text: str, settings: Settings, project: Optional[ProjectView],
+         edits: bool = True) -> list[Finding]:
+    """The buffer's findings, as `gpulint check - --stdin-filename PATH` finds them; without `edits`,
+    fixes are predictions (applicability and message), as `check` reports them: no LibCST is parsed."""
+    return lint_text(path, text, settings, project=project, edits=edits).findings
 
 
 def fix_all(path: Path, text: str, settings: Settings, project: Optional[ProjectView]) -> list[Edit]:
@@ -45,3 +65,13 @@ def fix_cells(path: Path, cells: NotebookCells, settings: Settings,
     if outcome.too_large is not None:
         return {}
     return {index: changed_edits(cells[index][1], source) for index, source in outcome.sources.items()}
+
+
+def warm() -> None:
+    """Lint a small script with its fixes built, in a folder that does not exist (no configuration or
+    project file is read): the modules the first real lint would load on the way are loaded now.
+    Called by the fork server (server/preload.py), so a fresh worker starts with them."""
+    from gpulint.core.settings import Settings
+
+    path = Path("/nonexistent-gpulint-warm-up") / "train.py"
+    lint_text(path, _WARM_SCRIPT, Settings(), edits=True)

@@ -8,8 +8,8 @@ from typing import Optional
 
 def serve(cache: bool = True, cache_dir: Optional[Path] = None) -> None:
     """Run the server on stdin/stdout. The lint worker starts first, in a thread: its process imports
-    the linter while this one imports the protocol (lsprotocol), so the first file opened is linted
-    without waiting for both one after the other."""
+    the linter while this one imports the protocol layer and answers `initialize`, so the first file
+    opened is linted without waiting for both one after the other."""
     import threading
 
     from gpulint.server.worker import Worker

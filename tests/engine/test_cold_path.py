@@ -114,6 +114,34 @@ def test_gpu301_reports_without_parsing_libcst(parses: list[str]) -> None:
     assert len(parses) == 1
 
 
+AMP_CODES = ("GPU001", "GPU002")
+
+
+def test_gpu001_gpu002_predict_their_fixes_without_parsing_libcst(parses: list[str]) -> None:
+    """GPU001/GPU002 decide their fix on `ast` (analysis/amp_fix.py, issue 25): every fixture of theirs is
+    checked without a LibCST parse, whether its finding has a fix or says why not, except where the fix's
+    device type decides (a file that uses Intel GPUs and never names CUDA)."""
+    from gpulint.analysis.amp_fix import default_device
+    from tests.fixture_cases import all_cases
+
+    cases = [c for c in all_cases() if c.path.parent.name in AMP_CODES]
+    predicted: dict[str, int] = {"fix": 0, "none": 0}
+    for case in cases:
+        text = case.path.read_text(encoding="utf-8")
+        before = len(parses)
+        found = [f for f in lint_text(case.path, text, case.settings, edits=False).findings if f.code in AMP_CODES]
+        for finding in found:
+            predicted["fix" if finding.fix is not None else "none"] += 1
+            assert finding.fix is None or not finding.fix.edits
+        if default_device(text) != "xpu":
+            assert len(parses) == before, case.id
+    assert predicted["fix"] > 20 and predicted["none"] > 5  # both answers were predicted
+    fixed = next(c for c in cases if c.path.name == "fp16_autocast_without_scaler.py")
+    built = lint_text(fixed.path, fixed.path.read_text(encoding="utf-8"), fixed.settings, edits=True).findings
+    assert any(f.code == "GPU002" and f.fix is not None and f.fix.edits for f in built)
+    assert parses[-1] == fixed.path.read_text(encoding="utf-8")  # the edits are built on LibCST
+
+
 def test_gpu001_is_silent_before_the_parse_where_mixed_precision_is_done_elsewhere() -> None:
     on_gpu = FileFacts(gpu=True)
     assert MissingAutocast.may_report(ProjectView.alone(on_gpu))
@@ -233,6 +261,17 @@ def test_a_check_no_file_of_which_needs_libcst_never_loads_it(tmp_path: Path) ->
                            str(tmp_path / "model.py")], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert "GPU301" in deep.stdout, deep.stdout + deep.stderr
     assert "LIBCST False" in deep.stdout, deep.stdout + deep.stderr  # GPU301 detects on `ast` too
+    amp = tmp_path / "amp"  # GPU001/GPU002 findings, fixes predicted (unsafe) or none: LibCST never loaded
+    amp.mkdir()
+    for code in AMP_CODES:
+        for path in (ROOT / "fixtures" / "rules" / code).glob("*.py"):
+            if not path.name.endswith(".fixed.py") and "xpu" not in path.read_text(encoding="utf-8"):
+                (amp / f"{code}_{path.name}").write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+    checked = subprocess.run([sys.executable, "-c", probe.replace("'-j1',", "'-j1', '--select', 'GPU001,GPU002',"),
+                              str(amp)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert "GPU001 " in checked.stdout and "GPU002 " in checked.stdout, checked.stdout + checked.stderr
+    assert "fixable with `gpulint fix --unsafe-fixes`" in checked.stdout, checked.stdout + checked.stderr
+    assert "LIBCST False" in checked.stdout, checked.stdout + checked.stderr
     shown = subprocess.run([sys.executable, "-c", probe.replace("'--exit-zero',", "'--exit-zero', '--diff',"),
                             str(tmp_path / "train.py")], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert "LIBCST True" in shown.stdout, shown.stdout + shown.stderr  # a diff builds the fix's edits on LibCST
