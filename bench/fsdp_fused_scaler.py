@@ -73,16 +73,27 @@ def _worker(rank: int, world: int, init_file: str, out_dir: str, fused: bool, un
         result: dict[str, Any] = _one_case(rank, fused, unscale)
     except RuntimeError as exc:  # recorded, not raised: the case's verdict is that it fails
         result = {"error": str(exc).splitlines()[0]}
-    with open(os.path.join(out_dir, f"rank{rank}.json"), "w", encoding="utf-8") as handle:
+    path = os.path.join(out_dir, f"rank{rank}.json")
+    with open(path + ".part", "w", encoding="utf-8") as handle:
         json.dump(result, handle)
+    os.replace(path + ".part", path)  # the verdict is on disk, whole, before any teardown
+    dist.barrier()
     dist.destroy_process_group()
+    # gloo's threads can abort the interpreter's own shutdown ("terminate called without an active
+    # exception", seen once in CI): leave without running it, the result is already written.
+    os._exit(0)
 
 
 def run_case(fused: bool, unscale: bool) -> dict[str, Any]:
     """Whether the two ranks agreed on the step with the inf, and their scales (or the error)."""
     with tempfile.TemporaryDirectory() as tmp:
         init_file = os.path.join(tmp, "init")
-        mp.spawn(_worker, args=(2, init_file, tmp, fused, unscale), nprocs=2, join=True)
+        try:
+            mp.spawn(_worker, args=(2, init_file, tmp, fused, unscale), nprocs=2, join=True)
+        except mp.ProcessExitedException:
+            # A rank killed by a signal after it wrote its verdict died in teardown, not in the case.
+            if not all(os.path.exists(os.path.join(tmp, f"rank{rank}.json")) for rank in range(2)):
+                raise
         ranks = []
         for rank in range(2):
             with open(os.path.join(tmp, f"rank{rank}.json"), encoding="utf-8") as handle:
