@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING, Optional
 
 from gpulint.analysis.device import accelerator_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, Evidence, Premise
-from gpulint.analysis.steps import STEP_AST_NEEDLES, Place, StepFacts, step_facts
+from gpulint.analysis.reach import SELF_TEST, not_self_test
+from gpulint.analysis.step_passes import TRAINING_PASS, StepPasses
+from gpulint.analysis.steps import STEP_AST_NEEDLES, Place, StepFacts, StepLoop, step_facts
 from gpulint.core.torch_api import CUDA_SYNCHRONIZE
 from gpulint.project.ast_nodes import all_nodes
 from gpulint.rules.base import Rule, RuleDocs, Target
@@ -28,6 +30,9 @@ _TENSOR_PRESERVING = frozenset({
     "squeeze", "unsqueeze", "view", "reshape", "flatten", "round", "argmax", "argmin", "to", "detach", "mul",
     "div", "add", "sub", "sigmoid", "softmax", "norm", "long", "int", "double", "data",
 })
+# methods that keep a host tensor on the host (`torch.from_numpy(a).float()`)
+_HOST_KEEPING = frozenset({"float", "long", "int", "double", "half", "bool", "view", "reshape", "unsqueeze",
+                           "squeeze", "contiguous", "type", "permute", "transpose", "flatten"})
 # torch functions whose result is not a tensor
 _TORCH_NON_TENSOR = ("torch.cuda.", "torch.backends.", "torch.distributed.", "torch.utils.", "torch.is_",
                      "torch.get_", "torch.set_", "torch.manual_seed", "torch.device", "torch.save", "torch.load",
@@ -37,6 +42,9 @@ _FACTORIES = frozenset({
     "tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "arange", "linspace", "rand", "randn",
     "randint", "randperm", "eye", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like",
     "logspace", "Tensor", "LongTensor", "FloatTensor", "manual_seed"})
+# the factories a step's host data goes through before it is copied to the device (all make host tensors)
+_HOST_FACTORIES = _FACTORIES - {"manual_seed", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
+                                "randn_like"}
 
 EVERY_STEP = Premise(
     "every-step",
@@ -62,7 +70,21 @@ SYNC_SAVED = Premise(
     "dropping the read saves a wait: refuted when the same step loop steps an optimizer through a GradScaler "
     "on every pass (`scaler.step(optimizer)` under no `if` in the loop, the name bound only to `GradScaler(...)` "
     "or a parameter annotated `GradScaler`), in a file that makes no fused optimizer: the "
-    "scaler reads its inf check on the host every step, so the queue is drained there anyway.")
+    "scaler reads its inf check on the host every step, so the queue is drained there anyway. Refuted too when, "
+    "before the read and before the backward, every iteration (no `if`, inner loop or handler on the way, "
+    "through same-file calls too) copies to the device, without `non_blocking=True`, a tensor the step makes "
+    "from host data (`torch.from_numpy(a).float().to(device)`, `torch.tensor(xs).cuda()`, a factory without "
+    "`device=`): a blocking copy waits for the queue, and such memory is pageable, where `non_blocking` gains "
+    "nothing, so the copy stays a sync whatever the read does. A batch's copy is not counted: pinning the loader "
+    "and `non_blocking=True` (GPU101, GPU104) take that sync away. (An earlier host read is first-read's case.)")
+FIRST_READ = Premise(
+    "first-read",
+    "the read is the first of its step to wait for the queue: refuted for a read that another host read of the "
+    "same step precedes on every iteration that runs it, under no condition the later read does not share; the "
+    "earlier one may be reported or not (a NaN check's `loss.item()` before the backward): the step drains the "
+    "queue there on every pass, so dropping the later read alone removes no wait. One finding "
+    "per step, at its first read; the message counts the step's other reads (`... and 2 more reads in this "
+    "step`), which the same advice removes.")
 
 
 class HostSyncInTrainingStep(Rule):
@@ -128,7 +150,13 @@ class HostSyncInTrainingStep(Rule):
         fix_safety="""
         No fix: where the value is read once per interval, and what is logged meanwhile, is
         the user's choice. Accumulate `loss.detach()` on the device and read it under
-        `if step % N == 0`. Not reported under a logging-interval condition (`step % N == 0`,
+        `if step % N == 0`. One finding per step, at its first read; the message counts the
+        reads after it (`and 2 more reads in this step`), which the first has waited for. Not
+        reported in a branch that excludes the backward (`else:` of `if train:`, `phase ==
+        "val"`: an evaluation pass), in the `__main__` self-test of a module other files
+        import, after a blocking copy the step makes before its backward on every pass (a
+        host tensor made from numpy copied without `non_blocking`, a NaN check's read), under
+        a logging-interval condition (`step % N == 0`,
         `(i + 1) % accum == 0`, `i == 0`, the `else` of `step % N != 0`, after
         `if step % N: continue`), in `except` handlers, for values that decide control flow
         (NaN aborts, early stopping), for values not shown to be GPU tensors, in loops a
@@ -140,7 +168,8 @@ class HostSyncInTrainingStep(Rule):
         or when a helper of another module named for an interval (`every`, `interval`,
         `should_log`) is given the step counter.
         """,
-        premises=(EVERY_STEP, A_GPU_TENSOR, NOT_CONTROL_FLOW, ON_ACCELERATOR, SYNC_SAVED),
+        premises=(EVERY_STEP, A_GPU_TENSOR, NOT_CONTROL_FLOW, ON_ACCELERATOR, SYNC_SAVED, TRAINING_PASS,
+                  SELF_TEST, FIRST_READ),
     )
 
     def detect(self, ctx: "AstContext") -> None:
@@ -148,6 +177,8 @@ class HostSyncInTrainingStep(Rule):
         if not facts.steps or all(s.framework_owned for s in facts.steps):
             return
         reads = HostReads(facts, ctx.tree)
+        passes = StepPasses(facts)
+        found_reads: list[_Read] = []
         for node in ctx.nodes(ast.Call, ast.JoinedStr):
             if isinstance(node, ast.Call):
                 found = reads.sync_of(node)
@@ -162,16 +193,131 @@ class HostSyncInTrainingStep(Rule):
                 continue
             if reads.in_benchmark(node) or _one_step_per_epoch(place.step.loop):
                 continue
-            decision = self.decide({
+            step = place.step
+            evidence = {
                 EVERY_STEP: SHOWN,
                 A_GPU_TENSOR: SHOWN,
                 NOT_CONTROL_FLOW: reads.control_flow(node, place),
                 ON_ACCELERATOR: accelerator_evidence(ctx.project),
-                SYNC_SAVED: REFUTED if _scaler_syncs(ctx, place.step.loop) else SHOWN,
-            })
+                SYNC_SAVED: REFUTED if _scaler_syncs(ctx, step.loop) else SHOWN,
+                TRAINING_PASS: passes.trains(node, step),
+                SELF_TEST: not_self_test(ctx.tree, node, ctx.parent, ctx.project.imported),
+            }
+            found_reads.append(_Read(node, spelled, tensor, step, evidence))
+        copies: dict[int, list[ast.Call]] = {}
+        for read in found_reads:
+            if read.evidence[SYNC_SAVED] is SHOWN and read.evidence[TRAINING_PASS] is SHOWN:
+                if id(read.step) not in copies:
+                    copies[id(read.step)] = _blocking_copies(ctx, facts, passes, read.step)
+                if _copied_before(passes, read, copies[id(read.step)]):
+                    read.evidence[SYNC_SAVED] = REFUTED
+        # the first read of each step is the finding; the later ones it dominates are counted in its message
+        firsts: dict[int, _Read] = {}
+        for read in found_reads:
+            if read.evidence[TRAINING_PASS] is not SHOWN:
+                read.evidence[FIRST_READ] = SHOWN  # not a training pass: silent on its own premise
+                continue
+            earlier = [r for r in found_reads if r is not read and r.step is read.step
+                       and r.evidence[TRAINING_PASS] is SHOWN and passes.dominates(r.node, read.node, read.step)]
+            if earlier:
+                read.evidence[FIRST_READ] = REFUTED
+                firsts[id(read)] = min(earlier, key=lambda r: passes.order(r.node, r.step) or ())
+            else:
+                read.evidence[FIRST_READ] = SHOWN
+        more: dict[int, int] = {}  # the first read -> how many later reads of its step it stands for
+        for read in found_reads:
+            if id(read) not in firsts:
+                continue
+            alone = {premise: found for premise, found in read.evidence.items() if premise is not FIRST_READ}
+            if self.decide(alone).report:  # a finding of its own, were it the first
+                first = firsts[id(read)]
+                while id(first) in firsts:
+                    first = firsts[id(first)]
+                more[id(first)] = more.get(id(first), 0) + 1
+        for read in found_reads:
+            decision = self.decide(read.evidence)
             if not decision.report:
                 continue
-            ctx.report(self, node, _message(spelled, tensor), decision=decision)
+            ctx.report(self, read.node, _message(read.spelled, read.tensor, more.get(id(read), 0)),
+                       decision=decision)
+
+
+class _Read:
+    """A host read in a step loop, and the evidence for its premises."""
+
+    def __init__(self, node: ast.AST, spelled: str, tensor: Optional[ast.expr], step: StepLoop,
+                 evidence: dict[Premise, Evidence]) -> None:
+        self.node = node
+        self.spelled = spelled
+        self.tensor = tensor
+        self.step = step
+        self.evidence = evidence
+
+
+def _copied_before(passes: StepPasses, read: _Read, copies: list[ast.Call]) -> bool:
+    """A blocking copy runs on every iteration before the step's first backward and before the read."""
+    order = passes.order(read.node, read.step)
+    backwards = [o for o in (passes.order(b.call, read.step) for b in read.step.backwards) if o is not None]
+    if order is None or not backwards:
+        return False
+    first_backward = min(backwards)
+    for copy in copies:
+        copied = passes.order(copy, read.step)
+        if copied is not None and copied < first_backward and copied < order:
+            return True
+    return False
+
+
+def _blocking_copies(ctx: "AstContext", facts: StepFacts, passes: StepPasses, step: StepLoop) -> list[ast.Call]:
+    """Copies to the device that wait for the queue on every iteration of `step`: `.to(device)`/`.cuda()`
+    without `non_blocking=True` of a tensor made from host data in the same function."""
+    found: list[ast.Call] = []
+    for node in all_nodes(ctx.tree):
+        if isinstance(node, ast.Call) and _pageable_copy(facts, node) and passes.unconditional(node, step):
+            found.append(node)
+    return found
+
+
+def _pageable_copy(facts: StepFacts, call: ast.Call) -> bool:
+    func = call.func
+    if not isinstance(func, ast.Attribute) or func.attr not in ("to", "cuda"):
+        return False
+    if any(k.arg == "non_blocking" and not (isinstance(k.value, ast.Constant) and k.value.value is False)
+           for k in call.keywords):
+        return False
+    if func.attr == "to":
+        target = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "device"), None)
+        if target is None or not _names_device(facts, target):
+            return False
+    return _fresh_host_tensor(facts, func.value, 0)
+
+
+def _names_device(facts: StepFacts, expr: ast.expr) -> bool:
+    """`device`, `self.device`, `args.dev`, `"cuda"`, `torch.device(...)`: a device, not a dtype."""
+    if isinstance(expr, ast.Constant):
+        return isinstance(expr.value, str) and expr.value.startswith("cuda")
+    if isinstance(expr, ast.Call):
+        return facts.qualname(expr.func) == "torch.device"
+    last = _last(expr)
+    return last is not None and ("device" in last.lower() or last.lower() in ("dev", "cuda", "gpu"))
+
+
+def _fresh_host_tensor(facts: StepFacts, expr: ast.expr, depth: int) -> bool:
+    """A tensor made on the host from host data: `torch.from_numpy(a)`, `torch.tensor(xs)`, a factory with no
+    `device=`, a dtype or shape method on one, or a name whose one value in its scope is one."""
+    if depth > 4:
+        return False
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        if isinstance(func, ast.Attribute) and func.attr in _HOST_KEEPING:
+            return _fresh_host_tensor(facts, func.value, depth + 1)
+        target = facts.qualname(func) or ""
+        return target.startswith("torch.") and target.count(".") == 1 and target.split(".")[-1] in _HOST_FACTORIES \
+            and not any(k.arg == "device" for k in expr.keywords)
+    if isinstance(expr, ast.Name):
+        value = facts.value_of(expr)
+        return value is not None and _fresh_host_tensor(facts, value, depth + 1)
+    return False
 
 
 def _scaler_syncs(ctx: "AstContext", loop: ast.AST) -> bool:
@@ -238,8 +384,15 @@ def _host_value(value: ast.expr) -> bool:
     return isinstance(value, ast.Constant)
 
 
-def _message(spelled: str, tensor: Optional[ast.expr]) -> str:
-    """One claim under 120 characters, and the habit that avoids it."""
+def _message(spelled: str, tensor: Optional[ast.expr], more: int = 0) -> str:
+    """One claim under 120 characters, and the habit that avoids it; `more`: the step's later reads."""
+    if more:
+        reads = f"{more} more read{'s' if more > 1 else ''} in this step"
+        head = f"`{spelled}` and {reads} sync with the GPU every training step"
+        for text in (f"{head}: read them once per log interval", head,
+                     f"a host read and {reads} sync with the GPU every training step"):
+            if len(text) <= 120:
+                return text
     head = f"`{spelled}` syncs with the GPU every training step"
     if tensor is None:
         return f"{head}: synchronise only where you measure"

@@ -185,6 +185,45 @@ def test_a_loader_in_the_self_test_of_an_imported_module_is_silent(tmp_path: Pat
     assert found == ([] if imported else ["GPU101", "GPU102"])
 
 
+SELF_TESTED_CRITERION = """\
+    import torch
+    import torch.nn as nn
+
+    class SplitCrossEntropyLoss(nn.Module):
+        def __init__(self, hidden_size, splits):
+            super().__init__()
+            self.tail = nn.Linear(hidden_size, len(splits))
+
+        def forward(self, weight, bias, hiddens, targets):
+            return nn.functional.cross_entropy(self.tail(hiddens), targets)
+
+    if __name__ == "__main__":
+        torch.cuda.manual_seed(42)
+        embed = nn.Embedding(8, 10)
+        crit = SplitCrossEntropyLoss(10, splits=[3])
+        optimizer = torch.optim.SGD(list(embed.parameters()) + list(crit.parameters()), lr=1)
+        for _ in range(5):
+            x = torch.randint(0, 8, (4,))
+            c = crit(None, None, embed(x), x)
+            print(c.exp().mean())
+            c.backward()
+            optimizer.step()
+    """
+
+
+@pytest.mark.parametrize("imported", [True, False])
+def test_a_host_read_in_the_self_test_of_an_imported_module_is_silent(tmp_path: Path, imported: bool) -> None:
+    """awd-lstm-lm's splitcross.py (twelfth blind reading, GPU501 FP): its `__main__` block trains a toy criterion
+    and prints the loss every step; main.py imports the module. The same block in a script nothing imports is
+    its training."""
+    files = {"splitcross.py": SELF_TESTED_CRITERION}
+    if imported:
+        files["main.py"] = "import torch\nfrom splitcross import SplitCrossEntropyLoss\n"
+    write(tmp_path, files)
+    found = codes(findings(tmp_path, "--select", "GPU501"), "splitcross.py")
+    assert found == ([] if imported else ["GPU501"])
+
+
 def test_sparse_tensors_made_in_an_imported_module_keep_gpu001_away(tmp_path: Path) -> None:
     """GCNII (fourth blind reading, 3 NP): model.py aggregates with torch.spmm over an adjacency that utils.py
     makes sparse; train.py, which holds the step, does neither itself."""
