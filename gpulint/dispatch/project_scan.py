@@ -191,7 +191,8 @@ def _partial_project(root: Path, paths: Sequence[Path], members: Sequence[Path],
     """The project as the members' views see it, from only the files those views read: every module the
     members import, transitively (dataset classes and model parts are followed through re-exports), every
     file that imports a member, transitively (the callers decide device, scaler and which models train),
-    and the modules those callers import directly. Callers are found with a text test first (a file that
+    and the modules those callers import, transitively (their code ceilings),
+    and every setup.py. Callers are found with a text test first (a file that
     imports module `pkg/data.py` names `data`), then confirmed by resolving its imports. The views are
     those of the whole project: tests/analysis/test_partial_project.py compares them file by file."""
     by_name = {name: path for path in paths if (name := relative_to(root, path)) is not None}
@@ -223,8 +224,11 @@ def _partial_project(root: Path, paths: Sequence[Path], members: Sequence[Path],
         found = facts(by_name[name]) if index.spells(name, raw, pattern) else None
         if found is not None:
             spelled |= stems & {w for ref in found.imports for w in (*ref.module.split("."), ref.name or "")}
-    if "setup.py" in by_name and known("setup.py"):
-        needed.add("setup.py")  # the extension modules it compiles (FileFacts.extensions), which importers reach
+    for name in sorted(by_name):
+        # the extension modules a setup.py compiles (FileFacts.extensions, cpp14_extensions), which importers
+        # reach: the root's, and those of ops packages in folders (torch-ngp's raymarching/setup.py)
+        if (name == "setup.py" or name.endswith("/setup.py")) and known(name):
+            needed.add(name)
     return scan_files(root, [by_name[name] for name in sorted(needed)], facts, existing, spelled)
 
 
@@ -278,7 +282,16 @@ def _reach(resolver: Project, by_name: dict[str, Path], starts: list[str], facts
                 confirmed.add(name)
         callers |= confirmed
         frontier = confirmed
-    around = {t for c in callers for t in imports(c) if known(t)}
+    # the modules the callers import, transitively: a caller's code ceiling comes from anything it imports
+    # (ProjectView.ceiling_code), and a helper member takes its importers' ceilings
+    around: set[str] = set()
+    pending = [t for c in callers for t in imports(c)]
+    while pending:
+        name = pending.pop()
+        if name in around or name in down or name in callers or not known(name):
+            continue
+        around.add(name)
+        pending.extend(imports(name))
     return down | callers | around, texts
 
 

@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Union
 from gpulint.project.ast_nodes import all_nodes, fast_walk
 from gpulint.project.clamps import CLAMP_NAMES, LOG_NAMES, log_clamp_rounds_to_one
 from gpulint.project.codec import decode_fields, encode_fields
+from gpulint.project.cpp_std import conditional_imports, import_alternatives, pins_pre_cpp17
 from gpulint.project.graph_data import image_rows, step_rows
 from gpulint.project.layers import DIMS, OPAQUE, Layer, class_layers, convnet_classes, parameter_tensors
 from gpulint.project.loader_flow import (
@@ -44,7 +45,7 @@ from gpulint.project.methods import (
     uncalled_methods,
 )
 
-FACTS_VERSION = 36
+FACTS_VERSION = 37
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -317,7 +318,8 @@ class FileFacts:
     # removed in 2.0; `torchtext.legacy`: gone with torch 1.11), asserts at module level an older major version
     # (`assert torch.__version__.split('.')[0] == '1'`: 2.0), fills with uint8 masks it makes (2.1), or reads
     # `loss.data[0]` of a loss it calls `.backward()` on (1.0); None when nothing says so. Its importers run
-    # on no newer torch either
+    # on no newer torch either (a C++14 build, `cpp14_build`, is a ceiling too, carried by project/view.py
+    # `ceiling_code` only through the imports that always run)
     torch_ceiling: Optional[tuple[int, int]] = None
     # the first torch the file's `__main__` block refuses (a version assertion there, `version_ceiling`): the
     # file run as a script runs on no newer torch; importing it runs no such block (project/view.py)
@@ -331,6 +333,19 @@ class FileFacts:
     # builds the project's native extension with `torch.utils.ffi.create_extension` (a build script of torch 0.4:
     # CenterNet's DCNv2, faster-rcnn's ROI layers): the project's compiled ops need a torch before 1.0
     builds_ffi_extension: bool = False
+    # builds a native extension pinned to a C++ standard before C++17 (project/cpp_std.py `pins_pre_cpp17`:
+    # `cpp_extension.load(..., extra_cflags=['-std=c++14'])`), which compiles only against torch 2.0 or older:
+    # the file's code runs on no torch from 2.1 on (cpp_std.CPP14_CEILING; project/view.py `torch_ceiling`)
+    cpp14_build: bool = False
+    # the compiled extensions of `extensions` (setup.py's `CUDAExtension`/`CppExtension`) whose
+    # `extra_compile_args` pin such a standard: a module importing one runs on torch 2.0 at most
+    cpp14_extensions: tuple[str, ...] = ()
+    # module-level imports that are alternatives of one another (project/cpp_std.py `import_alternatives`):
+    # per group, the imports of each branch of a `try`/`except ImportError` or an `if`/`elif`/`else`
+    import_alternatives: tuple[tuple[tuple[ImportRef, ...], ...], ...] = ()
+    # the module-level imports of `imports` made in a block (`try`, `if`, other than the `__main__` guard):
+    # the others run whenever the module does (project/cpp_std.py `conditional_imports`)
+    conditional_imports: tuple[ImportRef, ...] = ()
     # the module's top level only imports, defines functions and classes, and binds names to values it computes
     # without a call (`_defines_only`): no `__main__` block, nothing that runs. Its code runs when a module that
     # imports it calls it (project/view.py `ceiling_importers`)
@@ -448,6 +463,11 @@ def _imports(tree: ast.Module) -> tuple[ImportRef, ...]:
                 else:
                     out.append(ImportRef(alias.asname or alias.name, module, node.level, alias.name))
     return tuple(out)
+
+
+def _refs_of(statements: list[ast.stmt]) -> tuple[ImportRef, ...]:
+    """`_imports` of a list of module-level statements."""
+    return _imports(ast.Module(body=statements, type_ignores=[]))
 
 
 def _lazy_imports(tree: ast.Module) -> tuple[ImportRef, ...]:
@@ -880,6 +900,8 @@ class _Scanner:
         self.sparse = False
         self.native_kernels = False
         self.extensions: set[str] = set()
+        self.cpp14_build = False
+        self.cpp14_extensions: set[str] = set()
         self.grad_flags = False  # the file touches `requires_grad` (freezes are looked for only then)
         self.scaler = False
         self.mixed: set[str] = set()
@@ -1057,6 +1079,9 @@ class _Scanner:
             private_attributes=tuple(sorted(private_attributes)),
             private_strings=tuple(sorted(private_strings)),
             torch_ceiling=torch_ceiling(self.tree, self.aliases, names),
+            cpp14_build=self.cpp14_build, cpp14_extensions=tuple(sorted(self.cpp14_extensions)),
+            import_alternatives=import_alternatives(self.tree.body, _refs_of),
+            conditional_imports=conditional_imports(self.tree.body, _refs_of),
             script_ceiling=version_ceiling(main.body, self.aliases) if main is not None and "__version__" in names
             else None,
             builds_ffi_extension=self.ffi_extension,
@@ -1176,11 +1201,14 @@ class _Scanner:
         names a module the project compiles (resolved through the imports: `torch.load` is not one)."""
         if qualified & _JIT_BUILDERS:
             self.native_kernels = True
+            self.cpp14_build = self.cpp14_build or pins_pre_cpp17(call, self.tree)
         elif qualified & _EXTENSION_CLASSES:
             named = [k.value for k in call.keywords if k.arg == "name"] + list(call.args[:1])
             name = _string(named[0]) if named else None
             if name:
                 self.extensions.add(name)
+                if pins_pre_cpp17(call, self.tree):
+                    self.cpp14_extensions.add(name)
 
     # -- calls ----------------------------------------------------------------------------------
     def _call(self, call: ast.Call) -> None:
@@ -1511,9 +1539,21 @@ def _main_guard(tree: ast.Module) -> Optional[ast.If]:
 
 def _defines_only(tree: ast.Module) -> bool:
     """Every top-level statement imports, defines a function or class, is a docstring, or binds a value with no
-    call in it (`EPS = 1e-8`, `__all__ = [...]`): importing the module runs nothing of the project's."""
-    for statement in tree.body:
+    call in it (`EPS = 1e-8`, `__all__ = [...]`), also inside a `try` whose every block is such statements (an
+    optional import: `try: from apex.optimizers import FusedAdam; has_apex = True` / `except ImportError:
+    has_apex = False`, VideoMAE's optim_factory.py): importing the module runs nothing of the project's."""
+    return _only_definitions(tree.body)
+
+
+def _only_definitions(body: list[ast.stmt]) -> bool:
+    for statement in body:
         if isinstance(statement, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(statement, ast.Pass):
+            continue
+        if isinstance(statement, ast.Try) and all(
+                _only_definitions(block) for block in (statement.body, statement.orelse, statement.finalbody,
+                                                       *(h.body for h in statement.handlers))):
             continue
         if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
             continue

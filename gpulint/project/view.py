@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
+from gpulint.project.cpp_std import CPP14_CEILING, propagate
 from gpulint.project.facts import FFI_MODULE, REMOVED_MODULES, SPLAT, ClassFacts, FileFacts, ImportRef
 from gpulint.project.layers import MODULE
 from gpulint.project.loader_flow import AT, CUDA, HAND, IN, STAR
@@ -171,6 +172,12 @@ class ProjectView:
     # the first torch the modules importing this one cannot run on, where this module's code runs only under
     # them (`Project._ceiling_importers`): the highest of their ceilings
     ceiling_importers: Optional[tuple[int, int]] = None
+    # the first torch this module's code cannot run on, carried through the whole import graph (project/cpp_std.py
+    # `propagate`, `Project._code_ceilings`): what it imports unconditionally (directly or through others), a
+    # group of alternative imports each branch of which is capped (`try: import _raymarching` / `except
+    # ImportError: from .backend import _backend`), a compiled extension pinned to C++14 it imports by name,
+    # and for a helper that runs only under its importers the highest of their ceilings
+    ceiling_code: Optional[tuple[int, int]] = None
     # a file of the project builds its native extension with torch.utils.ffi (FileFacts.builds_ffi_extension):
     # the project's compiled ops, and so the project, run only on a torch before 1.0
     ffi_extension_built: bool = False
@@ -236,12 +243,14 @@ class ProjectView:
         (`from torch._six import inf` somewhere on the way: torch 2.0; a uint8 mask in `masked_fill`: 2.1;
         `loss.data[0]` of a loss it calls `.backward()` on: 1.0), from
         a version assertion in its `__main__` block when no project file imports it, from the modules that
-        import it where its code runs only under them (`ceiling_importers`), or from a project built with
-        torch.utils.ffi; None when nothing says so."""
+        import it where its code runs only under them (`ceiling_importers`), from the ceilings carried through
+        the whole import graph (`ceiling_code`: an extension pinned to C++14 the code builds or imports, 2.1), or
+        from a project built with torch.utils.ffi; None when nothing says so."""
         ffi = REMOVED_MODULES[FFI_MODULE] if self.ffi_extension_built else None
         script = None if self.imported else self.own.script_ceiling
-        known = [c for c in (self.own.torch_ceiling, self.ceiling_importees, self.ceiling_importers, ffi, script)
-                 if c is not None]
+        cpp14 = CPP14_CEILING if self.own.cpp14_build else None
+        known = [c for c in (self.own.torch_ceiling, self.ceiling_importees, self.ceiling_importers, self.ceiling_code,
+                             cpp14, ffi, script) if c is not None]
         return min(known) if known else None
 
     @property
@@ -408,6 +417,7 @@ class Project:
                         self._lazy_importers[target] = self._lazy_importers.get(target, 0) | bit(path)
         self._gpu = sum(bit(p) for p in self.paths if facts[p].gpu)
         self._ffi_extension_built = any(facts[p].builds_ffi_extension for p in self.paths)
+        self._code_ceilings: Optional[dict[str, tuple[int, int]]] = None  # see `_code_ceiling`
         self._rl = sum(bit(p) for p in self.paths if facts[p].rl)
         self._extensions = frozenset(name for p in self.paths for name in facts[p].extensions)
         self._scaler = sum(bit(p) for p in self.paths if facts[p].scaler)
@@ -684,6 +694,7 @@ class Project:
                                    if c is not None), default=None),
             replacer_callers=bool(callers & self._replacer),
             ceiling_importers=self._ceiling_importers(rel),
+            ceiling_code=self._code_ceiling(rel),
             ffi_extension_built=self._ffi_extension_built,
             parallelism_callers=tuple(kind for kind, mask in sorted(self._parallel.items()) if callers & mask),
             fused_sgd_around=bool(callers & self._fused_sgd) or any(
@@ -771,6 +782,50 @@ class Project:
                 return None
             found.append(min(known))
         return max(found) if found else None
+
+    def _code_ceiling(self, path: str) -> Optional[tuple[int, int]]:
+        """ProjectView.ceiling_code: computed once for the whole project (project/cpp_std.py `propagate`)."""
+        if self._code_ceilings is None:
+            self._code_ceilings = self._all_code_ceilings()
+        return self._code_ceilings.get(path)
+
+    def _all_code_ceilings(self) -> dict[str, tuple[int, int]]:
+        """Seeds: each file's own ceiling (FileFacts.torch_ceiling, C++14 builds included), the `script_ceiling`
+        of a file nothing imports, and the C++14 extensions setup.py files compile (FileFacts.cpp14_extensions),
+        reached by the imports that name them (`import _raymarching`, `from . import _C`)."""
+        pinned = frozenset(name for p in self.paths for name in self.facts[p].cpp14_extensions)
+        extension = "\0cpp14-extension"  # a node for the compiled modules: never a file's name
+        own: dict[str, Optional[tuple[int, int]]] = {extension: CPP14_CEILING} if pinned else {}
+        requires: dict[str, list[list[list[str]]]] = {}
+        importers: dict[str, list[str]] = {}
+        helpers: list[str] = []
+        for path in self.paths:
+            facts = self.facts[path]
+            script = facts.script_ceiling if not self._callers[self.index[path]] & ~self._bit(path) else None
+            cpp14 = CPP14_CEILING if facts.cpp14_build else None
+            own[path] = min((c for c in (facts.torch_ceiling, script, cpp14) if c is not None), default=None)
+
+            resolved: dict[ImportRef, list[str]] = {}
+            for target, ref in self.edges[path]:
+                resolved.setdefault(ref, []).append(target)
+
+            def targets(ref: ImportRef, path: str = path, resolved: dict[ImportRef, list[str]] = resolved) -> list[str]:
+                found = list(resolved.get(ref, ()))
+                if pinned and _names_extension(ref, path, pinned):
+                    found.append(extension)
+                return found
+
+            conditional = set(facts.conditional_imports)
+            groups: list[list[list[str]]] = [[targets(ref)] for ref in facts.imports if ref not in conditional]
+            for group in facts.import_alternatives:
+                groups.append([[t for ref in branch for t in targets(ref)] for branch in group])
+            requires[path] = [g for g in groups if all(g)]
+            importers[path] = [self.paths[i] for i in self._direct_importers[self.index[path]]]
+            if facts.defines_only and path.endswith(".py") and package_init(path) not in self._exists:
+                helpers.append(path)
+        ceilings = propagate([*self.paths, extension] if pinned else self.paths, own, requires, importers, helpers)
+        ceilings.pop(extension, None)
+        return ceilings
 
     def _unimported(self, path: str) -> frozenset[str]:
         """The functions of `path` nothing in it reaches (FileFacts.unreached) that no import of it names;

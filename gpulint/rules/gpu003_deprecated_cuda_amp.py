@@ -46,8 +46,13 @@ WARNS = Premise(
     "version at module level (`assert torch.__version__.split('.')[0] == '1'`: below 2.0; also in the "
     "`__main__` block of a script no project file imports), or when it, or a module it imports, fills with uint8 "
     "masks it makes (`x.masked_fill(m.byte(), v)`, an error from 2.1) or reads a loss it calls `.backward()` on "
-    "as `loss.data[0]` (an error from 1.0), or when it is a helper module that only defines, outside any "
-    "package, and each project file that imports it is such code. Such code never sees "
+    "as `loss.data[0]` (an error from 1.0), or when it builds or imports a native extension pinned to C++14 "
+    "(`cpp_extension.load(..., extra_cflags=['-std=c++14'])`, or a setup.py `CUDAExtension`/`CppExtension` "
+    "whose `extra_compile_args` name `-std=c++14`: torch 2.1's headers need C++17, so the ops build only "
+    "against 2.0 or older), through any chain of imports that always run (a `try`/`except ImportError` or "
+    "`if`/`else` counts where every branch imports such code), or when it is a helper module that only defines "
+    "(optional imports in a `try` count), outside any package, and each project file that imports it is such "
+    "code. Such code never sees "
     "the FutureWarning, and on every torch it runs on the replacement may be "
     "missing (`torch.amp.GradScaler` needs 2.3).")
 # the release whose torch.cuda.amp / torch.cpu.amp emit the FutureWarning

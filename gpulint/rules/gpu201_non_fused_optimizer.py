@@ -53,7 +53,10 @@ TORCH_OPTIMIZER = Premise(
     "torch-optimizer",
     "the call builds torch's Adam, AdamW, SGD or Adagrad (through any alias, a name assigned the class, "
     "or a registry dict of them) over dense floating-point parameters, with every keyword visible "
-    "(`**opt_args` dicts built in view count): not one tensor optimised alone, not sparse gradients, "
+    "(`**opt_args` dicts built in view count): not one tensor optimised alone (`[latent]`, "
+    "`[nn.Parameter(...)]`, `[torch.zeros(n, requires_grad=True)]`, the `.parameters()` of an inline one-tensor "
+    "layer such as `nn.Embedding(n, d)` or of `model.get_input_embeddings()`: one launch either way), not sparse "
+    "gradients, "
     "not `differentiable=True`, not an optimizer MS-AMP replaces.")
 FUSED_DEVICE = Premise(
     "fused-device",
@@ -85,10 +88,15 @@ FUSED_EXISTS = Premise(
     "2.3); it asserts an older major version at module level (`assert torch.__version__.split('.')[0] == "
     "'1'`: below 2.0; also in the `__main__` block of a script no project file imports); it, or a module it "
     "imports, reads a loss it calls `.backward()` on (bound from a loss call) as `loss.data[0]`, an IndexError "
-    "from 1.0 on; or a file of the project builds its extension with `torch.utils.ffi`, gone in 1.0. A helper "
-    "module that only defines (no `__main__` block, nothing run at import) outside any package runs only under "
-    "the project files that import it: where each of them has such a ceiling, so does it (LSTNet's Optim.py, "
-    "imported only by a main.py that reads `loss.data[0]`).")
+    "from 1.0 on; a file of the project builds its extension with `torch.utils.ffi`, gone in 1.0; or it builds "
+    "or imports a native extension pinned to C++14 (`cpp_extension.load(..., extra_cflags=['-std=c++14'])`, a "
+    "setup.py `CUDAExtension` whose `extra_compile_args` name it: torch 2.1's headers need C++17, so no CPU "
+    "kernels, 2.4), through any chain of imports that always run (a `try`/`except ImportError` or `if`/`else` "
+    "counts where every branch imports such code). A helper module that only defines (no `__main__` block, "
+    "nothing run at import; optional imports in a `try` count) outside any package runs only under the project "
+    "files that import it: where each of them has such a ceiling, through its own code or what it imports, so "
+    "does it (LSTNet's Optim.py, imported only by a main.py that reads `loss.data[0]`; VideoMAE's "
+    "optim_factory.py, imported only by scripts that import a utils.py importing `torch._six`).")
 STEP_MATTERS = Premise(
     "step-matters",
     "the optimizer step is part of a loop that waits on the device: refuted in reinforcement-learning code (the "
@@ -227,7 +235,8 @@ class NonFusedOptimizer(Rule):
         is replaced, since torch rejects `fused=True` together with it. No fix when the class
         may be another library's optimizer (`optimizer_class = bnb.optim.AdamW8bit` on one
         branch: it has no `fused`). Not reported with `differentiable=True`, with sparse
-        gradients (`sparse=True` embeddings), for a single tensor optimised on its own, for
+        gradients (`sparse=True` embeddings), for a single tensor optimised on its own (also a
+        model's input embedding table, `get_input_embeddings().parameters()`), for
         optimizers MS-AMP replaces, on a TPU (`torch_xla`: fused kernels are CUDA/CPU only), in
         test files, for an optimizer that only steps in a learning-rate range test (a loop that raises
         the rate geometrically, records it and stops when the loss diverges), for one built in code that
@@ -306,7 +315,7 @@ class NonFusedOptimizer(Rule):
             return  # an explicit, computed choice of implementation
         if ctx.analysis(_names_sparse):
             return  # sparse gradients: fused kernels reject them
-        if _single_tensor(node, kwargs):
+        if _single_tensor(ctx, node, kwargs):
             return  # one tensor (a latent or an embedding optimised at inference): nothing to fuse
         project = ctx.project
         if project.own.replaces_optimizers or project.replacer_callers:
@@ -1113,15 +1122,72 @@ def _wrapped_by_rate_loop(ctx: AstContext, node: ast.Call) -> str:
     return found
 
 
-def _single_tensor(node: ast.Call, kwargs: AstKeywordArgs) -> bool:
-    """The params are a one-element list or tuple of a tensor (not of a param-group dict)."""
+def _single_tensor(ctx: AstContext, node: ast.Call, kwargs: AstKeywordArgs) -> bool:
+    """The params are one tensor (not a param-group dict), so a fused step launches as many kernels as the
+    loop it replaces: a one-element list or tuple of a tensor (`[latent]`, `[nn.Parameter(...)]`,
+    `[torch.zeros(n, requires_grad=True)]`, `[x.clone().requires_grad_()]`, also through a name bound once to
+    it), or the `.parameters()` of a module that holds one tensor: an inline torch.nn layer of one tensor
+    (`nn.Embedding(n, d).parameters()`, project/layers.py `inline_tensors`) or a model's input embedding table
+    (`text_encoder.get_input_embeddings().parameters()`: transformers' `nn.Embedding`, one weight)."""
     name, _ = OPTIMIZER_PARAMS
     params = kwargs.get(name) if kwargs.passed(name) else next(
         (a for a in node.args if not isinstance(a, ast.Starred)), None)
-    if not isinstance(params, (ast.List, ast.Tuple)) or len(params.elts) != 1:
+    while isinstance(params, ast.Call) and isinstance(params.func, ast.Name) and params.func.id in ("filter", "list") \
+            and params.args:
+        params = params.args[-1]
+    if isinstance(params, ast.Name):
+        bound = params.id
+        if any(isinstance(n, ast.Attribute) and n.attr in ("append", "extend", "insert")
+               and isinstance(n.value, ast.Name) and n.value.id == bound for n in ast.walk(ctx.tree)):
+            return False  # a list the code grows
+        params = single_value(params, ctx.names)
+    if isinstance(params, (ast.List, ast.Tuple)):
+        if len(params.elts) != 1:
+            return False
+        element = params.elts[0]
+        if isinstance(element, (ast.Starred, ast.Dict)):
+            return False
+        return not isinstance(element, ast.Call) or _builds_one_tensor(ctx, element)
+    if not (isinstance(params, ast.Call) and isinstance(params.func, ast.Attribute)
+            and params.func.attr == "parameters" and not params.args and not params.keywords):
         return False
-    element = params.elts[0]
-    return not isinstance(element, (ast.Starred, ast.Dict, ast.Call))
+    module = params.func.value
+    while isinstance(module, ast.Call) and isinstance(module.func, ast.Attribute) \
+            and module.func.attr in _SAME_MODULE_METHODS:
+        module = module.func.value  # `nn.Embedding(n, d).to(device)`: the same module
+    if not isinstance(module, ast.Call):
+        return False
+    if isinstance(module.func, ast.Attribute) and module.func.attr == "get_input_embeddings" \
+            and not module.args and not module.keywords:
+        return True
+    qualified = ctx.qualname(module.func)
+    if qualified is None or not qualified.startswith("torch.nn."):
+        return False
+    return inline_tensors(module, lambda f: {q} if (q := ctx.qualname(f)) else set()) == 1
+
+
+# torch functions that build one new tensor (`torch.zeros(n, requires_grad=True)`), and tensor methods that hand
+# back one (`x.clone().detach().requires_grad_()`)
+_TENSOR_FACTORIES = frozenset({"torch.tensor", "torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.rand",
+                               "torch.randn", "torch.randint", "torch.zeros_like", "torch.ones_like",
+                               "torch.empty_like", "torch.full_like", "torch.rand_like", "torch.randn_like",
+                               "torch.nn.Parameter", "torch.nn.parameter.Parameter"})
+_ONE_TENSOR_METHODS = frozenset({"requires_grad_", "detach", "clone", "cuda", "to", "float", "half", "double",
+                                 "contiguous", "detach_"})
+
+
+def _builds_one_tensor(ctx: AstContext, call: ast.Call) -> bool:
+    """`nn.Parameter(...)`, a torch tensor factory, or a tensor method that returns its tensor over one of those
+    or over a name (`latent.clone().requires_grad_()`)."""
+    qualified = ctx.qualname(call.func)
+    if qualified in _TENSOR_FACTORIES:
+        return True
+    if isinstance(call.func, ast.Attribute) and call.func.attr in _ONE_TENSOR_METHODS:
+        inner = call.func.value
+        if isinstance(inner, ast.Call):
+            return _builds_one_tensor(ctx, inner)
+        return isinstance(inner, (ast.Name, ast.Attribute, ast.Subscript))
+    return False
 
 
 def _has_momentum(ctx: AstContext, node: ast.Call, kwargs: AstKeywordArgs) -> bool:

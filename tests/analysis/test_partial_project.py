@@ -277,3 +277,35 @@ def test_the_import_word_index_answers_as_the_text_test_does(words: set[str]) ->
         assert index.spells(str(number), raw, pattern) is expected, raw[:200]
         kept += expected
     assert kept and kept < len(texts)  # both answers were exercised
+
+
+NGP = {
+    "pyproject.toml": "",
+    "ops/setup.py": "from torch.utils.cpp_extension import CUDAExtension\n"
+                    "e = CUDAExtension(name='_ops', sources=['a.cu'], extra_compile_args={'nvcc': ['-std=c++14']})\n",
+    "ops/__init__.py": "from .ops import *\n",
+    "ops/ops.py": "try:\n    import _ops as _backend\nexcept ImportError:\n    from .backend import _backend\n",
+    "ops/backend.py": "from torch.utils.cpp_extension import load\n"
+                      "_backend = load(name='_ops', extra_cuda_cflags=['-std=c++14'], sources=['a.cu'])\n",
+    "nerf/renderer.py": "import ops\n",
+    "nerf/network.py": "from nerf.renderer import Renderer\n",
+    "nerf/utils.py": "import torch\n\n\ndef train(model):\n    return torch.cuda.amp.GradScaler()\n",
+    "nerf/gui.py": "from nerf.utils import *\n",
+    "main.py": "from nerf.gui import Gui\nfrom nerf.utils import *\nfrom nerf.network import Net\n",
+    "tools/unrelated.py": "import torch\n",
+}
+
+
+def test_a_helper_alone_sees_the_cpp14_ceiling_its_callers_import(tmp_path: Path) -> None:
+    """nerf/utils.py linted alone: its callers (main.py, through nerf/gui.py too) import the C++14 ops three
+    modules down, and every setup.py names the compiled extensions: the partial project reads all of it."""
+    for name, text in NGP.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    members = sorted(tmp_path.rglob("*.py"))
+    _same_views(tmp_path, members)
+    utils = tmp_path / "nerf" / "utils.py"
+    part = _partial_project(tmp_path, _project_files(tmp_path, [utils]), [utils], FactsCache())
+    view = part.view(utils)
+    assert view is not None and view.torch_ceiling == (2, 1)
