@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Union
 from gpulint.project.ast_nodes import all_nodes, fast_walk
 from gpulint.project.clamps import CLAMP_NAMES, LOG_NAMES, log_clamp_rounds_to_one
 from gpulint.project.codec import decode_fields, encode_fields
+from gpulint.project.env_loops import ENV_METHODS, env_calls
 from gpulint.project.graph_data import image_rows, step_rows
 from gpulint.project.layers import DIMS, OPAQUE, Layer, class_layers, convnet_classes, parameter_tensors
 from gpulint.project.loader_flow import (
@@ -44,7 +45,7 @@ from gpulint.project.methods import (
     uncalled_methods,
 )
 
-FACTS_VERSION = 36
+FACTS_VERSION = 38
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -303,6 +304,10 @@ class FileFacts:
     # the file, no computed getattr), of classes in `plain_classes`: "Class._name"; dead code unless a module
     # importing this one or imported by it names them (project/view.py decides that)
     uncalled_methods: tuple[str, ...] = ()
+    # what the file's loops that call an environment (`env.step(action)`, `env.reset()`) call: its own functions
+    # and methods they reach through the file ("f", "Class.method"), other code as the file spells it
+    # ("trainer.train_step", "DQN.DQN#train" for a method on an instance): project/env_loops.py `env_calls`
+    env_calls: tuple[str, ...] = ()
     # module-level classes whose bases lead to `object` through classes gpulint reads (project/methods.py
     # `plain_classes`): class -> the names `from` imports bind among its bases (followed into their modules);
     # a class with a library base (`nn.Module`, a trainer that may call hooks by name) is absent
@@ -1054,6 +1059,7 @@ class _Scanner:
             unreached=unreached_functions(self.tree) if training else (),
             uncalled_methods=uncalled_methods(self.tree, plain) if training else (),
             plain_classes=plain,
+            env_calls=env_calls(self.tree, self.aliases.qualified, frozenset(imported)) if names & ENV_METHODS else (),
             private_attributes=tuple(sorted(private_attributes)),
             private_strings=tuple(sorted(private_strings)),
             torch_ceiling=torch_ceiling(self.tree, self.aliases, names),
