@@ -197,6 +197,11 @@ def env_calls(tree: ast.Module, qualified: Qualify, imported: frozenset[str]) ->
     """FileFacts.env_calls: what the file's environment loops call (the module docstring): its own functions
     and methods they reach through the file ("f", "Class.method"), and the code of other modules as the file
     spells it, through a name its imports bind (`imported`: "DQN.DQN#train", "trainer.train_step")."""
+    calls = [n for n in fast_walk(tree) if isinstance(n, ast.Call)]
+    makers = any(qualified(c.func) & ENV_MAKERS for c in calls)
+    if not any(is_env_call(c) or makers and isinstance(c.func, ast.Attribute) and c.func.attr in ENV_METHODS
+               for c in calls):
+        return ()  # no call of an environment anywhere: most files, answered in one walk
     index = _File(tree, imported)
     scopes: list[tuple[list[ast.stmt], Optional[str]]] = [(tree.body, None)]
     for key, function in index.functions.items():

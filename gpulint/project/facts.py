@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Union
 from gpulint.project.ast_nodes import all_nodes, fast_walk
 from gpulint.project.clamps import CLAMP_NAMES, LOG_NAMES, log_clamp_rounds_to_one
 from gpulint.project.codec import decode_fields, encode_fields
-from gpulint.project.env_loops import ENV_METHODS, env_calls
+from gpulint.project.env_loops import ENV_METHODS, env_calls, env_named
 from gpulint.project.graph_data import image_rows, step_rows
 from gpulint.project.layers import DIMS, OPAQUE, Layer, class_layers, convnet_classes, parameter_tensors
 from gpulint.project.loader_flow import (
@@ -1059,7 +1059,8 @@ class _Scanner:
             unreached=unreached_functions(self.tree) if training else (),
             uncalled_methods=uncalled_methods(self.tree, plain) if training else (),
             plain_classes=plain,
-            env_calls=env_calls(self.tree, self.aliases.qualified, frozenset(imported)) if names & ENV_METHODS else (),
+            env_calls=env_calls(self.tree, self.aliases.qualified, frozenset(imported))
+            if names & ENV_METHODS and ("make" in names or any(env_named(n) for n in names)) else (),
             private_attributes=tuple(sorted(private_attributes)),
             private_strings=tuple(sorted(private_strings)),
             torch_ceiling=torch_ceiling(self.tree, self.aliases, names),
