@@ -755,6 +755,7 @@ _WEIGHTLESS = frozenset({
     "Tanhshrink", "Threshold", "Identity", "Flatten", "Unflatten", "Upsample", "PixelShuffle", "PixelUnshuffle",
     "CosineSimilarity", "PairwiseDistance",
 })
+_WEIGHTED_LOSSES = frozenset({"AdaptiveLogSoftmaxWithLoss"})  # named like a loss, but it holds Linear layers
 _WEIGHTLESS_SUFFIXES = ("Loss", "Pool1d", "Pool2d", "Pool3d", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d")
 _CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
 _PARAMETER_CONTAINERS = frozenset({"ParameterDict", "ParameterList"})
@@ -787,23 +788,25 @@ def _torch_nn(qualified: set[str]) -> Optional[str]:
 def _weightless_layer(layer: str) -> bool:
     """A torch.nn class (by its name, `CrossEntropyLoss`) that holds no parameter: an activation, a reshape, a
     loss, pooling, dropout. A layer of known tensors is not (`AdaptiveLogSoftmaxWithLoss` ends in "Loss")."""
-    return layer not in _LAYER_TENSORS and (layer in _WEIGHTLESS or layer.endswith(_WEIGHTLESS_SUFFIXES))
+    return layer not in _LAYER_TENSORS and layer not in _WEIGHTED_LOSSES and (
+        layer in _WEIGHTLESS or layer.endswith(_WEIGHTLESS_SUFFIXES))
+
+
+def weightless_class(node: ast.ClassDef) -> bool:
+    """A class whose body is only methods (a `forward` among them, no `__init__`): nothing can hold a weight.
+    A placeholder (`pass`, class attributes) is not known to be weightless. (facts.py gives such a class over
+    nn.Module no layers; `weightless_module` then reads it as a module without parameters.)"""
+    methods = [n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    rest = [n for n in node.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str))]
+    return "forward" in methods and "__init__" not in methods and not rest
 
 
 class ModuleShape(Protocol):
     """What `weightless_module` reads of a project class (facts.ClassFacts, which imports this module)."""
 
     @property
-    def bases(self) -> tuple[str, ...]: ...
-
-    @property
-    def module(self) -> bool: ...
-
-    @property
-    def layers(self) -> Optional[tuple[Layer, ...]]: ...
-
-    @property
-    def tensors(self) -> Optional[int]: ...
+    def weightless(self) -> bool: ...
 
 
 def weightless_module(qualified: Iterable[str], project_class: Optional[ModuleShape] = None) -> bool:
@@ -816,8 +819,7 @@ def weightless_module(qualified: Iterable[str], project_class: Optional[ModuleSh
     layer = _torch_nn(set(qualified))
     if layer is not None:
         return _weightless_layer(layer)
-    return project_class is not None and project_class.module and project_class.layers == () \
-        and project_class.tensors == 0 and all(b == "torch.nn.Module" for b in project_class.bases)
+    return project_class is not None and project_class.weightless
 
 
 def _first_arg(fn: FunctionNode) -> Optional[str]:
