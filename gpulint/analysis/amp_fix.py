@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional
 from gpulint.analysis.amp_dtypes import autocast_arguments
 from gpulint.analysis.amp_regions import AmpRegions, AstRegion
 from gpulint.analysis.amp_steps import AmpBackward, AmpStep, StepNode
-from gpulint.analysis.ast_context import LOCAL, AstContext, AstNames, AstScope
+from gpulint.analysis.ast_context import LOCAL, AstContext, AstNames, AstScope, dotted
 from gpulint.analysis.ast_values import is_literal, self_attribute_value, single_value
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
@@ -273,6 +273,8 @@ def scaler_plan(ctx: AstContext, facts: AmpRegions, step: AmpStep, backward: Amp
     can go)."""
     if len(step.backwards) != 1 or len(step.steps) != 1 or backward.scaled:
         return False
+    if optimizer_wrapper(ctx, step):
+        return False  # `scaler.step(wrapper)`: GradScaler reads the param_groups of a torch optimizer
     opt_step = step.steps[0]
     call = opt_step.call
     if opt_step.via_scaler or call.args or call.keywords or not facts.before(backward.call, call):
@@ -355,6 +357,9 @@ def _statement_in(ctx: AstContext, node: ast.AST, container: list[ast.stmt]) -> 
 
 def scaler_refusal(ctx: AstContext, step: AmpStep) -> str:
     """Why `scaler_plan` found no way to add a GradScaler, in one claim."""
+    wrapper = optimizer_wrapper(ctx, step)
+    if wrapper:
+        return wrapper
     if any(_fused_sgd_with_momentum(ctx, s.optimizer) for s in step.steps) or ctx.project.fused_sgd:
         return "fused SGD with momentum is built in or around this file, and a skipped scaled step corrupts it"
     if len(step.backwards) > 1:
@@ -362,6 +367,82 @@ def scaler_refusal(ctx: AstContext, step: AmpStep) -> str:
     if len(step.steps) > 1:
         return f"the step steps {len(step.steps)} optimizers, and one GradScaler path cannot serve them"
     return "the step's gradients are used between backward() and step() where a GradScaler cannot unscale them"
+
+
+# what torch.optim.Optimizer offers; a call of anything else on the optimizer a step steps shows a wrapper
+OPTIMIZER_API = frozenset({
+    "step", "zero_grad", "state_dict", "load_state_dict", "add_param_group", "param_groups", "state", "defaults",
+    "register_step_pre_hook", "register_step_post_hook", "register_state_dict_pre_hook",
+    "register_state_dict_post_hook", "register_load_state_dict_pre_hook", "register_load_state_dict_post_hook",
+})
+# attributes under which a wrapper keeps the optimizer it wraps (`optimizer._optimizer.param_groups`)
+_WRAPPED = frozenset({"optimizer", "_optimizer", "opt", "_opt", "optim", "_optim", "base_optimizer"})
+
+
+def optimizer_wrapper(ctx: AstContext, step: AmpStep) -> str:
+    """Why the optimizer a step steps is not shown to be a torch optimizer, in one claim; "" when nothing says so.
+    A GradScaler reads the optimizer's `param_groups` (`unscale_`) and steps it through `scaler.step(opt)`, which
+    a learning-rate wrapper without them fails (AttributeError: blind12, kaituoxu/Speech-Transformer's
+    TransformerOptimizer, checked with torch 2.13 on the CPU), so GPU001 and GPU002 offer no GradScaler fix
+    where: the optimizer is an instance of a class of the file over `object` alone that never names
+    `param_groups`, or the file calls on it a method torch optimizers lack (`optimizer.update_lr()`,
+    `self.optimizer.set_visdom(...)`) or reads the optimizer it wraps (`optimizer._optimizer`). The same
+    spelling counts in the step's class for `self.optimizer`, in the step's function (or module code) for a
+    name."""
+    for opt_step in step.steps:
+        optimizer = opt_step.optimizer
+        spelled = dotted(optimizer)
+        if spelled is None:
+            continue
+        value: Optional[ast.expr] = None
+        if isinstance(optimizer, ast.Name):
+            value = single_value(optimizer, ctx.names)
+        elif isinstance(optimizer, ast.Attribute):
+            value = self_attribute_value(ctx, optimizer)
+        cls = _wrapper_class(ctx, value)
+        if cls is not None:
+            return (f"the optimizer stepped, `{spelled}`, is a {cls}, a class of this file without param_groups, "
+                    "which a GradScaler reads (unscale_, step)")
+        where = _optimizer_scope(ctx, optimizer)
+        for node in ast.walk(where):
+            if not (isinstance(node, ast.Attribute) and dotted(node.value) == spelled) \
+                    or node.attr in OPTIMIZER_API or node.attr.startswith("__"):
+                continue
+            parent = ctx.parent(node)
+            called = isinstance(parent, ast.Call) and parent.func is node
+            if called or node.attr in _WRAPPED:
+                use = f"{node.attr}()" if called else node.attr
+                return (f"the optimizer stepped, `{spelled}`, is not shown to be a torch optimizer (torch optimizers "
+                        f"have no `{use}`), and a GradScaler reads a torch optimizer's param_groups")
+    return ""
+
+
+def _wrapper_class(ctx: AstContext, value: Optional[ast.expr]) -> Optional[str]:
+    """The name of the class `value` builds when it is a module-level class of the file over `object` alone
+    whose body never names `param_groups`."""
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
+        return None
+    for statement in ctx.tree.body:
+        if isinstance(statement, ast.ClassDef) and statement.name == value.func.id:
+            if statement.keywords or any(not (isinstance(b, ast.Name) and b.id == "object") for b in statement.bases):
+                return None
+            named = any(isinstance(n, ast.Attribute) and n.attr == "param_groups"
+                        or isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "param_groups"
+                        or isinstance(n, ast.Name) and n.id == "param_groups"
+                        or isinstance(n, ast.Constant) and n.value == "param_groups" for n in ast.walk(statement))
+            return None if named else statement.name
+    return None
+
+
+def _optimizer_scope(ctx: AstContext, optimizer: ast.expr) -> ast.AST:
+    """Where the spelling of the optimizer means the same object: the step's class for `self.x`, else the
+    step's function (module code: the module)."""
+    function = ctx.enclosing_function(optimizer)
+    if isinstance(optimizer, ast.Attribute) and function is not None:
+        cls = ctx.parent(function)
+        if isinstance(cls, ast.ClassDef):
+            return cls
+    return function if function is not None else ctx.tree
 
 
 def fused_optimizer(ctx: AstContext, step: AmpStep) -> bool:

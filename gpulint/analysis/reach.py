@@ -16,6 +16,7 @@ import ast
 from typing import TYPE_CHECKING, Callable, Optional
 
 from gpulint.analysis.evidence import REFUTED, SHOWN, Evidence, Premise
+from gpulint.project.env_loops import called_from_env, enclosing_key, in_env_loop
 
 if TYPE_CHECKING:
     from gpulint.analysis.ast_context import AstContext
@@ -162,3 +163,32 @@ def trains_nothing_here(ctx: "AstContext") -> bool:
 def evaluates_only_here(ctx: "AstContext") -> bool:
     """`trains_nothing_here`, with evidence of evaluation: the file turns autograd off."""
     return trains_nothing_here(ctx) and ctx.project.own.grad_off
+
+
+OFF_ENVIRONMENT = Premise(
+    "off-environment",
+    "the step is paced by the GPU, not by an environment: refuted where it runs inside a loop that calls an "
+    "environment itself (`env.step(action)` or `env.reset()` on a receiver named like one, `env`, `eval_env`, "
+    "`self.env`, `train_envs`, or bound to `gym.make(...)`), at any depth of the loop's body, or in a function or "
+    "method such a loop calls: of the file, followed through the file's own calls, or of a project module that "
+    "imports it (`policy.train(replay_buffer)` beside `env.step(action)` in main.py, for a `policy = "
+    "DQN.DQN(...)` of the same function, one import deep; blind12: sfujim/BCQ's DQN); a method called on a "
+    "receiver of unknown class (`agent.update(batch)`, an agent handed in) may be any class's of that name. One "
+    "environment transition per iteration, simulated on the host, decides the loop's pace. A loop that reaches an "
+    "environment only through a function it calls (an offline trainer evaluating its policy every few thousand "
+    "updates) is not paced by it: shown.")
+
+
+def waits_on_environment(ctx: AstContext, node: ast.AST) -> bool:
+    """`node` (a training step's node or call) runs in a loop that calls an environment: one of its own
+    function's loops does, or its function or method is one such a loop calls, in this file or in a module
+    importing it (ProjectView.env_callers; project/env_loops.py recognises the calls)."""
+    key = enclosing_key(ctx.tree, node, ctx.parent)
+    if key is not None and called_from_env(key, ctx.project.env_callers):
+        return True
+    return in_env_loop(ctx.tree, node, ctx.parent, ctx.names.qualified)
+
+
+def off_environment(ctx: AstContext, node: ast.AST) -> Evidence:
+    """OFF_ENVIRONMENT for a node of the context's tree."""
+    return REFUTED if waits_on_environment(ctx, node) else SHOWN

@@ -22,8 +22,17 @@ from gpulint.project.ast_nodes import all_nodes, fast_walk
 from gpulint.project.clamps import CLAMP_NAMES, LOG_NAMES, log_clamp_rounds_to_one
 from gpulint.project.codec import decode_fields, encode_fields
 from gpulint.project.cpp_std import conditional_imports, import_alternatives, pins_pre_cpp17
+from gpulint.project.env_loops import ENV_METHODS, env_calls, env_named
 from gpulint.project.graph_data import image_rows, step_rows
-from gpulint.project.layers import DIMS, OPAQUE, Layer, class_layers, convnet_classes, parameter_tensors
+from gpulint.project.layers import (
+    DIMS,
+    OPAQUE,
+    Layer,
+    class_layers,
+    convnet_classes,
+    parameter_tensors,
+    weightless_class,
+)
 from gpulint.project.loader_flow import (
     AT,
     class_like,
@@ -45,7 +54,7 @@ from gpulint.project.methods import (
     uncalled_methods,
 )
 
-FACTS_VERSION = 37
+FACTS_VERSION = 39
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -219,6 +228,10 @@ class ClassFacts:
     # a 2-D/3-D convnet whose Linear layers are only a head (project/layers.py `convnet_classes`): its
     # matmuls are a small share of its work, and its convolutions already run in TF32 (GPU401)
     convnet: bool = False
+    # an nn.Module over nn.Module alone that holds no weight (project/layers.py `weightless_class`: only methods,
+    # a forward and no __init__; or an __init__ without parameters that builds no layer and no nn.Parameter):
+    # `weightless_module`
+    weightless: bool = False
 
 @dataclass(frozen=True)
 class ImportRef:
@@ -304,6 +317,10 @@ class FileFacts:
     # the file, no computed getattr), of classes in `plain_classes`: "Class._name"; dead code unless a module
     # importing this one or imported by it names them (project/view.py decides that)
     uncalled_methods: tuple[str, ...] = ()
+    # what the file's loops that call an environment (`env.step(action)`, `env.reset()`) call: its own functions
+    # and methods they reach through the file ("f", "Class.method"), other code as the file spells it
+    # ("trainer.train_step", "DQN.DQN#train" for a method on an instance): project/env_loops.py `env_calls`
+    env_calls: tuple[str, ...] = ()
     # module-level classes whose bases lead to `object` through classes gpulint reads (project/methods.py
     # `plain_classes`): class -> the names `from` imports bind among its bases (followed into their modules);
     # a class with a library base (`nn.Module`, a trainer that may call hooks by name) is absent
@@ -834,15 +851,6 @@ def _is_batch_container(node: ast.ClassDef) -> bool:
     return True
 
 
-def _weightless(node: ast.ClassDef) -> bool:
-    """A class whose body is only methods (a `forward` among them, no `__init__`): nothing can hold a weight.
-    A placeholder (`pass`, class attributes) is not known to be weightless."""
-    methods = [n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    rest = [n for n in node.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str))]
-    return "forward" in methods and "__init__" not in methods and not rest
-
-
 _HEAD_LAYERS = frozenset({"Linear", "LazyLinear", "Bilinear"})
 
 
@@ -1076,6 +1084,8 @@ class _Scanner:
             unreached=unreached_functions(self.tree) if training else (),
             uncalled_methods=uncalled_methods(self.tree, plain) if training else (),
             plain_classes=plain,
+            env_calls=env_calls(self.tree, self.aliases.qualified, frozenset(imported))
+            if names & ENV_METHODS and ("make" in names or any(env_named(n) for n in names)) else (),
             private_attributes=tuple(sorted(private_attributes)),
             private_strings=tuple(sorted(private_strings)),
             torch_ceiling=torch_ceiling(self.tree, self.aliases, names),
@@ -1450,15 +1460,18 @@ class _Scanner:
             layers, params, defaults = class_layers(node, self.aliases.qualified, local, imported or {},
                                                     self.module_ints)
             inherited = [b for b in bases if not b.startswith("torch.nn.") and b not in _PLAIN_BASES]
-            if layers is None and bases and all(b == "torch.nn.Module" for b in bases) and _weightless(node):
+            tensors = parameter_tensors(node, self.aliases.qualified, local, imported or {}) \
+                if bases == ["torch.nn.Module"] else None
+            weightless = bool(bases) and all(b == "torch.nn.Module" for b in bases) and weightless_class(node)
+            if layers is None and weightless:
                 layers = ()  # a forward and no __init__ over nn.Module itself: no weights (a decoder's dot product)
             if layers is not None and inherited:  # the base's own layers are not read: width unknown
                 layers += tuple(Layer(OPAQUE, b) for b in inherited)
             return ClassFacts(tuple(bases), module=module, layers=layers, init_params=params,
                               init_defaults=tuple(sorted(defaults.items())),
                               head=_few_tensors(node, bases, layers),
-                              tensors=parameter_tensors(node, self.aliases.qualified, local, imported or {})
-                              if bases == ["torch.nn.Module"] else None)
+                              tensors=tensors,
+                              weightless=weightless or (layers == () and tensors == 0 and not params))
         iterable = any(b in ITERABLE_BASES for b in bases)
         sharded = any(isinstance(n, (ast.Name, ast.Attribute)) and
                       (getattr(n, "id", None) == "get_worker_info" or getattr(n, "attr", None) == "get_worker_info")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable, Iterator, Optional, Union
+from typing import Callable, Iterable, Iterator, Optional, Protocol, Union
 
 # layer kinds
 DIMS = "dims"  # a layer whose matmul width is the smallest of `dims`
@@ -755,6 +755,8 @@ _WEIGHTLESS = frozenset({
     "Tanhshrink", "Threshold", "Identity", "Flatten", "Unflatten", "Upsample", "PixelShuffle", "PixelUnshuffle",
     "CosineSimilarity", "PairwiseDistance",
 })
+_WEIGHTED_LOSSES = frozenset({"AdaptiveLogSoftmaxWithLoss"})  # named like a loss, but it holds Linear layers
+_WEIGHTLESS_SUFFIXES = ("Loss", "Pool1d", "Pool2d", "Pool3d", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d")
 _CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
 _PARAMETER_CONTAINERS = frozenset({"ParameterDict", "ParameterList"})
 # torch calls that hand back a module or an object that may hold one
@@ -781,6 +783,43 @@ def _torch_nn(qualified: set[str]) -> Optional[str]:
             if found is not None:
                 return found
     return None
+
+
+def _weightless_layer(layer: str) -> bool:
+    """A torch.nn class (by its name, `CrossEntropyLoss`) that holds no parameter: an activation, a reshape, a
+    loss, pooling, dropout. A layer of known tensors is not (`AdaptiveLogSoftmaxWithLoss` ends in "Loss")."""
+    return layer not in _LAYER_TENSORS and layer not in _WEIGHTED_LOSSES and (
+        layer in _WEIGHTLESS or layer.endswith(_WEIGHTLESS_SUFFIXES))
+
+
+def weightless_class(node: ast.ClassDef) -> bool:
+    """A class whose body is only methods (a `forward` among them, no `__init__`): nothing can hold a weight.
+    A placeholder (`pass`, class attributes) is not known to be weightless. (facts.py gives such a class over
+    nn.Module no layers; `weightless_module` then reads it as a module without parameters.)"""
+    methods = [n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    rest = [n for n in node.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str))]
+    return "forward" in methods and "__init__" not in methods and not rest
+
+
+class ModuleShape(Protocol):
+    """What `weightless_module` reads of a project class (facts.ClassFacts, which imports this module)."""
+
+    @property
+    def weightless(self) -> bool: ...
+
+
+def weightless_module(qualified: Iterable[str], project_class: Optional[ModuleShape] = None) -> bool:
+    """A call of one of these qualified names builds a module without parameters: a torch.nn one
+    (`torch.nn.CrossEntropyLoss`, `torch.nn.Dropout`, `torch.nn.ReLU`), or, given its facts, a project class
+    over nn.Module alone that builds no layer and no parameter (only a `forward`: a decoder's dot product).
+    `next(m.parameters())` raises StopIteration on such a module, so nothing can take a device from its
+    weights. The one place gpulint knows which modules hold no weights (parameter_tensors counts the torch.nn
+    ones as 0; the mixed-precision fix never takes its device from one, rewrites/amp_device.py)."""
+    layer = _torch_nn(set(qualified))
+    if layer is not None:
+        return _weightless_layer(layer)
+    return project_class is not None and project_class.weightless
 
 
 def _first_arg(fn: FunctionNode) -> Optional[str]:
@@ -934,8 +973,7 @@ def _call_kind(call: ast.Call, qualify: Qualify, local_classes: frozenset[str],
             if layer in _BIASED and isinstance(bias, ast.Constant) and bias.value is False:
                 tensors -= 1
             return tensors
-        if layer in _WEIGHTLESS or layer.endswith(("Loss", "Pool1d", "Pool2d", "Pool3d", "Dropout", "Dropout1d",
-                                                   "Dropout2d", "Dropout3d")):
+        if _weightless_layer(layer):
             return 0
         if layer in _CONTAINERS:
             # its layers are calls read by themselves; a name, a splat or a computed list may hold anything

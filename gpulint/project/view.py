@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
 from gpulint.project.cpp_std import CPP14_CEILING, propagate
+from gpulint.project.env_loops import ANY_CLASS, INSTANCE
 from gpulint.project.facts import FFI_MODULE, REMOVED_MODULES, SPLAT, ClassFacts, FileFacts, ImportRef
 from gpulint.project.layers import MODULE
 from gpulint.project.loader_flow import AT, CUDA, HAND, IN, STAR
@@ -195,6 +196,11 @@ class ProjectView:
     # class that calls its hooks, a helper handed `self`) reads the name as an attribute or spells it as a string,
     # and the class's bases lead to `object` through the project's own classes (FileFacts.plain_classes)
     uncalled_methods: frozenset[str] = frozenset()
+    # this file's functions and methods ("f", "Class.method") that a loop of a module importing it calls while it
+    # calls an environment (FileFacts.env_calls, resolved through that module's imports of this one: main.py's
+    # `policy.train(buffer)` for `policy = DQN.DQN(...)`, beside `env.step(action)`, is DQN.py's "DQN.train"; a
+    # method called on a receiver of unknown class, `agent.update(...)`, is "*.update": any class's)
+    env_called: frozenset[str] = frozenset()
     # another project file imports this one (directly or through others): its `__main__` block is a self-test
     # or a demo run by hand, not the training
     imported: bool = False
@@ -273,6 +279,14 @@ class ProjectView:
     def rl(self) -> bool:
         """The file or a caller imports a reinforcement-learning environment: its loops wait on a simulator."""
         return self.own.rl or self.rl_callers
+
+    @property
+    def env_callers(self) -> frozenset[str]:
+        """The functions and methods of this file ("f", "Class.method") that run inside a loop waiting on an
+        environment: called from such a loop of the file itself (through the file's own calls) or of a module
+        that imports it (project/env_loops.py)."""
+        return frozenset(name for name in self.own.env_calls if INSTANCE not in name and (
+            "." not in name or name.partition(".")[0] in self.own.classes)) | self.env_called
 
     @property
     def scaler(self) -> bool:
@@ -726,7 +740,30 @@ class Project:
             and rel.rpartition("/")[2][:-3] not in self._import_words,
             unimported=self._unimported(rel) if callers else frozenset(),
             uncalled_methods=self._uncalled_methods(rel, callers & ~me),
+            env_called=self._env_called(rel),
         )
+
+    def _env_called(self, path: str) -> frozenset[str]:
+        """ProjectView.env_called: the entries of the direct importers' FileFacts.env_calls that name code of
+        `path` through their imports of it."""
+        out: set[str] = set()
+        for index in self._direct_importers[self.index[path]]:
+            importer = self.paths[index]
+            calls = self.facts[importer].env_calls
+            if not calls or importer == path:
+                continue
+            for target, ref in self.edges[importer]:
+                if target != path:
+                    continue
+                for entry in calls:
+                    spelled, _, method = entry.partition(INSTANCE)
+                    if not spelled:  # a method called on a receiver of unknown class: any class's of the module
+                        out.add(f"{ANY_CLASS}.{method}")
+                        continue
+                    name = _function_of(spelled, ref, path)
+                    if name is not None:
+                        out.add(f"{name}.{method}" if method else name)
+        return frozenset(out)
 
     def _imported_functions(self, path: str, listed: Callable[[FileFacts], tuple[str, ...]]) -> frozenset[str]:
         """The top-level functions of imported project modules that `listed` names, spelled as this file

@@ -21,6 +21,7 @@ from gpulint.analysis.training import TrainingFacts, TrainingStep
 from gpulint.core.arguments import positional_args
 from gpulint.core.context import FileContext
 from gpulint.core.values import self_attribute_value, single_value
+from gpulint.project.layers import weightless_module
 
 _DEVICE_TYPES = ("cuda", "cpu", "xpu", "mps")
 _DEVICE_FACTORIES = ("torch.device", "torch.accelerator.current_accelerator")
@@ -178,7 +179,9 @@ def _model_like(facts: TrainingFacts, func: cst.BaseExpression, anchor: cst.CSTN
 
 
 def _instance(value: cst.BaseExpression, ctx: FileContext) -> bool:
-    """`Net(...)`, `models.resnet50(...)`, `Net().to(device)`, `DDP(Net(), ...)`: an nn.Module."""
+    """`Net(...)`, `models.resnet50(...)`, `Net().to(device)`, `DDP(Net(), ...)`: an nn.Module with weights,
+    never one without (`nn.CrossEntropyLoss()`, a project class that only defines `forward`:
+    project/layers.py `weightless_module`), whose `next(m.parameters())` raises StopIteration."""
     while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
             and value.func.attr.value in ("to", "cuda", "train", "float", "half", "bfloat16") \
             and isinstance(value.func.value, cst.Call):
@@ -188,6 +191,9 @@ def _instance(value: cst.BaseExpression, ctx: FileContext) -> bool:
     func = value.func
     last = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else "")
     qualified = ctx.qualname(func) or ""
+    spelled = ctx.code(func)
+    if weightless_module((qualified,), ctx.project.class_facts(spelled)):
+        return False
     return last[:1].isupper() and not qualified.startswith(("torch.Tensor", "torch.device")) \
         or qualified.startswith("torchvision.models.")
 

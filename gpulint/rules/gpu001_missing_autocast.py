@@ -16,7 +16,7 @@ from gpulint.analysis.device import cuda_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
 from gpulint.analysis.lr_sweep import LONG_RUN, step_run
 from gpulint.analysis.model_widths import optimizes_inputs, trained_model_width
-from gpulint.analysis.reach import RUNS, runs
+from gpulint.analysis.reach import OFF_ENVIRONMENT, RUNS, off_environment, runs
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.options import Choice, Integer, Option
@@ -233,9 +233,15 @@ class MissingAutocast(Rule):
 
         The device type is the script's own: the device the step moves tensors to
         (`device.type`, `torch.device(args.device).type`, also a device chosen on several
-        branches), else the model's (`next(model.parameters()).device.type`), else the batch's
-        (`x.device.type`, bfloat16 only, since no scaler is created then), else `"cuda"` (or
-        `"xpu"` in a file that uses Intel GPUs only, which also gets bfloat16).
+        branches), else the model's (`next(model.parameters()).device.type`; never a module
+        without weights, such as a loss or an activation, on which `next()` raises
+        StopIteration), else the batch's (`x.device.type`, bfloat16 only, since no scaler is
+        created then), else `"cuda"` (or `"xpu"` in a file that uses Intel GPUs only, which
+        also gets bfloat16). No GradScaler when the optimizer stepped is not shown to be a
+        torch optimizer: a class of the file without `param_groups`, or one the code calls
+        with a method torch optimizers lack (`optimizer.update_lr()`), as a learning-rate
+        wrapper is; `scaler.step(wrapper)` would fail. The finding stays, with no fix unless
+        `amp-dtype = "bfloat16"`, which needs no scaler.
 
         bfloat16 whatever `amp-dtype` says, with no scaler: for tensor-parallel (DTensor)
         parameters, and for a fused optimizer under FSDP, whose ShardedGradScaler would skip
@@ -275,7 +281,7 @@ class MissingAutocast(Rule):
         One finding per training step.
         """,
         premises=(ON_GPU, FP32, TRAINS_A_MODEL, WIDE_ENOUGH, ENOUGH_WORK, AUTOCAST_EXISTS, GPU_BOUND,
-                  AUTOCAST_COVERS, LOSS_FITS_16_BIT, LONG_RUN, RUNS),
+                  AUTOCAST_COVERS, LOSS_FITS_16_BIT, OFF_ENVIRONMENT, LONG_RUN, RUNS),
         fix_cases=(
             FixCase('fp32 training step, `amp-dtype = "auto"` (the default): the dtype chosen once at run time '
                     "(bfloat16 where the GPU computes in it natively, else float16), a GradScaler enabled on the "
@@ -324,6 +330,12 @@ class MissingAutocast(Rule):
                     None, "inline_loss_reported_without_fix.py"),
             FixCase("several backward calls or optimizers in one step (float16 needs one scaler path)",
                     None, "two_optimizers_reported_without_fix.py"),
+            FixCase("the optimizer stepped is a wrapper, not a torch optimizer (a class of the file without "
+                    "`param_groups`, or called with a method torch optimizers lack): no GradScaler can step it",
+                    None, "optimizer_wrapper_reported_without_fix.py"),
+            FixCase("the device never comes from a module without weights (a loss, an activation): "
+                    "`next(criterion.parameters())` would raise StopIteration",
+                    Applicability.UNSAFE, "weightless_criterion_not_the_device.py"),
             FixCase("gradients clipped on every micro-step but stepped on a boundary",
                     None, "clip_every_micro_step_reported_without_fix.py"),
             FixCase("floor: `torch-version` below 2.3 (no `torch.amp.GradScaler`, no `including_emulation=`) with "
@@ -356,7 +368,7 @@ class MissingAutocast(Rule):
             evidence = {ON_GPU: SHOWN if xpu else on_gpu, FP32: fp32, WIDE_ENOUGH: wide, ENOUGH_WORK: work,
                         TRAINS_A_MODEL: REFUTED if optimizes_inputs(ctx, step) else SHOWN,
                         AUTOCAST_EXISTS: autocast_exists, GPU_BOUND: bound, AUTOCAST_COVERS: covers,
-                        LOSS_FITS_16_BIT: loss_fits,
+                        LOSS_FITS_16_BIT: loss_fits, OFF_ENVIRONMENT: off_environment(ctx, backward.call),
                         LONG_RUN: step_run(ctx, step.node), RUNS: runs(ctx, backward.call)}
             decision = self.decide(evidence)
             if not decision.report:

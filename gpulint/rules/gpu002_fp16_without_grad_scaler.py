@@ -121,6 +121,8 @@ class Fp16WithoutGradScaler(Rule):
                     Applicability.UNSAFE, "dtype_from_table_scaler_enabled_for_float16.py"),
             FixCase("fused SGD with momentum (a skipped first step leaves its momentum buffer uninitialised)",
                     None, "fused_sgd_momentum_reported_without_fix.py"),
+            FixCase("the optimizer stepped is a wrapper, not a torch optimizer (no `param_groups` for the scaler)",
+                    None, "optimizer_wrapper_reported_without_fix.py"),
             FixCase("`torch-version` below 2.3",
                     None, "old_torch_version_reported_without_fix.py"),
         ),

@@ -9,7 +9,7 @@ from gpulint.analysis.amp_steps import TRAINING_STEP_NEEDLES, AmpStep
 from gpulint.analysis.ast_context import AstContext, Detection
 from gpulint.analysis.device import cuda_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Decision, Evidence, Premise
-from gpulint.analysis.reach import RUNS, runs
+from gpulint.analysis.reach import OFF_ENVIRONMENT, RUNS, off_environment, runs
 from gpulint.analysis.script_settings import convnet_with_head, torch_import_alias
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
@@ -130,7 +130,7 @@ class Fp32MatmulWithoutTf32(Rule):
         autocast (its matmuls already run in 16 bits), where a framework owns the loop, in
         CPU-only files or in test files.
         """,
-        premises=(TRAINS_ON_CUDA, FLOAT32, WIDE_ENOUGH, ENOUGH_WORK, GPU_BOUND, MATMUL_BOUND,
+        premises=(TRAINS_ON_CUDA, FLOAT32, WIDE_ENOUGH, ENOUGH_WORK, GPU_BOUND, OFF_ENVIRONMENT, MATMUL_BOUND,
                   DEFAULT_PRECISION, RUNS),
         fix_cases=(
             FixCase('`torch.set_float32_matmul_precision("high")` after the imports that hold `import torch`',
@@ -157,6 +157,7 @@ class Fp32MatmulWithoutTf32(Rule):
                 continue
             wide, work = step_scale(ctx, step)
             decision = self.decide({**common, FLOAT32: fp32, WIDE_ENOUGH: wide, ENOUGH_WORK: work,
+                                    OFF_ENVIRONMENT: off_environment(ctx, step.backwards[0].call),
                                     RUNS: runs(ctx, step.node)})
             if decision.report:
                 self._report(ctx, step, decision)
