@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional, Protocol
 
 from gpulint.analysis.amp_dtypes import autocast_arguments
 from gpulint.analysis.amp_regions import AmpRegions, AstRegion
@@ -494,7 +494,14 @@ def scaler_class_name(ctx: AstContext) -> str:
     return alias
 
 
-def taken_names(names: AstNames) -> set[str]:
+class _Scoped(Protocol):
+    """A name table on either tree (AstNames here, core.names.NameTable where LibCST builds the fix)."""
+
+    @property
+    def scopes(self) -> Mapping[int, Any]: ...
+
+
+def taken_names(names: _Scoped) -> set[str]:
     """Every name the file binds, in any scope: a name the fix adds must be none of them."""
     taken: set[str] = set()
     for scope in names.scopes.values():

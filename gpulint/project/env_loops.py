@@ -31,6 +31,7 @@ import re
 from typing import Callable, Iterator, Optional
 
 from gpulint.project.ast_nodes import fast_walk
+from gpulint.project.loader_flow import dotted
 
 ENV_METHODS = frozenset({"step", "reset"})
 # constructors of environments, as the qualified names a call may stand for
@@ -105,17 +106,6 @@ def env_loops(body: list[ast.stmt], qualified: Qualify) -> list[ast.AST]:
     return out
 
 
-def _dotted(node: ast.AST) -> Optional[str]:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
-
-
 class _File:
     """The file's functions and methods by key ("f", "Class.method"), and what each scope binds to classes."""
 
@@ -141,7 +131,7 @@ class _File:
             if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 value = node.value
-                spelled = _dotted(value.func) if isinstance(value, ast.Call) and not isinstance(node, ast.AugAssign) \
+                spelled = dotted(value.func) if isinstance(value, ast.Call) and not isinstance(node, ast.AugAssign) \
                     else None
                 if spelled is not None and not spelled.rpartition(".")[2][:1].isupper():
                     spelled = None
@@ -187,7 +177,7 @@ class _File:
                 if receiver not in self.imported and func.attr not in ENV_METHODS:
                     out.add(f"{INSTANCE}{func.attr}")  # `agent.update(...)` on an agent handed in: any class's
                     continue
-            spelled = _dotted(func)
+            spelled = dotted(func)
             if spelled is not None:
                 out.add(spelled)
         return out

@@ -16,7 +16,8 @@ from typing import Optional, Union
 
 import libcst as cst
 
-from gpulint.analysis.amp_fix import BCE_FUNCTIONS, BCE_MODULES
+from gpulint.analysis.amp_fix import BCE_FUNCTIONS, BCE_MODULES, free_name
+from gpulint.analysis.amp_fix import taken_names as names_taken
 from gpulint.analysis.training import (
     Backward,
     OptimizerStep,
@@ -359,22 +360,8 @@ def scaler_anchor(facts: TrainingFacts, node: cst.CSTNode) -> cst.BaseStatement:
 
 
 def taken_names(ctx: FileContext) -> set[str]:
-    """Every name the file binds, in any scope: a name the fix adds must be none of them."""
-    taken: set[str] = set()
-    for scope in ctx.names.scopes.values():
-        taken.update(scope.bindings)
-    return taken
-
-
-def free_name(taken: set[str], candidates: tuple[str, ...]) -> str:
-    """The first candidate not taken, else the first with a number: `scaler_2`."""
-    for candidate in candidates:
-        if candidate not in taken:
-            return candidate
-    index = 1
-    while f"{candidates[0]}_{index}" in taken:
-        index += 1
-    return f"{candidates[0]}_{index}"
+    """Every name the file binds, in any scope, read as the prediction reads it on `ast`."""
+    return names_taken(ctx.names)
 
 
 def scaler_name(ctx: FileContext) -> str:
