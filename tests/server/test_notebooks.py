@@ -73,7 +73,8 @@ NOTEBOOK = [
     ("code", "import torch\nfrom torch.utils.data import DataLoader, TensorDataset\ndevice = torch.device('cuda')"),
     ("code", "ds = TensorDataset(torch.randn(8, 2))\nloader = DataLoader(ds, batch_size=4)"),
     ("code", "%%bash\necho not python"),
-    ("code", "opt = torch.optim.SGD([torch.zeros(1, requires_grad=True) for _ in range(64)], lr=0.1)"),  # not one tensor
+    # 64 tensors: GPU201 is silent on a one-tensor optimizer
+    ("code", "opt = torch.optim.SGD([torch.zeros(1, requires_grad=True) for _ in range(64)], lr=0.1)"),
     ("code", "for (x,) in loader:\n    x = x.to(device, non_blocking=True)"),
 ]
 
