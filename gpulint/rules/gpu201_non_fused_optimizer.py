@@ -13,7 +13,7 @@ from gpulint.analysis.ast_values import following, is_literal, single_value, val
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
 from gpulint.analysis.generation import generation_bound
 from gpulint.analysis.lr_sweep import LONG_RUN, optimizer_run
-from gpulint.analysis.reach import RUNS, runs
+from gpulint.analysis.reach import OFF_ENVIRONMENT, RUNS, runs, waits_on_environment
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import (
@@ -214,7 +214,10 @@ class NonFusedOptimizer(Rule):
         own per-parameter Python loop (two norms per tensor, and in apex a host-syncing test) stays
         the step's cost. Where every step first samples completions from the policy
         (`model.generate(...)` or a rollout engine's `.rollout(...)` in LLM reinforcement
-        learning), the step is a millisecond of several seconds and is not reported.
+        learning), the step is a millisecond of several seconds and is not reported; nor is an
+        optimizer whose every step the file shows (`.step()` on the name or `self.` attribute it is
+        bound to, never handed on) waits on an environment (off-environment: an agent's update
+        between two simulated transitions).
         """,
         example="""
         import torch
@@ -259,8 +262,8 @@ class NonFusedOptimizer(Rule):
         skips and the loss scales split; calling `scaler.unscale_(optimizer)` first raises with
         a fused Adam in torch 2.13 (both reproduced on two CPU ranks: bench/fsdp_fused_scaler.py).
         """,
-        premises=(TORCH_OPTIMIZER, FUSED_DEVICE, FUSED_EXISTS, STEP_MATTERS, SCALER_SAFE, LONG_RUN, WORK_TO_FUSE,
-                  FUSED_KEPT, STEPPED, RUNS),
+        premises=(TORCH_OPTIMIZER, FUSED_DEVICE, FUSED_EXISTS, STEP_MATTERS, OFF_ENVIRONMENT, SCALER_SAFE, LONG_RUN,
+                  WORK_TO_FUSE, FUSED_KEPT, STEPPED, RUNS),
         fix_cases=(
             FixCase("Adam / AdamW: `fused=True`",
                     Applicability.SAFE, "aliases.py"),
@@ -349,7 +352,8 @@ class NonFusedOptimizer(Rule):
             work_to_fuse = UNDECIDED  # a handful of tensors: a handful of launches to save
         decision = self.decide({TORCH_OPTIMIZER: SHOWN, FUSED_DEVICE: _fused_device(project),
                                 FUSED_EXISTS: REFUTED if too_new is not None else SHOWN,
-                                STEP_MATTERS: _step_matters(ctx, node, held), SCALER_SAFE: scaler_safe,
+                                STEP_MATTERS: _step_matters(ctx, node, held),
+                                OFF_ENVIRONMENT: _steps_off_environment(ctx, node), SCALER_SAFE: scaler_safe,
                                 WORK_TO_FUSE: work_to_fuse, FUSED_KEPT: REFUTED if _state_loaded_at_once(ctx, node)
                                 else SHOWN, LONG_RUN: optimizer_run(ctx, node),
                                 STEPPED: REFUTED if _rebound_unstepped(ctx, node) else SHOWN, RUNS: runs(ctx, node)})
@@ -816,6 +820,52 @@ def _step_matters(ctx: AstContext, node: ast.Call, held: Optional[Held]) -> Evid
     return SHOWN
 
 
+def _steps_off_environment(ctx: AstContext, node: ast.Call) -> Evidence:
+    """OFF_ENVIRONMENT for the optimizer built at `node`, asked of its steps: refuted when it is bound to a
+    name (or a `self.` attribute) that the file steps (`opt.step()`, `scaler.step(opt)`: the same binding, or
+    the same attribute in the same class) and never hands on (no call but a class's takes it, no return, no
+    other name bound to it), and every such step waits on an environment (analysis/reach.py
+    `waits_on_environment`). An optimizer stepped elsewhere, or nowhere in view, is shown."""
+    statement = ctx.parent(node)
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1 and statement.value is node):
+        return SHOWN
+    target = statement.targets[0]
+    if isinstance(target, ast.Name):
+        scope = ctx.names.binding_scope(target)
+        uses: list[ast.expr] = [n for n in ctx.named(target.id)
+                                if n is not target and ctx.names.binding_scope(n) is scope]
+    elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+        owner = next((a for a in ctx.ancestors(statement) if isinstance(a, ast.ClassDef)), None)
+        if owner is None:
+            return SHOWN
+        uses = [n for n in ctx.nodes(ast.Attribute) if isinstance(n, ast.Attribute) and n.attr == target.attr
+                and isinstance(n.value, ast.Name) and n.value.id == "self" and n is not target
+                and next((a for a in ctx.ancestors(n) if isinstance(a, ast.ClassDef)), None) is owner]
+    else:
+        return SHOWN
+    steps: list[ast.Call] = []
+    for use in uses:
+        parent = ctx.parent(use)
+        if isinstance(parent, ast.Attribute) and parent.value is use:
+            call = ctx.parent(parent)
+            if parent.attr == "step" and isinstance(call, ast.Call) and call.func is parent:
+                steps.append(call)
+            continue  # `opt.zero_grad()`, `opt.param_groups`: read, not handed on
+        if isinstance(parent, ast.Call) and use in parent.args:
+            func = parent.func
+            if isinstance(func, ast.Attribute) and func.attr == "step" and len(parent.args) == 1:
+                steps.append(parent)  # `scaler.step(opt)`
+                continue
+            callee = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if callee[:1].isupper():
+                continue  # `StepLR(opt, ...)`: a scheduler reads it
+            return SHOWN  # `train_one_epoch(model, opt)`: stepped where gpulint does not look
+        if isinstance(parent, (ast.Return, ast.Assign, ast.keyword, ast.Tuple, ast.List, ast.Dict, ast.Call)) \
+                and not (isinstance(parent, ast.Assign) and use in parent.targets):
+            return SHOWN  # returned, stored, handed on by keyword
+    return REFUTED if steps and all(waits_on_environment(ctx, step) for step in steps) else SHOWN
+
+
 # calls that hand back the module they are given (moved, cast, wrapped for data parallelism)
 _SAME_MODULE_METHODS = frozenset({"cuda", "to", "float", "double", "half", "bfloat16", "train", "cpu"})
 _SAME_MODULE_WRAPPERS = frozenset({"DistributedDataParallel", "DataParallel", "convert_sync_batchnorm"})
@@ -1244,5 +1294,8 @@ def may_gain_grad_scaler(ctx: AstContext) -> bool:
         return False  # MissingAutocast stays silent there (precision handled, or an environment-bound loop)
     # the step may live in a module this one imports (HRNet: SGD built in tools/train.py, stepped in
     # lib/core/function.py, where GPU001's fix writes the scaler)
-    return ctx.analysis(amp_steps).unscaled or project.unscaled_training_importees
+    # a step GPU001 leaves alone in an environment loop (OFF_ENVIRONMENT) gains no scaler either
+    steps = ctx.analysis(amp_steps)
+    return steps.unscaled and any(not b.scaled and not waits_on_environment(ctx, b.call) for b in steps.backwards) \
+        or project.unscaled_training_importees
 

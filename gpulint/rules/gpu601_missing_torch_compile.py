@@ -6,7 +6,8 @@ import ast
 from typing import TYPE_CHECKING, Optional, Union
 
 from gpulint.analysis.ast_context import AstContext, Detection
-from gpulint.analysis.evidence import REFUTED, SHOWN, Premise
+from gpulint.analysis.evidence import REFUTED, SHOWN, Evidence, Premise
+from gpulint.analysis.reach import OFF_ENVIRONMENT, waits_on_environment
 from gpulint.analysis.script_settings import own_steps, script_anchor, trains_on_cuda
 from gpulint.analysis.steps import StepFacts
 from gpulint.core import floors
@@ -106,10 +107,11 @@ class MissingTorchCompile(Rule):
         when the file saves or loads `model.state_dict()` (a compiled module's keys gain an
         `_orig_mod.` prefix), when it wraps the model in DDP, DataParallel or FSDP (the order
         of wrapping and compiling is the user's choice). Not reported with a torch floor
-        below 2.0 (no torch.compile there), where a framework owns the loop, in reinforcement-learning loops, with
-        sparse tensors, in CPU-only files or in test files.
+        below 2.0 (no torch.compile there), where a framework owns the loop, in reinforcement-learning loops (an
+        environment package imported, or every training step of the file in a loop that waits on an environment:
+        off-environment), with sparse tensors, in CPU-only files or in test files.
         """,
-        premises=(TRAINS_ON_CUDA, NOT_COMPILED, GPU_BOUND, COMPILE_EXISTS),
+        premises=(TRAINS_ON_CUDA, NOT_COMPILED, GPU_BOUND, OFF_ENVIRONMENT, COMPILE_EXISTS),
         fix_cases=(
             FixCase("`model = torch.compile(model)` before the optimizer is built from `model.parameters()`",
                     Applicability.UNSAFE, "model_compiled_before_optimizer.py"),
@@ -128,6 +130,7 @@ class MissingTorchCompile(Rule):
             TRAINS_ON_CUDA: trains_on_cuda(ctx, steps),
             NOT_COMPILED: REFUTED if SETTING_COMPILE in ctx.project.settings else SHOWN,
             GPU_BOUND: REFUTED if ctx.project.rl or ctx.project.own.sparse else SHOWN,
+            OFF_ENVIRONMENT: _steps_off_environment(ctx, steps),
             COMPILE_EXISTS: REFUTED if floors.too_new(ctx.settings.torch_version, [floors.COMPILE]) else SHOWN,
         })
         if not decision.report:
@@ -161,6 +164,17 @@ class MissingTorchCompile(Rule):
                 return PendingFix.unsafe(detection.fix_message, torch.edit,
                                          InsertStatements(each, f"{name} = {torch.expr}.compile({name})"))
         return None
+
+
+def _steps_off_environment(ctx: AstContext, steps: Optional[StepFacts]) -> Evidence:
+    """OFF_ENVIRONMENT for the file (one finding per script): refuted when every optimizer step of its own
+    training steps (every backward where none steps in view) waits on an environment; one offline step left
+    keeps the advice."""
+    if steps is None:
+        return SHOWN
+    calls = [s.call for step in steps.steps for s in step.steps] or [b.call for step in steps.steps
+                                                                     for b in step.backwards]
+    return REFUTED if calls and all(waits_on_environment(ctx, call) for call in calls) else SHOWN
 
 
 def _compile_point(ctx: AstContext, steps: StepFacts) -> Union[tuple[str, int], str]:

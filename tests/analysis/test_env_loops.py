@@ -208,3 +208,16 @@ def test_train_step_called_from_an_offline_loop_stays(tmp_path: Path) -> None:
     write(tmp_path / "offline", {"DQN.py": DQN, "main.py": OFFLINE})
     found = findings(tmp_path / "offline", "--select", "GPU001,GPU401")
     assert codes(found, "DQN.py") == ["GPU001", "GPU401"]
+
+
+# GPU201 asks the same premise of the optimizer's steps: three layers, so more than a handful of tensors
+UNFUSED_DQN = DQN.replace("nn.Linear(1024, 1024))", "nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 18))") \
+    .replace(", fused=True)", ")")
+
+
+def test_optimizer_stepped_only_from_another_files_env_loop(tmp_path: Path) -> None:
+    """DQN.__init__'s Adam steps only in DQN.train, which main.py calls between environment transitions."""
+    write(tmp_path / "online", {"DQN.py": UNFUSED_DQN, "main.py": ONLINE})
+    assert codes(findings(tmp_path / "online", "--select", "GPU201"), "DQN.py") == []
+    write(tmp_path / "offline", {"DQN.py": UNFUSED_DQN, "main.py": OFFLINE})
+    assert codes(findings(tmp_path / "offline", "--select", "GPU201"), "DQN.py") == ["GPU201"]
