@@ -1,7 +1,8 @@
 """A torch ceiling from a native extension pinned to C++14, and code ceilings carried through the imports.
 
 torch 2.1 compiles its headers as C++17 (`torch.utils.cpp_extension` passes `-std=c++17` from 2.1 on, and
-c10's headers stop with "C++17 or later compatible compiler is required to use PyTorch"): an extension
+c10's headers stop with "C++17 or later compatible compiler is required to use PyTorch"; a change marked
+backwards-incompatible in the 2.1 release notes, pytorch/pytorch#100557): an extension
 built with `-std=c++14` (or older) after torch's own flags, as ashawkey/torch-ngp's raymarching and
 gridencoder backends build theirs (`load(..., extra_cflags=['-O3', '-std=c++14'])`, and the same flags
 in their setup.py's `CUDAExtension(extra_compile_args=...)`), compiles only against torch 2.0 or older.
