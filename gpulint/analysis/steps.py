@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterator, Optional, TypeVar, Union
 
 from gpulint.core.torch_api import AUTOGRAD_BACKWARD, optimizer_name
-from gpulint.project.ast_nodes import all_nodes
+from gpulint.project.ast_nodes import all_nodes, last_name
 from gpulint.project.loader_flow import dotted
 
 if TYPE_CHECKING:
@@ -233,14 +233,14 @@ class StepFacts:
         return None
 
     def _is_scaler(self, expr: ast.expr) -> bool:
-        last = _last_name(expr)
+        last = last_name(expr)
         if last is not None and "scaler" in last.lower():
             return True
         value = self._single_value(expr) if isinstance(expr, ast.Name) else None
         return isinstance(value, ast.Call) and (self.qualname(value.func) or "").endswith("GradScaler")
 
     def _is_optimizer(self, expr: ast.expr) -> bool:
-        last = _last_name(expr)
+        last = last_name(expr)
         if last is None:
             return False
         lower = last.lower()
@@ -335,7 +335,7 @@ class StepFacts:
                 continue
             for base in ancestor.bases:
                 target = self.qualname(base)
-                last = _last_name(base) or ""
+                last = last_name(base) or ""
                 for framework, names in _OWNING_BASES.items():
                     if target in names:
                         return framework
@@ -481,7 +481,7 @@ class StepFacts:
             value = self._single_value(test)
             return value is not None and self.is_interval(value)
         if isinstance(test, ast.Call) and isinstance(test.func, (ast.Name, ast.Attribute)):
-            last = _last_name(test.func) or ""
+            last = last_name(test.func) or ""
             if last.startswith(("should_log", "should_eval", "should_save", "is_log", "log_step")):
                 return True
             helper = self.callee(test)
@@ -574,16 +574,9 @@ def _unique(items: list[_Call]) -> list[_Call]:
 
 def _names_counter(expr: ast.AST) -> bool:
     """`step`, `global_step`, `self.iteration`, `state.step`: an argument that names a step counter."""
-    last = _last_name(expr)
+    last = last_name(expr)
     return last is not None and any(word in last.lower() for word in ("step", "iter"))
 
-
-def _last_name(expr: ast.AST) -> Optional[str]:
-    if isinstance(expr, ast.Name):
-        return expr.id
-    if isinstance(expr, ast.Attribute):
-        return expr.attr
-    return None
 
 
 def _is_modulo(expr: ast.AST) -> bool:
@@ -597,7 +590,7 @@ def _looks_like_counter(expr: ast.AST) -> bool:
     """`i`, `step`, `batch_idx`, `self.global_step`, `it + 1`: a step or iteration counter."""
     if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub)):
         return _looks_like_counter(expr.left)
-    name = _last_name(expr)
+    name = last_name(expr)
     if name is None:
         return False
     lower = name.lower()

@@ -8,7 +8,7 @@ up by name), so the walk is done once and its list kept on the tree's root.
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+from typing import Iterator, Optional
 
 _KEY = "_gpulint_nodes"
 _FIELDS: dict[type, tuple[str, ...]] = {}
@@ -62,3 +62,12 @@ def fast_walk(root: ast.AST) -> Iterator[ast.AST]:
                 extend([v for v in value if isinstance(v, AST)])
             elif isinstance(value, AST):
                 push(value)
+
+
+def last_name(expr: ast.AST) -> Optional[str]:
+    """The name an expression ends in: `env` for `env`, `env` for `self.env`; None for anything else."""
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if isinstance(expr, ast.Attribute):
+        return expr.attr
+    return None

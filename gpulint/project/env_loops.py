@@ -30,7 +30,7 @@ import ast
 import re
 from typing import Callable, Iterator, Optional
 
-from gpulint.project.ast_nodes import fast_walk
+from gpulint.project.ast_nodes import fast_walk, last_name
 from gpulint.project.loader_flow import dotted
 
 ENV_METHODS = frozenset({"step", "reset"})
@@ -54,13 +54,6 @@ def env_named(name: str) -> bool:
     return bool(_ENV_WORD.search(name))
 
 
-def _receiver_name(node: ast.expr) -> Optional[str]:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    return None
-
 
 def is_env_call(call: ast.Call, made: frozenset[str] = frozenset()) -> bool:
     """`env.step(action)` or `env.reset(...)` on a receiver named like an environment, or on a name in `made`
@@ -70,7 +63,7 @@ def is_env_call(call: ast.Call, made: frozenset[str] = frozenset()) -> bool:
         return False
     if func.attr == "step" and not (call.args or call.keywords):
         return False
-    name = _receiver_name(func.value)
+    name = last_name(func.value)
     return name is not None and (env_named(name) or (isinstance(func.value, ast.Name) and name in made))
 
 

@@ -11,7 +11,7 @@ from gpulint.analysis.reach import SELF_TEST, not_self_test
 from gpulint.analysis.step_passes import TRAINING_PASS, StepPasses
 from gpulint.analysis.steps import STEP_AST_NEEDLES, Place, StepFacts, StepLoop, step_facts
 from gpulint.core.torch_api import CUDA_SYNCHRONIZE
-from gpulint.project.ast_nodes import all_nodes
+from gpulint.project.ast_nodes import all_nodes, last_name
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
@@ -298,7 +298,7 @@ def _names_device(facts: StepFacts, expr: ast.expr) -> bool:
         return isinstance(expr.value, str) and expr.value.startswith("cuda")
     if isinstance(expr, ast.Call):
         return facts.qualname(expr.func) == "torch.device"
-    last = _last(expr)
+    last = last_name(expr)
     return last is not None and ("device" in last.lower() or last.lower() in ("dev", "cuda", "gpu"))
 
 
@@ -341,10 +341,10 @@ def _a_grad_scaler(ctx: "AstContext", name: ast.Name) -> bool:
         arguments = function.args
         for parameter in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs):
             if parameter.arg == name.id:
-                return parameter.annotation is not None and _last(parameter.annotation) == "GradScaler"
+                return parameter.annotation is not None and last_name(parameter.annotation) == "GradScaler"
     values = owner.values.get(name.id, [])
     return bool(values) and all(
-        isinstance(v, ast.Call) and _last(v.func) == "GradScaler" and not any(
+        isinstance(v, ast.Call) and last_name(v.func) == "GradScaler" and not any(
             k.arg == "enabled" and isinstance(k.value, ast.Constant) and k.value.value is False for k in v.keywords)
         for v in values)
 
@@ -486,7 +486,7 @@ class HostReads:
             return self._model_call(expr) or self._torch_function(expr)
         if isinstance(expr, ast.Attribute):
             if expr.attr in ("data", "grad"):
-                return self.is_tensor(expr.value, depth + 1) or _last(expr.value) in self.models
+                return self.is_tensor(expr.value, depth + 1) or last_name(expr.value) in self.models
             return self._is_loss(expr)
         if isinstance(expr, ast.Subscript):
             return self.is_tensor(expr.value, depth + 1)
@@ -531,7 +531,7 @@ class HostReads:
 
     def _model_call(self, call: ast.Call) -> bool:
         """`model(x)`, `self.model(x)`, `criterion(out, y)` with `criterion = nn.CrossEntropyLoss()`."""
-        name = _last(call.func)
+        name = last_name(call.func)
         if name is not None and name in self.models:
             return True
         if isinstance(call.func, ast.Name):
@@ -642,18 +642,11 @@ def _model_names(tree: ast.Module) -> set[str]:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr in ("parameters", "named_parameters", "train", "eval") \
                 and not node.args:
-            name = _last(node.func.value)
+            name = last_name(node.func.value)
             if name is not None and name != "self":
                 names.add(name)
     return names
 
-
-def _last(expr: ast.AST) -> Optional[str]:
-    if isinstance(expr, ast.Name):
-        return expr.id
-    if isinstance(expr, ast.Attribute):
-        return expr.attr
-    return None
 
 
 def _root_tensor(expr: ast.expr) -> ast.expr:

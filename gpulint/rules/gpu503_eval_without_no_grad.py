@@ -18,7 +18,7 @@ from gpulint.core.torch_api import (
     SET_GRAD_ENABLED_MODE,
 )
 from gpulint.core.verification import NEUTRAL, Verification
-from gpulint.project.ast_nodes import all_nodes
+from gpulint.project.ast_nodes import all_nodes, last_name
 from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
@@ -219,7 +219,7 @@ class _EvalLoops:
             iterable = iterable.args[0]
         if isinstance(iterable, ast.Call):
             return self.facts.qualname(iterable.func) in DATALOADER
-        name = _last(iterable)
+        name = last_name(iterable)
         if name is None:
             return False
         lower = name.lower()
@@ -235,7 +235,7 @@ class _EvalLoops:
                 func = node.func
                 if isinstance(func, ast.Attribute) and func.attr == "forward":
                     func = func.value  # (`generate()` of Hugging Face models runs under no_grad itself)
-                name = _last(func)
+                name = last_name(func)
                 if name is not None and name in modules:
                     called.add(name)
         return called
@@ -250,7 +250,7 @@ class _EvalLoops:
         for node in all_nodes(self.tree):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                     and node.func.attr in ("eval", "parameters", "named_parameters", "train") and not node.args:
-                name = _last(node.func.value)
+                name = last_name(node.func.value)
                 if name is not None and name != "self":
                     names.add(name)
         return names
@@ -262,7 +262,7 @@ class _EvalLoops:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "eval" \
                     and not node.args and not node.keywords and (node.lineno, node.col_offset) < (loop.lineno,
                                                                                               loop.col_offset):
-                name = _last(node.func.value)
+                name = last_name(node.func.value)
                 if name is not None:
                     found.add(name)
         return found
@@ -344,7 +344,7 @@ class _EvalLoops:
                 return False
             if isinstance(func, ast.Name) and func.id in ("float", "int", "len", "bool", "str", "round"):
                 return False
-            name = _last(func.value if isinstance(func, ast.Attribute) and func.attr in ("forward", "generate")
+            name = last_name(func.value if isinstance(func, ast.Attribute) and func.attr in ("forward", "generate")
                          else func)
             if name in models:
                 return True
@@ -432,11 +432,3 @@ class _EvalLoops:
             if value is not None:
                 text += " " + ast.unparse(value)
         return any(word in text for word in ("no_grad", "inference_mode", "grad_enabled", "inference"))
-
-
-def _last(expr: ast.AST) -> Optional[str]:
-    if isinstance(expr, ast.Name):
-        return expr.id
-    if isinstance(expr, ast.Attribute):
-        return expr.attr
-    return None
