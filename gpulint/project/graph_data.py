@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import re
+from functools import cached_property
 from typing import Iterator, Optional
 
 from gpulint.project.ast_nodes import all_nodes
@@ -131,8 +132,15 @@ class _Values:
     """The constants an expression of the file can be: literals, names bound to them, argparse flags."""
 
     def __init__(self, tree: ast.Module) -> None:
-        self.assigned = _assigned(tree)
-        self.flags = _argparse_values(tree)
+        self.tree = tree
+
+    @cached_property
+    def assigned(self) -> dict[str, list[ast.AST]]:  # read on first use: most files build no benchmark dataset
+        return _assigned(self.tree)
+
+    @cached_property
+    def flags(self) -> dict[str, list[object]]:
+        return _argparse_values(self.tree)
 
     def of(self, node: Optional[ast.AST], depth: int = 0) -> Optional[list[object]]:
         """Every value, or None when one of them cannot be read."""
