@@ -23,7 +23,7 @@ from gpulint.project.clamps import CLAMP_NAMES, LOG_NAMES, log_clamp_rounds_to_o
 from gpulint.project.codec import decode_fields, encode_fields
 from gpulint.project.cpp_std import conditional_imports, import_alternatives, pins_pre_cpp17
 from gpulint.project.env_loops import ENV_METHODS, env_calls, env_named
-from gpulint.project.graph_data import image_rows, step_rows
+from gpulint.project.graph_data import DATASET_CALLS, IMAGE_SET_CALLS, image_rows, step_rows
 from gpulint.project.layers import (
     DIMS,
     OPAQUE,
@@ -946,6 +946,7 @@ class _Scanner:
         self.self_device_copied = False  # `x.to(self.<device>)` somewhere (FileFacts.self_device_copies)
         self.lazy = False  # an import below module level (FileFacts.lazy_imports is read only then)
         self.loops: list[ast.AST] = []  # every `for` loop (project/loader_flow.py reads on only when one copies)
+        self.device_keyword = False  # a call passes `device=` (FileFacts.device_collates are looked for only then)
 
     def run(self) -> FileFacts:
         names: set[str] = set()
@@ -963,6 +964,7 @@ class _Scanner:
         # packages imported anywhere, in functions too (a marimo notebook imports gymnasium in a cell function):
         # evidence of what the file runs on (`rl`), not names to resolve (those stay module-level, `imports`)
         anywhere: set[str] = set()
+        aliased: set[str] = set()  # names a `from ... import name as other` anywhere renames
         imports = 0  # import statements anywhere: more than at module level, and some are lazy (FileFacts.lazy_imports)
         for statement in self.tree.body:
             defined = _defined_names(statement)
@@ -1021,6 +1023,7 @@ class _Scanner:
                     anywhere.update(a.name.split(".", 1)[0] for a in node.names)  # type: ignore[attr-defined]
                 elif kind is ast.ImportFrom:
                     imports += 1
+                    aliased.update(a.name for a in node.names if a.asname)  # type: ignore[attr-defined]
                     if not node.level and node.module:  # type: ignore[attr-defined]
                         anywhere.add(node.module.split(".", 1)[0])  # type: ignore[attr-defined]
                 elif kind is Dict:
@@ -1078,15 +1081,16 @@ class _Scanner:
             xla=bool(roots & XLA_PACKAGES) or any(
                 ref.name is not None and ref.name.startswith("XLA") and ref.module.split(".", 1)[0] in _LIGHTNING
                 for ref in self.imports),
-            unpinned_collates=self._unpinned_collates(), device_collates=_device_collates(self.tree, self.aliases),
+            unpinned_collates=self._unpinned_collates(), device_collates=_device_collates(self.tree, self.aliases)
+            if self.device_keyword or "cuda" in names or "to" in names else (),  # what _moves_to_device needs
             devices=tuple(sorted(self.devices)),
             version_flags=_version_flags(self.tree) if versioned or "hasattr" in names
             or any("torch_version" in n.lower() for n in names) else (),
             factories=_factories(self.tree, classes,
                                  frozenset(r.local for r in self.imports if r.name not in (None, "*"))),
             config_ints={k: tuple(sorted(set(v))) for k, v in self.config.items()},
-            step_rows=step_rows(self.tree) if training else None,
-            image_rows=image_rows(self.tree) if training else None,
+            step_rows=step_rows(self.tree) if training and not DATASET_CALLS.isdisjoint(names | aliased) else None,
+            image_rows=image_rows(self.tree) if training and not IMAGE_SET_CALLS.isdisjoint(names) else None,
             unreached=unreached_functions(self.tree) if training else (),
             uncalled_methods=uncalled_methods(self.tree, plain) if training else (),
             plain_classes=plain,
@@ -1247,6 +1251,8 @@ class _Scanner:
         if last in ("load", "load_inline", "CUDAExtension", "CppExtension"):
             self._native(call, aliases.qualified(func))
         for keyword in call.keywords:
+            if keyword.arg == "device":
+                self.device_keyword = True
             if keyword.arg == "dtype" and isinstance(keyword.value, ast.Subscript) and \
                     isinstance(keyword.value.slice, ast.Constant) and keyword.value.slice.value == "dtype":
                 self._dtype_from_key = True  # `nn.Linear(d, d, dtype=cfg["dtype"])`

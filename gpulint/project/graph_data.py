@@ -79,6 +79,10 @@ _SAMPLERS = frozenset({
     "NodeLoader", "LinkLoader", "ImbalancedSampler", "GraphDataLoader",
 })
 _LOADERS = frozenset({"DataLoader"})
+# the callees `step_rows` and `image_rows` need, as a call or a `from ... import X as Y` spells them: a file
+# that spells none of them gives None without a walk (project/facts.py)
+DATASET_CALLS = frozenset(NODE_GRAPHS) | frozenset(GRAPH_SETS)
+IMAGE_SET_CALLS = frozenset(SMALL_IMAGE_SETS)
 
 
 def _last(func: ast.AST) -> str:

@@ -145,32 +145,35 @@ class _Flow:
         self.all_functions: list[FunctionNode] = []
         self.calls: list[ast.Call] = []
         stack: list[tuple[ast.AST, ast.AST]] = [(tree, tree)]
+        parents, push, Name, Call, Load = self.parents, stack.append, ast.Name, ast.Call, ast.Load
         while stack:
             node, scope = stack.pop()
-            inner = scope
+            kind = type(node)
             if isinstance(node, _SCOPES):
-                inner = node
                 self.names[id(node)] = {}
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     self.all_functions.append(node)
-            elif isinstance(node, ast.Name):
-                self.scope_of[id(node)] = scope
-                entry = self.names[id(scope)].get(node.id)
-                if entry is None:
-                    entry = self.names[id(scope)][node.id] = _Names()
-                if isinstance(node.ctx, ast.Load):
-                    entry.loads.append(node)
-                else:
-                    entry.stores += 1
-            elif isinstance(node, ast.Call):
-                self.calls.append(node)
-            body: set[int] = set()
-            if inner is node:  # decorators, defaults and bases are evaluated in the enclosing scope
+                # decorators, defaults and bases are evaluated in the enclosing scope
                 held = getattr(node, "body", ())
                 body = {id(b) for b in held} if isinstance(held, list) else {id(held)}
+                for child in children(node):
+                    parents[id(child)] = node
+                    push((child, node if id(child) in body else scope))
+                continue
+            if kind is Name:
+                self.scope_of[id(node)] = scope
+                entry = self.names[id(scope)].get(node.id)  # type: ignore[attr-defined]
+                if entry is None:
+                    entry = self.names[id(scope)][node.id] = _Names()  # type: ignore[attr-defined]
+                if isinstance(node.ctx, Load):  # type: ignore[attr-defined]
+                    entry.loads.append(node)  # type: ignore[arg-type]
+                else:
+                    entry.stores += 1
+            elif kind is Call:
+                self.calls.append(node)  # type: ignore[arg-type]
             for child in children(node):
-                self.parents[id(child)] = node
-                stack.append((child, inner if inner is not node or id(child) in body else scope))
+                parents[id(child)] = node
+                push((child, scope))
         self.functions: dict[str, FunctionNode] = {}
         for statement in tree.body:
             if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
