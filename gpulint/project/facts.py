@@ -2170,7 +2170,7 @@ def _factories(tree: ast.Module, classes: dict[str, ClassFacts], imported: froze
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         returned: set[str] = set()
-        for child in _own_body_nodes(node):
+        for child in _own_body_statements(node):
             if isinstance(child, ast.Return):
                 value = child.value
                 if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
@@ -2185,6 +2185,26 @@ def _factories(tree: ast.Module, classes: dict[str, ClassFacts], imported: froze
         if len(returned) == 1 and "" not in returned:
             out[node.name] = returned.pop()
     return out
+
+
+def _own_body_statements(fn: ast.AST) -> Iterator[ast.AST]:
+    """The statements `_own_body_nodes` yields (a `return` is one), without walking the expressions, which
+    hold none: the function's body, and the blocks under its statements but nested definitions (those
+    directly in the body are read through, as `_own_body_nodes` reads them)."""
+    stack: list[ast.AST] = list(getattr(fn, "body", []))
+    fields_of = _STATEMENT_FIELDS
+    while stack:
+        node = stack.pop()
+        yield node
+        kind = type(node)
+        fields = fields_of.get(kind)
+        if fields is None:
+            fields = fields_of[kind] = tuple(f for f in kind._fields if f in _STATEMENT_FIELD_NAMES)
+        for name in fields:
+            for child in getattr(node, name, None) or ():
+                if isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)) and not isinstance(
+                        child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    stack.append(child)
 
 
 def _own_body_nodes(fn: ast.AST) -> Iterator[ast.AST]:
