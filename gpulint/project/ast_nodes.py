@@ -78,6 +78,33 @@ def walk(root: ast.AST) -> list[ast.AST]:
     return out
 
 
+def walk_with_parents(root: ast.AST) -> tuple[list[ast.AST], dict[int, ast.AST]]:
+    """`walk(root)`, and each node's parent under `root` by the node's id (what `{id(child): node for node
+    in walk(root) for child in children(node)}` gives), in one pass."""
+    out: list[ast.AST] = [root]
+    parents: dict[int, ast.AST] = {}
+    append, AST, fields_of = out.append, ast.AST, _FIELDS
+    index = 0
+    while index < len(out):
+        node = out[index]
+        index += 1
+        kind = type(node)
+        fields = fields_of.get(kind)
+        if fields is None:
+            fields = fields_of[kind] = tuple(kind._fields)
+        for name in fields:
+            value = getattr(node, name, None)
+            if isinstance(value, AST):
+                append(value)
+                parents[id(value)] = node
+            elif type(value) is list:
+                for item in value:
+                    if isinstance(item, AST):
+                        append(item)
+                        parents[id(item)] = node
+    return out, parents
+
+
 _SKIPPED_FIELDS = frozenset({"ctx", "type_comment"})
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 

@@ -18,7 +18,7 @@ import ast
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Iterator, Optional, Protocol, Union
 
-from gpulint.project.ast_nodes import children, walk
+from gpulint.project.ast_nodes import children, walk, walk_with_parents
 
 # layer kinds
 DIMS = "dims"  # a layer whose matmul width is the smallest of `dims`
@@ -857,7 +857,7 @@ def parameter_tensors(cls: ast.ClassDef, qualify: Qualify, local_classes: frozen
         me = _first_arg(fn)
         if me is None or any(isinstance(n, _NO_LOOP) for s in fn.body for n in walk(s)):
             return None
-        parents = {id(child): node for node in walk(fn) for child in children(node)}
+        nodes, parents = walk_with_parents(fn)
         for call in _calls(fn):
             func = call.func
             if isinstance(func, ast.Name) and func.id == "setattr":
@@ -888,7 +888,7 @@ def parameter_tensors(cls: ast.ClassDef, qualify: Qualify, local_classes: frozen
                 total += kind
             elif kind == _UNKNOWN and not _harmless(call, parents, me, qualify, local_classes, imported, guarded):
                 return None
-        for node in walk(fn):
+        for node in nodes:
             if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) \
                     and _on_me(node.value, me):
                 return None  # `self.layers["a"] = ...`: a container filled by key
