@@ -173,7 +173,7 @@ def _scan_projects(files: Sequence[Path], options: LintOptions, cache: Optional[
     """The project pass: facts from the files around each linted file (dispatch/project_scan.py)."""
     from gpulint.dispatch.project_scan import scan_projects
 
-    return scan_projects(files, options.targets, cache, workers=options.jobs or default_jobs())
+    return scan_projects(files, options.targets, cache, workers=options.jobs or default_jobs(), hand_over=True)
 
 
 def _print_profile(results: Sequence[FileResult], options: LintOptions, setup: float, project: float,

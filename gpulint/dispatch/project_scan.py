@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
 
 from gpulint.core.source import SourceError, decode_source, read_bytes
+from gpulint.engine import guard
 from gpulint.engine.cache import PROJECT_FACTS_DIR, ResultCache
 from gpulint.engine.files import Walker
 from gpulint.notebook import is_notebook, notebook_code
-from gpulint.project.facts import FACTS_VERSION, FileFacts, ImportRef, facts_of_text
+from gpulint.project.facts import FACTS_VERSION, FileFacts, ImportRef, facts_and_tree, facts_of_text
 from gpulint.project.view import (
     FactsSource,
     Project,
@@ -51,6 +52,8 @@ class FactsCache(FactsSource):
         self.key = f"{FACTS_VERSION}|{linter}"
         self.entries: dict[str, tuple[str, dict]] = {}
         self.known: dict[str, Optional[FileFacts]] = {}  # this run's answers, by absolute path
+        # the files (absolute paths) whose trees, parsed here, are handed over to their linting (engine/guard.py)
+        self.hand_over: frozenset[str] = frozenset()
         self.dirty = False
         raw = cache.read_blob(store, MAX_STORE_BYTES) if cache is not None else None
         if raw is not None:
@@ -86,8 +89,14 @@ class FactsCache(FactsSource):
             method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
             with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
                 results = list(pool.map(_facts_json_of, misses, chunksize=16))
-        else:
-            results = [_facts_json_of(n) for n in misses]
+        else:  # in this process: the facts as they are, put into plain data only for a cache that keeps them
+            for name in misses:
+                digest, facts = _facts_of(name, name in self.hand_over)
+                self.known[name] = facts
+                if facts is not None and self.cache is not None:
+                    self.entries[name] = (digest, facts.to_json())
+                    self.dirty = True
+            return
         for name, (digest, data) in zip(misses, results):
             self.known[name] = FileFacts.from_json(data) if data is not None else None
             if data is not None:
@@ -126,16 +135,31 @@ def _read(path: Path) -> Optional[bytes]:
 
 def _facts_json_of(name: str) -> tuple[str, Optional[dict]]:
     """Worker: the digest of one file's bytes and their facts as plain data (None: unreadable or not Python)."""
+    digest, facts = _facts_of(name)
+    return digest, (facts.to_json() if facts is not None else None)
+
+
+def _facts_of(name: str, hand_over: bool = False) -> tuple[str, Optional[FileFacts]]:
+    """The digest of one file's bytes and their facts (None: unreadable or not Python). The facts equal what
+    their plain data decodes to (FileFacts.from_json), so one process takes them without that round trip.
+    With `hand_over` (a Python file about to be linted in this process), its tree is kept for the linter."""
     raw = _read(Path(name))
     if raw is None:
         return "", None
     digest = hashlib.sha256(raw).hexdigest()
+    notebook = is_notebook(name)
     try:
-        text = notebook_code(raw) if is_notebook(name) else decode_source(raw, Path(name)).text
+        text = notebook_code(raw) if notebook else decode_source(raw, Path(name)).text
     except SourceError:
         return digest, None
-    facts = facts_of_text(text) if text is not None else None
-    return digest, (facts.to_json() if facts is not None else None)
+    if text is None:
+        return digest, None
+    if not hand_over or notebook:
+        return digest, facts_of_text(text)
+    facts, tree = facts_and_tree(text)
+    if facts is not None and tree is not None:
+        guard.hand_over(facts.source, tree, len(text))
+    return digest, facts
 
 
 def project_roots(files: Sequence[Path], arguments: Sequence[Path]) -> dict[Path, list[Path]]:
@@ -167,12 +191,17 @@ def _project_files(root: Path, members: Sequence[Path]) -> list[Path]:
 
 
 def scan_projects(files: Sequence[Path], arguments: Sequence[Path], cache: Optional[ResultCache] = None,
-                  workers: int = 1) -> dict[str, ProjectView]:
-    """The project view of every linted file (keyed by str(path)); files outside any scan get none."""
+                  workers: int = 1, hand_over: bool = False) -> dict[str, ProjectView]:
+    """The project view of every linted file (keyed by str(path)); files outside any scan get none. With
+    `hand_over` (the files are linted next, in this process or in processes forked from it), the trees
+    parsed here of the linted files are kept for their linting (engine/guard.py `take_tree`)."""
     views: dict[str, ProjectView] = {}
+    guard.drop_trees()
     for root, members in project_roots(files, arguments).items():
         store = f"{PROJECT_FACTS_DIR}/{hashlib.sha256(str(root).encode()).hexdigest()}.json"
         facts = FactsCache(cache, store, cache.run_key if cache is not None else "")
+        if hand_over:
+            facts.hand_over = frozenset(os.path.abspath(m) for m in members)
         paths = _project_files(root, members)
         if len(members) < PART_OF_PROJECT * len(paths):
             project = _partial_project(root, paths, members, facts)

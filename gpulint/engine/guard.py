@@ -204,15 +204,51 @@ def too_large(text: str, limit: int = MAX_CHARS) -> Optional[Refusal]:
                    f"{format_size(limit)})")
 
 
-def python_check(text: str, before_libcst: bool = True, limit: int = MAX_CHARS) -> PythonCheck:
-    """Parse with CPython; `before_libcst` also measures the depth LibCST would face."""
+# Trees the project pass parsed (dispatch/project_scan.py), by the digest of their text (project/facts.py
+# `text_digest`): the linter of that very text, in this process, takes its tree instead of parsing it again.
+# Bounded by the characters of their texts (an `ast` tree takes about 35 bytes per character).
+MAX_HANDED_CHARS = 2 * 1024 * 1024
+_handed: dict[str, tuple[ast.Module, int]] = {}
+_handed_chars = [0]
+
+
+def hand_over(digest: str, tree: ast.Module, chars: int) -> bool:
+    """Keep `tree`, parsed from a text of `chars` characters whose digest is `digest`, for `take_tree`;
+    False when the trees kept already hold MAX_HANDED_CHARS."""
+    if digest in _handed or _handed_chars[0] + chars > MAX_HANDED_CHARS:
+        return False
+    _handed[digest] = (tree, chars)
+    _handed_chars[0] += chars
+    return True
+
+
+def take_tree(digest: str) -> Optional[ast.Module]:
+    """The tree handed over for a text with this digest, once (a second lint of the text parses it again)."""
+    kept = _handed.pop(digest, None)
+    if kept is None:
+        return None
+    _handed_chars[0] -= kept[1]
+    return kept[0]
+
+
+def drop_trees() -> None:
+    """Forget every tree handed over (a new project pass hands over its own)."""
+    _handed.clear()
+    _handed_chars[0] = 0
+
+
+def python_check(text: str, before_libcst: bool = True, limit: int = MAX_CHARS,
+                 tree: Optional[ast.Module] = None) -> PythonCheck:
+    """Parse with CPython; `before_libcst` also measures the depth LibCST would face. `tree`: what
+    `ast.parse(text)` returned before (`take_tree`), taken instead of parsing again."""
     refusal = too_large(text, limit)
     if refusal is not None:
         return PythonCheck(False, refusal)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # invalid escape sequences etc. are not ours to print
-            tree = ast.parse(text)
+        if tree is None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # invalid escape sequences etc. are not ours to print
+                tree = ast.parse(text)
     except (RecursionError, MemoryError):
         return PythonCheck(False, Refusal(TOO_DEEP))
     except SyntaxError as exc:

@@ -17,7 +17,7 @@ from gpulint.core.findings import Finding, FixEdit, Location
 from gpulint.core.options import TORCH_VERSION
 from gpulint.core.settings import Settings
 from gpulint.engine import ast_prefilter
-from gpulint.engine.guard import libcst_refusal, python_check, text_size, too_large
+from gpulint.engine.guard import libcst_refusal, python_check, take_tree, text_size, too_large
 from gpulint.engine.lint_result import AstRun, InternalError, LintResult, syntax_finding
 from gpulint.engine.profile import NO_PROFILE, Profile
 from gpulint.engine.suppressions import apply_suppressions
@@ -113,6 +113,10 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
     the fixes of rules on `ast` are their predictions (applicability and message, no edits) and
     LibCST is not parsed for them; with it, their fixes are built (`Rule.build_fix`).
     """
+    # the project pass's tree of this very text, when it handed one over (dispatch/project_scan.py): taken
+    # first, so that a file no rule reads lets it go
+    handed = take_tree(project.own.source) if project is not None and project.own.source \
+        and project.own.source == text_digest(text) else None
     with profile.phase("prefilter"):
         active = enabled_rules(settings) if rules is None else list(rules)
         candidates = [r for r in active if r.may_match(text)]
@@ -127,7 +131,7 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
     # When no rule can match, that is all; a syntax error it reports is confirmed with
     # LibCST below, so syntax newer than this interpreter's is not misreported.
     with profile.phase("parse"):
-        check = python_check(text, before_libcst=bool(candidates), limit=settings.max_file_size)
+        check = python_check(text, before_libcst=bool(candidates), limit=settings.max_file_size, tree=handed)
     if check.refusal is not None:
         refusal = check.refusal
         return LintResult([syntax_finding(str(path), refusal.message, refusal.row, refusal.column)], parsed=False)

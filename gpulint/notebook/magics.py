@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Optional
 
 # cell magics whose body is Python run in the kernel: the body is linted
@@ -150,9 +151,11 @@ def _is_automagic(stripped: str) -> bool:
     return not compiles(stripped)
 
 
+@lru_cache(maxsize=4096)
 def compiles(code: str) -> bool:
     """Whether `code` is valid Python for this interpreter (top-level `await` counts as invalid:
-    the rest of gpulint parses with CPython's and LibCST's module grammar)."""
+    the rest of gpulint parses with CPython's and LibCST's module grammar). Remembered: a notebook's
+    cells are read by the project pass, then again when it is linted."""
     try:
         compile(code, "<cell>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except (SyntaxError, ValueError, RecursionError, MemoryError):

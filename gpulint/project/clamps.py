@@ -23,7 +23,7 @@ from __future__ import annotations
 import ast
 from typing import Callable, Optional, Union
 
-from gpulint.project.ast_nodes import all_nodes
+from gpulint.project.ast_nodes import all_nodes, walk
 from gpulint.project.loader_flow import own_nodes
 
 # the largest eps for which 1 - eps rounds to 1.0 in bfloat16, which keeps 8 significant bits (spacing 2**-8 just
@@ -138,7 +138,7 @@ class _Clamps:
 
     def _float32(self, value: ast.AST) -> bool:
         """The value is cast to fp32 on the way in (`p.float()`, `p.to(torch.float32)`, `sigmoid(x.double())`)."""
-        for node in ast.walk(value):
+        for node in walk(value):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 if node.func.attr in _FLOAT32 and not node.args:
                     return True

@@ -33,6 +33,8 @@ import ast
 import re
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
+from gpulint.project.ast_nodes import walk
+
 Version = tuple[int, int]
 
 # the first torch whose headers need C++17: an extension compiled as C++14 builds only against older ones
@@ -59,7 +61,7 @@ def pins_pre_cpp17(call: ast.Call, tree: ast.Module) -> bool:
 def _strings(node: ast.AST, tree: ast.Module, seen: set[str]) -> list[str]:
     """The string constants an expression holds, following names through the file's bindings of them."""
     out: list[str] = []
-    for inner in ast.walk(node):
+    for inner in walk(node):
         if isinstance(inner, ast.Constant) and isinstance(inner.value, str):
             out.append(inner.value.strip())
         elif isinstance(inner, ast.Name) and inner.id not in seen:
@@ -71,7 +73,7 @@ def _strings(node: ast.AST, tree: ast.Module, seen: set[str]) -> list[str]:
 
 def _bound_values(tree: ast.Module, name: str) -> Iterable[ast.AST]:
     """What the file binds `name` to or adds to it: `name = v`, `name += v`, `name.append(v)`, `.extend(v)`."""
-    for node in ast.walk(tree):
+    for node in walk(tree):
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
             yield node.value
         elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name) \

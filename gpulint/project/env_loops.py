@@ -30,7 +30,7 @@ import ast
 import re
 from typing import Callable, Iterator, Optional
 
-from gpulint.project.ast_nodes import fast_walk, last_name
+from gpulint.project.ast_nodes import children, fast_walk, last_name
 from gpulint.project.loader_flow import dotted
 
 ENV_METHODS = frozenset({"step", "reset"})
@@ -75,7 +75,7 @@ def _own_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
         yield node
         if isinstance(node, _SCOPES):
             continue
-        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+        stack.extend(reversed(list(children(node))))
 
 
 def _made_envs(body: list[ast.stmt], qualified: Qualify) -> frozenset[str]:

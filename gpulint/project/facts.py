@@ -18,12 +18,12 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
-from gpulint.project.ast_nodes import all_nodes, fast_walk
+from gpulint.project.ast_nodes import all_nodes, children, fast_walk, walk
 from gpulint.project.clamps import CLAMP_NAMES, LOG_NAMES, log_clamp_rounds_to_one
 from gpulint.project.codec import decode_fields, encode_fields
 from gpulint.project.cpp_std import conditional_imports, import_alternatives, pins_pre_cpp17
 from gpulint.project.env_loops import ENV_METHODS, env_calls, env_named
-from gpulint.project.graph_data import image_rows, step_rows
+from gpulint.project.graph_data import DATASET_CALLS, IMAGE_SET_CALLS, image_rows, step_rows
 from gpulint.project.layers import (
     DIMS,
     OPAQUE,
@@ -541,9 +541,9 @@ def _freezes_modules(tree: ast.Module) -> bool:
     `PerceptualLoss`) does not count: the rest may be large.
     """
     loop_targets = {n.id for node in all_nodes(tree) if isinstance(node, (ast.For, ast.comprehension))
-                    for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+                    for n in walk(node.target) if isinstance(n, ast.Name)}
     maybe_true = _names_given_true(tree)
-    in_losses = {id(n) for node in _loss_classes(tree) for n in ast.walk(node)}
+    in_losses = {id(n) for node in _loss_classes(tree) for n in walk(node)}
     shapes: set[str] = set()
     filtered = False
     for node in all_nodes(tree):
@@ -572,7 +572,7 @@ def _loss_classes(tree: ast.Module) -> list[ast.ClassDef]:
     losses = [c for c in classes if "loss" in c.name.lower()]
     if not losses:
         return losses
-    inside = {id(n) for c in losses for n in ast.walk(c)}
+    inside = {id(n) for c in losses for n in walk(c)}
     built: dict[str, list[bool]] = {}  # class name -> for each call of it, whether a loss class makes it
     for node in all_nodes(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
@@ -819,8 +819,8 @@ _JIT_BUILDERS = frozenset({f"{_CPP_EXTENSION}.load", f"{_CPP_EXTENSION}.load_inl
 _EXTENSION_CLASSES = frozenset({f"{_CPP_EXTENSION}.CUDAExtension", f"{_CPP_EXTENSION}.CppExtension"})
 def _maps_rows(fn: ast.AST) -> bool:
     """The function returns something and calls `.map(...)` on a dataset, with no per-item transform."""
-    methods = {n.func.attr for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
-    returns = any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(fn))
+    methods = {n.func.attr for n in walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
+    returns = any(isinstance(n, ast.Return) and n.value is not None for n in walk(fn))
     return returns and "map" in methods and not {"with_transform", "set_transform"} & methods
 
 
@@ -869,7 +869,7 @@ def _few_tensors(node: ast.ClassDef, bases: list[str], layers: Optional[tuple[La
         return False
     me = init.args.args[0].arg
     methods = {n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    for sub in ast.walk(init):
+    for sub in walk(init):
         if isinstance(sub, (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp,
                             ast.GeneratorExp)):
             return False
@@ -946,6 +946,7 @@ class _Scanner:
         self.self_device_copied = False  # `x.to(self.<device>)` somewhere (FileFacts.self_device_copies)
         self.lazy = False  # an import below module level (FileFacts.lazy_imports is read only then)
         self.loops: list[ast.AST] = []  # every `for` loop (project/loader_flow.py reads on only when one copies)
+        self.device_keyword = False  # a call passes `device=` (FileFacts.device_collates are looked for only then)
 
     def run(self) -> FileFacts:
         names: set[str] = set()
@@ -956,11 +957,14 @@ class _Scanner:
         cuda_names = {local for local, targets in self.aliases.table.items()
                       if any(t.startswith(("torch.cuda", "torch.accelerator")) for t in targets)}
         Call, Constant, Attribute, Name, Assign = ast.Call, ast.Constant, ast.Attribute, ast.Name, ast.Assign
-        Dict = ast.Dict
+        Dict, Subscript = ast.Dict, ast.Subscript
+        # the file indexes `<x>.data[0]` somewhere: the reads legacy_torch and reads_zero_dim_loss look for
+        data_zero = False
         versioned = False  # the file reads torch.__version__ somewhere (version flags are looked for only then)
         # packages imported anywhere, in functions too (a marimo notebook imports gymnasium in a cell function):
         # evidence of what the file runs on (`rl`), not names to resolve (those stay module-level, `imports`)
         anywhere: set[str] = set()
+        aliased: set[str] = set()  # names a `from ... import name as other` anywhere renames
         imports = 0  # import statements anywhere: more than at module level, and some are lazy (FileFacts.lazy_imports)
         for statement in self.tree.body:
             defined = _defined_names(statement)
@@ -1009,6 +1013,9 @@ class _Scanner:
                         self.devices.add(value.split(":", 1)[0])
                 elif kind is Assign:
                     self._assign(node)  # type: ignore[arg-type]
+                elif kind is Subscript:
+                    if not data_zero and _data_zero_base(node) is not None:  # type: ignore[arg-type]
+                        data_zero = True
                 elif kind is ast.For or kind is ast.AsyncFor:
                     self.loops.append(node)
                 elif kind is ast.Import:
@@ -1016,6 +1023,7 @@ class _Scanner:
                     anywhere.update(a.name.split(".", 1)[0] for a in node.names)  # type: ignore[attr-defined]
                 elif kind is ast.ImportFrom:
                     imports += 1
+                    aliased.update(a.name for a in node.names if a.asname)  # type: ignore[attr-defined]
                     if not node.level and node.module:  # type: ignore[attr-defined]
                         anywhere.add(node.module.split(".", 1)[0])  # type: ignore[attr-defined]
                 elif kind is Dict:
@@ -1068,19 +1076,21 @@ class _Scanner:
             optimizers=self._optimizers(), names=tuple(sorted(names)) if training else (),
             dict_lookups=tuple(sorted(dict_lookups)),
             row_functions=tuple(n.name for n in self.tree.body
-                                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and _maps_rows(n)),
+                                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and _maps_rows(n))
+            if "map" in names else (),  # `.map(...)` spells the attribute
             xla=bool(roots & XLA_PACKAGES) or any(
                 ref.name is not None and ref.name.startswith("XLA") and ref.module.split(".", 1)[0] in _LIGHTNING
                 for ref in self.imports),
-            unpinned_collates=self._unpinned_collates(), device_collates=_device_collates(self.tree, self.aliases),
+            unpinned_collates=self._unpinned_collates(), device_collates=_device_collates(self.tree, self.aliases)
+            if self.device_keyword or "cuda" in names or "to" in names else (),  # what _moves_to_device needs
             devices=tuple(sorted(self.devices)),
             version_flags=_version_flags(self.tree) if versioned or "hasattr" in names
             or any("torch_version" in n.lower() for n in names) else (),
             factories=_factories(self.tree, classes,
                                  frozenset(r.local for r in self.imports if r.name not in (None, "*"))),
             config_ints={k: tuple(sorted(set(v))) for k, v in self.config.items()},
-            step_rows=step_rows(self.tree) if training else None,
-            image_rows=image_rows(self.tree) if training else None,
+            step_rows=step_rows(self.tree) if training and not DATASET_CALLS.isdisjoint(names | aliased) else None,
+            image_rows=image_rows(self.tree) if training and not IMAGE_SET_CALLS.isdisjoint(names) else None,
             unreached=unreached_functions(self.tree) if training else (),
             uncalled_methods=uncalled_methods(self.tree, plain) if training else (),
             plain_classes=plain,
@@ -1088,7 +1098,7 @@ class _Scanner:
             if names & ENV_METHODS and ("make" in names or any(env_named(n) for n in names)) else (),
             private_attributes=tuple(sorted(private_attributes)),
             private_strings=tuple(sorted(private_strings)),
-            torch_ceiling=torch_ceiling(self.tree, self.aliases, names),
+            torch_ceiling=torch_ceiling(self.tree, self.aliases, names, data_zero),
             cpp14_build=self.cpp14_build, cpp14_extensions=tuple(sorted(self.cpp14_extensions)),
             import_alternatives=import_alternatives(self.tree.body, _refs_of),
             conditional_imports=conditional_imports(self.tree.body, _refs_of),
@@ -1096,7 +1106,7 @@ class _Scanner:
             else None,
             builds_ffi_extension=self.ffi_extension,
             defines_only=_defines_only(self.tree),
-            legacy_torch=legacy_torch(self.tree) if "data" in names or "pack_padded_sequence" in names else "",
+            legacy_torch=legacy_torch(self.tree) if data_zero or "pack_padded_sequence" in names else "",
             inference_script=main is not None and grad_off and not may_train,
             grad_off=grad_off,
             may_train=may_train,
@@ -1241,6 +1251,8 @@ class _Scanner:
         if last in ("load", "load_inline", "CUDAExtension", "CppExtension"):
             self._native(call, aliases.qualified(func))
         for keyword in call.keywords:
+            if keyword.arg == "device":
+                self.device_keyword = True
             if keyword.arg == "dtype" and isinstance(keyword.value, ast.Subscript) and \
                     isinstance(keyword.value.slice, ast.Constant) and keyword.value.slice.value == "dtype":
                 self._dtype_from_key = True  # `nn.Linear(d, d, dtype=cfg["dtype"])`
@@ -1475,7 +1487,7 @@ class _Scanner:
         iterable = any(b in ITERABLE_BASES for b in bases)
         sharded = any(isinstance(n, (ast.Name, ast.Attribute)) and
                       (getattr(n, "id", None) == "get_worker_info" or getattr(n, "attr", None) == "get_worker_info")
-                      for n in ast.walk(node))
+                      for n in walk(node))
         return ClassFacts(tuple(bases), dataset_kind(node, self.aliases), iterable, sharded, passed_arguments(node),
                           bulk=decodes_bulk(node, self.aliases), item_io=reads_per_item(node, self.aliases))
 
@@ -1578,7 +1590,7 @@ def _only_definitions(body: list[ast.stmt]) -> bool:
 
 
 def torch_ceiling(tree: ast.Module, aliases: Optional[_Aliases] = None,
-                  names: Optional[set[str]] = None) -> Optional[tuple[int, int]]:
+                  names: Optional[set[str]] = None, data_zero: bool = True) -> Optional[tuple[int, int]]:
     """The first torch release this module cannot run on, the lowest of three signals:
 
     - a module-level import, outside any `try` or `if`, of a module or name that release (or the torchtext
@@ -1589,7 +1601,8 @@ def torch_ceiling(tree: ast.Module, aliases: Optional[_Aliases] = None,
     - a fill with a uint8 mask the module makes (`fills_with_uint8_masks`): torch 2.1;
     - `loss.data[0]` of a loss the same function calls `.backward()` on (`reads_zero_dim_loss`): torch 1.0.
 
-    `names` (what the module mentions, when the caller knows) skips the walks that cannot find anything."""
+    `names` (what the module mentions, when the caller knows) skips the walks that cannot find anything, and
+    so does `data_zero` False (the caller saw no `<x>.data[0]` in the module)."""
     found: list[tuple[int, int]] = []
     for statement in tree.body:
         if isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
@@ -1605,7 +1618,7 @@ def torch_ceiling(tree: ast.Module, aliases: Optional[_Aliases] = None,
             found.append(asserted)
     if (names is None or ("byte" in names and not names.isdisjoint(_MASK_FILLS))) and fills_with_uint8_masks(tree):
         found.append(UINT8_MASK_CEILING)
-    if (names is None or {"backward", "data"} <= names) and reads_zero_dim_loss(tree):
+    if data_zero and (names is None or {"backward", "data"} <= names) and reads_zero_dim_loss(tree):
         found.append(ZERO_DIM_LOSS_CEILING)
     return min(found) if found else None
 
@@ -1793,7 +1806,7 @@ def _scopes(tree: ast.Module) -> list[tuple[_Scope, list[ast.AST]]]:
                 pending.append(node)
                 continue
             owned.append(node)
-            stack.extend(ast.iter_child_nodes(node))
+            stack.extend(children(node))
         scopes.append((owner, owned))
     return scopes
 
@@ -1952,7 +1965,7 @@ def legacy_torch(tree: ast.Module) -> str:
         if (isinstance(node, ast.Subscript) and signal(node)) or \
                 (isinstance(node, ast.Assign) and _unpacks_packed_sequence(node)):
             found.append(node)
-        pending.extend(ast.iter_child_nodes(node))
+        pending.extend(children(node))
     if not found:
         return ""
     first = min(found, key=lambda n: (n.lineno, n.col_offset))
@@ -2040,18 +2053,32 @@ def unreached_functions(tree: ast.Module) -> tuple[str, ...]:
 
 def _all_classes(tree: ast.Module) -> Iterator[tuple[str, ast.ClassDef]]:
     """Every class with its `__qualname__`: `Outer.Inner`, `train.<locals>.Frames`."""
+    # Only statements hold classes, and expressions hold no statements (a lambda's body is an expression):
+    # the walk follows the fields that hold statements, and the clauses (`except`, `case`) that do, in
+    # ast.iter_child_nodes' order, so the classes come in the order a walk of every node finds them.
     stack: list[tuple[str, ast.AST]] = [("", tree)]
+    fields_of = _STATEMENT_FIELDS
     while stack:
         prefix, node = stack.pop()
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.ClassDef):
-                qualname = prefix + child.name
-                yield qualname, child
-                stack.append((qualname + ".", child))
-            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                stack.append((f"{prefix}{child.name}.<locals>.", child))
-            elif not isinstance(child, ast.Lambda):
-                stack.append((prefix, child))
+        kind = type(node)
+        fields = fields_of.get(kind)
+        if fields is None:
+            fields = fields_of[kind] = tuple(f for f in kind._fields if f in _STATEMENT_FIELD_NAMES)
+        for name in fields:
+            for child in getattr(node, name, None) or ():
+                if isinstance(child, ast.ClassDef):
+                    qualname = prefix + child.name
+                    yield qualname, child
+                    stack.append((qualname + ".", child))
+                elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    stack.append((f"{prefix}{child.name}.<locals>.", child))
+                elif isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
+                    stack.append((prefix, child))
+
+
+# the fields of a node that list statements, or clauses that hold them (`handlers`, `cases`)
+_STATEMENT_FIELD_NAMES = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
+_STATEMENT_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def _module_ints(tree: ast.Module) -> dict[str, int]:
@@ -2071,7 +2098,7 @@ def _module_ints(tree: ast.Module) -> dict[str, int]:
 def _reads_torch_version(node: ast.AST, flags: set[str]) -> bool:
     """`node` reads torch's version (`torch.__version__`, a `*torch_version*` name, a flag) or probes torch
     for an attribute (`hasattr(torch, "compile")`, `hasattr(torch.amp, "GradScaler")`)."""
-    for child in ast.walk(node):
+    for child in walk(node):
         if isinstance(child, ast.Attribute) and child.attr == "__version__":
             return True
         if isinstance(child, ast.Call) and isinstance(child.func, ast.Name) and child.func.id == "hasattr" \
@@ -2143,7 +2170,7 @@ def _factories(tree: ast.Module, classes: dict[str, ClassFacts], imported: froze
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         returned: set[str] = set()
-        for child in _own_body_nodes(node):
+        for child in _own_body_statements(node):
             if isinstance(child, ast.Return):
                 value = child.value
                 if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
@@ -2160,12 +2187,32 @@ def _factories(tree: ast.Module, classes: dict[str, ClassFacts], imported: froze
     return out
 
 
+def _own_body_statements(fn: ast.AST) -> Iterator[ast.AST]:
+    """The statements `_own_body_nodes` yields (a `return` is one), without walking the expressions, which
+    hold none: the function's body, and the blocks under its statements but nested definitions (those
+    directly in the body are read through, as `_own_body_nodes` reads them)."""
+    stack: list[ast.AST] = list(getattr(fn, "body", []))
+    fields_of = _STATEMENT_FIELDS
+    while stack:
+        node = stack.pop()
+        yield node
+        kind = type(node)
+        fields = fields_of.get(kind)
+        if fields is None:
+            fields = fields_of[kind] = tuple(f for f in kind._fields if f in _STATEMENT_FIELD_NAMES)
+        for name in fields:
+            for child in getattr(node, name, None) or ():
+                if isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)) and not isinstance(
+                        child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    stack.append(child)
+
+
 def _own_body_nodes(fn: ast.AST) -> Iterator[ast.AST]:
     stack: list[ast.AST] = list(getattr(fn, "body", []))
     while stack:
         node = stack.pop()
         yield node
-        for child in ast.iter_child_nodes(node):
+        for child in children(node):
             if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
                 stack.append(child)
 
@@ -2212,7 +2259,7 @@ def _own_nodes(fn: Union[FunctionNode, ast.Lambda]) -> Iterator[ast.AST]:
     while stack:
         node = stack.pop()
         yield node
-        for child in ast.iter_child_nodes(node):
+        for child in children(node):
             if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
                 stack.append(child)
 
@@ -2426,7 +2473,7 @@ def _item_cost(fn: FunctionNode, me: Optional[str], methods: dict[str, FunctionN
             if isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) and base.value.id == me:
                 # `self.data[index]`, `self.data[start:end]`: stored data read per item (a constant key
                 # such as `self.config["size"]` is not)
-                if any(isinstance(n, ast.Name) for n in ast.walk(node.slice)):
+                if any(isinstance(n, ast.Name) for n in walk(node.slice)):
                     indexes_data = True
         if not isinstance(node, ast.Call):
             continue
@@ -2463,14 +2510,20 @@ def text_digest(text: str) -> str:
 
 def facts_of_text(text: str) -> Optional[FileFacts]:
     """The facts of a file's text, marked with its digest; None when CPython cannot parse it."""
+    return facts_and_tree(text)[0]
+
+
+def facts_and_tree(text: str) -> tuple[Optional[FileFacts], Optional[ast.Module]]:
+    """`facts_of_text`, and the tree they were read from (None with no facts). The scan leaves the tree as
+    `ast.parse` made it (it only keeps `all_nodes`' list on it), so the linter may take it for the same text."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
+        return None, None
     try:
-        return replace(scan(tree), source=text_digest(text))
+        return replace(scan(tree), source=text_digest(text)), tree
     except RecursionError:
-        return None
+        return None, None
 
 
 # the module-level import table, for the `ast` detectors' name table (analysis/ast_context.py)

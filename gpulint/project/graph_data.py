@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import re
+from functools import cached_property
 from typing import Iterator, Optional
 
 from gpulint.project.ast_nodes import all_nodes
@@ -78,6 +79,10 @@ _SAMPLERS = frozenset({
     "NodeLoader", "LinkLoader", "ImbalancedSampler", "GraphDataLoader",
 })
 _LOADERS = frozenset({"DataLoader"})
+# the callees `step_rows` and `image_rows` need, as a call or a `from ... import X as Y` spells them: a file
+# that spells none of them gives None without a walk (project/facts.py)
+DATASET_CALLS = frozenset(NODE_GRAPHS) | frozenset(GRAPH_SETS)
+IMAGE_SET_CALLS = frozenset(SMALL_IMAGE_SETS)
 
 
 def _last(func: ast.AST) -> str:
@@ -131,8 +136,15 @@ class _Values:
     """The constants an expression of the file can be: literals, names bound to them, argparse flags."""
 
     def __init__(self, tree: ast.Module) -> None:
-        self.assigned = _assigned(tree)
-        self.flags = _argparse_values(tree)
+        self.tree = tree
+
+    @cached_property
+    def assigned(self) -> dict[str, list[ast.AST]]:  # read on first use: most files build no benchmark dataset
+        return _assigned(self.tree)
+
+    @cached_property
+    def flags(self) -> dict[str, list[object]]:
+        return _argparse_values(self.tree)
 
     def of(self, node: Optional[ast.AST], depth: int = 0) -> Optional[list[object]]:
         """Every value, or None when one of them cannot be read."""

@@ -18,6 +18,8 @@ import ast
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Iterator, Optional, Protocol, Union
 
+from gpulint.project.ast_nodes import children, walk, walk_with_parents
+
 # layer kinds
 DIMS = "dims"  # a layer whose matmul width is the smallest of `dims`
 MODULE = "module"  # another class built with `dims` as positional and `keywords` as keyword arguments
@@ -161,7 +163,7 @@ def _calls(fn: FunctionNode) -> Iterator[ast.Call]:
         node = stack.pop()
         if isinstance(node, ast.Call):
             found.append(node)
-        for child in ast.iter_child_nodes(node):
+        for child in children(node):
             if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
                 stack.append(child)
     yield from sorted(found, key=lambda c: (c.lineno, c.col_offset))
@@ -239,7 +241,7 @@ def class_layers(cls: ast.ClassDef, qualify: Qualify, local_classes: frozenset[s
     params = frozenset(names)
     me = (init.args.posonlyargs + init.args.args)[0].arg if init.args.posonlyargs + init.args.args else "self"
     # what `__init__` keeps of its arguments (`self.args = args`): a module handed in, or a configuration
-    handed = {t.attr for n in ast.walk(init) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Name)
+    handed = {t.attr for n in walk(init) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Name)
               and n.value.id in params for t in n.targets
               if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == me}
     layers: list[Layer] = []
@@ -343,7 +345,7 @@ def _own_walk(body: list[ast.stmt]) -> Iterator[ast.AST]:
     while stack:
         node = stack.pop()
         yield node
-        stack.extend(c for c in ast.iter_child_nodes(node)
+        stack.extend(c for c in children(node)
                      if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)))
 
 
@@ -486,7 +488,7 @@ def _chain(listed: ast.expr, before: list[ast.stmt], loop: ast.For, cls: ast.Cla
     init = [n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"]
     kept = {id(n.targets[0]) for n in _own_walk(init[0].body if init else [])  # type: ignore[attr-defined]
             if isinstance(n, ast.stmt) and _keeps_argument(n, me, holders)}
-    if _changes((n for n in ast.walk(cls) if id(n) not in kept), spelled, None):
+    if _changes((n for n in walk(cls) if id(n) not in kept), spelled, None):
         return None  # the class assigns it somewhere: its entries are not the option's
     return (option,)
 
@@ -573,7 +575,7 @@ def _filled_with_layers(fn: FunctionNode, me: str, reads: Callable[[ast.Call], b
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
             spoiled.add(ast.unparse(node.value))
         elif isinstance(node, ast.For):
-            spoiled.update(ast.unparse(n) for n in ast.walk(node.target) if isinstance(n, (ast.Name, ast.Attribute)))
+            spoiled.update(ast.unparse(n) for n in walk(node.target) if isinstance(n, (ast.Name, ast.Attribute)))
     return frozenset(assigned - spoiled)
 
 
@@ -686,7 +688,7 @@ _MATMUL_CALLS = frozenset({"matmul", "bmm", "mm", "einsum", "baddbmm", "addmm", 
 
 def multiplies_matrices(cls: ast.ClassDef) -> bool:
     """The class's methods multiply matrices themselves (`q @ k.T`, `torch.bmm`, `F.linear`, SDPA)."""
-    for node in ast.walk(cls):
+    for node in walk(cls):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
             return True
         if isinstance(node, ast.Call):
@@ -853,9 +855,9 @@ def parameter_tensors(cls: ast.ClassDef, qualify: Qualify, local_classes: frozen
         fn = pending.pop()
         read.append(fn)
         me = _first_arg(fn)
-        if me is None or any(isinstance(n, _NO_LOOP) for s in fn.body for n in ast.walk(s)):
+        if me is None or any(isinstance(n, _NO_LOOP) for s in fn.body for n in walk(s)):
             return None
-        parents = {id(child): node for node in ast.walk(fn) for child in ast.iter_child_nodes(node)}
+        nodes, parents = walk_with_parents(fn)
         for call in _calls(fn):
             func = call.func
             if isinstance(func, ast.Name) and func.id == "setattr":
@@ -886,7 +888,7 @@ def parameter_tensors(cls: ast.ClassDef, qualify: Qualify, local_classes: frozen
                 total += kind
             elif kind == _UNKNOWN and not _harmless(call, parents, me, qualify, local_classes, imported, guarded):
                 return None
-        for node in ast.walk(fn):
+        for node in nodes:
             if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) \
                     and _on_me(node.value, me):
                 return None  # `self.layers["a"] = ...`: a container filled by key
@@ -900,7 +902,7 @@ def parameter_tensors(cls: ast.ClassDef, qualify: Qualify, local_classes: frozen
         me = _first_arg(fn)
         if any(fn is r for r in read) or me is None:
             continue
-        for node in ast.walk(fn):
+        for node in walk(fn):
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None \
                     and _builds_layer(node.value, qualify, local_classes, imported) and any(
                         _on_me(t, me) for t in (node.targets if isinstance(node, ast.Assign) else [node.target])):
@@ -916,7 +918,7 @@ def parameter_tensors(cls: ast.ClassDef, qualify: Qualify, local_classes: frozen
         me = _first_arg(fn)
         if me is None:
             continue
-        for node in ast.walk(fn):
+        for node in walk(fn):
             if not isinstance(node, ast.Call):
                 continue
             func = node.func

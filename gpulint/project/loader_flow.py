@@ -27,7 +27,8 @@ import builtins
 from functools import cached_property
 from typing import Callable, Iterable, Iterator, Optional, Union
 
-from gpulint.project.ast_nodes import all_nodes
+from gpulint.project.ast_nodes import all_nodes, children
+from gpulint.project.ast_nodes import walk as walk_nodes
 
 # calls that hand the items of an iterable on unchanged: `for i, b in enumerate(tqdm(loader))`
 ITERATION_WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "track", "progress_bar", "ProgressBar", "Bar", "trange"})
@@ -75,7 +76,7 @@ def _bound(target: ast.AST) -> set[str]:
 
 
 def _reads(expr: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(expr) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return {n.id for n in walk_nodes(expr) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
 def own_nodes(body: Iterable[ast.AST]) -> Iterator[ast.AST]:
@@ -84,7 +85,7 @@ def own_nodes(body: Iterable[ast.AST]) -> Iterator[ast.AST]:
     while stack:
         node = stack.pop()
         yield node
-        for child in ast.iter_child_nodes(node):
+        for child in children(node):
             if not isinstance(child, _SCOPES):
                 stack.append(child)
 
@@ -144,32 +145,35 @@ class _Flow:
         self.all_functions: list[FunctionNode] = []
         self.calls: list[ast.Call] = []
         stack: list[tuple[ast.AST, ast.AST]] = [(tree, tree)]
+        parents, push, Name, Call, Load = self.parents, stack.append, ast.Name, ast.Call, ast.Load
         while stack:
             node, scope = stack.pop()
-            inner = scope
+            kind = type(node)
             if isinstance(node, _SCOPES):
-                inner = node
                 self.names[id(node)] = {}
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     self.all_functions.append(node)
-            elif isinstance(node, ast.Name):
-                self.scope_of[id(node)] = scope
-                entry = self.names[id(scope)].get(node.id)
-                if entry is None:
-                    entry = self.names[id(scope)][node.id] = _Names()
-                if isinstance(node.ctx, ast.Load):
-                    entry.loads.append(node)
-                else:
-                    entry.stores += 1
-            elif isinstance(node, ast.Call):
-                self.calls.append(node)
-            body: set[int] = set()
-            if inner is node:  # decorators, defaults and bases are evaluated in the enclosing scope
+                # decorators, defaults and bases are evaluated in the enclosing scope
                 held = getattr(node, "body", ())
                 body = {id(b) for b in held} if isinstance(held, list) else {id(held)}
-            for child in ast.iter_child_nodes(node):
-                self.parents[id(child)] = node
-                stack.append((child, inner if inner is not node or id(child) in body else scope))
+                for child in children(node):
+                    parents[id(child)] = node
+                    push((child, node if id(child) in body else scope))
+                continue
+            if kind is Name:
+                self.scope_of[id(node)] = scope
+                entry = self.names[id(scope)].get(node.id)  # type: ignore[attr-defined]
+                if entry is None:
+                    entry = self.names[id(scope)][node.id] = _Names()  # type: ignore[attr-defined]
+                if isinstance(node.ctx, Load):  # type: ignore[attr-defined]
+                    entry.loads.append(node)  # type: ignore[arg-type]
+                else:
+                    entry.stores += 1
+            elif kind is Call:
+                self.calls.append(node)  # type: ignore[arg-type]
+            for child in children(node):
+                parents[id(child)] = node
+                push((child, scope))
         self.functions: dict[str, FunctionNode] = {}
         for statement in tree.body:
             if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -372,7 +376,7 @@ def _copies(nodes: Iterable[ast.AST], called: set[str]) -> bool:
 
 
 def moved_results(tree: ast.Module, imported: set[str], loops: Optional[list[ast.AST]] = None,
-                  walk: Callable[[ast.AST], Iterator[ast.AST]] = ast.walk,
+                  walk: Callable[[ast.AST], Iterable[ast.AST]] = walk_nodes,
                   star: bool = False, hands: bool = False) -> dict[str, tuple[str, ...]]:
     """For each call of an imported name (`imported`: the names the file's imports bind) whose result a loop
     of the file iterates and copies to a device: "<callee as spelled><slot>" -> the kinds of those copies
@@ -467,11 +471,11 @@ def cuda_devices(tree: ast.Module) -> tuple[str, ...]:
 def _names_cuda(value: ast.expr) -> bool:
     """A device expression that names CUDA: a "cuda..." string or `torch.cuda` somewhere in it, and no other
     accelerator ("mps", "xpu")."""
-    strings = [n.value for n in ast.walk(value) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    strings = [n.value for n in walk_nodes(value) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
     if any(s.split(":")[0] in ("mps", "xpu") for s in strings):
         return False
     return any(s.split(":")[0] == "cuda" for s in strings) or any(
-        isinstance(n, ast.Attribute) and n.attr == "cuda" and dotted(n) == "torch.cuda" for n in ast.walk(value))
+        isinstance(n, ast.Attribute) and n.attr == "cuda" and dotted(n) == "torch.cuda" for n in walk_nodes(value))
 
 
 def member_moves(tree: ast.Module, loops: Optional[list[ast.AST]] = None) -> dict[str, tuple[str, ...]]:
@@ -498,7 +502,7 @@ def member_moves(tree: ast.Module, loops: Optional[list[ast.AST]] = None) -> dic
             continue
         params = [a.arg for a in (*init.args.posonlyargs, *init.args.args)][1:]
         kept: dict[str, str] = {}  # attribute -> parameter
-        for statement in ast.walk(init):
+        for statement in walk_nodes(init):
             if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Name) \
                     and statement.value.id in params:
                 for target in statement.targets:
@@ -510,7 +514,7 @@ def member_moves(tree: ast.Module, loops: Optional[list[ast.AST]] = None) -> dic
         for method in cls.body:
             if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) or method is init:
                 continue
-            for loop in ast.walk(method):
+            for loop in walk_nodes(method):
                 if not isinstance(loop, (ast.For, ast.AsyncFor)):
                     continue
                 attr = _self_attribute(loop.iter)
@@ -545,7 +549,7 @@ def _self_devices(cls: ast.ClassDef) -> set[str]:
 def _self_bindings(cls: ast.ClassDef) -> dict[str, bool]:
     """Every attribute of `self` the class binds -> whether each of its values is a device naming CUDA."""
     values: dict[str, list[ast.expr]] = {}
-    for node in ast.walk(cls):
+    for node in walk_nodes(cls):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 if isinstance(target, ast.Attribute) and dotted(target) == f"self.{target.attr}":
@@ -580,7 +584,7 @@ def self_device_copies(tree: ast.Module) -> dict[str, tuple[str, ...]]:
     classes = [cls for cls in tree.body if isinstance(cls, ast.ClassDef)]
     bound = {attr for cls in classes for attr in _self_bindings(cls)}  # a class of the file binds it: not a base's
     for cls in classes:
-        copied = {kind[len(AT) + 5:] for node in ast.walk(cls) if isinstance(node, ast.Call)
+        copied = {kind[len(AT) + 5:] for node in walk_nodes(cls) if isinstance(node, ast.Call)
                   for kind in move_kinds(node) if kind.startswith(AT + "self.") and kind.count(".") == 1}
         copied -= bound
         if copied:

@@ -55,6 +55,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional, TypeVar
 
+from gpulint.project.ast_nodes import walk
+
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
 
@@ -614,7 +616,7 @@ def _from_setup_py(text: str, directory: str, package: Package, depth: int) -> O
         if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
                 and isinstance(statement.targets[0], ast.Name):
             lists[statement.targets[0].id] = statement.value
-    for node in ast.walk(tree):
+    for node in walk(tree):
         if not (isinstance(node, ast.Call) and _is_setup(node.func)):
             continue
         for keyword in node.keywords:
@@ -635,7 +637,7 @@ def _read_at_run_time(tree: ast.Module, directory: str, package: Package, depth:
     name is one relative path (`"requirements/base.txt"`) or the string parts of a path join
     (`os.path.join(here, "requirements", "base.txt")`); nothing outside the script's folder is read."""
     named: set[str] = set()
-    for node in ast.walk(tree):
+    for node in walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.endswith(".txt"):
             named.add(node.value)
         elif isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)) \
