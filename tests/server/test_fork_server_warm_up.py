@@ -1,0 +1,54 @@
+"""The lint worker's fork server warms up after its first fork, not before (server/child.py, issue 25)."""
+
+from __future__ import annotations
+
+import selectors
+import socket
+import types
+from pathlib import Path
+
+from gpulint.server.child import after_first_fork
+
+
+def test_the_warm_up_waits_for_the_first_fork_request(tmp_path: Path) -> None:
+    calls: list[int] = []
+    module = types.SimpleNamespace(selectors=selectors, main=lambda: None)
+    assert after_first_fork(lambda: calls.append(1), module)
+    assert module.selectors is not selectors and module.selectors.EVENT_READ == selectors.EVENT_READ
+    address = str(tmp_path / "fork-server")
+    with socket.socket(socket.AF_UNIX) as listener, module.selectors.DefaultSelector() as selector:
+        listener.bind(address)
+        listener.listen()
+        selector.register(listener, selectors.EVENT_READ)
+        assert selector.select(0) == [] and calls == []  # idle before any request: no warm-up yet
+        with socket.socket(socket.AF_UNIX) as client:
+            client.connect(address)
+            assert selector.select(5) and calls == []  # the first request is served before warming up
+            listener.accept()[0].close()
+        assert selector.select(0) == [] and calls == [1]  # then, with nothing waiting: warm up once
+        assert selector.select(0) == [] and calls == [1]
+
+
+def test_a_waiting_request_goes_before_the_warm_up(tmp_path: Path) -> None:
+    calls: list[int] = []
+    module = types.SimpleNamespace(selectors=selectors, main=lambda: None)
+    after_first_fork(lambda: calls.append(1), module)
+    address = str(tmp_path / "fork-server")
+    with socket.socket(socket.AF_UNIX) as listener, module.selectors.DefaultSelector() as selector:
+        listener.bind(address)
+        listener.listen()
+        selector.register(listener, selectors.EVENT_READ)
+        with socket.socket(socket.AF_UNIX) as first, socket.socket(socket.AF_UNIX) as second:
+            first.connect(address)
+            second.connect(address)
+            assert selector.select(5)
+            listener.accept()[0].close()
+            assert selector.select(0) and calls == []  # the second request is still waiting
+            listener.accept()[0].close()
+        assert selector.select(0) == [] and calls == [1]
+
+
+def test_a_loop_without_selectors_is_left_alone() -> None:
+    module = types.SimpleNamespace(main=lambda: None)
+    assert not after_first_fork(lambda: None, module)
+    assert not hasattr(module, "selectors")
