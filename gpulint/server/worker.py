@@ -23,12 +23,11 @@ import threading
 import traceback
 from typing import Any, Optional
 
-from gpulint.server.child import JOBS, job, serve
+from gpulint.server.child import JOBS, fork_server_preload, job, serve
 
 log = logging.getLogger("gpulint.server")
 
 KILL_WAIT_S = 10.0
-PRELOAD = "gpulint.server.preload"  # the fork server warms up with a lint (gpulint's own jobs only)
 
 
 class Superseded(Exception):
@@ -54,8 +53,7 @@ class _Child:
 
         if "forkserver" in multiprocessing.get_all_start_methods():
             context: Any = multiprocessing.get_context("forkserver")
-            preload = [serve.__module__, self.jobs] + ([PRELOAD] if self.jobs == JOBS else [])
-            context.set_forkserver_preload(preload)
+            context.set_forkserver_preload(fork_server_preload(self.jobs))
         else:
             context = multiprocessing.get_context("spawn")
         parent, child = context.Pipe()
