@@ -14,8 +14,6 @@ anything between forks; where that loop is not found, it warms up at once, as it
 
 from __future__ import annotations
 
-import logging
-
 from gpulint.server import jobs
 from gpulint.server.child import after_first_fork
 
@@ -24,6 +22,8 @@ def _warm() -> None:
     try:
         jobs.warm()
     except Exception:
+        import logging  # not before the first fork: only a failure needs it
+
         logging.getLogger("gpulint.server").exception("warming the lint worker failed")
 
 
