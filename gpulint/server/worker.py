@@ -23,8 +23,7 @@ import threading
 import traceback
 from typing import Any, Optional
 
-from gpulint.server.child import JOBS, job, serve
-from gpulint.server.fork_server import fork_server_preload
+from gpulint.server.child import JOBS, fork_server_preload, job, serve
 
 log = logging.getLogger("gpulint.server")
 

@@ -7,8 +7,7 @@ import socket
 import types
 from pathlib import Path
 
-from gpulint.server.child import JOBS, after_first_fork
-from gpulint.server.fork_server import PRELOAD, fork_server_preload
+from gpulint.server.child import JOBS, PRELOAD, after_first_fork, fork_server_preload
 
 
 def test_the_warm_up_waits_for_the_first_fork_request(tmp_path: Path) -> None:
