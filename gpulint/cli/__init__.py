@@ -12,13 +12,6 @@ import traceback
 from pathlib import Path
 from typing import Any, NoReturn, Optional
 
-if sys.argv[1:2] == ["server"] and "--help" not in sys.argv:
-    # `gpulint server`: the lint worker's fork server starts first and imports the linter while this
-    # process imports click and the protocol layer and answers `initialize` (issue 25)
-    from gpulint.server.child import start_fork_server
-
-    start_fork_server()
-
 import click
 
 from gpulint import ENV_CACHE_DIR, __version__

@@ -23,11 +23,12 @@ import threading
 import traceback
 from typing import Any, Optional
 
-from gpulint.server.child import JOBS, fork_server_preload, job, serve
+from gpulint.server.child import JOBS, job, serve
 
 log = logging.getLogger("gpulint.server")
 
 KILL_WAIT_S = 10.0
+PRELOAD = "gpulint.server.preload"  # the fork server warms up with a lint (gpulint's own jobs only)
 
 
 class Superseded(Exception):
@@ -53,7 +54,8 @@ class _Child:
 
         if "forkserver" in multiprocessing.get_all_start_methods():
             context: Any = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload(fork_server_preload(self.jobs))
+            preload = [serve.__module__, self.jobs] + ([PRELOAD] if self.jobs == JOBS else [])
+            context.set_forkserver_preload(preload)
         else:
             context = multiprocessing.get_context("spawn")
         parent, child = context.Pipe()

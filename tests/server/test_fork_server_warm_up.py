@@ -7,7 +7,7 @@ import socket
 import types
 from pathlib import Path
 
-from gpulint.server.child import JOBS, PRELOAD, after_first_fork, fork_server_preload
+from gpulint.server.child import after_first_fork
 
 
 def test_the_warm_up_waits_for_the_first_fork_request(tmp_path: Path) -> None:
@@ -52,10 +52,3 @@ def test_a_loop_without_selectors_is_left_alone() -> None:
     module = types.SimpleNamespace(main=lambda: None)
     assert not after_first_fork(lambda: None, module)
     assert not hasattr(module, "selectors")
-
-
-def test_the_early_fork_server_is_the_one_the_worker_uses() -> None:
-    """`gpulint server` starts the fork server before the worker exists (start_fork_server): with the
-    preload the worker asks for, or multiprocessing would keep a fork server without the jobs."""
-    assert fork_server_preload(JOBS) == ["gpulint.server.child", JOBS, PRELOAD]
-    assert fork_server_preload("tests.server.jobs_for_tests") == ["gpulint.server.child", "tests.server.jobs_for_tests"]
