@@ -42,24 +42,24 @@ def serve(conn: Any, module: str) -> None:
             return
 
 
-def after_first_fork(warm: Callable[[], None], module: Any) -> bool:
+def after_first_fork(warm: Callable[[], None], module: Any, idle_s: float = 0.0) -> bool:
     """Make the fork server in `module` (multiprocessing.forkserver) call `warm` once, the first time
-    it waits for a request with nothing to do after a fork request was handed to it; False where its
-    loop does not wait on `selectors.DefaultSelector` (then nothing is changed)."""
+    it has waited `idle_s` seconds with nothing to do after a fork request was handed to it; False
+    where its loop does not wait on `selectors.DefaultSelector` (then nothing is changed)."""
     if getattr(module, "selectors", None) is not selectors or not callable(getattr(module, "main", None)):
         return False
     base: type = selectors.DefaultSelector
 
     class Deferred(base):
         """The fork server's selector: a fork request seen (its listening socket was ready), the next
-        wait that finds nothing ready warms up first."""
+        wait that finds nothing ready for `idle_s` warms up first."""
 
         forked = False
         warmed = False
 
         def select(self, timeout: Optional[float] = None) -> list:
             if self.forked and not self.warmed:
-                ready = super().select(0)
+                ready = super().select(idle_s if timeout is None else min(idle_s, timeout))
                 if ready:
                     return ready
                 self.warmed = True
