@@ -17,6 +17,12 @@ Default files: examples/shapes_classifier.py, fixtures/scripts/transformer_lm.py
 module of 40 training functions (about 560 lines). `--baseline DIR` runs the same measurements against
 the gpulint in another checkout (its `gpulint/` put first on PYTHONPATH) in the same run, and prints
 the ratios baseline / this tree.
+
+Both trees are measured from copies of their `gpulint/` with the bytecode compiled, as an installed
+gpulint starts (pip compiles it): a checkout's own `__pycache__` may be missing or stale (where
+PYTHONDONTWRITEBYTECODE is set, every start compiles each module it imports from source: about
+0.3 s of CPU more for the lint worker's imports), and one tree's could be fresher than the other's.
+`--in-place` measures the checkouts as they are.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import json
 import os
 import platform
 import queue
+import shutil
 import statistics
 import subprocess
 import sys
@@ -253,6 +260,15 @@ def typing(path: Path, trials: int, tree: Optional[Path], keys: int = 4, interva
             "request_while_linting_median_ms": ms(during), "trials_total_s": round(total, 1)}
 
 
+def compiled_copy(tree: Optional[Path], folder: Path) -> Path:
+    """`tree`'s gpulint/ copied into `folder`, with its bytecode compiled (see the module docstring)."""
+    assert tree is not None
+    shutil.copytree(tree / "gpulint", folder / "gpulint", ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(folder / "gpulint")], check=True,
+                   stdout=subprocess.DEVNULL)
+    return folder
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="*", type=Path)
@@ -260,6 +276,8 @@ def main() -> None:
     parser.add_argument("--large", type=int, default=160, help="training functions in the large buffer (0: none)")
     parser.add_argument("--trials", type=int, default=5, help="typing bursts into the large buffer")
     parser.add_argument("--baseline", type=Path, help="another checkout to measure in the same run")
+    parser.add_argument("--in-place", action="store_true",
+                        help="run each checkout's gpulint/ as it is, not a copy with its bytecode compiled")
     args = parser.parse_args()
     trees: list[tuple[str, Optional[Path]]] = [("this tree", ROOT)]
     if args.baseline is not None:
@@ -267,6 +285,9 @@ def main() -> None:
     print(f"# {time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores, Python "
           f"{platform.python_version()}, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory() as folder:
+        if not args.in_place:
+            trees = [(name, compiled_copy(tree, Path(folder) / f"tree{index}"))
+                     for index, (name, tree) in enumerate(trees)]
         files = args.files or [ROOT / "examples" / "shapes_classifier.py", ROOT / "fixtures" / "scripts" /
                                "transformer_lm.py", generated_module(Path(folder))]
         large = generated_module(Path(folder), args.large, "large_module.py") if args.large else None

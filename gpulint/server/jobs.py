@@ -1,7 +1,8 @@
 """What the lint worker runs (server/worker.py): plain functions of text, settings and the project view.
 
-The worker's fork server imports this module ahead of the first job, so the engine, LibCST and
-the rules are loaded once, not by every fresh worker and never by the server's own process.
+The worker's fork server imports this module ahead of the first job, so the engine and the rules
+are loaded once, not by every fresh worker and never by the server's own process; LibCST and the
+notebook modules are loaded by its warm-up (warm()), once the first worker is forked.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from gpulint.core.edits import Edit
 from gpulint.core.findings import Finding
 from gpulint.core.settings import Settings
 from gpulint.engine.linter import fix_text, lint_text
-from gpulint.notebook.lint import fix_notebook, lint_notebook
 from gpulint.project.view import ProjectView
 from gpulint.rules import all_rules
 from gpulint.server.cells import NotebookCells, changed_edits, notebook_of
@@ -55,12 +55,16 @@ def fix_all(path: Path, text: str, settings: Settings, project: Optional[Project
 def lint_cells(path: Path, cells: NotebookCells, settings: Settings,
                project: Optional[ProjectView]) -> list[Finding]:
     """An open notebook's findings, in cell coordinates, as `gpulint check` finds them in the .ipynb file."""
+    from gpulint.notebook.lint import lint_notebook
+
     return lint_notebook(path, notebook_of(cells), settings, project=project)
 
 
 def fix_cells(path: Path, cells: NotebookCells, settings: Settings,
               project: Optional[ProjectView]) -> dict[int, list[Edit]]:
     """Every safe fix of an open notebook: minimal edits per cell index."""
+    from gpulint.notebook.lint import fix_notebook
+
     outcome = fix_notebook(path, notebook_of(cells), settings, unsafe=False, project=project)
     if outcome.too_large is not None:
         return {}
@@ -70,7 +74,10 @@ def fix_cells(path: Path, cells: NotebookCells, settings: Settings,
 def warm() -> None:
     """Lint a small script with its fixes built, in a folder that does not exist (no configuration or
     project file is read): the modules the first real lint would load on the way are loaded now.
-    Called by the fork server (server/preload.py), so a fresh worker starts with them."""
+    Called by the fork server (server/preload.py), so a fresh worker starts with them; the notebook
+    modules too, which the fork server does not import before its first fork (a first document is
+    seldom a notebook)."""
+    import gpulint.notebook.lint  # noqa: F401 - loaded for the workers forked from here
     from gpulint.core.settings import Settings
 
     path = Path("/nonexistent-gpulint-warm-up") / "train.py"
