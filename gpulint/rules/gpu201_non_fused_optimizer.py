@@ -14,6 +14,7 @@ from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premi
 from gpulint.analysis.generation import generation_bound
 from gpulint.analysis.lr_sweep import LONG_RUN, optimizer_run
 from gpulint.analysis.reach import OFF_ENVIRONMENT, RUNS, runs, waits_on_environment
+from gpulint.analysis.update_share import trains_remainder
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import (
@@ -125,6 +126,25 @@ STEP_MATTERS = Premise(
     "A freeze of a part (`model.embeddings`) or of a network beside the trained one (an EMA teacher, a VAE, "
     "a loss's network: in a class named like a loss, or in a class of the file that only such loss classes "
     "build, a perceptual loss's VGG feature extractor) leaves it shown.")
+UPDATE_SHARE = Premise(
+    "update-share",
+    "the optimizer updates the bulk of the parameters its step trains through: refuted where the function that "
+    "builds it (the module, for one built at module level) freezes a whole network (`unet.requires_grad_(False)`, "
+    "or a loop over `model.parameters()`/`named_parameters()` turning `requires_grad` off for every parameter, "
+    "for every one but a few named ones, literal or formatted (`'%s.weight' % keyword`), or for every one whose "
+    "name lacks an adapter word such as `lora`), or the file calls into peft (`LoraConfig(...)`, "
+    "`get_peft_model`), and every parameter source the optimizer holds is the trainable remainder: what a "
+    "callee named for LoRA, adapters, prompts or prefixes returns (`unet_lora_params, _ = "
+    "inject_trainable_lora(unet)`), the parameters that still require grad (`filter(lambda p: p.requires_grad, "
+    "model.parameters())` or `[p for p in model.parameters() if p.requires_grad]`) of a network frozen there "
+    "(of any network where the file calls into peft), the parameters of a part of a network frozen there "
+    "(`model.fc.parameters()`), or a model's input embedding table (`get_input_embeddings().parameters()`). The "
+    "sources are read through lists, param-group dicts (their `\"params\"`), `+`, conditional expressions, `*` "
+    "spreads, `itertools.chain`, `list`, `tuple` and every binding of a name in that function (`+=`, `.append` "
+    "and `.extend` included). The step then runs the frozen network's forward and backward and updates a "
+    "sliver of it (rank-4 LoRA adapters of a frozen UNet, a linear probe's head). A freeze of a part "
+    "(`model.embeddings.requires_grad_(False)`) freezes no network, and an optimizer that also holds any other "
+    "parameters (`unet.parameters()` next to a frozen VAE and text encoder) leaves it shown.")
 FUSED_KEPT = Premise(
     "fused-kept",
     "the optimizer keeps the flag it is built with: refuted when the statement right after its construction "
@@ -210,6 +230,11 @@ class NonFusedOptimizer(Rule):
         tables of a matrix-factorisation or LightGCN recommender, with or without a Linear
         predictor; a probe's `model.fc` or a trainer's inline `nn.Sequential` head of one or two
         Linear layers), where there are at most a handful of per-tensor launches to save.
+        Where the function that builds the optimizer freezes a whole network and the optimizer
+        holds only what remains trainable of it (the LoRA adapters `inject_trainable_lora(unet)`
+        returns after `unet.requires_grad_(False)`, a probe's head, the parameters of a peft model
+        that still require grad), the update is a sliver of a step that runs the frozen network,
+        and the finding is not reported (update-share).
         An optimizer wrapped by apex's `LARC` or torchlars' `LARS` is not reported: the wrapper's
         own per-parameter Python loop (two norms per tensor, and in apex a host-syncing test) stays
         the step's cost. Where every step first samples completions from the policy
@@ -262,8 +287,8 @@ class NonFusedOptimizer(Rule):
         skips and the loss scales split; calling `scaler.unscale_(optimizer)` first raises with
         a fused Adam in torch 2.13 (both reproduced on two CPU ranks: bench/fsdp_fused_scaler.py).
         """,
-        premises=(TORCH_OPTIMIZER, FUSED_DEVICE, FUSED_EXISTS, STEP_MATTERS, OFF_ENVIRONMENT, SCALER_SAFE, LONG_RUN,
-                  WORK_TO_FUSE, FUSED_KEPT, STEPPED, RUNS),
+        premises=(TORCH_OPTIMIZER, FUSED_DEVICE, FUSED_EXISTS, STEP_MATTERS, UPDATE_SHARE, OFF_ENVIRONMENT, SCALER_SAFE,
+                  LONG_RUN, WORK_TO_FUSE, FUSED_KEPT, STEPPED, RUNS),
         fix_cases=(
             FixCase("Adam / AdamW: `fused=True`",
                     Applicability.SAFE, "aliases.py"),
@@ -353,6 +378,7 @@ class NonFusedOptimizer(Rule):
         decision = self.decide({TORCH_OPTIMIZER: SHOWN, FUSED_DEVICE: _fused_device(project),
                                 FUSED_EXISTS: REFUTED if too_new is not None else SHOWN,
                                 STEP_MATTERS: _step_matters(ctx, node, held),
+                                UPDATE_SHARE: REFUTED if trains_remainder(ctx, node) else SHOWN,
                                 OFF_ENVIRONMENT: _steps_off_environment(ctx, node), SCALER_SAFE: scaler_safe,
                                 WORK_TO_FUSE: work_to_fuse, FUSED_KEPT: REFUTED if _state_loaded_at_once(ctx, node)
                                 else SHOWN, LONG_RUN: optimizer_run(ctx, node),
