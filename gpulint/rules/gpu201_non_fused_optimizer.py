@@ -183,7 +183,12 @@ WORK_TO_FUSE = Premise(
     "subclass in another module, binds is not read). An attribute of such a name counts too "
     "(`model.fc.parameters()`, a linear probe over a frozen encoder): each class of this file the name is "
     "bound to, over nn.Module alone, must bind it so (`self.fc = nn.Linear(2048, n)`: two), and nothing else "
-    "in the file may bind that attribute (`model.fc = ...`).")
+    "in the file may bind that attribute (`model.fc = ...`). Refuted where the file configures DeepSpeed ZeRO "
+    "for every config it writes (a dict with `\"zero_optimization\": {\"stage\": N}`, N at least 1, a literal or "
+    "a conditional expression whose test compares a command-line option with a literal and is decided by the "
+    "option's argparse default: `0 if args.dp == 1 else 3` with `--dp` defaulting to 8): ZeRO hands the torch "
+    "optimizer one flat fp32 partition per param group, so it steps one tensor per group and there is no "
+    "loop over parameters for a fused kernel to replace (blind12: OpenLMLab/LOMO's `--optim adamw`).")
 SCALER_SAFE = Premise(
     "scaler-safe",
     "for SGD with momentum, no GradScaler drives the step (here, in a caller, in a module it or a caller imports "
@@ -234,7 +239,9 @@ class NonFusedOptimizer(Rule):
         holds only what remains trainable of it (the LoRA adapters `inject_trainable_lora(unet)`
         returns after `unet.requires_grad_(False)`, a probe's head, the parameters of a peft model
         that still require grad), the update is a sliver of a step that runs the frozen network,
-        and the finding is not reported (update-share).
+        and the finding is not reported (update-share). Nor where the file's DeepSpeed config
+        turns ZeRO on (`"zero_optimization": {"stage": 3}`): DeepSpeed hands the optimizer one
+        flat partition per param group, and there is no loop over parameters to replace.
         An optimizer wrapped by apex's `LARC` or torchlars' `LARS` is not reported: the wrapper's
         own per-parameter Python loop (two norms per tensor, and in apex a host-syncing test) stays
         the step's cost. Where every step first samples completions from the policy
@@ -373,6 +380,8 @@ class NonFusedOptimizer(Rule):
             # one foreach add already; under a scaler the fused step still drops scaler.step's found_inf
             # .item() sync and folds the unscale, and a framework may scale: unknown
             work_to_fuse = UNDECIDED if _framework_owned(ctx) else REFUTED
+        elif ctx.analysis(_zero_partitioned):
+            work_to_fuse = REFUTED  # DeepSpeed steps one flat partition per param group: one tensor each
         elif _few_tensors(ctx, held):
             work_to_fuse = UNDECIDED  # a handful of tensors: a handful of launches to save
         decision = self.decide({TORCH_OPTIMIZER: SHOWN, FUSED_DEVICE: _fused_device(project),
@@ -1116,6 +1125,55 @@ def _head_only(ctx: AstContext, held: Optional[Held]) -> bool:
 # a fused kernel replaces the update's per-tensor launches: over at most this many tensors there are at most a
 # handful of launches to save
 FEW_TENSORS = 4
+
+
+def _zero_partitioned(ctx: AstContext) -> bool:
+    """Every DeepSpeed config the file writes (`{"zero_optimization": {"stage": N}}`) shards the optimizer
+    (N >= 1, read through a conditional expression its argparse defaults decide): DeepSpeed then hands the
+    torch optimizer one flat fp32 partition per param group, so a fused kernel has no loop to replace."""
+    stages: list[Optional[int]] = []
+    for node in ctx.nodes(ast.Dict):
+        assert isinstance(node, ast.Dict)
+        for key, value in zip(node.keys, node.values):
+            if isinstance(key, ast.Constant) and key.value == "zero_optimization":
+                stage = next((v for k, v in zip(value.keys, value.values)
+                              if isinstance(k, ast.Constant) and k.value == "stage"), None) \
+                    if isinstance(value, ast.Dict) else None
+                stages.append(_stage(ctx, stage))
+    return bool(stages) and all(s is not None and s >= 1 for s in stages)
+
+
+def _stage(ctx: AstContext, value: Optional[ast.expr]) -> Optional[int]:
+    """A ZeRO stage as written: an int literal, or the branch of `0 if args.dp == 1 else 3` that the option's
+    argparse default takes; None where unknown."""
+    if isinstance(value, ast.Constant) and type(value.value) is int:
+        return value.value
+    if isinstance(value, ast.IfExp):
+        taken = _by_default(ctx, value.test)
+        return None if taken is None else _stage(ctx, value.body if taken else value.orelse)
+    return None
+
+
+_COMPARISONS: dict[type, Callable[[object, object], bool]] = {
+    ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b,
+    ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,  # type: ignore[operator]
+    ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b,  # type: ignore[operator]
+}
+
+
+def _by_default(ctx: AstContext, test: ast.expr) -> Optional[bool]:
+    """`args.dp == 1` (an option compared with a literal) under the option's argparse default; None where
+    the test has another shape or the default is unknown."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _COMPARISONS
+            and isinstance(test.left, ast.Attribute) and isinstance(test.left.value, ast.Name)
+            and isinstance(test.comparators[0], ast.Constant)):
+        return None
+    default = ctx.project.argparse_default(test.left.attr)
+    literal = test.comparators[0].value
+    if default is None or type(default) not in (int, float, str) or type(literal) not in (int, float, str) \
+            or isinstance(default, str) != isinstance(literal, str):
+        return None
+    return _COMPARISONS[type(test.ops[0])](default, literal)
 
 
 def _few_tensors(ctx: AstContext, held: Optional[Held]) -> bool:
