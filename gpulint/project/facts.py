@@ -687,6 +687,16 @@ def _names_given_true(tree: ast.Module) -> set[str]:
     return given
 
 
+# the freeze shapes above, read again within one function by GPU201's update-share premise
+# (analysis/update_share.py): the words of adapter parameters, the adapter name test, a statement that turns
+# `requires_grad` off, a value not shown to be True, and the names a file sets True
+ADAPTER_WORDS = _ADAPTER_WORDS
+adapter_test = _adapter_test
+turns_off = _turns_off
+not_true = _not_true
+names_given_true = _names_given_true
+
+
 def _all_but_named(test: ast.expr, name: str) -> bool:
     """`name not in ["fc.weight", "fc.bias"]`: every parameter but a literal few."""
     return isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotIn) \

@@ -14,6 +14,7 @@ from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premi
 from gpulint.analysis.generation import generation_bound
 from gpulint.analysis.lr_sweep import LONG_RUN, optimizer_run
 from gpulint.analysis.reach import OFF_ENVIRONMENT, RUNS, runs, waits_on_environment
+from gpulint.analysis.update_share import trains_remainder
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import (
@@ -125,6 +126,25 @@ STEP_MATTERS = Premise(
     "A freeze of a part (`model.embeddings`) or of a network beside the trained one (an EMA teacher, a VAE, "
     "a loss's network: in a class named like a loss, or in a class of the file that only such loss classes "
     "build, a perceptual loss's VGG feature extractor) leaves it shown.")
+UPDATE_SHARE = Premise(
+    "update-share",
+    "the optimizer updates the bulk of the parameters its step trains through: refuted where the function that "
+    "builds it (the module, for one built at module level) freezes a whole network (`unet.requires_grad_(False)`, "
+    "or a loop over `model.parameters()`/`named_parameters()` turning `requires_grad` off for every parameter, "
+    "for every one but a few named ones, literal or formatted (`'%s.weight' % keyword`), or for every one whose "
+    "name lacks an adapter word such as `lora`), or the file calls into peft (`LoraConfig(...)`, "
+    "`get_peft_model`), and every parameter source the optimizer holds is the trainable remainder: what a "
+    "callee named for LoRA, adapters, prompts or prefixes returns (`unet_lora_params, _ = "
+    "inject_trainable_lora(unet)`), the parameters that still require grad (`filter(lambda p: p.requires_grad, "
+    "model.parameters())` or `[p for p in model.parameters() if p.requires_grad]`) of a network frozen there "
+    "(of any network where the file calls into peft), the parameters of a part of a network frozen there "
+    "(`model.fc.parameters()`), or a model's input embedding table (`get_input_embeddings().parameters()`). The "
+    "sources are read through lists, param-group dicts (their `\"params\"`), `+`, conditional expressions, `*` "
+    "spreads, `itertools.chain`, `list`, `tuple` and every binding of a name in that function (`+=`, `.append` "
+    "and `.extend` included). The step then runs the frozen network's forward and backward and updates a "
+    "sliver of it (rank-4 LoRA adapters of a frozen UNet, a linear probe's head). A freeze of a part "
+    "(`model.embeddings.requires_grad_(False)`) freezes no network, and an optimizer that also holds any other "
+    "parameters (`unet.parameters()` next to a frozen VAE and text encoder) leaves it shown.")
 FUSED_KEPT = Premise(
     "fused-kept",
     "the optimizer keeps the flag it is built with: refuted when the statement right after its construction "
@@ -163,7 +183,12 @@ WORK_TO_FUSE = Premise(
     "subclass in another module, binds is not read). An attribute of such a name counts too "
     "(`model.fc.parameters()`, a linear probe over a frozen encoder): each class of this file the name is "
     "bound to, over nn.Module alone, must bind it so (`self.fc = nn.Linear(2048, n)`: two), and nothing else "
-    "in the file may bind that attribute (`model.fc = ...`).")
+    "in the file may bind that attribute (`model.fc = ...`). Refuted where the file configures DeepSpeed ZeRO "
+    "for every config it writes (a dict with `\"zero_optimization\": {\"stage\": N}`, N at least 1, a literal or "
+    "a conditional expression whose test compares a command-line option with a literal and is decided by the "
+    "option's argparse default: `0 if args.dp == 1 else 3` with `--dp` defaulting to 8): ZeRO hands the torch "
+    "optimizer one flat fp32 partition per param group, so it steps one tensor per group and there is no "
+    "loop over parameters for a fused kernel to replace (blind12: OpenLMLab/LOMO's `--optim adamw`).")
 SCALER_SAFE = Premise(
     "scaler-safe",
     "for SGD with momentum, no GradScaler drives the step (here, in a caller, in a module it or a caller imports "
@@ -210,6 +235,13 @@ class NonFusedOptimizer(Rule):
         tables of a matrix-factorisation or LightGCN recommender, with or without a Linear
         predictor; a probe's `model.fc` or a trainer's inline `nn.Sequential` head of one or two
         Linear layers), where there are at most a handful of per-tensor launches to save.
+        Where the function that builds the optimizer freezes a whole network and the optimizer
+        holds only what remains trainable of it (the LoRA adapters `inject_trainable_lora(unet)`
+        returns after `unet.requires_grad_(False)`, a probe's head, the parameters of a peft model
+        that still require grad), the update is a sliver of a step that runs the frozen network,
+        and the finding is not reported (update-share). Nor where the file's DeepSpeed config
+        turns ZeRO on (`"zero_optimization": {"stage": 3}`): DeepSpeed hands the optimizer one
+        flat partition per param group, and there is no loop over parameters to replace.
         An optimizer wrapped by apex's `LARC` or torchlars' `LARS` is not reported: the wrapper's
         own per-parameter Python loop (two norms per tensor, and in apex a host-syncing test) stays
         the step's cost. Where every step first samples completions from the policy
@@ -262,8 +294,8 @@ class NonFusedOptimizer(Rule):
         skips and the loss scales split; calling `scaler.unscale_(optimizer)` first raises with
         a fused Adam in torch 2.13 (both reproduced on two CPU ranks: bench/fsdp_fused_scaler.py).
         """,
-        premises=(TORCH_OPTIMIZER, FUSED_DEVICE, FUSED_EXISTS, STEP_MATTERS, OFF_ENVIRONMENT, SCALER_SAFE, LONG_RUN,
-                  WORK_TO_FUSE, FUSED_KEPT, STEPPED, RUNS),
+        premises=(TORCH_OPTIMIZER, FUSED_DEVICE, FUSED_EXISTS, STEP_MATTERS, UPDATE_SHARE, OFF_ENVIRONMENT, SCALER_SAFE,
+                  LONG_RUN, WORK_TO_FUSE, FUSED_KEPT, STEPPED, RUNS),
         fix_cases=(
             FixCase("Adam / AdamW: `fused=True`",
                     Applicability.SAFE, "aliases.py"),
@@ -348,11 +380,14 @@ class NonFusedOptimizer(Rule):
             # one foreach add already; under a scaler the fused step still drops scaler.step's found_inf
             # .item() sync and folds the unscale, and a framework may scale: unknown
             work_to_fuse = UNDECIDED if _framework_owned(ctx) else REFUTED
+        elif ctx.analysis(_zero_partitioned):
+            work_to_fuse = REFUTED  # DeepSpeed steps one flat partition per param group: one tensor each
         elif _few_tensors(ctx, held):
             work_to_fuse = UNDECIDED  # a handful of tensors: a handful of launches to save
         decision = self.decide({TORCH_OPTIMIZER: SHOWN, FUSED_DEVICE: _fused_device(project),
                                 FUSED_EXISTS: REFUTED if too_new is not None else SHOWN,
                                 STEP_MATTERS: _step_matters(ctx, node, held),
+                                UPDATE_SHARE: REFUTED if trains_remainder(ctx, node) else SHOWN,
                                 OFF_ENVIRONMENT: _steps_off_environment(ctx, node), SCALER_SAFE: scaler_safe,
                                 WORK_TO_FUSE: work_to_fuse, FUSED_KEPT: REFUTED if _state_loaded_at_once(ctx, node)
                                 else SHOWN, LONG_RUN: optimizer_run(ctx, node),
@@ -1090,6 +1125,55 @@ def _head_only(ctx: AstContext, held: Optional[Held]) -> bool:
 # a fused kernel replaces the update's per-tensor launches: over at most this many tensors there are at most a
 # handful of launches to save
 FEW_TENSORS = 4
+
+
+def _zero_partitioned(ctx: AstContext) -> bool:
+    """Every DeepSpeed config the file writes (`{"zero_optimization": {"stage": N}}`) shards the optimizer
+    (N >= 1, read through a conditional expression its argparse defaults decide): DeepSpeed then hands the
+    torch optimizer one flat fp32 partition per param group, so a fused kernel has no loop to replace."""
+    stages: list[Optional[int]] = []
+    for node in ctx.nodes(ast.Dict):
+        assert isinstance(node, ast.Dict)
+        for key, value in zip(node.keys, node.values):
+            if isinstance(key, ast.Constant) and key.value == "zero_optimization":
+                stage = next((v for k, v in zip(value.keys, value.values)
+                              if isinstance(k, ast.Constant) and k.value == "stage"), None) \
+                    if isinstance(value, ast.Dict) else None
+                stages.append(_stage(ctx, stage))
+    return bool(stages) and all(s is not None and s >= 1 for s in stages)
+
+
+def _stage(ctx: AstContext, value: Optional[ast.expr]) -> Optional[int]:
+    """A ZeRO stage as written: an int literal, or the branch of `0 if args.dp == 1 else 3` that the option's
+    argparse default takes; None where unknown."""
+    if isinstance(value, ast.Constant) and type(value.value) is int:
+        return value.value
+    if isinstance(value, ast.IfExp):
+        taken = _by_default(ctx, value.test)
+        return None if taken is None else _stage(ctx, value.body if taken else value.orelse)
+    return None
+
+
+_COMPARISONS: dict[type, Callable[[object, object], bool]] = {
+    ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b,
+    ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,  # type: ignore[operator]
+    ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b,  # type: ignore[operator]
+}
+
+
+def _by_default(ctx: AstContext, test: ast.expr) -> Optional[bool]:
+    """`args.dp == 1` (an option compared with a literal) under the option's argparse default; None where
+    the test has another shape or the default is unknown."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _COMPARISONS
+            and isinstance(test.left, ast.Attribute) and isinstance(test.left.value, ast.Name)
+            and isinstance(test.comparators[0], ast.Constant)):
+        return None
+    default = ctx.project.argparse_default(test.left.attr)
+    literal = test.comparators[0].value
+    if default is None or type(default) not in (int, float, str) or type(literal) not in (int, float, str) \
+            or isinstance(default, str) != isinstance(literal, str):
+        return None
+    return _COMPARISONS[type(test.ops[0])](default, literal)
 
 
 def _few_tensors(ctx: AstContext, held: Optional[Held]) -> bool:
