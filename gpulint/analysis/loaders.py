@@ -610,16 +610,35 @@ class BatchUse:
     # (ProjectView.moved_returns): MOVED, NON_BLOCKING, CUDA, and "in:<path>" for each consuming file
     elsewhere: frozenset[str] = frozenset()
 
+    accelerate_non_blocking: bool = False  # the file builds DataLoaderConfiguration(non_blocking=True)
+
     @property
     def non_blocking(self) -> bool:
-        """A move already asks for an asynchronous copy (or the framework makes one: Lightning on CUDA)."""
+        """A move already asks for an asynchronous copy (or the framework makes one: Lightning on CUDA,
+        Accelerate configured with `DataLoaderConfiguration(non_blocking=True)`)."""
         return self.framework == "lightning" or any(_non_blocking(c) for c in self.moves) \
-            or NON_BLOCKING in self.elsewhere
+            or NON_BLOCKING in self.elsewhere or (self.framework == "accelerate" and self.accelerate_non_blocking)
 
     @property
     def consumers(self) -> tuple[str, ...]:
         """The files of the project that copy the batches, when another module does."""
         return tuple(sorted(k[len(IN):] for k in self.elsewhere if k.startswith(IN)))
+
+
+_ACCELERATE_CONFIGS = frozenset({"accelerate.DataLoaderConfiguration", "accelerate.utils.DataLoaderConfiguration",
+                                 "accelerate.utils.dataclasses.DataLoaderConfiguration"})
+
+
+def _accelerate_non_blocking(ctx: AstContext) -> bool:
+    """The file builds Accelerate's `DataLoaderConfiguration(non_blocking=True)` (accelerate >= 0.28): the
+    batches `accelerator.prepare` moves are then copied asynchronously (its default copy is blocking)."""
+    for call in ctx.nodes(ast.Call):
+        assert isinstance(call, ast.Call)
+        if ctx.qualname(call.func) in _ACCELERATE_CONFIGS and any(
+                k.arg == "non_blocking" and isinstance(k.value, ast.Constant) and k.value.value is True
+                for k in call.keywords):
+            return True
+    return False
 
 
 def _non_blocking(call: ast.Call) -> bool:
@@ -751,6 +770,7 @@ class _Follower:
             return
         if name == "prepare" and isinstance(func, ast.Attribute):
             self.use.framework = self.use.framework or "accelerate"  # accelerator.prepare(..., loader, ...)
+            self.use.accelerate_non_blocking = self.ctx.analysis(_accelerate_non_blocking)
             self.use.iterated = True
             return
         if name in _LIGHTNING_FIT and isinstance(func, ast.Attribute):
@@ -961,6 +981,56 @@ class Copies:
     mover: str = ""  # the framework that copies the batches instead: "accelerate", "lightning", ""
 
 
+def asynchronous_after_fix(ctx: AstContext, batches: BatchUse, copies: Copies) -> bool:
+    """Every copy of the batches to a device that the file shows is asynchronous once GPU101's fix has run:
+    it already passes `non_blocking=True` or is one of the copies the fix gives it to, and no copy is
+    left to a framework (Accelerate's default is blocking) or to another module (whose copies the fix
+    does not touch). A dtype cast (`.to(weight_dtype)`) is not a copy to a device, nor is the copy of a
+    value computed from the batch (`images.sum(dim=0).to(device)`: made where the batch already is)."""
+    if batches.framework or copies.mover or batches.consumers or not (batches.moves or copies.calls):
+        return False
+    return all(_non_blocking(move) or any(move is c for c in copies.calls) or not _device_copy(ctx, move)
+               or _on_the_device(ctx, move, copies) for move in batches.moves)
+
+
+def _on_the_device(ctx: AstContext, move: ast.Call, copies: Copies) -> bool:
+    """The move's receiver is computed from a name an earlier statement bound to one of the copies the fix
+    makes (`images = images.to(device)`, then `images.sum(dim=0).to(device)`): it is on the device already."""
+    if not isinstance(move.func, ast.Attribute):
+        return False
+    base = _chain_base(move.func.value)
+    here = ctx.order(move) or 0
+    for copy in copies.calls:
+        statement: Optional[ast.AST] = ctx.parent(copy)
+        if isinstance(statement, ast.Tuple):
+            statement = ctx.parent(statement)
+        if isinstance(statement, ast.Assign) and (ctx.order(copy) or 0) < here \
+                and any(base in _names(target) for target in statement.targets):
+            return True
+    return False
+
+
+def _device_copy(ctx: AstContext, call: ast.Call) -> bool:
+    """`.cuda()`, or `.to()` whose target is a device or unknown; `.to(torch.float16)`, `.to(weight_dtype)`
+    and `.to(dtype=...)` alone are casts on the device the tensor is on."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr == "cuda":
+        return True
+    target = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "device"), None)
+    if target is None:
+        return not all(k.arg == "dtype" for k in call.keywords) or not call.keywords
+    return isinstance(target, ast.Starred) or _is_device(ctx, target) or not _dtype_like(ctx, target)
+
+
+def _dtype_like(ctx: AstContext, expr: ast.expr) -> bool:
+    """`torch.float16`, `weight_dtype`, `args.dtype`: a dtype by its qualified or last name."""
+    qualified = ctx.qualname(expr) or ""
+    if qualified.startswith("torch.") and "device" not in qualified:
+        return True
+    last = expr.attr if isinstance(expr, ast.Attribute) else expr.id if isinstance(expr, ast.Name) else ""
+    return "dtype" in last.lower()
+
+
 def framework_mover(ctx: AstContext, loader: ast.Call) -> str:
     """Who copies the loader's batches when the file does not: Accelerate (`accelerator.prepare(loader)`),
     or Lightning / Fabric (`*_dataloader()` hooks, `fabric.setup_dataloaders(loader)`)."""
@@ -1067,9 +1137,15 @@ def _loops_by_source(ctx: AstContext) -> dict[int, Loop]:
     return {id(source): loop for loop, source in ctx.analysis(_loop_sources)}
 
 
-def _passed_in(ctx: AstContext, parameter: ast.Name, loader: ast.Name) -> bool:
+# how many functions deep a loader is followed through the parameters it is passed to
+_PASS_DEPTH = 3
+
+
+def _passed_in(ctx: AstContext, parameter: ast.Name, loader: ast.Name, depth: int = _PASS_DEPTH) -> bool:
     """`parameter` is a parameter of a function that a call in this file passes `loader` to
-    (`train(model, train_loader, ...)` -> `def train(model, loader, ...)`), and is never rebound."""
+    (`train(model, train_loader, ...)` -> `def train(model, loader, ...)`), and is never rebound; also
+    through a parameter of another such function that hands it on (`get_features(train_loader)` ->
+    `def get_features(loader): inference(loader)` -> `def inference(loader)`)."""
     names = ctx.names
     owner = names.binding_scope(parameter)
     if owner is None or not isinstance(owner.node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
@@ -1093,7 +1169,9 @@ def _passed_in(ctx: AstContext, parameter: ast.Name, loader: ast.Name) -> bool:
                     or len(positional) <= position:
                 continue
             argument = positional[position]  # type: ignore[assignment]
-        if argument is not None and _same(ctx, argument, loader):
+        if argument is not None and (_same(ctx, argument, loader) or (
+                depth > 1 and isinstance(argument, ast.Name)
+                and _passed_in(ctx, argument, loader, depth - 1))):
             passes += 1
     return passes > 0
 
