@@ -69,19 +69,21 @@ REACHES_CUDA = Premise(
     "pinning), XPU or a TPU.")
 PAYS_OFF = Premise(
     "pays-off",
-    "pinning pays off for these batches: their copy is asynchronous. Shown when a move already asks for "
-    "`non_blocking=True` (or Lightning moves them, or Accelerate with `DataLoaderConfiguration(non_blocking="
-    "True)` built in the file), or when the items are decoded images, audio or arrays and the fix makes every "
-    "copy of the batches to a device the file shows asynchronous: the `.to(device)` / `.cuda()` in the loops "
-    "over the loader, also in a function of the file it is handed to (through up to three calls), get "
-    "`non_blocking=True` (a dtype cast is no copy, nor is the copy of a value computed from a batch already "
-    "copied). Undecided while a copy stays blocking after the fix: Accelerate's default copy (its "
-    "DataLoaderConfiguration's non_blocking is False; the note says what to pass, accelerate >= 0.28), a copy "
-    "whose result is read on the host right away, the `.to()` of a batch object a `collate_fn` built, "
-    "`next(it).to(device)`, copies in another module or none in view: a pinned synchronous copy of a batch "
-    "of a few MB saves a fraction of a millisecond per step (cloneofsimo/lora, fxia22/pointnet.pytorch on "
-    "blind12). Undecided too for token ids and other small items (a few KB), even when copied "
-    "asynchronously by the fix.")
+    "pinning pays off for these batches: their copy is asynchronous, or out of view and large. Shown when a "
+    "move already asks for `non_blocking=True` (or Lightning moves them, or Accelerate with a "
+    "`DataLoaderConfiguration(non_blocking=True)` the file builds); or, for items that are decoded images, "
+    "audio or arrays, when the fix makes every copy of the batches to a device in this file asynchronous (the "
+    "`.to(device)` / `.cuda()` in the loops over the loader, also in a function of the file it is handed to "
+    "through up to three calls; a dtype cast is no copy, nor is the copy of a value computed from a batch "
+    "already copied), or when the file makes no copy of them (a module importing it, or code gpulint does "
+    "not see, copies them: judged by the items). Undecided while a copy in this file stays blocking after "
+    "the fix (its result read on the host right away, the `.to()` of a batch object a `collate_fn` built, "
+    "`next(it).to(device)`, a copy in a comprehension, a loop over an unnamed `DataLoader(...)`, or copies "
+    "in an importing module as well), and for Accelerate's default copy, which is blocking (the note names "
+    "`DataLoaderConfiguration(non_blocking=True)`, accelerate >= 0.28): a pinned synchronous copy of a few "
+    "MB saves a fraction of a millisecond a step (cloneofsimo/lora's and fxia22/pointnet.pytorch's, "
+    "blind12). Undecided too for token ids and other items that are not decoded (a few KB), unless a copy "
+    "already asks for `non_blocking=True`.")
 
 PIN_THREAD = Premise(
     "pin-thread",
