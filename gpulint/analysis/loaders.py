@@ -979,35 +979,43 @@ class Copies:
     loops: int  # loops over the loader found in this file
     where: tuple[str, ...]  # the functions holding them, for the fix message
     mover: str = ""  # the framework that copies the batches instead: "accelerate", "lightning", ""
+    blocking: tuple[ast.Call, ...] = ()  # copies of the batch in those loops that stay blocking after the fix
+    loops_found: tuple[Loop, ...] = ()  # the loops over the loader the fix looks in
 
 
 def asynchronous_after_fix(ctx: AstContext, batches: BatchUse, copies: Copies) -> bool:
     """Every copy of the batches to a device that the file shows is asynchronous once GPU101's fix has run:
-    it already passes `non_blocking=True` or is one of the copies the fix gives it to, and no copy is
-    left to a framework (Accelerate's default is blocking) or to another module (whose copies the fix
-    does not touch). A dtype cast (`.to(weight_dtype)`) is not a copy to a device, nor is the copy of a
-    value computed from the batch (`images.sum(dim=0).to(device)`: made where the batch already is)."""
-    if batches.framework or copies.mover or batches.consumers or not (batches.moves or copies.calls):
+    in the loops over the loader, each copy of the batch or a part of it already passes `non_blocking=True`
+    or is one the fix gives it to; a move the fix cannot reach (`next(it).to(device)`, a loop over an
+    unnamed loader) already asks for it; no copy is left to a framework (Accelerate's default is blocking)
+    or to another module (whose copies the fix does not touch). A dtype cast (`.to(weight_dtype)`) is not a
+    copy to a device, nor is the copy of a value computed from the batch (`model_input.to(device)`,
+    `torch.randn(x.shape).to(x.device)`), which is made where the batch already is."""
+    if batches.framework or copies.mover or batches.consumers or copies.blocking \
+            or not (batches.moves or copies.calls):
         return False
-    return all(_non_blocking(move) or any(move is c for c in copies.calls) or not _device_copy(ctx, move)
-               or _on_the_device(ctx, move, copies) for move in batches.moves)
+    inside = {id(loop) for loop in copies.loops_found}
+    for move in batches.moves:
+        if _non_blocking(move) or any(move is c for c in copies.calls) or not _device_copy(ctx, move):
+            continue
+        if any(id(a) in inside for a in ctx.ancestors(move)):
+            continue  # in a loop the fix looks in, and not a copy of the batch's parts (those are judged above)
+        if not _computed(move):
+            return False
+    return True
 
 
-def _on_the_device(ctx: AstContext, move: ast.Call, copies: Copies) -> bool:
-    """The move's receiver is computed from a name an earlier statement bound to one of the copies the fix
-    makes (`images = images.to(device)`, then `images.sum(dim=0).to(device)`): it is on the device already."""
-    if not isinstance(move.func, ast.Attribute):
+def _computed(move: ast.Call) -> bool:
+    """The move's receiver is a value computed from the batch by a call (`f(x)`, `x.sum()`), not the batch or
+    a part of it (`next(it)`, `Variable(x)` and host casts such as `x.float()` pass the batch on)."""
+    assert isinstance(move.func, ast.Attribute)
+    receiver = _unshaped(move.func.value)
+    while isinstance(receiver, (ast.Subscript, ast.Attribute)):
+        receiver = receiver.value
+    if not isinstance(receiver, ast.Call):
         return False
-    base = _chain_base(move.func.value)
-    here = ctx.order(move) or 0
-    for copy in copies.calls:
-        statement: Optional[ast.AST] = ctx.parent(copy)
-        if isinstance(statement, ast.Tuple):
-            statement = ctx.parent(statement)
-        if isinstance(statement, ast.Assign) and (ctx.order(copy) or 0) < here \
-                and any(base in _names(target) for target in statement.targets):
-            return True
-    return False
+    name = _call_name(receiver.func)
+    return name not in ("next", "Variable", "float", "half", "double", "long", "int", "bool", "byte", "type")
 
 
 def _device_copy(ctx: AstContext, call: ast.Call) -> bool:
@@ -1055,18 +1063,22 @@ def batch_copies(ctx: AstContext, loader: ast.Call, custom_collate: bool) -> Cop
     loops = _loops_over(ctx, loader)
     calls: list[ast.Call] = []
     where: list[str] = []
+    blocking: list[ast.Call] = []
     for loop in loops:
         found = _copies_in(ctx, loop, _names(loop.target), custom_collate)
         for call in found:
             if all(call is not c for c in calls):
                 calls.append(call)
+        blocking += _left_blocking(ctx, loop, _names(loop.target), found)
         if found:
             function = _scope_node(ctx, loop)
             name = f"{function.name}()" if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) \
                 else "the module"
             if name not in where:
                 where.append(name)
-    return Copies(tuple(calls), len(loops), tuple(where), "" if calls else framework_mover(ctx, loader))
+    blocking = [c for c in blocking if all(c is not made for made in calls)]  # another loop's copy may take it
+    return Copies(tuple(calls), len(loops), tuple(where), "" if calls else framework_mover(ctx, loader),
+                  tuple(blocking), tuple(loops))
 
 
 def _holder(ctx: AstContext, loader: ast.Call) -> Optional[ast.expr]:
@@ -1250,16 +1262,48 @@ def _body_calls(ctx: AstContext, loop: Loop) -> list[ast.Call]:
     return sorted(inside, key=lambda call: ctx.order(call) or 0)
 
 
-def _copies_in(ctx: AstContext, loop: Loop, batch: set[str], custom_collate: bool) -> list[ast.Call]:
+def _batch_names(loop: Loop, batch: set[str]) -> set[str]:
+    """The loop's names for the batch and its parts: `x, y = batch` / `images = batch["image"]`, names
+    unpacked from the batch, carry it on (statements directly in the loop's indented block; a body on the
+    `for` line is not one)."""
     names = set(batch)
-    # `x, y = batch` / `images = batch["image"]`: names unpacked from the batch carry it on (statements
-    # directly in the loop's indented block; a body on the `for` line is not one)
     if loop.body and loop.body[0].lineno != loop.lineno:
         for statement in loop.body:
             if isinstance(statement, ast.Assign) and _base_name(statement.value) in names \
                     and not isinstance(statement.value, ast.Call):
                 for target in statement.targets:
                     names |= _names(target)
+    return names
+
+
+def _left_blocking(ctx: AstContext, loop: Loop, batch: set[str], found: list[ast.Call]) -> list[ast.Call]:
+    """The copies of the batch's parts to a device in the loop that stay blocking after the fix: neither
+    given `non_blocking=True` by it nor asking for it (a copy read on the host, a collate_fn's batch
+    object, `.to(device, dtype)` with more arguments than the fix rewrites, a copy in a comprehension over
+    the batch)."""
+    names = _batch_names(loop, batch)
+    for statement in loop.body:  # `tuple(t.to(device) for t in batch)`, `{k: v.to(device) for k, v in batch.items()}`
+        for node in ast.walk(statement):
+            if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+                for generator in node.generators:
+                    if _chain_base(generator.iter) in names:
+                        names |= _names(generator.target)
+    left: list[ast.Call] = []
+    for call in _body_calls(ctx, loop):
+        func = call.func
+        if not isinstance(func, ast.Attribute) or func.attr not in MOVES or _non_blocking(call) \
+                or any(call is c for c in found) or not _device_copy(ctx, call):
+            continue
+        if any(isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) for a in
+               _ancestors_below(ctx, call, loop)):
+            continue
+        if _base_name(_unshaped(func.value)) in names:
+            left.append(call)
+    return left
+
+
+def _copies_in(ctx: AstContext, loop: Loop, batch: set[str], custom_collate: bool) -> list[ast.Call]:
+    names = _batch_names(loop, batch)
     found: list[ast.Call] = []
     calls = _body_calls(ctx, loop)
     for call in calls:

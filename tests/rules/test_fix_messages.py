@@ -52,7 +52,7 @@ def test_gpu101_says_what_to_add_where_the_copies_are_not_visible() -> None:
     [finding] = _only("GPU101/copies_not_visible_note.py")
     assert finding.fix is not None and "non_blocking" not in finding.fix.message
     assert "pass non_blocking=True to the .to(device) / .cuda() calls" in finding.note
-    [async_copies] = _only("GPU101/copies_made_asynchronous.py")
+    [async_copies] = _only("GPU101/all_copies_made_asynchronous.py")
     assert async_copies.fix is not None and async_copies.note == ""
     assert async_copies.fix.message == ("Add `pin_memory=True`, and `non_blocking=True` to the 2 copies of its "
                                         "batches to the GPU in the module")
