@@ -610,16 +610,35 @@ class BatchUse:
     # (ProjectView.moved_returns): MOVED, NON_BLOCKING, CUDA, and "in:<path>" for each consuming file
     elsewhere: frozenset[str] = frozenset()
 
+    accelerate_non_blocking: bool = False  # the file builds DataLoaderConfiguration(non_blocking=True)
+
     @property
     def non_blocking(self) -> bool:
-        """A move already asks for an asynchronous copy (or the framework makes one: Lightning on CUDA)."""
+        """A move already asks for an asynchronous copy (or the framework makes one: Lightning on CUDA,
+        Accelerate configured with `DataLoaderConfiguration(non_blocking=True)`)."""
         return self.framework == "lightning" or any(_non_blocking(c) for c in self.moves) \
-            or NON_BLOCKING in self.elsewhere
+            or NON_BLOCKING in self.elsewhere or (self.framework == "accelerate" and self.accelerate_non_blocking)
 
     @property
     def consumers(self) -> tuple[str, ...]:
         """The files of the project that copy the batches, when another module does."""
         return tuple(sorted(k[len(IN):] for k in self.elsewhere if k.startswith(IN)))
+
+
+_ACCELERATE_CONFIGS = frozenset({"accelerate.DataLoaderConfiguration", "accelerate.utils.DataLoaderConfiguration",
+                                 "accelerate.utils.dataclasses.DataLoaderConfiguration"})
+
+
+def _accelerate_non_blocking(ctx: AstContext) -> bool:
+    """The file builds Accelerate's `DataLoaderConfiguration(non_blocking=True)` (accelerate >= 0.28): the
+    batches `accelerator.prepare` moves are then copied asynchronously (its default copy is blocking)."""
+    for call in ctx.nodes(ast.Call):
+        assert isinstance(call, ast.Call)
+        if ctx.qualname(call.func) in _ACCELERATE_CONFIGS and any(
+                k.arg == "non_blocking" and isinstance(k.value, ast.Constant) and k.value.value is True
+                for k in call.keywords):
+            return True
+    return False
 
 
 def _non_blocking(call: ast.Call) -> bool:
@@ -751,6 +770,7 @@ class _Follower:
             return
         if name == "prepare" and isinstance(func, ast.Attribute):
             self.use.framework = self.use.framework or "accelerate"  # accelerator.prepare(..., loader, ...)
+            self.use.accelerate_non_blocking = self.ctx.analysis(_accelerate_non_blocking)
             self.use.iterated = True
             return
         if name in _LIGHTNING_FIT and isinstance(func, ast.Attribute):
@@ -959,6 +979,64 @@ class Copies:
     loops: int  # loops over the loader found in this file
     where: tuple[str, ...]  # the functions holding them, for the fix message
     mover: str = ""  # the framework that copies the batches instead: "accelerate", "lightning", ""
+    blocking: tuple[ast.Call, ...] = ()  # copies of the batch in those loops that stay blocking after the fix
+    loops_found: tuple[Loop, ...] = ()  # the loops over the loader the fix looks in
+
+
+def asynchronous_after_fix(ctx: AstContext, batches: BatchUse, copies: Copies) -> bool:
+    """Every copy of the batches to a device that the file shows is asynchronous once GPU101's fix has run:
+    in the loops over the loader, each copy of the batch or a part of it already passes `non_blocking=True`
+    or is one the fix gives it to; a move the fix cannot reach (`next(it).to(device)`, a loop over an
+    unnamed loader) already asks for it; no copy is left to a framework (Accelerate's default is blocking)
+    or to another module (whose copies the fix does not touch). A dtype cast (`.to(weight_dtype)`) is not a
+    copy to a device, nor is the copy of a value computed from the batch (`model_input.to(device)`,
+    `torch.randn(x.shape).to(x.device)`), which is made where the batch already is."""
+    if batches.framework or copies.mover or batches.consumers or copies.blocking \
+            or not (batches.moves or copies.calls):
+        return False
+    inside = {id(loop) for loop in copies.loops_found}
+    for move in batches.moves:
+        if _non_blocking(move) or any(move is c for c in copies.calls) or not _device_copy(ctx, move):
+            continue
+        if any(id(a) in inside for a in ctx.ancestors(move)):
+            continue  # in a loop the fix looks in, and not a copy of the batch's parts (those are judged above)
+        if not _computed(move):
+            return False
+    return True
+
+
+def _computed(move: ast.Call) -> bool:
+    """The move's receiver is a value computed from the batch by a call (`f(x)`, `x.sum()`), not the batch or
+    a part of it (`next(it)`, `Variable(x)` and host casts such as `x.float()` pass the batch on)."""
+    assert isinstance(move.func, ast.Attribute)
+    receiver = _unshaped(move.func.value)
+    while isinstance(receiver, (ast.Subscript, ast.Attribute)):
+        receiver = receiver.value
+    if not isinstance(receiver, ast.Call):
+        return False
+    name = _call_name(receiver.func)
+    return name not in ("next", "Variable", "float", "half", "double", "long", "int", "bool", "byte", "type")
+
+
+def _device_copy(ctx: AstContext, call: ast.Call) -> bool:
+    """`.cuda()`, or `.to()` whose target is a device or unknown; `.to(torch.float16)`, `.to(weight_dtype)`
+    and `.to(dtype=...)` alone are casts on the device the tensor is on."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr == "cuda":
+        return True
+    target = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "device"), None)
+    if target is None:
+        return not all(k.arg == "dtype" for k in call.keywords) or not call.keywords
+    return isinstance(target, ast.Starred) or _is_device(ctx, target) or not _dtype_like(ctx, target)
+
+
+def _dtype_like(ctx: AstContext, expr: ast.expr) -> bool:
+    """`torch.float16`, `weight_dtype`, `args.dtype`: a dtype by its qualified or last name."""
+    qualified = ctx.qualname(expr) or ""
+    if qualified.startswith("torch.") and "device" not in qualified:
+        return True
+    last = expr.attr if isinstance(expr, ast.Attribute) else expr.id if isinstance(expr, ast.Name) else ""
+    return "dtype" in last.lower()
 
 
 def framework_mover(ctx: AstContext, loader: ast.Call) -> str:
@@ -985,18 +1063,22 @@ def batch_copies(ctx: AstContext, loader: ast.Call, custom_collate: bool) -> Cop
     loops = _loops_over(ctx, loader)
     calls: list[ast.Call] = []
     where: list[str] = []
+    blocking: list[ast.Call] = []
     for loop in loops:
         found = _copies_in(ctx, loop, _names(loop.target), custom_collate)
         for call in found:
             if all(call is not c for c in calls):
                 calls.append(call)
+        blocking += _left_blocking(ctx, loop, _names(loop.target), found)
         if found:
             function = _scope_node(ctx, loop)
             name = f"{function.name}()" if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) \
                 else "the module"
             if name not in where:
                 where.append(name)
-    return Copies(tuple(calls), len(loops), tuple(where), "" if calls else framework_mover(ctx, loader))
+    blocking = [c for c in blocking if all(c is not made for made in calls)]  # another loop's copy may take it
+    return Copies(tuple(calls), len(loops), tuple(where), "" if calls else framework_mover(ctx, loader),
+                  tuple(blocking), tuple(loops))
 
 
 def _holder(ctx: AstContext, loader: ast.Call) -> Optional[ast.expr]:
@@ -1067,9 +1149,15 @@ def _loops_by_source(ctx: AstContext) -> dict[int, Loop]:
     return {id(source): loop for loop, source in ctx.analysis(_loop_sources)}
 
 
-def _passed_in(ctx: AstContext, parameter: ast.Name, loader: ast.Name) -> bool:
+# how many functions deep a loader is followed through the parameters it is passed to
+_PASS_DEPTH = 3
+
+
+def _passed_in(ctx: AstContext, parameter: ast.Name, loader: ast.Name, depth: int = _PASS_DEPTH) -> bool:
     """`parameter` is a parameter of a function that a call in this file passes `loader` to
-    (`train(model, train_loader, ...)` -> `def train(model, loader, ...)`), and is never rebound."""
+    (`train(model, train_loader, ...)` -> `def train(model, loader, ...)`), and is never rebound; also
+    through a parameter of another such function that hands it on (`get_features(train_loader)` ->
+    `def get_features(loader): inference(loader)` -> `def inference(loader)`)."""
     names = ctx.names
     owner = names.binding_scope(parameter)
     if owner is None or not isinstance(owner.node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
@@ -1093,7 +1181,9 @@ def _passed_in(ctx: AstContext, parameter: ast.Name, loader: ast.Name) -> bool:
                     or len(positional) <= position:
                 continue
             argument = positional[position]  # type: ignore[assignment]
-        if argument is not None and _same(ctx, argument, loader):
+        if argument is not None and (_same(ctx, argument, loader) or (
+                depth > 1 and isinstance(argument, ast.Name)
+                and _passed_in(ctx, argument, loader, depth - 1))):
             passes += 1
     return passes > 0
 
@@ -1172,16 +1262,48 @@ def _body_calls(ctx: AstContext, loop: Loop) -> list[ast.Call]:
     return sorted(inside, key=lambda call: ctx.order(call) or 0)
 
 
-def _copies_in(ctx: AstContext, loop: Loop, batch: set[str], custom_collate: bool) -> list[ast.Call]:
+def _batch_names(loop: Loop, batch: set[str]) -> set[str]:
+    """The loop's names for the batch and its parts: `x, y = batch` / `images = batch["image"]`, names
+    unpacked from the batch, carry it on (statements directly in the loop's indented block; a body on the
+    `for` line is not one)."""
     names = set(batch)
-    # `x, y = batch` / `images = batch["image"]`: names unpacked from the batch carry it on (statements
-    # directly in the loop's indented block; a body on the `for` line is not one)
     if loop.body and loop.body[0].lineno != loop.lineno:
         for statement in loop.body:
             if isinstance(statement, ast.Assign) and _base_name(statement.value) in names \
                     and not isinstance(statement.value, ast.Call):
                 for target in statement.targets:
                     names |= _names(target)
+    return names
+
+
+def _left_blocking(ctx: AstContext, loop: Loop, batch: set[str], found: list[ast.Call]) -> list[ast.Call]:
+    """The copies of the batch's parts to a device in the loop that stay blocking after the fix: neither
+    given `non_blocking=True` by it nor asking for it (a copy read on the host, a collate_fn's batch
+    object, `.to(device, dtype)` with more arguments than the fix rewrites, a copy in a comprehension over
+    the batch)."""
+    names = _batch_names(loop, batch)
+    for statement in loop.body:  # `tuple(t.to(device) for t in batch)`, `{k: v.to(device) for k, v in batch.items()}`
+        for node in ast.walk(statement):
+            if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+                for generator in node.generators:
+                    if _chain_base(generator.iter) in names:
+                        names |= _names(generator.target)
+    left: list[ast.Call] = []
+    for call in _body_calls(ctx, loop):
+        func = call.func
+        if not isinstance(func, ast.Attribute) or func.attr not in MOVES or _non_blocking(call) \
+                or any(call is c for c in found) or not _device_copy(ctx, call):
+            continue
+        if any(isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) for a in
+               _ancestors_below(ctx, call, loop)):
+            continue
+        if _base_name(_unshaped(func.value)) in names:
+            left.append(call)
+    return left
+
+
+def _copies_in(ctx: AstContext, loop: Loop, batch: set[str], custom_collate: bool) -> list[ast.Call]:
+    names = _batch_names(loop, batch)
     found: list[ast.Call] = []
     calls = _body_calls(ctx, loop)
     for call in calls:

@@ -175,9 +175,13 @@ def _all_loops(facts: TrainingFacts) -> list[cst.For]:
     return found
 
 
-def _passed_in(facts: TrainingFacts, parameter: cst.Name, loader: cst.Name) -> bool:
-    """`parameter` is a parameter of a module-level function that every call in this file passes `loader`
-    to (`train(model, train_loader, ...)` -> `def train(model, loader, ...)`), and is never rebound."""
+_PASS_DEPTH = 3  # analysis/loaders.py's: how many functions deep a loader is followed through parameters
+
+
+def _passed_in(facts: TrainingFacts, parameter: cst.Name, loader: cst.Name, depth: int = _PASS_DEPTH) -> bool:
+    """`parameter` is a parameter of a module-level function that a call in this file passes `loader`
+    to (`train(model, train_loader, ...)` -> `def train(model, loader, ...)`), and is never rebound; also
+    through a parameter of another such function that hands it on (analysis/loaders.py's `_passed_in`)."""
     names = facts.ctx.names
     owner = names.binding_scope(parameter)
     if owner is None or not isinstance(owner.node, cst.FunctionDef) \
@@ -199,7 +203,9 @@ def _passed_in(facts: TrainingFacts, parameter: cst.Name, loader: cst.Name) -> b
             if any(a.star for a in positional[:position + 1]) or len(positional) <= position:
                 continue
             argument = positional[position].value
-        if argument is not None and _same(facts, argument, loader):
+        if argument is not None and (_same(facts, argument, loader) or (
+                depth > 1 and isinstance(argument, cst.Name)
+                and _passed_in(facts, argument, loader, depth - 1))):
             passes += 1
     return passes > 0
 

@@ -11,7 +11,10 @@ from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premi
 from gpulint.analysis.loaders import (
     MANY_BATCHES,
     UNATTENDED,
+    BatchUse,
+    Copies,
     LoaderCall,
+    asynchronous_after_fix,
     batch_copies,
     dataloader_call,
     draws_few_batches,
@@ -66,10 +69,22 @@ REACHES_CUDA = Premise(
     "pinning), XPU or a TPU.")
 PAYS_OFF = Premise(
     "pays-off",
-    "pinning pays off for these batches: a move already asks for `non_blocking=True` (or Lightning moves "
-    "them asynchronously), or the items are decoded images, audio or arrays, whose pinned copy is faster "
-    "even when it stays synchronous. A few KB of token ids copied synchronously gain nothing: undecided "
-    "until the copy is made asynchronous.")
+    "pinning pays off for these batches: their copy is asynchronous, or out of view and large. Shown when a "
+    "move already asks for `non_blocking=True` (or Lightning moves them, or Accelerate with a "
+    "`DataLoaderConfiguration(non_blocking=True)` the file builds); or, for items that are decoded images, "
+    "audio or arrays, when the fix makes every copy of the batches to a device in this file asynchronous (the "
+    "`.to(device)` / `.cuda()` in the loops over the loader, also in a function of the file it is handed to "
+    "through up to three calls; a dtype cast is no copy of the batch, nor is the copy of a value computed "
+    "from it or of a tensor built beside it), or when the file makes no copy of them (a module importing "
+    "it, or code gpulint does not see, copies them: judged by the items). Undecided while a copy in this "
+    "file stays blocking after the fix (its result read on the host right away, the `.to()` of a batch "
+    "object a `collate_fn` built, `next(it).to(device)`, a copy in a comprehension over the batch, a loop "
+    "over an unnamed `DataLoader(...)`, or copies in an importing module as well), and for Accelerate's "
+    "default copy, which is blocking (the note names "
+    "`DataLoaderConfiguration(non_blocking=True)`, accelerate >= 0.28): a pinned synchronous copy of a few "
+    "MB saves a fraction of a millisecond a step (cloneofsimo/lora's and fxia22/pointnet.pytorch's, "
+    "blind12). Undecided too for token ids and other items that are not decoded (a few KB), unless a copy "
+    "already asks for `non_blocking=True`.")
 
 PIN_THREAD = Premise(
     "pin-thread",
@@ -134,7 +149,7 @@ class DataLoaderPinMemory(Rule):
         the GPU, so that they run asynchronously (pinning alone leaves them synchronous and buys
         little): the `.to(device)` / `.cuda()` calls on the batch, its parts and what is unpacked
         from it, inside the loops over the loader in the file, also in a function of the file the
-        loader is passed to. Never a `.cpu()` or `.to("cpu")`, a dtype cast, a copy whose
+        loader is passed to (through up to three calls). Never a `.cpu()` or `.to("cpu")`, a dtype cast, a copy whose
         result is read on the host in the loop (`.item()`, `.tolist()`, `.numpy()`, `print()`),
         or `.to()` on a whole batch a `collate_fn` built (its own `.to()` may lack
         `non_blocking`). Where gpulint sees no such copy, the finding's note says what to add.
@@ -200,6 +215,20 @@ class DataLoaderPinMemory(Rule):
             return SHOWN
         return UNDECIDED
 
+    def _pays_off(self, ctx: AstContext, batches: BatchUse, copies: Copies, alternatives: list[LoaderCall]) \
+            -> Evidence:
+        """A copy already asynchronous; or decoded images, audio or arrays whose every copy in view the fix
+        makes asynchronous. A copy that stays blocking (Accelerate's, another module's, one read on the host)
+        gains a fraction of a millisecond per few-MB batch: undecided, as are token batches (a few KB)."""
+        if batches.non_blocking:
+            return SHOWN
+        if not all(each.bulk for each in alternatives) or batches.framework == "accelerate" \
+                or copies.mover == "accelerate":
+            return UNDECIDED  # token ids; Accelerate's default copy is blocking
+        if batches.moves or copies.calls:  # copies in this file: the fix must make every one asynchronous
+            return SHOWN if asynchronous_after_fix(ctx, batches, copies) else UNDECIDED
+        return SHOWN  # copied out of this file's view (another module, a framework): judged by the items
+
     def detect(self, ctx: AstContext) -> None:
         for node in ctx.nodes(ast.Call):
             assert isinstance(node, ast.Call)
@@ -225,7 +254,7 @@ class DataLoaderPinMemory(Rule):
         copies = batch_copies(ctx, node, custom_collate=custom_collate)
         moved = SHOWN if batches.moves or batches.framework or copies.calls or MOVED in batches.elsewhere \
             else UNDECIDED
-        pays = SHOWN if batches.non_blocking or all(each.bulk for each in alternatives) else UNDECIDED
+        pays = self._pays_off(ctx, batches, copies, alternatives)
         decision = self.decide({CPU_TENSORS: cpu_tensors, REACHES_CUDA: all_of(device, moved), PAYS_OFF: pays,
                                  PIN_THREAD: REFUTED if loader.no_workers_chosen else SHOWN,
                                  MANY_BATCHES: REFUTED if draws_few_batches(ctx, loader) else SHOWN,
@@ -242,8 +271,10 @@ class DataLoaderPinMemory(Rule):
             what += (f", and `non_blocking=True` to the {count} cop{'ies' if count > 1 else 'y'} of its batches "
                      f"to the GPU in {' and '.join(copies.where)}")
         elif copies.mover == "accelerate":
-            note = ("Accelerate copies its batches to the GPU: pass dataloader_config=DataLoaderConfiguration("
-                    "non_blocking=True) to Accelerator() so that the copies run asynchronously")
+            if not batches.non_blocking:
+                note = ("Accelerate copies its batches to the GPU: pass dataloader_config=DataLoaderConfiguration("
+                        "non_blocking=True) to Accelerator() (accelerate >= 0.28) so that the copies run "
+                        "asynchronously")
         elif batches.consumers and not copies.mover:  # copied in the modules that iterate what a function returns
             if not batches.non_blocking:
                 places = (["this file"] if batches.moves else []) + list(batches.consumers)

@@ -194,7 +194,8 @@ for images in loader:
 
 
 def test_the_device_a_caller_picks_is_evidence_for_a_loader_module(tmp_path: Path) -> None:
-    """data.py builds and iterates the loader; main.py (which imports it) puts the batches on CUDA."""
+    """data.py builds and iterates the loader; main.py (which imports it) puts the batches on CUDA. (The copies
+    ask for non_blocking: a blocking copy of a loader the fix cannot follow leaves `pays-off` undecided.)"""
     write(tmp_path, {"data.py": """\
 from torch.utils.data import DataLoader
 from torchvision.datasets import ImageFolder
@@ -202,7 +203,7 @@ from torchvision.datasets import ImageFolder
 
 def batches(root, device):
     for images, labels in DataLoader(ImageFolder(root), batch_size=64):
-        yield images.to(device), labels.to(device)
+        yield images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
 """, "main.py": """\
 import torch
 

@@ -22,9 +22,12 @@ ALL = Settings(preview=True)
 # a torchvision dataset yields CPU tensors, so GPU101's fix is the safe one (docs/fix-safety.md)
 HEAD = ("import torch\nfrom torch.utils.data import DataLoader\nfrom torchvision.datasets import MNIST\n"
         "ds = MNIST('data')\n")
+# the copy asks for non_blocking: a blocking one in a loop over an unnamed loader, which GPU101's fix cannot
+# reach, leaves its `pays-off` undecided
 LOOP = ("device = torch.device('cuda')\nmodel = model.to(device)\n"
         "opt = torch.optim.AdamW(model.parameters())\n"
-        "for x, y in DataLoader(ds):\n    x = x.to(device)\n    loss = model(x).sum()\n    loss.backward()\n"
+        "for x, y in DataLoader(ds):\n    x = x.to(device, non_blocking=True)\n    loss = model(x).sum()\n"
+        "    loss.backward()\n"
         "    opt.step()\n")
 
 MOVES = "for x in loader:\n    x = x.to('cuda')\n"  # the batches reach the GPU
