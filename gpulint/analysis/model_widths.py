@@ -264,6 +264,15 @@ def passed_value(ctx: AstContext, name: ast.Name) -> Optional[ast.expr]:
     taking the `LogisticRegression` built beside the call). None when the parameter is rebound, passed by
     `*args`/`**kwargs` or left to its default, or when the function may be called from elsewhere in the file
     (handed on as a value, called twice)."""
+    found = passed_values(ctx, name)
+    return found[0] if found is not None and len(found) == 1 else None
+
+
+def passed_values(ctx: AstContext, name: ast.Name) -> Optional[list[ast.expr]]:
+    """A parameter of a module-level function the file only calls, by name: the argument each call passes
+    for it (`train(dataset, model, args)` called once per benchmark, each with its own model). None when
+    the parameter is rebound, some call passes it by `*args`/`**kwargs` or leaves it to its default, or the
+    function is used another way (handed on as a value, so called from where the file does not show)."""
     owner = ctx.names.binding_scope(name)
     if owner is None:
         return None
@@ -281,16 +290,18 @@ def passed_value(ctx: AstContext, name: ast.Name) -> Optional[ast.expr]:
     uses = [n for n in ctx.nodes(ast.Name) if isinstance(n, ast.Name) and n.id == function.name
             and ctx.names.binding_scope(n) is module]
     calls = ctx.analysis(step_facts).call_sites(function)  # the file's one index of who calls what
-    if len(uses) != 1 or len(calls) != 1 or calls[0].func is not uses[0]:
+    if not calls or len(uses) != len(calls) or any(all(c.func is not u for c in calls) for u in uses):
         return None
-    call = calls[0]
-    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
-        return None
-    keyword = next((k.value for k in call.keywords if k.arg == name.id), None)
-    if keyword is not None:
-        return keyword
     index = ordered.index(name.id) if name.id in ordered else -1
-    return call.args[index] if 0 <= index < len(call.args) else None
+    values: list[ast.expr] = []
+    for call in calls:
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+            return None
+        keyword = next((k.value for k in call.keywords if k.arg == name.id), None)
+        if keyword is None and not 0 <= index < len(call.args):
+            return None
+        values.append(keyword if keyword is not None else call.args[index])
+    return values
 
 
 def _inside(ctx: AstContext, outer: ast.AST, node: ast.AST) -> bool:
@@ -407,13 +418,15 @@ def _model_width(ctx: AstContext, model: ast.expr, depth: int = 0, kinds: Option
         value = value_at(ctx, model) or _unpacked_value(ctx, model)
         if value is not None:
             return _model_width(ctx, value, depth + 1, kinds)
-        passed = passed_value(ctx, model)
-        if passed is not None:
-            return _model_width(ctx, passed, depth + 1, kinds)
-        widths = [_model_width(ctx, v, depth + 1, kinds) for v in _branch_values(ctx, model)]
+        # `def train(model, ...)` called once, or once per model it trains: the widest of what they pass
+        passed = passed_values(ctx, model)
+        widths = [_model_width(ctx, v, depth + 1, kinds) for v in passed or _branch_values(ctx, model)]
         if not widths or None in widths:
             return None
         return max(w for w in widths if w is not None)  # `if args.variational: model = VGAE(...) else: ...`
+    if isinstance(model, ast.IfExp):  # `Conv_Q(...) if is_atari else FC_Q(...)`: the wider of the two
+        branches = [_model_width(ctx, v, depth + 1, kinds) for v in (model.body, model.orelse)]
+        return None if None in branches else max(w for w in branches if w is not None)
     if not isinstance(model, ast.Call):
         return None
     func = model.func

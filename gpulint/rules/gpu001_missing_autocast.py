@@ -70,8 +70,10 @@ TRAINS_A_MODEL = Premise(
 WIDE_ENOUGH = Premise(
     "wide-enough",
     "the model is wide enough for tensor cores to matter: refuted when every layer width of the model the "
-    "optimizer updates is known (literals, argparse and dataclass defaults, values the project passes, and "
-    "the model and optimizer a module-level step function is handed by the file's one call of it) and "
+    "optimizer updates is known (literals, argparse and dataclass defaults, values the project passes, "
+    "the optimizer a module-level step function is handed by the file's one call of it, and the model it is "
+    "handed by each call of it where the file only calls it: the widest of them; a model chosen by a "
+    "conditional expression, `A(...) if atari else B(...)`, is as wide as its wider branch) and "
     "the widest is below `min-width`. An argparse default counts from the file or, where the file declares "
     "no such option, from the files around it (its callers, the modules they import, the modules it imports) "
     "when they agree on it, `parser.set_defaults(...)` included (it gives an option declared without `default=` "

@@ -411,3 +411,39 @@ def test_options_around_that_disagree_are_unknown(tmp_path: Path) -> None:
 ])
 def test_layer_widths_by_their_smaller_sides(body: str, bound: dict[str, int], expected: Optional[int]) -> None:
     assert width(model(body), **bound) == expected
+
+
+STEP_PER_MODEL = """\
+import torch
+from torch import nn
+
+
+def train(model, loader):
+    optimizer = torch.optim.Adam(model.parameters())
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
+
+
+def run(loader, wide):
+    train(nn.Linear(784, 64).cuda(), loader)
+    {second}
+
+
+if __name__ == "__main__":
+    run(torch.load("batches.pt"), torch.load("model.pt"))
+"""
+
+
+@pytest.mark.parametrize("second, reported", [
+    ("train(nn.Linear(784, 32).cuda(), loader)", False),  # every call known and narrow (blind11: diffpool)
+    ("train(nn.Linear(784, 1024).cuda(), loader)", True),  # the widest call decides
+    ("train(model=nn.Linear(784, 32).cuda(), loader=loader)", False),  # by keyword
+    ("train(wide, loader)", True),  # a model the file does not show
+    ("steps = [train]", True),  # handed on as a value: called from where the file does not show
+])
+def test_a_step_function_called_once_per_model(tmp_path: Path, second: str, reported: bool) -> None:
+    write(tmp_path, {"train.py": STEP_PER_MODEL.replace("{second}", second)})
+    assert (("train.py", 10, "GPU001") in findings(tmp_path, "--select", "GPU001")) is reported
