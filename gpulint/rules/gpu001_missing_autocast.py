@@ -54,12 +54,16 @@ FP32 = Premise(
     "fp32",
     "the forward pass and the loss run in fp32: no autocast covers them (here, in a decorator or in the "
     "model's own `forward`), the weights are not 16-bit (`.half()`, `.to(torch.bfloat16)`, "
-    "`torch_dtype=torch.bfloat16`, layers built with `dtype=cfg[\"dtype\"]` where every config of the file "
-    "gives \"dtype\" a 16-bit type), and no other mechanism (FSDP MixedPrecision, apex, DeepSpeed, layers "
-    "casting weights) is used around it. A GradScaler alone is not mixed precision: a step that scales its "
-    "loss but never enters autocast trains in fp32. Undecided when autocast is used in a way gpulint cannot "
-    "link to the step: in a caller, or in a module a caller imports that trains nothing itself (an autocast "
-    "helper); a sibling trainer the caller also imports, with its own autocast step, is no link.")
+    "`torch_dtype=torch.bfloat16`, a name bound only to a 16-bit dtype in `.to(param_dtype)`, layers built "
+    "with `dtype=cfg[\"dtype\"]` where every config of the file gives \"dtype\" a 16-bit type, or a model "
+    "from a function of the file or of a project module it imports that is handed a 16-bit dtype and casts "
+    "every parameter of its model to it: `assert all(p.dtype == dtype for p in model.parameters())`, "
+    "`p.data = p.data.to(dtype)`, or `.to(dtype)` on the model it returns), and no other mechanism (FSDP "
+    "MixedPrecision, apex, DeepSpeed, layers casting weights) is used around it. A GradScaler alone is not "
+    "mixed precision: a step that scales its loss but never enters autocast trains in fp32. Undecided when "
+    "autocast is used in a way gpulint cannot link to the step: in a caller, or in a module a caller imports "
+    "that trains nothing itself (an autocast helper); a sibling trainer the caller also imports, with its own "
+    "autocast step, is no link.")
 TRAINS_A_MODEL = Premise(
     "trains-a-model",
     "the step updates a model's parameters: refuted when every optimizer of the step is handed only tensors "
@@ -326,6 +330,9 @@ class MissingAutocast(Rule):
                     Applicability.UNSAFE, "tensor_parallel_uses_bfloat16.py"),
             FixCase("model and optimizer built inside the loop: the region starts after them",
                     Applicability.UNSAFE, "constructors_outside_the_autocast_region.py"),
+            FixCase("the forward pass calls a module the instance holds (`self.G(x)`), its outputs read by several "
+                    "loss lines: the region starts at that call, not at the loss sum",
+                    Applicability.UNSAFE, "held_module_forward_in_the_autocast_region.py"),
             FixCase("waiting on futures between forward statements",
                     None, "waiting_on_futures_reported_without_fix.py"),
             FixCase("the loss computed inside the `backward()` call",
