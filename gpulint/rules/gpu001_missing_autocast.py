@@ -333,6 +333,9 @@ class MissingAutocast(Rule):
             FixCase("the forward pass calls a module the instance holds (`self.G(x)`), its outputs read by several "
                     "loss lines: the region starts at that call, not at the loss sum",
                     Applicability.UNSAFE, "held_module_forward_in_the_autocast_region.py"),
+            FixCase("the batch is fetched inside the region (`state, target = replay_buffer.sample()`): the device "
+                    "is never read from a name the region assigns",
+                    Applicability.UNSAFE, "held_module_batch_sampled_in_the_region.py"),
             FixCase("waiting on futures between forward statements",
                     None, "waiting_on_futures_reported_without_fix.py"),
             FixCase("the loss computed inside the `backward()` call",
@@ -415,6 +418,7 @@ class MissingAutocast(Rule):
         """The rewrite on LibCST, which it edits, as analysis/amp_fix.py decided it on `ast` (`mode`: the
         dtype it writes; `bce`: binary_cross_entropy on the loss line stays outside autocast); None where
         LibCST reads the step differently (the engine reports that as a bug)."""
+        from gpulint.core.names import NameUses
         from gpulint.core.pending import PendingFix
         from gpulint.rewrites.amp_device import cuda_device, default_device, device_type_code
         from gpulint.rewrites.amp_dtype import choice_code
@@ -438,7 +442,10 @@ class MissingAutocast(Rule):
         device = device_type_code(facts, step, anchor, torch.expr, model_calls)
         if mode == "bfloat16" and device == fctx.style.string("cuda") and default_device(fctx) == "cuda":
             # no scaler to create before the loop: the batch's own device type will do inside it
-            device = device_type_code(facts, step, anchor, torch.expr, model_calls, inside_step=True)
+            written = frozenset().union(*(NameUses.of(s).writes
+                                          for s in region.container.body[region.start:region.end + 1]))
+            device = device_type_code(facts, step, anchor, torch.expr, model_calls, inside_step=True,
+                                      written=written)
         plan = None
         if mode != "bfloat16" and not backward.scaled:
             plan = scaler_plan(facts, step, backward)
