@@ -75,7 +75,7 @@ class AmpRegions:
         self.amp: AmpSteps = ctx.analysis(amp_steps)
         self.calls = self.amp.calls
         self.mentions_autocast = _mentions_autocast(ctx.tree)
-        self.low_precision_model = any(self._casts_to_half(c) for c in self.calls)
+        self.low_precision_model = any(self._casts_to_half(c) or self._built_in_half(c) for c in self.calls)
 
     @property
     def steps(self) -> list[AmpStep]:
@@ -105,8 +105,38 @@ class AmpRegions:
             return True
         if func.attr == "to":
             values = [a.value if isinstance(a, ast.Starred) else a for a in call.args]
-            return any(self.ctx.qualname(v) in FLOAT16 | BFLOAT16 for v in [*values, *(k.value for k in call.keywords)])
+            return any(self._half_dtype(v) for v in [*values, *(k.value for k in call.keywords)])
         return False
+
+    def _half_dtype(self, expr: ast.expr) -> bool:
+        """`torch.bfloat16`, or a name every binding of which is one (`param_dtype = torch.bfloat16`)."""
+        if self.ctx.qualname(expr) in FLOAT16 | BFLOAT16:
+            return True
+        if not isinstance(expr, ast.Name):
+            return False
+        owner = self.ctx.names.binding_scope(expr)
+        values = owner.values.get(expr.id, []) if owner is not None else []
+        return bool(values) and all(v is not None and self.ctx.qualname(v) in FLOAT16 | BFLOAT16 for v in values)
+
+    def _built_in_half(self, call: ast.Call) -> bool:
+        """`load_model(..., param_dtype=torch.bfloat16)`: a project function that casts every parameter of the model
+        it builds to a dtype it is handed (project/facts.py `_dtype_casts`), handed a 16-bit one."""
+        project = self.ctx.project
+        func = call.func
+        names = self.ctx.names
+        cast = None
+        if isinstance(func, ast.Name) and names.binding_scope(func) is names.module_scope:
+            cast = project.own.dtype_casts.get(func.id)
+        if cast is None:
+            cast = project.dtype_casts.get(self.ctx.qualname(func) or "")
+        if cast is None:
+            return False
+        parameter, position = cast
+        argument = next((k.value for k in call.keywords if k.arg == parameter), None)
+        if argument is None and 0 <= position < len(call.args) \
+                and not any(isinstance(a, ast.Starred) for a in call.args[:position + 1]):
+            argument = call.args[position]
+        return argument is not None and self._half_dtype(argument)
 
     # -- autocast coverage -------------------------------------------------------------------------
     def autocast_in(self, expr: ast.expr) -> list[ast.expr]:
@@ -288,7 +318,9 @@ class AmpRegions:
         func = value.func
         last = func.attr if isinstance(func, ast.Attribute) else (func.id if isinstance(func, ast.Name) else "")
         qualified = self.ctx.qualname(func) or ""
-        constructs = last[:1].isupper() and not qualified.startswith("torch.Tensor")
+        # `self.G(x)` calls a module the instance holds (autovc's generator), it does not build a class
+        held = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"
+        constructs = last[:1].isupper() and not held and not qualified.startswith("torch.Tensor")
         return constructs or last in _WAITS
 
 

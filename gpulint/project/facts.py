@@ -54,7 +54,7 @@ from gpulint.project.methods import (
     uncalled_methods,
 )
 
-FACTS_VERSION = 39
+FACTS_VERSION = 40
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -285,6 +285,10 @@ class FileFacts:
     # per-item transform): a loader over what they return does no per-item work
     row_functions: tuple[str, ...] = ()
     xla: bool = False  # imports torch_xla or Lightning's XLA accelerator/strategies: the device is a TPU
+    # top-level functions that cast the parameters of the model they build or load to a dtype they are handed
+    # (`_dtype_casts`): name -> (that parameter, its position; -1 keyword-only). Handed a 16-bit dtype, they
+    # return a model that already computes in it (mistral-finetune's `load_model(..., param_dtype=)`, GPU001)
+    dtype_casts: dict[str, tuple[str, int]] = field(default_factory=dict)
     # top-level functions of a module that defines a batch container (a class with `.to()` and no
     # `.pin_memory()`, like DETR's NestedTensor): used as collate_fn, their batches are never pinned
     unpinned_collates: tuple[str, ...] = ()
@@ -827,6 +831,55 @@ _SPARSE_CALLS = frozenset({
 _CPP_EXTENSION = "torch.utils.cpp_extension"
 _JIT_BUILDERS = frozenset({f"{_CPP_EXTENSION}.load", f"{_CPP_EXTENSION}.load_inline"})
 _EXTENSION_CLASSES = frozenset({f"{_CPP_EXTENSION}.CUDAExtension", f"{_CPP_EXTENSION}.CppExtension"})
+def _dtype_casts(tree: ast.Module) -> dict[str, tuple[str, int]]:
+    """Top-level functions that cast every parameter of a model to a dtype one of their parameters names:
+    they assert it (`all(p.dtype == dtype for p in model.parameters())`), cast each parameter's data
+    (`p.data = p.data.to(dtype)`), or cast the model they return (`model.to(dtype=dtype)`, `return
+    net.to(device, dtype)`). A cast of anything else (a batch, a state dict's tensors) is no evidence."""
+    found: dict[str, tuple[str, int]] = {}
+    for fn in tree.body:
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        positional = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+        params = {**{a.arg: -1 for a in fn.args.kwonlyargs}, **{name: i for i, name in enumerate(positional)}}
+        returned = {n.value.id for n in ast.walk(fn) if isinstance(n, ast.Return) and isinstance(n.value, ast.Name)}
+        returned_calls = {id(n.value) for n in ast.walk(fn) if isinstance(n, ast.Return)}
+        for node in ast.walk(fn):
+            dtype = None
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "to":
+                receiver = node.func.value
+                # `.to(dtype)`, `.to(device, dtype)`, `.to(dtype=dtype)`
+                given = [k.value for k in node.keywords if k.arg == "dtype"] or node.args[1:2] or node.args[:1]
+                if isinstance(receiver, ast.Attribute) and receiver.attr == "data" or id(node) in returned_calls \
+                        or isinstance(receiver, ast.Name) and receiver.id in returned and receiver.id not in params:
+                    dtype = next((a.id for a in given if isinstance(a, ast.Name) and a.id in params), None)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "all" \
+                    and len(node.args) == 1 and isinstance(node.args[0], ast.GeneratorExp):
+                dtype = _every_parameter_is(node.args[0], params)
+            if dtype is not None:
+                found[fn.name] = (dtype, params[dtype])
+                break
+    return found
+
+
+def _every_parameter_is(generator: ast.GeneratorExp, params: dict[str, int]) -> Optional[str]:
+    """`p.dtype == dtype for p in model.parameters()`: the parameter of `params` every parameter's dtype equals."""
+    test, loops = generator.elt, generator.generators
+    if len(loops) != 1 or loops[0].ifs or not isinstance(loops[0].target, ast.Name):
+        return None
+    source = loops[0].iter
+    if not (isinstance(source, ast.Call) and isinstance(source.func, ast.Attribute)
+            and source.func.attr == "parameters"):
+        return None
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is))):
+        return None
+    sides = [test.left, test.comparators[0]]
+    owned = any(isinstance(x, ast.Attribute) and x.attr == "dtype" and isinstance(x.value, ast.Name)
+                and x.value.id == loops[0].target.id for x in sides)
+    named = [x.id for x in sides if isinstance(x, ast.Name) and x.id in params]
+    return named[0] if owned and named else None
+
+
 def _maps_rows(fn: ast.AST) -> bool:
     """The function returns something and calls `.map(...)` on a dataset, with no per-item transform."""
     methods = {n.func.attr for n in walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
@@ -1091,6 +1144,7 @@ class _Scanner:
             xla=bool(roots & XLA_PACKAGES) or any(
                 ref.name is not None and ref.name.startswith("XLA") and ref.module.split(".", 1)[0] in _LIGHTNING
                 for ref in self.imports),
+            dtype_casts=_dtype_casts(self.tree) if names & {"to", "dtype"} else {},
             unpinned_collates=self._unpinned_collates(), device_collates=_device_collates(self.tree, self.aliases)
             if self.device_keyword or "cuda" in names or "to" in names else (),  # what _moves_to_device needs
             devices=tuple(sorted(self.devices)),

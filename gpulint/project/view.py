@@ -137,6 +137,9 @@ class ProjectView:
     untrained: frozenset[str] = frozenset()
     # imported project functions that build datasets with rows computed up front, spelled as imported
     row_functions: frozenset[str] = frozenset()
+    # imported project functions that cast the parameters of the model they return to a dtype they are handed
+    # (FileFacts.dtype_casts), spelled as imported: -> (that parameter, its position; -1 keyword-only)
+    dtype_casts: dict[str, tuple[str, int]] = field(default_factory=dict)
     # imported project functions whose batches hold a container the pin thread cannot pin, spelled as
     # imported ("util.misc.collate_fn" for `import util.misc as utils`, or the name a `from` import binds)
     unpinned_collates: frozenset[str] = frozenset()
@@ -649,6 +652,8 @@ class Project:
             for target, ref in self.edges.get(rel, ())
             if ref.name not in (None, "*") and ref.name in self.facts[target].row_functions)
         collates = self._imported_functions(rel, lambda facts: facts.unpinned_collates)
+        casts = {spelled: self.facts[target].dtype_casts[name]
+                 for spelled, target, name in self._imported_function_refs(rel, lambda f: tuple(f.dtype_casts))}
         configured: dict[str, set[int]] = {}
         for index in _members(callers):
             for name, values in self.facts[self.paths[index]].config_ints.items():
@@ -717,7 +722,7 @@ class Project:
             star_modules=self._star_modules(rel),
             imported_optimizers=optimizers, imported_ints=ints, trained_by_callers=trained,
             untrained=self._untrained(rel, trained),
-            row_functions=row_functions, unpinned_collates=collates,
+            row_functions=row_functions, unpinned_collates=collates, dtype_casts=casts,
             device_collates=self._imported_functions(rel, lambda facts: facts.device_collates),
             model_parts=self._parts_of(classes, star),
             devices_callers=tuple(kind for kind, mask in sorted(self._devices.items()) if callers & mask),
@@ -768,21 +773,26 @@ class Project:
     def _imported_functions(self, path: str, listed: Callable[[FileFacts], tuple[str, ...]]) -> frozenset[str]:
         """The top-level functions of imported project modules that `listed` names, spelled as this file
         imports them ("util.misc.collate_fn" for `import util.misc as utils`, or the name a `from` import binds)."""
-        spelled_names: set[str] = set()
+        return frozenset(spelled for spelled, _, _ in self._imported_function_refs(path, listed))
+
+    def _imported_function_refs(self, path: str, listed: Callable[[FileFacts], tuple[str, ...]]
+                                ) -> list[tuple[str, str, str]]:
+        """`_imported_functions` with, for each, the module that defines it and its name there."""
+        refs: list[tuple[str, str, str]] = []
         for target, ref in self.edges.get(path, ()):
             found = listed(self.facts[target])
             spelled_module = "." * ref.level + ref.module
             if not found:
                 continue
             if ref.name is None:  # `import util.misc as utils`: reached as `util.misc.collate_fn`
-                spelled_names.update(f"{spelled_module}.{name}" for name in found)
+                refs.extend((f"{spelled_module}.{name}", target, name) for name in found)
                 continue
             spelled = f"{spelled_module}.{ref.name}" if ref.module else "." * ref.level + ref.name
             if ref.name in found:
-                spelled_names.add(spelled)
+                refs.append((spelled, target, ref.name))
             elif _is_submodule(target, ref.name):  # `from util import misc`: reached as `util.misc.collate_fn`
-                spelled_names.update(f"{spelled}.{name}" for name in found)
-        return frozenset(spelled_names)
+                refs.extend((f"{spelled}.{name}", target, name) for name in found)
+        return refs
 
     def _evaluated_only(self, path: str, callers: int) -> bool:
         """ProjectView.evaluated_only. Its users are the files that import it (transitively) and those that import

@@ -206,11 +206,15 @@ def model_device_code(facts: TrainingFacts, model_calls: list[cst.Call], anchor:
     return None
 
 
-def batch_device_code(facts: TrainingFacts, model_calls: list[cst.Call]) -> Optional[str]:
-    """`x.device.type` for the first tensor the model is called on (valid inside the step only)."""
+def batch_device_code(facts: TrainingFacts, model_calls: list[cst.Call],
+                      written: frozenset[str] = frozenset()) -> Optional[str]:
+    """`x.device.type` for the first tensor the model is called on (valid inside the step only), skipping
+    names in `written`, which the region autocast wraps assigns (`next_state` of `..., next_state, ... =
+    replay_buffer.sample()`): `with torch.autocast(...)` is entered before they exist."""
     for call in model_calls:
         args = positional_args(call, ignore_starred=True) or []
-        if args and isinstance(args[0], cst.Name) and facts.ctx.names.binding_scope(args[0]) is not None:
+        if args and isinstance(args[0], cst.Name) and facts.ctx.names.binding_scope(args[0]) is not None \
+                and args[0].value not in written:
             return f"{args[0].value}.device.type"
     return None
 
@@ -227,12 +231,14 @@ def default_device(ctx: FileContext) -> str:
 
 
 def device_type_code(facts: TrainingFacts, step: TrainingStep, anchor: cst.CSTNode, torch: str = "torch",
-                     model_calls: Optional[list[cst.Call]] = None, inside_step: bool = False) -> str:
-    """The step's device type as code valid at `anchor` (see the module docstring for the order)."""
+                     model_calls: Optional[list[cst.Call]] = None, inside_step: bool = False,
+                     written: frozenset[str] = frozenset()) -> str:
+    """The step's device type as code valid at `anchor` (see the module docstring for the order); inside
+    the step, never a name of `written` (the names the autocast region assigns)."""
     scopes = (step.node, facts.scope_of(step.node))
     found = device_code_in(facts, scopes, anchor, torch)
     if found is None and model_calls and not _calls_cuda(facts, scopes):
         found = model_device_code(facts, model_calls, anchor)
         if found is None and inside_step:
-            found = batch_device_code(facts, model_calls)
+            found = batch_device_code(facts, model_calls, written)
     return found if found is not None else facts.ctx.style.string(default_device(facts.ctx))

@@ -213,7 +213,9 @@ def _not_forward(facts: TrainingFacts, statement: cst.CSTNode) -> bool:
         last = func.attr.value if isinstance(func, cst.Attribute) else (
             func.value if isinstance(func, cst.Name) else "")
         qualified = facts.ctx.qualname(func) or ""
-        constructs = last[:1].isupper() and not qualified.startswith("torch.Tensor")
+        # `self.G(x)` calls a module the instance holds, it does not build a class (analysis/amp_regions.py)
+        held = isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
+        constructs = last[:1].isupper() and not held and not qualified.startswith("torch.Tensor")
         if not (constructs or last in _WAITS):
             return False
     return True

@@ -54,12 +54,16 @@ FP32 = Premise(
     "fp32",
     "the forward pass and the loss run in fp32: no autocast covers them (here, in a decorator or in the "
     "model's own `forward`), the weights are not 16-bit (`.half()`, `.to(torch.bfloat16)`, "
-    "`torch_dtype=torch.bfloat16`, layers built with `dtype=cfg[\"dtype\"]` where every config of the file "
-    "gives \"dtype\" a 16-bit type), and no other mechanism (FSDP MixedPrecision, apex, DeepSpeed, layers "
-    "casting weights) is used around it. A GradScaler alone is not mixed precision: a step that scales its "
-    "loss but never enters autocast trains in fp32. Undecided when autocast is used in a way gpulint cannot "
-    "link to the step: in a caller, or in a module a caller imports that trains nothing itself (an autocast "
-    "helper); a sibling trainer the caller also imports, with its own autocast step, is no link.")
+    "`torch_dtype=torch.bfloat16`, a name bound only to a 16-bit dtype in `.to(param_dtype)`, layers built "
+    "with `dtype=cfg[\"dtype\"]` where every config of the file gives \"dtype\" a 16-bit type, or a model "
+    "from a function of the file or of a project module it imports that is handed a 16-bit dtype and casts "
+    "every parameter of its model to it: `assert all(p.dtype == dtype for p in model.parameters())`, "
+    "`p.data = p.data.to(dtype)`, or `.to(dtype)` on the model it returns), and no other mechanism (FSDP "
+    "MixedPrecision, apex, DeepSpeed, layers casting weights) is used around it. A GradScaler alone is not "
+    "mixed precision: a step that scales its loss but never enters autocast trains in fp32. Undecided when "
+    "autocast is used in a way gpulint cannot link to the step: in a caller, or in a module a caller imports "
+    "that trains nothing itself (an autocast helper); a sibling trainer the caller also imports, with its own "
+    "autocast step, is no link.")
 TRAINS_A_MODEL = Premise(
     "trains-a-model",
     "the step updates a model's parameters: refuted when every optimizer of the step is handed only tensors "
@@ -326,6 +330,12 @@ class MissingAutocast(Rule):
                     Applicability.UNSAFE, "tensor_parallel_uses_bfloat16.py"),
             FixCase("model and optimizer built inside the loop: the region starts after them",
                     Applicability.UNSAFE, "constructors_outside_the_autocast_region.py"),
+            FixCase("the forward pass calls a module the instance holds (`self.G(x)`), its outputs read by several "
+                    "loss lines: the region starts at that call, not at the loss sum",
+                    Applicability.UNSAFE, "held_module_forward_in_the_autocast_region.py"),
+            FixCase("the batch is fetched inside the region (`state, target = replay_buffer.sample()`): the device "
+                    "is never read from a name the region assigns",
+                    Applicability.UNSAFE, "held_module_batch_sampled_in_the_region.py"),
             FixCase("waiting on futures between forward statements",
                     None, "waiting_on_futures_reported_without_fix.py"),
             FixCase("the loss computed inside the `backward()` call",
@@ -408,6 +418,7 @@ class MissingAutocast(Rule):
         """The rewrite on LibCST, which it edits, as analysis/amp_fix.py decided it on `ast` (`mode`: the
         dtype it writes; `bce`: binary_cross_entropy on the loss line stays outside autocast); None where
         LibCST reads the step differently (the engine reports that as a bug)."""
+        from gpulint.core.names import NameUses
         from gpulint.core.pending import PendingFix
         from gpulint.rewrites.amp_device import cuda_device, default_device, device_type_code
         from gpulint.rewrites.amp_dtype import choice_code
@@ -431,7 +442,10 @@ class MissingAutocast(Rule):
         device = device_type_code(facts, step, anchor, torch.expr, model_calls)
         if mode == "bfloat16" and device == fctx.style.string("cuda") and default_device(fctx) == "cuda":
             # no scaler to create before the loop: the batch's own device type will do inside it
-            device = device_type_code(facts, step, anchor, torch.expr, model_calls, inside_step=True)
+            written = frozenset().union(*(NameUses.of(s).writes
+                                          for s in region.container.body[region.start:region.end + 1]))
+            device = device_type_code(facts, step, anchor, torch.expr, model_calls, inside_step=True,
+                                      written=written)
         plan = None
         if mode != "bfloat16" and not backward.scaled:
             plan = scaler_plan(facts, step, backward)

@@ -1876,3 +1876,44 @@ def test_a_network_a_factory_imports_inside_a_function_is_trained(tmp_path: Path
     assert findings(tmp_path, "--select", "GPU302", str(tmp_path / "models/network_swinir.py")) == reported
     facts = facts_of_text(FACTORY)
     assert facts is not None and not facts.imports and [r.name for r in facts.lazy_imports] == ["SwinIR", "Other"]
+
+
+LOAD_MODEL = """\
+    import torch
+    from torch import nn
+
+
+    def load_model(folder, param_dtype):
+        model = nn.Sequential(nn.Linear(4096, 4096), nn.Linear(4096, 4096))
+        model.load_state_dict(torch.load(folder), assign=True)
+        assert all(p.dtype == param_dtype for p in model.parameters())
+        return model
+    """
+
+
+def test_a_model_an_imported_function_casts_to_a_16_bit_dtype_silences_gpu001(tmp_path: Path) -> None:
+    """mistral-finetune (blind13): `load_model(..., param_dtype=torch.bfloat16)` casts and asserts every parameter."""
+    write(tmp_path, {
+        "wrapped.py": LOAD_MODEL,
+        "train.py": "import torch\nfrom wrapped import load_model\n\nparam_dtype = torch.bfloat16\n"
+                    "model = load_model('m', param_dtype=param_dtype).cuda()\n\n" + TRAIN_STEP,
+        "other.py": "import torch\nfrom wrapped import load_model\n\n"
+                    "model = load_model('m', torch.float32).cuda()\n\n" + TRAIN_STEP,
+    })
+    assert codes(findings(tmp_path, "--select", "GPU001,GPU401"), "train.py") == []
+    assert codes(findings(tmp_path, "--select", "GPU001"), "other.py") == ["GPU001"]
+
+
+@pytest.mark.parametrize("text, casts", [
+    (LOAD_MODEL, {"load_model": ("param_dtype", 1)}),
+    ("def build(net, *, dtype):\n    for p in net.parameters():\n        p.data = p.data.to(dtype)\n",
+     {"build": ("dtype", -1)}),
+    ("def build(device, dtype):\n    net = Net()\n    return net.to(device, dtype)\n", {"build": ("dtype", 1)}),
+    # a batch cast, a state dict's tensors: not the model's parameters
+    ("def batch(x, dtype):\n    y = x.to(dtype)\n    return x\n", {}),
+    ("def load(sd, dtype):\n    return {k: v.to(dtype) for k, v in sd.items()}\n", {}),
+])
+def test_functions_that_cast_their_models_parameters_to_a_dtype_they_are_handed(
+        text: str, casts: dict[str, tuple[str, int]]) -> None:
+    facts = facts_of_text(textwrap.dedent(text))
+    assert facts is not None and facts.dtype_casts == casts
