@@ -23,9 +23,9 @@ of the same scope; "#update" for `agent.update(...)` or `self.agent.update(...)`
 handed in or held by an attribute, which may be the method of any class of the file or of the modules it
 imports; and the DYNAMIC marker when the file builds objects from configuration, `hydra.utils.instantiate(cfg)`,
 so that its "#update" reaches every project module, imported or not: blind13's drqv2). project/view.py
-resolves the spelled ones into the modules they name (`ProjectView.env_callers`), one import deep; `reached_within` follows those through
-the callee file's own calls (`Agent.update` running `self.update_critic(...)`); `called_from_env` matches a
-function.
+resolves the spelled ones into the modules they name (`ProjectView.env_callers`), one import deep;
+`reached_within` follows those through the callee file's own calls (`Agent.update` running
+`self.update_critic(...)`); `called_from_env` matches a function.
 """
 
 from __future__ import annotations
