@@ -16,7 +16,7 @@ import ast
 from typing import TYPE_CHECKING, Callable, Optional
 
 from gpulint.analysis.evidence import REFUTED, SHOWN, Evidence, Premise
-from gpulint.project.env_loops import called_from_env, enclosing_key, in_env_loop
+from gpulint.project.env_loops import called_from_env, enclosing_key, in_env_loop, reached_within
 
 if TYPE_CHECKING:
     from gpulint.analysis.ast_context import AstContext
@@ -173,7 +173,11 @@ OFF_ENVIRONMENT = Premise(
     "method such a loop calls: of the file, followed through the file's own calls, or of a project module that "
     "imports it (`policy.train(replay_buffer)` beside `env.step(action)` in main.py, for a `policy = "
     "DQN.DQN(...)` of the same function, one import deep; blind12: sfujim/BCQ's DQN); a method called on a "
-    "receiver of unknown class (`agent.update(batch)`, an agent handed in) may be any class's of that name. One "
+    "receiver of unknown class (`agent.update(batch)`, an agent handed in, or an attribute, `self.agent.update(...)`) "
+    "may be any class's of that name, and in a file that builds its objects from configuration "
+    "(`hydra.utils.instantiate(cfg)`, whose class a YAML file names) any project module's, imported or not "
+    "(blind13: facebookresearch/drqv2's Workspace.train); the methods so reached are followed through their own "
+    "module's calls (`update` running `self.update_critic(...)`). One "
     "environment transition per iteration, simulated on the host, decides the loop's pace. A loop that reaches an "
     "environment only through a function it calls (an offline trainer evaluating its policy every few thousand "
     "updates) is not paced by it: shown.")
@@ -184,9 +188,19 @@ def waits_on_environment(ctx: AstContext, node: ast.AST) -> bool:
     function's loops does, or its function or method is one such a loop calls, in this file or in a module
     importing it (ProjectView.env_callers; project/env_loops.py recognises the calls)."""
     key = enclosing_key(ctx.tree, node, ctx.parent)
-    if key is not None and called_from_env(key, ctx.project.env_callers):
+    if key is not None and ctx.project.env_callers and called_from_env(key, ctx.analysis(_env_reached)):
         return True
     return in_env_loop(ctx.tree, node, ctx.parent, ctx.names.qualified)
+
+
+def _env_reached(ctx: AstContext) -> frozenset[str]:
+    """ProjectView.env_callers closed over the file's own calls (project/env_loops.py `reached_within`)."""
+    imported: set[str] = set()
+    for node in ctx.nodes(ast.Import):
+        imported.update((a.asname or a.name).partition(".")[0] for a in node.names)  # type: ignore[attr-defined]
+    for node in ctx.nodes(ast.ImportFrom):
+        imported.update(a.asname or a.name for a in node.names)  # type: ignore[attr-defined]
+    return reached_within(ctx.tree, ctx.project.env_callers, frozenset(imported))
 
 
 def off_environment(ctx: AstContext, node: ast.AST) -> Evidence:

@@ -20,6 +20,7 @@ from gpulint.engine import guard
 from gpulint.engine.cache import PROJECT_FACTS_DIR, ResultCache
 from gpulint.engine.files import Walker
 from gpulint.notebook import is_notebook, notebook_code
+from gpulint.project.env_loops import DYNAMIC
 from gpulint.project.facts import FACTS_VERSION, FileFacts, ImportRef, facts_and_tree, facts_of_text
 from gpulint.project.view import (
     FactsSource,
@@ -253,6 +254,12 @@ def _partial_project(root: Path, paths: Sequence[Path], members: Sequence[Path],
         found = facts(by_name[name]) if index.spells(name, raw, pattern) else None
         if found is not None:
             spelled |= stems & {w for ref in found.imports for w in (*ref.module.split("."), ref.name or "")}
+    for name, raw in texts.items():
+        # a file that builds objects from configuration while it steps an environment (FileFacts.env_calls'
+        # DYNAMIC marker): its agent's class may be any module's, imported or not (ProjectView.env_called)
+        if b"instantiate" in raw and b"hydra" in raw and name not in needed \
+                and (found := facts(by_name[name])) is not None and DYNAMIC in found.env_calls:
+            needed.add(name)
     for name in sorted(by_name):
         # the extension modules a setup.py compiles (FileFacts.extensions, cpp14_extensions), which importers
         # reach: the root's, and those of ops packages in folders (torch-ngp's raymarching/setup.py)

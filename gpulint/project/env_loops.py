@@ -19,9 +19,13 @@ How an environment is recognised, from CPython's `ast` alone (project/facts.py's
 The file's facts (`FileFacts.env_calls`) keep what such loops call: the file's own functions and methods they
 reach, transitively through the file ("f", "Class.method"), and the calls of other modules' code as the file
 spells them ("trainer.train_step", and "DQN.DQN#train" for `policy.train(...)` on a `policy = DQN.DQN(...)`
-of the same scope; "#update" for `agent.update(...)` on an agent of unknown class, handed in, which may be the
-method of any class of the file or of the modules it imports). project/view.py resolves the spelled ones into
-the modules they name (`ProjectView.env_callers`), one import deep; `called_from_env` matches a function.
+of the same scope; "#update" for `agent.update(...)` or `self.agent.update(...)` on an agent of unknown class,
+handed in or held by an attribute, which may be the method of any class of the file or of the modules it
+imports; and the DYNAMIC marker when the file builds objects from configuration, `hydra.utils.instantiate(cfg)`,
+so that its "#update" reaches every project module, imported or not: blind13's drqv2). project/view.py
+resolves the spelled ones into the modules they name (`ProjectView.env_callers`), one import deep;
+`reached_within` follows those through the callee file's own calls (`Agent.update` running
+`self.update_critic(...)`); `called_from_env` matches a function.
 """
 
 from __future__ import annotations
@@ -40,6 +44,10 @@ ENV_MAKERS = frozenset({"gym.make", "gymnasium.make", "gym.vector.make", "gymnas
 # receiver of unknown class (`agent.update(...)`, an agent handed in), which may be any class's method
 INSTANCE = "#"
 ANY_CLASS = "*"  # ProjectView.env_callers' "*.update": the method `update` of any class of the file
+# FileFacts.env_calls' marker for a file that builds objects from configuration (`hydra.utils.instantiate(cfg)`):
+# the class of a receiver it calls a method on may be any project module's, imported or not
+DYNAMIC = "**"
+DYNAMIC_MAKERS = frozenset({"hydra.utils.instantiate", "hydra.utils.call"})
 _ENV_WORD = re.compile(r"(?:^|_)envs?(?:_|$)", re.IGNORECASE)
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
@@ -150,6 +158,26 @@ class _File:
         wanted = {name[len(INSTANCE):] for name in names if name.startswith(INSTANCE)}
         return [key for key in self.functions if "." in key and key.partition(".")[2] in wanted]
 
+    def follow(self, names: set[str], found: Optional[set[str]] = None) -> set[str]:
+        """The file's own functions and methods `names` lead to ("f", "Class.method", "#method" for any
+        class's), followed through the calls they make; what those calls name is added to `found`."""
+        reached: set[str] = set()
+        pending = [name for name in names if name in self.functions]
+        pending += self.any_class(names)
+        while pending:
+            key = pending.pop()
+            if key in reached:
+                continue
+            reached.add(key)
+            function = self.functions[key]
+            owner = key.partition(".")[0] if "." in key else None
+            body = function.body  # type: ignore[attr-defined]
+            callees = self.callees(_own_nodes(body), owner, self.instances(body))
+            pending += [callee for callee in callees if callee in self.functions] + self.any_class(callees)
+            if found is not None:
+                found |= callees
+        return reached
+
     def callees(self, nodes: Iterator[ast.AST], owner: Optional[str], instances: dict[str, str]) -> set[str]:
         """What the calls among `nodes` name: local keys where they are the file's own code, else as spelled."""
         out: set[str] = set()
@@ -157,6 +185,11 @@ class _File:
             if not isinstance(node, ast.Call):
                 continue
             func = node.func
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute) \
+                    and func.attr not in ENV_METHODS and _root(func.value) is not None \
+                    and _root(func.value) not in self.imported:
+                out.add(f"{INSTANCE}{func.attr}")  # `self.agent.update(...)`: an attribute holding any class's
+                continue
             if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
                 receiver = func.value.id
                 if receiver == "self" and owner is not None:
@@ -199,23 +232,31 @@ def env_calls(tree: ast.Module, qualified: Qualify, imported: frozenset[str]) ->
                 found |= index.callees(_own_nodes(loop.body), owner, instances)  # type: ignore[attr-defined]
     if not found:
         return ()
-    reached: set[str] = set()
-    pending = [name for name in found if name in index.functions]
-    pending += index.any_class(found)
-    while pending:  # the file's own code, followed through the calls it makes
-        key = pending.pop()
-        if key in reached:
-            continue
-        reached.add(key)
-        function = index.functions[key]
-        owner = key.partition(".")[0] if "." in key else None
-        body = function.body  # type: ignore[attr-defined]
-        callees = index.callees(_own_nodes(body), owner, index.instances(body))
-        pending += [callee for callee in callees if callee in index.functions] + index.any_class(callees)
-        found |= callees
+    reached = index.follow(found, found)
     kept = {name for name in found - reached
             if name.startswith(INSTANCE) or name.partition(".")[0].partition(INSTANCE)[0] in imported}
+    if any(n.startswith(INSTANCE) for n in kept) and any(qualified(c.func) & DYNAMIC_MAKERS for c in calls):
+        kept.add(DYNAMIC)
     return tuple(sorted(kept | reached))
+
+
+def _root(expr: ast.expr) -> Optional[str]:
+    """The name an attribute chain starts from (`self` for `self.agent.critic`); None for a call's result."""
+    while isinstance(expr, ast.Attribute):
+        expr = expr.value
+    return expr.id if isinstance(expr, ast.Name) else None
+
+
+def reached_within(tree: ast.Module, callers: frozenset[str], imported: frozenset[str]) -> frozenset[str]:
+    """`callers` (ProjectView.env_callers: "f", "Class.method", "*.method") with the file's own functions and
+    methods they reach through the file's calls: `Agent.update` that an importer's environment loop calls runs
+    `self.update_critic(...)`, whose optimizer steps wait on the environment too (blind13: drqv2)."""
+    if not callers:
+        return callers
+    index = _File(tree, imported)
+    names = {f"{INSTANCE}{name[len(ANY_CLASS) + 1:]}" if name.startswith(f"{ANY_CLASS}.") else name
+             for name in callers}
+    return callers | frozenset(index.follow(names))
 
 
 def enclosing_key(tree: ast.Module, node: ast.AST, parent: Parent) -> Optional[str]:

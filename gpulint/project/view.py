@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
 from gpulint.project.cpp_std import CPP14_CEILING, propagate
-from gpulint.project.env_loops import ANY_CLASS, INSTANCE
+from gpulint.project.env_loops import ANY_CLASS, DYNAMIC, INSTANCE
 from gpulint.project.facts import FFI_MODULE, REMOVED_MODULES, SPLAT, ClassFacts, FileFacts, ImportRef
 from gpulint.project.layers import MODULE
 from gpulint.project.loader_flow import AT, CUDA, HAND, IN, STAR
@@ -288,7 +288,7 @@ class ProjectView:
         """The functions and methods of this file ("f", "Class.method") that run inside a loop waiting on an
         environment: called from such a loop of the file itself (through the file's own calls) or of a module
         that imports it (project/env_loops.py)."""
-        return frozenset(name for name in self.own.env_calls if INSTANCE not in name and (
+        return frozenset(name for name in self.own.env_calls if INSTANCE not in name and name != DYNAMIC and (
             "." not in name or name.partition(".")[0] in self.own.classes)) | self.env_called
 
     @property
@@ -748,10 +748,23 @@ class Project:
             env_called=self._env_called(rel),
         )
 
+    @property
+    def _dynamic_env_methods(self) -> frozenset[str]:
+        """"*.method" for every method an environment loop calls on a receiver of unknown class in a file that
+        builds its objects from configuration (FileFacts.env_calls' DYNAMIC marker: `agent =
+        hydra.utils.instantiate(cfg)` names its class in a YAML file, so no import leads to it; blind13: drqv2's
+        train.py, whose `self.agent.update(...)` beside `self.train_env.step(action)` runs drqv2.py's agent)."""
+        cached = self.__dict__.get("_dynamic_env_cache")
+        if cached is None:
+            cached = frozenset(f"{ANY_CLASS}.{name[len(INSTANCE):]}" for facts in self.facts.values()
+                               if DYNAMIC in facts.env_calls for name in facts.env_calls if name.startswith(INSTANCE))
+            self.__dict__["_dynamic_env_cache"] = cached
+        return cached
+
     def _env_called(self, path: str) -> frozenset[str]:
         """ProjectView.env_called: the entries of the direct importers' FileFacts.env_calls that name code of
         `path` through their imports of it."""
-        out: set[str] = set()
+        out: set[str] = set(self._dynamic_env_methods)
         for index in self._direct_importers[self.index[path]]:
             importer = self.paths[index]
             calls = self.facts[importer].env_calls

@@ -68,11 +68,16 @@ FUSED_EXISTS = Premise(
     "every torch the project supports has the fused kernel: the floor it declares (`torch-version`, or "
     "its requirements, pyproject, setup.py, setup.cfg, environment.yml) is at least the version that "
     "added it (Adam 1.13, AdamW 2.0, SGD 2.3, Adagrad 2.12; and 2.4 for the CPU kernels, unless the script "
-    "shows CUDA and never names the CPU as a device), or it declares none (a stale pin, one its own imports "
-    "contradict, declares none). Where only the CPU kernels are missing and every \"cpu\" or \"mps\" the file "
-    "names as a device is the fallback of `torch.cuda.is_available()` (the false branch of its conditional "
-    "expression, or the `elif`/`else` of `if torch.cuda.is_available():`), it holds with "
-    "`fused=torch.cuda.is_available()` (the parameters are off CUDA only where CUDA is not); likewise where "
+    "shows CUDA and never names the CPU as a device; CUDA named only as parameters' defaults, `device: "
+    "torch.device = torch.device('cuda')` with no `.cuda()` or `torch.cuda` test in the file, is the caller's "
+    "choice and shows none: blind13's nnUNet trainer variants, launched with `-device cpu/mps/cuda` on torch "
+    "2.1, where fused=True raises for CPU and MPS parameters; refuted there rather than fixed with "
+    "`fused=(self.device.type == 'cuda')`, which needs the parameters' device in view), or it declares none "
+    "(a stale pin, one its own imports contradict, declares none). Where only the CPU kernels are missing "
+    "and every \"cpu\" or \"mps\" the file names as a device is the fallback of `torch.cuda.is_available()` "
+    "(the false branch of its conditional expression, or the `elif`/`else` of `if torch.cuda.is_available():`), "
+    "it holds with `fused=torch.cuda.is_available()` (the parameters are off CUDA only where CUDA is not); "
+    "likewise where "
     "each is the fallback of one flag test whose true branch is a CUDA device (`torch.device('cuda' if "
     "args.cuda else 'cpu')`, `f\"cuda:{args.gpu}\" if args.gpu >= 0 else \"cpu\"`): a name or attribute chain, "
     "`not` one, one compared with literals, or `and`/`or` of such tests and `torch.cuda.is_available()`, read "
@@ -756,7 +761,28 @@ def _cuda_only(ctx: AstContext) -> bool:
     CPU fused kernels (torch 2.4) are not needed."""
     project = ctx.project
     return project.gpu and not project.own.cpu_pinned and not (set(project.devices) - {"framework"}) \
-        and not ctx.analysis(_names_cpu)
+        and not ctx.analysis(_names_cpu) and not ctx.analysis(_cuda_by_default_only)
+
+
+_CUDA_STRING = re.compile(r"cuda(?::\d+)?")
+
+
+def _cuda_by_default_only(ctx: AstContext) -> bool:
+    """Every CUDA device the file names is a parameter's default (`device: torch.device =
+    torch.device('cuda')`, `device="cuda"`): its callers choose the device, and may pass the CPU or MPS
+    (blind13: nnUNet's trainer variants, whose run_training.py offers `-device cpu/mps/cuda`)."""
+    if "cuda" not in ctx.text:
+        return False
+    defaults: list[ast.AST] = []
+    for arguments in ctx.nodes(ast.arguments):
+        assert isinstance(arguments, ast.arguments)
+        defaults += [d for d in (*arguments.defaults, *arguments.kw_defaults) if d is not None]
+    inside = {id(n) for d in defaults for n in ast.walk(d)}
+    named = [n for n in ctx.nodes(ast.Constant) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+             and _CUDA_STRING.fullmatch(n.value)]
+    uses = [n for n in ctx.nodes(ast.Attribute) if isinstance(n, ast.Attribute)
+            and n.attr in ("cuda", "is_available") and not isinstance(ctx.parent(n), ast.Attribute)]
+    return bool(named) and not uses and all(id(n) in inside for n in named)
 
 
 def _framework_owned(ctx: AstContext) -> bool:

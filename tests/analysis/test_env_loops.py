@@ -221,3 +221,54 @@ def test_optimizer_stepped_only_from_another_files_env_loop(tmp_path: Path) -> N
     assert codes(findings(tmp_path / "online", "--select", "GPU201"), "DQN.py") == []
     write(tmp_path / "offline", {"DQN.py": UNFUSED_DQN, "main.py": OFFLINE})
     assert codes(findings(tmp_path / "offline", "--select", "GPU201"), "DQN.py") == ["GPU201"]
+
+
+AGENT = UNFUSED_DQN.replace("class DQN(object):", "class Agent(object):").replace("def train(self, buffer):",
+                                                                                  "def update(self, buffer):\n"
+                                                                                  "        self.update_q(buffer)\n\n"
+                                                                                  "    def update_q(self, buffer):")
+
+HYDRA_WORKSPACE = """\
+import hydra
+
+
+class Workspace:
+    def __init__(self, cfg):
+        self.train_env = make_env(cfg.task)
+        self.agent = hydra.utils.instantiate(cfg.agent)
+
+    def train(self, buffer, frames):
+        step, time_step = 0, self.train_env.reset()
+        while step < frames:
+            self.agent.update(buffer)
+            time_step = self.train_env.step(0)
+            step += 1
+
+
+@hydra.main(config_path="cfgs", config_name="config")
+def main(cfg):
+    Workspace(cfg).train(make_buffer(), cfg.frames)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_optimizer_stepped_from_a_hydra_built_agents_env_loop(tmp_path: Path) -> None:
+    """facebookresearch/drqv2 (blind13): train.py builds its agent with `hydra.utils.instantiate` (the class is
+    named in a YAML file, so no import leads to agent.py) and calls `self.agent.update(...)` beside
+    `self.train_env.step(action)`; the agent's update steps its optimizer through `self.update_q(...)`."""
+    write(tmp_path / "online", {"agent.py": AGENT, "train.py": HYDRA_WORKSPACE})
+    assert codes(findings(tmp_path / "online", "--select", "GPU201,GPU001,GPU401"), "agent.py") == []
+    # checked alone, agent.py's partial project still reads train.py (dispatch/project_scan.py)
+    alone = findings(tmp_path / "online", "--select", "GPU201", "--isolated", str(tmp_path / "online" / "agent.py"))
+    assert codes(alone, "agent.py") == []
+    # without the environment step the same loop is paced by the GPU: reported
+    offline = HYDRA_WORKSPACE.replace("            time_step = self.train_env.step(0)\n", "")
+    write(tmp_path / "offline", {"agent.py": AGENT, "train.py": offline})
+    assert codes(findings(tmp_path / "offline", "--select", "GPU201"), "agent.py") == ["GPU201"]
+    # nor is the agent followed from a file that builds it by no configuration: no import leads there
+    plain = HYDRA_WORKSPACE.replace("hydra.utils.instantiate(cfg.agent)", "load_agent(cfg.agent)")
+    write(tmp_path / "plain", {"agent.py": AGENT, "train.py": plain})
+    assert codes(findings(tmp_path / "plain", "--select", "GPU201"), "agent.py") == ["GPU201"]
