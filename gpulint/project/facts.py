@@ -54,7 +54,7 @@ from gpulint.project.methods import (
     uncalled_methods,
 )
 
-FACTS_VERSION = 40
+FACTS_VERSION = 41
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
