@@ -19,22 +19,7 @@ def all_nodes(tree: ast.AST) -> list[ast.AST]:
     cached = tree.__dict__.get(_KEY)
     if cached is not None:
         return cached
-    out: list[ast.AST] = [tree]
-    append, extend, AST, fields_of = out.append, out.extend, ast.AST, _FIELDS
-    index = 0
-    while index < len(out):
-        node = out[index]
-        index += 1
-        kind = type(node)
-        fields = fields_of.get(kind)
-        if fields is None:
-            fields = fields_of[kind] = tuple(kind._fields)
-        for name in fields:
-            value = getattr(node, name, None)
-            if isinstance(value, AST):
-                append(value)
-            elif type(value) is list:
-                extend([item for item in value if isinstance(item, AST)])
+    out = walk(tree)
     setattr(tree, _KEY, out)
     return out
 
