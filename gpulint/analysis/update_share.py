@@ -15,7 +15,14 @@ from typing import Optional
 
 from gpulint.analysis.ast_context import AstContext, dotted
 from gpulint.core.torch_api import OPTIMIZER_PARAMS
-from gpulint.project.facts import ADAPTER_WORDS, adapter_test, names_given_true, not_true, turns_off
+from gpulint.project.facts import (
+    ADAPTER_WORDS,
+    adapter_test,
+    names_given_true,
+    not_true,
+    parameter_loop,
+    turns_off,
+)
 
 # callees that hand back the parameters they are given, spread or joined (`itertools.chain(*lora_params)`)
 _JOINING = frozenset({"chain", "from_iterable", "list", "tuple"})
@@ -198,20 +205,11 @@ def _own_nodes(statement: ast.stmt) -> list[ast.AST]:
 def _frozen_by_loop(loop: ast.For, maybe_true: set[str]) -> Optional[str]:
     """The network a `for ... in <network>.parameters()/named_parameters()` loop freezes whole: every parameter,
     every one but a few named ones, or every one whose name lacks an adapter word."""
-    it = loop.iter
-    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
-            and it.func.attr in ("parameters", "named_parameters")):
+    header = parameter_loop(loop)
+    if header is None:
         return None
-    target = loop.target
-    name: Optional[str] = None
-    if isinstance(target, ast.Tuple) and len(target.elts) == 2 \
-            and isinstance(target.elts[0], ast.Name) and isinstance(target.elts[1], ast.Name):
-        name, param = target.elts[0].id, target.elts[1].id
-    elif isinstance(target, ast.Name):
-        param = target.id
-    else:
-        return None
-    network = _network(it.func.value)
+    receiver, name, param = header
+    network = _network(receiver)
     for statement in loop.body:
         if turns_off(statement, param, maybe_true):
             return network

@@ -585,23 +585,30 @@ def _loss_classes(tree: ast.Module) -> list[ast.ClassDef]:
                      and built.get(c.name) and all(built[c.name])]
 
 
-def _freeze_loop(loop: ast.For, maybe_true: set[str]) -> Optional[str]:
-    """The shape of freeze a `for ... in <receiver>.parameters()/named_parameters()` loop makes, if any."""
+def parameter_loop(loop: ast.For) -> Optional[tuple[ast.expr, Optional[str], str]]:
+    """For `for [name,] param in <network>.parameters()/named_parameters()`: the network, the name and
+    the parameter the loop binds (None: not such a loop)."""
     it = loop.iter
     if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
             and it.func.attr in ("parameters", "named_parameters")):
         return None
     target = loop.target
-    name: Optional[str] = None
     if isinstance(target, ast.Tuple) and len(target.elts) == 2 and all(isinstance(e, ast.Name) for e in target.elts):
-        name, param = target.elts[0].id, target.elts[1].id  # type: ignore[attr-defined]
-    elif isinstance(target, ast.Name):
-        param = target.id
-    else:
+        return it.func.value, target.elts[0].id, target.elts[1].id  # type: ignore[attr-defined]
+    if isinstance(target, ast.Name):
+        return it.func.value, None, target.id
+    return None
+
+
+def _freeze_loop(loop: ast.For, maybe_true: set[str]) -> Optional[str]:
+    """The shape of freeze a `for ... in <receiver>.parameters()/named_parameters()` loop makes, if any."""
+    header = parameter_loop(loop)
+    if header is None:
         return None
+    network, name, param = header
     for statement in loop.body:
         if _turns_off(statement, param, maybe_true):
-            return _receiver(it.func.value)
+            return _receiver(network)
         if isinstance(statement, ast.If) and not statement.orelse and name is not None \
                 and _all_but_named(statement.test, name) \
                 and any(_turns_off(s, param, maybe_true) for s in statement.body):
