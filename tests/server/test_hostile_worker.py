@@ -22,7 +22,7 @@ from tests.server.wire import ADAM, TRAIN, Wire, codes, large_module
 
 JOBS = "tests.server.jobs_for_tests"
 BOUND_S = 60.0  # any wait below: far longer than the work needs, far shorter than a job left running
-LARGE = large_module(80)  # several seconds of linting on a 2-core machine (0.5 s on a fast one)
+LARGE = large_module(400)  # about 4 s of linting on a 2-core machine: far longer than answering a request
 
 
 async def _until_exists(path: Path) -> None:
@@ -138,7 +138,7 @@ def test_requests_are_answered_while_a_large_buffer_is_linted(wire: Wire, tmp_pa
     assert any("fused=True" in action["title"] for action in answers[1]["result"])
     assert answers[2]["result"]["contents"]["value"].startswith("# dataloader-without-pin-memory (GPU101)")
     # and it does finish: GPU001 and GPU201 in each function (the loader of a dataset passed in is undecided)
-    assert len(wire.diagnostics(large, timeout=4 * BOUND_S)["diagnostics"]) == 2 * 80
+    assert len(wire.diagnostics(large, timeout=4 * BOUND_S)["diagnostics"]) == 2 * 400
 
 
 def test_the_newest_version_of_a_document_wins(wire: Wire, tmp_path: Path) -> None:
