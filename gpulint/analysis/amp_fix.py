@@ -28,6 +28,7 @@ from gpulint.analysis.ast_values import is_literal, self_attribute_value, single
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import AUTOGRAD_BACKWARD, REACHABLE_FROM_TORCH
+from gpulint.project.ast_nodes import walk as walk_nodes
 
 FLOAT16_TINY = 6e-8  # below float16's smallest subnormal (5.96e-8): the constant becomes 0
 FLOAT16_MAX = 65504.0  # float16's largest finite value
@@ -226,7 +227,7 @@ def _code_with_comments(ctx: AstContext, function: ast.AST) -> str:
 
 def _in_order(ctx: AstContext, root: ast.AST, kind: type) -> list[ast.AST]:
     """The nodes of one kind under `root` (itself included), in source order."""
-    found = [n for n in ast.walk(root) if isinstance(n, kind)]
+    found = [n for n in walk_nodes(root) if isinstance(n, kind)]
     found.sort(key=lambda n: ctx.order(n) or 0)
     return found
 
@@ -404,7 +405,7 @@ def optimizer_wrapper(ctx: AstContext, step: AmpStep) -> str:
             return (f"the optimizer stepped, `{spelled}`, is a {cls}, a class of this file without param_groups, "
                     "which a GradScaler reads (unscale_, step)")
         where = _optimizer_scope(ctx, optimizer)
-        for node in ast.walk(where):
+        for node in walk_nodes(where):
             if not (isinstance(node, ast.Attribute) and dotted(node.value) == spelled) \
                     or node.attr in OPTIMIZER_API or node.attr.startswith("__"):
                 continue
@@ -429,7 +430,7 @@ def _wrapper_class(ctx: AstContext, value: Optional[ast.expr]) -> Optional[str]:
             named = any(isinstance(n, ast.Attribute) and n.attr == "param_groups"
                         or isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "param_groups"
                         or isinstance(n, ast.Name) and n.id == "param_groups"
-                        or isinstance(n, ast.Constant) and n.value == "param_groups" for n in ast.walk(statement))
+                        or isinstance(n, ast.Constant) and n.value == "param_groups" for n in walk_nodes(statement))
             return None if named else statement.name
     return None
 

@@ -19,6 +19,7 @@ from gpulint.analysis.amp import ANY_AUTOCAST, BFLOAT16, FLOAT16, Coverage
 from gpulint.analysis.amp_steps import AmpBackward, AmpStep, AmpSteps, amp_steps
 from gpulint.analysis.ast_context import AstContext, dotted
 from gpulint.project.ast_nodes import all_nodes
+from gpulint.project.ast_nodes import walk as walk_nodes
 
 # names under which an unseen context manager may well be autocast
 _LOOKS_LIKE_AMP = re.compile(r"autocast|(?<![a-z])amp|ctx|context|precision|mixed", re.IGNORECASE)
@@ -291,7 +292,7 @@ class AmpRegions:
         return bool(prefix.strip())
 
     def _calls_model(self, line: list[ast.stmt]) -> bool:
-        return any(isinstance(n, ast.Call) and self._is_model_call(n) for s in line for n in ast.walk(s))
+        return any(isinstance(n, ast.Call) and self._is_model_call(n) for s in line for n in walk_nodes(s))
 
     def _is_model_call(self, call: ast.Call) -> bool:
         func = call.func
@@ -374,7 +375,7 @@ def _moves_data_only(line: list[ast.stmt]) -> bool:
 def _moves_data_only_statement(statement: ast.stmt) -> bool:
     if isinstance(statement, _COMPOUND):
         return False
-    for call in (n for n in ast.walk(statement) if isinstance(n, ast.Call)):
+    for call in (n for n in walk_nodes(statement) if isinstance(n, ast.Call)):
         func = call.func
         if isinstance(func, ast.Attribute) and func.attr in _MOVING_METHODS:
             continue

@@ -34,6 +34,7 @@ from typing import (
 from gpulint.analysis.evidence import Decision, undecided_note
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import REACHABLE_FROM_TORCH
+from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.facts import ImportAliases, module_imports
 
 if TYPE_CHECKING:
@@ -911,7 +912,7 @@ def _source_order(node: ast.AST, children: list[ast.AST]) -> list[ast.AST]:
 
 
 def _asserts(function: FunctionNode) -> bool:
-    for node in (n for statement in function.body for n in ast.walk(statement)):
+    for node in (n for statement in function.body for n in walk_nodes(statement)):
         if isinstance(node, ast.Assert):
             return True
         if isinstance(node, ast.Call):

@@ -42,6 +42,7 @@ from gpulint.core.torch_api import (
     TRANSPOSE_FUNCTIONS,
     TRIL_FUNCTIONS,
 )
+from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.facts import FUSED_OPTION
 
 # a class that calls one of these already has a fused path: its hand-written attention is the fallback
@@ -131,7 +132,7 @@ def class_init(cls: ast.ClassDef) -> ClassInit:
         if not isinstance(method, ast.FunctionDef) or method.name != "__init__" or not method.args.args:
             continue
         me = method.args.args[0].arg
-        for node in ast.walk(method):
+        for node in walk_nodes(method):
             if isinstance(node, ast.Assign) and len(node.targets) == 1:
                 target = node.targets[0]
                 if _self_attribute(target, me) is not None:
@@ -219,7 +220,7 @@ def fused_options(cls: ast.ClassDef, names: AstNames, sites: list[Attention]) ->
                     off = block[index + 1:]  # `if self.flash: return sdpa(...)`, the hand-written code after
                 if not _calls_fused_kernel(on, names, _methods_called(on, me, cls)):
                     continue
-                inside = {id(n) for s in off for n in ast.walk(s)}
+                inside = {id(n) for s in off for n in walk_nodes(s)}
                 site = next((s for s in sites if s.method is method and id(s.statement) in inside), None)
                 source = sources[attribute]
                 if site is not None and source.option not in found:
@@ -241,9 +242,9 @@ def _option_sources(cls: ast.ClassDef, init: ast.FunctionDef, names: AstNames) -
         defaults[all_positional[len(all_positional) - len(init.args.defaults) + offset].arg] = default
     for kwonly, kw_default in zip(init.args.kwonlyargs, init.args.kw_defaults):
         defaults[kwonly.arg] = kw_default
-    rebound = {n.id for n in ast.walk(init) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    rebound = {n.id for n in walk_nodes(init) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     assigned: dict[str, int] = {}
-    for node in ast.walk(cls):
+    for node in walk_nodes(cls):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
             if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
         for target in targets:
@@ -290,7 +291,7 @@ def _methods_called(statements: list[ast.stmt], me: str, cls: ast.ClassDef) -> l
     methods = {m.name: m for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
     called: set[str] = set()
     for statement in statements:
-        for node in ast.walk(statement):
+        for node in walk_nodes(statement):
             name = _self_attribute(node.func, me) if isinstance(node, ast.Call) else None
             if name in methods:
                 called.add(name)
@@ -300,7 +301,7 @@ def _methods_called(statements: list[ast.stmt], me: str, cls: ast.ClassDef) -> l
 def _calls_fused_kernel(statements: list[ast.stmt], names: AstNames, helpers: list[ast.stmt]) -> bool:
     """A call of SDPA, xFormers or flash-attn in the statements, or in the class's methods they call."""
     for statement in (*statements, *helpers):
-        for node in ast.walk(statement):
+        for node in walk_nodes(statement):
             if isinstance(node, ast.Call):
                 name = names.qualname(node.func)
                 if name is not None and (name in SDPA_FUNCTIONS or name.split(".", 1)[0] in FUSED_ATTENTION_PACKAGES):
@@ -589,7 +590,7 @@ class _Reader:
         found = self._assignment(source.id, trace.limit)
         if found is None or found[2] or not self._tril_of_ones(found[1]):
             return None
-        reads = [n for n in ast.walk(self.method) if isinstance(n, ast.Name) and n.id == source.id
+        reads = [n for n in walk_nodes(self.method) if isinstance(n, ast.Name) and n.id == source.id
                  and isinstance(n.ctx, ast.Load)]
         return replace(trace, chain=trace.chain + (found[0],)) if len(reads) == 1 else trace
 
@@ -678,7 +679,7 @@ class _Reader:
         output_end = _end(output_statement)
         stores = _stores_after(self.method, output_statement)
         found: list[ast.Name] = []
-        for node in ast.walk(self.method):
+        for node in walk_nodes(self.method):
             if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in names):
                 continue
             where = _position(node)
@@ -731,7 +732,7 @@ class _Reader:
                 continue
             if not (may_name and isinstance(target, ast.Name)):
                 return None
-            held = [n for n in ast.walk(self.method) if isinstance(n, ast.Name) and n.id == target.id]
+            held = [n for n in walk_nodes(self.method) if isinstance(n, ast.Name) and n.id == target.id]
             if any(not isinstance(n.ctx, ast.Load) for n in held if n is not target):
                 return None  # the name is bound twice: which value a read sees is not followed
             loads = [n for n in held if isinstance(n.ctx, ast.Load)]
@@ -745,7 +746,7 @@ class _Reader:
 
     def _parents(self) -> dict[int, ast.AST]:
         if self._parent_map is None:
-            self._parent_map = {id(child): node for node in ast.walk(self.method)
+            self._parent_map = {id(child): node for node in walk_nodes(self.method)
                                 for child in ast.iter_child_nodes(node)}
         return self._parent_map
 
@@ -757,7 +758,7 @@ class _Reader:
             return trace
         first = self.block.index(chain[0])
         last = self.block.index(output_statement)
-        read = {n.id for expr in (q, k) for n in ast.walk(expr) if isinstance(n, ast.Name)}
+        read = {n.id for expr in (q, k) for n in walk_nodes(expr) if isinstance(n, ast.Name)}
         chain_names = {t.id for s in chain for t in _targets(s)}
         for statement in self.block[first:last]:
             if statement in chain:
@@ -804,7 +805,7 @@ def _outputs(statement: ast.stmt) -> Iterator[ast.expr]:
     if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.While,
                               ast.With, ast.Try)):
         return
-    for node in ast.walk(statement):
+    for node in walk_nodes(statement):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
             yield node
         elif isinstance(node, ast.Call) and len(node.args) in (2, 3):
@@ -813,7 +814,7 @@ def _outputs(statement: ast.stmt) -> Iterator[ast.expr]:
 
 def _bound_names(statement: ast.stmt) -> set[str]:
     out: set[str] = set()
-    for node in ast.walk(statement):
+    for node in walk_nodes(statement):
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
             out.add(node.id)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -831,7 +832,7 @@ def _targets(statement: ast.stmt) -> list[ast.Name]:
 
 def _stores_after(method: ast.AST, statement: ast.stmt) -> dict[str, list[tuple[int, int]]]:
     out: dict[str, list[tuple[int, int]]] = {}
-    for node in ast.walk(method):
+    for node in walk_nodes(method):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and _position(node) >= _position(statement):
             out.setdefault(node.id, []).append(_position(node))
     return out

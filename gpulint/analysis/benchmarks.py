@@ -13,6 +13,7 @@ import ast
 from typing import Union
 
 from gpulint.analysis.ast_context import AstContext
+from gpulint.project.ast_nodes import walk as walk_nodes
 
 FunctionNode = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 
@@ -35,7 +36,7 @@ def benchmarks(ctx: AstContext, function: FunctionNode) -> bool:
     timer = False
     synthetic = False
     ranges: list[ast.For] = []
-    for node in ast.walk(function):
+    for node in walk_nodes(function):
         if isinstance(node, ast.Call):
             target = ctx.qualname(node.func) or ""
             if target in _CLOCKS or (isinstance(node.func, ast.Attribute) and node.func.attr == "elapsed_time"):

@@ -15,6 +15,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from gpulint.analysis.steps import StepFacts, StepLoop, step_facts
+from gpulint.project.ast_nodes import walk as walk_nodes
 
 if TYPE_CHECKING:
     from gpulint.analysis.ast_context import AstContext
@@ -25,7 +26,7 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
 def generation_calls(tree: ast.AST) -> list[ast.Call]:
-    return [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+    return [n for n in walk_nodes(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
             and n.func.attr in GENERATION_METHODS]
 
 

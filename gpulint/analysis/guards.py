@@ -17,6 +17,7 @@ from typing import Iterable, Optional
 
 from gpulint.analysis.ast_context import AstContext
 from gpulint.analysis.ast_values import single_value
+from gpulint.project.ast_nodes import walk as walk_nodes
 
 # exceptions an older torch raises for an API it does not have yet
 _FALLBACK_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError", "TypeError", "NameError"})
@@ -74,8 +75,8 @@ def _is_version_test(ctx: AstContext, test: ast.expr) -> bool:
 
 def _loaded_names(test: ast.expr) -> list[ast.Name]:
     """The names a condition reads (a walrus target is written, not read)."""
-    written = {id(n.target) for n in ast.walk(test) if isinstance(n, ast.NamedExpr)}
-    return [n for n in ast.walk(test) if isinstance(n, ast.Name) and id(n) not in written]
+    written = {id(n.target) for n in walk_nodes(test) if isinstance(n, ast.NamedExpr)}
+    return [n for n in walk_nodes(test) if isinstance(n, ast.Name) and id(n) not in written]
 
 
 def _reads_version_flag(ctx: AstContext, test: ast.expr) -> bool:
@@ -88,7 +89,7 @@ def _reads_version_flag(ctx: AstContext, test: ast.expr) -> bool:
         value = single_value(name, ctx.names)
         if value is not None and value is not name and "__version__" in ctx.segment(value):
             return True
-    for attribute in (n for n in ast.walk(test) if isinstance(n, ast.Attribute)):  # `self.torch_2`
+    for attribute in (n for n in walk_nodes(test) if isinstance(n, ast.Attribute)):  # `self.torch_2`
         if attribute.attr in flags or "torch_version" in attribute.attr.lower():
             return True
     return False

@@ -14,6 +14,7 @@ import ast
 from typing import Optional, Union
 
 from gpulint.analysis.ast_context import AstContext, AstScope
+from gpulint.project.ast_nodes import walk as walk_nodes
 
 FunctionNode = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 _DEPTH = 3  # how many calls deep a parameter is followed to its callers' arguments
@@ -69,7 +70,7 @@ def held_values(ctx: AstContext, expr: ast.expr, depth: int = 0) -> Optional[lis
         if owner_class is None:
             return None
         values: list[ast.expr] = []
-        for node in ast.walk(owner_class):
+        for node in walk_nodes(owner_class):
             targets: list[ast.expr] = []
             value: Optional[ast.expr] = None
             if isinstance(node, ast.Assign):

@@ -27,6 +27,7 @@ from gpulint.core.torch_api import (
     SHAPE_METHODS,
     TENSOR_DATASET,
 )
+from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.facts import IN_MEMORY, NOTHING, ON_DEVICE, ClassFacts, moves_to_device
 from gpulint.project.graph_data import SMALL_IMAGE_SETS
 from gpulint.project.loader_flow import DEVICE_WORDS, IN, NON_BLOCKING, own_nodes
@@ -254,8 +255,8 @@ def _constant(expr: ast.expr) -> bool:
 
 def _loaded_names(expr: ast.AST) -> list[ast.Name]:
     """The names an expression reads (core/names.py's NameUses: not a walrus target)."""
-    stores = {id(n.target) for n in ast.walk(expr) if isinstance(n, ast.NamedExpr)}
-    return [n for n in ast.walk(expr) if isinstance(n, ast.Name) and id(n) not in stores]
+    stores = {id(n.target) for n in walk_nodes(expr) if isinstance(n, ast.NamedExpr)}
+    return [n for n in walk_nodes(expr) if isinstance(n, ast.Name) and id(n) not in stores]
 
 
 def _returns(definition: FunctionNode, skip: tuple[type, ...]) -> list[ast.Return]:
@@ -938,7 +939,7 @@ class _Follower:
     def _moves_in(self, target: ast.expr, body: list[Any]) -> None:
         batch = {target.id} if isinstance(target, ast.Name) else _bound(target) if isinstance(
             target, (ast.Tuple, ast.List)) else set()
-        inside = [n for part in body for n in ast.walk(part)]
+        inside = [n for part in body for n in walk_nodes(part)]
         statements = [n for n in inside if isinstance(n, ast.Assign)]
         comps = [n for n in inside if isinstance(n, ast.comprehension)]
         changed = True
@@ -1258,7 +1259,7 @@ def _host_to_device(ctx: AstContext, call: ast.Call) -> bool:
 
 def _body_calls(ctx: AstContext, loop: Loop) -> list[ast.Call]:
     """The calls in the loop's body, in source order (asked once per loop: a file of many loops stays linear)."""
-    inside = [n for statement in loop.body for n in ast.walk(statement) if isinstance(n, ast.Call)]
+    inside = [n for statement in loop.body for n in walk_nodes(statement) if isinstance(n, ast.Call)]
     return sorted(inside, key=lambda call: ctx.order(call) or 0)
 
 
@@ -1283,7 +1284,7 @@ def _left_blocking(ctx: AstContext, loop: Loop, batch: set[str], found: list[ast
     the batch)."""
     names = _batch_names(loop, batch)
     for statement in loop.body:  # `tuple(t.to(device) for t in batch)`, `{k: v.to(device) for k, v in batch.items()}`
-        for node in ast.walk(statement):
+        for node in walk_nodes(statement):
             if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
                 for generator in node.generators:
                     if _chain_base(generator.iter) in names:

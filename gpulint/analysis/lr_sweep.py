@@ -31,6 +31,7 @@ from gpulint.analysis.amp_steps import amp_steps
 from gpulint.analysis.ast_context import AstContext, dotted
 from gpulint.analysis.evidence import REFUTED, SHOWN, Evidence, Premise
 from gpulint.project.ast_nodes import all_nodes
+from gpulint.project.ast_nodes import walk as walk_nodes
 
 LONG_RUN = Premise(
     "long-run",
@@ -100,7 +101,7 @@ def _stays_in(ctx: AstContext, call: ast.Call, function: ast.AST) -> bool:
     if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name)):
         return False
     name = parent.targets[0].id
-    for node in ast.walk(function):
+    for node in walk_nodes(function):
         if isinstance(node, ast.Return) and node.value is not None and name in _names(node.value):
             return False
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id == name:
@@ -157,11 +158,11 @@ def _rate_key(target: ast.AST) -> bool:
 
 
 def _has_power(expr: ast.AST) -> bool:
-    return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) for n in ast.walk(expr))
+    return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) for n in walk_nodes(expr))
 
 
 def _names(expr: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+    return {n.id for n in walk_nodes(expr) if isinstance(n, ast.Name)}
 
 
 def _is_sweep(loop: AstLoop, tree: ast.Module, schedulers: frozenset[str]) -> bool:
@@ -190,11 +191,11 @@ def _geometric_rates(loop: AstLoop, nodes: list[ast.AST], tree: ast.Module,
                 growing.add(name)
         elif isinstance(node, (ast.For, ast.AsyncFor)) and any(
                 isinstance(c, ast.Call) and (getattr(c.func, "attr", None) or getattr(c.func, "id", None))
-                in _GEOMETRIC_RANGES for c in ast.walk(node.iter)):
+                in _GEOMETRIC_RANGES for c in walk_nodes(node.iter)):
             growing |= _names(node.target)  # `for lr in np.logspace(-7, 1, 100)`
     if isinstance(loop, (ast.For, ast.AsyncFor)) and any(
             isinstance(c, ast.Call) and (getattr(c.func, "attr", None) or getattr(c.func, "id", None))
-            in _GEOMETRIC_RANGES for c in ast.walk(loop.iter)):
+            in _GEOMETRIC_RANGES for c in walk_nodes(loop.iter)):
         growing |= _names(loop.target)
     rates: set[str] = set()
     geometric = False
@@ -204,7 +205,7 @@ def _geometric_rates(loop: AstLoop, nodes: list[ast.AST], tree: ast.Module,
         elif isinstance(node, ast.Assign) and any(_rate_key(t) for t in node.targets):
             used = _names(node.value) & growing
             multiplied = isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Mult) \
-                and any(_rate_key(n) for n in ast.walk(node.value))  # `g["lr"] = g["lr"] * k`
+                and any(_rate_key(n) for n in walk_nodes(node.value))  # `g["lr"] = g["lr"] * k`
             if _has_power(node.value) or used or multiplied:
                 geometric = True
                 rates |= used
@@ -243,7 +244,7 @@ def _records_rate(nodes: list[ast.AST], rates: set[str]) -> bool:
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "append"
                 and len(node.args) == 1):
             continue
-        for part in ast.walk(node.args[0]):
+        for part in walk_nodes(node.args[0]):
             if _rate_key(part) or (isinstance(part, ast.Name) and part.id in rates) or (
                     isinstance(part, ast.Call) and isinstance(part.func, ast.Attribute)
                     and part.func.attr in _RATE_GETTERS):

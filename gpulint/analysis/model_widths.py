@@ -20,6 +20,7 @@ from gpulint.analysis.ast_context import AstContext
 from gpulint.analysis.ast_values import self_attribute_value, single_value, value_at
 from gpulint.analysis.holders import held_values
 from gpulint.analysis.steps import step_facts
+from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.facts import ClassFacts
 from gpulint.project.layers import (
     DIMS,
@@ -373,7 +374,7 @@ def _value(ctx: AstContext, expr: ast.expr) -> Optional[ast.expr]:
 
 def _parameters_of(expr: ast.expr) -> list[ast.expr]:
     """`model.parameters()`, `list(model.parameters())`, `chain(a.parameters(), b.parameters())`: the models."""
-    return [n.func.value for n in ast.walk(expr) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+    return [n.func.value for n in walk_nodes(expr) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
             and n.func.attr in ("parameters", "named_parameters")]
 
 

@@ -26,6 +26,7 @@ from typing import Optional
 
 from gpulint.analysis.evidence import REFUTED, SHOWN, Evidence, Premise
 from gpulint.analysis.steps import StepFacts, StepLoop
+from gpulint.project.ast_nodes import walk as walk_nodes
 
 TRAINING_PASS = Premise(
     "training-pass",
@@ -150,12 +151,12 @@ class StepPasses:
         rebound = self._rebound.get(id(step))
         if rebound is None:
             rebound = set()
-            for node in ast.walk(step.loop):
+            for node in walk_nodes(step.loop):
                 if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, (ast.Store, ast.Del)):
                     rebound.add(ast.dump(node, annotate_fields=False).replace("Store()", "Load()")
                                 .replace("Del()", "Load()"))
             self._rebound[id(step)] = rebound
-        return not any(ast.dump(n, annotate_fields=False) in rebound for n in ast.walk(test)
+        return not any(ast.dump(n, annotate_fields=False) in rebound for n in walk_nodes(test)
                        if isinstance(n, (ast.Name, ast.Attribute)))
 
     def trains(self, node: ast.AST, step: StepLoop) -> Evidence:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Optional, TypeVar, Union
 
 from gpulint.core.torch_api import AUTOGRAD_BACKWARD, optimizer_name
 from gpulint.project.ast_nodes import all_nodes, last_name
+from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.loader_flow import dotted
 
 if TYPE_CHECKING:
@@ -195,7 +196,7 @@ class StepFacts:
                 names = [node.module]
             elif isinstance(node, (ast.If, ast.Try)):
                 names = [a.name if isinstance(n, ast.Import) else (n.module or "")
-                         for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))
+                         for n in walk_nodes(node) if isinstance(n, (ast.Import, ast.ImportFrom))
                          for a in n.names]
             for name in names:
                 found.add(name.split(".")[0])
@@ -372,8 +373,8 @@ class StepFacts:
         names: set[str] = set()
         for loop in [step.loop, *step.epoch_loops]:
             if isinstance(loop, (ast.For, ast.AsyncFor)):
-                names |= {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
-        for node in ast.walk(step.loop):
+                names |= {n.id for n in walk_nodes(loop.target) if isinstance(n, ast.Name)}
+        for node in walk_nodes(step.loop):
             if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
                 target = node.target
                 if isinstance(target, ast.Name):
@@ -524,7 +525,7 @@ class StepFacts:
 
     def _clock(self, expr: ast.AST) -> bool:
         """`expr` reads a clock: a time interval between logs."""
-        for node in ast.walk(expr):
+        for node in walk_nodes(expr):
             if isinstance(node, ast.Call) and (self.qualname(node.func) or "").startswith(("time.", "datetime.")):
                 return True
         return False

@@ -849,9 +849,13 @@ def _dtype_casts(tree: ast.Module) -> dict[str, tuple[str, int]]:
             continue
         positional = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
         params = {**{a.arg: -1 for a in fn.args.kwonlyargs}, **{name: i for i, name in enumerate(positional)}}
-        returned = {n.value.id for n in ast.walk(fn) if isinstance(n, ast.Return) and isinstance(n.value, ast.Name)}
-        returned_calls = {id(n.value) for n in ast.walk(fn) if isinstance(n, ast.Return)}
-        for node in ast.walk(fn):
+        if not params:
+            continue  # the dtype must be one of its parameters
+        nodes = walk(fn)
+        returns = [n for n in nodes if isinstance(n, ast.Return)]
+        returned = {n.value.id for n in returns if isinstance(n.value, ast.Name)}
+        returned_calls = {id(n.value) for n in returns}
+        for node in nodes:
             dtype = None
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "to":
                 receiver = node.func.value

@@ -21,6 +21,7 @@ from gpulint.analysis.loaders import PERSON_WAITS, waits_for_a_person
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import DATALOADER, DATALOADER_COLLATE_FN, DATALOADER_PIN_MEMORY
 from gpulint.core.verification import NEUTRAL, Verification
+from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
@@ -133,7 +134,7 @@ class BlockingHostToDeviceCopy(Rule):
                 continue
             custom_collate = any(arg(c, *DATALOADER_COLLATE_FN, ctx.kwargs(c)) is not None or ctx.kwargs(c).unknown
                                  for c in loop.loaders)
-            nodes = list(ast.walk(ast.Module(body=loop.loop.body, type_ignores=[])))
+            nodes = list(walk_nodes(ast.Module(body=loop.loop.body, type_ignores=[])))
             once = REFUTED if runs_once(loop.loop) else SHOWN
             unattended = REFUTED if waits_for_a_person(ctx, loop.loop) else SHOWN
             for move in loop.moves:

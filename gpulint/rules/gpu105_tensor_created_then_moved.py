@@ -14,6 +14,7 @@ from gpulint.analysis.steps import StepFacts, step_facts
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import DETERMINISTIC_FACTORIES, RANDOM_FACTORIES
 from gpulint.core.verification import NEUTRAL, Verification
+from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
@@ -304,9 +305,9 @@ def _binds(body: list[ast.stmt], target: ast.expr) -> bool:
 def _bound_outside(root: ast.AST, guard: ast.If, target: ast.expr) -> bool:
     """`root` binds (or deletes) `target` somewhere outside the guard's body: it may be None again."""
     spelled = ast.unparse(target)
-    inside = {id(n) for s in guard.body for n in ast.walk(s)}
+    inside = {id(n) for s in guard.body for n in walk_nodes(s)}
     return any(isinstance(n, (ast.Name, ast.Attribute)) and not isinstance(n.ctx, ast.Load)
-               and id(n) not in inside and ast.unparse(n) == spelled for n in ast.walk(root))
+               and id(n) not in inside and ast.unparse(n) == spelled for n in walk_nodes(root))
 
 
 def _persists(ctx: AstContext, guard: ast.If, target: ast.expr) -> bool:
@@ -386,7 +387,7 @@ def _on_host(ctx: AstContext, factory: ast.Call) -> Evidence:
 def _floating(ctx: AstContext, factory: ast.Call) -> bool:
     """A float literal among arange's arguments, or a floating dtype."""
     for value in [*factory.args, *(k.value for k in factory.keywords)]:
-        for node in ast.walk(value):
+        for node in walk_nodes(value):
             if isinstance(node, ast.Constant) and isinstance(node.value, float):
                 return True
             if isinstance(node, (ast.Attribute, ast.Name)):

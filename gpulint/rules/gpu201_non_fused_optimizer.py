@@ -27,6 +27,7 @@ from gpulint.core.torch_api import (
     SGD_WEIGHT_DECAY,
 )
 from gpulint.core.verification import FUSED_OPTIMIZER, Verification
+from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.layers import MODULE, inline_tensors
 from gpulint.project.view import PART, ProjectView
 from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
@@ -605,7 +606,7 @@ def _names_cuda(ctx: AstContext, branch: "ast.expr | list[ast.stmt]") -> bool:
         return isinstance(expr, ast.Constant) and isinstance(expr.value, str) \
             and _CUDA_STRING.fullmatch(expr.value) is not None
     if isinstance(branch, list):
-        return any(cuda(n) for statement in branch for n in ast.walk(statement))
+        return any(cuda(n) for statement in branch for n in walk_nodes(statement))
     return cuda(branch)
 
 
@@ -667,7 +668,7 @@ def _readable_at(ctx: AstContext, test: ast.expr, node: ast.Call) -> bool:
             break
         if isinstance(around, _COMPREHENSIONS + (ast.Lambda, ast.ClassDef)):
             return False  # a name of its own scope, unbound at the optimizer
-    chains = {c for c in (dotted(n) for n in ast.walk(test) if isinstance(n, (ast.Name, ast.Attribute))) if c}
+    chains = {c for c in (dotted(n) for n in walk_nodes(test) if isinstance(n, (ast.Name, ast.Attribute))) if c}
     roots = {c.split(".", 1)[0] for c in chains}
 
     def rooted(expr: Optional[ast.expr]) -> bool:
@@ -777,7 +778,7 @@ def _cuda_by_default_only(ctx: AstContext) -> bool:
     for arguments in ctx.nodes(ast.arguments):
         assert isinstance(arguments, ast.arguments)
         defaults += [d for d in (*arguments.defaults, *arguments.kw_defaults) if d is not None]
-    inside = {id(n) for d in defaults for n in ast.walk(d)}
+    inside = {id(n) for d in defaults for n in walk_nodes(d)}
     named = [n for n in ctx.nodes(ast.Constant) if isinstance(n, ast.Constant) and isinstance(n.value, str)
              and _CUDA_STRING.fullmatch(n.value)]
     uses = [n for n in ctx.nodes(ast.Attribute) if isinstance(n, ast.Attribute)
@@ -836,9 +837,9 @@ def _rebound_unstepped(ctx: AstContext, node: ast.Call) -> bool:
     for later in following(ctx, statement):
         if isinstance(later, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in later.targets) \
                 and not any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
-                            for n in ast.walk(later.value)):
+                            for n in walk_nodes(later.value)):
             return True  # bound again, never stepped
-        for read in ast.walk(later):
+        for read in walk_nodes(later):
             if isinstance(read, ast.Name) and read.id == name and isinstance(read.ctx, ast.Load) \
                     and ctx.names.binding_scope(read) is module:
                 parent = ctx.parent(read)
@@ -857,7 +858,7 @@ def _state_loaded_at_once(ctx: AstContext, node: ast.Call) -> bool:
     if target is None:
         return False
     for later in following(ctx, statement):
-        if not any(dotted(n) == target for n in ast.walk(later) if isinstance(n, (ast.Name, ast.Attribute))):
+        if not any(dotted(n) == target for n in walk_nodes(later) if isinstance(n, (ast.Name, ast.Attribute))):
             continue
         call = later.value if isinstance(later, ast.Expr) else None
         return isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
@@ -983,7 +984,7 @@ def _name_classes(ctx: AstContext, function: Optional[ast.AST], holder: str) -> 
     """The project classes the function (or the module) binds the name to, through moves and wrappers."""
     scope: ast.AST = function or ctx.tree
     found = Held()
-    for statement in ast.walk(scope):
+    for statement in walk_nodes(scope):
         if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)) \
                 and statement is not scope:
             continue
@@ -994,10 +995,10 @@ def _name_classes(ctx: AstContext, function: Optional[ast.AST], holder: str) -> 
         elif isinstance(statement, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.With)):
             named = [statement.target] if not isinstance(statement, ast.With) else [
                 i.optional_vars for i in statement.items if i.optional_vars is not None]
-            if any(n.id == holder for t in named for n in ast.walk(t) if isinstance(n, ast.Name)):
+            if any(n.id == holder for t in named for n in walk_nodes(t) if isinstance(n, ast.Name)):
                 return None  # bound some other way: not known
             continue
-        if not any(n.id == holder for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)):
+        if not any(n.id == holder for t in targets for n in walk_nodes(t) if isinstance(n, ast.Name)):
             continue
         if len(targets) != 1 or not isinstance(targets[0], ast.Name) or value is None:
             return None
@@ -1020,7 +1021,7 @@ def _part_of_name(ctx: AstContext, function: Optional[ast.AST], held: ast.Attrib
     if owners is None or owners.inline is not None or not owners.classes:
         return None
     attr = held.attr
-    for node in ast.walk(ctx.tree):
+    for node in walk_nodes(ctx.tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
             return None
     classes = {n.name: n for n in ctx.tree.body if isinstance(n, ast.ClassDef)}
@@ -1031,7 +1032,7 @@ def _part_of_name(ctx: AstContext, function: Optional[ast.AST], held: ast.Attrib
         if owner is None or facts is None or not facts.module or facts.bases != ("torch.nn.Module",):
             return None  # a class of another module, or one whose base may bind the attribute too
         methods = {id(n) for n in owner.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-        for node in ast.walk(ctx.tree):
+        for node in walk_nodes(ctx.tree):
             if isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)) and node.attr == attr \
                     and not any(id(a) in methods for a in ctx.ancestors(node)):
                 return None  # bound outside the class's methods
@@ -1074,7 +1075,7 @@ def _class_attribute(ctx: AstContext, owner: ast.ClassDef, attr: str) -> Optiona
         if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         instance = _self_name(method)
-        for statement in ast.walk(method):
+        for statement in walk_nodes(method):
             if isinstance(statement, ast.Call) and isinstance(statement.func, ast.Name) \
                     and statement.func.id == "setattr":
                 return None
@@ -1083,7 +1084,7 @@ def _class_attribute(ctx: AstContext, owner: ast.ClassDef, attr: str) -> Optiona
                 continue
             if instance is None or not (isinstance(statement.value, ast.Name) and statement.value.id == instance):
                 return None  # bound where the instance is not known, or on another object of that attribute
-            bound = next((s for s in ast.walk(method) if isinstance(s, ast.Assign) and s.targets == [statement]),
+            bound = next((s for s in walk_nodes(method) if isinstance(s, ast.Assign) and s.targets == [statement]),
                          None)
             if bound is None:
                 return None  # a tuple target, an augmented or annotated assignment, a loop: not read
@@ -1272,7 +1273,7 @@ def _wrapped_by_rate_loop(ctx: AstContext, node: ast.Call) -> str:
     scope: ast.AST = ctx.enclosing_function(node) or ctx.tree
     around = {id(a) for a in ctx.ancestors(statement)}
     found = ""
-    for call in ast.walk(scope):
+    for call in walk_nodes(scope):
         given = wrapped(call)
         if not (isinstance(given, ast.Name) and given.id == bound and given.lineno > statement.lineno):
             continue
@@ -1298,7 +1299,7 @@ def _single_tensor(ctx: AstContext, node: ast.Call, kwargs: AstKeywordArgs) -> b
     if isinstance(params, ast.Name):
         bound = params.id
         if any(isinstance(n, ast.Attribute) and n.attr in ("append", "extend", "insert")
-               and isinstance(n.value, ast.Name) and n.value.id == bound for n in ast.walk(ctx.tree)):
+               and isinstance(n.value, ast.Name) and n.value.id == bound for n in walk_nodes(ctx.tree)):
             return False  # a list the code grows
         params = single_value(params, ctx.names)
     if isinstance(params, (ast.List, ast.Tuple)):
@@ -1379,10 +1380,10 @@ def _plain_sgd(ctx: AstContext, node: ast.Call, kwargs: AstKeywordArgs) -> bool:
             isinstance(decay, ast.Constant) and type(decay.value) is float and decay.value == 0.0)):
         return False
     params = node.args[0] if node.args and not isinstance(node.args[0], ast.Starred) else kwargs.get("params")
-    if params is None or any(isinstance(n, ast.Dict) for n in ast.walk(params)):
+    if params is None or any(isinstance(n, ast.Dict) for n in walk_nodes(params)):
         return False
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "parameters"
-               for n in ast.walk(params))
+               for n in walk_nodes(params))
 
 
 def may_gain_grad_scaler(ctx: AstContext) -> bool:

@@ -20,6 +20,7 @@ from gpulint.core.torch_api import (
     GRAD_OFF,
 )
 from gpulint.core.verification import NEUTRAL, TRAINED_PARAMETERS, Verification
+from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.facts import CHECKPOINT_OPTION, OPTION_OFF
 from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
@@ -353,7 +354,7 @@ def _never_on(ctx: AstContext, flag: str) -> bool:
         assert isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign))
         targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
         for target in targets:
-            for found in ast.walk(target):
+            for found in walk_nodes(target):
                 named = (isinstance(found, ast.Attribute) and found.attr == flag) or (
                     isinstance(found, ast.Name) and found.id == flag
                     and isinstance(ctx.parent(statement), ast.ClassDef))

@@ -12,6 +12,7 @@ from gpulint.analysis.step_passes import TRAINING_PASS, StepPasses
 from gpulint.analysis.steps import STEP_AST_NEEDLES, Place, StepFacts, StepLoop, step_facts
 from gpulint.core.torch_api import CUDA_SYNCHRONIZE
 from gpulint.project.ast_nodes import all_nodes, last_name
+from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
@@ -327,7 +328,7 @@ def _scaler_syncs(ctx: "AstContext", loop: ast.AST) -> bool:
         return False
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "step"
                and len(n.args) == 1 and isinstance(n.func.value, ast.Name) and _a_grad_scaler(ctx, n.func.value)
-               and _unconditional(ctx, n, loop) for n in ast.walk(loop))
+               and _unconditional(ctx, n, loop) for n in walk_nodes(loop))
 
 
 def _a_grad_scaler(ctx: "AstContext", name: ast.Name) -> bool:
@@ -515,12 +516,12 @@ class HostReads:
         a loop target, `+=`, a tuple)."""
         scope = self.facts.scope_of(name) or self.tree
         values: list[ast.expr] = []
-        for node in ast.walk(scope):
+        for node in walk_nodes(scope):
             if isinstance(node, ast.Assign):
                 for target in node.targets:
                     if isinstance(target, ast.Name) and target.id == name.id:
                         values.append(node.value)
-                    elif any(isinstance(n, ast.Name) and n.id == name.id for n in ast.walk(target)):
+                    elif any(isinstance(n, ast.Name) and n.id == name.id for n in walk_nodes(target)):
                         return None
             elif isinstance(node, ast.Name) and node.id == name.id and isinstance(node.ctx, (ast.Store, ast.Del)) \
                     and not isinstance(self.facts.parent(node), ast.Assign):
@@ -568,9 +569,9 @@ class HostReads:
             loop = place.step.loop
             scope = loop if _within(statement, loop) else (self.facts.scope_of(statement) or self.tree)
             for test in _tests(scope):
-                if any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(test)):
+                if any(isinstance(n, ast.Name) and n.id in names for n in walk_nodes(test)):
                     return REFUTED
-            for use in ast.walk(scope):
+            for use in walk_nodes(scope):
                 if isinstance(use, ast.Name) and use.id in names and isinstance(use.ctx, ast.Load):
                     parent = self.facts.parent(use)
                     if parent is not None and _steers(parent, use):
@@ -601,12 +602,12 @@ def _steers(parent: ast.AST, child: ast.AST) -> bool:
 
 
 def _within(node: ast.AST, root: ast.AST) -> bool:
-    return any(n is node for n in ast.walk(root))
+    return any(n is node for n in walk_nodes(root))
 
 
 def _stored_names(statement: ast.AST) -> set[str]:
     if isinstance(statement, ast.Assign):
-        return {n.id for t in statement.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        return {n.id for t in statement.targets for n in walk_nodes(t) if isinstance(n, ast.Name)}
     if isinstance(statement, (ast.AugAssign, ast.AnnAssign)) and isinstance(statement.target, ast.Name):
         return {statement.target.id}
     return set()
@@ -614,7 +615,7 @@ def _stored_names(statement: ast.AST) -> set[str]:
 
 def _tests(scope: ast.AST) -> list[ast.expr]:
     found: list[ast.expr] = []
-    for node in ast.walk(scope):
+    for node in walk_nodes(scope):
         if isinstance(node, (ast.If, ast.While, ast.IfExp, ast.Assert)):
             found.append(node.test)
     return found

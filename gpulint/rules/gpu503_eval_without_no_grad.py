@@ -19,6 +19,7 @@ from gpulint.core.torch_api import (
 )
 from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.project.ast_nodes import all_nodes, last_name
+from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
@@ -230,7 +231,7 @@ class _EvalLoops:
         that `.eval()`, `.train()`, `.parameters()` or `.to()`/`.cuda()` is called on somewhere in the file."""
         modules = self._module_names()
         called: set[str] = set()
-        for node in ast.walk(loop):
+        for node in walk_nodes(loop):
             if isinstance(node, ast.Call) and not self._under_grad_off(node, stop=loop):
                 func = node.func
                 if isinstance(func, ast.Attribute) and func.attr == "forward":
@@ -258,7 +259,7 @@ class _EvalLoops:
     def _eval_calls(self, scope: ast.AST, loop: ast.For) -> set[str]:
         """Modules switched to eval mode in `scope` before the loop."""
         found: set[str] = set()
-        for node in ast.walk(scope):
+        for node in walk_nodes(scope):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "eval" \
                     and not node.args and not node.keywords and (node.lineno, node.col_offset) < (loop.lineno,
                                                                                               loop.col_offset):
@@ -273,7 +274,7 @@ class _EvalLoops:
         seen: set[int] = {id(scope)}
         while roots:
             root = roots.pop()
-            for node in ast.walk(root):
+            for node in walk_nodes(root):
                 if isinstance(node, (ast.Yield, ast.YieldFrom, ast.Await)):
                     return REFUTED
                 if isinstance(node, ast.Call):
@@ -303,7 +304,7 @@ class _EvalLoops:
         changed = True
         while changed:
             changed = False
-            for node in ast.walk(function):
+            for node in walk_nodes(function):
                 value: Optional[ast.expr] = None
                 targets: list[ast.expr] = []
                 if isinstance(node, ast.Assign):
@@ -325,11 +326,11 @@ class _EvalLoops:
                         if isinstance(base, ast.Name) and base.id not in graph:
                             graph.add(base.id)
                             changed = True
-                    for name in ast.walk(target):
+                    for name in walk_nodes(target):
                         if isinstance(name, ast.Name) and name.id not in graph:
                             graph.add(name.id)
                             changed = True
-        for node in ast.walk(function):
+        for node in walk_nodes(function):
             if isinstance(node, ast.Return) and node.value is not None \
                     and self._graph_valued(node.value, models, graph):
                 return True

@@ -16,6 +16,7 @@ from gpulint.core.torch_api import (
     SET_DETECT_ANOMALY,
     SET_DETECT_ANOMALY_MODE,
 )
+from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.rules.base import Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
@@ -150,7 +151,7 @@ def _runs_step(facts: StepFacts, root: ast.AST) -> bool:
     stack = [root]
     while stack:
         node = stack.pop()
-        for inner in ast.walk(node):
+        for inner in walk_nodes(node):
             if facts.step_loop(inner) is not None:
                 return True
             if isinstance(inner, ast.Call):

@@ -11,6 +11,7 @@ from gpulint.analysis.evidence import REFUTED, SHOWN, Premise
 from gpulint.analysis.steps import StepFacts, StepLoop, step_facts
 from gpulint.core.edits import Applicability
 from gpulint.core.verification import NEUTRAL, Verification
+from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
@@ -189,7 +190,7 @@ def _accumulates(steps: StepFacts, backward: ast.Call, optimizer_steps: list[ast
         where = steps.place(call)
         if where is None or where.every_step or where.condition is None:
             return False
-        if not any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(where.condition)):
+        if not any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in walk_nodes(where.condition)):
             return False
     return True
 
@@ -225,13 +226,13 @@ def _plan_fix(ctx: AstContext, steps: StepFacts, step: StepLoop) -> Union[_Plan,
     if len(conditions) != 1 or branch is None:
         return "the optimizer steps are not under one `if` that follows the backward pass in the loop's body"
     condition = branch.test
-    if not all(isinstance(n, _PURE) or _is_len(n) for n in ast.walk(condition)):
+    if not all(isinstance(n, _PURE) or _is_len(n) for n in walk_nodes(condition)):
         return "the accumulation condition calls something: it cannot be evaluated again before the forward pass"
     models, sometimes = _ddp_names(ctx)
-    forwards = [(i, n) for i, s in enumerate(loop.body) for n in ast.walk(s) if isinstance(n, ast.Call)
+    forwards = [(i, n) for i, s in enumerate(loop.body) for n in walk_nodes(s) if isinstance(n, ast.Call)
                 and _dotted(n.func) in models]
     if not forwards:
-        maybe = sorted({name for s in loop.body for n in ast.walk(s) if isinstance(n, ast.Call)
+        maybe = sorted({name for s in loop.body for n in walk_nodes(s) if isinstance(n, ast.Call)
                         and (name := _dotted(n.func)) in sometimes})
         if maybe:
             return f"`{maybe[0]}` is not always the DDP wrapper (a plain module has no no_sync())"
@@ -244,10 +245,10 @@ def _plan_fix(ctx: AstContext, steps: StepFacts, step: StepLoop) -> Union[_Plan,
         return "the DDP model is also called after the backward pass"
     model = called.pop()
     assert model is not None
-    read = {n.id for n in ast.walk(condition) if isinstance(n, ast.Name)}
+    read = {n.id for n in walk_nodes(condition) if isinstance(n, ast.Name)}
     between = loop.body[first:loop.body.index(branch)]
     for statement in between:
-        for n in ast.walk(statement):
+        for n in walk_nodes(statement):
             if isinstance(n, ast.Name) and n.id in read and not isinstance(n.ctx, ast.Load):
                 return f"`{n.id}` changes between the forward pass and the optimizer step's condition"
             if isinstance(n, (ast.Global, ast.Nonlocal)) or (isinstance(n, ast.Call) and _mutates(n, read)):
@@ -298,10 +299,10 @@ def _ddp_names(ctx: AstContext) -> tuple[set[str], set[str]]:
         if isinstance(node, ast.arg):
             names = [node.arg]
         elif isinstance(node, ast.For):
-            names = [n for n in map(_dotted, ast.walk(node.target)) if n is not None]
+            names = [n for n in map(_dotted, walk_nodes(node.target)) if n is not None]
         elif isinstance(node, ast.With):
             names = [n for item in node.items if item.optional_vars is not None
-                     for n in map(_dotted, ast.walk(item.optional_vars)) if n is not None]
+                     for n in map(_dotted, walk_nodes(item.optional_vars)) if n is not None]
         elif isinstance(node, ast.NamedExpr):
             names = [node.target.id]
         for name in names:

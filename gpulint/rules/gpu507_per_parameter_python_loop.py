@@ -16,6 +16,7 @@ from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import GRAD_OFF
 from gpulint.core.verification import FUSED_KERNEL, Verification
+from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
 if TYPE_CHECKING:
@@ -238,7 +239,7 @@ def _elementwise_chain(expr: ast.expr, names: set[str]) -> bool:
     variable, whose arguments read nothing but the loop variables, constants and plain names."""
     while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in IN_PLACE:
         for argument in (*expr.args, *(k.value for k in expr.keywords)):
-            if any(isinstance(n, ast.Call) for n in ast.walk(argument)):
+            if any(isinstance(n, ast.Call) for n in walk_nodes(argument)):
                 return False  # a call per parameter (`.grad`, `.float()`...) is more than an elementwise update
         expr = expr.func.value
     if isinstance(expr, ast.Attribute) and expr.attr == "data":
@@ -293,7 +294,7 @@ def _plan_fix(ctx: AstContext, loop: ast.For) -> Union[_Plan, str]:
         return update
     kind, target, source, scalars = update
     for scalar in scalars.values():
-        if scalar is not None and any(isinstance(n, ast.Name) and n.id in variables for n in ast.walk(scalar)):
+        if scalar is not None and any(isinstance(n, ast.Name) and n.id in variables for n in walk_nodes(scalar)):
             return "a factor of the update reads the loop's tensors"
     data = _data_uses(loop, variables)
     if data is None:
@@ -446,12 +447,12 @@ def _data_uses(loop: ast.For, variables: list[str]) -> Optional[set[str]]:
     """The loop variables the body uses only as `v.data`; None when one is used both ways."""
     through: dict[str, set[bool]] = {v: set() for v in variables}
     data_nodes = set()
-    for node in ast.walk(ast.Module(body=loop.body, type_ignores=[])):
+    for node in walk_nodes(ast.Module(body=loop.body, type_ignores=[])):
         if isinstance(node, ast.Attribute) and node.attr == "data" and isinstance(node.value, ast.Name) \
                 and node.value.id in through:
             through[node.value.id].add(True)
             data_nodes.add(id(node.value))
-    for node in ast.walk(ast.Module(body=loop.body, type_ignores=[])):
+    for node in walk_nodes(ast.Module(body=loop.body, type_ignores=[])):
         if isinstance(node, ast.Name) and node.id in through and id(node) not in data_nodes:
             through[node.id].add(False)
     if any(len(ways) > 1 for ways in through.values()):
@@ -497,9 +498,9 @@ def _read_elsewhere(ctx: AstContext, loop: ast.For, variables: set[str]) -> bool
         if isinstance(ancestor, (ast.For, ast.AsyncFor, ast.While)):
             outer = ancestor
             break
-    inside = {id(n) for n in ast.walk(loop)}
+    inside = {id(n) for n in walk_nodes(loop)}
     end = (loop.end_lineno or loop.lineno, loop.end_col_offset or 0)
-    names = [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id in variables and id(n) not in inside]
+    names = [n for n in walk_nodes(scope) if isinstance(n, ast.Name) and n.id in variables and id(n) not in inside]
     stores = [n for n in names if not isinstance(n.ctx, ast.Load)]
     for load in (n for n in names if isinstance(n.ctx, ast.Load)):
         where = (load.lineno, load.col_offset)
@@ -533,7 +534,7 @@ def _list_names(ctx: AstContext, variables: list[str], owners: list[tuple[str, s
 
 def _names_in(tree: ast.AST) -> set[str]:
     names: set[str] = set()
-    for node in ast.walk(tree):
+    for node in walk_nodes(tree):
         if isinstance(node, ast.Name):
             names.add(node.id)
         elif isinstance(node, ast.arg):

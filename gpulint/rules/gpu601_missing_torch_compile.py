@@ -14,6 +14,7 @@ from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import DATA_PARALLEL_WRAPPERS
 from gpulint.core.verification import FUSED_OPTIMIZER, Verification
+from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.facts import SETTING_COMPILE
 from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
@@ -189,7 +190,7 @@ def _compile_point(ctx: AstContext, steps: StepFacts) -> Union[tuple[str, int], 
             value = _single_value(ctx, optimizer_step.optimizer)
             name = _parameters_of(value) if isinstance(value, ast.Call) else None
             if name is None or not any(isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == name
-                                       for c in ast.walk(step.loop)):
+                                       for c in walk_nodes(step.loop)):
                 return "the model whose parameters the optimizer steps is not one plain name the step calls"
             names.add(name)
             built = value  # type: ignore[assignment]
