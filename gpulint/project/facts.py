@@ -54,7 +54,7 @@ from gpulint.project.methods import (
     uncalled_methods,
 )
 
-FACTS_VERSION = 41
+FACTS_VERSION = 42
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -2157,13 +2157,22 @@ _STATEMENT_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def _module_ints(tree: ast.Module) -> dict[str, int]:
-    """Module-level names bound once to an integer literal (`n_layer = 12`, `HIDDEN = 64`)."""
+    """Module-level names bound once to an integer literal (`n_layer = 12`, `HIDDEN = 64`, `V, C = 12, 32`)."""
     found: dict[str, list[object]] = {}
     for node in _module_level(tree.body):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 if isinstance(target, ast.Name):
                     found.setdefault(target.id, []).append(_literal(node.value))
+                elif isinstance(target, (ast.Tuple, ast.List)):
+                    # each name its element of a literal of the same length; any other unpacking binds it unknown
+                    elements = node.value.elts if isinstance(node.value, (ast.Tuple, ast.List)) \
+                        and len(node.value.elts) == len(target.elts) else [None] * len(target.elts)
+                    for left, right in zip(target.elts, elements):
+                        name = left.value if isinstance(left, ast.Starred) else left
+                        if isinstance(name, ast.Name):
+                            value = None if right is None or isinstance(left, ast.Starred) else _literal(right)
+                            found.setdefault(name.id, []).append(value)
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
             found.setdefault(node.target.id, []).append(_literal(node.value))
     return {name: values[0] for name, values in found.items()

@@ -4,6 +4,7 @@ loop builds over the consecutive pairs of a list (blind10: benedekrozemberczki/C
 
 from __future__ import annotations
 
+import ast
 import textwrap
 from pathlib import Path
 from typing import Optional, Union
@@ -447,3 +448,19 @@ if __name__ == "__main__":
 def test_a_step_function_called_once_per_model(tmp_path: Path, second: str, reported: bool) -> None:
     write(tmp_path, {"train.py": STEP_PER_MODEL.replace("{second}", second)})
     assert (("train.py", 10, "GPU001") in findings(tmp_path, "--select", "GPU001")) is reported
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("n_layer = 12\nHIDDEN = 64\n", {"n_layer": 12, "HIDDEN": 64}),
+    ("V, C, B = 12, 32, 256\n", {"V": 12, "C": 32, "B": 256}),  # each name its element
+    ("[V, C] = [12, 32]\n", {"V": 12, "C": 32}),
+    ("V, C = sizes()\n", {}),  # unpacking a call: unknown
+    ("V, C = 12, 32, 64\n", {}),  # lengths differ: unknown
+    ("V, *C = 12, 32, 64\n", {}),  # a starred name is a list
+    ("C = 64\nV, C = 12, 32\n", {"V": 12}),  # bound twice: unknown
+    ("V, C = 12, 'wide'\n", {"V": 12}),
+])
+def test_module_level_integer_constants(source: str, expected: dict[str, int]) -> None:
+    from gpulint.project.facts import _module_ints
+
+    assert _module_ints(ast.parse(source)) == expected
