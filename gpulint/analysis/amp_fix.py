@@ -125,7 +125,12 @@ def autocast_fix(ctx: AstContext, facts: AmpRegions, step: AmpStep, backward: Am
         symbols.append(floors.SHARDED_GRAD_SCALER if "fsdp" in parallel else floors.GRAD_SCALER)
     if plan and mode == "auto":
         symbols.append(floors.BF16_CHECK)
-    too_new = floors.unavailable(ctx.settings.torch_version, project.torch_ceiling, symbols)
+    floor, ceiling = ctx.settings.torch_version, project.torch_ceiling
+    no_autocast = floors.unavailable(floor, ceiling, [floors.AUTOCAST])
+    if no_autocast is not None:  # torch 1.6 to 1.9: the mixed precision there is spelt another way
+        return refused(f"{_no_fix(mode)}: {no_autocast.reason()}; on that torch, wrap them in "
+                       "torch.cuda.amp.autocast() and scale the loss with torch.cuda.amp.GradScaler() (torch 1.6)")
+    too_new = floors.unavailable(floor, ceiling, symbols)
     if too_new is not None:
         hint = "; amp-dtype = \"bfloat16\" needs only torch 1.10" if mode != "bfloat16" else ""
         return refused(f"{_no_fix(mode)}: {too_new.reason()}{hint}")

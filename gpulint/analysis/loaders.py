@@ -734,6 +734,8 @@ class _Follower:
                 self._stored(target, depth)
         elif isinstance(parent, ast.AnnAssign) and parent.value is expr:
             self._stored(parent.target, depth)
+        elif isinstance(parent, ast.withitem) and parent.context_expr is expr and parent.optional_vars is not None:
+            self._stored(parent.optional_vars, depth)  # `with tqdm(loader) as progress_bar:` (Grad-TTS)
         elif isinstance(parent, ast.Return):
             self._returned(expr, depth)
         elif isinstance(parent, (ast.Tuple, ast.List)):
@@ -1132,11 +1134,29 @@ def _loops_over(ctx: AstContext, loader: ast.Call) -> list[Loop]:
         return []
     loops: list[Loop] = []
     for loop, source in ctx.analysis(_loop_sources):
+        if isinstance(source, ast.Name):
+            source = _with_wrapped(ctx, source)
         if _same(ctx, source, holder):
             loops.append(loop)
         elif isinstance(source, ast.Name) and isinstance(holder, ast.Name) and _passed_in(ctx, source, holder):
             loops.append(loop)
     return loops
+
+
+def _with_wrapped(ctx: AstContext, name: ast.Name) -> ast.expr:
+    """What a name bound once by `with tqdm(loader) as progress_bar:` wraps (`loader`, Grad-TTS's train.py);
+    the name itself otherwise."""
+    owner = ctx.names.binding_scope(name)
+    if owner is None or len(owner.bindings.get(name.id, [])) != 1:
+        return name
+    for statement in ctx.nodes(ast.With, ast.AsyncWith):
+        assert isinstance(statement, (ast.With, ast.AsyncWith))
+        for item in statement.items:
+            bound = item.optional_vars
+            if isinstance(bound, ast.Name) and bound.id == name.id and ctx.names.binding_scope(bound) is owner:
+                inner = _unwrapped(item.context_expr)
+                return inner if inner is not item.context_expr else name
+    return name
 
 
 def _loop_sources(ctx: AstContext) -> list[tuple[Loop, ast.expr]]:
@@ -1162,7 +1182,7 @@ def _passed_in(ctx: AstContext, parameter: ast.Name, loader: ast.Name, depth: in
     names = ctx.names
     owner = names.binding_scope(parameter)
     if owner is None or not isinstance(owner.node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-            or owner.bindings.get(parameter.id) != [None] or owner.values.get(parameter.id) != [None]:
+            or not _kept_parameter(owner.bindings.get(parameter.id), owner.values.get(parameter.id), parameter.id):
         return False
     function = owner.node
     params = [*function.args.posonlyargs, *function.args.args]
@@ -1187,6 +1207,18 @@ def _passed_in(ctx: AstContext, parameter: ast.Name, loader: ast.Name, depth: in
                 and _passed_in(ctx, argument, loader, depth - 1))):
             passes += 1
     return passes > 0
+
+
+def _kept_parameter(bindings: Optional[list[Optional[str]]], values: Optional[list[Optional[ast.expr]]],
+                    name: str) -> bool:
+    """The parameter `name` keeps the loader it was passed: never rebound, or rebound only to itself wrapped for
+    progress (`loader = tqdm(loader)` when this rank prints: vq-vae-2's train(), the same batches)."""
+    if not bindings or not values or len(bindings) != len(values) or bindings[0] is not None \
+            or values[0] is not None:
+        return False
+    return all(target is None and value is not None and value is not (inner := _unwrapped(value))
+               and isinstance(inner, ast.Name) and inner.id == name
+               for target, value in zip(bindings[1:], values[1:]))
 
 
 def _names(target: ast.expr) -> set[str]:

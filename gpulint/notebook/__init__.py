@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-NOTEBOOK_SUFFIX = ".ipynb"
+from gpulint.project import NOTEBOOK_SUFFIX
 
 
 def is_notebook(name: str) -> bool:

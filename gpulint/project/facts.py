@@ -54,7 +54,7 @@ from gpulint.project.methods import (
     uncalled_methods,
 )
 
-FACTS_VERSION = 42
+FACTS_VERSION = 43
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -86,6 +86,8 @@ GRAD_SCALERS = frozenset({
     # timm's loss scaler: a torch GradScaler behind `loss_scaler(loss, optimizer, ...)` (DeiT, ConvNeXt, MAE)
     "timm.utils.NativeScaler", "timm.utils.cuda.NativeScaler",
 })
+SHARDED_GRAD_SCALERS = frozenset({
+    "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler", "torch.distributed.fsdp.ShardedGradScaler"})
 AUTOCASTS = frozenset({
     "torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast",
     "torch.cuda.amp.autocast", "torch.cuda.amp.autocast_mode.autocast",
@@ -249,6 +251,8 @@ class FileFacts:
     gpu: bool = False  # GPU evidence (a cuda/nccl string, torch.cuda, .cuda(), device_ids=, LOCAL_RANK, ...)
     cpu_pinned: bool = False  # pins a device to "cpu" somewhere (device="cpu", torch.device("cpu"), .to("cpu"))
     scaler: bool = False  # creates a GradScaler (any kind) or scales a loss through one
+    # creates or imports FSDP's ShardedGradScaler (dinov2's fsdp/__init__.py imports it for ssl_meta_arch.py)
+    sharded_scaler: bool = False
     mixed_precision: tuple[str, ...] = ()  # evidence of 16-bit training done some way (kinds, sorted)
     training: bool = False  # calls .backward() and steps something
     rl: bool = False  # imports a reinforcement-learning environment package (anywhere, in functions too)
@@ -986,6 +990,7 @@ class _Scanner:
         self.cpp14_extensions: set[str] = set()
         self.grad_flags = False  # the file touches `requires_grad` (freezes are looked for only then)
         self.scaler = False
+        self.sharded_scaler = False
         self.mixed: set[str] = set()
         # layers built with `dtype=cfg["dtype"]`, and the dtypes the file's dicts give the key "dtype" (True:
         # 16 bits): every such dict in 16 bits makes a model built in them (LLMs-from-scratch's Llama notebook)
@@ -1137,6 +1142,9 @@ class _Scanner:
             self.mixed.add("model-cast")  # every "dtype" the file's configs give its layers is 16 bits
         return FileFacts(
             imports=self.imports, gpu=self.gpu, cpu_pinned=self.cpu, scaler=self.scaler,
+            sharded_scaler=self.sharded_scaler or any(
+                not r.level and r.name is not None and f"{r.module}.{r.name}" in SHARDED_GRAD_SCALERS
+                for r in self.imports),
             mixed_precision=tuple(sorted(self.mixed)), training=training, rl=bool(anywhere & RL_PACKAGES),
             sparse=self.sparse, native_kernels=self.native_kernels,
             log_clamp_rounds_to_one=bool(names & CLAMP_NAMES and names & LOG_NAMES)
@@ -1426,6 +1434,7 @@ class _Scanner:
             self.parallelism.add("tensor-parallel")
         if qualified & GRAD_SCALERS:
             self.scaler = True
+            self.sharded_scaler = self.sharded_scaler or bool(qualified & SHARDED_GRAD_SCALERS)
             self.mixed.add("grad-scaler")
         elif qualified & AUTOCASTS:
             self.mixed.add("autocast")

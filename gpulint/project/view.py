@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
+from gpulint.project import NOTEBOOK_SUFFIX
 from gpulint.project.cpp_std import CPP14_CEILING, propagate
 from gpulint.project.env_loops import ANY_CLASS, DYNAMIC, INSTANCE
 from gpulint.project.facts import FFI_MODULE, REMOVED_MODULES, SPLAT, ClassFacts, FileFacts, ImportRef
@@ -113,6 +114,10 @@ class ProjectView:
     # a module a caller imports directly creates a GradScaler or scales through one (ConvNeXt: main.py takes the
     # optimizer from optim_factory.py and a scaler class from utils.py): the optimizer may be stepped by it
     scaler_beside_callers: bool = False
+    # FSDP's ShardedGradScaler is created or imported in a module this one imports (two levels deep) or in one
+    # that imports it (dinov2: train.py builds the AdamW that ssl_meta_arch.py's ShardedGradScaler steps, imported
+    # through the project's dinov2/fsdp package, which train.py imports too)
+    sharded_scaler_around: bool = False
     replacer_callers: bool = False  # a module that imports this one hands optimizers to MS-AMP (or alike)
     parallelism_callers: tuple[str, ...] = ()  # how callers shard parameters ("fsdp", "tensor-parallel")
     fused_sgd_around: bool = False  # fused SGD with momentum is built here, in a caller or in an import
@@ -186,7 +191,8 @@ class ProjectView:
     # the project's compiled ops, and so the project, run only on a torch before 1.0
     ffi_extension_built: bool = False
     # neither this file nor any that imports it (transitively) may train, and one of them is an inference
-    # script (a `__main__` that runs models under no_grad): the file's modules are evaluated, not trained
+    # script (a `__main__`, or a notebook, that runs models under no_grad): the file's modules are evaluated,
+    # not trained
     evaluated_only: bool = False
     # a script: no project file imports it and its folder is no package (no `__init__.py`), so a function
     # nothing in the file reaches never runs; False when unknown (the file alone, an editor's buffer)
@@ -438,6 +444,7 @@ class Project:
         self._rl = sum(bit(p) for p in self.paths if facts[p].rl)
         self._extensions = frozenset(name for p in self.paths for name in facts[p].extensions)
         self._scaler = sum(bit(p) for p in self.paths if facts[p].scaler)
+        self._sharded_scaler = sum(bit(p) for p in self.paths if facts[p].sharded_scaler)
         self._replacer = sum(bit(p) for p in self.paths if facts[p].replaces_optimizers)
         self._fused_sgd = sum(bit(p) for p in self.paths if facts[p].fused_sgd_momentum)
         self._devices = {kind: sum(bit(p) for p in self.paths if kind in facts[p].devices)
@@ -708,6 +715,8 @@ class Project:
             freezes_importees=any(self.facts[p].freezes_modules for p in self._closure(rel, depth=2)),
             scaler_beside_callers=any(self.facts[t].scaler for i in _members(callers)
                                       for t in self._importees[self.paths[i]]),
+            sharded_scaler_around=bool(callers & self._sharded_scaler) or any(
+                self.facts[p].sharded_scaler for p in self._closure(rel, depth=2)),
             evaluated_only=self._evaluated_only(rel, callers),
             ceiling_importees=min((c for c in (self.facts[p].torch_ceiling for p in self._closure(rel, depth=3))
                                    if c is not None), default=None),
@@ -822,7 +831,16 @@ class Project:
             users |= self._callers[i]
         users &= ~self._bit(path)
         return bool(users) and all(not self.facts[self.paths[i]].may_train for i in _members(users)) \
-            and any(self.facts[self.paths[i]].inference_script for i in _members(callers))
+            and any(self._inference_program(self.paths[i]) for i in _members(callers))
+
+    def _inference_program(self, path: str) -> bool:
+        """An inference script (FileFacts.inference_script), or a notebook that runs models under no_grad and trains
+        nothing: its cells run top to bottom as a `__main__` block would (dinov2's semantic_segmentation.ipynb,
+        the only user of its Mask2Former backbone)."""
+        facts = self.facts[path]
+        return facts.inference_script or (os.path.splitext(path)[1].lower() == NOTEBOOK_SUFFIX and facts.grad_off
+                                          and not facts.may_train)
+
     def _ceiling_importers(self, path: str) -> Optional[tuple[int, int]]:
         """The highest torch ceiling of the modules that import `path`, when its code runs only under them: a
         module that defines only (FileFacts.defines_only: no `__main__` block, nothing runs at import) outside

@@ -157,11 +157,34 @@ def _loops_over(facts: TrainingFacts, loader: cst.Call) -> list[cst.For]:
     loops: list[cst.For] = []
     for loop in _all_loops(facts):
         source = _unwrapped(loop.iter)
+        if isinstance(source, cst.Name):
+            source = _with_wrapped(facts, source)
         if _same(facts, source, holder):
             loops.append(loop)
         elif isinstance(source, cst.Name) and isinstance(holder, cst.Name) and _passed_in(facts, source, holder):
             loops.append(loop)
     return loops
+
+
+def _with_wrapped(facts: TrainingFacts, name: cst.Name) -> cst.BaseExpression:
+    """What a name bound once by `with tqdm(loader) as progress_bar:` wraps (analysis/loaders.py's
+    `_with_wrapped`); the name itself otherwise."""
+    names = facts.ctx.names
+    owner = names.binding_scope(name)
+    if owner is None or len(owner.bindings.get(name.value, [])) != 1:
+        return name
+    found: list[cst.BaseExpression] = []
+
+    class _Withs(cst.CSTVisitor):
+        def visit_WithItem(self, node: cst.WithItem) -> None:
+            bound = node.asname.name if node.asname is not None else None
+            if not found and isinstance(bound, cst.Name) and bound.value == name.value \
+                    and names.binding_scope(bound) is owner:
+                inner = _unwrapped(node.item)
+                found.append(inner if inner is not node.item else name)
+
+    walk(facts.ctx.module, _Withs())
+    return found[0] if found else name
 
 
 def _all_loops(facts: TrainingFacts) -> list[cst.For]:
@@ -185,7 +208,8 @@ def _passed_in(facts: TrainingFacts, parameter: cst.Name, loader: cst.Name, dept
     names = facts.ctx.names
     owner = names.binding_scope(parameter)
     if owner is None or not isinstance(owner.node, cst.FunctionDef) \
-            or owner.bindings.get(parameter.value) != [None] or owner.values.get(parameter.value) != [None]:
+            or not _kept_parameter(owner.bindings.get(parameter.value), owner.values.get(parameter.value),
+                                   parameter.value):
         return False
     function = owner.node
     params = [*function.params.posonly_params, *function.params.params]
@@ -208,6 +232,17 @@ def _passed_in(facts: TrainingFacts, parameter: cst.Name, loader: cst.Name, dept
                 and _passed_in(facts, argument, loader, depth - 1))):
             passes += 1
     return passes > 0
+
+
+def _kept_parameter(bindings: Optional[list[Optional[str]]], values: Optional[list[Optional[cst.BaseExpression]]],
+                    name: str) -> bool:
+    """Never rebound, or only to itself wrapped for progress (analysis/loaders.py's `_kept_parameter`)."""
+    if not bindings or not values or len(bindings) != len(values) or bindings[0] is not None \
+            or values[0] is not None:
+        return False
+    return all(target is None and value is not None and value is not (inner := _unwrapped(value))
+               and isinstance(inner, cst.Name) and inner.value == name
+               for target, value in zip(bindings[1:], values[1:]))
 
 
 def _names(target: cst.BaseExpression) -> set[str]:

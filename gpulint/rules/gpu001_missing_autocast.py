@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from gpulint.rewrites.amp_plan import Region
 
 AUTOCAST_SINCE = floors.since(floors.AUTOCAST)
+CUDA_AMP_SINCE = (1, 6)  # torch.cuda.amp.autocast and torch.cuda.amp.GradScaler: the advice below 1.10
 SIXTEEN_BIT = re.compile(r"\b(?:bfloat16|float16|half)\b")
 MIN_WIDTH: Option[int] = Option(
     "min-width", Integer(1), 128,
@@ -105,15 +106,16 @@ ENOUGH_WORK = Premise(
     "Unknown rows or width are not small ones.")
 AUTOCAST_EXISTS = Premise(
     "autocast-exists",
-    "every torch the project supports has `torch.autocast` (1.10): refuted when the floor it declares is older, "
-    "or when its code runs only on an older torch (it, or a module it imports, unconditionally imports a module "
-    "gone by 1.10, such as torchtext's `Field`/`BucketIterator`, gone with torch 1.8; or a file of the project "
-    "builds its extension with `torch.utils.ffi`, gone in 1.0; or it asserts an older major version at module "
-    "level, `assert torch.__version__.split('.')[0] == '0'`; or it reads a loss it calls `.backward()` on as "
-    "`loss.data[0]`, an IndexError from 1.0 on; a helper module that only defines, outside any package, runs "
-    "only under the project files that import it: where each of them has such a ceiling, so does it); "
-    "undecided when it runs "
-    "only on torch 1.10 or older (`torchtext.legacy`, gone with 1.11) and declares no floor of 1.10.")
+    "every torch the project supports has mixed precision (`torch.cuda.amp`, 1.6; the fix writes `torch.autocast`, "
+    "1.10, and where the project supports an older torch the finding says `torch.cuda.amp` and has no fix): "
+    "refuted when the floor it declares is older than 1.6 (a `torch==1.0.1` pin) or its code runs only on a "
+    "torch older than 1.6 (a file of the project builds its extension with `torch.utils.ffi`, gone in 1.0; it "
+    "asserts an older major version at module level, `assert torch.__version__.split('.')[0] == '0'`; it reads a "
+    "loss it calls `.backward()` on as `loss.data[0]`, an IndexError from 1.0 on); undecided when no floor is "
+    "declared and the code runs only on torch 1.10 or older (it, or a module it imports, unconditionally imports "
+    "a module gone by 1.11: torchtext's `Field`/`BucketIterator`, gone with torch 1.8, or `torchtext.legacy`; a "
+    "helper module that only defines, outside any package, runs only under the project files that import it: "
+    "where each of them has such a ceiling, so does it).")
 GPU_BOUND = Premise(
     "gpu-bound",
     "the loop waits on the GPU: refuted in reinforcement-learning loops (the file imports an environment "
@@ -393,8 +395,8 @@ class MissingAutocast(Rule):
                     continue
             forecast = autocast_fix(ctx, facts, step, backward, ctx.settings.value(AMP_DTYPE),
                                     partial(_device_is_xpu, ctx, backward.call))
-            ctx.report(self, backward.call, MESSAGE, fix=forecast.applicability, fix_message=forecast.message,
-                       note=forecast.note, decision=decision, data=forecast.decisions)
+            ctx.report(self, backward.call, _message(floor, ceiling), fix=forecast.applicability,
+                       fix_message=forecast.message, note=forecast.note, decision=decision, data=forecast.decisions)
 
     def build_fix(self, detection: Detection, fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:
         import libcst as cst
@@ -480,16 +482,26 @@ class MissingAutocast(Rule):
 
 
 def _autocast_exists(floor: Optional[tuple[int, ...]], ceiling: Optional[tuple[int, int]]) -> Evidence:
-    """Refuted where no torch the code supports has `torch.autocast`; undecided where only the newest of them
-    may (code that runs only on torch 1.10 or older, from 1.10 itself down to a floor nothing declares)."""
-    if (floor is not None and floor < AUTOCAST_SINCE) or (ceiling is not None and ceiling <= AUTOCAST_SINCE):
+    """Refuted where no torch the code supports has mixed precision (`torch.cuda.amp`, 1.6); undecided where the
+    code runs only on a torch older than `torch.autocast` (or on 1.10 alone) and no floor says `torch.cuda.amp`
+    is there: unknown is not 1.6."""
+    if (floor is not None and floor < CUDA_AMP_SINCE) or (ceiling is not None and ceiling <= CUDA_AMP_SINCE):
         return REFUTED
-    if ceiling is not None and ceiling <= (AUTOCAST_SINCE[0], AUTOCAST_SINCE[1] + 1):
-        return UNDECIDED if floor is None or floor < AUTOCAST_SINCE else SHOWN
+    if floor is None and ceiling is not None and ceiling <= (AUTOCAST_SINCE[0], AUTOCAST_SINCE[1] + 1):
+        return UNDECIDED
     return SHOWN
 
 
+def _message(floor: Optional[tuple[int, ...]], ceiling: Optional[tuple[int, int]]) -> str:
+    """The advice in the spelling the project's torch has: `torch.cuda.amp` below 1.10."""
+    if (floor is not None and floor < AUTOCAST_SINCE) or (ceiling is not None and ceiling <= AUTOCAST_SINCE):
+        return LEGACY_MESSAGE
+    return MESSAGE
+
+
 MESSAGE = "forward pass and loss run in fp32: wrap them in torch.autocast (up to 3x faster on tensor-core GPUs)"
+# below torch 1.10, with GradScaler from torch.cuda.amp too (the note says so)
+LEGACY_MESSAGE = MESSAGE.replace("torch.autocast", "torch.cuda.amp.autocast")
 
 
 def _libcst_step(ctx: AstContext, call: ast.Call) -> "Optional[tuple[TrainingFacts, TrainingStep, Backward]]":

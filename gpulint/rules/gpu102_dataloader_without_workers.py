@@ -49,7 +49,8 @@ PER_ITEM_WORK = Premise(
     "as a Dataset class's items are judged: collating runs in the workers; LoRA's bertabs, blind11), items "
     "without tensors (prompts, indices), "
     "and iterables that do not shard between workers, and, on a path that trains nothing (an inference script "
-    "no project file imports, or a module only such scripts use, even inside a function), by a dataset class "
+    "no project file imports, or a module only such scripts or inference notebooks use, even inside a "
+    "function), by a dataset class "
     "whose items neither read a file nor decode data (one text conversion per line: nothing next to the "
     "model's own time). A dataset handed in as a parameter, or of a class gpulint cannot read, is undecided.")
 ON_ACCELERATOR = Premise(
@@ -125,7 +126,8 @@ class DataLoaderNumWorkers(Rule):
         (workers would duplicate the data), datasets handed in as parameters (whether workers
         pay off depends on the caller), one-batch loaders, loaders only an interactive viewer iterates
         (every batch waits for a key press), and test files. On a path that trains
-        nothing (an inference script no project file imports, or a module only such scripts use),
+        nothing (an inference script no project file imports, or a module only such scripts or
+        inference notebooks use),
         only datasets whose items read a file or decode data (images, audio, arrays) are reported:
         converting a line of text held in memory costs nothing next to the model.
         """,
@@ -195,7 +197,7 @@ class DataLoaderNumWorkers(Rule):
 def _inference_only(project: ProjectView) -> bool:
     """The loader is on a path that trains nothing: an inference script (a `__main__` running models under
     no_grad, no backward, no optimizer, no trainer) that no project file imports, or a module only such
-    scripts use (`ProjectView.evaluated_only`)."""
+    scripts or inference notebooks use (`ProjectView.evaluated_only`)."""
     return (project.own.inference_script and not project.imported) or project.evaluated_only
 
 

@@ -199,7 +199,9 @@ SCALER_SAFE = Premise(
     "scaler-safe",
     "for SGD with momentum, no GradScaler drives the step (here, in a caller, in a module it or a caller imports "
     "that creates or steps through one, or through a framework that may scale): fused SGD's momentum buffer is "
-    "garbage after a skipped first step.")
+    "garbage after a skipped first step. For every optimizer, no FSDP ShardedGradScaler is created or imported "
+    "in the file, in a module it imports (two levels deep) or in one that imports it: the fused path of "
+    "`scaler.step` skips the cross-rank inf check, so ranks step apart (bench/fsdp_fused_scaler.py).")
 
 
 class NonFusedOptimizer(Rule):
@@ -293,8 +295,10 @@ class NonFusedOptimizer(Rule):
         buffer and is reported under a scaler too. Plain SGD over `model.parameters()`, with no
         momentum, weight decay or Nesterov, is one `torch._foreach_add_` already, and is not
         reported unless a GradScaler drives it (the fused step drops the scaler's per-step
-        `found_inf.item()` sync). Under FSDP with a ShardedGradScaler (there, or written by
-        gpulint's own mixed-precision fix in the same run) no optimizer gets a fix: the fused
+        `found_inf.item()` sync). Not reported where FSDP's ShardedGradScaler is created or imported
+        (in the file, in a module it imports, two levels deep, or in one that imports it), and no
+        optimizer gets a fix under FSDP with another GradScaler or where gpulint's own
+        mixed-precision fix writes a ShardedGradScaler in the same run: the fused
         path of `scaler.step` checks for inf/NaN on each rank's own gradient shard, skipping the
         all-reduce that ShardedGradScaler does in `unscale_`, so one rank steps while another
         skips and the loss scales split; calling `scaler.unscale_(optimizer)` first raises with
@@ -324,9 +328,6 @@ class NonFusedOptimizer(Rule):
                     Applicability.UNSAFE, "sgd_without_momentum_under_scaler.py"),
             FixCase("`optimizer_class` may be another library's optimizer (no `fused` argument)",
                     None, "optimizer_class_maybe_other_library.py"),
-            FixCase("FSDP with a ShardedGradScaler: a fused optimizer skips its cross-rank inf check (and raises "
-                    "after `unscale_`)",
-                    None, "fsdp_sharded_scaler_fused_withheld.py"),
             FixCase("FSDP where gpulint's GPU001 fix writes a ShardedGradScaler in the same run: the two fixes never "
                     "combine into a fused optimizer under it",
                     None, "fsdp_with_gpulint_float16_fix_stays_unfused.py"),
@@ -380,6 +381,8 @@ class NonFusedOptimizer(Rule):
         scaled = bool(project.scaler or project.scaler_importees or project.scaler_beside_callers)
         if momentum and (scaled or _framework_owned(ctx)):
             scaler_safe = REFUTED  # fused SGD + GradScaler: momentum buffer garbage after a skipped first step
+        if project.own.sharded_scaler or project.sharded_scaler_around:
+            scaler_safe = REFUTED  # a fused step under ShardedGradScaler skips the cross-rank inf check
         work_to_fuse: Evidence = SHOWN
         held = _held_classes(ctx, node)
         if names == ["SGD"] and not scaled and _plain_sgd(ctx, node, kwargs):

@@ -60,7 +60,8 @@ UNDER_AUTOGRAD = Premise(
     "the checkpointed code can run with grad enabled, where the reentrant trap drops gradients: refuted "
     "inside `torch.no_grad()`/`inference_mode()` (a block or a decorator) and in inference scripts (a "
     "`__main__` script that runs models under no_grad and trains nothing), and in a module whose importers "
-    "train nothing and include such an inference script (a model file only a sampling script uses): "
+    "train nothing and include such an inference script or a notebook that runs models under no_grad and "
+    "trains nothing (a model file only a sampling script or a demo notebook uses): "
     "checkpointing there does nothing. Its importers include the files that import it inside a function, and "
     "their own importers (a factory's `define_G` that imports the network a training script builds through it).")
 
@@ -102,6 +103,7 @@ class CheckpointWithoutUseReentrant(Rule):
     ast_needles = ((*sorted(CHECKPOINT_FUNCTIONS), f".{HF_ENABLE}("),)
     target = Target.ANY
     fix = Applicability.UNSAFE
+    in_tests = False  # a test checkpoints to compare outputs (OLMo's modeling_olmo_test.py), not to train
     verification = Verification(NEUTRAL, ("checkpoint",), "the checkpoint call with use_reentrant=False runs",
                                 lambda kind, details: details.get("use_reentrant") is False,
                                 changes=(TRAINED_PARAMETERS,))
@@ -115,7 +117,8 @@ class CheckpointWithoutUseReentrant(Rule):
         passes `use_reentrant=True` itself. `checkpoint_wrapper` and
         `apply_activation_checkpointing` are not reported: they default to the
         non-reentrant implementation. A function of your own called `checkpoint` is never
-        reported.
+        reported. Not reported in test files (`lint-tests`): a test turns checkpointing on to
+        compare outputs or to check that the switch works, not to train a model.
         """,
         why="""
         Without `use_reentrant`, torch (2.1 through 2.14) warns and still selects the

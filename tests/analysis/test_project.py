@@ -852,6 +852,56 @@ def test_test_files_are_silent_for_training_rules_unless_asked(tmp_path: Path) -
     assert {"GPU001", "GPU201"} <= {code for _, _, code in findings(tmp_path)}
 
 
+def test_checkpoint_in_test_files_is_silent_unless_asked(tmp_path: Path) -> None:
+    """OLMo's modeling_olmo_test.py turns Hugging Face checkpointing on to compare outputs: nothing trains there."""
+    test = ("from torch.utils.checkpoint import checkpoint\n\n"
+            "def test_same_outputs(model, block, x):\n"
+            "    model.gradient_checkpointing_enable()\n"
+            "    assert checkpoint(block, x).shape == block(x).shape\n")
+    write(tmp_path, {"tests/hf/modeling_test.py": test, "test_blocks.py": test,
+                     "blocks.py": test.replace("def test_same_outputs", "def train_part")})
+    assert sorted((path, code) for path, _, code in findings(tmp_path)) == [("blocks.py", "GPU302")] * 2
+    (tmp_path / "pyproject.toml").write_text("[tool.gpulint]\nlint-tests = true\n", encoding="utf-8")
+    assert [code for _, _, code in findings(tmp_path)] == ["GPU302"] * 6
+
+
+def test_a_module_only_an_inference_notebook_imports_is_evaluated_not_trained(tmp_path: Path) -> None:
+    """A notebook's cells run top to bottom like a `__main__` block: one that runs a model under inference_mode and
+    trains nothing is an inference program, so a checkpoint in the module only it imports never runs with grad
+    (dinov2's semantic_segmentation.ipynb). A training notebook leaves the finding standing."""
+    model = """\
+        import torch.utils.checkpoint as cp
+        from torch import nn
+
+        class Block(nn.Module):
+            def __init__(self, with_cp=False):
+                super().__init__()
+                self.with_cp = with_cp
+                self.fc = nn.Linear(8, 8)
+
+            def forward(self, x):
+                if self.with_cp and x.requires_grad:
+                    return cp.checkpoint(self.fc, x)
+                return self.fc(x)
+        """
+
+    def notebook(*cells: str) -> str:
+        return json.dumps({"cells": [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+                                      "source": cell} for cell in cells],
+                           "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+
+    demo = notebook("import torch\nfrom pkg.backbone import Block\n",
+                    "@torch.inference_mode()\ndef run(model, x):\n    return model(x)\n",
+                    "print(run(Block().eval(), torch.randn(2, 8)))\n")
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/backbone.py": model, "demo.ipynb": demo})
+    assert codes(findings(tmp_path), "pkg/backbone.py") == []
+    train = notebook("import torch\nfrom pkg.backbone import Block\n",
+                     "model = Block(with_cp=True)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n",
+                     "loss = model(torch.randn(2, 8, requires_grad=True)).sum()\nloss.backward()\nopt.step()\n")
+    write(tmp_path, {"train.ipynb": train})
+    assert codes(findings(tmp_path), "pkg/backbone.py") == ["GPU302"]
+
+
 def test_gpu301_reports_models_a_training_script_uses_through_a_registry(tmp_path: Path) -> None:
     """DiT: train.py picks `DiT_models[args.model]`, a registry of factories that build `DiT`."""
     write(tmp_path, {

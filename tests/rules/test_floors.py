@@ -70,7 +70,7 @@ def _fixes(source: str, code: str, floor: str, **options: str) -> list[tuple[boo
 @pytest.mark.parametrize(("source", "code", "below", "at", "symbol", "options", "refuted"), [
     (AMP, "GPU001", "2.2", "2.3", floors.GRAD_SCALER, {}, False),  # auto: the choice and the scaler, both 2.3
     (AMP, "GPU001", "2.2", "2.3", floors.GRAD_SCALER, {"amp-dtype": "float16"}, False),
-    (AMP, "GPU001", "1.9", "1.10", floors.AUTOCAST, {"amp-dtype": "bfloat16"}, True),
+    (AMP, "GPU001", "1.9", "1.10", floors.AUTOCAST, {"amp-dtype": "bfloat16"}, False),  # torch.cuda.amp's advice
     (FSDP, "GPU001", "2.0", "2.1", floors.SHARDED_GRAD_SCALER, {"amp-dtype": "float16"}, False),
     (STEP.replace("OPTIMIZER", "torch.optim.Adam(model.parameters())").replace(
         'torch.device("cuda")', 'torch.device(args.device)'),  # wherever the command line says

@@ -379,3 +379,62 @@ def test_a_feature_extractor_only_a_loss_builds_freezes_nothing_trained(tmp_path
              "        self.backbone = VGGFeatureExtractor()\n        self.head = nn.Linear(512, 10)\n")
     write(tmp_path, {"losses.py": EXTRACTOR_LOSSES.format(extra=probe), "train.py": EXTRACTOR_TRAIN})
     assert findings(tmp_path, "--select", "GPU201") == []
+
+
+META_ARCH = """\
+import torch
+from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+
+class SSLMetaArch(torch.nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.student = torch.nn.Linear(1024, 1024)
+        self.fp16_scaler = ShardedGradScaler() if cfg.grad_scaler else None
+"""
+
+TRAIN = """\
+import torch
+from ssl_meta_arch import SSLMetaArch
+
+
+def build_optimizer(cfg, params_groups):
+    return torch.optim.AdamW(params_groups, betas=(0.9, 0.999))
+
+
+def do_train(cfg, model):
+    optimizer = build_optimizer(cfg, model.parameters())
+    for data in loader:
+        optimizer.zero_grad(set_to_none=True)
+        loss = model(data.cuda(non_blocking=True)).mean()
+        model.fp16_scaler.scale(loss).backward()
+        model.fp16_scaler.step(optimizer)
+        model.fp16_scaler.update()
+
+
+do_train(cfg, SSLMetaArch(cfg).cuda())
+"""
+
+
+def test_no_fused_advice_where_an_imported_module_makes_a_sharded_grad_scaler(tmp_path: Path) -> None:
+    """dinov2: train.py builds the AdamW that ssl_meta_arch.py's ShardedGradScaler steps; a fused step there skips
+    the cross-rank inf check. A plain GradScaler in the same place leaves the advice standing."""
+    write(tmp_path, {"ssl_meta_arch.py": META_ARCH, "train.py": TRAIN})
+    assert [code for path, _, code in findings(tmp_path) if path == "train.py" and code == "GPU201"] == []
+    write(tmp_path, {"ssl_meta_arch.py": META_ARCH.replace(
+        "from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler",
+        "from torch.amp import GradScaler as ShardedGradScaler")})
+    assert [code for path, _, code in findings(tmp_path) if path == "train.py" and code == "GPU201"] == ["GPU201"]
+
+
+def test_a_sharded_grad_scaler_re_exported_by_a_project_package_counts(tmp_path: Path) -> None:
+    """dinov2's ssl_meta_arch.py takes ShardedGradScaler from the project's own dinov2/fsdp package, which imports
+    it from torch and which train.py imports as well."""
+    write(tmp_path, {
+        "fsdp/__init__.py": "from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler\n",
+        "ssl_meta_arch.py": META_ARCH.replace(
+            "from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler",
+            "from fsdp import ShardedGradScaler"),
+        "train.py": TRAIN.replace("from ssl_meta_arch import SSLMetaArch",
+                                  "from ssl_meta_arch import SSLMetaArch\nimport fsdp")})
+    assert [code for path, _, code in findings(tmp_path) if path == "train.py" and code == "GPU201"] == []
