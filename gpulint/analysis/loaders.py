@@ -12,7 +12,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, Sequence, TypeVar, Union
 
 from gpulint.analysis.ast_context import AstContext, AstKeywordArgs, positional_args
 from gpulint.analysis.ast_values import is_literal, self_attribute_value, single_value, value_at
@@ -1182,7 +1182,8 @@ def _passed_in(ctx: AstContext, parameter: ast.Name, loader: ast.Name, depth: in
     names = ctx.names
     owner = names.binding_scope(parameter)
     if owner is None or not isinstance(owner.node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-            or not _kept_parameter(owner.bindings.get(parameter.id), owner.values.get(parameter.id), parameter.id):
+            or not kept_parameter(owner.bindings.get(parameter.id), owner.values.get(parameter.id),
+                                  _wraps(parameter.id)):
         return False
     function = owner.node
     params = [*function.args.posonlyargs, *function.args.args]
@@ -1209,16 +1210,26 @@ def _passed_in(ctx: AstContext, parameter: ast.Name, loader: ast.Name, depth: in
     return passes > 0
 
 
-def _kept_parameter(bindings: Optional[list[Optional[str]]], values: Optional[list[Optional[ast.expr]]],
-                    name: str) -> bool:
-    """The parameter `name` keeps the loader it was passed: never rebound, or rebound only to itself wrapped for
-    progress (`loader = tqdm(loader)` when this rank prints: vq-vae-2's train(), the same batches)."""
+T = TypeVar("T")
+
+
+def kept_parameter(bindings: Optional[Sequence[Optional[str]]], values: Optional[Sequence[Optional[T]]],
+                   wraps_itself: Callable[[T], bool]) -> bool:
+    """A parameter keeps the loader it was passed: never rebound, or rebound only to itself wrapped for progress
+    (`loader = tqdm(loader)` when this rank prints: vq-vae-2's train(), the same batches). `bindings` and `values`
+    are the scope's for the name; `wraps_itself` tells, on the caller's tree, whether a value is such a wrapper."""
     if not bindings or not values or len(bindings) != len(values) or bindings[0] is not None \
             or values[0] is not None:
         return False
-    return all(target is None and value is not None and value is not (inner := _unwrapped(value))
-               and isinstance(inner, ast.Name) and inner.id == name
+    return all(target is None and value is not None and wraps_itself(value)
                for target, value in zip(bindings[1:], values[1:]))
+
+
+def _wraps(name: str) -> Callable[[ast.expr], bool]:
+    def wraps_itself(value: ast.expr) -> bool:
+        inner = _unwrapped(value)
+        return inner is not value and isinstance(inner, ast.Name) and inner.id == name
+    return wraps_itself
 
 
 def _names(target: ast.expr) -> set[str]:

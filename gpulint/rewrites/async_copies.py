@@ -14,10 +14,11 @@ loop (`.item()`, `.tolist()`, `.numpy()`, `print()`), and never `.to()` on a who
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import libcst as cst
 
+from gpulint.analysis.loaders import kept_parameter
 from gpulint.analysis.training import TrainingFacts, training_facts
 from gpulint.core.arguments import positional_args
 from gpulint.core.context import FileContext
@@ -208,8 +209,8 @@ def _passed_in(facts: TrainingFacts, parameter: cst.Name, loader: cst.Name, dept
     names = facts.ctx.names
     owner = names.binding_scope(parameter)
     if owner is None or not isinstance(owner.node, cst.FunctionDef) \
-            or not _kept_parameter(owner.bindings.get(parameter.value), owner.values.get(parameter.value),
-                                   parameter.value):
+            or not kept_parameter(owner.bindings.get(parameter.value), owner.values.get(parameter.value),
+                                  _wraps(parameter.value)):
         return False
     function = owner.node
     params = [*function.params.posonly_params, *function.params.params]
@@ -234,15 +235,13 @@ def _passed_in(facts: TrainingFacts, parameter: cst.Name, loader: cst.Name, dept
     return passes > 0
 
 
-def _kept_parameter(bindings: Optional[list[Optional[str]]], values: Optional[list[Optional[cst.BaseExpression]]],
-                    name: str) -> bool:
-    """Never rebound, or only to itself wrapped for progress (analysis/loaders.py's `_kept_parameter`)."""
-    if not bindings or not values or len(bindings) != len(values) or bindings[0] is not None \
-            or values[0] is not None:
-        return False
-    return all(target is None and value is not None and value is not (inner := _unwrapped(value))
-               and isinstance(inner, cst.Name) and inner.value == name
-               for target, value in zip(bindings[1:], values[1:]))
+def _wraps(name: str) -> Callable[[cst.BaseExpression], bool]:
+    """Whether a value is `name` wrapped for progress (`tqdm(loader)`), for analysis/loaders.py's
+    `kept_parameter`."""
+    def wraps_itself(value: cst.BaseExpression) -> bool:
+        inner = _unwrapped(value)
+        return inner is not value and isinstance(inner, cst.Name) and inner.value == name
+    return wraps_itself
 
 
 def _names(target: cst.BaseExpression) -> set[str]:
