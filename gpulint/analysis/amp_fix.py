@@ -29,9 +29,9 @@ from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import AUTOGRAD_BACKWARD, REACHABLE_FROM_TORCH
 from gpulint.project.ast_nodes import walk as walk_nodes
+from gpulint.project.clamps import FLOAT16_MAX
 
 FLOAT16_TINY = 6e-8  # below float16's smallest subnormal (5.96e-8): the constant becomes 0
-FLOAT16_MAX = 65504.0  # float16's largest finite value
 SHARDED_SCALER_MODULE = "torch.distributed.fsdp.sharded_grad_scaler"
 BCE_FUNCTIONS = frozenset({"torch.nn.functional.binary_cross_entropy", "torch.binary_cross_entropy"})
 BCE_MODULES = frozenset({"torch.nn.BCELoss", "torch.nn.modules.loss.BCELoss"})
@@ -252,6 +252,8 @@ def float16_hazard(ctx: AstContext, statements: list[ast.stmt]) -> Optional[Haza
         inner, _ = _constants(ctx, function.body)
         if inner:
             return inner[0]
+    if ctx.project.float16_overflow_importees:
+        return Hazard("a literal in the forward of a module it imports", "overflows")
     return None
 
 

@@ -54,6 +54,7 @@ class Reporting(Protocol):
     code: ClassVar[str]
     name: ClassVar[str]
     in_tests: ClassVar[bool]
+    in_test_functions: ClassVar[bool]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -874,14 +875,16 @@ class AstContext:
         """Report `node`. `fix` is the applicability of the fix `rule.build_fix` will build (None: no
         fix); `data` holds plain facts it needs. `statement` (default: the innermost statement holding
         `node`) scopes `# noqa`. With `decision`, report only when it allows, noting undecided premises.
-        Rules that stay out of test files also stay out of `test_*` functions that compare results."""
+        Rules that stay out of test files, or out of test functions (`in_test_functions`), stay out of `test_*`
+        functions that compare results."""
         if decision is not None:
             if not decision.report:
                 return
             if decision.assumed:
                 assumed = undecided_note(decision.undecided)
                 note = f"{assumed}; {note}" if note else assumed
-        if not rule.in_tests and not self.settings.lint_tests and self.in_test_function(node):
+        if not (rule.in_tests and rule.in_test_functions) and not self.settings.lint_tests \
+                and self.in_test_function(node):
             return
         if statement is None:
             statement = self.statement(node)

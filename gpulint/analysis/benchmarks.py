@@ -13,9 +13,17 @@ import ast
 from typing import Union
 
 from gpulint.analysis.ast_context import AstContext
+from gpulint.analysis.evidence import REFUTED, SHOWN, Evidence, Premise
 from gpulint.project.ast_nodes import walk as walk_nodes
 
 FunctionNode = Union[ast.FunctionDef, ast.AsyncFunctionDef]
+
+NOT_BENCHMARK = Premise(
+    "not-benchmark",
+    "the step trains a model rather than measuring one: refuted inside a benchmark, a function that times repeated "
+    "steps on inputs it makes (a loop over `range(...)` between two clock reads or under a benchmark timer, tensors "
+    "from torch factories such as `torch.ones`, and no loop over a loader or dataset): Pyraformer's "
+    "`graph_attention.py` times fp32 attention kernels that way, and a rewrite would change what it measures.")
 
 # clock reads and timers
 _CLOCKS = frozenset({"time.time", "time.perf_counter", "time.monotonic", "time.process_time", "time.time_ns",
@@ -57,3 +65,12 @@ def benchmarks(ctx: AstContext, function: FunctionNode) -> bool:
         return True
     return any(any(c < loop.lineno for c in clocks) and any(c > (loop.end_lineno or loop.lineno) for c in clocks)
                for loop in ranges)
+
+
+def benchmark_step(ctx: AstContext, node: ast.AST) -> Evidence:
+    """NOT_BENCHMARK for a step's node: refuted when a function around it is a benchmark (its warm-up step before
+    the timed loop included)."""
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef)) and benchmarks(ctx, ancestor):
+            return REFUTED
+    return SHOWN

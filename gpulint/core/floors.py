@@ -26,7 +26,8 @@ class Symbol:
 # every symbol a gpulint fix may write, and the oldest torch that has it
 SYMBOLS: dict[str, Symbol] = {s.code: s for s in (
     Symbol("torch.autocast(device_type=..., dtype=...)", (1, 10)),
-    Symbol("torch.amp.autocast", (1, 10), "GPU003's rename of torch.cuda.amp.autocast"),
+    Symbol("torch.amp.autocast", (1, 12), "GPU003's rename of torch.cuda.amp.autocast; 1.10 and 1.11 have "
+           "torch.autocast but no torch.amp package (the 1.11.0 wheel's file list; the facts doc says 1.10)"),
     Symbol("torch.amp.GradScaler", (2, 3), "with a device type argument; CPU included"),
     Symbol("torch.amp.custom_fwd / custom_bwd(device_type=...)", (2, 4)),
     Symbol("ShardedGradScaler(device, ...)", (2, 1),
@@ -72,7 +73,7 @@ SYMBOLS: dict[str, Symbol] = {s.code: s for s in (
 NEEDED_BY_IMPORT: dict[str, Version] = {
     "torch.cuda.amp": (1, 6),  # `from torch.cuda.amp import GradScaler, autocast`
     "torch.autocast": (1, 10),
-    "torch.amp.autocast": (1, 10),
+    "torch.amp.autocast": (1, 12),  # the torch.amp package is new in 1.12 (torch.autocast is 1.10)
     "torch.amp.GradScaler": (2, 3),
     "torch.GradScaler": (2, 3),
     "torch.amp.custom_fwd": (2, 4),

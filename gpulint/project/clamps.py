@@ -30,6 +30,9 @@ from gpulint.project.loader_flow import own_nodes
 # below 1; half of it is a tie, which rounds to the even 1.0). float16 keeps 11 (2**-11; 1.0 from eps <= 2**-12),
 # so a bound that float16 holds may still be 1.0 in bfloat16, which amp-dtype "auto" picks on Ampere and newer
 BFLOAT16_ROUNDS_TO_ONE = 2.0 ** -9
+# float16's largest finite value: a mask filled with -1e9 under float16 autocast raises ("value cannot be converted
+# to type at::Half without overflow")
+FLOAT16_MAX = 65504.0
 # names a file must use for a clamp guarding a log to be looked for (FileFacts' gate, cheap)
 CLAMP_NAMES = frozenset({"clamp", "clamp_", "clip", "clip_"})
 LOG_NAMES = frozenset({"log", "log1p"})
@@ -210,3 +213,19 @@ def _numbers(nodes: list[ast.AST], parameters: frozenset[str] = frozenset(),
     for name in parameters:
         out[name] = None
     return out
+
+
+def forward_overflows_float16(tree: ast.Module) -> bool:
+    """A `forward` method of a class of the file holds a float literal past float16's range (`masked_fill(mask,
+    -1e9)`, Pyraformer's Modules.py): under float16 autocast the fill raises, so the model trains in bfloat16 or
+    fp32 only. The attention module is usually imported by the model the training script builds, several
+    modules away (FileFacts.forward_overflows_float16, joined by the project view)."""
+    for node in all_nodes(tree):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for item in node.body:
+            if isinstance(item, _FUNCTIONS) and item.name == "forward" and any(
+                    isinstance(n, ast.Constant) and type(n.value) is float
+                    and FLOAT16_MAX < abs(n.value) < float("inf") for n in walk(item)):
+                return True
+    return False

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
 from gpulint.project.ast_nodes import all_nodes, children, fast_walk, walk
-from gpulint.project.clamps import CLAMP_NAMES, LOG_NAMES, log_clamp_rounds_to_one
+from gpulint.project.clamps import CLAMP_NAMES, LOG_NAMES, forward_overflows_float16, log_clamp_rounds_to_one
 from gpulint.project.codec import decode_fields, encode_fields
 from gpulint.project.cpp_std import conditional_imports, import_alternatives, pins_pre_cpp17
 from gpulint.project.env_loops import ENV_METHODS, env_calls, env_named
@@ -54,7 +54,7 @@ from gpulint.project.methods import (
     uncalled_methods,
 )
 
-FACTS_VERSION = 43
+FACTS_VERSION = 44
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -260,6 +260,9 @@ class FileFacts:
     # a function clamps a value to `1 - eps` with eps <= 2**-9 and takes `log(1 - x)` of it (project/clamps.py):
     # under 16-bit autocast the bound rounds to 1.0 and the log is -inf (a focal loss's `1.0 - 1e-4`)
     log_clamp_rounds_to_one: bool = False
+    # a `forward` of a class of the file holds a float literal float16 cannot hold (`masked_fill(mask, -1e9)`):
+    # float16 autocast raises there (project/clamps.py)
+    forward_overflows_float16: bool = False
     # builds native kernels at import or run time (torch.utils.cpp_extension.load / load_inline): the
     # project's own CUDA/C++ ops, which autocast does not cover and which may take only fp32/fp16
     native_kernels: bool = False
@@ -1148,7 +1151,8 @@ class _Scanner:
             mixed_precision=tuple(sorted(self.mixed)), training=training, rl=bool(anywhere & RL_PACKAGES),
             sparse=self.sparse, native_kernels=self.native_kernels,
             log_clamp_rounds_to_one=bool(names & CLAMP_NAMES and names & LOG_NAMES)
-            and log_clamp_rounds_to_one(self.tree, self.aliases.qualified), extensions=tuple(sorted(self.extensions)),
+            and log_clamp_rounds_to_one(self.tree, self.aliases.qualified),
+            forward_overflows_float16=forward_overflows_float16(self.tree), extensions=tuple(sorted(self.extensions)),
             jax=bool(roots & JAX_PACKAGES), replaces_optimizers=bool(roots & OPTIMIZER_REPLACERS),
             parallelism=tuple(sorted(self.parallelism)), fused_sgd_momentum=self.fused_sgd,
             argparse_defaults=self._argparse_defaults(), dataclass_ints=self._dataclass_ints(),

@@ -13,7 +13,8 @@ next to the code, as ruff takes its target version from `requires-python`:
 - `setup.py`: `install_requires=` of the `setup(...)` call, a list of string literals (or a
   module-level name bound to one), or the `*.txt` files the script reads at run time (named as one
   relative path, or as the parts of an `os.path.join`);
-- `requirements*.txt` (and `requirements/*.txt`), following `-r other.txt`;
+- `requirements*.txt`, also with a prefix (`vim_requirements.txt`, `det-requirements.txt`: Vim keeps one per
+  sub-project), and `requirements/*.txt`, following `-r other.txt`;
 - conda environment files (`environment*.yml`, `conda_env.yml`, `env.yaml`, `conda.yml`, with
   either suffix): conda pins (`pytorch=1.7.1`, `pytorch>=1.8`) and the pip section's requirements;
 - install commands in shell scripts (`*.sh`) and Dockerfiles: `pip install torch==1.7.1`,
@@ -86,7 +87,7 @@ _MAX_BYTES = 1024 * 1024
 _NOT_CODE = frozenset({"venv", "env", "site-packages", "node_modules", "__pycache__", "build", "dist"})
 _MAX_CODE_FILES = 5000
 _MAX_CODE_FOLDERS = 5000
-_REQUIREMENTS = re.compile(r"requirements[\w.-]*\.txt$", re.IGNORECASE)
+_REQUIREMENTS = re.compile(r"(?:[\w.-]*[_.-])?requirements[\w.-]*\.txt$", re.IGNORECASE)
 _CONDA_VERSION = re.compile(r"^(?P<op>==|>=|<=|!=|~=|>|<|=)?\s*(?P<version>\d+(?:\.\d+)*)(?:\.\*)?")
 _LIST_ITEM = re.compile(r"^(?P<indent>\s*)-\s+(?P<item>.+?)\s*$")
 _TOP_KEY = re.compile(r"^(?P<key>[A-Za-z_][\w-]*)\s*:")
@@ -455,7 +456,10 @@ def _declaring_files(directory: str) -> list[str]:
     except OSError:
         return []
     present = [os.path.join(directory, n) for n in METADATA_FILES if n in names]
-    present += [os.path.join(directory, n) for n in names if _REQUIREMENTS.match(n)]
+    # `requirements*.txt` before a prefixed one (`dev-requirements.txt`): the first to bound torch gives the floor
+    wanted = sorted((n for n in names if _REQUIREMENTS.match(n)),
+                    key=lambda n: not n.lower().startswith("requirements"))
+    present += [os.path.join(directory, n) for n in wanted]
     if "requirements" in names and os.path.isdir(os.path.join(directory, "requirements")):
         try:
             present += [os.path.join(directory, "requirements", n)

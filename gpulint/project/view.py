@@ -102,6 +102,11 @@ class ProjectView:
     # the bound to 1.0 in 16 bits (FileFacts.log_clamp_rounds_to_one): pytorch-retinanet's train.py trains
     # model.py's RetinaNet, whose forward returns losses.py's focal loss over `clamp(p, 1e-4, 1.0 - 1e-4)`
     log_clamp_importees: bool = False
+    # a module this one imports (four levels deep: a training script, its model, the model's layers, their
+    # sublayers and the attention module) holds a `forward` with a literal past float16's range
+    # (FileFacts.forward_overflows_float16): Pyraformer's long_range_main.py trains Pyraformer_LR, whose attention
+    # in Modules.py fills masks with -1e9, which float16 autocast cannot hold
+    float16_overflow_importees: bool = False
     # the file or a module it imports (three levels deep) reaches the project's own native kernels: it builds them
     # with torch.utils.cpp_extension.load/load_inline, or imports an extension module the project's setup.py
     # compiles (CUDAExtension/CppExtension). stylegan2-pytorch's model.py imports op/, whose fused_act.py and
@@ -712,6 +717,8 @@ class Project:
             sparse_importees=any(self.facts[p].sparse for p in self._closure(rel, depth=2)),
             native_importees=self._native_importees(rel),
             log_clamp_importees=any(self.facts[p].log_clamp_rounds_to_one for p in self._closure(rel, depth=3)),
+            float16_overflow_importees=any(self.facts[p].forward_overflows_float16
+                                           for p in self._closure(rel, depth=4)),
             freezes_importees=any(self.facts[p].freezes_modules for p in self._closure(rel, depth=2)),
             scaler_beside_callers=any(self.facts[t].scaler for i in _members(callers)
                                       for t in self._importees[self.paths[i]]),

@@ -109,6 +109,10 @@ class Rule:
     # False for rules about training steps, loaders and optimizers: test code runs fp32 references
     # and bitwise checks, so they stay silent in test files unless `lint-tests = true`
     in_tests: ClassVar[bool] = True
+    # False: silent inside a `test*` function that compares results, in any file (a test exercising the API on
+    # purpose: detectron2's `test_autocast`), though the rule still reads test files; a rule that stays out of
+    # test files (`in_tests = False`) is silent there too
+    in_test_functions: ClassVar[bool] = True
     # the rule's own configuration keys (read with `self.ctx.settings.value(OPTION)`)
     options: ClassVar[tuple[Option[Any], ...]] = ()
     # what `gpulint verify` checks for the rewrite; None: the rule has no fix to verify
@@ -178,7 +182,7 @@ class Rule:
         `message` is one claim on one line (under about 120 characters); `note` says what it leaves
         out, such as why no fix is offered; a fix's own message says what the fix does and any caveat.
         """
-        if not self.in_tests and not self.ctx.settings.lint_tests:
+        if not (self.in_tests and self.in_test_functions) and not self.ctx.settings.lint_tests:
             from gpulint.analysis.test_code import in_test_function
 
             if in_test_function(self.ctx, node):

@@ -12,6 +12,7 @@ from gpulint.analysis.amp_fix import autocast_fix
 from gpulint.analysis.amp_regions import AmpRegions, amp_regions
 from gpulint.analysis.amp_steps import TRAINING_STEP_NEEDLES, AmpStep
 from gpulint.analysis.ast_context import AstContext, Detection
+from gpulint.analysis.benchmarks import NOT_BENCHMARK, benchmark_step
 from gpulint.analysis.device import cuda_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
 from gpulint.analysis.lr_sweep import LONG_RUN, step_run
@@ -115,7 +116,9 @@ AUTOCAST_EXISTS = Premise(
     "declared and the code runs only on torch 1.10 or older (it, or a module it imports, unconditionally imports "
     "a module gone by 1.11: torchtext's `Field`/`BucketIterator`, gone with torch 1.8, or `torchtext.legacy`; a "
     "helper module that only defines, outside any package, runs only under the project files that import it: "
-    "where each of them has such a ceiling, so does it).")
+    "where each of them has such a ceiling, so does it). Below 1.10 CUDA autocast is float16 only, so refuted "
+    "there too when a `forward` of the file or of a module it imports (four levels) holds a literal past "
+    "float16's range: `masked_fill(mask, -1e9)` raises under float16 autocast (Pyraformer, torch 1.8).")
 GPU_BOUND = Premise(
     "gpu-bound",
     "the loop waits on the GPU: refuted in reinforcement-learning loops (the file imports an environment "
@@ -289,7 +292,7 @@ class MissingAutocast(Rule):
         One finding per training step.
         """,
         premises=(ON_GPU, FP32, TRAINS_A_MODEL, WIDE_ENOUGH, ENOUGH_WORK, AUTOCAST_EXISTS, GPU_BOUND,
-                  AUTOCAST_COVERS, LOSS_FITS_16_BIT, OFF_ENVIRONMENT, LONG_RUN, RUNS),
+                  AUTOCAST_COVERS, LOSS_FITS_16_BIT, OFF_ENVIRONMENT, LONG_RUN, RUNS, NOT_BENCHMARK),
         fix_cases=(
             FixCase('fp32 training step, `amp-dtype = "auto"` (the default): the dtype chosen once at run time '
                     "(bfloat16 where the GPU computes in it natively, else float16), a GradScaler enabled on the "
@@ -370,6 +373,9 @@ class MissingAutocast(Rule):
         floor = ctx.settings.torch_version
         ceiling = project.torch_ceiling  # the first torch the code cannot run on
         autocast_exists = _autocast_exists(floor, ceiling)
+        if autocast_exists is SHOWN and _message(floor, ceiling) == LEGACY_MESSAGE and (
+                project.own.forward_overflows_float16 or project.float16_overflow_importees):
+            autocast_exists = REFUTED  # torch.cuda.amp below 1.10 is float16 only, and the model's fill overflows it
         on_gpu = cuda_evidence(project)
         # on an XPU alone, the fix's device type decides (LibCST, only once every other premise allows)
         xpu = on_gpu is REFUTED and "xpu" in project.devices and not project.gpu
@@ -383,7 +389,8 @@ class MissingAutocast(Rule):
                         TRAINS_A_MODEL: REFUTED if optimizes_inputs(ctx, step) else SHOWN,
                         AUTOCAST_EXISTS: autocast_exists, GPU_BOUND: bound, AUTOCAST_COVERS: covers,
                         LOSS_FITS_16_BIT: loss_fits, OFF_ENVIRONMENT: off_environment(ctx, backward.call),
-                        LONG_RUN: step_run(ctx, step.node), RUNS: runs(ctx, backward.call)}
+                        LONG_RUN: step_run(ctx, step.node), RUNS: runs(ctx, backward.call),
+                        NOT_BENCHMARK: benchmark_step(ctx, backward.call)}
             decision = self.decide(evidence)
             if not decision.report:
                 continue

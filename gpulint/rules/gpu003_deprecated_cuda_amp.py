@@ -33,8 +33,9 @@ NOT_FALLBACK = Premise(
     "top-level functions that return such a test), here or in a module it is imported from).")
 REPLACEMENT_EXISTS = Premise(
     "replacement-exists",
-    "every torch the project supports has the replacement: the floor it declares is at least 1.10 "
-    "(`torch.amp.autocast`), 2.3 (`torch.amp.GradScaler`) or 2.4 (`torch.amp.custom_fwd`), or it declares "
+    "every torch the project supports has the replacement: the floor it declares is at least 1.12 "
+    "(`torch.amp.autocast`: 1.10 and 1.11 have `torch.autocast` but no `torch.amp`), 2.3 "
+    "(`torch.amp.GradScaler`) or 2.4 (`torch.amp.custom_fwd`), or it declares "
     "none. On an older floor the deprecated spelling is the one that works everywhere.")
 
 WARNS = Premise(
@@ -68,6 +69,9 @@ class DeprecatedCudaAmp(Rule):
     needles = ("cuda.amp", "cpu.amp", "torch.cuda import", "torch.cpu import")
     ast_needles = (tuple(sorted(DEPRECATED_AMP_MODULES)),)
     target = Target.ANY
+    # a test function that compares results may exercise the old API on purpose (detectron2's `test_autocast`):
+    # silent there unless `lint-tests = true`; a test file's other code (LeViT's speed_test.py) is still read
+    in_test_functions = False
     fix = Applicability.SAFE
     verification = Verification(NEUTRAL, ("autocast", "grad_scaler", "custom_fwd"), "the renamed torch.amp call runs")
     docs = RuleDocs(
@@ -100,7 +104,7 @@ class DeprecatedCudaAmp(Rule):
         Safe: behaviour is unchanged. Positional autocast arguments become keywords (the
         old order was `enabled, dtype, cache_enabled`; the new one starts with
         `device_type, dtype`), and an import and all its call sites are rewritten together.
-        Replacements need torch 1.10 (`torch.amp.autocast`), 2.3 (`torch.amp.GradScaler`)
+        Replacements need torch 1.12 (`torch.amp.autocast`), 2.3 (`torch.amp.GradScaler`)
         and 2.4 (`torch.amp.custom_fwd/custom_bwd`): with a lower `torch-version` floor those
         rewrites are not offered. Uses other than calls and decorators (passing the class
         around, subclassing it) are reported without a fix. Code kept for an older torch is

@@ -365,6 +365,84 @@ def test_a_loss_clamp_16_bits_round_to_one_in_an_imported_module_keeps_gpu001_si
     assert codes(findings(tmp_path, "--select", "GPU001"), "train.py") == ([] if eps == "1e-4" else ["GPU001"])
 
 
+PYRA_MODULES = """\
+    import torch
+    import torch.nn as nn
+
+
+    class ScaledDotProductAttention(nn.Module):
+        def forward(self, q, k, v, mask=None):
+            attn = torch.matmul(q, k.transpose(2, 3)) / q.shape[-1] ** 0.5
+            if mask is not None:
+                attn = attn.masked_fill(mask, -1e9)
+            return torch.matmul(torch.softmax(attn, dim=-1), v)
+    """
+PYRA_LAYERS = """\
+    import torch.nn as nn
+    from .modules import ScaledDotProductAttention
+
+
+    class EncoderLayer(nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.qkv = nn.Linear(width, 3 * width)
+            self.attention = ScaledDotProductAttention()
+
+        def forward(self, x, mask):
+            q, k, v = self.qkv(x).chunk(3, dim=-1)
+            return self.attention(q, k, v, mask)
+    """
+PYRA_MODEL = """\
+    import torch.nn as nn
+    from .layers import EncoderLayer
+
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([EncoderLayer(1024) for _ in range(6)])
+
+        def forward(self, x, mask):
+            for layer in self.layers:
+                x = layer(x, mask)
+            return x
+    """
+PYRA_TRAIN = """\
+    import torch
+    import pyraformer.model as pyraformer
+
+    model = pyraformer.Model().cuda()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    for x, mask, y in loader:
+        optimizer.zero_grad()
+        loss = (model(x.cuda(), mask.cuda()) - y.cuda()).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+    """
+
+
+@pytest.mark.parametrize("fill", ["-1e9", "-1e4"])
+def test_a_mask_fill_past_float16_three_modules_away_silences_the_float16_only_advice(tmp_path: Path,
+                                                                                     fill: str) -> None:
+    """PatchTST's Pyraformer copy (fifteenth blind reading, 2 FP): torch 1.8 pinned, so GPU001 advised
+    torch.cuda.amp, which is float16 only there; the attention three imports away fills masks with -1e9, and
+    float16 autocast raises on it. -1e4 fits float16: still reported."""
+    write(tmp_path, {"requirements.txt": "torch==1.8.0\n", "pyraformer/__init__.py": "",
+                     "pyraformer/modules.py": PYRA_MODULES.replace("-1e9", fill), "pyraformer/layers.py": PYRA_LAYERS,
+                     "pyraformer/model.py": PYRA_MODEL, "train.py": PYRA_TRAIN})
+    assert codes(findings(tmp_path, "--select", "GPU001"), "train.py") == ([] if fill == "-1e9" else ["GPU001"])
+
+
+def test_a_mask_fill_past_float16_in_an_imported_module_makes_the_fix_bfloat16(tmp_path: Path) -> None:
+    """On a current torch the advice holds, but the fix must not fall back to float16 on GPUs without bfloat16:
+    it writes bfloat16 autocast and no GradScaler, and says why."""
+    write(tmp_path, {"pyraformer/__init__.py": "", "pyraformer/modules.py": PYRA_MODULES,
+                     "pyraformer/layers.py": PYRA_LAYERS, "pyraformer/model.py": PYRA_MODEL, "train.py": PYRA_TRAIN})
+    result = CliRunner().invoke(main, ["check", "--no-cache", "--select", "GPU001", "--unsafe-fixes", "--diff",
+                                       str(tmp_path)])
+    assert "torch.bfloat16" in result.stdout and "GradScaler" not in result.stdout, result.stdout
+
+
 @pytest.mark.parametrize(("text", "found"), [
     # retinanet's spelling; a module constant; a local; an in-place clamp; log1p(-p); a tensor's log method
     ("def f(p, y):\n    p = torch.clamp(p, 1e-4, 1.0 - 1e-4)\n    return torch.log(1.0 - p)\n", True),
@@ -845,11 +923,24 @@ def test_test_files_are_silent_for_training_rules_unless_asked(tmp_path: Path) -
     step = ("import torch\n\nLEGACY = torch.cuda.amp.GradScaler\nmodel = Net().cuda()\n"
             "opt = torch.optim.Adam(model.parameters())\n\n" + TRAIN_STEP)
     write(tmp_path, {"tests/test_train.py": step, "conftest.py": step, "train_test.py": step})
-    found = findings(tmp_path)
-    # only the name-based rule (the deprecated import) reports in test code
-    assert {code for _, _, code in found} == {"GPU003"}
+    # only the name-based rule (the deprecated name at module level) reports in test code
+    assert {code for _, _, code in findings(tmp_path)} == {"GPU003"}
     (tmp_path / "pyproject.toml").write_text("[tool.gpulint]\nlint-tests = true\n", encoding="utf-8")
     assert {"GPU001", "GPU201"} <= {code for _, _, code in findings(tmp_path)}
+
+
+def test_the_deprecated_api_in_a_test_function_that_compares_is_silent_unless_asked(tmp_path: Path) -> None:
+    """Vim's vendored detectron2 (fifteenth blind reading, 3 FP): `test_autocast` runs a model under
+    torch.cuda.amp.autocast to check output dtypes; a test may exercise the old API on purpose. Module-level
+    code of a file named like a test (LeViT's speed_test.py) is still read."""
+    test = ("import torch\n\n\ndef test_autocast(model, x):\n    from torch.cuda.amp import autocast\n"
+            "    with autocast():\n        assert model(x).dtype == torch.float16\n")
+    speed = "import torch\n\nwith torch.cuda.amp.autocast():\n    y = model(x)\n"
+    write(tmp_path, {"tests/test_model.py": test, "helpers.py": test, "speed_test.py": speed})
+    assert findings(tmp_path) == [("speed_test.py", 3, "GPU003")]
+    (tmp_path / "pyproject.toml").write_text("[tool.gpulint]\nlint-tests = true\n", encoding="utf-8")
+    assert sorted(path for path, _, code in findings(tmp_path) if code == "GPU003") == [
+        "helpers.py", "speed_test.py", "tests/test_model.py"]
 
 
 def test_checkpoint_in_test_files_is_silent_unless_asked(tmp_path: Path) -> None:

@@ -406,3 +406,21 @@ def test_cog_yaml_pins(tmp_path: Path) -> None:
     assert declared_torch_floor(str(tmp_path / "loose"))[0] is None  # names torch, no bound: no floor
     assert declared_torch_floor(str(tmp_path / "other"))[0] is None  # lists no torch
     assert read_for_floor("cog.yaml") and read_for_floor("deploy/cog.yaml")
+
+
+def test_requirements_files_with_a_prefix_pin_torch(tmp_path: Path) -> None:
+    """Vim keeps one pin file per sub-project (`vim/vim_requirements.txt`, `det/det-requirements.txt`: the fifteenth
+    blind reading); `requirements.txt` is still asked before a prefixed file in the same folder."""
+    write(tmp_path, {
+        "vim/vim_requirements.txt": "torch==2.1.1\ntimm==0.4.12\n",
+        "det/det-requirements.txt": "torch==2.1.2\n",
+        "both/dev-requirements.txt": "torch>=2.4\n",
+        "both/requirements.txt": "torch>=1.13\n",
+        "word/myrequirements.txt": "torch==1.8\n",  # no separator: not a requirements file's name
+    })
+    assert declared_torch_floor(str(tmp_path / "vim")) == ((2, 1), str(tmp_path / "vim" / "vim_requirements.txt"))
+    assert declared_torch_floor(str(tmp_path / "det"))[0] == (2, 1)
+    assert declared_torch_floor(str(tmp_path / "both")) == ((1, 13), str(tmp_path / "both" / "requirements.txt"))
+    assert declared_torch_floor(str(tmp_path / "word"))[0] is None
+    assert read_for_floor("det/det-requirements.txt") and read_for_floor("vim_requirements.txt")
+    assert not read_for_floor("myrequirements.txt")
