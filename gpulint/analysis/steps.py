@@ -24,7 +24,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterator, Optional, TypeVar, Union
 
-from gpulint.core.torch_api import AUTOGRAD_BACKWARD, optimizer_name
+from gpulint.core.torch_api import AUTOGRAD_BACKWARD, LIGHTNING_MODULES, optimizer_name
 from gpulint.project.ast_nodes import all_nodes, last_name
 from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.loader_flow import dotted
@@ -43,9 +43,7 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 # Base classes whose subclasses' methods run inside a framework's own loop
 _OWNING_BASES = {
-    "lightning": ("lightning.LightningModule", "lightning.pytorch.LightningModule",
-                  "pytorch_lightning.LightningModule", "pytorch_lightning.core.LightningModule",
-                  "lightning.pytorch.core.LightningModule"),
+    "lightning": tuple(sorted(LIGHTNING_MODULES)),
     "transformers": ("transformers.Trainer", "transformers.trainer.Trainer", "transformers.Seq2SeqTrainer",
                      "trl.SFTTrainer", "trl.DPOTrainer"),
 }

@@ -69,6 +69,12 @@ AUTOGRAD_PROFILERS = frozenset({"torch.autograd.profiler.profile", "torch.autogr
 PROFILER_ENABLED = ("enabled", 0)  # profile(enabled=True, *, ...), emit_nvtx(enabled=True, record_shapes=False)
 # torch.nn.Module as its subclasses spell it, and the containers a deep stack of blocks is built with (GPU301)
 NN_MODULE = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module", "torch.nn.modules.Module"})
+# Lightning's module class under each of its package names: Lightning runs the loop of its subclasses, and calls
+# their `configure_optimizers` after moving them to their device (`Strategy.setup`: model_to_device, then
+# setup_optimizers)
+LIGHTNING_MODULES = frozenset({"lightning.LightningModule", "lightning.pytorch.LightningModule",
+                               "pytorch_lightning.LightningModule", "pytorch_lightning.core.LightningModule",
+                               "lightning.pytorch.core.LightningModule"})
 SEQUENTIAL = "Sequential"
 MODULE_LIST = "ModuleList"
 # contexts and decorators that turn autograd off

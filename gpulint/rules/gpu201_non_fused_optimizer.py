@@ -21,6 +21,7 @@ from gpulint.core.torch_api import (
     ADAPTIVE_RATE_WRAPPERS,
     FRAMEWORKS,
     FUSED_CAPABLE,
+    LIGHTNING_MODULES,
     OPTIMIZER_CLASSES,
     OPTIMIZER_PARAMS,
     SGD_MOMENTUM,
@@ -85,7 +86,8 @@ FUSED_EXISTS = Premise(
     "in the function (or at module level) that builds the optimizer with nothing it reads bound again between. "
     "It holds with `fused=<the test as written>` where the test is a bool (a comparison, an argparse "
     "`store_true`/`store_false` option every store of the file keeps a bool, a name bound only to bools), "
-    "else with `fused=bool(<the test>)`. A project "
+    "else with `fused=bool(<the test>)`. In a LightningModule's own `configure_optimizers` it holds with "
+    "`fused=self.device.type == \"cuda\"`: Lightning moves the module to its device before calling it. A project "
     "pinned to an older torch would get a "
     "TypeError. Refuted too when "
     "the code runs only on a torch older than that: it, or a module it imports, unconditionally imports a "
@@ -312,6 +314,9 @@ class NonFusedOptimizer(Rule):
             FixCase('a torch below 2.4 (no fused CPU kernels) where the device is `"cuda" if '
                     'torch.cuda.is_available() else "cpu"`: `fused=torch.cuda.is_available()`',
                     Applicability.SAFE, "cpu_fallback_on_old_torch_fused_when_available.py"),
+            FixCase("a torch below 2.4 in a LightningModule's own `configure_optimizers` (Lightning moves the "
+                    'module to its device first): `fused=self.device.type == "cuda"`',
+                    Applicability.SAFE, "lightning_configure_optimizers_on_old_torch_fused_on_its_device.py"),
             FixCase("the same where MPS and the CPU are the `elif`/`else` branches of `if torch.cuda.is_available():`",
                     Applicability.SAFE, "mps_and_cpu_fallbacks_on_old_torch_fused_when_available.py"),
             FixCase("the same where a `store_true` option chooses (`\"cuda\" if args.cuda else \"cpu\"`): "
@@ -368,6 +373,8 @@ class NonFusedOptimizer(Rule):
         fused_value = "True"
         fallback = ctx.analysis(_device_by_availability) if too_new is not None else None
         on_cuda = _fused_where(ctx, fallback, node) if fallback is not None else None
+        if on_cuda is None and too_new is not None:
+            on_cuda = _lightning_device(ctx, node)
         if on_cuda is not None and self._cuda_kernels(ctx, names):
             # the CPU kernels (2.4) are missing, the CUDA ones are there, and the parameters sit on the CPU
             # only where CUDA is not available, or the flag that chose the device is off: fused exactly when
@@ -637,6 +644,24 @@ def _literals(expr: ast.expr) -> bool:
     if isinstance(expr, (ast.Tuple, ast.List, ast.Set)):
         return all(isinstance(e, ast.Constant) for e in expr.elts)
     return isinstance(expr, ast.Constant)
+
+
+def _lightning_device(ctx: AstContext, node: ast.Call) -> Optional[str]:
+    """`fused=self.device.type == "cuda"` for an optimizer a LightningModule builds in its own
+    `configure_optimizers`: Lightning moves the module to its device before calling it, so the test is true
+    exactly where the parameters are on CUDA (boltz's Boltz1, whose trainer's accelerator comes from a config:
+    on the CPU, torch before 2.4 has no fused kernel). None elsewhere."""
+    function = next((a for a in ctx.ancestors(node) if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if function is None or function.name != "configure_optimizers" or not function.args.args:
+        return None
+    owner = ctx.parent(function)
+    if not isinstance(owner, ast.ClassDef) or not any(ctx.qualname(b) in LIGHTNING_MODULES for b in owner.bases):
+        return None
+    this = function.args.args[0].arg
+    if function.decorator_list or any(isinstance(n, ast.Name) and n.id == this and isinstance(n.ctx, ast.Store)
+                                      for n in walk_nodes(function)):
+        return None  # a static method, or `self` bound to something else
+    return f'{this}.device.type == "cuda"'
 
 
 def _fused_where(ctx: AstContext, fallback: _Fallback, node: ast.Call) -> Optional[str]:
