@@ -6,11 +6,13 @@ the cache load no rule, no LibCST and no output format they do not print.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import traceback
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import Any, Iterator, NoReturn, Optional
 
 import click
 
@@ -243,11 +245,31 @@ def server(no_cache: bool, cache_dir: Optional[Path]) -> None:
     serve(cache=not no_cache, cache_dir=cache_dir)
 
 
+# The collector's thresholds while the command line runs. A cold check builds a few hundred thousand
+# AST nodes and facts that live until the run ends: at Python's default (700 allocations a young
+# collection) the collector walks them again and again, about 10 % of a cold `-j1` check's CPU; every
+# 20,000 costs a quarter of that, for about 4 MB more peak memory.
+RUN_THRESHOLDS = (20_000, 10, 10)
+
+
+@contextmanager
+def _collector_for_one_run() -> Iterator[None]:
+    """The command line's thresholds (`RUN_THRESHOLDS`), and Python's back after: a caller that runs
+    `run()` in its own process keeps the collector it had."""
+    before = gc.get_threshold()
+    gc.set_threshold(*RUN_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
 def run() -> None:
     """Entry point that turns unexpected exceptions into exit code 2 with a one-line message."""
     verbose = "-v" in sys.argv or "--verbose" in sys.argv
     try:
-        main(standalone_mode=True)
+        with _collector_for_one_run():
+            main(standalone_mode=True)
     except SystemExit:
         raise
     except KeyboardInterrupt as exc:

@@ -36,3 +36,22 @@ def test_the_heap_is_frozen_only_while_a_big_run_lints(tmp_path: Path, monkeypat
     assert result.exit_code == 1, result.output
     assert (seen[-1] > before) is frozen
     assert gc.get_freeze_count() == before  # unfrozen after: an in-process caller's garbage stays collectable
+
+
+def test_the_command_line_collects_less_often_and_puts_the_thresholds_back(monkeypatch: pytest.MonkeyPatch,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    import gpulint.cli as cli
+
+    seen: list[tuple[int, ...]] = []
+
+    def version(*args: Any, **kwargs: Any) -> None:
+        seen.append(gc.get_threshold())
+        raise SystemExit(0)
+
+    monkeypatch.setattr(cli, "main", version)
+    monkeypatch.setattr("sys.argv", ["gpulint", "--version"])
+    before = gc.get_threshold()
+    with pytest.raises(SystemExit):
+        cli.run()
+    assert seen == [cli.RUN_THRESHOLDS]
+    assert gc.get_threshold() == before
