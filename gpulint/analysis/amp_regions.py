@@ -434,10 +434,16 @@ def _simple_statements(root: ast.AST) -> Iterator[ast.stmt]:
 def _mentions_autocast(tree: ast.Module) -> bool:
     """An identifier of the file spells `autocast` (a name, attribute, def, parameter, keyword or import)."""
     for node in all_nodes(tree):
-        for name in _identifiers(node):
-            if "autocast" in name.lower():
-                return True
+        if isinstance(node, _SPELLING):  # most nodes spell no identifier: no generator for them
+            for name in _identifiers(node):
+                if "autocast" in name.lower():
+                    return True
     return False
+
+
+# the node types `_identifiers` reads a name from
+_SPELLING = (ast.Name, ast.Attribute, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.arg, ast.keyword,
+             ast.alias, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.ExceptHandler)
 
 
 def _identifiers(node: ast.AST) -> Iterator[str]:

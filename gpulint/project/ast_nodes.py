@@ -24,6 +24,12 @@ def all_nodes(tree: ast.AST) -> list[ast.AST]:
     return out
 
 
+def kept_nodes(tree: ast.AST) -> Optional[list[ast.AST]]:
+    """The list `all_nodes` kept on this tree, when an analysis made it (None otherwise: nothing is walked), for
+    a pass that reads every node in any order and would otherwise walk the tree again."""
+    return tree.__dict__.get(_KEY)
+
+
 def children(node: ast.AST) -> list[ast.AST]:
     """`list(ast.iter_child_nodes(node))`, expression contexts included, without a generator per node."""
     kind = type(node)

@@ -99,12 +99,25 @@ def _made_envs(body: list[ast.stmt], qualified: Qualify) -> frozenset[str]:
 def env_loops(body: list[ast.stmt], qualified: Qualify) -> list[ast.AST]:
     """The loops of one scope's `body` (not of the functions it defines) that call an environment themselves."""
     made = _made_envs(body, qualified)
-    out: list[ast.AST] = []
-    for node in _own_nodes(body):
-        if isinstance(node, _LOOPS) and any(isinstance(n, ast.Call) and is_env_call(n, made)
-                                            for n in _own_nodes(node.body)):
-            out.append(node)
-    return out
+    # One walk of the scope (as `_own_nodes`, in its order), each node with the loops whose body holds it: an
+    # environment call marks them all. Walking each loop's body again cost a nested loop's nodes once per level.
+    loops: list[ast.AST] = []
+    calling: set[int] = set()  # indexes in `loops`
+    stack: list[tuple[ast.AST, tuple[int, ...]]] = [(node, ()) for node in reversed(body)]
+    while stack:
+        node, inside = stack.pop()
+        if inside and isinstance(node, ast.Call) and is_env_call(node, made):
+            calling.update(inside)
+        if isinstance(node, _SCOPES):
+            continue
+        if isinstance(node, _LOOPS):
+            loops.append(node)
+            mine = (*inside, len(loops) - 1)
+            in_body = {id(statement) for statement in node.body}
+            stack.extend((child, mine if id(child) in in_body else inside) for child in reversed(children(node)))
+        else:
+            stack.extend((child, inside) for child in reversed(children(node)))
+    return [loop for number, loop in enumerate(loops) if number in calling]
 
 
 class _File:
