@@ -19,6 +19,7 @@ from gpulint.analysis.amp import ANY_AUTOCAST, BFLOAT16, FLOAT16, Coverage
 from gpulint.analysis.amp_steps import AmpBackward, AmpStep, AmpSteps, amp_steps
 from gpulint.analysis.ast_context import AstContext, dotted
 from gpulint.project.ast_nodes import all_nodes
+from gpulint.project.ast_nodes import children as child_nodes
 from gpulint.project.ast_nodes import walk as walk_nodes
 
 # names under which an unseen context manager may well be autocast
@@ -420,7 +421,7 @@ def _slice_start(body: list[list[ast.stmt]], uses: list[Uses], end: int) -> int:
 def _preorder(node: ast.AST) -> Iterator[ast.AST]:
     """`node` and its descendants in source order (ast.walk goes breadth first)."""
     yield node
-    for child in ast.iter_child_nodes(node):
+    for child in child_nodes(node):
         yield from _preorder(child)
 
 

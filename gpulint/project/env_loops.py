@@ -294,8 +294,11 @@ def enclosing_key(tree: ast.Module, node: ast.AST, parent: Parent) -> Optional[s
     return None
 
 
-def in_env_loop(tree: ast.Module, node: ast.AST, parent: Parent, qualified: Qualify) -> bool:
-    """`node` lies in a loop, of its own function (or of module-level code), that calls an environment."""
+def in_env_loop(tree: ast.Module, node: ast.AST, parent: Parent, qualified: Qualify,
+                known: Optional[dict[ast.AST, list[ast.AST]]] = None) -> bool:
+    """`node` lies in a loop, of its own function (or of module-level code), that calls an environment.
+    `known`: each scope's `env_loops` found before for this tree and `qualified` (filled here), as a rule asks
+    about every step of the same function."""
     loops: list[ast.AST] = []
     scope: ast.AST = tree
     current = parent(node)
@@ -308,8 +311,12 @@ def in_env_loop(tree: ast.Module, node: ast.AST, parent: Parent, qualified: Qual
         current = parent(current)
     if not loops:
         return False
-    body = scope.body if isinstance(scope, (ast.Module, *_FUNCTIONS)) else []
-    found = env_loops(body, qualified)
+    found = None if known is None else known.get(scope)
+    if found is None:
+        body = scope.body if isinstance(scope, (ast.Module, *_FUNCTIONS)) else []
+        found = env_loops(body, qualified)
+        if known is not None:
+            known[scope] = found
     return any(loop is f for loop in loops for f in found)
 
 
