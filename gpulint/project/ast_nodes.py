@@ -15,7 +15,8 @@ _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def all_nodes(tree: ast.AST) -> list[ast.AST]:
-    """The nodes `ast.walk(tree)` yields, in its order (breadth first); the tree must not change after."""
+    """The nodes `ast.walk(tree)` yields, in its order (breadth first), kept on `tree`: a module, or a class or
+    function that analyses read again and again (read the list, never change it); the tree must not change after."""
     cached = tree.__dict__.get(_KEY)
     if cached is not None:
         return cached
