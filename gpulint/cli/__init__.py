@@ -64,12 +64,32 @@ def _interrupted(exc: KeyboardInterrupt) -> NoReturn:
 
 
 def _lint(**parsed: Any) -> None:
-    from gpulint.cli.lint import lint_command
-    from gpulint.core.signals import stopping_on_signals
+    with _collector_for_one_run():
+        from gpulint.cli.lint import lint_command
+        from gpulint.core.signals import stopping_on_signals
 
-    with stopping_on_signals():  # `kill PID`, a CI timeout, a closed terminal: stop as Ctrl-C does
-        code = lint_command(LintOptions.of(**parsed))
+        with stopping_on_signals():  # `kill PID`, a CI timeout, a closed terminal: stop as Ctrl-C does
+            code = lint_command(LintOptions.of(**parsed))
     sys.exit(code)
+
+
+# The collector's thresholds while `check` or `fix` runs. A cold check builds a few hundred thousand AST
+# nodes and facts that live until the run ends: at Python's default (700 allocations a young collection)
+# the collector walks them again and again, about 5-10 % of a cold `-j1` check's CPU; every 20,000 costs
+# about a third of that, for about 4 MB more peak memory.
+RUN_THRESHOLDS = (20_000, 10, 10)
+
+
+@contextmanager
+def _collector_for_one_run() -> Iterator[None]:
+    """`RUN_THRESHOLDS` for one lint run, and the thresholds before it back after: a long-lived process
+    (`gpulint server`, a test session running the commands in-process) keeps the collector it had."""
+    before = gc.get_threshold()
+    gc.set_threshold(*RUN_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
 
 
 @main.command()
@@ -245,31 +265,11 @@ def server(no_cache: bool, cache_dir: Optional[Path]) -> None:
     serve(cache=not no_cache, cache_dir=cache_dir)
 
 
-# The collector's thresholds while the command line runs. A cold check builds a few hundred thousand
-# AST nodes and facts that live until the run ends: at Python's default (700 allocations a young
-# collection) the collector walks them again and again, about 10 % of a cold `-j1` check's CPU; every
-# 20,000 costs a quarter of that, for about 4 MB more peak memory.
-RUN_THRESHOLDS = (20_000, 10, 10)
-
-
-@contextmanager
-def _collector_for_one_run() -> Iterator[None]:
-    """The command line's thresholds (`RUN_THRESHOLDS`), and Python's back after: a caller that runs
-    `run()` in its own process keeps the collector it had."""
-    before = gc.get_threshold()
-    gc.set_threshold(*RUN_THRESHOLDS)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*before)
-
-
 def run() -> None:
     """Entry point that turns unexpected exceptions into exit code 2 with a one-line message."""
     verbose = "-v" in sys.argv or "--verbose" in sys.argv
     try:
-        with _collector_for_one_run():
-            main(standalone_mode=True)
+        main(standalone_mode=True)
     except SystemExit:
         raise
     except KeyboardInterrupt as exc:

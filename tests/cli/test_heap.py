@@ -38,20 +38,21 @@ def test_the_heap_is_frozen_only_while_a_big_run_lints(tmp_path: Path, monkeypat
     assert gc.get_freeze_count() == before  # unfrozen after: an in-process caller's garbage stays collectable
 
 
-def test_the_command_line_collects_less_often_and_puts_the_thresholds_back(monkeypatch: pytest.MonkeyPatch,
-                                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    import gpulint.cli as cli
+
+def test_a_lint_run_collects_less_often_and_puts_the_thresholds_back(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpulint import cli
 
     seen: list[tuple[int, ...]] = []
+    real = lint.run_jobs
 
-    def version(*args: Any, **kwargs: Any) -> None:
+    def counted(*args: Any, **kwargs: Any) -> Any:
         seen.append(gc.get_threshold())
-        raise SystemExit(0)
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(cli, "main", version)
-    monkeypatch.setattr("sys.argv", ["gpulint", "--version"])
+    monkeypatch.setattr(lint, "run_jobs", counted)
     before = gc.get_threshold()
-    with pytest.raises(SystemExit):
-        cli.run()
-    assert seen == [cli.RUN_THRESHOLDS]
-    assert gc.get_threshold() == before
+    result = CliRunner().invoke(main, ["check", "--no-cache", "--isolated", "-j", "1", str(_tree(tmp_path, 2))])
+    assert result.exit_code == 1, result.output
+    assert seen and set(seen) == {cli.RUN_THRESHOLDS}
+    assert gc.get_threshold() == before  # an in-process caller keeps its collector
