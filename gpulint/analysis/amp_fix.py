@@ -28,6 +28,7 @@ from gpulint.analysis.ast_values import is_literal, self_attribute_value, single
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import AUTOGRAD_BACKWARD, REACHABLE_FROM_TORCH
+from gpulint.project.ast_nodes import all_nodes
 from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.clamps import FLOAT16_MAX
 
@@ -412,7 +413,7 @@ def optimizer_wrapper(ctx: AstContext, step: AmpStep) -> str:
             return (f"the optimizer stepped, `{spelled}`, is a {cls}, a class of this file without param_groups, "
                     "which a GradScaler reads (unscale_, step)")
         where = _optimizer_scope(ctx, optimizer)
-        for node in walk_nodes(where):
+        for node in all_nodes(where):
             if not (isinstance(node, ast.Attribute) and dotted(node.value) == spelled) \
                     or node.attr in OPTIMIZER_API or node.attr.startswith("__"):
                 continue

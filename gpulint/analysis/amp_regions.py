@@ -19,6 +19,7 @@ from gpulint.analysis.amp import ANY_AUTOCAST, BFLOAT16, FLOAT16, Coverage
 from gpulint.analysis.amp_steps import AmpBackward, AmpStep, AmpSteps, amp_steps
 from gpulint.analysis.ast_context import AstContext, dotted
 from gpulint.project.ast_nodes import all_nodes
+from gpulint.project.ast_nodes import children as child_nodes
 from gpulint.project.ast_nodes import walk as walk_nodes
 
 # names under which an unseen context manager may well be autocast
@@ -420,7 +421,7 @@ def _slice_start(body: list[list[ast.stmt]], uses: list[Uses], end: int) -> int:
 def _preorder(node: ast.AST) -> Iterator[ast.AST]:
     """`node` and its descendants in source order (ast.walk goes breadth first)."""
     yield node
-    for child in ast.iter_child_nodes(node):
+    for child in child_nodes(node):
         yield from _preorder(child)
 
 
@@ -434,10 +435,16 @@ def _simple_statements(root: ast.AST) -> Iterator[ast.stmt]:
 def _mentions_autocast(tree: ast.Module) -> bool:
     """An identifier of the file spells `autocast` (a name, attribute, def, parameter, keyword or import)."""
     for node in all_nodes(tree):
-        for name in _identifiers(node):
-            if "autocast" in name.lower():
-                return True
+        if isinstance(node, _SPELLING):  # most nodes spell no identifier: no generator for them
+            for name in _identifiers(node):
+                if "autocast" in name.lower():
+                    return True
     return False
+
+
+# the node types `_identifiers` reads a name from
+_SPELLING = (ast.Name, ast.Attribute, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.arg, ast.keyword,
+             ast.alias, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.ExceptHandler)
 
 
 def _identifiers(node: ast.AST) -> Iterator[str]:

@@ -11,7 +11,7 @@ import ast
 from typing import Optional
 
 from gpulint.analysis.ast_context import AstContext, AstNames
-from gpulint.project.ast_nodes import walk as walk_nodes
+from gpulint.project.ast_nodes import all_nodes
 
 
 def single_value(expr: ast.expr, names: AstNames) -> Optional[ast.expr]:
@@ -117,7 +117,7 @@ def self_attribute_value(ctx: AstContext, expr: ast.Attribute, skip_none: bool =
             or not _is_self(function.node, expr.value.id):
         return None
     values: list[Optional[ast.expr]] = []
-    for node in walk_nodes(cls):
+    for node in all_nodes(cls):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 if _same_attribute(target, expr):

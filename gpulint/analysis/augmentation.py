@@ -27,6 +27,7 @@ from gpulint.analysis.ast_context import AstContext
 from gpulint.analysis.ast_values import value_at
 from gpulint.analysis.loaders import dataloader_call
 from gpulint.core.torch_api import COMPOSE, HEAVY_ALBUMENTATIONS, HEAVY_TORCHVISION, TORCHVISION_TRANSFORMS
+from gpulint.project.ast_nodes import children as child_nodes
 
 QualName = Callable[[ast.expr], Optional[str]]
 
@@ -91,7 +92,7 @@ def _composes_in(ctx: AstContext, dataset: ast.Call) -> Iterator[ast.Call]:
         elif isinstance(node, ast.Call) and ctx.qualname(node.func) in COMPOSE:
             yield node
         elif isinstance(node, (ast.Call, ast.List, ast.Tuple, ast.Starred, ast.keyword)):
-            stack.extend(ast.iter_child_nodes(node))
+            stack.extend(child_nodes(node))
 
 
 def _heavy_ops(compose: ast.Call, scope: Scope, qualname: QualName) -> Iterator[tuple[ast.Call, str]]:
@@ -149,6 +150,6 @@ def _own_nodes(scope: Scope) -> Iterator[ast.AST]:
         yield node
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
-        stack.extend(ast.iter_child_nodes(node))
+        stack.extend(child_nodes(node))
 
 

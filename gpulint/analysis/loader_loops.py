@@ -22,6 +22,7 @@ from typing import Optional, Union
 from gpulint.analysis.ast_context import AstContext
 from gpulint.analysis.holders import held_values
 from gpulint.core.torch_api import DATALOADER
+from gpulint.project.ast_nodes import children as child_nodes
 from gpulint.project.loader_flow import DEVICE_WORDS, ITERATION_WRAPPERS
 
 FunctionNode = Union[ast.FunctionDef, ast.AsyncFunctionDef]
@@ -180,7 +181,7 @@ def _own_nodes(root: list[ast.stmt]) -> list[ast.AST]:
         out.append(node)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             continue
-        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+        stack.extend(reversed(list(child_nodes(node))))
     return out
 
 
@@ -293,7 +294,7 @@ def runs_once(loop: Union[ast.For, ast.AsyncFor]) -> bool:
         node = stack.pop()
         if isinstance(node, ast.Continue):
             return False
-        for child in ast.iter_child_nodes(node):
+        for child in child_nodes(node):
             if not isinstance(child, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef,
                                       ast.ClassDef, ast.Lambda)):
                 stack.append(child)

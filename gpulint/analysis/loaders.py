@@ -27,6 +27,7 @@ from gpulint.core.torch_api import (
     SHAPE_METHODS,
     TENSOR_DATASET,
 )
+from gpulint.project.ast_nodes import children as child_nodes
 from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.facts import IN_MEMORY, NOTHING, ON_DEVICE, ClassFacts, moves_to_device
 from gpulint.project.graph_data import SMALL_IMAGE_SETS
@@ -269,7 +270,7 @@ def _returns(definition: FunctionNode, skip: tuple[type, ...]) -> list[ast.Retur
             found.append(node)
         if isinstance(node, skip):
             continue
-        pending.extend(ast.iter_child_nodes(node))
+        pending.extend(child_nodes(node))
     return found
 
 
@@ -1589,7 +1590,7 @@ def _breaks_within(ctx: AstContext, loop: Loop, limit: int) -> bool:
             bound = _compared_bound(ctx, node.test, loop)
             if bound is not None and bound <= limit:
                 return True
-        pending.extend(ast.iter_child_nodes(node))
+        pending.extend(child_nodes(node))
     return False
 
 
@@ -1695,7 +1696,7 @@ def _jumps(statement: ast.stmt, skips: tuple[type, ...]) -> bool:
         node = pending.pop()
         if isinstance(node, skips):
             return True
-        pending.extend(child for child in ast.iter_child_nodes(node) if not isinstance(child, barriers))
+        pending.extend(child for child in child_nodes(node) if not isinstance(child, barriers))
     return False
 
 
@@ -1737,7 +1738,7 @@ def _expression_waits(ctx: AstContext, expr: ast.expr, depth: int, seen: frozens
             continue
         if isinstance(node, ast.Call) and (_asks_a_person(ctx, node) or _calls_a_wait(ctx, node, depth, seen)):
             return True
-        pending.extend(ast.iter_child_nodes(node))
+        pending.extend(child_nodes(node))
     return False
 
 

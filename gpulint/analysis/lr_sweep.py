@@ -31,6 +31,7 @@ from gpulint.analysis.amp_steps import amp_steps
 from gpulint.analysis.ast_context import AstContext, dotted
 from gpulint.analysis.evidence import REFUTED, SHOWN, Evidence, Premise
 from gpulint.project.ast_nodes import all_nodes
+from gpulint.project.ast_nodes import children as child_nodes
 from gpulint.project.ast_nodes import walk as walk_nodes
 
 LONG_RUN = Premise(
@@ -132,7 +133,7 @@ def step_run(ctx: AstContext, node: ast.AST) -> Evidence:
 
 def _loops_in_order(node: ast.AST) -> Iterator[AstLoop]:
     """Loop statements in document order (pre-order, fields in source order, as LibCST walks)."""
-    for child in ast.iter_child_nodes(node):
+    for child in child_nodes(node):
         if isinstance(child, _LOOPS):
             yield child
         yield from _loops_in_order(child)
@@ -148,7 +149,7 @@ def _own_nodes(loop: AstLoop) -> Iterator[ast.AST]:
     while stack:
         node = stack.pop()
         yield node
-        stack.extend(c for c in ast.iter_child_nodes(node) if not isinstance(c, _SCOPES))
+        stack.extend(c for c in child_nodes(node) if not isinstance(c, _SCOPES))
 
 
 def _rate_key(target: ast.AST) -> bool:

@@ -20,6 +20,7 @@ from gpulint.analysis.ast_context import AstContext
 from gpulint.analysis.ast_values import self_attribute_value, single_value, value_at
 from gpulint.analysis.holders import held_values
 from gpulint.analysis.steps import step_facts
+from gpulint.project.ast_nodes import children as child_nodes
 from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.facts import ClassFacts
 from gpulint.project.layers import (
@@ -329,9 +330,7 @@ def _unpacked_value(ctx: AstContext, name: ast.Name) -> Optional[ast.expr]:
     if owner is None:
         return None
     values: list[ast.expr] = []
-    for node in _own_nodes(owner.node):
-        if not isinstance(node, ast.Assign):
-            continue
+    for node in _own_assignments(ctx, owner.node):
         for target in node.targets:
             if isinstance(target, ast.Name) and target.id == name.id:
                 values.append(node.value)
@@ -346,6 +345,21 @@ def _unpacked_value(ctx: AstContext, name: ast.Name) -> Optional[ast.expr]:
     return kept[0] if len(kept) == 1 else None
 
 
+def _own_assignments(ctx: AstContext, scope: ast.AST) -> list[ast.Assign]:
+    """The `=` statements among `_own_nodes(scope)`, in its order, listed once per scope for the file (every
+    model name of a training function asks about the same scope)."""
+    known = ctx.analysis(_assignments_read)
+    found = known.get(scope)
+    if found is None:
+        found = known[scope] = [n for n in _own_nodes(scope) if isinstance(n, ast.Assign)]
+    return found
+
+
+def _assignments_read(ctx: AstContext) -> dict[ast.AST, list[ast.Assign]]:
+    """Filled by `_own_assignments`."""
+    return {}
+
+
 def _own_nodes(scope: ast.AST) -> list[ast.AST]:
     """The nodes of `scope` outside the functions defined in it (classes and lambdas are entered)."""
     found: list[ast.AST] = []
@@ -353,7 +367,7 @@ def _own_nodes(scope: ast.AST) -> list[ast.AST]:
     while stack:
         node = stack.pop()
         found.append(node)
-        for child in ast.iter_child_nodes(node):
+        for child in child_nodes(node):
             if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 stack.append(child)
     return found

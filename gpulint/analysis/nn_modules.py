@@ -15,6 +15,7 @@ from typing import Iterator, Optional
 from gpulint.analysis.ast_context import LOCAL, AstContext, FunctionNode
 from gpulint.analysis.ast_values import single_value
 from gpulint.core.torch_api import GRAD_OFF, NN_MODULE, SET_GRAD_ENABLED
+from gpulint.project.ast_nodes import children as child_nodes
 
 MAX_EVAL_DEPTH = 8
 
@@ -112,7 +113,7 @@ def function_nodes(ctx: AstContext, fn: FunctionNode) -> list[ast.AST]:
             nodes.append(node)
             if node is not fn and isinstance(node, _NESTED):
                 continue
-            stack.extend(ast.iter_child_nodes(node))
+            stack.extend(child_nodes(node))
         nodes = sorted((n for n in nodes if ctx.order(n) is not None), key=lambda n: ctx.order(n) or 0)
         found = memo[id(fn)] = (nodes, {id(n) for n in nodes})
     return found[0]

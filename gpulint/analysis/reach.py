@@ -190,7 +190,13 @@ def waits_on_environment(ctx: AstContext, node: ast.AST) -> bool:
     key = enclosing_key(ctx.tree, node, ctx.parent)
     if key is not None and ctx.project.env_callers and called_from_env(key, ctx.analysis(_env_reached)):
         return True
-    return in_env_loop(ctx.tree, node, ctx.parent, ctx.names.qualified)
+    return in_env_loop(ctx.tree, node, ctx.parent, ctx.names.qualified, ctx.analysis(_env_loops_found))
+
+
+def _env_loops_found(ctx: AstContext) -> dict[ast.AST, list[ast.AST]]:
+    """The file's scopes -> their loops that call an environment, filled by `in_env_loop` as scopes are asked
+    about (GPU001 and GPU201 ask about every step of the same training function)."""
+    return {}
 
 
 def _env_reached(ctx: AstContext) -> frozenset[str]:

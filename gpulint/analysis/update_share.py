@@ -15,6 +15,7 @@ from typing import Optional
 
 from gpulint.analysis.ast_context import AstContext, dotted
 from gpulint.core.torch_api import OPTIMIZER_PARAMS
+from gpulint.project.ast_nodes import children as child_nodes
 from gpulint.project.facts import (
     ADAPTER_WORDS,
     adapter_test,
@@ -49,10 +50,19 @@ def trains_remainder(ctx: AstContext, node: ast.Call) -> bool:
     if params is None:
         return False
     scope: ast.AST = ctx.enclosing_function(node) or ctx.tree
-    reading = _Scope(ctx, scope)
+    read = ctx.analysis(_scopes_read)
+    reading = read.get(scope)
+    if reading is None:
+        reading = read[scope] = _Scope(ctx, scope)
     if not reading.frozen and not reading.peft:
         return False
     return reading.remainder(params, 0)
+
+
+def _scopes_read(ctx: AstContext) -> dict[ast.AST, _Scope]:
+    """Each scope's `_Scope`, read once for the file (it only reads after `__init__`): a function that builds
+    several optimizers is read once."""
+    return {}
 
 
 class _Scope:
@@ -198,7 +208,7 @@ def _own_nodes(statement: ast.stmt) -> list[ast.AST]:
     while stack:
         current = stack.pop()
         found.append(current)
-        stack.extend(c for c in ast.iter_child_nodes(current) if not isinstance(c, _NESTED))
+        stack.extend(c for c in child_nodes(current) if not isinstance(c, _NESTED))
     return found
 
 

@@ -6,11 +6,13 @@ the cache load no rule, no LibCST and no output format they do not print.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import traceback
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import Any, Iterator, NoReturn, Optional
 
 import click
 
@@ -62,12 +64,32 @@ def _interrupted(exc: KeyboardInterrupt) -> NoReturn:
 
 
 def _lint(**parsed: Any) -> None:
-    from gpulint.cli.lint import lint_command
-    from gpulint.core.signals import stopping_on_signals
+    with _collector_for_one_run():
+        from gpulint.cli.lint import lint_command
+        from gpulint.core.signals import stopping_on_signals
 
-    with stopping_on_signals():  # `kill PID`, a CI timeout, a closed terminal: stop as Ctrl-C does
-        code = lint_command(LintOptions.of(**parsed))
+        with stopping_on_signals():  # `kill PID`, a CI timeout, a closed terminal: stop as Ctrl-C does
+            code = lint_command(LintOptions.of(**parsed))
     sys.exit(code)
+
+
+# The collector's thresholds while `check` or `fix` runs. A cold check builds a few hundred thousand AST
+# nodes and facts that live until the run ends: at Python's default (700 allocations a young collection)
+# the collector walks them again and again, about 5-10 % of a cold `-j1` check's CPU; every 20,000 costs
+# about a third of that, for about 4 MB more peak memory.
+RUN_THRESHOLDS = (20_000, 10, 10)
+
+
+@contextmanager
+def _collector_for_one_run() -> Iterator[None]:
+    """`RUN_THRESHOLDS` for one lint run, and the thresholds before it back after: a long-lived process
+    (`gpulint server`, a test session running the commands in-process) keeps the collector it had."""
+    before = gc.get_threshold()
+    gc.set_threshold(*RUN_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
 
 
 @main.command()

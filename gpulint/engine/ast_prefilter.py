@@ -29,7 +29,7 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence, TypeVar
 
-from gpulint.project.ast_nodes import fast_walk
+from gpulint.project.ast_nodes import fast_walk, kept_nodes
 
 if TYPE_CHECKING:
     from gpulint.rules.base import Rule
@@ -86,7 +86,8 @@ def scan(tree: ast.AST, star: Optional[Mapping[str, str]] = None) -> AstFacts:
     called: set[str] = set()
     targets: set[str] = set()
     Attribute, Call, Import, ImportFrom = ast.Attribute, ast.Call, ast.Import, ast.ImportFrom
-    for node in fast_walk(tree):  # the order does not matter: everything lands in sets
+    kept = kept_nodes(tree)  # the project pass's list, when it made one, is cheaper to read than a new walk
+    for node in fast_walk(tree) if kept is None else kept:  # the order does not matter: everything lands in sets
         kind = type(node)
         if kind is Attribute:
             parts = _dotted(node)  # type: ignore[arg-type]

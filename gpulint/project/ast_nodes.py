@@ -15,13 +15,20 @@ _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def all_nodes(tree: ast.AST) -> list[ast.AST]:
-    """The nodes `ast.walk(tree)` yields, in its order (breadth first); the tree must not change after."""
+    """The nodes `ast.walk(tree)` yields, in its order (breadth first), kept on `tree`: a module, or a class or
+    function that analyses read again and again (read the list, never change it); the tree must not change after."""
     cached = tree.__dict__.get(_KEY)
     if cached is not None:
         return cached
     out = walk(tree)
     setattr(tree, _KEY, out)
     return out
+
+
+def kept_nodes(tree: ast.AST) -> Optional[list[ast.AST]]:
+    """The list `all_nodes` kept on this tree, when an analysis made it (None otherwise: nothing is walked), for
+    a pass that reads every node in any order and would otherwise walk the tree again."""
+    return tree.__dict__.get(_KEY)
 
 
 def children(node: ast.AST) -> list[ast.AST]:

@@ -33,7 +33,7 @@ import ast
 import re
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
-from gpulint.project.ast_nodes import walk
+from gpulint.project.ast_nodes import all_nodes, walk
 
 Version = tuple[int, int]
 
@@ -73,7 +73,7 @@ def _strings(node: ast.AST, tree: ast.Module, seen: set[str]) -> list[str]:
 
 def _bound_values(tree: ast.Module, name: str) -> Iterable[ast.AST]:
     """What the file binds `name` to or adds to it: `name = v`, `name += v`, `name.append(v)`, `.extend(v)`."""
-    for node in walk(tree):
+    for node in all_nodes(tree):
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
             yield node.value
         elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name) \

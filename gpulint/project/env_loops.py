@@ -99,12 +99,25 @@ def _made_envs(body: list[ast.stmt], qualified: Qualify) -> frozenset[str]:
 def env_loops(body: list[ast.stmt], qualified: Qualify) -> list[ast.AST]:
     """The loops of one scope's `body` (not of the functions it defines) that call an environment themselves."""
     made = _made_envs(body, qualified)
-    out: list[ast.AST] = []
-    for node in _own_nodes(body):
-        if isinstance(node, _LOOPS) and any(isinstance(n, ast.Call) and is_env_call(n, made)
-                                            for n in _own_nodes(node.body)):
-            out.append(node)
-    return out
+    # One walk of the scope (as `_own_nodes`, in its order), each node with the loops whose body holds it: an
+    # environment call marks them all. Walking each loop's body again cost a nested loop's nodes once per level.
+    loops: list[ast.AST] = []
+    calling: set[int] = set()  # indexes in `loops`
+    stack: list[tuple[ast.AST, tuple[int, ...]]] = [(node, ()) for node in reversed(body)]
+    while stack:
+        node, inside = stack.pop()
+        if inside and isinstance(node, ast.Call) and is_env_call(node, made):
+            calling.update(inside)
+        if isinstance(node, _SCOPES):
+            continue
+        if isinstance(node, _LOOPS):
+            loops.append(node)
+            mine = (*inside, len(loops) - 1)
+            in_body = {id(statement) for statement in node.body}
+            stack.extend((child, mine if id(child) in in_body else inside) for child in reversed(children(node)))
+        else:
+            stack.extend((child, inside) for child in reversed(children(node)))
+    return [loop for number, loop in enumerate(loops) if number in calling]
 
 
 class _File:
@@ -281,8 +294,11 @@ def enclosing_key(tree: ast.Module, node: ast.AST, parent: Parent) -> Optional[s
     return None
 
 
-def in_env_loop(tree: ast.Module, node: ast.AST, parent: Parent, qualified: Qualify) -> bool:
-    """`node` lies in a loop, of its own function (or of module-level code), that calls an environment."""
+def in_env_loop(tree: ast.Module, node: ast.AST, parent: Parent, qualified: Qualify,
+                known: Optional[dict[ast.AST, list[ast.AST]]] = None) -> bool:
+    """`node` lies in a loop, of its own function (or of module-level code), that calls an environment.
+    `known`: each scope's `env_loops` found before for this tree and `qualified` (filled here), as a rule asks
+    about every step of the same function."""
     loops: list[ast.AST] = []
     scope: ast.AST = tree
     current = parent(node)
@@ -295,8 +311,12 @@ def in_env_loop(tree: ast.Module, node: ast.AST, parent: Parent, qualified: Qual
         current = parent(current)
     if not loops:
         return False
-    body = scope.body if isinstance(scope, (ast.Module, *_FUNCTIONS)) else []
-    found = env_loops(body, qualified)
+    found = None if known is None else known.get(scope)
+    if found is None:
+        body = scope.body if isinstance(scope, (ast.Module, *_FUNCTIONS)) else []
+        found = env_loops(body, qualified)
+        if known is not None:
+            known[scope] = found
     return any(loop is f for loop in loops for f in found)
 
 

@@ -549,7 +549,7 @@ def _self_devices(cls: ast.ClassDef) -> set[str]:
 def _self_bindings(cls: ast.ClassDef) -> dict[str, bool]:
     """Every attribute of `self` the class binds -> whether each of its values is a device naming CUDA."""
     values: dict[str, list[ast.expr]] = {}
-    for node in walk_nodes(cls):
+    for node in all_nodes(cls):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 if isinstance(target, ast.Attribute) and dotted(target) == f"self.{target.attr}":
@@ -584,7 +584,7 @@ def self_device_copies(tree: ast.Module) -> dict[str, tuple[str, ...]]:
     classes = [cls for cls in tree.body if isinstance(cls, ast.ClassDef)]
     bound = {attr for cls in classes for attr in _self_bindings(cls)}  # a class of the file binds it: not a base's
     for cls in classes:
-        copied = {kind[len(AT) + 5:] for node in walk_nodes(cls) if isinstance(node, ast.Call)
+        copied = {kind[len(AT) + 5:] for node in all_nodes(cls) if isinstance(node, ast.Call)
                   for kind in move_kinds(node) if kind.startswith(AT + "self.") and kind.count(".") == 1}
         copied -= bound
         if copied:

@@ -28,6 +28,7 @@ from gpulint.core.torch_api import (
     SGD_WEIGHT_DECAY,
 )
 from gpulint.core.verification import FUSED_OPTIMIZER, Verification
+from gpulint.project.ast_nodes import all_nodes
 from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.layers import MODULE, inline_tensors
 from gpulint.project.view import PART, ProjectView
@@ -1012,7 +1013,7 @@ def _name_classes(ctx: AstContext, function: Optional[ast.AST], holder: str) -> 
     """The project classes the function (or the module) binds the name to, through moves and wrappers."""
     scope: ast.AST = function or ctx.tree
     found = Held()
-    for statement in walk_nodes(scope):
+    for statement in all_nodes(scope):
         if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)) \
                 and statement is not scope:
             continue
@@ -1049,7 +1050,7 @@ def _part_of_name(ctx: AstContext, function: Optional[ast.AST], held: ast.Attrib
     if owners is None or owners.inline is not None or not owners.classes:
         return None
     attr = held.attr
-    for node in walk_nodes(ctx.tree):
+    for node in all_nodes(ctx.tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
             return None
     classes = {n.name: n for n in ctx.tree.body if isinstance(n, ast.ClassDef)}
@@ -1060,7 +1061,7 @@ def _part_of_name(ctx: AstContext, function: Optional[ast.AST], held: ast.Attrib
         if owner is None or facts is None or not facts.module or facts.bases != ("torch.nn.Module",):
             return None  # a class of another module, or one whose base may bind the attribute too
         methods = {id(n) for n in owner.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-        for node in walk_nodes(ctx.tree):
+        for node in all_nodes(ctx.tree):
             if isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)) and node.attr == attr \
                     and not any(id(a) in methods for a in ctx.ancestors(node)):
                 return None  # bound outside the class's methods
@@ -1103,7 +1104,7 @@ def _class_attribute(ctx: AstContext, owner: ast.ClassDef, attr: str) -> Optiona
         if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         instance = _self_name(method)
-        for statement in walk_nodes(method):
+        for statement in all_nodes(method):
             if isinstance(statement, ast.Call) and isinstance(statement.func, ast.Name) \
                     and statement.func.id == "setattr":
                 return None
@@ -1112,7 +1113,7 @@ def _class_attribute(ctx: AstContext, owner: ast.ClassDef, attr: str) -> Optiona
                 continue
             if instance is None or not (isinstance(statement.value, ast.Name) and statement.value.id == instance):
                 return None  # bound where the instance is not known, or on another object of that attribute
-            bound = next((s for s in walk_nodes(method) if isinstance(s, ast.Assign) and s.targets == [statement]),
+            bound = next((s for s in all_nodes(method) if isinstance(s, ast.Assign) and s.targets == [statement]),
                          None)
             if bound is None:
                 return None  # a tuple target, an augmented or annotated assignment, a loop: not read
@@ -1301,7 +1302,7 @@ def _wrapped_by_rate_loop(ctx: AstContext, node: ast.Call) -> str:
     scope: ast.AST = ctx.enclosing_function(node) or ctx.tree
     around = {id(a) for a in ctx.ancestors(statement)}
     found = ""
-    for call in walk_nodes(scope):
+    for call in all_nodes(scope):
         given = wrapped(call)
         if not (isinstance(given, ast.Name) and given.id == bound and given.lineno > statement.lineno):
             continue
@@ -1327,7 +1328,7 @@ def _single_tensor(ctx: AstContext, node: ast.Call, kwargs: AstKeywordArgs) -> b
     if isinstance(params, ast.Name):
         bound = params.id
         if any(isinstance(n, ast.Attribute) and n.attr in ("append", "extend", "insert")
-               and isinstance(n.value, ast.Name) and n.value.id == bound for n in walk_nodes(ctx.tree)):
+               and isinstance(n.value, ast.Name) and n.value.id == bound for n in all_nodes(ctx.tree)):
             return False  # a list the code grows
         params = single_value(params, ctx.names)
     if isinstance(params, (ast.List, ast.Tuple)):

@@ -36,3 +36,23 @@ def test_the_heap_is_frozen_only_while_a_big_run_lints(tmp_path: Path, monkeypat
     assert result.exit_code == 1, result.output
     assert (seen[-1] > before) is frozen
     assert gc.get_freeze_count() == before  # unfrozen after: an in-process caller's garbage stays collectable
+
+
+
+def test_a_lint_run_collects_less_often_and_puts_the_thresholds_back(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpulint import cli
+
+    seen: list[tuple[int, ...]] = []
+    real = lint.run_jobs
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.get_threshold())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(lint, "run_jobs", counted)
+    before = gc.get_threshold()
+    result = CliRunner().invoke(main, ["check", "--no-cache", "--isolated", "-j", "1", str(_tree(tmp_path, 2))])
+    assert result.exit_code == 1, result.output
+    assert seen and set(seen) == {cli.RUN_THRESHOLDS}
+    assert gc.get_threshold() == before  # an in-process caller keeps its collector
