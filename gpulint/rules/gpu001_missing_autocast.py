@@ -373,7 +373,7 @@ class MissingAutocast(Rule):
         floor = ctx.settings.torch_version
         ceiling = project.torch_ceiling  # the first torch the code cannot run on
         autocast_exists = _autocast_exists(floor, ceiling)
-        if autocast_exists is SHOWN and _message(floor, ceiling) == LEGACY_MESSAGE and (
+        if autocast_exists is SHOWN and _legacy(floor, ceiling) and (
                 project.own.forward_overflows_float16 or project.float16_overflow_importees):
             autocast_exists = REFUTED  # torch.cuda.amp below 1.10 is float16 only, and the model's fill overflows it
         on_gpu = cuda_evidence(project)
@@ -499,11 +499,14 @@ def _autocast_exists(floor: Optional[tuple[int, ...]], ceiling: Optional[tuple[i
     return SHOWN
 
 
+def _legacy(floor: Optional[tuple[int, ...]], ceiling: Optional[tuple[int, int]]) -> bool:
+    """The project supports a torch without `torch.autocast` (below 1.10): `torch.cuda.amp`, float16 only."""
+    return (floor is not None and floor < AUTOCAST_SINCE) or (ceiling is not None and ceiling <= AUTOCAST_SINCE)
+
+
 def _message(floor: Optional[tuple[int, ...]], ceiling: Optional[tuple[int, int]]) -> str:
     """The advice in the spelling the project's torch has: `torch.cuda.amp` below 1.10."""
-    if (floor is not None and floor < AUTOCAST_SINCE) or (ceiling is not None and ceiling <= AUTOCAST_SINCE):
-        return LEGACY_MESSAGE
-    return MESSAGE
+    return LEGACY_MESSAGE if _legacy(floor, ceiling) else MESSAGE
 
 
 MESSAGE = "forward pass and loss run in fp32: wrap them in torch.autocast (up to 3x faster on tensor-core GPUs)"
