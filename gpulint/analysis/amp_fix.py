@@ -30,7 +30,7 @@ from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import AUTOGRAD_BACKWARD, REACHABLE_FROM_TORCH
 from gpulint.project.ast_nodes import all_nodes
 from gpulint.project.ast_nodes import walk as walk_nodes
-from gpulint.project.clamps import FLOAT16_MAX
+from gpulint.project.clamps import FLOAT16_MAX, numpy_readers, reads_as_numpy
 
 FLOAT16_TINY = 6e-8  # below float16's smallest subnormal (5.96e-8): the constant becomes 0
 SHARDED_SCALER_MODULE = "torch.distributed.fsdp.sharded_grad_scaler"
@@ -118,6 +118,12 @@ def autocast_fix(ctx: AstContext, facts: AmpRegions, step: AmpStep, backward: Am
             forced = hazard.text()
     if forced:
         mode = "bfloat16"
+    reader = numpy_hazard(ctx, region) if mode != "float16" else ""
+    if reader and (forced or mode == "bfloat16"):
+        return refused(f"no fix: {reader}, and numpy has no bfloat16" + (f"; bfloat16 because {forced}" if forced
+                                                                          else "; amp-dtype = \"float16\" gets a fix"))
+    if reader:
+        mode = "float16"  # float16 converts to numpy; "auto" would pick bfloat16 on Ampere and newer
     plan = mode != "bfloat16" and not backward.scaled
     if plan and not scaler_plan(ctx, facts, step, backward):
         return refused(f"{_no_fix(mode)}: {scaler_refusal(ctx, step)}")
@@ -137,6 +143,8 @@ def autocast_fix(ctx: AstContext, facts: AmpRegions, step: AmpStep, backward: Am
         return refused(f"{_no_fix(mode)}: {too_new.reason()}{hint}")
     scaler = scaler_class_name(ctx) if plan else ""
     message = _autocast_message(mode, plan, scaler, forced, bce)
+    if reader:
+        message += f"; float16 because {reader}, and numpy has no bfloat16"
     if plan and _scaler_recreated(ctx, facts, step):
         function = facts.scope_of(step.node)
         assert isinstance(function, _FUNCTIONS)
@@ -236,6 +244,38 @@ def _in_order(ctx: AstContext, root: ast.AST, kind: type) -> list[ast.AST]:
     found = [n for n in walk_nodes(root) if isinstance(n, kind)]
     found.sort(key=lambda n: ctx.order(n) or 0)
     return found
+
+
+# -- outputs read as numpy ----------------------------------------------------------------------------------
+def numpy_hazard(ctx: AstContext, region: AstRegion) -> str:
+    """What reads a value the region computes with `.numpy()`, no cast on the way, in the region or after it in the
+    same block: a call there, or a function of the file or of a project module it imports handed that value
+    (`iou_score(output, target)`, whose `torch.sigmoid(output).data.cpu().numpy()` raises on a bfloat16 output);
+    "" when nothing does."""
+    bound = {n.id for statement in region.statements for n in walk_nodes(statement)
+             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    statements = [*region.statements, *(s for line in region.lines[region.end + 1:] for s in line)]
+    here = "numpy" in ctx.text
+    if not bound or not (here or ctx.project.numpy_readers):
+        return ""
+    if here and reads_as_numpy(statements, bound):
+        return "the step reads its output with .numpy()"
+    local = numpy_readers(ctx.tree) if here else {}
+    for statement in statements:
+        for node in walk_nodes(statement):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            read = local.get(func.id, ()) if isinstance(func, ast.Name) else ()
+            read = read or ctx.project.numpy_readers.get(ctx.qualname(func) or "", ())
+            if any(i < len(node.args) and _uses(node.args[i], bound) for i in read):
+                return f"{ctx.segment(func)}() reads the output it is handed with .numpy()"
+    return ""
+
+
+def _uses(argument: ast.expr, bound: set[str]) -> bool:
+    """The argument is a value the region binds, or part of one (`output`, `outputs[-1]`)."""
+    return any(isinstance(n, ast.Name) and n.id in bound for n in walk_nodes(argument))
 
 
 # -- constants float16 cannot hold -------------------------------------------------------------------------

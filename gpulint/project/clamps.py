@@ -229,3 +229,118 @@ def forward_overflows_float16(tree: ast.Module) -> bool:
                     and FLOAT16_MAX < abs(n.value) < float("inf") for n in walk(item)):
                 return True
     return False
+
+
+# torch factories whose result is float32 unless given a dtype
+FLOAT32_FACTORY_NAMES = frozenset({"zeros", "ones", "empty", "full", "rand", "randn"})  # FileFacts' gate, cheap
+_FLOAT32_FACTORIES = frozenset(f"torch.{name}" for name in FLOAT32_FACTORY_NAMES)
+
+
+def forward_index_puts_float32(tree: ast.Module, qualified: Qualified) -> bool:
+    """A `forward` method of a class of the file writes a module's output into a float32 buffer it made, through a
+    mask (`rgb = torch.zeros(n, 3, device=d)`, `rgb[mask] = self.render(x)`: TensoRF's tensorBase.py). Under
+    autocast the output is 16-bit and index_put requires the dtypes to match, so the first step raises; a plain
+    slice assignment casts and does not count."""
+    for node in all_nodes(tree):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for item in node.body:
+            if isinstance(item, _FUNCTIONS) and item.name == "forward" and _index_puts_output(item, qualified):
+                return True
+    return False
+
+
+def _index_puts_output(function: Union[ast.FunctionDef, ast.AsyncFunctionDef], qualified: Qualified) -> bool:
+    buffers: set[str] = set()  # names bound to a float32 factory's result
+    masks: set[str] = set()  # names bound to a comparison or a boolean combination of tensors
+    outputs: set[str] = set()  # names bound to what a submodule of `self` returns
+    puts: list[ast.Assign] = []
+    for node in walk(function):
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+            continue
+        target, value = node.targets[0], node.value
+        if isinstance(target, ast.Subscript):
+            puts.append(node)
+        elif isinstance(target, ast.Name):
+            if _float32_factory(value, qualified):
+                buffers.add(target.id)
+            elif _is_mask(value):
+                masks.add(target.id)
+            elif _self_call(value):
+                outputs.add(target.id)
+    for put in puts:
+        target = put.targets[0]
+        assert isinstance(target, ast.Subscript)
+        index, value = target.slice, put.value
+        if not (isinstance(target.value, ast.Name) and target.value.id in buffers):
+            continue
+        if not (_is_mask(index) or (isinstance(index, ast.Name) and index.id in masks)):
+            continue
+        if _self_call(value) or (isinstance(value, ast.Name) and value.id in outputs):
+            return True
+    return False
+
+
+def _float32_factory(node: ast.AST, qualified: Qualified) -> bool:
+    """`torch.zeros(...)` and its kin without a dtype, or with a float32 one."""
+    if not isinstance(node, ast.Call) or not qualified(node.func) & _FLOAT32_FACTORIES:
+        return False
+    dtype = next((k.value for k in node.keywords if k.arg == "dtype"), None)
+    return dtype is None or bool(qualified(dtype) & {"torch.float32", "torch.float"})
+
+
+def _is_mask(node: ast.AST) -> bool:
+    """A comparison (`w > t`), its negation (`~m`) or a combination (`a & b`): a boolean tensor, so an index_put."""
+    if isinstance(node, ast.Compare):
+        return True
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert):
+        return _is_mask(node.operand) or isinstance(node.operand, ast.Name)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr)):
+        return _is_mask(node.left) or _is_mask(node.right)
+    return False
+
+
+def _self_call(node: ast.AST) -> bool:
+    """`self.mlp(x)`: what a submodule (or a method) returns, 16-bit under autocast when it ends in a matmul."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "self")
+
+
+# casts and reductions after which a tensor is no longer 16-bit floating point (`.numpy()` then works)
+_NOT_16_BIT = frozenset({"float", "double", "long", "int", "bool", "argmax", "argmin", "to", "type", "tolist", "item"})
+
+
+def numpy_readers(tree: ast.Module) -> dict[str, tuple[int, ...]]:
+    """Top-level functions that read a tensor they are handed as numpy (`torch.sigmoid(output).data.cpu()
+    .numpy()`: pytorch-nested-unet's metrics.py) with no cast on the way, with the positions of the parameters
+    read so. numpy has no bfloat16: handed a model output computed under bfloat16 autocast, they raise
+    TypeError (float16 converts)."""
+    found: dict[str, tuple[int, ...]] = {}
+    for statement in tree.body:
+        if not isinstance(statement, _FUNCTIONS):
+            continue
+        positional = [a.arg for a in (*statement.args.posonlyargs, *statement.args.args)]
+        read = tuple(i for i, name in enumerate(positional) if reads_as_numpy(statement.body, {name}))
+        if read:
+            found[statement.name] = read
+    return found
+
+
+def reads_as_numpy(statements: list[ast.stmt], names: Union[set[str], frozenset[str]]) -> bool:
+    """A `.numpy()` call in `statements` whose receiver uses one of `names` and casts nothing on the way."""
+    for statement in statements:
+        for node in walk(statement):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "numpy"
+                    and _uncast_use(node.func.value, names)):
+                return True
+    return False
+
+
+def _uncast_use(receiver: ast.AST, names: Union[set[str], frozenset[str]]) -> bool:
+    uses = False
+    for node in walk(receiver):
+        if isinstance(node, ast.Attribute) and node.attr in _NOT_16_BIT:
+            return False
+        if isinstance(node, ast.Name) and node.id in names:
+            uses = True
+    return uses

@@ -19,7 +19,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
 from gpulint.project.ast_nodes import all_nodes, children, fast_walk, walk
-from gpulint.project.clamps import CLAMP_NAMES, LOG_NAMES, forward_overflows_float16, log_clamp_rounds_to_one
+from gpulint.project.clamps import (
+    CLAMP_NAMES,
+    FLOAT32_FACTORY_NAMES,
+    LOG_NAMES,
+    forward_index_puts_float32,
+    forward_overflows_float16,
+    log_clamp_rounds_to_one,
+    numpy_readers,
+)
 from gpulint.project.codec import decode_fields, encode_fields
 from gpulint.project.cpp_std import conditional_imports, import_alternatives, pins_pre_cpp17
 from gpulint.project.env_loops import ENV_METHODS, env_calls, env_named
@@ -54,7 +62,7 @@ from gpulint.project.methods import (
     uncalled_methods,
 )
 
-FACTS_VERSION = 44
+FACTS_VERSION = 45
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -263,6 +271,13 @@ class FileFacts:
     # a `forward` of a class of the file holds a float literal float16 cannot hold (`masked_fill(mask, -1e9)`):
     # float16 autocast raises there (project/clamps.py)
     forward_overflows_float16: bool = False
+    # a `forward` of a class of the file writes a submodule's output into a float32 buffer it made, through a mask
+    # (`rgb[mask] = self.render(x)` after `rgb = torch.zeros(...)`): index_put raises under autocast (project/clamps.py)
+    forward_index_puts_float32: bool = False
+    # top-level functions that read a tensor they are handed with `.numpy()`, no cast on the way (project/clamps.py),
+    # with the positions of the parameters read so: numpy has no bfloat16, so handed a model output computed under
+    # bfloat16 autocast they raise
+    numpy_readers: dict[str, tuple[int, ...]] = field(default_factory=dict)
     # builds native kernels at import or run time (torch.utils.cpp_extension.load / load_inline): the
     # project's own CUDA/C++ ops, which autocast does not cover and which may take only fp32/fp16
     native_kernels: bool = False
@@ -1153,6 +1168,9 @@ class _Scanner:
             log_clamp_rounds_to_one=bool(names & CLAMP_NAMES and names & LOG_NAMES)
             and log_clamp_rounds_to_one(self.tree, self.aliases.qualified),
             forward_overflows_float16=forward_overflows_float16(self.tree), extensions=tuple(sorted(self.extensions)),
+            forward_index_puts_float32=bool(names & FLOAT32_FACTORY_NAMES)
+            and forward_index_puts_float32(self.tree, self.aliases.qualified),
+            numpy_readers=numpy_readers(self.tree) if "numpy" in names else {},
             jax=bool(roots & JAX_PACKAGES), replaces_optimizers=bool(roots & OPTIMIZER_REPLACERS),
             parallelism=tuple(sorted(self.parallelism)), fused_sgd_momentum=self.fused_sgd,
             argparse_defaults=self._argparse_defaults(), dataclass_ints=self._dataclass_ints(),

@@ -107,6 +107,10 @@ class ProjectView:
     # (FileFacts.forward_overflows_float16): Pyraformer's long_range_main.py trains Pyraformer_LR, whose attention
     # in Modules.py fills masks with -1e9, which float16 autocast cannot hold
     float16_overflow_importees: bool = False
+    # a module this one imports (four levels deep, as above) holds a `forward` that writes a submodule's output into
+    # a float32 buffer through a mask (FileFacts.forward_index_puts_float32): TensoRF's train.py renders with
+    # tensorBase.py's TensorBase, whose `rgb[app_mask] = valid_rgbs` raises under autocast (index_put dtypes)
+    index_put_importees: bool = False
     # the file or a module it imports (three levels deep) reaches the project's own native kernels: it builds them
     # with torch.utils.cpp_extension.load/load_inline, or imports an extension module the project's setup.py
     # compiles (CUDAExtension/CppExtension). stylegan2-pytorch's model.py imports op/, whose fused_act.py and
@@ -156,6 +160,10 @@ class ProjectView:
     # imported project functions that move tensors to a device (facts.FileFacts.device_collates), spelled the same
     # way: a collate_fn of them builds batches on the GPU
     device_collates: frozenset[str] = frozenset()
+    # imported project functions that read a tensor they are handed with `.numpy()` (FileFacts.numpy_readers),
+    # spelled the same way, with the positions read: pytorch-nested-unet's train.py calls metrics.py's iou_score on
+    # the model's output
+    numpy_readers: dict[str, tuple[int, ...]] = field(default_factory=dict)
     # devices other than CUDA named by callers ("mps", "xpu"), or "framework" when one picks the device there
     devices_callers: tuple[str, ...] = ()
     # names this file imports that another module computed from torch's version (`from utils import TORCH_2`)
@@ -719,6 +727,7 @@ class Project:
             log_clamp_importees=any(self.facts[p].log_clamp_rounds_to_one for p in self._closure(rel, depth=3)),
             float16_overflow_importees=any(self.facts[p].forward_overflows_float16
                                            for p in self._closure(rel, depth=4)),
+            index_put_importees=any(self.facts[p].forward_index_puts_float32 for p in self._closure(rel, depth=4)),
             freezes_importees=any(self.facts[p].freezes_modules for p in self._closure(rel, depth=2)),
             scaler_beside_callers=any(self.facts[t].scaler for i in _members(callers)
                                       for t in self._importees[self.paths[i]]),
@@ -740,6 +749,8 @@ class Project:
             untrained=self._untrained(rel, trained),
             row_functions=row_functions, unpinned_collates=collates, dtype_casts=casts,
             device_collates=self._imported_functions(rel, lambda facts: facts.device_collates),
+            numpy_readers={spelled: self.facts[target].numpy_readers[name] for spelled, target, name
+                           in self._imported_function_refs(rel, lambda facts: tuple(facts.numpy_readers))},
             model_parts=self._parts_of(classes, star),
             devices_callers=tuple(kind for kind, mask in sorted(self._devices.items()) if callers & mask),
             imported_version_flags=flags,

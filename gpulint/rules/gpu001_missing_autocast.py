@@ -132,7 +132,10 @@ AUTOCAST_COVERS = Premise(
     "`torch.utils.cpp_extension.load`/`load_inline`, or imports an extension module the project's setup.py "
     "compiles (`CUDAExtension`/`CppExtension`): such kernels often take fp32/fp16 only, or read an fp32 "
     "parameter as the input's dtype, and autocast breaks them. An extension built for something the model "
-    "does not run keeps GPU001 silent too (unknown is silence).")
+    "does not run keeps GPU001 silent too (unknown is silence). Refuted too where a `forward` of the file or of a "
+    "module it imports (four levels) writes what a submodule returns into a float32 buffer it made, through a "
+    "mask (`rgb = torch.zeros(n, 3, device=d)`, then `rgb[mask] = self.render(x)`): under autocast the output "
+    "is 16-bit and index_put requires matching dtypes, so the first step raises (TensoRF).")
 LOSS_FITS_16_BIT = Premise(
     "loss-fits-16-bit",
     "the loss holds in 16 bits: refuted where a function of the file, or of a module it imports (three levels: the "
@@ -260,7 +263,11 @@ class MissingAutocast(Rule):
         Other FSDP-sharded parameters get `ShardedGradScaler`. A constant float16 cannot hold
         in the forward pass or loss, in a function of the file they call, or in a `forward` of
         the file (`1e-15` added before a log flushes to zero; a `-1e9` mask overflows past
-        65504) gets bfloat16 under `"auto"` and no fix under `"float16"`.
+        65504) gets bfloat16 under `"auto"` and no fix under `"float16"`. An output of the
+        region read with `.numpy()` and no cast, in the region or after it in the same block,
+        directly or by a function of the file or of a project module it is handed to (a
+        metric's `torch.sigmoid(output).cpu().numpy()`), gets float16 and a GradScaler that is
+        always on under `"auto"` (numpy has no bfloat16), and no fix under `"bfloat16"`.
         `nn.BCELoss` / `F.binary_cross_entropy`, which CUDA autocast refuses ("unsafe to
         autocast"), stay outside the region with their inputs cast to float32; inside a helper
         of the step, no fix. No fix when the project's torch floor lacks a symbol the fix would
@@ -283,7 +290,8 @@ class MissingAutocast(Rule):
         owns the loop, in a function handed the loss (a loss scaler's `__call__`), in
         reinforcement-learning loops (the file imports an environment package, at module level or
         inside a function), with sparse tensors (made in the file or in a module it imports), which
-        autocast does not cover, by default where
+        autocast does not cover, where a model's `forward` writes a submodule's 16-bit output into a
+        float32 buffer through a mask (index_put raises on mismatched dtypes), by default where
         the model may run the project's own native kernels (built with `torch.utils.cpp_extension`), or in a
         learning-rate range test (a loop that raises the rate geometrically, records it and stops when
         the loss diverges: a few seconds of training, whose loss curve 16-bit compute would change), or
@@ -316,6 +324,13 @@ class MissingAutocast(Rule):
                     Applicability.UNSAFE, "large_mask_value_in_forward_gets_bfloat16.py"),
             FixCase('numerics: such a constant with `amp-dtype = "float16"`',
                     None, "tiny_constant_no_float16_fix.py"),
+            FixCase("numerics: the output handed to a metric that reads it with `.numpy()` (numpy has no bfloat16): "
+                    "float16 and a GradScaler that is always on",
+                    Applicability.UNSAFE, "metric_read_as_numpy_gets_float16.py"),
+            FixCase("numerics: the metric casts to float32 before `.numpy()`: the run-time choice stays",
+                    Applicability.UNSAFE, "metric_read_after_a_cast_keeps_auto.py"),
+            FixCase('numerics: the output read with `.numpy()`, `amp-dtype = "bfloat16"`',
+                    None, "metric_read_as_numpy_no_bfloat16_fix.py"),
             FixCase("FSDP with a fused optimizer (a ShardedGradScaler would skip the cross-rank inf check): bfloat16,"
                     " no scaler and no scaler import",
                     Applicability.UNSAFE, "fsdp_fused_optimizer_gets_bfloat16.py"),
@@ -367,7 +382,8 @@ class MissingAutocast(Rule):
             return
         project = ctx.project
         bound = REFUTED if project.rl else SHOWN
-        covers = REFUTED if project.own.sparse or project.sparse_importees else (
+        index_put = project.own.forward_index_puts_float32 or project.index_put_importees
+        covers = REFUTED if project.own.sparse or project.sparse_importees or index_put else (
             UNDECIDED if project.own.native_kernels or project.native_importees else SHOWN)
         loss_fits = REFUTED if project.own.log_clamp_rounds_to_one or project.log_clamp_importees else SHOWN
         floor = ctx.settings.torch_version

@@ -443,6 +443,113 @@ def test_a_mask_fill_past_float16_in_an_imported_module_makes_the_fix_bfloat16(t
     assert "torch.bfloat16" in result.stdout and "GradScaler" not in result.stdout, result.stdout
 
 
+RENDER_BASE = """\
+    import torch
+    import torch.nn as nn
+
+
+    class Renderer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mlp = nn.Sequential(nn.Linear(150, 256), nn.ReLU(), nn.Linear(256, 3))
+
+        def forward(self, x, weight):
+            rgb = torch.zeros((x.shape[0], 3), device=x.device)
+            mask = weight > 1e-4
+            valid = self.mlp(x[mask])
+            rgb[mask] = valid
+            return rgb
+    """
+RENDER_TRAIN = """\
+    import torch
+    from render.model import Renderer
+
+    model = Renderer().cuda()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for x, weight, y in loader:
+        optimizer.zero_grad()
+        loss = (model(x.cuda(), weight.cuda()) - y.cuda()).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+    """
+
+
+@pytest.mark.parametrize(("put", "silent"), [
+    ("rgb[mask] = valid", True),  # TensoRF's spelling: index_put of a 16-bit output into the fp32 buffer
+    ("rgb[weight > 1e-4] = self.mlp(x[mask])", True),
+    ("rgb[mask] = valid.to(rgb.dtype)", False),  # cast first: fine under autocast
+    ("rgb[:, :] = valid", False),  # a slice assignment is a copy, which casts
+])
+def test_a_forward_index_putting_a_module_output_into_a_float32_buffer_keeps_gpu001_silent(
+        tmp_path: Path, put: str, silent: bool) -> None:
+    """apchenstu/TensoRF (fifteenth blind reading, 1 FP): the fix wrapped the renderer in autocast, and
+    tensorBase.py's forward writes the render MLP's 16-bit output into an fp32 buffer with `rgb[app_mask] =
+    valid_rgbs`: index_put raises on mismatched dtypes at the first step (checked under CPU bf16 autocast)."""
+    write(tmp_path, {"render/__init__.py": "", "render/model.py": RENDER_BASE.replace("rgb[mask] = valid", put),
+                     "train.py": RENDER_TRAIN})
+    assert codes(findings(tmp_path, "--select", "GPU001"), "train.py") == ([] if silent else ["GPU001"])
+
+
+METRICS = """\
+    import torch
+
+
+    def iou_score(output, target):
+        if torch.is_tensor(output):
+            output = torch.sigmoid(output).data.cpu().numpy()
+        return ((output > 0.5) & (target.cpu().numpy() > 0.5)).sum()
+    """
+UNET_TRAIN = """\
+    import torch
+    from metrics import iou_score
+
+    model = UNet().cuda()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for x, y in loader:
+        x, y = x.cuda(), y.cuda()
+        if deep:
+            outputs = model(x)
+            loss = sum(criterion(o, y) for o in outputs) / len(outputs)
+            iou = iou_score(outputs[-1], y)
+        else:
+            output = model(x)
+            loss = criterion(output, y)
+            iou = iou_score(output, y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    """
+
+
+@pytest.mark.parametrize("read", [".data.cpu().numpy()", ".float().cpu().numpy()"])
+def test_an_imported_metric_reading_the_output_as_numpy_makes_the_fix_float16(tmp_path: Path, read: str) -> None:
+    """4uiiurz1/pytorch-nested-unet (fifteenth blind reading, 1 FP): the fix put `iou_score(output, target)` under
+    autocast, and metrics.py reads the output with `.numpy()`: numpy has no bfloat16, so the "auto" fix raised
+    TypeError on Ampere and newer at the first step. The fix writes float16 (which converts) and an always-on
+    GradScaler; a metric that casts to float32 first keeps the run-time choice."""
+    write(tmp_path, {"metrics.py": METRICS.replace(".data.cpu().numpy()", read), "train.py": UNET_TRAIN})
+    result = CliRunner().invoke(main, ["check", "--no-cache", "--select", "GPU001", "--unsafe-fixes", "--diff",
+                                       str(tmp_path)])
+    float16 = read.startswith(".data")
+    assert ("dtype=torch.float16" in result.stdout) is float16, result.stdout
+    assert ("is_bf16_supported" in result.stdout) is not float16, result.stdout
+
+
+@pytest.mark.parametrize(("text", "found"), [
+    ("rgb = torch.zeros(n, 3)\n        m = w > 0\n        rgb[m] = self.head(x)\n", True),
+    ("rgb = torch.empty(n, 3, dtype=torch.float32)\n        out = self.head(x)\n        rgb[~m] = out\n", True),
+    # a 16-bit or inherited dtype; an index that is not a mask; a value that is not a submodule's output
+    ("rgb = torch.zeros(n, 3, dtype=torch.half)\n        m = w > 0\n        rgb[m] = self.head(x)\n", False),
+    ("rgb = torch.zeros_like(x)\n        m = w > 0\n        rgb[m] = self.head(x)\n", False),
+    ("rgb = torch.zeros(n, 3)\n        rgb[i] = self.head(x)\n", False),
+    ("rgb = torch.zeros(n, 3)\n        m = w > 0\n        rgb[m] = x[m]\n", False),
+])
+def test_a_forward_that_index_puts_into_a_float32_buffer(text: str, found: bool) -> None:
+    facts = facts_of_text("import torch\n\n\nclass M(torch.nn.Module):\n    def forward(self, x, w, n, m, i):\n"
+                          "        " + text + "        return rgb\n")
+    assert facts is not None and facts.forward_index_puts_float32 is found
+
+
 @pytest.mark.parametrize(("text", "found"), [
     # retinanet's spelling; a module constant; a local; an in-place clamp; log1p(-p); a tensor's log method
     ("def f(p, y):\n    p = torch.clamp(p, 1e-4, 1.0 - 1e-4)\n    return torch.log(1.0 - p)\n", True),
