@@ -62,7 +62,7 @@ from gpulint.project.methods import (
     uncalled_methods,
 )
 
-FACTS_VERSION = 45
+FACTS_VERSION = 46
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -133,6 +133,9 @@ FFI_MODULE = "torch.utils.ffi"
 FFI_CREATE_EXTENSION = f"{FFI_MODULE}.create_extension"
 REMOVED_MODULES: dict[str, tuple[int, int]] = {
     "torch._six": (2, 0),
+    # `from torch._six import container_abcs` fails from 1.9 on, which dropped it (use collections.abc); the
+    # ImportError every fast-autoaugment/efficientnet copy of 2019-2020 met
+    "torch._six.container_abcs": (1, 9),
     FFI_MODULE: (1, 0),
     "torch._utils._accumulate": (2, 3),
     "torchtext.legacy": (1, 11),

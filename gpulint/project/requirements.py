@@ -14,7 +14,9 @@ next to the code, as ruff takes its target version from `requires-python`:
   module-level name bound to one), or the `*.txt` files the script reads at run time (named as one
   relative path, or as the parts of an `os.path.join`);
 - `requirements*.txt`, also with a prefix (`vim_requirements.txt`, `det-requirements.txt`: Vim keeps one per
-  sub-project), and `requirements/*.txt`, following `-r other.txt`;
+  sub-project), and `requirements/*.txt`, following `-r other.txt`; a file of conda pins written by
+  `conda env export` or `conda list --export` under such a name (`- pytorch=1.4.0=py3.7_cuda10.0_0`:
+  Unsupervised-Classification's requirements.txt) is read as conda pins when pip's reading finds no bound;
 - conda environment files (`environment*.yml`, `conda_env.yml`, `env.yaml`, `conda.yml`, with
   either suffix): conda pins (`pytorch=1.7.1`, `pytorch>=1.8`) and the pip section's requirements;
 - install commands in shell scripts (`*.sh`) and Dockerfiles: `pip install torch==1.7.1`,
@@ -496,7 +498,27 @@ def _floor_of(path: str, package: Package = TORCH) -> Reading:
     requirements = _requirements(path, package)
     if requirements is None:
         return False, None, None
-    return (names_package(requirements, package), *pip_range(requirements, package))
+    reading = (names_package(requirements, package), *pip_range(requirements, package))
+    if reading[1:] == (None, None) and name not in METADATA_FILES:
+        exported = _conda_export(path, package)  # `- pytorch=1.4.0=py3.7_cuda10.0...`: a conda export named .txt
+        if exported is not None:
+            return exported
+    return reading
+
+
+def _conda_export(path: str, package: Package) -> Optional[Reading]:
+    """The range a requirements file written by `conda env export` / `conda list --export` gives `package`
+    (`- pytorch=1.4.0=py3.7_cuda10.0.130_cudnn7.6.3_0`, `pytorch=1.4.0=...`): conda's one `=` is no pip operator,
+    so pip's reading finds nothing there. None when no such line names the package."""
+    text = _read(path)
+    if text is None:
+        return None
+    items = [line.strip().lstrip("-").strip() for line in text.splitlines()]
+    pins = [item for item in items if package.conda.match(item) and re.match(r"[\w.-]+=[^=]", item)]
+    if not pins:
+        return None
+    found = conda_range(pins, package)
+    return (True, *found) if found != (None, None) else None
 
 
 def _read(path: str) -> Optional[str]:

@@ -1389,6 +1389,9 @@ def test_a_project_that_builds_its_extension_with_ffi_runs_on_torch_before_1_0(
 
 @pytest.mark.parametrize(("source", "ceiling"), [
     ("from torch._six import inf\n", (2, 0)),
+    # container_abcs left torch._six in 1.9 (fast-autoaugment's vendored condconv.py: sixteenth blind reading)
+    ("from torch._six import container_abcs\n", (1, 9)),
+    ("from torch._six import inf, container_abcs\n", (1, 9)),
     # torchtext.legacy: torchtext 0.9 to 0.11 only; 0.12 (released with torch 1.11) removed it
     ("from torchtext.legacy.data import Field, BucketIterator\n", (1, 11)),
     ("from torchtext.legacy import data\n", (1, 11)),

@@ -424,3 +424,20 @@ def test_requirements_files_with_a_prefix_pin_torch(tmp_path: Path) -> None:
     assert declared_torch_floor(str(tmp_path / "word"))[0] is None
     assert read_for_floor("det/det-requirements.txt") and read_for_floor("vim_requirements.txt")
     assert not read_for_floor("myrequirements.txt")
+
+
+def test_a_conda_export_saved_as_requirements_txt_pins_torch(tmp_path: Path) -> None:
+    """wvangansbeke/Unsupervised-Classification (sixteenth blind reading, 2 NP and 1 FP of GPU001): its
+    requirements.txt is `conda env export` output (`- pytorch=1.4.0=py3.7_cuda10.0.130_cudnn7.6.3_0`), torch 1.4,
+    which has no mixed precision; pip's reading finds no bound in it. `conda list --export` lines count too; a pip
+    requirement in the same file still comes first, and a conda line naming another package is no pin."""
+    write(tmp_path, {
+        "export/requirements.txt": '""" Packages used. """\n  - blas=1.0=mkl\n  - pytorch=1.4.0=py3.7_cuda10.0_0\n',
+        "listed/requirements.txt": "# platform: linux-64\npytorch=1.8.1=py3.8_cuda11.1_cudnn8.0.5_0\n",
+        "pip/requirements.txt": "torch>=2.1\n  - pytorch=1.4.0=py3.7_0\n",
+        "other/requirements.txt": "  - torchvision=0.5.0=py37_cu100\n  - numpy=1.18.1=py37\n",
+    })
+    assert declared_torch_floor(str(tmp_path / "export"))[0] == (1, 4)
+    assert declared_torch_floor(str(tmp_path / "listed"))[0] == (1, 8)
+    assert declared_torch_floor(str(tmp_path / "pip"))[0] == (2, 1)
+    assert declared_torch_floor(str(tmp_path / "other"))[0] is None
