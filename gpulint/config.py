@@ -96,6 +96,21 @@ def _glob_regex(pattern: str) -> "re.Pattern[str]":
     return re.compile(glob_to_regex(pattern))
 
 
+@lru_cache(maxsize=64)
+def _compiled_globs(patterns: tuple[str, ...]) -> tuple[tuple[bool, "re.Pattern[str]"], ...]:
+    """`PathPattern.matches`' reading of each pattern, once per pattern list: (matched against each name of the
+    path: no `/` in it, its regex); a pattern empty once trimmed matches nothing and is left out."""
+    out = []
+    for pattern in patterns:
+        pattern = pattern.strip()
+        if pattern.startswith("./"):
+            pattern = pattern[2:]
+        pattern = pattern.rstrip("/")
+        if pattern:
+            out.append(("/" not in pattern, _glob_regex(pattern)))
+    return tuple(out)
+
+
 def _relative(path: str, base: str) -> Optional[str]:
     """`path` relative to `base` with `/` separators, or None when it is not below it (both absolute)."""
     prefix = base if base.endswith(os.sep) else base + os.sep
@@ -299,7 +314,18 @@ class ProjectConfig:
     def is_test_file(self, path: PathLike) -> bool:
         """Matches a test pattern, relative to the configuration's folder (or the working directory)."""
         base = self.root or os.getcwd()
-        return any(PathPattern(base, pattern).matches(path) for pattern in self.test_patterns)
+        absolute = os.path.abspath(path)
+        relative = _relative(absolute, base)
+        for by_name, regex in _compiled_globs(tuple(self.test_patterns)):  # what PathPattern(base, p).matches(path) gives
+            if by_name:
+                names = relative.split("/") if relative is not None else [os.path.basename(absolute)]
+                if any(regex.fullmatch(name) for name in names):
+                    return True
+            elif relative is not None:
+                parts = relative.split("/")
+                if any(regex.fullmatch("/".join(parts[:i])) for i in range(1, len(parts) + 1)):
+                    return True
+        return False
 
     def ignored_codes(self, path: PathLike) -> tuple[str, ...]:
         codes: list[str] = []

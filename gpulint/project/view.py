@@ -1348,10 +1348,20 @@ def relative_to(root: Path, path: Path) -> Optional[str]:
 _VIEW_FIELDS = tuple(f.name for f in fields(ProjectView) if f.name != "own")
 
 
+_LEAVES = frozenset({str, int, bool, float, type(None)})
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # a dataclass's fields, by its type (read once per type)
+
+
 def _plain(value: object) -> object:
     """JSON-ready data with sets sorted, for a fingerprint."""
-    if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    kind = type(value)
+    if kind in _LEAVES:
+        return value
+    names = _FIELD_NAMES.get(kind)
+    if names is None and is_dataclass(value) and not isinstance(value, type):
+        names = _FIELD_NAMES[kind] = tuple(f.name for f in fields(value))
+    if names is not None:
+        return {name: _plain(getattr(value, name)) for name in names}
     if isinstance(value, dict):
         return {str(key): _plain(item) for key, item in value.items()}
     if isinstance(value, (frozenset, set)):
