@@ -11,7 +11,7 @@ import json
 import os
 import re
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
@@ -26,6 +26,7 @@ from gpulint.core.options import (
     version_text,
 )
 from gpulint.core.settings import ConfigError, Selection, Settings
+from gpulint.records import dataclass
 from gpulint.selectors import parse_codes
 
 if TYPE_CHECKING:  # read only when a file is linted: the project's torch floor
@@ -316,7 +317,8 @@ class ProjectConfig:
         base = self.root or os.getcwd()
         absolute = os.path.abspath(path)
         relative = _relative(absolute, base)
-        for by_name, regex in _compiled_globs(tuple(self.test_patterns)):  # what PathPattern(base, p).matches(path) gives
+        # what PathPattern(base, pattern).matches(path) gives, each pattern read once
+        for by_name, regex in _compiled_globs(tuple(self.test_patterns)):
             if by_name:
                 names = relative.split("/") if relative is not None else [os.path.basename(absolute)]
                 if any(regex.fullmatch(name) for name in names):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import io
 import tokenize
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import (
     TYPE_CHECKING,
@@ -36,6 +36,7 @@ from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import REACHABLE_FROM_TORCH
 from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.facts import ImportAliases, module_imports
+from gpulint.records import dataclass
 
 if TYPE_CHECKING:
     from gpulint.core.context import FileContext

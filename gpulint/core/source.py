@@ -33,11 +33,11 @@ import stat
 import tempfile
 import threading
 import tokenize
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
 
 from gpulint.core.edits import Change, apply_changes, diff_changes
+from gpulint.records import dataclass
 
 BOM = b"\xef\xbb\xbf"
 # The most gpulint ever reads of one file. Analysis stops far earlier (`max-file-size`);

@@ -28,7 +28,6 @@ import re
 import stat
 import sys
 import tempfile
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -36,6 +35,7 @@ from typing import Any, Optional, Sequence
 from gpulint import ENV_CACHE_DIR, __version__
 from gpulint.core.findings import Finding
 from gpulint.core.settings import Settings
+from gpulint.records import dataclass
 
 CACHE_DIR_NAME = ".gpulint_cache"
 FORMAT = "v1"

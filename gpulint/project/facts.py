@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
 from gpulint.project.ast_nodes import all_nodes, children, fast_walk, walk
@@ -53,6 +53,7 @@ from gpulint.project.methods import (
     plain_classes,
     uncalled_methods,
 )
+from gpulint.records import dataclass
 
 FACTS_VERSION = 44
 
