@@ -31,6 +31,7 @@ import warnings
 from dataclasses import field
 from typing import Iterator, Optional
 
+from gpulint.project.ast_nodes import kept_depth
 from gpulint.records import dataclass
 
 # Parsing costs about 0.7 GB of memory and 12 s per MB of source with LibCST (and 0.2 GB with
@@ -278,7 +279,8 @@ def python_check(text: str, before_libcst: bool = True, limit: int = MAX_CHARS,
         return PythonCheck(False)
     except ValueError as exc:  # e.g. NUL bytes; source.py refuses those earlier
         return PythonCheck(False, Refusal(f"SyntaxError: {exc}"))
-    if before_libcst:
+    kept = kept_depth(tree)  # the project pass walked this tree already and kept its depth (no walk again)
+    if before_libcst and (kept is None or kept > MAX_DEPTH):  # (the deepest node's row matters past the limit)
         depth, row = nesting_depth(tree)
         if depth > MAX_DEPTH:
             return PythonCheck(True, Refusal(f"{TOO_DEEP} (nesting depth {depth} > {MAX_DEPTH})", row))
