@@ -11,7 +11,7 @@ import json
 import os
 import re
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
@@ -26,6 +26,7 @@ from gpulint.core.options import (
     version_text,
 )
 from gpulint.core.settings import ConfigError, Selection, Settings
+from gpulint.records import dataclass
 from gpulint.selectors import parse_codes
 
 if TYPE_CHECKING:  # read only when a file is linted: the project's torch floor
@@ -94,6 +95,21 @@ def _glob_regex(pattern: str) -> "re.Pattern[str]":
     from gpulint.engine.files import glob_to_regex
 
     return re.compile(glob_to_regex(pattern))
+
+
+@lru_cache(maxsize=64)
+def _compiled_globs(patterns: tuple[str, ...]) -> tuple[tuple[bool, "re.Pattern[str]"], ...]:
+    """`PathPattern.matches`' reading of each pattern, once per pattern list: (matched against each name of the
+    path: no `/` in it, its regex); a pattern empty once trimmed matches nothing and is left out."""
+    out = []
+    for pattern in patterns:
+        pattern = pattern.strip()
+        if pattern.startswith("./"):
+            pattern = pattern[2:]
+        pattern = pattern.rstrip("/")
+        if pattern:
+            out.append(("/" not in pattern, _glob_regex(pattern)))
+    return tuple(out)
 
 
 def _relative(path: str, base: str) -> Optional[str]:
@@ -299,7 +315,19 @@ class ProjectConfig:
     def is_test_file(self, path: PathLike) -> bool:
         """Matches a test pattern, relative to the configuration's folder (or the working directory)."""
         base = self.root or os.getcwd()
-        return any(PathPattern(base, pattern).matches(path) for pattern in self.test_patterns)
+        absolute = os.path.abspath(path)
+        relative = _relative(absolute, base)
+        # what PathPattern(base, pattern).matches(path) gives, each pattern read once
+        for by_name, regex in _compiled_globs(tuple(self.test_patterns)):
+            if by_name:
+                names = relative.split("/") if relative is not None else [os.path.basename(absolute)]
+                if any(regex.fullmatch(name) for name in names):
+                    return True
+            elif relative is not None:
+                parts = relative.split("/")
+                if any(regex.fullmatch("/".join(parts[:i])) for i in range(1, len(parts) + 1)):
+                    return True
+        return False
 
     def ignored_codes(self, path: PathLike) -> tuple[str, ...]:
         codes: list[str] = []

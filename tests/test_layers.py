@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gpulint"
 
 # bottom to top; a module may import from its own layer and the ones before it
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("gpulint",),  # the version
+    ("gpulint",),  # the version, and `dataclass` (gpulint/records.py: a class made a dataclass when first used)
     ("gpulint.project",),  # per-file facts from CPython's `ast`, and the view one file has of its project
     ("gpulint.core",),  # the file context, tree walking, pending edits, rewrite helpers, findings, settings
     ("gpulint.analysis",),  # facts rules share: training steps, datasets, model structure

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 
 from gpulint.core import floors
+from gpulint.records import dataclass
 
 AUTOCAST = frozenset({"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"})
 AUTOCAST_DEPRECATED = frozenset({

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Callable, Mapping, Optional, Protocol
 
 from gpulint.analysis.amp_dtypes import autocast_arguments
@@ -31,6 +31,7 @@ from gpulint.core.torch_api import AUTOGRAD_BACKWARD, REACHABLE_FROM_TORCH
 from gpulint.project.ast_nodes import all_nodes
 from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.clamps import FLOAT16_MAX, numpy_readers, reads_as_numpy
+from gpulint.records import dataclass
 
 FLOAT16_TINY = 6e-8  # below float16's smallest subnormal (5.96e-8): the constant becomes 0
 SHARDED_SCALER_MODULE = "torch.distributed.fsdp.sharded_grad_scaler"

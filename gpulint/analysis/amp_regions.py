@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import builtins
 import re
-from dataclasses import dataclass
 from typing import Iterator, Optional
 
 from gpulint.analysis.amp import ANY_AUTOCAST, BFLOAT16, FLOAT16, Coverage
@@ -21,6 +20,7 @@ from gpulint.analysis.ast_context import AstContext, dotted
 from gpulint.project.ast_nodes import all_nodes
 from gpulint.project.ast_nodes import children as child_nodes
 from gpulint.project.ast_nodes import walk as walk_nodes
+from gpulint.records import dataclass
 
 # names under which an unseen context manager may well be autocast
 _LOOKS_LIKE_AMP = re.compile(r"autocast|(?<![a-z])amp|ctx|context|precision|mixed", re.IGNORECASE)

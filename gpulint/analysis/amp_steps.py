@@ -13,13 +13,13 @@ autocast); training.py's stays for GPU001/GPU002's fixes, which edit LibCST (`tr
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 from typing import Optional, Union
 
 from gpulint.analysis.amp import ANY_GRAD_SCALER
 from gpulint.analysis.ast_context import AstContext, dotted
 from gpulint.analysis.ast_values import single_value
 from gpulint.core.torch_api import AUTOGRAD_BACKWARD, FRAMEWORKS, not_an_optimizer_name, optimizer_name
+from gpulint.records import dataclass
 
 # what a training step spells, as `Rule.ast_needles`: a backward call and an optimizer step
 TRAINING_STEP_NEEDLES = ((".backward(", "torch.autograd.backward"), (".step(",))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import io
 import tokenize
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import (
     TYPE_CHECKING,
@@ -36,6 +36,7 @@ from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import REACHABLE_FROM_TORCH
 from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.facts import ImportAliases, module_imports
+from gpulint.records import dataclass
 
 if TYPE_CHECKING:
     from gpulint.core.context import FileContext
@@ -123,9 +124,10 @@ class _Binder:
             method = self._dispatch[kind] = getattr(self, "visit_" + kind.__name__, None)
         if method is not None and method(node) is False:
             return
-        for name in node._fields:
-            if name in _SKIP_FIELDS:
-                continue
+        fields = _WALKED_FIELDS.get(kind)
+        if fields is None:
+            fields = _walked_fields(kind)
+        for name in fields:
             value = getattr(node, name, None)
             if value.__class__ is list:
                 for item in value:
@@ -612,6 +614,13 @@ class Detection:
 
 # fields that hold operators and load/store contexts (shared singletons: not nodes of the file)
 _SKIP_FIELDS = frozenset({"ctx", "op", "ops"})
+_WALKED_FIELDS: dict[type, tuple[str, ...]] = {}  # a node type's fields but _SKIP_FIELDS, read once per type
+
+
+def _walked_fields(kind: type) -> tuple[str, ...]:
+    fields = _WALKED_FIELDS[kind] = tuple(name for name in kind._fields if name not in _SKIP_FIELDS)  # type: ignore[attr-defined]
+    return fields
+
 _REORDER = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Dict, ast.IfExp})
 _COMPOUND = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor, ast.While,
              ast.With, ast.AsyncWith, ast.Try) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ()) + \
@@ -701,9 +710,10 @@ class AstContext:
             else:
                 found.append(node)
             children: list[ast.AST] = []
-            for name in node._fields:
-                if name in _SKIP_FIELDS:
-                    continue
+            fields = _WALKED_FIELDS.get(kind)
+            if fields is None:
+                fields = _walked_fields(kind)
+            for name in fields:
                 value = getattr(node, name, None)
                 if value.__class__ is list:
                     for item in value:

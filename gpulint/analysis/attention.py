@@ -19,7 +19,7 @@ Pure functions over `ast` and a qualified-name resolver, so the rule and verify 
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Callable, Iterator, Optional, Union
 
 from gpulint.analysis.ast_context import AstNames, arg, keyword_args
@@ -44,6 +44,7 @@ from gpulint.core.torch_api import (
 )
 from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.facts import FUSED_OPTION
+from gpulint.records import dataclass
 
 # a class that calls one of these already has a fused path: its hand-written attention is the fallback
 FUSED_ATTENTION_TEXT = ("scaled_dot_product_attention", "memory_efficient_attention", "flash_attn")

@@ -20,7 +20,6 @@ that dataset call's arguments, at any depth (MoCo's `TwoCropsTransform(Compose(.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 from typing import Callable, Iterator, Optional, Union
 
 from gpulint.analysis.ast_context import AstContext
@@ -28,6 +27,7 @@ from gpulint.analysis.ast_values import value_at
 from gpulint.analysis.loaders import dataloader_call
 from gpulint.core.torch_api import COMPOSE, HEAVY_ALBUMENTATIONS, HEAVY_TORCHVISION, TORCHVISION_TRANSFORMS
 from gpulint.project.ast_nodes import children as child_nodes
+from gpulint.records import dataclass
 
 QualName = Callable[[ast.expr], Optional[str]]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Optional
 
 from gpulint.analysis.amp_regions import name_uses
@@ -37,6 +37,7 @@ from gpulint.analysis.nn_modules import (
 )
 from gpulint.core.torch_api import CHECKPOINT_FUNCTIONS, MODULE_LIST, SEQUENTIAL
 from gpulint.project.ast_nodes import fast_walk
+from gpulint.records import dataclass
 
 # torch.nn layers that count as one block of a stack: they hold parameters and save sizeable
 # activations for backward. Activations, dropout, normalisation (it rides along with a compute

@@ -9,10 +9,10 @@ read from the project facts (project/facts.py), not from the LibCST tree.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence
 from gpulint.project.view import ProjectView
+from gpulint.records import dataclass
 
 # Every kind of GPU evidence the facts scan accepts spells one of these in the file's text
 # (a "cuda..."/"nccl" string, torch.cuda / torch.accelerator, `.cuda(`, `device_ids=`,

@@ -11,11 +11,11 @@ over plain values so that any analysis (LibCST today, CPython's `ast` after the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 from typing import Iterable, Mapping, Optional
 
 from gpulint.core.options import STRICTNESS
+from gpulint.records import dataclass
 
 
 class Evidence(Enum):

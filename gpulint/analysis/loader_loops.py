@@ -16,7 +16,7 @@ one of them (or on an item or attribute of one: `batch["x"].to(device)`), never 
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Optional, Union
 
 from gpulint.analysis.ast_context import AstContext
@@ -24,6 +24,7 @@ from gpulint.analysis.holders import held_values
 from gpulint.core.torch_api import DATALOADER
 from gpulint.project.ast_nodes import children as child_nodes
 from gpulint.project.loader_flow import DEVICE_WORDS, ITERATION_WRAPPERS
+from gpulint.records import dataclass
 
 FunctionNode = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 Loop = Union[ast.For, ast.AsyncFor, ast.While]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cached_property
 from typing import Any, Callable, Optional, Sequence, TypeVar, Union
 
@@ -32,6 +32,7 @@ from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.facts import IN_MEMORY, NOTHING, ON_DEVICE, ClassFacts, moves_to_device
 from gpulint.project.graph_data import SMALL_IMAGE_SETS
 from gpulint.project.loader_flow import DEVICE_WORDS, IN, NON_BLOCKING, own_nodes
+from gpulint.records import dataclass
 
 FunctionNode = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 Definition = Union[ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef]

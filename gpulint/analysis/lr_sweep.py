@@ -24,7 +24,6 @@ NaN guard) and the premise stays shown: a sweep must be shown, never guessed.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 from typing import Iterator, Optional, Union
 
 from gpulint.analysis.amp_steps import amp_steps
@@ -33,6 +32,7 @@ from gpulint.analysis.evidence import REFUTED, SHOWN, Evidence, Premise
 from gpulint.project.ast_nodes import all_nodes
 from gpulint.project.ast_nodes import children as child_nodes
 from gpulint.project.ast_nodes import walk as walk_nodes
+from gpulint.records import dataclass
 
 LONG_RUN = Premise(
     "long-run",

@@ -9,13 +9,13 @@ findings did not move with the port. Anything unclear means "not known".
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 from typing import Iterator, Optional
 
 from gpulint.analysis.ast_context import LOCAL, AstContext, FunctionNode
 from gpulint.analysis.ast_values import single_value
 from gpulint.core.torch_api import GRAD_OFF, NN_MODULE, SET_GRAD_ENABLED
 from gpulint.project.ast_nodes import children as child_nodes
+from gpulint.records import dataclass
 
 MAX_EVAL_DEPTH = 8
 

@@ -21,12 +21,12 @@ This module only reads `ast` trees through a `StepFacts`.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 from typing import Optional
 
 from gpulint.analysis.evidence import REFUTED, SHOWN, Evidence, Premise
 from gpulint.analysis.steps import StepFacts, StepLoop
 from gpulint.project.ast_nodes import walk as walk_nodes
+from gpulint.records import dataclass
 
 TRAINING_PASS = Premise(
     "training-pass",

@@ -21,7 +21,7 @@ This module only reads `ast` trees; names are resolved through a `qualname` call
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Callable, Iterator, Optional, TypeVar, Union
 
 from gpulint.core.torch_api import AUTOGRAD_BACKWARD, LIGHTNING_MODULES, optimizer_name
@@ -29,6 +29,7 @@ from gpulint.project.ast_nodes import all_nodes, last_name
 from gpulint.project.ast_nodes import children as child_nodes
 from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.loader_flow import dotted
+from gpulint.records import dataclass
 
 if TYPE_CHECKING:
     from gpulint.analysis.ast_context import AstContext

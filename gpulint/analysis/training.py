@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Iterator, Optional, Union
 
 import libcst as cst
@@ -28,6 +28,7 @@ from gpulint.core.names import dotted
 from gpulint.core.torch_api import FRAMEWORKS, not_an_optimizer_name, optimizer_name
 from gpulint.core.values import single_value
 from gpulint.core.walk import walk
+from gpulint.records import dataclass
 
 # names under which an unseen context manager may well be autocast
 _LOOKS_LIKE_AMP = re.compile(r"autocast|(?<![a-z])amp|ctx|context|precision|mixed", re.IGNORECASE)

@@ -6,7 +6,7 @@ Each click option is declared once here; the commands pass what click parsed to
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
@@ -14,6 +14,7 @@ import click
 
 from gpulint import ENV_CACHE_DIR
 from gpulint.output import FORMATS
+from gpulint.records import dataclass
 
 STDIN = "-"
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]

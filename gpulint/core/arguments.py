@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal, Optional, overload
 
 import libcst as cst
 
 from gpulint.core.names import NameTable
 from gpulint.core.values import string_value
+from gpulint.records import dataclass
 
 
 @dataclass(frozen=True)

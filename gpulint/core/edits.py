@@ -7,9 +7,11 @@ they are plain text: which edits of many fixes go together, and what the text be
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import Enum
 from typing import Any, Generic, Iterable, Sequence, TypeVar
+
+from gpulint.records import dataclass
 
 
 class Applicability(str, Enum):

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Optional
 
 from gpulint.core.edits import Applicability, Edit, Fix
+from gpulint.records import dataclass
 
 
 @dataclass(frozen=True, order=True)

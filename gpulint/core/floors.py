@@ -10,8 +10,9 @@ older is listed at the release that introduced it where that is known, else at 1
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterable, Optional, Union
+
+from gpulint.records import dataclass
 
 Version = tuple[int, int]
 

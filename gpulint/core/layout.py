@@ -13,13 +13,13 @@ Lines that were too long before the fix are left as they are.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Callable, Optional, Sequence, Union
 
 import libcst as cst
 
 from gpulint.core.positions import SpanRecorder
 from gpulint.core.style import CodeStyle
+from gpulint.records import dataclass
 
 Bracketed = Union[cst.Call, cst.Dict, cst.List, cst.Set, cst.FunctionDef, cst.Parameters]
 _BRACKETED = (cst.Call, cst.Dict, cst.List, cst.Set, cst.FunctionDef, cst.Parameters)

@@ -9,12 +9,13 @@ This is much cheaper than LibCST's QualifiedNameProvider and enough for our rule
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Optional, Union
 
 import libcst as cst
 
 from gpulint.core.walk import walk
+from gpulint.records import dataclass
 
 LOCAL = None  # binding marker for anything that is not an import
 

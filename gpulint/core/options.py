@@ -10,8 +10,9 @@ configuration without importing the rules.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any, Generic, Optional, TypeVar, Union
+
+from gpulint.records import dataclass
 
 T = TypeVar("T")
 

@@ -8,7 +8,6 @@ resolves them into `Finding`s with text edits (core/findings.py).
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from typing import ClassVar, Optional, Protocol, Sequence, Union
 
 import libcst as cst
@@ -16,6 +15,7 @@ import libcst as cst
 from gpulint.core.edits import Applicability
 from gpulint.core.names import NameTable
 from gpulint.core.torch_api import REACHABLE_FROM_TORCH
+from gpulint.records import dataclass
 
 Replacement = Union[cst.CSTNode, Sequence[cst.CSTNode], str]
 

@@ -16,11 +16,13 @@ marked inexact, and no fix is built on it.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Iterable, Optional
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
+
+from gpulint.records import dataclass
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from typing import Any, Mapping, Optional, TypeVar
 
 from gpulint.core.options import (
@@ -19,6 +19,7 @@ from gpulint.core.options import (
     TORCH_VERSION,
     Option,
 )
+from gpulint.records import dataclass
 
 T = TypeVar("T")
 SELECT_ALL = "ALL"

@@ -30,14 +30,13 @@ import os
 import re
 import signal
 import stat
-import tempfile
 import threading
 import tokenize
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
 
 from gpulint.core.edits import Change, apply_changes, diff_changes
+from gpulint.records import dataclass
 
 BOM = b"\xef\xbb\xbf"
 # The most gpulint ever reads of one file. Analysis stops far earlier (`max-file-size`);
@@ -351,6 +350,7 @@ def _temporary_copy(path: Path, data: bytes, st: os.stat_result) -> str:
     while len(os.fsencode(name)) > _NAME_BYTES:
         name = name[:-1]
     try:
+        import tempfile  # (not on import: a run that writes nothing never loads it)
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=TEMP_SUFFIX, dir=path.parent)
     except PermissionError:  # a directory we may not write to, holding a file we may: write in place
         raise _KeepInPlace() from None
@@ -468,6 +468,7 @@ def _write_in_place(path: Path, source: SourceFile, data: bytes) -> None:
 def _rescue(source: SourceFile) -> str:
     """Save the bytes read to a temporary file when the original cannot be restored in place."""
     try:
+        import tempfile  # (not on import: a run that writes nothing never loads it)
         fd, rescued = tempfile.mkstemp(prefix="gpulint-rescued-", suffix=f"-{source.path.name[-80:]}")
         with os.fdopen(fd, "wb") as handle:
             handle.write(source.raw)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import io
 import re
 import tokenize
-from dataclasses import dataclass
+
+from gpulint.records import dataclass
 
 DEFAULT_LINE_LENGTH = 88
 _STRING_START = re.compile(r"^[a-zA-Z]{0,2}(['\"])")

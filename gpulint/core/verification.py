@@ -13,8 +13,9 @@ of reporting it as damage: the random numbers a dataset draws, or which paramete
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, Optional
+
+from gpulint.records import dataclass
 
 Details = dict[str, Any]
 

@@ -26,10 +26,10 @@ matches when any of its needles does:
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence, TypeVar
 
 from gpulint.project.ast_nodes import fast_walk, kept_nodes
+from gpulint.records import dataclass
 
 if TYPE_CHECKING:
     from gpulint.rules.base import Rule

@@ -27,8 +27,6 @@ import os
 import re
 import stat
 import sys
-import tempfile
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -36,6 +34,7 @@ from typing import Any, Optional, Sequence
 from gpulint import ENV_CACHE_DIR, __version__
 from gpulint.core.findings import Finding
 from gpulint.core.settings import Settings
+from gpulint.records import dataclass
 
 CACHE_DIR_NAME = ".gpulint_cache"
 FORMAT = "v1"
@@ -220,6 +219,7 @@ class ResultCache:
         try:
             self._prepare()
             target.parent.mkdir(parents=True, exist_ok=True)
+            import tempfile  # (not on import: a run that writes nothing never loads it)
             fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=target.parent)
         except OSError:
             return False
@@ -246,6 +246,7 @@ class ResultCache:
             raise OSError(f"{self.directory} is not a gpulint cache")  # appeared since open(): not ours
         parent = self.directory.parent
         parent.mkdir(parents=True, exist_ok=True)
+        import tempfile  # (not on import: a run that writes nothing never loads it)
         building = tempfile.mkdtemp(prefix=".gpulint-cache-", dir=parent)
         try:
             for name, content in (("CACHEDIR.TAG", CACHEDIR_TAG), (".gitignore", _GITIGNORE)):

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import Optional, Sequence
 
 from gpulint.core.findings import Finding
 from gpulint.engine.runner import FileResult
+from gpulint.records import dataclass
 from gpulint.rules.gpu000_invalid_file import InvalidFile
 
 _HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")

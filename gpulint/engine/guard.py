@@ -28,8 +28,11 @@ from __future__ import annotations
 import ast
 import re
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Iterator, Optional
+
+from gpulint.project.ast_nodes import kept_depth
+from gpulint.records import dataclass
 
 # Parsing costs about 0.7 GB of memory and 12 s per MB of source with LibCST (and 0.2 GB with
 # `ast`); the largest file in the torch package is 1.4 MB. Bigger files are generated data.
@@ -91,30 +94,47 @@ def nesting_depth(tree: ast.AST) -> tuple[int, int]:
     """(depth, row) of the deepest node, counting a chain of `and`/`or` as LibCST nests it.
 
     `ast.iter_child_nodes` inlined (same children, same order): this walk runs on every file
-    a rule may match, and the generator costs more than the work."""
+    a rule may match, and the generator costs more than the work. An expression context (`ctx`,
+    always a node's last field, so popped right after it, and without a row) is weighed where it
+    would be pushed, not pushed."""
     best, row = 0, 1
     stack: list[tuple[ast.AST, int]] = [(tree, 1)]
     pop, push = stack.pop, stack.append
-    node_type, bool_op = ast.AST, ast.BoolOp
+    node_type, bool_op, fields_of = ast.AST, ast.BoolOp, _DEPTH_FIELDS
     while stack:
         node, depth = pop()
-        if type(node) is bool_op:
-            depth += len(node.values)
+        kind = type(node)
+        if kind is bool_op:
+            depth += len(node.values)  # type: ignore[attr-defined]
         if depth > best:
             best, row = depth, getattr(node, "lineno", row)
         depth += 1
-        for name in node._fields:
-            try:
-                value = getattr(node, name)
-            except AttributeError:
-                continue
+        found = fields_of.get(kind)
+        if found is None:
+            found = fields_of[kind] = _depth_fields(kind)
+        fields, has_ctx = found
+        for name in fields:
+            value = getattr(node, name, None)
             if isinstance(value, node_type):
                 push((value, depth))
             elif isinstance(value, list):
                 for item in value:
                     if isinstance(item, node_type):
                         push((item, depth))
+        if has_ctx and depth > best and isinstance(getattr(node, "ctx", None), node_type):
+            best = depth  # the context, popped next: deeper than any node so far, its row the current one
     return best, row
+
+
+# per node type: its fields but a last `ctx`, and whether it has that `ctx` (nesting_depth)
+_DEPTH_FIELDS: dict[type, tuple[tuple[str, ...], bool]] = {}
+
+
+def _depth_fields(kind: type) -> tuple[tuple[str, ...], bool]:
+    fields = tuple(kind._fields)  # type: ignore[attr-defined]
+    if fields and fields[-1] == "ctx":
+        return fields[:-1], True
+    return fields, False
 
 
 @dataclass(frozen=True)
@@ -259,7 +279,8 @@ def python_check(text: str, before_libcst: bool = True, limit: int = MAX_CHARS,
         return PythonCheck(False)
     except ValueError as exc:  # e.g. NUL bytes; source.py refuses those earlier
         return PythonCheck(False, Refusal(f"SyntaxError: {exc}"))
-    if before_libcst:
+    kept = kept_depth(tree)  # the project pass walked this tree already and kept its depth (no walk again)
+    if before_libcst and (kept is None or kept > MAX_DEPTH):  # (the deepest node's row matters past the limit)
         depth, row = nesting_depth(tree)
         if depth > MAX_DEPTH:
             return PythonCheck(True, Refusal(f"{TOO_DEEP} (nesting depth {depth} > {MAX_DEPTH})", row))

@@ -13,7 +13,7 @@ import ast
 import bisect
 import difflib
 import traceback
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
@@ -41,6 +41,7 @@ from gpulint.engine.lint_result import (
 from gpulint.engine.profile import NO_PROFILE, Profile
 from gpulint.engine.suppressions import apply_suppressions
 from gpulint.project.view import ProjectView
+from gpulint.records import dataclass
 from gpulint.rules.base import Rule
 
 

@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING
 
 from gpulint.analysis.ast_context import NO_LIBCST_NOTE
 from gpulint.core.findings import Finding, Location
+from gpulint.records import dataclass
 from gpulint.rules.base import Rule
 from gpulint.rules.gpu000_invalid_file import InvalidFile
 

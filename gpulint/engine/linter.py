@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 import traceback
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
@@ -23,6 +23,7 @@ from gpulint.engine.profile import NO_PROFILE, Profile
 from gpulint.engine.suppressions import apply_suppressions
 from gpulint.project.facts import FileFacts, scan, text_digest
 from gpulint.project.view import ProjectView
+from gpulint.records import dataclass
 from gpulint.rules import all_rules
 from gpulint.rules.base import Rule, Target
 from gpulint.rules.gpu000_invalid_file import InvalidFile

@@ -6,11 +6,13 @@ import contextlib
 import os
 import signal
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import Enum
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence
+
+from gpulint.records import dataclass
 
 if TYPE_CHECKING:  # multiprocessing is imported when a pool starts: a small or cached run never needs it
     import multiprocessing.process

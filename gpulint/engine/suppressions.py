@@ -23,13 +23,14 @@ import io
 import re
 import tokenize
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
 from gpulint.core.edits import Applicability, Fix
 from gpulint.core.findings import Finding, FixEdit, Location
 from gpulint.core.lines import LineIndex
+from gpulint.records import dataclass
 from gpulint.rules import rule_codes
 from gpulint.rules.gpu000_invalid_file import InvalidFile
 from gpulint.rules.gpu900_unused_suppression import (

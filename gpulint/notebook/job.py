@@ -8,7 +8,6 @@ was read).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -20,6 +19,7 @@ from gpulint.notebook.lint import fix_notebook, lint_notebook
 from gpulint.notebook.model import Notebook, NotebookError, is_python, load_notebook
 from gpulint.notebook.write import splice_sources
 from gpulint.project.view import ProjectView
+from gpulint.records import dataclass
 
 
 def unreadable(path: Path, raw: bytes) -> tuple[Optional[Notebook], list[Finding]]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import traceback
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -16,6 +16,7 @@ from gpulint.engine.profile import NO_PROFILE, Profile
 from gpulint.notebook.model import Cell, Notebook, NotebookError
 from gpulint.notebook.program import Placement, Program, build_program, row_column
 from gpulint.project.view import ProjectView
+from gpulint.records import dataclass
 from gpulint.rules.gpu000_invalid_file import InvalidFile
 
 NO_FIX_HERE = " (no automatic fix in a notebook here: it would edit a magic line or span two cells)"

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from typing import Optional
+
+from gpulint.records import dataclass
 
 # cell magics whose body is Python run in the kernel: the body is linted
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug"})

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from json.decoder import scanstring  # type: ignore[attr-defined]  # not in typeshed; stdlib since 2.6
 from typing import Any, Callable, Generator, Optional
+
+from gpulint.records import dataclass
 
 BOM = b"\xef\xbb\xbf"
 _WHITESPACE = re.compile(r"[ \t\n\r]*")

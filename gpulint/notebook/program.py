@@ -12,11 +12,11 @@ from __future__ import annotations
 import ast
 import bisect
 import re
-from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
 from gpulint.notebook.magics import CellCode, Piece, split_lines, transform
 from gpulint.notebook.model import Cell, Notebook
+from gpulint.records import dataclass
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 

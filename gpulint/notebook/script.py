@@ -11,12 +11,13 @@ reason names the cell and the line.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Optional
 
 from gpulint.notebook.magics import PYTHON_CELL_MAGICS, STATEMENT_MAGICS, transform
 from gpulint.notebook.model import Notebook
 from gpulint.notebook.program import build_program
+from gpulint.records import dataclass
 
 # magics that only set up the interactive session: a script does without them
 SESSION_MAGICS = frozenset({"matplotlib", "load_ext", "reload_ext", "autoreload", "config", "pip", "conda",

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Optional
 
 from gpulint.core.source import SourceError, read_source
+from gpulint.records import dataclass
 
 
 @dataclass

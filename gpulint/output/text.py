@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
 from gpulint.core.edits import Applicability
 from gpulint.core.findings import Finding
 from gpulint.output.display import quote_path
+from gpulint.records import dataclass
 
 
 def fix_marker(finding: Finding, unsafe: bool = False) -> str:

@@ -11,6 +11,7 @@ import ast
 from typing import Iterator, Optional
 
 _KEY = "_gpulint_nodes"
+_DEPTH_KEY = "_gpulint_depth"
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
@@ -20,9 +21,19 @@ def all_nodes(tree: ast.AST) -> list[ast.AST]:
     cached = tree.__dict__.get(_KEY)
     if cached is not None:
         return cached
-    out = walk(tree)
+    if type(tree) is ast.Module:
+        out, depth = _walk_with_depth(tree)
+        setattr(tree, _DEPTH_KEY, depth)
+    else:
+        out = walk(tree)
     setattr(tree, _KEY, out)
     return out
+
+
+def kept_depth(tree: ast.AST) -> Optional[int]:
+    """The depth of the deepest node of a module whose nodes `all_nodes` kept, counted as engine/guard.py's
+    `nesting_depth` counts it (a chain of `and`/`or` as deep as LibCST nests it); None when none was kept."""
+    return tree.__dict__.get(_DEPTH_KEY)
 
 
 def kept_nodes(tree: ast.AST) -> Optional[list[ast.AST]]:
@@ -38,13 +49,15 @@ def children(node: ast.AST) -> list[ast.AST]:
     if fields is None:
         fields = _FIELDS[kind] = tuple(kind._fields)
     out: list[ast.AST] = []
-    AST = ast.AST
+    append, AST = out.append, ast.AST
     for name in fields:
         value = getattr(node, name, None)
         if isinstance(value, AST):
-            out.append(value)
+            append(value)
         elif type(value) is list:
-            out.extend([item for item in value if isinstance(item, AST)])
+            for item in value:  # (a loop: a list comprehension per field costs more than its items)
+                if isinstance(item, AST):
+                    append(item)
     return out
 
 
@@ -52,7 +65,7 @@ def walk(root: ast.AST) -> list[ast.AST]:
     """`list(ast.walk(root))`: the same nodes in the same (breadth-first) order, expression contexts included,
     several times faster; not kept (see `all_nodes` for a whole tree walked by many analyses)."""
     out: list[ast.AST] = [root]
-    append, extend, AST, fields_of = out.append, out.extend, ast.AST, _FIELDS
+    append, AST, fields_of = out.append, ast.AST, _FIELDS
     index = 0
     while index < len(out):
         node = out[index]
@@ -66,8 +79,45 @@ def walk(root: ast.AST) -> list[ast.AST]:
             if isinstance(value, AST):
                 append(value)
             elif type(value) is list:
-                extend([item for item in value if isinstance(item, AST)])
+                for item in value:  # (a loop: a list comprehension per field costs more than its items)
+                    if isinstance(item, AST):
+                        append(item)
     return out
+
+
+def _walk_with_depth(root: ast.AST) -> tuple[list[ast.AST], int]:
+    """`walk(root)`, and the depth of its deepest node: the root 1, a child one more than its parent, a
+    `BoolOp` as many more as it has values (engine/guard.py `nesting_depth`: the same nodes, the same depths)."""
+    out: list[ast.AST] = [root]
+    depths: list[int] = [1]
+    append, AST, fields_of, bool_op = out.append, ast.AST, _FIELDS, ast.BoolOp
+    best = 0
+    index = 0
+    while index < len(out):
+        node = out[index]
+        depth = depths[index]
+        index += 1
+        kind = type(node)
+        if kind is bool_op:
+            depth += len(node.values)  # type: ignore[attr-defined]
+        if depth > best:
+            best = depth
+        depth += 1
+        fields = fields_of.get(kind)
+        if fields is None:
+            fields = fields_of[kind] = tuple(kind._fields)
+        before = len(out)
+        for name in fields:
+            value = getattr(node, name, None)
+            if isinstance(value, AST):
+                append(value)
+            elif type(value) is list:
+                for item in value:
+                    if isinstance(item, AST):
+                        append(item)
+        if len(out) > before:
+            depths.extend([depth] * (len(out) - before))
+    return out, best
 
 
 def walk_with_parents(root: ast.AST) -> tuple[list[ast.AST], dict[int, ast.AST]]:
@@ -105,7 +155,7 @@ def fast_walk(root: ast.AST) -> Iterator[ast.AST]:
     """Every node under `root` (itself included) but expression contexts, in no particular order; several
     times cheaper than ast.walk, for a subtree walked once."""
     stack = [root]
-    pop, push, extend = stack.pop, stack.append, stack.extend
+    pop, push = stack.pop, stack.append
     AST, fields_of = ast.AST, _CHILD_FIELDS
     while stack:
         node = pop()
@@ -117,7 +167,9 @@ def fast_walk(root: ast.AST) -> Iterator[ast.AST]:
         for name in fields:
             value = getattr(node, name, None)
             if type(value) is list:
-                extend([v for v in value if isinstance(v, AST)])
+                for item in value:
+                    if isinstance(item, AST):
+                        push(item)
             elif isinstance(value, AST):
                 push(value)
 

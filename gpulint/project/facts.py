@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
 from gpulint.project.ast_nodes import all_nodes, children, fast_walk, walk
@@ -61,6 +61,7 @@ from gpulint.project.methods import (
     plain_classes,
     uncalled_methods,
 )
+from gpulint.records import dataclass
 
 FACTS_VERSION = 46
 
@@ -781,9 +782,18 @@ def _holds_options(node: ast.AST) -> bool:
 
 
 def _literal(node: ast.AST) -> Any:
-    try:
-        value = ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+    """The int, float, str, bool or None an expression spells (`ast.literal_eval`), else None. Only a constant
+    or a sign before one can spell one: any other expression `literal_eval` refuses or reads as a container or
+    a complex number, so it is not evaluated (a large config dict was, only to be dropped)."""
+    kind = type(node)
+    if kind is ast.Constant:
+        value = node.value  # type: ignore[attr-defined]
+    elif kind is ast.UnaryOp:
+        try:
+            value = ast.literal_eval(node)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return None
+    else:
         return None
     return value if isinstance(value, (int, float, str, bool)) or value is None else None
 

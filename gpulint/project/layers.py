@@ -15,10 +15,11 @@ sizes as markers and the list as its `chain` (see `pair_loops`).
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Callable, Iterable, Iterator, Optional, Protocol, Union
 
 from gpulint.project.ast_nodes import children, walk, walk_with_parents
+from gpulint.records import dataclass
 
 # layer kinds
 DIMS = "dims"  # a layer whose matmul width is the smallest of `dims`

@@ -54,11 +54,11 @@ import ast
 import os
 import re
 import sys
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional, TypeVar
 
 from gpulint.project.ast_nodes import walk
+from gpulint.records import dataclass
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement

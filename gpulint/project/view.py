@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field, fields, is_dataclass, replace
+from dataclasses import field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
@@ -32,6 +32,7 @@ from gpulint.project.layers import MODULE
 from gpulint.project.loader_flow import AT, CUDA, HAND, IN, STAR
 from gpulint.project.methods import named_by
 from gpulint.project.scripts import passed_flags
+from gpulint.records import dataclass
 
 ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
 _MODULE_EXTENSIONS = (".py", ".pyi")
@@ -1359,10 +1360,20 @@ def relative_to(root: Path, path: Path) -> Optional[str]:
 _VIEW_FIELDS = tuple(f.name for f in fields(ProjectView) if f.name != "own")
 
 
+_LEAVES = frozenset({str, int, bool, float, type(None)})
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # a dataclass's fields, by its type (read once per type)
+
+
 def _plain(value: object) -> object:
     """JSON-ready data with sets sorted, for a fingerprint."""
-    if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    kind = type(value)
+    if kind in _LEAVES:
+        return value
+    names = _FIELD_NAMES.get(kind)
+    if names is None and is_dataclass(value) and not isinstance(value, type):
+        names = _FIELD_NAMES[kind] = tuple(f.name for f in fields(value))
+    if names is not None:
+        return {name: _plain(getattr(value, name)) for name in names}
     if isinstance(value, dict):
         return {str(key): _plain(item) for key, item in value.items()}
     if isinstance(value, (frozenset, set)):

@@ -11,7 +11,6 @@ into the one CST transformation of the fix.
 from __future__ import annotations
 
 import builtins
-from dataclasses import dataclass
 from typing import Optional, Union
 
 import libcst as cst
@@ -28,6 +27,7 @@ from gpulint.core.context import FileContext
 from gpulint.core.names import NameUses, dotted
 from gpulint.core.values import self_attribute_value, single_value
 from gpulint.core.walk import walk
+from gpulint.records import dataclass
 from gpulint.rewrites.amp_device import default_device, device_code_in, name_device_code, parameter_visible
 
 Container = Union[cst.IndentedBlock, cst.Module]

@@ -13,7 +13,6 @@ loop (`.item()`, `.tolist()`, `.numpy()`, `print()`), and never `.to()` on a who
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Optional
 
 import libcst as cst
@@ -27,6 +26,7 @@ from gpulint.core.rewrite import add_keyword
 from gpulint.core.torch_api import SHAPE_METHODS
 from gpulint.core.walk import walk
 from gpulint.project.loader_flow import DEVICE_WORDS
+from gpulint.records import dataclass
 
 # calls that wrap an iterable and hand its items on: `enumerate(loader)`, `tqdm(loader, desc=...)`
 _WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "track", "progress_bar", "ProgressBar", "Bar"})

@@ -9,7 +9,7 @@ where the scaler lives are decided in rewrites/amp_plan.py.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Callable, Optional, Sequence, Union
 
 import libcst as cst
@@ -21,6 +21,7 @@ from gpulint.analysis.training import (
 from gpulint.core.context import FileContext
 from gpulint.core.pending import PendingEdit, Replace
 from gpulint.core.rewrite import add_keyword
+from gpulint.records import dataclass
 from gpulint.rewrites.amp_plan import Region, ScalerHome, ScalerPlan, as_float
 
 Container = Union[cst.IndentedBlock, cst.Module]

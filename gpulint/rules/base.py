@@ -15,7 +15,6 @@ can be named by the parts of gpulint that run before any file is parsed.
 from __future__ import annotations
 
 import textwrap
-from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
@@ -24,6 +23,7 @@ from gpulint.analysis.evidence import Decision, Evidence, Premise, decide, pedan
 from gpulint.core.edits import Applicability
 from gpulint.core.options import Option
 from gpulint.core.verification import Verification
+from gpulint.records import dataclass
 
 if TYPE_CHECKING:
     import libcst as cst

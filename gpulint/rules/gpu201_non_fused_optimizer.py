@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Optional
 
 from gpulint.analysis.amp_steps import amp_steps, imports_framework
@@ -32,6 +31,7 @@ from gpulint.project.ast_nodes import all_nodes
 from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.layers import MODULE, inline_tensors
 from gpulint.project.view import PART, ProjectView
+from gpulint.records import dataclass
 from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 from gpulint.rules.gpu001_missing_autocast import AMP_DTYPE, MissingAutocast
 from gpulint.rules.gpu002_fp16_without_grad_scaler import Fp16WithoutGradScaler

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ast
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 from gpulint.analysis.ast_context import AstContext, Detection
@@ -26,6 +25,7 @@ from gpulint.core.settings import Settings
 from gpulint.core.torch_api import MODULE_LIST, NN_MODULE, SEQUENTIAL
 from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.project.view import ProjectView
+from gpulint.records import dataclass
 from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 from gpulint.rules.gpu302_checkpoint_without_use_reentrant import (
     CHECKPOINT_MODULE,

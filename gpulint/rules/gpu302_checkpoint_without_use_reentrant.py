@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, Union
 
 from gpulint.analysis.ast_context import AstContext, Detection, FunctionNode, positional_args, visible_dict_keys
@@ -22,6 +21,7 @@ from gpulint.core.torch_api import (
 from gpulint.core.verification import NEUTRAL, TRAINED_PARAMETERS, Verification
 from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.facts import CHECKPOINT_OPTION, OPTION_OFF
+from gpulint.records import dataclass
 from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
 if TYPE_CHECKING:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from gpulint.analysis.ast_context import AstContext, Detection
@@ -12,6 +11,7 @@ from gpulint.analysis.steps import StepFacts, StepLoop, step_facts
 from gpulint.core.edits import Applicability
 from gpulint.core.verification import NEUTRAL, Verification
 from gpulint.project.ast_nodes import walk as walk_nodes
+from gpulint.records import dataclass
 from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
 if TYPE_CHECKING:

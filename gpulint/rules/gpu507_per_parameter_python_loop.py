@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import io
 import tokenize
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, Union
 
 from gpulint.analysis.ast_context import AstContext, Detection
@@ -17,6 +16,7 @@ from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import GRAD_OFF
 from gpulint.core.verification import FUSED_KERNEL, Verification
 from gpulint.project.ast_nodes import walk as walk_nodes
+from gpulint.records import dataclass
 from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 
 if TYPE_CHECKING:

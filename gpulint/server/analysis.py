@@ -9,7 +9,6 @@ line's own selection from the editor's settings on top.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -18,6 +17,7 @@ from gpulint.core.edits import Applicability, Edit
 from gpulint.core.findings import Finding
 from gpulint.core.lines import LineIndex
 from gpulint.core.settings import ConfigError
+from gpulint.records import dataclass
 from gpulint.selectors import parse_codes
 from gpulint.server.cells import NotebookCells, changed_edits, notebook_of
 

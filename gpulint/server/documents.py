@@ -12,12 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Hashable, Optional, Union
 from urllib.parse import unquote
 
 from gpulint.core.settings import ConfigError, Settings
+from gpulint.records import dataclass
 from gpulint.server.analysis import EditorSettings, Positions, docs_site
 from gpulint.server.cells import NotebookCells
 from gpulint.server.convert import diagnostic

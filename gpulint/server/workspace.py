@@ -8,10 +8,12 @@ as LSP content changes, positions counted in the negotiated encoding; URIs are c
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Optional
 from urllib.parse import unquote, urlparse
+
+from gpulint.records import dataclass
 
 log = logging.getLogger("gpulint.server")
 

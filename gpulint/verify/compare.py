@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Iterable, Optional, Sequence
 
 from gpulint.core.verification import Tolerance
+from gpulint.records import dataclass
 from gpulint.verify.events import RunRecord
 from gpulint.verify.stats import Speedup, Trend, mann_kendall, median_of_runs
 from gpulint.verify.stats import speedup as stats_speedup

@@ -25,9 +25,10 @@ import ctypes.util
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Optional, Sequence
+
+from gpulint.records import dataclass
 
 SWITCH_ENV = "GPULINT_VERIFY_NAMESPACE"  # "off": use the Python-level guard only
 CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from pathlib import Path
 from typing import Any, Optional
+
+from gpulint.records import dataclass
 
 # how a run ended
 STOPPED = "stopped"  # reached --steps; the harness ended the run

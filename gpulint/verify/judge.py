@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Iterable, Optional
 
 from gpulint.core.verification import RANDOM_STREAMS, TRAINED_PARAMETERS, Tolerance, Verification
+from gpulint.records import dataclass
 from gpulint.verify import events
 from gpulint.verify.compare import NoiseFloor, Timing, TrainingSignal, check_losses
 from gpulint.verify.events import RunRecord

@@ -13,8 +13,10 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Optional
+
+from gpulint.records import dataclass
 
 PROBE_TIMEOUT_S = 180
 _cache: dict[tuple, "Machine"] = {}

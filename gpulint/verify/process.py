@@ -15,10 +15,11 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Callable, Mapping, Optional
 
+from gpulint.records import dataclass
 from gpulint.verify import confine, events, guard, proctree, supervise
 from gpulint.verify.confine import Confinement
 from gpulint.verify.events import RunRecord

@@ -14,13 +14,14 @@ import ast
 import difflib
 import os
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from gpulint.core.source import SourceError, SourceFile, read_source
 from gpulint.engine.linter import fix_text, lint_text
 from gpulint.output.diff import unified_diff
+from gpulint.records import dataclass
 
 ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 SKIP_PARTS = frozenset({"site-packages", "dist-packages", ".venv", "venv", ".tox", ".nox", "node_modules",

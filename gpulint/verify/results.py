@@ -5,10 +5,11 @@ The session (session.py) fills these in; the report (report.py) renders them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Optional
 
+from gpulint.records import dataclass
 from gpulint.verify.compare import Comparison
 from gpulint.verify.events import RunRecord
 from gpulint.verify.project import RewrittenFile

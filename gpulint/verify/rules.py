@@ -3,11 +3,11 @@ from the rule classes, and the tolerance a combination of applied fixes gets."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, Optional
 
 from gpulint.core.verification import NEUTRAL, Tolerance, Verification
+from gpulint.records import dataclass
 
 
 @lru_cache(maxsize=1)

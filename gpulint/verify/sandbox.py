@@ -18,9 +18,11 @@ import stat
 import sys
 import tempfile
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Optional
+
+from gpulint.records import dataclass
 
 COPY_MAX_BYTES = 1 << 20  # files up to this size are copied into the sandbox
 COPY_BUDGET_BYTES = 64 << 20  # at most this much is copied per run; the rest is linked

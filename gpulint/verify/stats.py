@@ -18,8 +18,9 @@ from __future__ import annotations
 import math
 import random
 import statistics
-from dataclasses import dataclass
 from typing import Optional, Sequence
+
+from gpulint.records import dataclass
 
 TREND_ALPHA = 0.05
 MIN_TREND_POINTS = 4

@@ -250,7 +250,8 @@ def test_version_and_help_load_only_the_command_line_shell() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     loaded = proc.stdout.split("\n")[-2].split()
-    assert loaded == ["gpulint", "gpulint.cli", "gpulint.cli.options", "gpulint.output"], loaded
+    # (gpulint.records: what makes the options' class a dataclass, when first used)
+    assert loaded == ["gpulint", "gpulint.cli", "gpulint.cli.options", "gpulint.output", "gpulint.records"], loaded
 
 
 def test_linting_never_imports_torch(project: Path) -> None:
