@@ -39,6 +39,11 @@ EVERY_STEP = Premise(
     "every-step",
     "the loop runs on every training step: inside a step loop, or in a same-file function the step calls, "
     "not under a logging-interval or once-only condition.")
+FOREACH_EXISTS = Premise(
+    "foreach-exists",
+    "the project's torch has the list operations the advice names (`torch._foreach_mul_`/`_foreach_add_` with "
+    "`alpha=`, read at 1.13 in the floors table): refuted when the torch floor it declares is older (a "
+    "`torch==1.0` pin: sweetice/Deep-reinforcement-learning-with-pytorch, the sixteenth blind reading, 5 NP).")
 ON_CUDA = Premise(
     "on-cuda",
     "the parameters live on a CUDA GPU, where each tensor operation is a kernel launch: CUDA evidence in "
@@ -133,10 +138,10 @@ class PerParameterPythonLoop(Rule):
         loop holds no comment, and the project's torch floor has the functions; otherwise the
         finding says why no fix is offered. Not reported for loops that do anything but
         elementwise updates (conditions, reads of `.grad`, assignments), loops under a
-        logging-interval condition, where a framework owns the loop, in CPU-only files or in
-        test files.
+        logging-interval condition, where a framework owns the loop, in CPU-only files, in
+        test files, or where the project's torch floor is older than the list operations (1.13).
         """,
-        premises=(ELEMENTWISE_LOOP, EVERY_STEP, ON_CUDA),
+        premises=(ELEMENTWISE_LOOP, EVERY_STEP, ON_CUDA, FOREACH_EXISTS),
         fix_cases=(
             FixCase("a per-parameter `t.lerp_(s, w)` loop replaced by `torch._foreach_lerp_` over lists of the same "
                     "parameters (preview)",
@@ -152,6 +157,7 @@ class PerParameterPythonLoop(Rule):
 
     def detect(self, ctx: AstContext) -> None:
         steps = None
+        old_torch = floors.too_new(ctx.settings.torch_version, [floors.FOREACH_MUL_ADD]) is not None
         for loop in ctx.nodes(ast.For):
             assert isinstance(loop, ast.For)
             names = _zipped_parameters(loop)
@@ -166,6 +172,7 @@ class PerParameterPythonLoop(Rule):
                 ELEMENTWISE_LOOP: SHOWN,
                 EVERY_STEP: SHOWN if place.every_step else REFUTED,
                 ON_CUDA: cuda_evidence(ctx.project),
+                FOREACH_EXISTS: REFUTED if old_torch else SHOWN,
             })
             if not decision.report:
                 continue
