@@ -306,8 +306,9 @@ def _self_call(node: ast.AST) -> bool:
             and isinstance(node.func.value, ast.Name) and node.func.value.id == "self")
 
 
-# casts and reductions after which a tensor is no longer 16-bit floating point (`.numpy()` then works)
-_NOT_16_BIT = frozenset({"float", "double", "long", "int", "bool", "argmax", "argmin", "to", "type", "tolist", "item"})
+# casts and reductions after which a tensor is no longer 16-bit floating point (`.numpy()` then works); `.to(...)`
+# is not one (`.to("cpu")` keeps the dtype): a hazard seen where there is none only makes the fix float16
+_NOT_16_BIT = frozenset({"float", "double", "long", "int", "bool", "argmax", "argmin", "tolist", "item"})
 
 
 def numpy_readers(tree: ast.Module) -> dict[str, tuple[int, ...]]:
