@@ -36,10 +36,17 @@ def _verify(tmp_path: Path, script: str, steps: int = 40, *args: str) -> tuple[i
 
 
 def test_fused_adamw_in_bfloat16_passes_within_the_measured_noise_floor(tmp_path: Path) -> None:
-    """On 02ed7e3: FAIL, 5.8e-3 against the fused-optimizer limit 1e-4."""
+    """On 02ed7e3: FAIL, 5.8e-3 against the fused-optimizer limit 1e-4. Whether the fused and the for-loop AdamW
+    round differently is the CPU's kernels' doing: they did on the machine this was written on (5.8e-3), and are
+    identical bit for bit on a Xeon with AVX512-BF16 and AMX (2026-12-07), where the check passes without needing
+    the noise floor. Either way the verdict is PASS; the noise floor is asserted where the runs differ."""
     code, output, script = _verify(tmp_path, "bf16_fused.py")
     assert script["rules_applied"] == ["GPU201"], output
     loss = script["comparison"]["loss"]
+    if loss["max_step_deviation"] == 0.0:  # this CPU's fused and for-loop kernels round alike
+        assert code == EXIT_PASS and script["verdict"] == "PASS", output
+        assert "loss: identical bit for bit" in output, output
+        return
     assert loss["max_step_deviation"] > 1e-4  # beyond the rule's own tolerance...
     floor = loss["noise_floor"]
     assert floor["runs"] == 1 and "float32 ulp" in floor["nudge"] and max(floor["envelope"]) > 0
@@ -51,7 +58,8 @@ def test_fused_adamw_in_bfloat16_passes_within_the_measured_noise_floor(tmp_path
 
 def test_float16_that_overflows_fails_on_a_cpu_that_ran_it_in_bfloat16(tmp_path: Path) -> None:
     """On 02ed7e3: the region ran as bfloat16, fp32's range, and the check called itself meaningful."""
-    code, output, script = _verify(tmp_path, "float16/raw_features.py", 20)
+    # `--float16 emulate`: a CPU with fast float16 (AMX, AVX512-FP16) would otherwise run the region in float16 itself
+    code, output, script = _verify(tmp_path, "float16/raw_features.py", 20, "--float16", "emulate")
     assert script["rules_applied"] == ["GPU001"], output
     assert code == EXIT_FAIL and script["verdict"] == "FAIL", output
     assert script["verdict_reason"].startswith("float16 overflow: linear at raw_features.py:21 produced |x| = ")
