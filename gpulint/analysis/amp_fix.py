@@ -30,7 +30,7 @@ from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import AUTOGRAD_BACKWARD, REACHABLE_FROM_TORCH
 from gpulint.project.ast_nodes import all_nodes
 from gpulint.project.ast_nodes import walk as walk_nodes
-from gpulint.project.clamps import FLOAT16_MAX, numpy_readers, reads_as_numpy
+from gpulint.project.clamps import FLOAT16_MAX, reads_as_numpy
 from gpulint.records import dataclass
 
 FLOAT16_TINY = 6e-8  # below float16's smallest subnormal (5.96e-8): the constant becomes 0
@@ -256,12 +256,11 @@ def numpy_hazard(ctx: AstContext, region: AstRegion) -> str:
     bound = {n.id for statement in region.statements for n in walk_nodes(statement)
              if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     statements = [*region.statements, *(s for line in region.lines[region.end + 1:] for s in line)]
-    here = "numpy" in ctx.text
-    if not bound or not (here or ctx.project.numpy_readers):
+    local = ctx.project.own.numpy_readers  # the file's own, read by the project pass
+    if not bound or not (local or ctx.project.numpy_readers or "numpy" in ctx.text):
         return ""
-    if here and reads_as_numpy(statements, bound):
+    if reads_as_numpy(statements, bound):
         return "the step reads its output with .numpy()"
-    local = numpy_readers(ctx.tree) if here else {}
     for statement in statements:
         for node in walk_nodes(statement):
             if not isinstance(node, ast.Call):

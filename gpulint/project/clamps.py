@@ -231,7 +231,8 @@ def forward_overflows_float16(tree: ast.Module) -> bool:
     return False
 
 
-# torch factories whose result is float32 unless given a dtype
+# torch factories whose result is float32 unless given a dtype (not core/torch_api.py's tables, which import
+# project/facts.py, which imports this module)
 FLOAT32_FACTORY_NAMES = frozenset({"zeros", "ones", "empty", "full", "rand", "randn"})  # FileFacts' gate, cheap
 _FLOAT32_FACTORIES = frozenset(f"torch.{name}" for name in FLOAT32_FACTORY_NAMES)
 
