@@ -30,13 +30,11 @@ from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import AUTOGRAD_BACKWARD, REACHABLE_FROM_TORCH
 from gpulint.project.ast_nodes import all_nodes
 from gpulint.project.ast_nodes import walk as walk_nodes
-from gpulint.project.clamps import FLOAT16_MAX, reads_as_numpy
+from gpulint.project.clamps import BCE_FUNCTIONS, BCE_MODULES, FLOAT16_MAX, reads_as_numpy
 from gpulint.records import dataclass
 
 FLOAT16_TINY = 6e-8  # below float16's smallest subnormal (5.96e-8): the constant becomes 0
 SHARDED_SCALER_MODULE = "torch.distributed.fsdp.sharded_grad_scaler"
-BCE_FUNCTIONS = frozenset({"torch.nn.functional.binary_cross_entropy", "torch.binary_cross_entropy"})
-BCE_MODULES = frozenset({"torch.nn.BCELoss", "torch.nn.modules.loss.BCELoss"})
 _BCE_TEXT = re.compile(r"\bbinary_cross_entropy\s*\(|\bBCELoss\s*\(")
 _SGD = frozenset({"torch.optim.SGD", "torch.optim.sgd.SGD"})
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -189,7 +187,38 @@ def _outside_autocast(ctx: AstContext, region: AstRegion) -> tuple[str, bool]:
             if index == region.start:
                 return f"{_REFUSED} is computed in the same statement as the forward pass", False
             return "", True
-    return "", False
+    return _handed_bce(ctx, region), False
+
+
+def _handed_bce(ctx: AstContext, region: AstRegion) -> str:
+    """Why the loss the step is handed may be one of the project's binary_cross_entropy losses
+    (ProjectView.bce_losses_around, the file's own FileFacts.bce_losses), or "": the region's last line calls a
+    parameter of the step's function, or an attribute of `self` the class never assigns a known value."""
+    project = ctx.project
+    around = [*(f"this file::{name}" for name in project.own.bce_losses), *project.bce_losses_around]
+    if not around:
+        return ""
+    for call in (c for statement in region.lines[region.end] for c in _in_order(ctx, statement, ast.Call)):
+        assert isinstance(call, ast.Call)
+        func = call.func
+        if isinstance(func, ast.Name):
+            function = ctx.enclosing_function(call)
+            handed = function is not None and func.id in _parameters(function) \
+                and single_value(func, ctx.names) is None
+        else:
+            handed = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+                and func.value.id == "self" and self_attribute_value(ctx, func) is None
+        if handed:
+            path, _, name = around[0].rpartition("::")
+            more = f" and {len(around) - 1} more" if len(around) > 1 else ""
+            return (f"no fix: {dotted(func) or 'the loss'}() is handed in, and {name} ({path}){more} computes "
+                    "binary_cross_entropy, which CUDA autocast refuses (\"unsafe to autocast\")")
+    return ""
+
+
+def _parameters(function: ast.AST) -> set[str]:
+    args = function.args  # type: ignore[attr-defined]
+    return {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
 
 
 def _line(statement: ast.stmt) -> object:

@@ -136,6 +136,35 @@ def draws_batches(ctx: AstContext, call: ast.Call) -> Evidence:
     return REFUTED if all(_counted(ctx, n) for n in uses) else SHOWN
 
 
+def iterated_here(ctx: AstContext, call: ast.Call) -> bool:
+    """`name = DataLoader(...)` in a function, whose every use there is `for ... in name`, `len(name)` or an
+    attribute read (`name.batch_size`), at least one of them an iteration, and none in a nested scope: its
+    batches are consumed where it is built."""
+    statement = ctx.parent(call)
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name)):
+        return False
+    target = statement.targets[0]
+    scope = next((a for a in ctx.ancestors(statement) if isinstance(a, _SCOPES)), None)
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    uses = [n for n in ctx.named(target.id) if n is not target and any(a is scope for a in ctx.ancestors(n))]
+    if any(next((a for a in ctx.ancestors(n) if isinstance(a, _SCOPES)), None) is not scope for n in uses):
+        return False
+    loops = [n for n in uses if isinstance(n.ctx, ast.Load) and isinstance(ctx.parent(n), (ast.For, ast.AsyncFor))
+             and ctx.parent(n).iter is n]  # type: ignore[union-attr]
+    return bool(loops) and all(n in loops or _counted(ctx, n) or _setting_read(ctx, n) for n in uses)
+
+
+def _setting_read(ctx: AstContext, use: ast.Name) -> bool:
+    """`loader.batch_size`: an attribute read, not called (no batch comes out of it)."""
+    parent = ctx.parent(use)
+    if not (isinstance(use.ctx, ast.Load) and isinstance(parent, ast.Attribute)):
+        return False
+    above = ctx.parent(parent)
+    return not (isinstance(above, ast.Call) and above.func is parent)
+
+
 def _counted(ctx: AstContext, use: ast.Name) -> bool:
     if not isinstance(use.ctx, ast.Load):
         return False  # rebound: a later binding is another loader, judged on its own
@@ -150,7 +179,9 @@ FEEDS_TRAINING = Premise(
     "notebook that no project file imports, that trains nothing (no backward, optimizer, trainer or training "
     "call anywhere in it) and that turns autograd off (`torch.no_grad()`, `inference_mode`): an evaluation or "
     "inference pass (embeddings of a test set), not the training loop whose input pipeline the advice is for. "
-    "A loader a function builds may be handed to code that trains: shown.")
+    "In such a script, a loader a function binds to a name it only iterates there (`for x in loader`, and "
+    "`len(loader)`, `loader.batch_size`) is refuted too (blind17: FragmentVC's preprocess.py extracts features "
+    "under no_grad); one it returns, stores or hands on may reach code that trains: shown.")
 
 
 def trains_nothing_here(ctx: "AstContext") -> bool:

@@ -319,15 +319,16 @@ def _reach(resolver: Project, by_name: dict[str, Path], starts: list[str], facts
         callers |= confirmed
         frontier = confirmed
     # the modules the callers import, transitively: a caller's code ceiling comes from anything it imports
-    # (ProjectView.ceiling_code), and a helper member takes its importers' ceilings
-    around: set[str] = set()
-    pending = [t for c in callers for t in imports(c)]
+    # (ProjectView.ceiling_code), and a helper member takes its importers' ceilings; in functions too: the
+    # losses a caller's factory imports there (ProjectView.bce_losses_around)
+    around: set[str] = set()  # `down` is closed under the imports at module level only: walk it again
+    pending = [t for c in callers for t in imports(c, lazy=True)]
     while pending:
         name = pending.pop()
-        if name in around or name in down or name in callers or not known(name):
+        if name in around or name in callers or not known(name):
             continue
         around.add(name)
-        pending.extend(imports(name))
+        pending.extend(imports(name, lazy=True))
     return down | callers | around, texts
 
 

@@ -26,7 +26,7 @@ from gpulint.project.view import ProjectView
 from gpulint.records import dataclass
 from gpulint.rules import all_rules
 from gpulint.rules.base import Rule, Target
-from gpulint.rules.gpu000_invalid_file import InvalidFile
+from gpulint.rules.gpu000_invalid_file import InvalidFile, may_hold_findings
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -136,6 +136,8 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
     if check.refusal is not None:
         refusal = check.refusal
         return LintResult([syntax_finding(str(path), refusal.message, refusal.row, refusal.column)], parsed=False)
+    if not check.valid and not may_hold_findings(text) and not pedantic(settings):
+        return LintResult(parsed=False)  # Python 2 or another language, naming no torch: nothing went unchecked
     if check.tree is not None and candidates:
         # the second prefilter: only rules whose needles the `ast` tree meets are worth LibCST
         with profile.phase("prefilter"):

@@ -7,6 +7,7 @@ from dataclasses import field, replace
 from pathlib import Path
 from typing import Optional, Sequence
 
+from gpulint.analysis.evidence import pedantic
 from gpulint.core.edits import Edit, Fix, apply_edits, select_edits
 from gpulint.core.findings import CellRef, Finding, FixEdit, Location
 from gpulint.core.settings import Settings
@@ -17,7 +18,7 @@ from gpulint.notebook.model import Cell, Notebook, NotebookError
 from gpulint.notebook.program import Placement, Program, build_program, row_column
 from gpulint.project.view import ProjectView
 from gpulint.records import dataclass
-from gpulint.rules.gpu000_invalid_file import InvalidFile
+from gpulint.rules.gpu000_invalid_file import InvalidFile, may_hold_findings
 
 NO_FIX_HERE = " (no automatic fix in a notebook here: it would edit a magic line or span two cells)"
 
@@ -99,7 +100,13 @@ def _problems(path: Path, program: Program, notebook: Notebook, settings: Settin
     if not settings.is_enabled(InvalidFile.code):
         return []
     out = []
+    # a cell of YAML or shell commands, or a notebook that never names torch: nothing any rule reads went unchecked
+    everything = pedantic(settings)
+    if not everything and not may_hold_findings("".join(cell.source for cell in notebook.code_cells)):
+        return []
     for problem in program.problems:
+        if not everything and problem.holds is not None:
+            continue
         finding = syntax_finding(str(path), problem.message, *problem.location)
         out.append(replace(finding, cell=cell_ref(notebook, problem.cell, problem.offset, problem.offset)))
     return out

@@ -220,3 +220,45 @@ def _replace_magic(out: CellCode, line: str, offset: int) -> None:
             return
     placeholder = (indent + "pass" if indent else "") + _newline(line)
     out.add(placeholder, offset, copied=False)
+
+
+# a code cell that holds no Python at all: a YAML document shown as an example (`model_root: ../checkpoints/` under
+# a `Base:` key), or shell commands, some written without their `!` (`!cd demo`, then `python run.py`). Jupyter
+# would fail on it too, but there is no Python in it for any rule, so gpulint says nothing (blind17: FuxiCTR's
+# tutorials, 33 such cells)
+_YAML_ENTRY = re.compile(r"(?:-\s+)?[\w.\-]+\s*:(?:\s|$)|-(?:\s|$)|[\[{]")
+_YAML_KEY = re.compile(r"[\w.\-]+\s*:(?:\s|$)")
+_SHELL_COMMANDS = frozenset({"python", "python3", "bash", "sh", "nohup", "wget", "curl", "git", "export", "unzip",
+                             "tar", "echo", "source", "sudo", "apt", "apt-get", "nvidia-smi", "torchrun",
+                             "accelerate", "deepspeed"}) | AUTOMAGICS
+_COMMAND = re.compile(r"(?P<name>[A-Za-z_][\w\-]*)(?:\s+[^\s=(].*)?")
+
+
+def not_python(source: str) -> Optional[str]:
+    """What a code cell that does not parse holds instead of Python ("YAML", "shell"), or None
+    when it may be Python with a mistake (then GPU000 says the cell was not linted)."""
+    lines = [line.strip() for line in _LINE.findall(source)]
+    significant = [line for line in lines if line and not line.startswith("#")]
+    if not significant:
+        return None
+    if _YAML_KEY.match(significant[0]) and _yaml_lines(significant):
+        return "YAML"
+    if all(line[0] in "!%" or _shell_command(line) for line in significant):
+        return "shell"
+    return None
+
+
+def _yaml_lines(lines: list[str]) -> bool:
+    """Every line a YAML entry (`key: value`, `- item`), or inside a flow collection a line above opened."""
+    depth = 0
+    for line in lines:
+        if depth <= 0 and not _YAML_ENTRY.match(line):
+            return False
+        code = re.sub(r"'[^']*'|\"[^\"]*\"", "", line)  # brackets in quoted strings do not count
+        depth += code.count("[") + code.count("{") - code.count("]") - code.count("}")
+    return True
+
+
+def _shell_command(line: str) -> bool:
+    match = _COMMAND.fullmatch(line)
+    return match is not None and match["name"] in _SHELL_COMMANDS and not compiles(line)

@@ -14,7 +14,7 @@ import bisect
 import re
 from typing import Mapping, Optional, Sequence
 
-from gpulint.notebook.magics import CellCode, Piece, split_lines, transform
+from gpulint.notebook.magics import CellCode, Piece, not_python, split_lines, transform
 from gpulint.notebook.model import Cell, Notebook
 from gpulint.records import dataclass
 
@@ -57,6 +57,11 @@ class CellProblem:
     @property
     def location(self) -> tuple[int, int]:
         return row_column(self.source, self.offset)
+
+    @property
+    def holds(self) -> Optional[str]:
+        """What the cell holds instead of Python ("YAML", "shell"; magics.not_python), or None."""
+        return not_python(self.source)
 
 
 @dataclass(frozen=True)

@@ -346,3 +346,25 @@ def _uncast_use(receiver: ast.AST, names: Union[set[str], frozenset[str]]) -> bo
         if isinstance(node, ast.Name) and node.id in names:
             uses = True
     return uses
+
+
+# binary_cross_entropy, called or built as a module: CUDA autocast refuses it ("unsafe to autocast"), so the first step
+# of a forward pass and loss wrapped in autocast raises (analysis/amp_fix.py keeps it out of the region it wraps)
+BCE_FUNCTIONS = frozenset({"torch.nn.functional.binary_cross_entropy", "torch.binary_cross_entropy"})
+BCE_MODULES = frozenset({"torch.nn.BCELoss", "torch.nn.modules.loss.BCELoss"})
+BCE_NAMES = frozenset({"binary_cross_entropy", "BCELoss"})  # FileFacts' gate, cheap
+
+
+def bce_losses(tree: ast.Module, qualified: Qualified) -> tuple[str, ...]:
+    """The module-level classes and functions of the file that compute binary_cross_entropy (call it, or build a
+    BCELoss): a training step handed its loss as a parameter may be handed one of them (Unsupervised-Classification's
+    `scan_train(..., criterion, ...)` gets losses.py's SCANLoss, whose `self.bce = nn.BCELoss()`)."""
+    found: list[str] = []
+    for statement in tree.body:
+        if not isinstance(statement, (ast.ClassDef, *_FUNCTIONS)):
+            continue
+        for node in walk(statement):
+            if isinstance(node, ast.Call) and qualified(node.func) & (BCE_FUNCTIONS | BCE_MODULES):
+                found.append(statement.name)
+                break
+    return tuple(found)

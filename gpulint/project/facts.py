@@ -20,9 +20,11 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
 from gpulint.project.ast_nodes import all_nodes, children, fast_walk, walk
 from gpulint.project.clamps import (
+    BCE_NAMES,
     CLAMP_NAMES,
     FLOAT32_FACTORY_NAMES,
     LOG_NAMES,
+    bce_losses,
     forward_index_puts_float32,
     forward_overflows_float16,
     log_clamp_rounds_to_one,
@@ -63,7 +65,7 @@ from gpulint.project.methods import (
 )
 from gpulint.records import dataclass
 
-FACTS_VERSION = 46
+FACTS_VERSION = 48
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -261,7 +263,9 @@ class ImportRef:
 class FileFacts:
     imports: tuple[ImportRef, ...] = ()
     gpu: bool = False  # GPU evidence (a cuda/nccl string, torch.cuda, .cuda(), device_ids=, LOCAL_RANK, ...)
-    cpu_pinned: bool = False  # pins a device to "cpu" somewhere (device="cpu", torch.device("cpu"), .to("cpu"))
+    # pins a device to "cpu" somewhere (device="cpu", torch.device("cpu"), .to("cpu")), or hides every GPU
+    # (`os.environ["CUDA_VISIBLE_DEVICES"] = ""`)
+    cpu_pinned: bool = False
     scaler: bool = False  # creates a GradScaler (any kind) or scales a loss through one
     # creates or imports FSDP's ShardedGradScaler (dinov2's fsdp/__init__.py imports it for ssl_meta_arch.py)
     sharded_scaler: bool = False
@@ -282,6 +286,9 @@ class FileFacts:
     # with the positions of the parameters read so: numpy has no bfloat16, so handed a model output computed under
     # bfloat16 autocast they raise
     numpy_readers: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # module-level classes and functions that compute binary_cross_entropy, which CUDA autocast refuses
+    # (project/clamps.py): a step handed its loss as a parameter may be handed one of them
+    bce_losses: tuple[str, ...] = ()
     # builds native kernels at import or run time (torch.utils.cpp_extension.load / load_inline): the
     # project's own CUDA/C++ ops, which autocast does not cover and which may take only fp32/fp16
     native_kernels: bool = False
@@ -771,6 +778,19 @@ def _string(node: Optional[ast.AST]) -> Optional[str]:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
+def _hides_every_gpu(node: ast.Assign) -> bool:
+    """`os.environ["CUDA_VISIBLE_DEVICES"] = ""` (or "-1"): CUDA sees no device, so the script trains on the CPU."""
+    if _string(node.value) not in ("", "-1"):
+        return False
+    for target in node.targets:
+        if isinstance(target, ast.Subscript) and _string(target.slice) == "CUDA_VISIBLE_DEVICES":
+            environ = target.value
+            if (isinstance(environ, ast.Attribute) and environ.attr == "environ") or (
+                    isinstance(environ, ast.Name) and environ.id == "environ"):
+                return True
+    return False
+
+
 def _is_cuda_string(value: Optional[str]) -> bool:
     return value is not None and (value == "cuda" or value.startswith("cuda:") or value == "nccl")
 
@@ -1184,6 +1204,7 @@ class _Scanner:
             forward_index_puts_float32=bool(names & FLOAT32_FACTORY_NAMES)
             and forward_index_puts_float32(self.tree, self.aliases.qualified),
             numpy_readers=numpy_readers(self.tree) if "numpy" in names else {},
+            bce_losses=bce_losses(self.tree, self.aliases.qualified) if names & BCE_NAMES else (),
             jax=bool(roots & JAX_PACKAGES), replaces_optimizers=bool(roots & OPTIMIZER_REPLACERS),
             parallelism=tuple(sorted(self.parallelism)), fused_sgd_momentum=self.fused_sgd,
             argparse_defaults=self._argparse_defaults(), dataclass_ints=self._dataclass_ints(),
@@ -1259,6 +1280,8 @@ class _Scanner:
                             self._call_results[element.id] = root.split(".", 1)[0]
         if _assigns_device_index(node):
             self.gpu = True  # `device = 0`: a CUDA device index
+        elif _hides_every_gpu(node):
+            self.cpu = True  # `os.environ["CUDA_VISIBLE_DEVICES"] = ""`: the process sees no GPU (blind17: vgae)
         elif _string(node.value) == "cpu":
             for target in node.targets:
                 label = target.id if isinstance(target, ast.Name) else (

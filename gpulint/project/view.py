@@ -112,6 +112,11 @@ class ProjectView:
     # a float32 buffer through a mask (FileFacts.forward_index_puts_float32): TensoRF's train.py renders with
     # tensorBase.py's TensorBase, whose `rgb[app_mask] = valid_rgbs` raises under autocast (index_put dtypes)
     index_put_importees: bool = False
+    # the project's classes and functions that compute binary_cross_entropy (FileFacts.bce_losses), as `path::Name`,
+    # in the modules a caller imports (two levels deep) and in this one's imports (two levels): what a step handed
+    # its loss as a parameter may be handed (Unsupervised-Classification's scan.py builds SCANLoss through
+    # common_config.py and hands it to train_utils.py's scan_train, whose CUDA autocast would refuse it)
+    bce_losses_around: tuple[str, ...] = ()
     # the file or a module it imports (three levels deep) reaches the project's own native kernels: it builds them
     # with torch.utils.cpp_extension.load/load_inline, or imports an extension module the project's setup.py
     # compiles (CUDAExtension/CppExtension). stylegan2-pytorch's model.py imports op/, whose fused_act.py and
@@ -455,6 +460,7 @@ class Project:
         self._gpu = sum(bit(p) for p in self.paths if facts[p].gpu)
         self._ffi_extension_built = any(facts[p].builds_ffi_extension for p in self.paths)
         self._code_ceilings: Optional[dict[str, tuple[int, int]]] = None  # see `_code_ceiling`
+        self._bce: Optional[frozenset[str]] = None  # see `_bce_paths`
         self._rl = sum(bit(p) for p in self.paths if facts[p].rl)
         self._extensions = frozenset(name for p in self.paths for name in facts[p].extensions)
         self._scaler = sum(bit(p) for p in self.paths if facts[p].scaler)
@@ -729,6 +735,7 @@ class Project:
             float16_overflow_importees=any(self.facts[p].forward_overflows_float16
                                            for p in self._closure(rel, depth=4)),
             index_put_importees=any(self.facts[p].forward_index_puts_float32 for p in self._closure(rel, depth=4)),
+            bce_losses_around=self._bce_losses_around(rel, callers),
             freezes_importees=any(self.facts[p].freezes_modules for p in self._closure(rel, depth=2)),
             scaler_beside_callers=any(self.facts[t].scaler for i in _members(callers)
                                       for t in self._importees[self.paths[i]]),
@@ -1091,6 +1098,36 @@ class Project:
                     out[layer.name] = self.parts[layer.name]
                     pending.append(out[layer.name])
         return out
+
+    def _bce_losses_around(self, path: str, callers: int) -> tuple[str, ...]:
+        if not self._bce_paths:
+            return ()
+        reach = self._closure(path, depth=2)
+        for index in _members(callers):
+            caller = self.paths[index]  # a factory imports its losses in a function (`get_criterion`)
+            reach |= {caller} | self._lazy_closure(caller, depth=2)
+        reach.discard(path)
+        return tuple(f"{p}::{name}" for p in sorted(reach & self._bce_paths) for name in self.facts[p].bce_losses)
+
+    @property
+    def _bce_paths(self) -> frozenset[str]:
+        if self._bce is None:
+            self._bce = frozenset(p for p, facts in self.facts.items() if facts.bce_losses)
+        return self._bce
+
+    def _lazy_closure(self, path: str, depth: int) -> set[str]:
+        """`_closure`, following the imports in functions too (FileFacts.lazy_imports)."""
+        seen: set[str] = set()
+        frontier = {path}
+        for _ in range(depth):
+            frontier = {t for p in frontier for t in (*self.importees(p), *self._lazy_importees(p))} - seen - {path}
+            if not frontier:
+                break
+            seen |= frontier
+        return seen
+
+    def _lazy_importees(self, path: str) -> set[str]:
+        return {t for ref in self.facts[path].lazy_imports for t in self.resolve(path, ref) if t in self.facts}
 
     def _closure(self, path: str, depth: int) -> set[str]:
         seen: set[str] = set()

@@ -15,7 +15,7 @@ from typing import Optional, Union
 
 import libcst as cst
 
-from gpulint.analysis.amp_fix import BCE_FUNCTIONS, BCE_MODULES, free_name
+from gpulint.analysis.amp_fix import free_name
 from gpulint.analysis.amp_fix import taken_names as names_taken
 from gpulint.analysis.training import (
     Backward,
@@ -27,6 +27,7 @@ from gpulint.core.context import FileContext
 from gpulint.core.names import NameUses, dotted
 from gpulint.core.values import self_attribute_value, single_value
 from gpulint.core.walk import walk
+from gpulint.project.clamps import BCE_FUNCTIONS, BCE_MODULES
 from gpulint.records import dataclass
 from gpulint.rewrites.amp_device import default_device, device_code_in, name_device_code, parameter_visible
 

@@ -135,7 +135,10 @@ AUTOCAST_COVERS = Premise(
     "does not run keeps GPU001 silent too (unknown is silence). Refuted too where a `forward` of the file or of a "
     "module it imports (four levels) writes what a submodule returns into a float32 buffer it made, through a "
     "mask (`rgb = torch.zeros(n, 3, device=d)`, then `rgb[mask] = self.render(x)`): under autocast the output "
-    "is 16-bit and index_put requires matching dtypes, so the first step raises (TensoRF).")
+    "is 16-bit and index_put requires matching dtypes, so the first step raises (TensoRF). Refuted as well where "
+    "the file compiles a module with `torch.jit.script` and the project's torch is older than 1.10, whose "
+    "`torch.cuda.amp.autocast` TorchScript does not follow: a scripted model's backward fails on the mixed dtypes "
+    "(pytorch#25387; blind17: FragmentVC scripts its model and pins torch 1.6).")
 LOSS_FITS_16_BIT = Premise(
     "loss-fits-16-bit",
     "the loss holds in 16 bits: refuted where a function of the file, or of a module it imports (three levels: the "
@@ -344,6 +347,8 @@ class MissingAutocast(Rule):
                     Applicability.UNSAFE, "bce_loss_kept_in_float32.py"),
             FixCase("binary_cross_entropy inside a helper of the step (CUDA autocast refuses it)",
                     None, "bce_in_helper_reported_without_fix.py"),
+            FixCase("a loss handed in (`criterion(out, y)`, a parameter) where a loss class of the project computes "
+                    "binary_cross_entropy", None, "bce_loss_class_handed_in_reported_without_fix.py"),
             FixCase("FSDP-sharded parameters: ShardedGradScaler instead of GradScaler",
                     Applicability.UNSAFE, "fsdp_uses_sharded_grad_scaler.py"),
             FixCase("tensor-parallel (DTensor) parameters: bfloat16, no scaler",
@@ -388,6 +393,8 @@ class MissingAutocast(Rule):
         loss_fits = REFUTED if project.own.log_clamp_rounds_to_one or project.log_clamp_importees else SHOWN
         floor = ctx.settings.torch_version
         ceiling = project.torch_ceiling  # the first torch the code cannot run on
+        if covers is SHOWN and _legacy(floor, ceiling) and _scripts_a_module(ctx):
+            covers = REFUTED  # TorchScript before 1.10 does not follow torch.cuda.amp.autocast
         autocast_exists = _autocast_exists(floor, ceiling)
         if autocast_exists is SHOWN and _legacy(floor, ceiling) and (
                 project.own.forward_overflows_float16 or project.float16_overflow_importees):
@@ -513,6 +520,12 @@ def _autocast_exists(floor: Optional[tuple[int, ...]], ceiling: Optional[tuple[i
     if floor is None and ceiling is not None and ceiling <= (AUTOCAST_SINCE[0], AUTOCAST_SINCE[1] + 1):
         return UNDECIDED
     return SHOWN
+
+
+def _scripts_a_module(ctx: AstContext) -> bool:
+    """The file calls `torch.jit.script` (through any alias)."""
+    return "script" in ctx.text and any(ctx.qualname(call.func) == "torch.jit.script"  # type: ignore[attr-defined]
+                                        for call in ctx.nodes(ast.Call))
 
 
 def _legacy(floor: Optional[tuple[int, ...]], ceiling: Optional[tuple[int, int]]) -> bool:

@@ -6,7 +6,15 @@ import ast
 import re
 from typing import TYPE_CHECKING, Optional, Union
 
-from gpulint.analysis.ast_context import AstContext, Detection, FunctionNode, positional_args, visible_dict_keys
+from gpulint.analysis.ast_context import (
+    AstContext,
+    Detection,
+    FunctionNode,
+    dotted,
+    positional_args,
+    visible_dict_keys,
+)
+from gpulint.analysis.ast_context import arg as argument
 from gpulint.analysis.evidence import REFUTED, SHOWN, Decision, Evidence, Premise
 from gpulint.analysis.guards import version_guarded
 from gpulint.core import floors
@@ -79,6 +87,16 @@ CAN_RUN = Premise(
     "`gradient_checkpointing` on), and the file has no setattr with a computed name. A flag assigned from "
     "a parameter or a config attribute, or set by a setter method, leaves it shown (a copy of Hugging "
     "Face's BERT encoder whose `gradient_checkpointing` is False and never turned on cannot checkpoint).")
+
+LAST_ENABLE = Premise(
+    "last-enable",
+    "for Hugging Face's `gradient_checkpointing_enable()`: the call's setting is the one the model trains with. "
+    "Refuted where the same function later hands the same model to PEFT's `prepare_model_for_kbit_training` "
+    "(or `prepare_model_for_int8_training`) without `use_gradient_checkpointing=False`: PEFT enables checkpointing "
+    "again with its own `gradient_checkpointing_kwargs`, overriding the fix, and makes the inputs require grad, "
+    "which the reentrant mode needs (blind17: georgesung/llm_qlora's QloraTrainer.py).")
+PEFT_PREPARE = frozenset({f"peft.{name}" for name in ("prepare_model_for_kbit_training",
+                                                      "prepare_model_for_int8_training")})
 
 
 def use_reentrant_too_new(ctx: Union[AstContext, "FileContext"]) -> Optional[floors.Unavailable]:
@@ -153,7 +171,7 @@ class CheckpointWithoutUseReentrant(Rule):
         Face's call where the project pins a transformers older than 4.35, which has no
         `gradient_checkpointing_kwargs`.
         """,
-        premises=(NO_USE_REENTRANT, CURRENT_TORCH, CURRENT_TRANSFORMERS, UNDER_AUTOGRAD, CAN_RUN),
+        premises=(NO_USE_REENTRANT, CURRENT_TORCH, CURRENT_TRANSFORMERS, LAST_ENABLE, UNDER_AUTOGRAD, CAN_RUN),
         fix_cases=(
             FixCase("`use_reentrant=False` added",
                     Applicability.UNSAFE, "from_import_checkpoint.py"),
@@ -183,6 +201,7 @@ class CheckpointWithoutUseReentrant(Rule):
                     UNDER_AUTOGRAD: _under_autograd(ctx, node), CAN_RUN: _can_run(ctx, node)}
         if hf_kwargs is not None:
             evidence[CURRENT_TRANSFORMERS] = SHOWN if hf_kwargs or not hf_kwargs_too_new(ctx) else REFUTED
+            evidence[LAST_ENABLE] = REFUTED if _peft_enables_again(ctx, node) else SHOWN
         return self.decide(evidence)
 
     def _torch_checkpoint(self, ctx: AstContext, node: ast.Call, sequential: bool) -> None:
@@ -300,6 +319,29 @@ class CheckpointWithoutUseReentrant(Rule):
 def _quote(ctx: AstContext) -> str:
     """The quote character the file's strings use (the one a LibCST fix context reads: core/style.py)."""
     return detect_style(ctx.text, ctx.settings.line_length, "    ").quote
+
+
+def _peft_enables_again(ctx: AstContext, node: ast.Call) -> bool:
+    """LAST_ENABLE refuted: `prepare_model_for_kbit_training(model)` after `model.gradient_checkpointing_enable()`,
+    in the same function, with checkpointing left on."""
+    if "prepare_model_for" not in ctx.text:
+        return False
+    receiver = dotted(node.func.value) if isinstance(node.func, ast.Attribute) else None
+    if receiver is None:
+        return False
+    function = ctx.enclosing_function(node)
+    for call in ctx.nodes(ast.Call):
+        assert isinstance(call, ast.Call)
+        if call.lineno <= node.lineno or ctx.qualname(call.func) not in PEFT_PREPARE \
+                or ctx.enclosing_function(call) is not function:
+            continue
+        kwargs = ctx.kwargs(call)
+        model = argument(call, "model", 0, kwargs)
+        switch = argument(call, "use_gradient_checkpointing", 1, kwargs)
+        if model is not None and dotted(model) == receiver and not (
+                isinstance(switch, ast.Constant) and not switch.value):
+            return True
+    return False
 
 
 def _under_autograd(ctx: AstContext, node: ast.Call) -> Evidence:

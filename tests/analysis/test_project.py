@@ -2168,3 +2168,82 @@ def test_functions_that_cast_their_models_parameters_to_a_dtype_they_are_handed(
         text: str, casts: dict[str, tuple[str, int]]) -> None:
     facts = facts_of_text(textwrap.dedent(text))
     assert facts is not None and facts.dtype_casts == casts
+
+
+PAIR_LOSS = """\
+    import torch.nn as nn
+
+
+    class PairLoss(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bce = nn.BCELoss()
+
+        def forward(self, a, b):
+            return self.bce(a.softmax(1), b.softmax(1))
+    """
+CRITERIA = """\
+    def get_criterion(name):
+        if name == "pair":
+            from losses.pair import PairLoss
+            return PairLoss()
+        raise ValueError(name)
+    """
+HANDED_STEP = """\
+    def train(loader, model, criterion, optimizer):
+        for x, y in loader:
+            x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+            out = model(x)
+            loss = criterion(out, y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    """
+HANDED_MAIN = """\
+    import torch
+    import torchvision
+    from utils.common import get_criterion
+    from utils.train_utils import train
+
+    model = torchvision.models.resnet50().cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    train(loader, model, get_criterion("pair"), optimizer)
+    """
+
+
+def gpu001(root: Path, *args: str) -> list[dict]:
+    result = CliRunner().invoke(main, ["check", "--output-format", "json", "--no-cache", "--select", "GPU001",
+                                       *args])
+    assert result.exit_code in (0, 1), result.output
+    return [f for f in json.loads(result.stdout) if f["code"] == "GPU001"]
+
+
+@pytest.mark.parametrize("one_file", [False, True])
+def test_a_step_handed_a_loss_the_project_computes_with_bce_gets_no_fix(tmp_path: Path, one_file: bool) -> None:
+    """wvangansbeke/Unsupervised-Classification (sixteenth blind reading, 1 FP): scan_train(..., criterion, ...)
+    is handed SCANLoss, which a factory imports inside a function and whose `nn.BCELoss()` CUDA autocast refuses:
+    the fix wrapping `criterion(...)` raised at the first step. The finding stays, with no fix and why; checking
+    the one file (the project read only as far as its view needs) says the same."""
+    write(tmp_path, {"pyproject.toml": "", "losses/__init__.py": "", "losses/pair.py": PAIR_LOSS,
+                     "utils/__init__.py": "", "utils/common.py": CRITERIA, "utils/train_utils.py": HANDED_STEP,
+                     "main.py": HANDED_MAIN})
+    target = tmp_path / "utils/train_utils.py" if one_file else tmp_path
+    [finding] = gpu001(tmp_path, str(target))
+    assert finding["fix"] is None
+    assert finding["note"].startswith("no fix: criterion() is handed in, and PairLoss (losses/pair.py) computes "
+                                      "binary_cross_entropy"), finding["note"]
+
+
+@pytest.mark.parametrize("change", [
+    ("self.bce = nn.BCELoss()", "self.bce = nn.BCEWithLogitsLoss()"),  # autocast runs it in float32
+    ("from utils.common import get_criterion\n", ""),  # no file around the step computes BCE
+])
+def test_a_step_handed_a_loss_keeps_its_fix_without_a_bce_loss_around(tmp_path: Path,
+                                                                       change: tuple[str, str]) -> None:
+    main_text = HANDED_MAIN.replace('get_criterion("pair")', "torch.nn.CrossEntropyLoss()")
+    write(tmp_path, {"pyproject.toml": "", "losses/__init__.py": "",
+                     "losses/pair.py": PAIR_LOSS.replace(*change), "utils/__init__.py": "",
+                     "utils/common.py": CRITERIA, "utils/train_utils.py": HANDED_STEP,
+                     "main.py": main_text.replace(*change)})
+    [finding] = gpu001(tmp_path, str(tmp_path))
+    assert finding["fix"] is not None and finding["note"] is None, finding

@@ -168,7 +168,7 @@ def test_diff_writes_nothing(project: Path) -> None:
 
 
 def test_syntax_error_is_a_finding_and_other_files_are_still_linted(project: Path) -> None:
-    (project / "broken.py").write_text("def train(:\n    pass\n")
+    (project / "broken.py").write_text("def train(:\n    torch.manual_seed(0)\n")
     result = invoke("check", "--output-format", "json", str(project))
     data = json.loads(result.output)
     assert result.exit_code == 1

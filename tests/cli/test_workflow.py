@@ -80,7 +80,7 @@ def test_exit_2_for_usage_and_config_errors(project: Path) -> None:
 
 
 def test_syntax_error_is_a_finding_and_other_files_are_linted(project: Path) -> None:
-    (project / "bad.py").write_text("def broken(:\n    pass\n")
+    (project / "bad.py").write_text("def broken(:\n    torch.manual_seed(0)\n")
     (project / "good.py").write_text(FLAGGED)
     result = gpulint("check", "--output-format", "json", ".")
     assert result.exit_code == 1
@@ -214,7 +214,7 @@ def test_fix_stdin_prints_fixed_code(project: Path) -> None:
 
 
 def test_stdin_syntax_error_and_force_exclude(project: Path) -> None:
-    result = gpulint("check", "-", "--stdin-filename", "x.py", input="def f(:\n")
+    result = gpulint("check", "-", "--stdin-filename", "x.py", input="def f(:\n    torch.manual_seed(0)\n")
     assert result.exit_code == 1 and "GPU000" in result.stdout
     (project / "gpulint.toml").write_text('exclude = ["gen"]\n')
     result = gpulint("fix", "-", "--stdin-filename", "gen/x.py", "--force-exclude", input=FLAGGED)

@@ -108,10 +108,26 @@ def test_syntax_error_is_one_line_with_position_and_others_are_linted(tmp_path: 
 ])
 def test_python2_file_is_a_syntax_error_finding(tmp_path: Path, text: str) -> None:
     path = tmp_path / "py2.py"
-    path.write_text(text)
+    path.write_text(text if "torch" in text else f"import torch\n{text}")
     result = check(path)
     assert_no_traceback(result)
     assert result.exit_code == EXIT_FINDINGS
+    [finding] = findings_for(result, path)
+    assert finding.startswith("GPU000 SyntaxError")
+
+
+@pytest.mark.parametrize("text", ['print "hello"\n', "x = 0777L\n"])
+def test_python2_file_naming_no_torch_is_silent_unless_pedantic(tmp_path: Path, text: str) -> None:
+    """blind16/blind17 (SEAL's node2vec, GraphCL's result collector): a vendored Python 2 script that never names
+    torch holds nothing any rule reads, so nothing went unchecked; pedantic still reports it."""
+    path = tmp_path / "py2.py"
+    path.write_text(text)
+    result = check(path)
+    assert_no_traceback(result)
+    assert result.exit_code == 0 and findings_for(result, path) == []
+    config = tmp_path / "gpulint.toml"
+    config.write_text('strictness = "pedantic"\n')
+    result = check(path, extra=("--config", str(config)))
     [finding] = findings_for(result, path)
     assert finding.startswith("GPU000 SyntaxError")
 

@@ -266,7 +266,7 @@ def _notebook(*sources: str) -> str:
 def test_add_noqa_covers_what_it_can_and_names_the_files_with_gpu000(gl: Gpulint, project: Path) -> None:
     """It said "Added 0 noqa directives." with exit 0 and skipped a notebook whose one cell did not parse."""
     (project / "ok.py").write_text(TRAIN)
-    (project / "bad.py").write_text("def f(:\n")
+    (project / "bad.py").write_text("def f(:\n    torch.manual_seed(0)\n")
     (project / "nb.ipynb").write_text(_notebook("import torch\nfrom torch.utils.data import DataLoader\n"
                                                 "from torchvision.datasets import MNIST\n"
                                                 "device = torch.device('cuda')\n", "def broken(:\n",

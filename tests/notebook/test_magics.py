@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
 from gpulint.config import Settings
 from gpulint.notebook.lint import lint_notebook
-from gpulint.notebook.magics import transform
+from gpulint.notebook.magics import not_python, transform
 from gpulint.notebook.model import load_notebook
 from tests.notebook.nbfiles import notebook
 
@@ -69,6 +70,52 @@ def test_a_notebook_with_automagics_is_linted_not_a_syntax_error() -> None:
     found = lint_notebook(Path("nb.ipynb"), load_notebook(raw), Settings(select=("ALL",)))
     assert "GPU000" not in {f.code for f in found}
     assert "GPU201" in {f.code for f in found}
+
+
+YAML_CELL = """# model_config.yaml
+Base:
+    model_root: '../checkpoints/'
+    workers: 3
+    feature_cols:
+        - {name: ["userid", "adgroup_id",
+                  "pid"], active: True, dtype: str}
+    metrics: ['logloss', 'AUC']
+"""
+
+
+@pytest.mark.parametrize("source, holds", [
+    (YAML_CELL, "YAML"),
+    ("taobao_tiny:\n    data_root: ../data/\n    - item\n", "YAML"),
+    ("!cd demo\npython DeepFM_with_h5.py", "shell"),
+    ("!cd benchmarks\n# run the demo\n!nohup python run.py --gpu 0 > run.log &", "shell"),
+    ("import torch\nmodel = torch.nn.Linear(8, 8\n", None),  # Python with a mistake
+    ("Base:\n    x = torch.zeros(3)\n", None),  # a key, then Python
+    ("python = 3\nprint python\n", None),
+])
+def test_cells_of_yaml_or_shell_commands_are_told_apart_from_python(source: str, holds: Optional[str]) -> None:
+    assert not_python(source) == holds
+
+
+def test_a_yaml_or_shell_cell_is_no_gpu000_but_a_python_cell_with_a_mistake_is() -> None:
+    """blind17 (xue-pai/FuxiCTR): tutorials show their YAML configs in code cells, and run scripts in cells whose
+    lines lost their `!`; 33 GPU000 findings, none of which held Python to lint. Pedantic still reports them."""
+    raw = notebook([
+        "import torch\nopt = torch.optim.Adam(torch.nn.Linear(8, 8).cuda().parameters())",
+        YAML_CELL,
+        "!cd demo\npython DeepFM_with_h5.py",
+        "def broken(:\n    pass",
+    ]).encode()
+    found = lint_notebook(Path("nb.ipynb"), load_notebook(raw), Settings(select=("ALL",)))
+    assert [f.cell.number for f in found if f.code == "GPU000"] == [4]
+    assert "GPU201" in {f.code for f in found}
+    pedantic = lint_notebook(Path("nb.ipynb"), load_notebook(raw),
+                             Settings(select=("ALL",)).with_values({"strictness": "pedantic"}))
+    assert [f.cell.number for f in pedantic if f.code == "GPU000"] == [2, 3, 4]
+
+
+def test_a_notebook_naming_no_torch_gets_no_gpu000() -> None:
+    raw = notebook(["print 'python 2'", "x = 1"]).encode()
+    assert lint_notebook(Path("nb.ipynb"), load_notebook(raw), Settings(select=("ALL",))) == []
 
 
 def test_cell_magics_that_are_not_python_skip_the_cell() -> None:

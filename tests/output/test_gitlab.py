@@ -63,7 +63,7 @@ def test_fingerprints_are_unique_and_survive_lines_added_above(project: Path) ->
 
 def test_severity_follows_what_the_finding_costs(project: Path) -> None:
     (project / "train.py").write_text(CORRECTNESS + "opt = torch.optim.Adam(p)\n")
-    (project / "broken.py").write_text("def f(:\n")
+    (project / "broken.py").write_text("def f(:\n    torch.manual_seed(0)\n")
     severities = {i["check_name"]: i["severity"] for i in report(project, ".")}
     assert severities == {"GPU000": "major", "GPU302": "major", "GPU900": "info", "GPU201": "minor"}
 

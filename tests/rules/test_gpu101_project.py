@@ -54,3 +54,57 @@ def test_an_evaluation_script_another_file_imports_stays_reported(tmp_path: Path
     assert findings(tmp_path, "--select", "GPU101") == []
     write(tmp_path, {"embed.py": EMBED, "run.py": "import embed\n"})
     assert [name for name, _, _ in findings(tmp_path, "--select", "GPU101")] == ["embed.py"]
+
+
+EXTRACT = """\
+import torch
+from torch.utils.data import DataLoader
+from data import AudioDataset
+
+
+def main(root, out):
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dataset = AudioDataset(root)
+    loader = DataLoader(dataset, batch_size=1, num_workers=4)
+    encoder = torch.jit.load("encoder.pt").to(device)
+    for name, wav in {use}:
+        with torch.no_grad():
+            feat = encoder(wav.to(device)).cpu()
+        torch.save(feat, f"{{out}}/{{name[0]}}.pt")
+        print(loader.batch_size, len(loader))
+
+
+if __name__ == "__main__":
+    main("data", "feats")
+"""
+AUDIO_DATA = """\
+import torch
+import torchaudio
+
+
+class AudioDataset(torch.utils.data.Dataset):
+    def __init__(self, root):
+        self.paths = sorted(root)
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        return self.paths[i], torchaudio.load(self.paths[i])[0]
+"""
+
+
+def test_a_loader_a_function_of_an_inference_script_only_iterates_feeds_no_training(tmp_path: Path) -> None:
+    """blind17 (yistLin/FragmentVC, 1 FP): preprocess.py's main() builds a loader and only iterates it, extracting
+    wav2vec features under no_grad; the script trains nothing and no file imports it."""
+    write(tmp_path, {"preprocess.py": EXTRACT.format(use="loader"), "data.py": AUDIO_DATA})
+    assert findings(tmp_path, "--select", "GPU101") == []
+
+
+def test_a_loader_a_function_of_an_inference_script_hands_on_stays_reported(tmp_path: Path) -> None:
+    """Handed to another function, the same loader may reach code that trains: reported as before."""
+    write(tmp_path, {"preprocess.py": EXTRACT.format(use="loader").replace(
+        "from data import AudioDataset", "from data import AudioDataset, consume").replace(
+        "print(loader.batch_size, len(loader))", "consume(loader)"),
+        "data.py": AUDIO_DATA + "\n\ndef consume(loader):\n    yield from loader\n"})
+    assert [name for name, _, _ in findings(tmp_path, "--select", "GPU101")] == ["preprocess.py"]
