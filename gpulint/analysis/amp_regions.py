@@ -76,7 +76,7 @@ class AmpRegions:
         self.ctx = ctx
         self.amp: AmpSteps = ctx.analysis(amp_steps)
         self.calls = self.amp.calls
-        self.mentions_autocast = _mentions_autocast(ctx.tree)
+        self.mentions_autocast = _mentions_autocast(ctx.tree, ctx.text)
         self.low_precision_model = any(self._casts_to_half(c) or self._built_in_half(c) for c in self.calls)
 
     @property
@@ -432,8 +432,12 @@ def _simple_statements(root: ast.AST) -> Iterator[ast.stmt]:
             yield node
 
 
-def _mentions_autocast(tree: ast.Module) -> bool:
-    """An identifier of the file spells `autocast` (a name, attribute, def, parameter, keyword or import)."""
+def _mentions_autocast(tree: ast.Module, text: Optional[str] = None) -> bool:
+    """An identifier of the file spells `autocast` (a name, attribute, def, parameter, keyword or import).
+    `text`, the source of `tree`: an identifier is spelled in it as it is (NFKC, which Python applies to
+    identifiers, leaves ASCII alone), so an ASCII text without the word answers without a walk."""
+    if text is not None and text.isascii() and "autocast" not in text.lower():
+        return False
     for node in all_nodes(tree):
         if isinstance(node, _SPELLING):  # most nodes spell no identifier: no generator for them
             for name in _identifiers(node):

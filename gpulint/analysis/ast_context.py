@@ -34,6 +34,7 @@ from typing import (
 from gpulint.analysis.evidence import Decision, undecided_note
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import REACHABLE_FROM_TORCH
+from gpulint.project.ast_nodes import node_fields
 from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.facts import ImportAliases, module_imports
 from gpulint.records import dataclass
@@ -103,6 +104,9 @@ def dotted(expr: ast.AST) -> Optional[str]:
     return None
 
 
+_NAME, _CONSTANT = ast.Name, ast.Constant
+
+
 class _Binder:
     """One pass over the module: scopes, bindings, and the scope of every Name (as core/names.py)."""
 
@@ -119,6 +123,11 @@ class _Binder:
         if node is None:
             return
         kind = type(node)
+        if kind is _NAME:  # a third of the nodes: its scope noted here, without a method call (no children)
+            self.names.scope_of[id(node)] = self.stack[-1]
+            return
+        if kind is _CONSTANT:  # nothing to bind, no children
+            return
         method = self._dispatch.get(kind)
         if method is None and kind not in self._dispatch:
             method = self._dispatch[kind] = getattr(self, "visit_" + kind.__name__, None)
@@ -195,9 +204,6 @@ class _Binder:
 
     def visit_Global(self, node: ast.Global) -> None:
         self.scope.globals_.update(node.names)
-
-    def visit_Name(self, node: ast.Name) -> None:
-        self.names.scope_of[id(node)] = self.scope
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -618,7 +624,7 @@ _WALKED_FIELDS: dict[type, tuple[str, ...]] = {}  # a node type's fields but _SK
 
 
 def _walked_fields(kind: type) -> tuple[str, ...]:
-    fields = _WALKED_FIELDS[kind] = tuple(name for name in kind._fields if name not in _SKIP_FIELDS)  # type: ignore[attr-defined]
+    fields = _WALKED_FIELDS[kind] = tuple(name for name in node_fields(kind) if name not in _SKIP_FIELDS)
     return fields
 
 _REORDER = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Dict, ast.IfExp})
@@ -697,6 +703,7 @@ class AstContext:
         index: dict[type, list[ast.AST]] = {}
         order = self._order
         stack: list[ast.AST] = [self.tree]
+        push = stack.append
         number = 0
         AST = ast.AST
         while stack:
@@ -709,10 +716,24 @@ class AstContext:
                 index[kind] = [node]
             else:
                 found.append(node)
-            children: list[ast.AST] = []
             fields = _WALKED_FIELDS.get(kind)
             if fields is None:
                 fields = _walked_fields(kind)
+            if not fields:
+                continue  # a name or a constant: no children
+            if kind not in _REORDER:  # the children pushed last first, so that the first is popped next
+                for name in reversed(fields):
+                    value = getattr(node, name, None)
+                    if value.__class__ is list:
+                        for item in reversed(value):
+                            if isinstance(item, AST):
+                                parents[id(item)] = node
+                                push(item)
+                    elif isinstance(value, AST):
+                        parents[id(value)] = node
+                        push(value)
+                continue
+            children: list[ast.AST] = []
             for name in fields:
                 value = getattr(node, name, None)
                 if value.__class__ is list:
@@ -721,8 +742,7 @@ class AstContext:
                             children.append(item)
                 elif isinstance(value, AST):
                     children.append(value)
-            if kind in _REORDER:
-                children = _source_order(node, children)
+            children = _source_order(node, children)
             for child in children:
                 parents[id(child)] = node
             children.reverse()

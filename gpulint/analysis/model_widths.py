@@ -289,8 +289,9 @@ def passed_values(ctx: AstContext, name: ast.Name) -> Optional[list[ast.expr]]:
     module = ctx.names.module_scope
     if len(module.bindings.get(function.name, [])) != 1:
         return None
-    uses = [n for n in ctx.nodes(ast.Name) if isinstance(n, ast.Name) and n.id == function.name
-            and ctx.names.binding_scope(n) is module]
+    uses = [n for n in ctx.named(function.name) if ctx.names.binding_scope(n) is module]
+    if not uses:
+        return None  # never called by name (so `calls`, below, finds no call either)
     calls = ctx.analysis(step_facts).call_sites(function)  # the file's one index of who calls what
     if not calls or len(uses) != len(calls) or any(all(c.func is not u for c in calls) for u in uses):
         return None

@@ -16,7 +16,7 @@ import ast
 from typing import TYPE_CHECKING, Callable, Optional
 
 from gpulint.analysis.evidence import REFUTED, SHOWN, Evidence, Premise
-from gpulint.project.env_loops import called_from_env, enclosing_key, in_env_loop, reached_within
+from gpulint.project.env_loops import called_from_env, enclosing_key, in_env_loop, may_call_env, reached_within
 
 if TYPE_CHECKING:
     from gpulint.analysis.ast_context import AstContext
@@ -221,7 +221,13 @@ def waits_on_environment(ctx: AstContext, node: ast.AST) -> bool:
     key = enclosing_key(ctx.tree, node, ctx.parent)
     if key is not None and ctx.project.env_callers and called_from_env(key, ctx.analysis(_env_reached)):
         return True
-    return in_env_loop(ctx.tree, node, ctx.parent, ctx.names.qualified, ctx.analysis(_env_loops_found))
+    return ctx.analysis(_may_call_env) and in_env_loop(ctx.tree, node, ctx.parent, ctx.names.qualified,
+                                                       ctx.analysis(_env_loops_found))
+
+
+def _may_call_env(ctx: AstContext) -> bool:
+    """Some call of the file may be an environment's (`may_call_env`): without one no loop of it calls one."""
+    return any(may_call_env(call) for call in ctx.nodes(ast.Call))  # type: ignore[arg-type]
 
 
 def _env_loops_found(ctx: AstContext) -> dict[ast.AST, list[ast.AST]]:

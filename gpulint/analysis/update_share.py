@@ -49,6 +49,8 @@ def trains_remainder(ctx: AstContext, node: ast.Call) -> bool:
         (a for a in node.args if not isinstance(a, ast.Starred)), None)
     if params is None:
         return False
+    if not ctx.analysis(_touches_requires_grad) and not ctx.analysis(_builds_peft_adapter):
+        return False  # no scope of the file freezes a network (`_Scope.frozen` is empty), and peft builds none
     scope: ast.AST = ctx.enclosing_function(node) or ctx.tree
     read = ctx.analysis(_scopes_read)
     reading = read.get(scope)
@@ -57,6 +59,13 @@ def trains_remainder(ctx: AstContext, node: ast.Call) -> bool:
     if not reading.frozen and not reading.peft:
         return False
     return reading.remainder(params, 0)
+
+
+def _touches_requires_grad(ctx: AstContext) -> bool:
+    """The file spells `requires_grad` or `requires_grad_` as an attribute: every freeze `_Scope` looks for does
+    (`p.requires_grad = False`, `unet.requires_grad_(False)`), so without one no scope need be read."""
+    return any(node.attr in ("requires_grad", "requires_grad_")  # type: ignore[attr-defined]
+               for node in ctx.nodes(ast.Attribute))
 
 
 def _scopes_read(ctx: AstContext) -> dict[ast.AST, _Scope]:

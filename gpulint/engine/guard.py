@@ -31,7 +31,7 @@ import warnings
 from dataclasses import field
 from typing import Iterator, Optional
 
-from gpulint.project.ast_nodes import kept_depth
+from gpulint.project.ast_nodes import all_nodes, kept_depth, node_fields
 from gpulint.records import dataclass
 
 # Parsing costs about 0.7 GB of memory and 12 s per MB of source with LibCST (and 0.2 GB with
@@ -131,7 +131,7 @@ _DEPTH_FIELDS: dict[type, tuple[tuple[str, ...], bool]] = {}
 
 
 def _depth_fields(kind: type) -> tuple[tuple[str, ...], bool]:
-    fields = tuple(kind._fields)  # type: ignore[attr-defined]
+    fields = node_fields(kind)
     if fields and fields[-1] == "ctx":
         return fields[:-1], True
     return fields, False
@@ -280,6 +280,9 @@ def python_check(text: str, before_libcst: bool = True, limit: int = MAX_CHARS,
     except ValueError as exc:  # e.g. NUL bytes; source.py refuses those earlier
         return PythonCheck(False, Refusal(f"SyntaxError: {exc}"))
     kept = kept_depth(tree)  # the project pass walked this tree already and kept its depth (no walk again)
+    if before_libcst and kept is None:
+        all_nodes(tree)  # the walk that weighs the depth keeps its list, which the prefilter and rules read next
+        kept = kept_depth(tree)
     if before_libcst and (kept is None or kept > MAX_DEPTH):  # (the deepest node's row matters past the limit)
         depth, row = nesting_depth(tree)
         if depth > MAX_DEPTH:

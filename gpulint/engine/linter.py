@@ -98,8 +98,9 @@ def _ast_finding(ctx: "AstContext", detection: "Detection") -> Finding:
     )
 
 
-def _own_facts(text: str, tree: Optional[ast.Module], project: Optional[ProjectView]) -> FileFacts:
-    if project is not None and project.own.source and project.own.source == text_digest(text):
+def _own_facts(tree: Optional[ast.Module], project: Optional[ProjectView], same_text: bool) -> FileFacts:
+    """The facts of the file linted: the project's, when they were read from this very text (`same_text`)."""
+    if project is not None and same_text:
         return project.own
     return scan(tree) if tree is not None else FileFacts()
 
@@ -116,8 +117,8 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
     """
     # the project pass's tree of this very text, when it handed one over (dispatch/project_scan.py): taken
     # first, so that a file no rule reads lets it go
-    handed = take_tree(project.own.source) if project is not None and project.own.source \
-        and project.own.source == text_digest(text) else None
+    same_text = project is not None and bool(project.own.source) and project.own.source == text_digest(text)
+    handed = take_tree(project.own.source) if project is not None and same_text else None
     with profile.phase("prefilter"):
         active = enabled_rules(settings) if rules is None else list(rules)
         candidates = [r for r in active if r.may_match(text)]
@@ -148,7 +149,7 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
     with profile.phase("analysis"):
         # the file's own facts come from the text being linted (a fix round changes it): the project
         # pass's, when it read this very text, else read again
-        own = _own_facts(text, check.tree, project)
+        own = _own_facts(check.tree, project, same_text)
         view = project.with_own(own) if project is not None else ProjectView.alone(own)
         if own.legacy_torch:  # code that runs only on torch 0.4 or older: no advice that needs a newer torch
             settings = settings.with_values({TORCH_VERSION.key: floors.legacy_floor(settings.torch_version)})

@@ -14,7 +14,7 @@ import bisect
 import re
 from typing import Mapping, Optional, Sequence
 
-from gpulint.notebook.magics import CellCode, Piece, not_python, split_lines, transform
+from gpulint.notebook.magics import CellCode, Piece, compiles, not_python, split_lines, transform
 from gpulint.notebook.model import Cell, Notebook
 from gpulint.records import dataclass
 
@@ -209,6 +209,8 @@ def build_program(notebook: Notebook, sources: Optional[Mapping[int, str]] = Non
 
 def _syntax_problem(cell: Cell, source: str, code: CellCode) -> Optional[CellProblem]:
     """Why the cell's code does not parse by itself, with the position in the cell."""
+    if compiles(code.text):  # remembered: a plain cell's code is its source, which `transform` compiled
+        return None
     try:
         compile(code.text, "<cell>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as exc:

@@ -12,6 +12,32 @@ from typing import Iterator, Optional
 
 _KEY = "_gpulint_nodes"
 _DEPTH_KEY = "_gpulint_depth"
+
+# The fields CPython's grammar (Parser/Python.asdl) types as `identifier`, `string`, `constant` or `int`, by node
+# type: they never hold a node, so a walk need not read them (a `Name`'s `id`, a `Constant`'s `value`: a third of
+# the fields a walk reads). Python 3.13 lists field types in `_field_types`; this table holds for 3.8 on
+# (tests/engine/test_cold_path.py checks it against each node type's signature).
+_SCALAR_FIELDS = frozenset({
+    ("AnnAssign", "simple"), ("Assign", "type_comment"), ("AsyncFor", "type_comment"),
+    ("AsyncFunctionDef", "name"), ("AsyncFunctionDef", "type_comment"), ("AsyncWith", "type_comment"),
+    ("Attribute", "attr"), ("ClassDef", "name"), ("Constant", "value"), ("Constant", "kind"),
+    ("ExceptHandler", "name"), ("For", "type_comment"), ("FormattedValue", "conversion"), ("FunctionDef", "name"),
+    ("FunctionDef", "type_comment"), ("Global", "names"), ("ImportFrom", "module"), ("ImportFrom", "level"),
+    ("MatchAs", "name"), ("MatchClass", "kwd_attrs"), ("MatchMapping", "rest"), ("MatchSingleton", "value"),
+    ("MatchStar", "name"), ("Name", "id"), ("Nonlocal", "names"), ("ParamSpec", "name"), ("TypeIgnore", "lineno"),
+    ("TypeIgnore", "tag"), ("TypeVar", "name"), ("TypeVarTuple", "name"), ("With", "type_comment"),
+    ("alias", "name"), ("alias", "asname"), ("arg", "arg"), ("arg", "type_comment"), ("comprehension", "is_async"),
+    ("keyword", "arg"),
+})
+
+
+def node_fields(kind: type) -> tuple[str, ...]:
+    """The fields of a node type that may hold nodes (a node, a list, None), in `_fields` order: what a walk
+    reads to find a node's children, the same children in the same order as reading every field."""
+    name = kind.__name__
+    return tuple(f for f in kind._fields if (name, f) not in _SCALAR_FIELDS)  # type: ignore[attr-defined]
+
+
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
@@ -47,7 +73,7 @@ def children(node: ast.AST) -> list[ast.AST]:
     kind = type(node)
     fields = _FIELDS.get(kind)
     if fields is None:
-        fields = _FIELDS[kind] = tuple(kind._fields)
+        fields = _FIELDS[kind] = node_fields(kind)
     out: list[ast.AST] = []
     append, AST = out.append, ast.AST
     for name in fields:
@@ -73,7 +99,7 @@ def walk(root: ast.AST) -> list[ast.AST]:
         kind = type(node)
         fields = fields_of.get(kind)
         if fields is None:
-            fields = fields_of[kind] = tuple(kind._fields)
+            fields = fields_of[kind] = node_fields(kind)
         for name in fields:
             value = getattr(node, name, None)
             if isinstance(value, AST):
@@ -87,26 +113,26 @@ def walk(root: ast.AST) -> list[ast.AST]:
 
 def _walk_with_depth(root: ast.AST) -> tuple[list[ast.AST], int]:
     """`walk(root)`, and the depth of its deepest node: the root 1, a child one more than its parent, a
-    `BoolOp` as many more as it has values (engine/guard.py `nesting_depth`: the same nodes, the same depths)."""
+    `BoolOp` as many more as it has values (engine/guard.py `nesting_depth`: the same nodes, the same depths).
+    A breadth-first walk lists the tree a level at a time, so the depth is the number of levels but where a
+    `BoolOp` adds to it: only those subtrees are weighed node by node (`_bool_op_depth`)."""
     out: list[ast.AST] = [root]
-    depths: list[int] = [1]
     append, AST, fields_of, bool_op = out.append, ast.AST, _FIELDS, ast.BoolOp
-    best = 0
+    bool_ops: list[tuple[ast.AST, int]] = []
+    level, level_end = 1, 1  # out[:level_end] holds the nodes up to `level`
     index = 0
     while index < len(out):
+        if index == level_end:
+            level += 1
+            level_end = len(out)
         node = out[index]
-        depth = depths[index]
         index += 1
         kind = type(node)
         if kind is bool_op:
-            depth += len(node.values)  # type: ignore[attr-defined]
-        if depth > best:
-            best = depth
-        depth += 1
+            bool_ops.append((node, level))
         fields = fields_of.get(kind)
         if fields is None:
-            fields = fields_of[kind] = tuple(kind._fields)
-        before = len(out)
+            fields = fields_of[kind] = node_fields(kind)
         for name in fields:
             value = getattr(node, name, None)
             if isinstance(value, AST):
@@ -115,9 +141,26 @@ def _walk_with_depth(root: ast.AST) -> tuple[list[ast.AST], int]:
                 for item in value:
                     if isinstance(item, AST):
                         append(item)
-        if len(out) > before:
-            depths.extend([depth] * (len(out) - before))
+    best = level
+    for node, at in bool_ops:  # an outermost `BoolOp` weighs the ones inside it with their true depths
+        best = max(best, _bool_op_depth(node, at))
     return out, best
+
+
+def _bool_op_depth(root: ast.AST, level: int) -> int:
+    """The depth of the deepest node under a `BoolOp` at `level` (itself included), counted as `_walk_with_depth`
+    counts it from there (without `BoolOp`s above it: they make it deeper still, and are weighed themselves)."""
+    best = 0
+    stack = [(root, level)]
+    bool_op = ast.BoolOp
+    while stack:
+        node, depth = stack.pop()
+        if type(node) is bool_op:
+            depth += len(node.values)
+        if depth > best:
+            best = depth
+        stack.extend((child, depth + 1) for child in children(node))
+    return best
 
 
 def walk_with_parents(root: ast.AST) -> tuple[list[ast.AST], dict[int, ast.AST]]:
@@ -133,7 +176,7 @@ def walk_with_parents(root: ast.AST) -> tuple[list[ast.AST], dict[int, ast.AST]]
         kind = type(node)
         fields = fields_of.get(kind)
         if fields is None:
-            fields = fields_of[kind] = tuple(kind._fields)
+            fields = fields_of[kind] = node_fields(kind)
         for name in fields:
             value = getattr(node, name, None)
             if isinstance(value, AST):
@@ -163,7 +206,7 @@ def fast_walk(root: ast.AST) -> Iterator[ast.AST]:
         kind = type(node)
         fields = fields_of.get(kind)
         if fields is None:
-            fields = fields_of[kind] = tuple(f for f in kind._fields if f not in _SKIPPED_FIELDS)
+            fields = fields_of[kind] = tuple(f for f in node_fields(kind) if f not in _SKIPPED_FIELDS)
         for name in fields:
             value = getattr(node, name, None)
             if type(value) is list:
@@ -172,6 +215,29 @@ def fast_walk(root: ast.AST) -> Iterator[ast.AST]:
                         push(item)
             elif isinstance(value, AST):
                 push(value)
+
+
+# the fields that list statements, or the clauses holding them (`except`, `case`)
+_BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def class_defs(tree: ast.AST) -> list[ast.ClassDef]:
+    """Every class defined under `tree`, nested ones too, in no particular order. Only a statement defines a
+    class, and only statement lists hold statements: the walk follows those, not the expressions (a tenth of
+    the nodes), for a question about classes alone."""
+    found: list[ast.ClassDef] = []
+    stack: list[ast.AST] = [tree]
+    class_def = ast.ClassDef
+    while stack:
+        node = stack.pop()
+        for name in _BLOCK_FIELDS:
+            block = getattr(node, name, None)
+            if type(block) is list:  # (a lambda's `body` is an expression)
+                for child in block:
+                    if type(child) is class_def:
+                        found.append(child)
+                    stack.append(child)
+    return found
 
 
 def last_name(expr: ast.AST) -> Optional[str]:

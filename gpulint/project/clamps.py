@@ -23,7 +23,7 @@ from __future__ import annotations
 import ast
 from typing import Callable, Optional, Union
 
-from gpulint.project.ast_nodes import all_nodes, walk
+from gpulint.project.ast_nodes import all_nodes, class_defs, walk
 from gpulint.project.loader_flow import own_nodes
 
 # the largest eps for which 1 - eps rounds to 1.0 in bfloat16, which keeps 8 significant bits (spacing 2**-8 just
@@ -220,9 +220,7 @@ def forward_overflows_float16(tree: ast.Module) -> bool:
     -1e9)`, Pyraformer's Modules.py): under float16 autocast the fill raises, so the model trains in bfloat16 or
     fp32 only. The attention module is usually imported by the model the training script builds, several
     modules away (FileFacts.forward_overflows_float16, joined by the project view)."""
-    for node in all_nodes(tree):
-        if not isinstance(node, ast.ClassDef):
-            continue
+    for node in class_defs(tree):
         for item in node.body:
             if isinstance(item, _FUNCTIONS) and item.name == "forward" and any(
                     isinstance(n, ast.Constant) and type(n.value) is float
@@ -242,9 +240,7 @@ def forward_index_puts_float32(tree: ast.Module, qualified: Qualified) -> bool:
     mask (`rgb = torch.zeros(n, 3, device=d)`, `rgb[mask] = self.render(x)`: TensoRF's tensorBase.py). Under
     autocast the output is 16-bit and index_put requires the dtypes to match, so the first step raises; a plain
     slice assignment casts and does not count."""
-    for node in all_nodes(tree):
-        if not isinstance(node, ast.ClassDef):
-            continue
+    for node in class_defs(tree):
         for item in node.body:
             if isinstance(item, _FUNCTIONS) and item.name == "forward" and _index_puts_output(item, qualified):
                 return True

@@ -75,6 +75,18 @@ def is_env_call(call: ast.Call, made: frozenset[str] = frozenset()) -> bool:
     return name is not None and (env_named(name) or (isinstance(func.value, ast.Name) and name in made))
 
 
+def may_call_env(call: ast.Call) -> bool:
+    """`is_env_call(call, made)` for some `made`: a file none of whose calls may be one has no environment loop
+    (`env_loops` finds none in any scope), whatever its scopes bind."""
+    func = call.func
+    if not isinstance(func, ast.Attribute) or func.attr not in ENV_METHODS:
+        return False
+    if func.attr == "step" and not (call.args or call.keywords):
+        return False
+    name = last_name(func.value)
+    return name is not None and (isinstance(func.value, ast.Name) or env_named(name))
+
+
 def _own_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
     """The nodes of `body`, not those of the functions, lambdas and classes it defines."""
     stack: list[ast.AST] = list(reversed(body))

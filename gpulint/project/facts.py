@@ -1078,7 +1078,7 @@ class _Scanner:
         self.loops: list[ast.AST] = []  # every `for` loop (project/loader_flow.py reads on only when one copies)
         self.device_keyword = False  # a call passes `device=` (FileFacts.device_collates are looked for only then)
 
-    def run(self) -> FileFacts:
+    def run(self, source: str = "") -> FileFacts:
         names: set[str] = set()
         private_attributes: set[str] = set()
         private_strings: set[str] = set()
@@ -1261,6 +1261,7 @@ class _Scanner:
             self_devices=self_devices(self.tree) if self.self_device_bound else {},
             self_device_copies=self_device_copies(self.tree) if self.self_device_copied else {},
             lazy_imports=_lazy_imports(self.tree) if self.lazy else (),
+            source=source,
         )
 
     def _assign(self, node: ast.Assign) -> None:
@@ -2650,8 +2651,9 @@ def _item_cost(fn: FunctionNode, me: Optional[str], methods: dict[str, FunctionN
     return False, indexes_data
 
 
-def scan(tree: ast.Module) -> FileFacts:
-    return _Scanner(tree).run()
+def scan(tree: ast.Module, source: str = "") -> FileFacts:
+    """The facts of a parsed file; `source`: the digest of its text (`text_digest`), when known."""
+    return _Scanner(tree).run(source)
 
 
 def text_digest(text: str) -> str:
@@ -2672,7 +2674,7 @@ def facts_and_tree(text: str) -> tuple[Optional[FileFacts], Optional[ast.Module]
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None, None
     try:
-        return replace(scan(tree), source=text_digest(text)), tree
+        return scan(tree, text_digest(text)), tree
     except RecursionError:
         return None, None
 

@@ -18,7 +18,7 @@ import ast
 from dataclasses import replace
 from typing import Callable, Iterable, Iterator, Optional, Protocol, Union
 
-from gpulint.project.ast_nodes import children, walk, walk_with_parents
+from gpulint.project.ast_nodes import all_nodes, children, fast_walk, walk, walk_with_parents
 from gpulint.records import dataclass
 
 # layer kinds
@@ -856,7 +856,7 @@ def parameter_tensors(cls: ast.ClassDef, qualify: Qualify, local_classes: frozen
         fn = pending.pop()
         read.append(fn)
         me = _first_arg(fn)
-        if me is None or any(isinstance(n, _NO_LOOP) for s in fn.body for n in walk(s)):
+        if me is None or any(isinstance(n, _NO_LOOP) for s in fn.body for n in fast_walk(s)):  # (any order)
             return None
         nodes, parents = walk_with_parents(fn)
         for call in _calls(fn):
@@ -903,7 +903,7 @@ def parameter_tensors(cls: ast.ClassDef, qualify: Qualify, local_classes: frozen
         me = _first_arg(fn)
         if any(fn is r for r in read) or me is None:
             continue
-        for node in walk(fn):
+        for node in all_nodes(fn):  # kept: the loop below reads every method again
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None \
                     and _builds_layer(node.value, qualify, local_classes, imported) and any(
                         _on_me(t, me) for t in (node.targets if isinstance(node, ast.Assign) else [node.target])):
@@ -919,7 +919,7 @@ def parameter_tensors(cls: ast.ClassDef, qualify: Qualify, local_classes: frozen
         me = _first_arg(fn)
         if me is None:
             continue
-        for node in walk(fn):
+        for node in all_nodes(fn):
             if not isinstance(node, ast.Call):
                 continue
             func = node.func

@@ -1027,7 +1027,10 @@ def _name_classes(ctx: AstContext, function: Optional[ast.AST], holder: str) -> 
             if any(n.id == holder for t in named for n in walk_nodes(t) if isinstance(n, ast.Name)):
                 return None  # bound some other way: not known
             continue
-        if not any(n.id == holder for t in targets for n in walk_nodes(t) if isinstance(n, ast.Name)):
+        if len(targets) == 1 and type(targets[0]) is ast.Name:  # `x = ...`, most assignments: no walk
+            if targets[0].id != holder:
+                continue
+        elif not any(n.id == holder for t in targets for n in walk_nodes(t) if isinstance(n, ast.Name)):
             continue
         if len(targets) != 1 or not isinstance(targets[0], ast.Name) or value is None:
             return None

@@ -211,6 +211,48 @@ def test_the_listed_nodes_are_ast_walks_in_its_order() -> None:
     assert checked > 100
 
 
+def test_the_classes_found_by_statements_are_every_class() -> None:
+    """`ast_nodes.class_defs` follows statement lists only: the same classes as a walk of every node."""
+    from gpulint.project.ast_nodes import class_defs
+
+    checked = 0
+    for path in sorted((ROOT / "fixtures").rglob("*.py")):
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except SyntaxError:
+            continue
+        expected = sorted(id(n) for n in ast.walk(tree) if isinstance(n, ast.ClassDef))
+        assert sorted(id(n) for n in class_defs(tree)) == expected, path
+        checked += 1
+    nested = ast.parse("def f():\n    try:\n        class A: pass\n    except E:\n        class B:\n"
+                       "            class C: pass\n    else:\n        class D: pass\n    finally:\n"
+                       "        class F: pass\nmatch x:\n    case 1:\n        class G: pass\n")
+    assert sorted(c.name for c in class_defs(nested)) == ["A", "B", "C", "D", "F", "G"]
+    assert checked > 100
+
+
+def test_the_fields_walks_skip_never_hold_a_node() -> None:
+    """`ast_nodes.node_fields` leaves out exactly the fields each node type's signature (its docstring, from
+    Parser/Python.asdl) types as a builtin (`identifier`, `string`, `constant`, `int`), on this Python."""
+    import re
+
+    from gpulint.project.ast_nodes import node_fields
+
+    checked = 0
+    for kind in vars(ast).values():
+        if not (isinstance(kind, type) and issubclass(kind, ast.AST) and kind._fields and kind.__doc__):
+            continue
+        signature = re.fullmatch(r"\w+\((.*)\)", kind.__doc__.splitlines()[0])
+        if signature is None:
+            continue
+        types = dict(reversed(part.strip().split(" ")) for part in signature.group(1).split(","))
+        builtin = ("identifier", "string", "constant", "int")
+        scalar = {name for name, typ in types.items() if typ.rstrip("?*") in builtin}
+        assert node_fields(kind) == tuple(f for f in kind._fields if f not in scalar), kind
+        checked += 1
+    assert checked > 60
+
+
 def test_the_project_pass_facts_of_the_very_text_are_not_read_again(monkeypatch: pytest.MonkeyPatch) -> None:
     from gpulint.engine import linter
     from gpulint.project.facts import facts_of_text
