@@ -837,7 +837,9 @@ def parameter_tensors(cls: ast.ClassDef, qualify: Qualify, local_classes: frozen
     cannot be read.
 
     Read: `__init__` and the helper methods it calls (each once), in straight-line code: no loop, no
-    comprehension, no nested function or lambda that could build a layer many times. Counted: `nn.Parameter`,
+    comprehension, no nested function or lambda that could build a layer many times (a `for m in
+    self.modules()` that builds none, weight initialisation, is fine). Layers added to a container attribute
+    built right there (`self.head.add_module("fc", nn.Linear(...))`) count as built. Counted: `nn.Parameter`,
     the literal entries of an `nn.ParameterDict`/`ParameterList`, and torch.nn layers of known tensors
     (`_LAYER_TENSORS`); free: weightless modules, losses, containers of literal layers, torch's tensor
     functions. A call whose result may be a module the class holds (an unknown function whose value becomes
@@ -856,7 +858,9 @@ def parameter_tensors(cls: ast.ClassDef, qualify: Qualify, local_classes: frozen
         fn = pending.pop()
         read.append(fn)
         me = _first_arg(fn)
-        if me is None or any(isinstance(n, _NO_LOOP) for s in fn.body for n in fast_walk(s)):  # (any order)
+        if me is None or any(isinstance(n, _NO_LOOP) and not _initialises_own_modules(n, me, qualify, local_classes,
+                                                                                      imported)
+                             for s in fn.body for n in fast_walk(s)):  # (any order)
             return None
         nodes, parents = walk_with_parents(fn)
         for call in _calls(fn):
@@ -877,6 +881,9 @@ def parameter_tensors(cls: ast.ClassDef, qualify: Qualify, local_classes: frozen
                     if not _harmless(call, parents, me, qualify, local_classes, imported, guarded):
                         return None
                 continue
+            if isinstance(func, ast.Attribute) and func.attr in ("add_module", "append") and _on_me(func.value, me) \
+                    and _adds_a_built_layer(call):
+                continue  # `self.head.add_module("fc", nn.Linear(...))`: the layer's call is counted by itself
             if isinstance(func, ast.Attribute) and func.attr in _CONTAINER_ADDS and _on_me(func.value, me):
                 return None  # `self.blocks.append(...)`
             if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) \
@@ -961,6 +968,40 @@ def _on_me(node: ast.AST, me: str) -> bool:
     return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == me
 
 
+# what `for m in self.modules():` may iterate: the module's own parts, none of them new
+_OWN_PARTS = frozenset({"modules", "children", "parameters", "named_modules", "named_children", "named_parameters"})
+
+
+def _initialises_own_modules(loop: ast.AST, me: str, qualify: Qualify, local_classes: frozenset[str],
+                             imported: dict[str, str]) -> bool:
+    """`for m in self.modules(): ...` whose body builds no layer (weight initialisation, CMC's `initilize`): it
+    runs once per part the module already holds and adds none, so it counts no tensor twice."""
+    if not isinstance(loop, ast.For) or loop.orelse:
+        return False
+    parts = loop.iter
+    if not (isinstance(parts, ast.Call) and isinstance(parts.func, ast.Attribute) and parts.func.attr in _OWN_PARTS
+            and isinstance(parts.func.value, ast.Name) and parts.func.value.id == me):
+        return False
+    for node in walk(loop):
+        if node is not loop and isinstance(node, _NO_LOOP):
+            return False
+        if isinstance(node, ast.Call) and node is not parts:
+            kind = _call_kind(node, qualify, local_classes, imported)
+            if kind is None or kind == _PART or (isinstance(kind, int) and kind > 0):
+                return False
+    return True
+
+
+def _adds_a_built_layer(call: ast.Call) -> bool:
+    """`.add_module("name", Layer(...))` or `.append(Layer(...))`: a layer built right there, under a literal name."""
+    if call.keywords:
+        return False
+    if isinstance(call.func, ast.Attribute) and call.func.attr == "add_module":
+        return len(call.args) == 2 and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str) \
+            and isinstance(call.args[1], ast.Call)
+    return len(call.args) == 1 and isinstance(call.args[0], ast.Call)
+
+
 def _call_kind(call: ast.Call, qualify: Qualify, local_classes: frozenset[str],
                imported: dict[str, str]) -> Union[int, str, None]:
     """The tensors a call builds (an int), _PART for a project class (counted where it is defined), _UNKNOWN
@@ -1041,7 +1082,7 @@ def _harmless(call: ast.Call, parents: dict[int, ast.AST], me: str, qualify: Qua
     tensor or a layer of it (`nn.Parameter(init(torch.empty(n, d)))`, `nn.Linear(size(), d)`), to a project
     class (read where it is defined) or to another harmless call; or it is the whole value (through method
     calls on it) of a local name, of an attribute (which the class must then never call: `guarded`), of a
-    bare expression, or of a helper's `return`."""
+    bare expression, of a helper's `return`, or of a `raise`."""
     node: ast.AST = call
     while True:
         parent = parents.get(id(node))
@@ -1062,7 +1103,7 @@ def _harmless(call: ast.Call, parents: dict[int, ast.AST], me: str, qualify: Qua
                                ast.Starred, ast.List, ast.Tuple, ast.Dict)):
             node = parent
             continue
-        if isinstance(parent, (ast.Expr, ast.Return)):
+        if isinstance(parent, (ast.Expr, ast.Return, ast.Raise)):  # (an exception raised is held by no one)
             return True
         if isinstance(parent, (ast.Assign, ast.AnnAssign)):
             targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]

@@ -460,7 +460,7 @@ class Project:
         self._gpu = sum(bit(p) for p in self.paths if facts[p].gpu)
         self._ffi_extension_built = any(facts[p].builds_ffi_extension for p in self.paths)
         self._code_ceilings: Optional[dict[str, tuple[int, int]]] = None  # see `_code_ceiling`
-        self._bce: Optional[frozenset[str]] = None  # see `_bce_paths`
+        self._bce: Optional[tuple[frozenset[str], int]] = None  # see `_bce_reach`
         self._rl = sum(bit(p) for p in self.paths if facts[p].rl)
         self._extensions = frozenset(name for p in self.paths for name in facts[p].extensions)
         self._scaler = sum(bit(p) for p in self.paths if facts[p].scaler)
@@ -1100,19 +1100,31 @@ class Project:
         return out
 
     def _bce_losses_around(self, path: str, callers: int) -> tuple[str, ...]:
-        if not self._bce_paths:
+        bce, near = self._bce_reach
+        if not bce:
             return ()
         reach = self._closure(path, depth=2)
-        for index in _members(callers):
+        for index in _members(callers & near):  # only the callers within two imports of such a loss
             caller = self.paths[index]  # a factory imports its losses in a function (`get_criterion`)
             reach |= {caller} | self._lazy_closure(caller, depth=2)
         reach.discard(path)
-        return tuple(f"{p}::{name}" for p in sorted(reach & self._bce_paths) for name in self.facts[p].bce_losses)
+        return tuple(f"{p}::{name}" for p in sorted(reach & bce) for name in self.facts[p].bce_losses)
 
     @property
-    def _bce_paths(self) -> frozenset[str]:
+    def _bce_reach(self) -> tuple[frozenset[str], int]:
+        """The files with a binary_cross_entropy loss (FileFacts.bce_losses), and the bit set of the files within
+        two imports of one (in functions too), themselves included: computed once per project, so a file's view
+        follows only the callers that may reach one."""
         if self._bce is None:
-            self._bce = frozenset(p for p, facts in self.facts.items() if facts.bce_losses)
+            bce = frozenset(p for p, facts in self.facts.items() if facts.bce_losses)
+            near = sum(self._bit(p) for p in bce)
+            for _ in range(2):
+                for index in list(_members(near)):
+                    target = self.paths[index]
+                    near |= self._lazy_importers.get(target, 0)
+                    for importer in self._direct_importers[index]:
+                        near |= 1 << importer
+            self._bce = (bce, near)
         return self._bce
 
     def _lazy_closure(self, path: str, depth: int) -> set[str]:

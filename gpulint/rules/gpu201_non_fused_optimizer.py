@@ -1258,7 +1258,7 @@ def _tensors(project: ProjectView, name: str, local: bool, depth: int) -> Option
     if not found.module:
         return 0 if depth and found.dataset is None else None  # a plain object a module holds registers nothing
     if found.tensors is None:
-        return None
+        return 0 if found.weightless else None  # a module with methods only (`Flatten`): no weight
     total = found.tensors
     for layer in found.layers or ():
         if layer.kind != MODULE:

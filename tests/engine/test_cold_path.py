@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import pytest
 from hypothesis import given
@@ -194,16 +194,21 @@ def test_depth_walk_agrees_with_the_reference(code: str) -> None:
 
 # -- one walk per tree, one scan per text -------------------------------------------------------
 
+def _fixture_trees() -> Iterator[tuple[Path, ast.Module]]:
+    """Every fixture that parses, with its tree."""
+    for path in sorted((ROOT / "fixtures").rglob("*.py")):
+        try:
+            yield path, ast.parse(path.read_text(encoding="utf-8"))
+        except SyntaxError:
+            continue
+
+
 def test_the_listed_nodes_are_ast_walks_in_its_order() -> None:
     """Analyses filter `all_nodes(tree)` where they walked the tree: the same nodes, the same order."""
     from gpulint.project.ast_nodes import all_nodes
 
     checked = 0
-    for path in sorted((ROOT / "fixtures").rglob("*.py")):
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-        except SyntaxError:
-            continue
+    for path, tree in _fixture_trees():
         listed = all_nodes(tree)
         assert [id(n) for n in listed] == [id(n) for n in ast.walk(tree)], path
         assert all_nodes(tree) is listed  # kept on the tree: the second caller walks nothing
@@ -216,11 +221,7 @@ def test_the_classes_found_by_statements_are_every_class() -> None:
     from gpulint.project.ast_nodes import class_defs
 
     checked = 0
-    for path in sorted((ROOT / "fixtures").rglob("*.py")):
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-        except SyntaxError:
-            continue
+    for path, tree in _fixture_trees():
         expected = sorted(id(n) for n in ast.walk(tree) if isinstance(n, ast.ClassDef))
         assert sorted(id(n) for n in class_defs(tree)) == expected, path
         checked += 1
