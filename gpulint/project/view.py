@@ -1106,7 +1106,7 @@ class Project:
         reach = self._closure(path, depth=2)
         for index in _members(callers & near):  # only the callers within two imports of such a loss
             caller = self.paths[index]  # a factory imports its losses in a function (`get_criterion`)
-            reach |= {caller} | self._lazy_closure(caller, depth=2)
+            reach |= {caller} | self._closure(caller, depth=2, lazy=True)
         reach.discard(path)
         return tuple(f"{p}::{name}" for p in sorted(reach & bce) for name in self.facts[p].bce_losses)
 
@@ -1127,25 +1127,19 @@ class Project:
             self._bce = (bce, near)
         return self._bce
 
-    def _lazy_closure(self, path: str, depth: int) -> set[str]:
-        """`_closure`, following the imports in functions too (FileFacts.lazy_imports)."""
-        seen: set[str] = set()
-        frontier = {path}
-        for _ in range(depth):
-            frontier = {t for p in frontier for t in (*self.importees(p), *self._lazy_importees(p))} - seen - {path}
-            if not frontier:
-                break
-            seen |= frontier
-        return seen
-
     def _lazy_importees(self, path: str) -> set[str]:
         return {t for ref in self.facts[path].lazy_imports for t in self.resolve(path, ref) if t in self.facts}
 
-    def _closure(self, path: str, depth: int) -> set[str]:
+    def _closure(self, path: str, depth: int, lazy: bool = False) -> set[str]:
+        """The modules `path` imports, `depth` levels deep; with `lazy`, the imports in functions too
+        (FileFacts.lazy_imports)."""
         seen: set[str] = set()
         frontier = {path}
         for _ in range(depth):
-            frontier = {t for p in frontier for t in self.importees(p)} - seen - {path}
+            reached = {t for p in frontier for t in self.importees(p)}
+            if lazy:
+                reached |= {t for p in frontier for t in self._lazy_importees(p)}
+            frontier = reached - seen - {path}
             if not frontier:
                 break
             seen |= frontier
