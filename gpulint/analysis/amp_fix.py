@@ -48,6 +48,8 @@ NO_REGION = "no fix: the forward pass and the loss cannot be told apart from the
 _REFUSED = "no fix: binary_cross_entropy, which CUDA autocast refuses (\"unsafe to autocast\"),"
 TENSOR_PARALLEL = "tensor-parallel (DTensor) gradients: a GradScaler would not agree on inf/NaN across ranks"
 INTEL = "Intel GPUs compute in bfloat16"
+# torch's parallel_apply re-enters autocast in each replica's thread with the enabled flag only (checked in 2.13)
+DATA_PARALLEL_FLOAT16 = "nn.DataParallel runs its replicas in autocast's default float16, whatever dtype is asked"
 FSDP_FUSED = ("a fused optimizer under FSDP's ShardedGradScaler skips the cross-rank inf check "
               "(bench/fsdp_fused_scaler.py)")
 
@@ -117,6 +119,12 @@ def autocast_fix(ctx: AstContext, facts: AmpRegions, step: AmpStep, backward: Am
             forced = hazard.text()
     if forced:
         mode = "bfloat16"
+    replicas = ""  # why float16: nn.DataParallel's replicas would not run the bfloat16 chosen
+    if "data-parallel" in parallel and mode != "float16":
+        if mode == "bfloat16":
+            return refused(f"no fix: {DATA_PARALLEL_FLOAT16}" + (f"; bfloat16 because {forced}" if forced else
+                                                                  "; amp-dtype = \"float16\" gets a fix"))
+        mode, replicas = "float16", DATA_PARALLEL_FLOAT16
     reader = numpy_hazard(ctx, region) if mode != "float16" else ""
     if reader and (forced or mode == "bfloat16"):
         return refused(f"no fix: {reader}, and numpy has no bfloat16" + (f"; bfloat16 because {forced}" if forced
@@ -144,6 +152,8 @@ def autocast_fix(ctx: AstContext, facts: AmpRegions, step: AmpStep, backward: Am
     message = _autocast_message(mode, plan, scaler, forced, bce)
     if reader:
         message += f"; float16 because {reader}, and numpy has no bfloat16"
+    if replicas:
+        message += f"; float16 because {replicas}"
     if plan and _scaler_recreated(ctx, facts, step):
         function = facts.scope_of(step.node)
         assert isinstance(function, _FUNCTIONS)

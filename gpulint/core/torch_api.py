@@ -59,8 +59,7 @@ SHAPE_METHODS = frozenset({
 # ------------------------------------------------------------------------------------------------
 CUDA_SYNCHRONIZE = frozenset({"torch.cuda.synchronize"})
 EMPTY_CACHE = frozenset({"torch.cuda.empty_cache", "torch.cuda.memory.empty_cache"})
-DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
-                           "torch.nn.parallel.data_parallel.DataParallel"})
+DATA_PARALLEL = facts.DATA_PARALLEL  # the one list, kept with the project facts (the layer below)
 SET_DETECT_ANOMALY = frozenset({"torch.autograd.set_detect_anomaly", "torch.autograd.anomaly_mode.set_detect_anomaly"})
 SET_DETECT_ANOMALY_MODE = ("mode", 0)  # set_detect_anomaly(mode, check_nan=True)
 DETECT_ANOMALY = frozenset({"torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect_anomaly"})

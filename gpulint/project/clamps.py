@@ -37,6 +37,8 @@ FLOAT16_MAX = 65504.0
 CLAMP_NAMES = frozenset({"clamp", "clamp_", "clip", "clip_"})
 LOG_NAMES = frozenset({"log", "log1p"})
 
+_TORCH_SIGMOIDS = frozenset({"torch.sigmoid", "torch.nn.functional.sigmoid", "torch.special.expit"})
+SIGMOID_NAMES = frozenset({"sigmoid"})  # FileFacts' gate for log_one_minus_sigmoid
 _TORCH_CLAMPS = frozenset({"torch.clamp", "torch.clip", "torch.clamp_", "torch.clip_"})
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _DEFINITIONS = (*_FUNCTIONS, ast.ClassDef)  # module-level statements that are scopes of their own
@@ -140,18 +142,78 @@ class _Clamps:
         return 1.0 - bound if bound is not None and 0.0 < bound < 1.0 else None
 
     def _float32(self, value: ast.AST) -> bool:
-        """The value is cast to fp32 on the way in (`p.float()`, `p.to(torch.float32)`, `sigmoid(x.double())`)."""
-        for node in walk(value):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                if node.func.attr in _FLOAT32 and not node.args:
-                    return True
-                if node.func.attr in ("to", "type") and any(
-                        self.qualified(a) & _FLOAT32_DTYPES for a in [*node.args, *(k.value for k in node.keywords)]):
-                    return True
-        return False
+        return _cast_to_float32(value, self.qualified)
 
 
-def _log_one_minus(call: ast.Call, qualified: Qualified, tiny: set[str], clamps: _Clamps) -> bool:
+def _cast_to_float32(value: ast.AST, qualified: Qualified) -> bool:
+    """The value is cast to fp32 on the way in (`p.float()`, `p.to(torch.float32)`, `sigmoid(x.double())`)."""
+    for node in walk(value):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in _FLOAT32 and not node.args:
+                return True
+            if node.func.attr in ("to", "type") and any(
+                    qualified(a) & _FLOAT32_DTYPES for a in [*node.args, *(k.value for k in node.keywords)]):
+                return True
+    return False
+
+
+class _Sigmoids:
+    """Sigmoid calls: a 16-bit output is 1.0 from a logit of 7 in bfloat16 (9 in float16, 17 in fp32; torch 2.13)."""
+
+    def __init__(self, qualified: Qualified) -> None:
+        self.qualified = qualified
+
+    def rounds_to_one(self, node: ast.AST) -> bool:
+        """`torch.sigmoid(x)`, `F.sigmoid(x)`, `x.sigmoid()` of a value not cast to float32 first."""
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "sigmoid"):
+            return False
+        if self.qualified(node.func) & _TORCH_SIGMOIDS:
+            value = node.args[0] if len(node.args) == 1 else None
+        elif not node.args and not self.qualified(node.func.value):
+            value = node.func.value  # a tensor's own method
+        else:
+            return False
+        return value is not None and not _cast_to_float32(value, self.qualified)
+
+
+def log_one_minus_sigmoid(tree: ast.Module, qualified: Qualified, star: bool = False) -> bool:
+    """A function of the file (or its module-level code) takes `log(1 - sigmoid(x))` or `log1p(-sigmoid(x))`,
+    directly or of a name bound to such a sigmoid there, with no clamp: a hand-written binary cross-entropy
+    (caser_pytorch's negative-sample loss) that is -inf under bfloat16 autocast from a logit of 7. With `star`
+    (the file has a `from module import *`), a `torch` no import of the file binds is the one it brings
+    (caser's train_caser.py takes torch from `from utils import *`)."""
+    if star and not qualified(ast.Name(id="torch")):
+        qualified = _torch_by_star(qualified)
+    every = all_nodes(tree)
+    scopes: list[Scope] = [tree, *(n for n in every if isinstance(n, _FUNCTIONS))]
+    sigmoids = _Sigmoids(qualified)
+    for scope in scopes:
+        body = [s for s in scope.body if not isinstance(s, _DEFINITIONS)] if isinstance(scope, ast.Module) \
+            else scope.body
+        nodes = list(own_nodes(body))
+        saturating = {node.targets[0].id for node in nodes
+                      if isinstance(node, ast.Assign) and len(node.targets) == 1
+                      and isinstance(node.targets[0], ast.Name) and sigmoids.rounds_to_one(node.value)}
+        if any(_log_one_minus(node, qualified, saturating, sigmoids) for node in nodes if isinstance(node, ast.Call)):
+            return True
+    return False
+
+
+def _torch_by_star(qualified: Qualified) -> Qualified:
+    def qualify(node: ast.AST) -> set[str]:
+        found = qualified(node)
+        parts: list[str] = []
+        while not found and isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not found and isinstance(node, ast.Name) and node.id == "torch":
+            return {".".join(["torch", *reversed(parts)])}
+        return found
+    return qualify
+
+
+def _log_one_minus(call: ast.Call, qualified: Qualified, tiny: set[str],
+                   clamps: Union[_Clamps, _Sigmoids]) -> bool:
     """`torch.log(1 - p)`, `torch.log1p(-p)`, `(1 - p).log()`, `(-p).log1p()` of a name in `tiny` (or `p[i]`
     of one), or of such a clamp itself."""
     func = call.func

@@ -24,10 +24,12 @@ from gpulint.project.clamps import (
     CLAMP_NAMES,
     FLOAT32_FACTORY_NAMES,
     LOG_NAMES,
+    SIGMOID_NAMES,
     bce_losses,
     forward_index_puts_float32,
     forward_overflows_float16,
     log_clamp_rounds_to_one,
+    log_one_minus_sigmoid,
     numpy_readers,
 )
 from gpulint.project.codec import decode_fields, encode_fields
@@ -65,7 +67,7 @@ from gpulint.project.methods import (
 )
 from gpulint.records import dataclass
 
-FACTS_VERSION = 49
+FACTS_VERSION = 50
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -170,6 +172,10 @@ FSDP_WRAPPERS = frozenset({
     "torch.distributed._composable.fsdp.fully_shard",
     "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel",
 })
+CHECKPOINTING_METHOD = "gradient_checkpointing_enable"  # Hugging Face's, unless a class of the project defines it
+# single-process replicas (torch's parallel_apply re-enters autocast with its enabled flag only: float16)
+DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
+                           "torch.nn.parallel.data_parallel.DataParallel"})
 TENSOR_PARALLEL = frozenset({
     "torch.distributed.tensor.parallel.parallelize_module", "torch.distributed.tensor.distribute_tensor",
     "torch.distributed.tensor.distribute_module", "torch.distributed._tensor.distribute_tensor",
@@ -273,8 +279,9 @@ class FileFacts:
     training: bool = False  # calls .backward() and steps something
     rl: bool = False  # imports a reinforcement-learning environment package (anywhere, in functions too)
     sparse: bool = False  # makes sparse tensors (autocast does not cover sparse kernels)
-    # a function clamps a value to `1 - eps` with eps <= 2**-9 and takes `log(1 - x)` of it (project/clamps.py):
-    # under 16-bit autocast the bound rounds to 1.0 and the log is -inf (a focal loss's `1.0 - 1e-4`)
+    # a function clamps a value to `1 - eps` with eps <= 2**-9 and takes `log(1 - x)` of it, or takes
+    # `log(1 - sigmoid(x))` with no clamp (project/clamps.py): under 16-bit autocast the bound, or the sigmoid
+    # from a logit of 7 (bfloat16), rounds to 1.0 and the log is -inf (a focal loss's `1.0 - 1e-4`; caser's loss)
     log_clamp_rounds_to_one: bool = False
     # a `forward` of a class of the file holds a float literal float16 cannot hold (`masked_fill(mask, -1e9)`):
     # float16 autocast raises there (project/clamps.py)
@@ -292,11 +299,15 @@ class FileFacts:
     # builds native kernels at import or run time (torch.utils.cpp_extension.load / load_inline): the
     # project's own CUDA/C++ ops, which autocast does not cover and which may take only fp32/fp16
     native_kernels: bool = False
+    # a top-level class defines its own `gradient_checkpointing_enable` (a project's LLaMA rewrite): a model that
+    # module builds is not Hugging Face's, whose method takes `gradient_checkpointing_kwargs`
+    checkpointing_method: bool = False
     # compiled extension modules the file builds (setup.py: `CUDAExtension("pkg._C", ...)`), by dotted name
     extensions: tuple[str, ...] = ()
     jax: bool = False  # imports jax / flax / optax
     replaces_optimizers: bool = False  # imports a package that swaps torch optimizers for its own
-    parallelism: tuple[str, ...] = ()  # "fsdp" and/or "tensor-parallel": how parameters are sharded
+    # "fsdp", "tensor-parallel" (how parameters are sharded), "data-parallel" (nn.DataParallel replicas)
+    parallelism: tuple[str, ...] = ()
     fused_sgd_momentum: bool = False  # builds SGD with fused=True and momentum (unsafe under a GradScaler)
     # dest -> literal default (a number, a string, a bool, None, or a list of ints: `nargs="+", default=[16, 16]`),
     # from `add_argument(..., default=...)` and `parser.set_defaults(dest=...)`; None where the two disagree
@@ -880,7 +891,7 @@ def _is_dtype_16(node: ast.AST, aliases: _Aliases) -> bool:
 # the last name of every call whose qualified name the scan compares
 _QUALIFIED_CALLS = frozenset(
     {q.rsplit(".", 1)[-1] for q in GRAD_SCALERS | AUTOCASTS | FSDP_MIXED_PRECISION | OPTIMIZER_CLASSES
-     | FSDP_WRAPPERS | TENSOR_PARALLEL}
+     | FSDP_WRAPPERS | TENSOR_PARALLEL | DATA_PARALLEL}
     | {"set_default_dtype", "device", "initialize", "Accelerator", "Trainer", "Fabric", "LightningCLI",
        "create_extension"}
 )
@@ -1198,8 +1209,13 @@ class _Scanner:
                 for r in self.imports),
             mixed_precision=tuple(sorted(self.mixed)), training=training, rl=bool(anywhere & RL_PACKAGES),
             sparse=self.sparse, native_kernels=self.native_kernels,
-            log_clamp_rounds_to_one=bool(names & CLAMP_NAMES and names & LOG_NAMES)
-            and log_clamp_rounds_to_one(self.tree, self.aliases.qualified),
+            checkpointing_method=any(isinstance(c, ast.ClassDef) and any(
+                isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == CHECKPOINTING_METHOD
+                for f in c.body) for c in self.tree.body),
+            log_clamp_rounds_to_one=bool(names & LOG_NAMES) and (
+                bool(names & CLAMP_NAMES) and log_clamp_rounds_to_one(self.tree, self.aliases.qualified)
+                or bool(names & SIGMOID_NAMES) and log_one_minus_sigmoid(
+                    self.tree, self.aliases.qualified, star=any(r.name == "*" for r in self.imports))),
             forward_overflows_float16=forward_overflows_float16(self.tree), extensions=tuple(sorted(self.extensions)),
             forward_index_puts_float32=bool(names & FLOAT32_FACTORY_NAMES)
             and forward_index_puts_float32(self.tree, self.aliases.qualified),
@@ -1491,6 +1507,8 @@ class _Scanner:
             self.parallelism.add("fsdp")
         if qualified & TENSOR_PARALLEL:
             self.parallelism.add("tensor-parallel")
+        if qualified & DATA_PARALLEL:
+            self.parallelism.add("data-parallel")  # single-process replicas: autocast's dtype is not carried over
         if qualified & GRAD_SCALERS:
             self.scaler = True
             self.sharded_scaler = self.sharded_scaler or bool(qualified & SHARDED_GRAD_SCALERS)

@@ -904,7 +904,8 @@ def parameter_tensors(cls: ast.ClassDef, qualify: Qualify, local_classes: frozen
                 parent = parents.get(id(node))
                 if not (isinstance(parent, (ast.Assign, ast.AnnAssign)) and parent.value is not None
                         and (not isinstance(parent, ast.Assign) or parent.targets == [node])
-                        and _builds_layer(parent.value, qualify, local_classes, imported)):
+                        and (_builds_layer(parent.value, qualify, local_classes, imported)
+                             or _optimizer_object(parent.value, qualify))):
                     guarded.add(node.attr)
     for fn in methods.values():
         me = _first_arg(fn)
@@ -939,6 +940,7 @@ def parameter_tensors(cls: ast.ClassDef, qualify: Qualify, local_classes: frozen
 
 
 _UNKNOWN, _PART = "unknown", "part"
+_OPTIMIZER_OBJECTS = ("torch.optim.", "torch.amp.grad_scaler.", "torch.amp.GradScaler", "torch.cuda.amp.GradScaler")
 
 
 def inline_tensors(call: ast.Call, qualify: Qualify) -> Optional[int]:
@@ -1059,6 +1061,13 @@ def _call_kind(call: ast.Call, qualify: Qualify, local_classes: frozenset[str],
     if isinstance(func, ast.Name) and func.id in _NO_WIDTH:
         return 0
     return _UNKNOWN
+
+
+def _optimizer_object(value: ast.expr, qualify: Qualify) -> bool:
+    """`torch.optim.Adam(self.parameters())`, a scheduler, a GradScaler: an object the class may call
+    (`self.optimizer.zero_grad()`) that holds no layer (swa_utils' AveragedModel, a module, excepted)."""
+    return isinstance(value, ast.Call) and any(
+        q.startswith(_OPTIMIZER_OBJECTS) and ".swa_utils." not in q for q in qualify(value.func))
 
 
 def _builds_layer(value: ast.expr, qualify: Qualify, local_classes: frozenset[str], imported: dict[str, str]) -> bool:

@@ -123,6 +123,9 @@ class ProjectView:
     # upfirdn2d.py JIT-build CUDA ops that take fp32/fp16 only: autocast's bfloat16 (or its fp32 bias against an
     # fp16 input) breaks them
     native_importees: bool = False
+    # a module this one imports defines a class with its own `gradient_checkpointing_enable` (FileFacts
+    # `checkpointing_method`): minimal-llama's finetune scripts build their LLaMA rewrites through it
+    checkpointing_method_importees: bool = False
     # a module this one imports (two levels deep) freezes a whole network so only a small part trains (CLIP's
     # main.py steps an AdamW over a model whose encoders modules.py freezes)
     freezes_importees: bool = False
@@ -731,6 +734,8 @@ class Project:
                                             for p in self._closure(rel, depth=2)),
             sparse_importees=any(self.facts[p].sparse for p in self._closure(rel, depth=2)),
             native_importees=self._native_importees(rel),
+            checkpointing_method_importees=any(self.facts[p].checkpointing_method
+                                               for p in self._closure(rel, depth=1)),
             log_clamp_importees=any(self.facts[p].log_clamp_rounds_to_one for p in self._closure(rel, depth=3)),
             float16_overflow_importees=any(self.facts[p].forward_overflows_float16
                                            for p in self._closure(rel, depth=4)),

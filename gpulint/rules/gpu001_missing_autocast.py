@@ -149,7 +149,10 @@ LOSS_FITS_16_BIT = Premise(
     "so 1 - eps rounds to 1.0 in bfloat16 when eps <= 2**-9 (in float16 when eps <= 2**-12), a confident "
     "prediction stays 1.0 and `log(0)` is -inf: a NaN loss where fp32 trains (a focal loss's `1.0 - 1e-4`; "
     "measured with torch 2.13 on the CPU under bfloat16 and float16 autocast). A value cast to float32 before "
-    "the clamp does not count, nor does a clamp no `log(1 - p)` reads.")
+    "the clamp does not count, nor does a clamp no `log(1 - p)` reads. So does `log(1 - sigmoid(x))` (or "
+    "`log1p(-sigmoid(x))`, or of a name bound to the sigmoid in the same function) with no clamp at all: a "
+    "16-bit sigmoid is 1.0 from a logit of 7 in bfloat16 (9 in float16; 17 in fp32; torch 2.13 on the CPU), so "
+    "a confident negative makes the loss inf (caser_pytorch's negative-sample loss, blind18).")
 # rows x width^2 of a step below which mixed precision cannot pay off: bench/amp_width.py's roofline model
 # (host dispatch measured on a CPU, A100 datasheet throughput) reaches 1.5x at 8.3e8-9.2e8; rounded down
 STEP_WORK_FLOOR = 800_000_000
@@ -270,7 +273,10 @@ class MissingAutocast(Rule):
         region read with `.numpy()` and no cast, in the region or after it in the same block,
         directly or by a function of the file or of a project module it is handed to (a
         metric's `torch.sigmoid(output).cpu().numpy()`), gets float16 and a GradScaler that is
-        always on under `"auto"` (numpy has no bfloat16), and no fix under `"bfloat16"`.
+        always on under `"auto"` (numpy has no bfloat16), and no fix under `"bfloat16"`. So does a model the
+        file or its callers wrap in `nn.DataParallel`: its replica threads enter autocast again with the enabled
+        flag only, so they run float16 whatever dtype is asked, and bfloat16 without a scaler would train them
+        in float16 unscaled.
         `nn.BCELoss` / `F.binary_cross_entropy`, which CUDA autocast refuses ("unsafe to
         autocast"), stay outside the region with their inputs cast to float32; inside a helper
         of the step, no fix. No fix when the project's torch floor lacks a symbol the fix would
@@ -334,6 +340,11 @@ class MissingAutocast(Rule):
                     Applicability.UNSAFE, "metric_read_after_a_cast_keeps_auto.py"),
             FixCase('numerics: the output read with `.numpy()`, `amp-dtype = "bfloat16"`',
                     None, "metric_read_as_numpy_no_bfloat16_fix.py"),
+            FixCase("numerics: the model is wrapped in `nn.DataParallel`, whose replicas run autocast's default "
+                    "float16: float16 and a GradScaler that is always on",
+                    Applicability.UNSAFE, "data_parallel_gets_float16.py"),
+            FixCase('numerics: `nn.DataParallel` with `amp-dtype = "bfloat16"`',
+                    None, "data_parallel_no_bfloat16_fix.py"),
             FixCase("FSDP with a fused optimizer (a ShardedGradScaler would skip the cross-rank inf check): bfloat16,"
                     " no scaler and no scaler import",
                     Applicability.UNSAFE, "fsdp_fused_optimizer_gets_bfloat16.py"),

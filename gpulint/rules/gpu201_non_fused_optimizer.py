@@ -176,13 +176,15 @@ WORK_TO_FUSE = Premise(
     "scale runs the loop); param groups may set their own momentum, so a list of dicts or a name built "
     "elsewhere leaves it shown, and so do `foreach=False` (one add kernel per parameter) and `maximize=True` "
     "(a negation first). Undecided where the parameters are those of one name or attribute (`model.parameters()`, "
-    "`self.model.parameters()`, the model moved or wrapped) bound only to instances of project classes, in this "
+    "`self.model.parameters()`, the model moved or wrapped, or `self.parameters()` in a method of a class of the "
+    "file that no class of the file subclasses) bound only to instances of project classes, in this "
     "module or another, that visibly hold at most 4 tensors (FEW_TENSORS) between them: `nn.Parameter`, the "
     "literal entries of an `nn.ParameterDict`/`ParameterList`, an `nn.Embedding` (one each), a Linear (weight and "
     "bias: two), a norm (two), and the project classes built (counted alike); read in `__init__` and the helpers "
     "it calls once, over nn.Module alone, with no loop, comprehension or lambda, no other layer with weights, "
     "no function handed `self`, no layer added outside `__init__`, and no attribute bound to something unread "
-    "that the class calls or uses as a module (an encoder handed in); a class not read in full is not counted. "
+    "that the class calls or uses as a module (an encoder handed in; an optimizer, scheduler or GradScaler it "
+    "keeps holds no layer); a class not read in full is not counted. "
     "Two embedding tables of a matrix-factorisation or LightGCN recommender, or a 4-tensor GCN: a fused kernel "
     "replaces the update's per-tensor launches, and over so few tensors there are at most a handful to save. "
     "For an attribute, every binding in the class's methods must be such a class, a torch.nn module written "
@@ -1006,7 +1008,22 @@ def _held_classes(ctx: AstContext, node: ast.Call) -> Optional[Held]:
         return _attribute_classes(ctx, function, held)
     if not isinstance(held, ast.Name):
         return None
+    if held.id == _self_name(function):
+        return _own_class(ctx, function)
     return _name_classes(ctx, function, held.id)
+
+
+def _own_class(ctx: AstContext, function: Optional[ast.AST]) -> Optional[Held]:
+    """`self.parameters()` in a method of a top-level class of the file that no class of the file subclasses (a
+    model that builds its own optimizer: RecSys_PyTorch's MF and LightGCN): that class's."""
+    owner = ctx.parent(function) if function is not None else None
+    if not (isinstance(owner, ast.ClassDef) and owner in ctx.tree.body):
+        return None
+    for node in ctx.nodes(ast.ClassDef):
+        assert isinstance(node, ast.ClassDef)
+        if any(isinstance(base, ast.Name) and base.id == owner.name for base in node.bases):
+            return None  # an instance may be of the subclass, with more tensors
+    return Held(frozenset({owner.name}))
 
 
 def _name_classes(ctx: AstContext, function: Optional[ast.AST], holder: str) -> Optional[Held]:

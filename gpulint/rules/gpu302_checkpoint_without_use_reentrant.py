@@ -15,6 +15,7 @@ from gpulint.analysis.ast_context import (
     visible_dict_keys,
 )
 from gpulint.analysis.ast_context import arg as argument
+from gpulint.analysis.ast_values import single_value
 from gpulint.analysis.evidence import REFUTED, SHOWN, Decision, Evidence, Premise
 from gpulint.analysis.guards import version_guarded
 from gpulint.core import floors
@@ -135,7 +136,10 @@ class CheckpointWithoutUseReentrant(Rule):
         passes `use_reentrant=True` itself. `checkpoint_wrapper` and
         `apply_activation_checkpointing` are not reported: they default to the
         non-reentrant implementation. A function of your own called `checkpoint` is never
-        reported. Not reported in test files (`lint-tests`): a test turns checkpointing on to
+        reported, nor a `gradient_checkpointing_enable()` where a class of the file, or of a
+        module it imports, defines a method of that name (a project's own model, whose method
+        takes no `gradient_checkpointing_kwargs`), unless the model is built by
+        `from_pretrained`. Not reported in test files (`lint-tests`): a test turns checkpointing on to
         compare outputs or to check that the switch works, not to train a model.
         """,
         why="""
@@ -186,12 +190,15 @@ class CheckpointWithoutUseReentrant(Rule):
         own_hf_method = HF_ENABLE in ctx.text and any(
             isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == HF_ENABLE
             for fn in ctx.nodes(ast.FunctionDef, ast.AsyncFunctionDef))
+        # so does a class of a module it imports: only a model `from_pretrained` built is shown to be Hugging Face's
+        importee_method = ctx.project.checkpointing_method_importees
         for node in ctx.nodes(ast.Call):
             assert isinstance(node, ast.Call)
             qualified = ctx.qualname(node.func)
             if qualified in CHECKPOINT_FUNCTIONS:
                 self._torch_checkpoint(ctx, node, qualified == CHECKPOINT_SEQUENTIAL)
-            elif isinstance(node.func, ast.Attribute) and node.func.attr == HF_ENABLE and not own_hf_method:
+            elif isinstance(node.func, ast.Attribute) and node.func.attr == HF_ENABLE and not own_hf_method \
+                    and (not importee_method or _from_pretrained(ctx, node.func.value)):
                 self._hf_enable(ctx, node)
 
     def _decision(self, ctx: AstContext, node: ast.Call, hf_kwargs: Optional[bool] = None) -> Decision:
@@ -314,6 +321,18 @@ class CheckpointWithoutUseReentrant(Rule):
         else:
             new = add_keyword(node, HF_KWARGS, non_reentrant)
         return PendingFix.unsafe(message, Replace(node, new))
+
+
+def _from_pretrained(ctx: AstContext, receiver: ast.expr) -> bool:
+    """`model` is bound, once in its scope, to `<something>.from_pretrained(...)` (through `.to()`/`.cuda()`): a
+    Hugging Face model, whatever classes of the project define a method of the same name."""
+    if not isinstance(receiver, ast.Name):
+        return False
+    value = single_value(receiver, ctx.names)
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in ("to", "cuda"):
+        value = value.func.value
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+        and value.func.attr == "from_pretrained"
 
 
 def _quote(ctx: AstContext) -> str:
