@@ -71,18 +71,21 @@ class AmpSteps:
         if not found:
             return
         steps = [s for s in map(self.optimizer_step_of, self.calls) if s is not None]
+        step_calls = [s.call for s in steps]  # in source order, as the calls: sliced per subtree
         by_node: dict[int, AmpStep] = {}
         for call, (loss, scaled) in found:
             if self._lightning_method(call):
                 continue
-            node = self._step_node(call, [s.call for s in steps])
+            node = self._step_node(call, step_calls)
             if node is None:
                 continue
             backward = AmpBackward(call, loss, scaled, node)
             self.backwards.append(backward)
             step = by_node.get(id(node))
             if step is None:
-                step = by_node[id(node)] = AmpStep(node, [], [s for s in steps if self._inside_same_code(node, s.call)])
+                start, stop = self.ctx.span_in(step_calls, node)
+                step = by_node[id(node)] = AmpStep(node, [], [s for s in steps[start:stop]
+                                                              if self._inside_same_code(node, s.call)])
                 self.steps.append(step)
             step.backwards.append(backward)
 
@@ -152,21 +155,19 @@ class AmpSteps:
                 return any("LightningModule" in self.ctx.segment(base) for base in ancestor.bases)
         return False
 
-    def _scope_of(self, node: ast.AST) -> ast.AST:
-        """The function, lambda, class or module whose code `node` is."""
-        return next((a for a in self.ctx.ancestors(node) if isinstance(a, _SCOPES)), self.ctx.tree)
-
     def _inside_same_code(self, node: StepNode, call: ast.Call) -> bool:
-        if not any(a is node for a in self.ctx.ancestors(call)):
+        if not self.ctx.within(call, node):
             return False
-        scope = self._scope_of(call)
-        return scope is node if isinstance(node, _FUNCTIONS) else scope is self._scope_of(node)
+        scope = self.ctx.code_scope(call)
+        return scope is node if isinstance(node, _FUNCTIONS) else scope is self.ctx.code_scope(node)
 
     def _step_node(self, call: ast.Call, steps: list[ast.Call]) -> Optional[StepNode]:
         """The innermost loop, or the function, around `call` whose own code also steps an optimizer."""
         for ancestor in self.ctx.ancestors(call):
-            if isinstance(ancestor, _STEP_NODES) and any(self._inside_same_code(ancestor, s) for s in steps):
-                return ancestor
+            if isinstance(ancestor, _STEP_NODES):
+                start, stop = self.ctx.span_in(steps, ancestor)
+                if any(self._inside_same_code(ancestor, s) for s in steps[start:stop]):
+                    return ancestor
             if isinstance(ancestor, _SCOPES):
                 return None
         return None

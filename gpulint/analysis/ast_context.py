@@ -27,6 +27,7 @@ from typing import (
     Mapping,
     Optional,
     Protocol,
+    Sequence,
     TypeVar,
     Union,
 )
@@ -627,6 +628,8 @@ def _walked_fields(kind: type) -> tuple[str, ...]:
     fields = _WALKED_FIELDS[kind] = tuple(name for name in node_fields(kind) if name not in _SKIP_FIELDS)
     return fields
 
+# what owns a node's code for name binding (a comprehension is left to its function, as the analyses read it)
+CODE_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _REORDER = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Dict, ast.IfExp})
 _COMPOUND = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor, ast.While,
              ast.With, ast.AsyncWith, ast.Try) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ()) + \
@@ -650,6 +653,9 @@ class AstContext:
         self._index: Optional[dict[type, list[ast.AST]]] = None
         self._named: Optional[dict[str, list[ast.Name]]] = None
         self._order: dict[int, int] = {}  # preorder number of every node, for `nodes` of several types
+        self._ends: dict[int, int] = {}  # the preorder number of a node's last descendant, asked per node
+        self._code_scopes: dict[int, ast.AST] = {}
+        self._bound: dict[str, dict[int, list[ast.Name]]] = {}
         self._lines: Optional[list[str]] = None
         self._starts: Optional[list[int]] = None
         self._libcst: Optional["FileContext"] = None
@@ -790,6 +796,68 @@ class AstContext:
             yield parent
             parent = self.parent(parent)
 
+    def _end(self, node: ast.AST) -> int:
+        """The preorder number of the last node of `node`'s subtree (itself when it has no children)."""
+        end = self._ends.get(id(node))
+        if end is None:
+            order = self._order
+            current = node
+            while True:  # the last node in preorder is the last child's last node, all the way down
+                numbered = [child for child in ast.iter_child_nodes(current) if id(child) in order]
+                if not numbered:
+                    break
+                current = max(numbered, key=lambda child: order[id(child)])
+            end = self._ends[id(node)] = order[id(current)]
+        return end
+
+    def within(self, node: ast.AST, outer: ast.AST) -> bool:
+        """`outer` is a proper ancestor of `node`: `any(a is outer for a in ancestors(node))` without the walk
+        (one interval test on preorder numbers; a check asked per pair of calls in a long file was quadratic)."""
+        if self._index is None:
+            self._build_index()
+        start, at = self._order.get(id(outer)), self._order.get(id(node))
+        return start is not None and at is not None and start < at <= self._end(outer)
+
+    def span_in(self, nodes: Sequence[ast.AST], outer: ast.AST) -> tuple[int, int]:
+        """The slice of `nodes` (of this tree, in source order) inside `outer`'s subtree, as (start, stop)."""
+        if outer is self.tree:
+            return 0, len(nodes)
+        if self._index is None:
+            self._build_index()
+        start, order = self._order.get(id(outer)), self._order
+        if start is None:
+            return 0, 0
+        end = self._end(outer)
+        return _first_numbered(nodes, order, start + 1), _first_numbered(nodes, order, end + 1)
+
+    def named_within(self, identifier: str, outer: ast.AST) -> list[ast.Name]:
+        """The `Name` nodes spelling `identifier` inside `outer`'s subtree, in source order (a slice of `named`)."""
+        named = self.named(identifier)
+        start, stop = self.span_in(named, outer)
+        return named[start:stop]
+
+    def code_scope(self, node: ast.AST) -> ast.AST:
+        """The function, lambda or class whose own code `node` is (CODE_SCOPES), else the module (remembered
+        per node: asked for every use of a name)."""
+        scope = self._code_scopes.get(id(node))
+        if scope is None:
+            scope = next((a for a in self.ancestors(node) if isinstance(a, CODE_SCOPES)), self.tree)
+            self._code_scopes[id(node)] = scope
+        return scope
+
+    def bound_uses(self, identifier: str, owner: Optional[AstScope]) -> list[ast.Name]:
+        """The `Name` nodes spelling `identifier` whose binding is `owner`'s, in source order (grouped once per
+        identifier: asked per binding, a scan of every such name each time was quadratic in a long file)."""
+        groups = self._bound.get(identifier)
+        if groups is None:
+            groups = self._bound[identifier] = {}
+            names = self.names
+            for name in self.named(identifier):
+                scope = names.binding_scope(name)
+                if scope is not None:
+                    groups.setdefault(id(scope), []).append(name)
+        return groups.get(id(owner), []) if owner is not None else []
+
     def statement(self, node: ast.AST) -> ast.stmt:
         """The innermost statement holding `node` (itself when it is one)."""
         current: Optional[ast.AST] = node
@@ -922,6 +990,18 @@ class AstContext:
             code=rule.code, name=rule.name, span=AstSpan.of(node), message=message, fix=fix, fix_message=fix_message,
             data=data, note=note, statement_rows=self.statement_rows(statement), node_type=type(node).__name__,
         ))
+
+
+def _first_numbered(nodes: Sequence[ast.AST], order: dict[int, int], number: int) -> int:
+    """The index of the first of `nodes` (in preorder) numbered `number` or later (bisect without `key=`, 3.9)."""
+    low, high = 0, len(nodes)
+    while low < high:
+        middle = (low + high) // 2
+        if order[id(nodes[middle])] < number:
+            low = middle + 1
+        else:
+            high = middle
+    return low
 
 
 def _source_order(node: ast.AST, children: list[ast.AST]) -> list[ast.AST]:

@@ -805,8 +805,8 @@ class _Follower:
             return []
         found = []
         here = ctx.order(target) or 0
-        for use in ctx.named(target.id):
-            if use is target or names.binding_scope(use) is not owner:
+        for use in ctx.bound_uses(target.id, owner):
+            if use is target:
                 continue
             if isinstance(owner.node, ast.Module) or here < (ctx.order(use) or 0):
                 found.append(use)  # a global is read by functions defined anywhere
@@ -1134,15 +1134,46 @@ def _loops_over(ctx: AstContext, loader: ast.Call) -> list[Loop]:
     holder = _holder(ctx, loader)
     if holder is None:
         return []
+    index = ctx.analysis(_LoopIndex)
+    if isinstance(holder, ast.Name):  # the same binding, or a parameter it may be passed to
+        owner = ctx.names.binding_scope(holder)
+        same = index.by_binding.get((holder.id, id(owner)), []) if owner is not None else []
+        candidates = sorted({*same, *index.parameters})
+    else:
+        candidates = index.by_attribute.get(holder.attr, []) if isinstance(holder, ast.Attribute) else []
     loops: list[Loop] = []
-    for loop, source in ctx.analysis(_loop_sources):
-        if isinstance(source, ast.Name):
-            source = _with_wrapped(ctx, source)
+    for position in candidates:
+        loop, source = index.sources[position]
         if _same(ctx, source, holder):
             loops.append(loop)
         elif isinstance(source, ast.Name) and isinstance(holder, ast.Name) and _passed_in(ctx, source, holder):
             loops.append(loop)
     return loops
+
+
+class _LoopIndex:
+    """Every `for` loop's source, unwrapped (`with` aliases too), grouped by what could match a loader's holder:
+    a loop no index names cannot match (see _same and _passed_in), so a loader is no longer checked against
+    every loop of the file (quadratic in a file of many training functions)."""
+
+    def __init__(self, ctx: AstContext) -> None:
+        self.sources: list[tuple[Loop, ast.expr]] = []
+        self.by_binding: dict[tuple[str, int], list[int]] = {}  # a name, and the id of the scope binding it
+        self.by_attribute: dict[str, list[int]] = {}  # `self.x`
+        self.parameters: list[int] = []  # a kept parameter of a function: a loader may be passed to it
+        for position, (loop, source) in enumerate(ctx.analysis(_loop_sources)):
+            if isinstance(source, ast.Name):
+                source = _with_wrapped(ctx, source)
+            self.sources.append((loop, source))
+            if isinstance(source, ast.Name):
+                owner = ctx.names.binding_scope(source)
+                if owner is not None:
+                    self.by_binding.setdefault((source.id, id(owner)), []).append(position)
+                if _kept_parameter_owner(ctx, source) is not None:
+                    self.parameters.append(position)
+            elif isinstance(source, ast.Attribute) and isinstance(source.value, ast.Name) \
+                    and source.value.id == "self":
+                self.by_attribute.setdefault(source.attr, []).append(position)
 
 
 def _with_wrapped(ctx: AstContext, name: ast.Name) -> ast.expr:
@@ -1176,18 +1207,25 @@ def _loops_by_source(ctx: AstContext) -> dict[int, Loop]:
 _PASS_DEPTH = 3
 
 
+def _kept_parameter_owner(ctx: AstContext, parameter: ast.Name) -> Optional[FunctionNode]:
+    """The function whose parameter `parameter` is, never rebound there (but to itself wrapped); None otherwise."""
+    owner = ctx.names.binding_scope(parameter)
+    if owner is None or not isinstance(owner.node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+            or not kept_parameter(owner.bindings.get(parameter.id), owner.values.get(parameter.id),
+                                  _wraps(parameter.id)):
+        return None
+    return owner.node
+
+
 def _passed_in(ctx: AstContext, parameter: ast.Name, loader: ast.Name, depth: int = _PASS_DEPTH) -> bool:
     """`parameter` is a parameter of a function that a call in this file passes `loader` to
     (`train(model, train_loader, ...)` -> `def train(model, loader, ...)`), and is never rebound; also
     through a parameter of another such function that hands it on (`get_features(train_loader)` ->
     `def get_features(loader): inference(loader)` -> `def inference(loader)`)."""
     names = ctx.names
-    owner = names.binding_scope(parameter)
-    if owner is None or not isinstance(owner.node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-            or not kept_parameter(owner.bindings.get(parameter.id), owner.values.get(parameter.id),
-                                  _wraps(parameter.id)):
+    function = _kept_parameter_owner(ctx, parameter)
+    if function is None:
         return False
-    function = owner.node
     params = [*function.args.posonlyargs, *function.args.args]
     position = next((i for i, p in enumerate(params) if p.arg == parameter.id), None)
     calls = [c for c in ctx.nodes(ast.Call) if isinstance(c.func, ast.Name)  # type: ignore[attr-defined]
@@ -1506,8 +1544,8 @@ def _loops_through(ctx: AstContext, name: str, scope: object, depth: int, accept
         return False
     loops = ctx.analysis(_loops_by_source)
     found = False
-    for use in ctx.named(name):
-        if names.binding_scope(use) is not scope or not isinstance(use.ctx, ast.Load):
+    for use in ctx.bound_uses(name, scope):  # type: ignore[arg-type]
+        if not isinstance(use.ctx, ast.Load):
             continue
         parent = ctx.parent(use)
         if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id == "len":
@@ -1580,7 +1618,20 @@ def _unpacked_results(ctx: AstContext, returned: ast.Tuple, use: ast.Name) -> li
 def _breaks_within(ctx: AstContext, loop: Loop, limit: int) -> bool:
     """The loop's body holds `if <n> == <bound>: ... break` (or `>=`, `>`) with a bound of at most `limit`: a
     literal, or a parameter of its function whose literal default no call of the function in this file
-    overrides."""
+    overrides. Remembered per loop and limit (GPU101 and GPU102 ask it of the same loops)."""
+    known = ctx.analysis(_early_breaks)
+    breaks = known.get((id(loop), limit))
+    if breaks is None:
+        breaks = known[(id(loop), limit)] = _breaks_early(ctx, loop, limit)
+    return breaks
+
+
+def _early_breaks(ctx: AstContext) -> dict[tuple[int, int], bool]:
+    """The file's answers of _breaks_within, by the id of the loop and the limit (filled as they are asked)."""
+    return {}
+
+
+def _breaks_early(ctx: AstContext, loop: Loop, limit: int) -> bool:
     pending: list[ast.AST] = list(loop.body)
     while pending:
         node = pending.pop()
@@ -1672,8 +1723,18 @@ def paced_by_a_person(ctx: AstContext, loader: ast.Call) -> bool:
 
 
 def waits_for_a_person(ctx: AstContext, loop: Loop) -> bool:
-    """Every pass of the loop's body blocks on a person (PERSON_WAITS): `cv2.imshow(...); cv2.waitKey(0)`."""
-    return _statements_wait(ctx, loop.body, (ast.Continue,), 0, frozenset())
+    """Every pass of the loop's body blocks on a person (PERSON_WAITS): `cv2.imshow(...); cv2.waitKey(0)`.
+    Remembered per loop: several rules ask it of every loop over every loader."""
+    known = ctx.analysis(_person_waits)
+    waits = known.get(id(loop))
+    if waits is None:
+        waits = known[id(loop)] = _statements_wait(ctx, loop.body, (ast.Continue,), 0, frozenset())
+    return waits
+
+
+def _person_waits(ctx: AstContext) -> dict[int, bool]:
+    """The file's answers of waits_for_a_person, by the id of the loop (filled as they are asked)."""
+    return {}
 
 
 def _statements_wait(ctx: AstContext, body: list[ast.stmt], skips: tuple[type, ...], depth: int,

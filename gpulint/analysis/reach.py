@@ -110,8 +110,6 @@ LOADS_BATCHES = Premise(
     "scope is `len(name)` (a loader built only to count batches, to size a learning-rate schedule); a loader "
     "iterated, returned, stored, passed on or used through another name is shown.")
 
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-
 
 def draws_batches(ctx: AstContext, call: ast.Call) -> Evidence:
     """LOADS_BATCHES for a DataLoader(...) call: only `name = DataLoader(...)` in a function (or a script's
@@ -123,15 +121,13 @@ def draws_batches(ctx: AstContext, call: ast.Call) -> Evidence:
             and isinstance(statement.targets[0], ast.Name)):
         return SHOWN
     target = statement.targets[0]
-    scope = next((a for a in ctx.ancestors(statement) if isinstance(a, _SCOPES)), ctx.tree)
+    scope = ctx.code_scope(statement)
     if scope is ctx.tree and not in_main_block(ctx.tree, statement, ctx.parent):
         return SHOWN  # a module-level name other files may import (one bound under `__main__` never is)
     if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
         return SHOWN
-    uses = [n for n in ctx.named(target.id) if n is not target
-            and (scope is ctx.tree or any(a is scope for a in ctx.ancestors(n)))]
-    if not uses or any(next((a for a in ctx.ancestors(n) if isinstance(a, _SCOPES)), ctx.tree) is not scope
-                       for n in uses):
+    uses = [n for n in ctx.named_within(target.id, scope) if n is not target]
+    if not uses or any(ctx.code_scope(n) is not scope for n in uses):
         return SHOWN
     return REFUTED if all(_counted(ctx, n) for n in uses) else SHOWN
 
@@ -145,11 +141,11 @@ def iterated_here(ctx: AstContext, call: ast.Call) -> bool:
             and isinstance(statement.targets[0], ast.Name)):
         return False
     target = statement.targets[0]
-    scope = next((a for a in ctx.ancestors(statement) if isinstance(a, _SCOPES)), None)
+    scope = ctx.code_scope(statement)
     if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
-    uses = [n for n in ctx.named(target.id) if n is not target and any(a is scope for a in ctx.ancestors(n))]
-    if any(next((a for a in ctx.ancestors(n) if isinstance(a, _SCOPES)), None) is not scope for n in uses):
+    uses = [n for n in ctx.named_within(target.id, scope) if n is not target]
+    if any(ctx.code_scope(n) is not scope for n in uses):
         return False
     loops = [n for n in uses if isinstance(n.ctx, ast.Load) and isinstance(ctx.parent(n), (ast.For, ast.AsyncFor))
              and ctx.parent(n).iter is n]  # type: ignore[union-attr]

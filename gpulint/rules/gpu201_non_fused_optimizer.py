@@ -924,9 +924,8 @@ def _steps_off_environment(ctx: AstContext, node: ast.Call) -> Evidence:
         return SHOWN
     target = statement.targets[0]
     if isinstance(target, ast.Name):
-        scope = ctx.names.binding_scope(target)
-        uses: list[ast.expr] = [n for n in ctx.named(target.id)
-                                if n is not target and ctx.names.binding_scope(n) is scope]
+        uses: list[ast.expr] = [n for n in ctx.bound_uses(target.id, ctx.names.binding_scope(target))
+                                if n is not target]
     elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
         owner = next((a for a in ctx.ancestors(statement) if isinstance(a, ast.ClassDef)), None)
         if owner is None:
