@@ -17,6 +17,7 @@ from typing import Any, Callable, Optional, Sequence, TypeVar, Union
 from gpulint.analysis.ast_context import AstContext, AstKeywordArgs, positional_args
 from gpulint.analysis.ast_values import is_literal, self_attribute_value, single_value, value_at
 from gpulint.analysis.evidence import Premise
+from gpulint.analysis.reach import in_main_block
 from gpulint.core.torch_api import (
     DATALOADER,
     DATALOADER_DATASET,
@@ -1681,6 +1682,67 @@ def _under_grad_off(ctx: AstContext, loop: Loop) -> bool:
                 for item in ancestor.items):
             return True
     return False
+
+# ---------------------------------------------------------------------------------------------
+# a fresh iterator for every batch: `next(iter(loader))` (GPU102)
+
+MANY_PER_ITERATOR = Premise(
+    "many-batches-per-iterator",
+    "each iterator the loader makes yields more than one batch, so that the worker processes started for it serve "
+    "many: refuted for a DataLoader bound to a name (in a function, in a `__main__` block, or at the top level of a "
+    "script or notebook no project file imports) whose every read, where it is bound or in a function nested there, "
+    "is `next(iter(name))` (also with a default, or `iter(name).__next__()`) or `len(name)`. Each `iter()` starts "
+    "the workers again, and the one batch taken from them waits for their start: slower than loading it in the "
+    "training process (a training loop drawing `next(iter(training_loader))` every step, a loader drawn once for a "
+    "figure; blind18: pytorch-vq-vae's notebook). A loader also iterated by a `for` loop, kept in an iterator "
+    "(`batches = iter(loader)`), stored, returned, passed on, bound twice or used through another name is shown.")
+
+
+def one_batch_per_iterator(ctx: AstContext, loader: ast.Call) -> bool:
+    """MANY_PER_ITERATOR is refuted for this DataLoader call: every read of the name it is bound to draws one
+    batch from a fresh iterator, or counts batches (see the premise)."""
+    holder = _holder(ctx, loader)
+    if not isinstance(holder, ast.Name):
+        return False
+    names = ctx.names
+    scope = names.binding_scope(holder)
+    if scope is None or scope.is_class or len(scope.bindings.get(holder.id, ())) != 1:
+        return False  # a class attribute, or a name bound again (another loader, a loop variable, an import)
+    if scope is names.module_scope and ctx.project.imported \
+            and not in_main_block(ctx.tree, holder, ctx.parent):
+        return False  # a module-level name other files may import and iterate
+    uses = [n for n in ctx.named(holder.id) if n is not holder and names.binding_scope(n) is scope]
+    return bool(uses) and all(_first_batch(ctx, n) or _counts(ctx, n) for n in uses)
+
+
+def _builtin_call(ctx: AstContext, node: Optional[ast.AST], name: str, argument: ast.AST) -> bool:
+    """`node` is `name(argument)` (`next(argument, default)` too), `name` the builtin (the file binds no such
+    name)."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
+            and ctx.names.binding_scope(node.func) is None and node.args and node.args[0] is argument
+            and not node.keywords):
+        return False
+    return len(node.args) == 1 or (name == "next" and len(node.args) == 2 and not isinstance(node.args[1], ast.Starred))
+
+
+def _first_batch(ctx: AstContext, use: ast.Name) -> bool:
+    """`next(iter(use))` or `iter(use).__next__()`: one batch from an iterator nothing keeps."""
+    if not isinstance(use.ctx, ast.Load):
+        return False
+    made = ctx.parent(use)
+    if made is None or not _builtin_call(ctx, made, "iter", use):
+        return False
+    above = ctx.parent(made)
+    if _builtin_call(ctx, above, "next", made):
+        return True
+    call = ctx.parent(above) if isinstance(above, ast.Attribute) and above.attr == "__next__" else None
+    return isinstance(call, ast.Call) and call.func is above and not call.args and not call.keywords
+
+
+def _counts(ctx: AstContext, use: ast.Name) -> bool:
+    """`len(use)`: counts batches, draws none."""
+    return isinstance(use.ctx, ast.Load) and _builtin_call(ctx, ctx.parent(use), "len", use)
+
 
 
 # ---------------------------------------------------------------------------------------------

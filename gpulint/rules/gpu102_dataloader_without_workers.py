@@ -10,11 +10,13 @@ from gpulint.analysis.device import accelerator_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise, all_of
 from gpulint.analysis.loaders import (
     MANY_BATCHES,
+    MANY_PER_ITERATOR,
     UNATTENDED,
     UNSHARDED,
     LoaderCall,
     dataloader_call,
     draws_few_batches,
+    one_batch_per_iterator,
     paced_by_a_person,
 )
 from gpulint.analysis.reach import LOADS_BATCHES, SELF_TEST, draws_batches, not_self_test
@@ -124,14 +126,17 @@ class DataLoaderNumWorkers(Rule):
         would re-initialise CUDA),
         `IterableDataset`s and torchtext datapipes that do not shard by `get_worker_info()`
         (workers would duplicate the data), datasets handed in as parameters (whether workers
-        pay off depends on the caller), one-batch loaders, loaders only an interactive viewer iterates
+        pay off depends on the caller), one-batch loaders (also a loader only ever drawn as
+        `next(iter(loader))`: every new iterator would start the workers again for one batch),
+        loaders only an interactive viewer iterates
         (every batch waits for a key press), and test files. On a path that trains
         nothing (an inference script no project file imports, or a module only such scripts or
         inference notebooks use),
         only datasets whose items read a file or decode data (images, audio, arrays) are reported:
         converting a line of text held in memory costs nothing next to the model.
         """,
-        premises=(PER_ITEM_WORK, ON_ACCELERATOR, SELF_TEST, LOADS_BATCHES, MANY_BATCHES, UNATTENDED),
+        premises=(PER_ITEM_WORK, ON_ACCELERATOR, SELF_TEST, LOADS_BATCHES, MANY_BATCHES, MANY_PER_ITERATOR,
+                  UNATTENDED),
         fix_cases=(
             FixCase("`num_workers=min(N, os.cpu_count() or 1)`",
                     Applicability.UNSAFE, "per_item_work_flagged.py"),
@@ -160,6 +165,7 @@ class DataLoaderNumWorkers(Rule):
         work = all_of(*(_per_item_work(each, inference) for each in loader.alternatives()))
         decision = self.decide({PER_ITEM_WORK: work, ON_ACCELERATOR: accelerator_evidence(ctx.project),
                                  MANY_BATCHES: REFUTED if draws_few_batches(ctx, loader) else SHOWN,
+                                 MANY_PER_ITERATOR: REFUTED if one_batch_per_iterator(ctx, node) else SHOWN,
                                  UNATTENDED: REFUTED if paced_by_a_person(ctx, node) else SHOWN,
                                  SELF_TEST: not_self_test(ctx.tree, node, ctx.parent, ctx.project.imported),
                                  LOADS_BATCHES: draws_batches(ctx, node)})
