@@ -1711,7 +1711,7 @@ def one_batch_per_iterator(ctx: AstContext, loader: ast.Call) -> bool:
     if scope is names.module_scope and ctx.project.imported \
             and not in_main_block(ctx.tree, holder, ctx.parent):
         return False  # a module-level name other files may import and iterate
-    uses = [n for n in ctx.named(holder.id) if n is not holder and names.binding_scope(n) is scope]
+    uses = [n for n in ctx.bound_uses(holder.id, scope) if n is not holder]
     return bool(uses) and all(_first_batch(ctx, n) or _counts(ctx, n) for n in uses)
 
 
