@@ -526,6 +526,13 @@ class LoaderCall:
             "torchvision.datasets.")
 
     @cached_property
+    def token_ids(self) -> bool:
+        """The items are only token ids a tokenizer made (a dataset class of this file or the project that
+        project/token_items.py reads so): a batch of a few KB."""
+        found = self.dataset_class
+        return found is not None and found.dataset is not None and found.token_ids
+
+    @cached_property
     def library_dataset(self) -> bool:
         """A dataset from a library that loads into CPU memory: torchvision, Hugging Face datasets."""
         dataset = self.dataset

@@ -65,6 +65,7 @@ from gpulint.project.methods import (
     plain_classes,
     uncalled_methods,
 )
+from gpulint.project.token_items import yields_token_ids
 from gpulint.records import dataclass
 
 FACTS_VERSION = 50
@@ -231,6 +232,9 @@ class ClassFacts:
     # the caller's, which this class does not show
     passed_arguments: tuple[str, ...] = ()
     bulk: bool = False  # items decode images, audio or arrays: batches big enough that pinning them pays
+    # items are only token ids a tokenizer made (project/token_items.py): batches of a few KB, too small for
+    # pinned memory to pay off
+    token_ids: bool = False
     module: bool = False  # an nn.Module subclass (directly or through a class that may be one)
     # an nn.Module's layers as its __init__ builds them (project/layers.py); None: not read
     layers: Optional[tuple[Layer, ...]] = None
@@ -1650,7 +1654,8 @@ class _Scanner:
                       (getattr(n, "id", None) == "get_worker_info" or getattr(n, "attr", None) == "get_worker_info")
                       for n in walk(node))
         return ClassFacts(tuple(bases), dataset_kind(node, self.aliases), iterable, sharded, passed_arguments(node),
-                          bulk=decodes_bulk(node, self.aliases), item_io=reads_per_item(node, self.aliases))
+                          bulk=decodes_bulk(node, self.aliases), item_io=reads_per_item(node, self.aliases),
+                          token_ids=yields_token_ids(node, self.aliases.qualified))
 
     def _dataclass_ints(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}

@@ -83,8 +83,17 @@ PAYS_OFF = Premise(
     "default copy, which is blocking (the note names "
     "`DataLoaderConfiguration(non_blocking=True)`, accelerate >= 0.28): a pinned synchronous copy of a few "
     "MB saves a fraction of a millisecond a step (cloneofsimo/lora's and fxia22/pointnet.pytorch's, "
-    "blind12). Undecided too for token ids and other items that are not decoded (a few KB), unless a copy "
-    "already asks for `non_blocking=True`.")
+    "blind12). Undecided too for other items that are not decoded (a few KB), unless a copy already asks for "
+    "`non_blocking=True`. Refuted for items a tokenizer made, whatever the copy: a dataset class (of this file "
+    "or imported from the project) every item of which holds only what a tokenizer returns (a call spelled "
+    "with `tokeniz`: `self.tokenizer(text)`, `tokenizer.encode(...)`, a `tokenize(...)` function), in "
+    "`__getitem__` or into a `self.` attribute up front, taken, cut, cast, padded or masked (`input_ids`, "
+    "`attention_mask`, `labels` with `ignore_index`), beside literals, lengths and the item's index (project/"
+    "token_items.py). At 8 bytes a token a batch is a few KB to ~100 KB, copied in microseconds pinned or "
+    "not against the forward pass those tokens feed (lit-gpt's SFTDataset, blind18: \"true but worth "
+    "nothing\"). Token ids gpulint cannot trace to a tokenizer (a tensor loaded from a file) stay undecided, "
+    "and a decoded image beside the ids (a caption's `input_ids` and its `pixel_values`) makes the items no "
+    "longer token ids only.")
 
 PIN_THREAD = Premise(
     "pin-thread",
@@ -164,7 +173,8 @@ class DataLoaderPinMemory(Rule):
         change. Not reported when the dataset visibly holds tensors on the GPU (`.to(device)`
         or `device=` when built, also through the names it is built from), when the `collate_fn`
         moves the batch there itself (in its own code or a function of its file it calls), when its items
-        carry no tensors (a prompt and an index), for batches that feed JAX, for a loader used
+        carry no tensors (a prompt and an index), when they are only token ids a tokenizer made (a few KB a
+        batch), for batches that feed JAX, for a loader used
         for one batch (`next(iter(DataLoader(...)))`), when the `collate_fn` comes from a module that
         defines a batch container with `.to()` but no `.pin_memory()` (DETR's NestedTensor: the pin
         thread passes it through unpinned), on a TPU (`torch_xla`), for a loader only an interactive viewer
@@ -219,7 +229,10 @@ class DataLoaderPinMemory(Rule):
             -> Evidence:
         """A copy already asynchronous; or decoded images, audio or arrays whose every copy in view the fix
         makes asynchronous. A copy that stays blocking (Accelerate's, another module's, one read on the host)
-        gains a fraction of a millisecond per few-MB batch: undecided, as are token batches (a few KB)."""
+        gains a fraction of a millisecond per few-MB batch: undecided, as are batches of unknown items. Items
+        a tokenizer made (8 bytes a token) are copied in microseconds pinned or not: refuted."""
+        if all(each.token_ids for each in alternatives):
+            return REFUTED  # lit-gpt's SFTDataset (blind18): "true but worth nothing", even copied asynchronously
         if batches.non_blocking:
             return SHOWN
         if not all(each.bulk for each in alternatives) or batches.framework == "accelerate" \

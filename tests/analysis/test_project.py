@@ -1023,6 +1023,65 @@ def test_dataset_items_that_hold_constructor_arguments() -> None:
     assert again.classes == facts.classes
 
 
+def test_dataset_items_that_are_only_token_ids() -> None:
+    """GPU101's pays-off: items a tokenizer made (lit-gpt's SFTDataset, blind18) are a few KB a batch; only
+    items every value of which is traced to a tokenizer (or is a literal, a length, the index) count."""
+    facts = facts_of_text(textwrap.dedent("""
+        import torch
+        from PIL import Image
+        from torch.utils.data import Dataset
+
+        class Encoded(Dataset):  # lit-gpt: cut, cast and masked from tokenizer.encode
+            def __getitem__(self, idx):
+                prompt = self.tokenizer.encode(self.data[idx]["instruction"])
+                ids = self.tokenizer.encode(self.data[idx]["text"], eos=True)
+                labels = ids.clone()
+                labels[: len(prompt)] = self.ignore_index
+                return {"input_ids": ids.type(torch.int64), "labels": labels.type(torch.int64)}
+
+        class Pretokenized(Dataset):  # tokenized up front, in __init__
+            def __init__(self, texts, tokenizer):
+                self.examples = []
+                for text in texts:
+                    self.examples.append(tokenizer(text, truncation=True)["input_ids"])
+            def __getitem__(self, i):
+                return torch.tensor(self.examples[i], dtype=torch.long)
+
+        class ThroughHelper(Dataset):  # a method of the class, lists built around the ids
+            def __getitem__(self, i):
+                ids = self._encode(self.rows[i])
+                ids = [self.tokenizer.bos_token_id] + ids[: self.max_len]
+                return dict(input_ids=ids, attention_mask=[1] * len(ids), index=i)
+            def _encode(self, row):
+                return self.tokenizer(row["text"]).input_ids
+
+        class WithImage(Dataset):  # a key stored into the tokenizer's output: an image
+            def __getitem__(self, i):
+                enc = self.tokenizer(self.captions[i], return_tensors="pt")
+                enc["pixel_values"] = self.transform(Image.open(self.paths[i]))
+                return enc
+
+        class WithFeatures(Dataset):  # stored data beside the ids: of unknown size
+            def __getitem__(self, i):
+                return self.tokenizer(self.texts[i]).input_ids, self.features[i]
+
+        class Embedded(Dataset):  # the ids go through a model
+            def __getitem__(self, i):
+                return self.encoder(self.tokenizer(self.texts[i], return_tensors="pt").input_ids)
+
+        class NoTokenizer(Dataset):  # token ids, maybe, but nothing shows a tokenizer made them
+            def __init__(self, path):
+                self.tokens = torch.load(path)
+            def __getitem__(self, i):
+                return self.tokens[i : i + 512]
+        """))
+    assert facts is not None
+    assert {name for name, c in facts.classes.items() if c.token_ids} == {"Encoded", "Pretokenized", "ThroughHelper"}
+    assert facts.classes["NoTokenizer"].dataset is not None
+    again = type(facts).from_json(facts.to_json())  # the fact survives the facts cache
+    assert again.classes == facts.classes
+
+
 # ---------------------------------------------------------------------------------------------
 # test files, GPU301's trained models, and the cache
 

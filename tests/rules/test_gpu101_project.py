@@ -108,3 +108,73 @@ def test_a_loader_a_function_of_an_inference_script_hands_on_stays_reported(tmp_
         "print(loader.batch_size, len(loader))", "consume(loader)"),
         "data.py": AUDIO_DATA + "\n\ndef consume(loader):\n    yield from loader\n"})
     assert [name for name, _, _ in findings(tmp_path, "--select", "GPU101")] == ["preprocess.py"]
+
+
+SFT_DATA = """\
+import torch
+from torch.utils.data import Dataset
+
+
+class SFTDataset(Dataset):
+    def __init__(self, data, tokenizer, ignore_index=-100):
+        self.data = data
+        self.tokenizer = tokenizer
+        self.ignore_index = ignore_index
+
+    def __len__(self):
+        return len(self.data)
+
+    def __getitem__(self, idx):
+        example = self.data[idx]
+        encoded_prompt = self.tokenizer.encode(example["instruction"])
+        encoded = self.tokenizer.encode(example["instruction"] + example["output"], eos=True)
+        labels = encoded.clone()
+        labels[: len(encoded_prompt)] = self.ignore_index
+        return {"input_ids": encoded.type(torch.int64), "labels": labels.type(torch.int64)}
+"""
+IMAGE_DATA = """\
+import torch
+from PIL import Image
+from torch.utils.data import Dataset
+
+
+class SFTDataset(Dataset):
+    def __init__(self, data, tokenizer):
+        self.data = data
+        self.tokenizer = tokenizer
+
+    def __len__(self):
+        return len(self.data)
+
+    def __getitem__(self, idx):
+        example = self.data[idx]
+        image = torch.as_tensor(Image.open(example["path"]))
+        return {"input_ids": self.tokenizer.encode(example["caption"]), "image": image}
+"""
+SFT_TRAIN = """\
+import torch
+from torch.utils.data import DataLoader
+
+from data.base import SFTDataset
+
+
+def train(model, data, tokenizer):
+    loader = DataLoader(SFTDataset(data, tokenizer), batch_size=4, shuffle=True, num_workers=4)
+    for batch in loader:
+        input_ids = batch["input_ids"].to("cuda", non_blocking=True)
+        model(input_ids).backward()
+"""
+
+
+def test_a_loader_of_token_ids_from_a_dataset_class_of_another_module_is_silent(tmp_path: Path) -> None:
+    """blind18 (Lightning-AI/lit-gpt, 10 findings "true but worth nothing"): alpaca.py and its siblings load
+    base.py's SFTDataset, whose items are token ids from `tokenizer.encode`: a few KB a batch, copied in
+    microseconds pinned or not. The fact travels with the class to the file that imports it."""
+    write(tmp_path, {"data/__init__.py": "", "data/base.py": SFT_DATA, "train.py": SFT_TRAIN})
+    assert findings(tmp_path, "--select", "GPU101") == []
+
+
+def test_a_loader_of_images_beside_token_ids_from_another_module_stays_reported(tmp_path: Path) -> None:
+    """The same loader over items that also hold a decoded image: worth pinning, reported."""
+    write(tmp_path, {"data/__init__.py": "", "data/base.py": IMAGE_DATA, "train.py": SFT_TRAIN})
+    assert [name for name, _, _ in findings(tmp_path, "--select", "GPU101")] == ["train.py"]
