@@ -656,6 +656,7 @@ class AstContext:
         self._ends: dict[int, int] = {}  # the preorder number of a node's last descendant, asked per node
         self._code_scopes: dict[int, ast.AST] = {}
         self._bound: dict[str, dict[int, list[ast.Name]]] = {}
+        self._qualnames: dict[int, Optional[str]] = {}  # by node id: the tree outlives the context
         self._lines: Optional[list[str]] = None
         self._starts: Optional[list[int]] = None
         self._libcst: Optional["FileContext"] = None
@@ -691,7 +692,16 @@ class AstContext:
         return self._names
 
     def qualname(self, expr: ast.AST) -> Optional[str]:
-        return self.names.qualname(expr)
+        """AstNames.qualname, remembered per node of the tree (every rule asks it of the same calls; a node an
+        analysis builds for itself is not remembered: its id may be reused once it is freed)."""
+        known = self._qualnames
+        key = id(expr)
+        if key in known:
+            return known[key]
+        found = self.names.qualname(expr)
+        if key in self._order:
+            known[key] = found
+        return found
 
     def kwargs(self, call: ast.Call) -> AstKeywordArgs:
         return keyword_args(call, self.names)
