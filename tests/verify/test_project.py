@@ -32,7 +32,7 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 class Net(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.body = nn.Sequential(nn.Linear(8, width()), nn.ReLU(), nn.Linear(width(), 1))
+        self.body = nn.Sequential(nn.Linear(8, width()), nn.Tanh(), nn.Linear(width(), 8), nn.Linear(8, 1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.body(x)
