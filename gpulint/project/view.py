@@ -137,7 +137,8 @@ class ProjectView:
     # through the project's dinov2/fsdp package, which train.py imports too)
     sharded_scaler_around: bool = False
     replacer_callers: bool = False  # a module that imports this one hands optimizers to MS-AMP (or alike)
-    parallelism_callers: tuple[str, ...] = ()  # how callers shard parameters ("fsdp", "tensor-parallel")
+    # how callers shard parameters ("fsdp", "tensor-parallel") or replicate the model ("data-parallel")
+    parallelism_callers: tuple[str, ...] = ()
     fused_sgd_around: bool = False  # fused SGD with momentum is built here, in a caller or in an import
     # kinds of 16-bit training evidence in the files around this one (callers, and what they import)
     mixed_elsewhere: tuple[str, ...] = ()
@@ -473,7 +474,7 @@ class Project:
         self._devices = {kind: sum(bit(p) for p in self.paths if kind in facts[p].devices)
                          for kind in ("framework", "mps", "xpu")}
         self._parallel = {kind: sum(bit(p) for p in self.paths if kind in facts[p].parallelism)
-                          for kind in ("fsdp", "tensor-parallel")}
+                          for kind in ("fsdp", "tensor-parallel", "data-parallel")}
         setting_kinds = sorted({k for f in facts.values() for k in f.settings})
         self._setting_here = {k: sum(bit(p) for p in self.paths if k in facts[p].settings) for k in setting_kinds}
         # the files that import, directly or through others, a file that makes the setting

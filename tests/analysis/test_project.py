@@ -2309,3 +2309,41 @@ def test_a_step_handed_a_loss_keeps_its_fix_without_a_bce_loss_around(tmp_path: 
                      "main.py": main_text.replace(*change)})
     [finding] = gpu001(tmp_path, str(tmp_path))
     assert finding["fix"] is not None and finding["note"] is None, finding
+
+
+# ---------------------------------------------------------------------------------------------
+# a caller replicates the model with nn.DataParallel (blind18: MPRNet)
+
+DATA_PARALLEL_STEP = """\
+    import torch
+
+
+    def train(model, loader, opt):
+        for x, y in loader:
+            x, y = x.cuda(), y.cuda()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    """
+
+
+def fix_messages(root: Path) -> dict[str, Optional[str]]:
+    """GPU001's fix message per file, as `check --output-format json` predicts it."""
+    result = CliRunner().invoke(main, ["check", "--output-format", "json", "--no-cache", "--select", "GPU001",
+                                       str(root)])
+    return {Path(f["filename"]).name: (f.get("fix") or {}).get("message") for f in json.loads(result.stdout)}
+
+
+def test_a_caller_wrapping_the_model_in_data_parallel_gets_float16(tmp_path: Path) -> None:
+    """The step's module trains a model its caller wraps in nn.DataParallel, whose replica threads run autocast's
+    default float16: the fix writes float16 and a GradScaler, not the run-time bfloat16 choice."""
+    caller = "import torch\nfrom train_utils import train\n\nmodel = {}\nopt = torch.optim.Adam(model.parameters(), " \
+             "fused=True)\ntrain(model, loader, opt)\n"
+    write(tmp_path, {"train_utils.py": DATA_PARALLEL_STEP,
+                     "main.py": caller.format("torch.nn.DataParallel(Net().cuda())")})
+    message = fix_messages(tmp_path)["train_utils.py"]
+    assert message is not None and "(float16)" in message and "nn.DataParallel" in message
+    write(tmp_path, {"train_utils.py": DATA_PARALLEL_STEP, "main.py": caller.format("Net().cuda()")})
+    message = fix_messages(tmp_path)["train_utils.py"]
+    assert message is not None and "bfloat16 on GPUs that compute in it natively" in message
