@@ -16,7 +16,7 @@ import ast
 from typing import Optional, Union
 
 from gpulint.analysis.amp import ANY_GRAD_SCALER
-from gpulint.analysis.ast_context import AstContext, dotted
+from gpulint.analysis.ast_context import CODE_SCOPES, AstContext, dotted
 from gpulint.analysis.ast_values import single_value
 from gpulint.core.torch_api import AUTOGRAD_BACKWARD, FRAMEWORKS, not_an_optimizer_name, optimizer_name
 from gpulint.records import dataclass
@@ -26,7 +26,6 @@ TRAINING_STEP_NEEDLES = ((".backward(", "torch.autograd.backward"), (".step(",))
 StepNode = Union[ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef]
 _STEP_NODES = (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef)
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
 @dataclass(frozen=True)
@@ -168,7 +167,7 @@ class AmpSteps:
                 start, stop = self.ctx.span_in(steps, ancestor)
                 if any(self._inside_same_code(ancestor, s) for s in steps[start:stop]):
                     return ancestor
-            if isinstance(ancestor, _SCOPES):
+            if isinstance(ancestor, CODE_SCOPES):
                 return None
         return None
 

@@ -116,17 +116,14 @@ def draws_batches(ctx: AstContext, call: ast.Call) -> Evidence:
     `__main__` block), followed by nothing but `len(name)` there, is refuted; any other shape (a tuple target,
     an attribute, a module-level loader other files may import, a nested function reading the name) draws
     batches."""
-    statement = ctx.parent(call)
-    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
-            and isinstance(statement.targets[0], ast.Name)):
+    named = _named_loader(ctx, call)
+    if named is None:
         return SHOWN
-    target = statement.targets[0]
-    scope = ctx.code_scope(statement)
+    statement, scope, uses = named
     if scope is ctx.tree and not in_main_block(ctx.tree, statement, ctx.parent):
         return SHOWN  # a module-level name other files may import (one bound under `__main__` never is)
     if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
         return SHOWN
-    uses = [n for n in ctx.named_within(target.id, scope) if n is not target]
     if not uses or any(ctx.code_scope(n) is not scope for n in uses):
         return SHOWN
     return REFUTED if all(_counted(ctx, n) for n in uses) else SHOWN
@@ -136,20 +133,27 @@ def iterated_here(ctx: AstContext, call: ast.Call) -> bool:
     """`name = DataLoader(...)` in a function, whose every use there is `for ... in name`, `len(name)` or an
     attribute read (`name.batch_size`), at least one of them an iteration, and none in a nested scope: its
     batches are consumed where it is built."""
-    statement = ctx.parent(call)
-    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
-            and isinstance(statement.targets[0], ast.Name)):
+    named = _named_loader(ctx, call)
+    if named is None or not isinstance(named[1], (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
-    target = statement.targets[0]
-    scope = ctx.code_scope(statement)
-    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return False
-    uses = [n for n in ctx.named_within(target.id, scope) if n is not target]
+    _, scope, uses = named
     if any(ctx.code_scope(n) is not scope for n in uses):
         return False
     loops = [n for n in uses if isinstance(n.ctx, ast.Load) and isinstance(ctx.parent(n), (ast.For, ast.AsyncFor))
              and ctx.parent(n).iter is n]  # type: ignore[union-attr]
     return bool(loops) and all(n in loops or _counted(ctx, n) or _setting_read(ctx, n) for n in uses)
+
+
+def _named_loader(ctx: AstContext, call: ast.Call) -> Optional[tuple[ast.Assign, ast.AST, list[ast.Name]]]:
+    """For `name = DataLoader(...)`: the statement, the code scope it binds the name in (ctx.code_scope), and the
+    other `Name` nodes of that spelling inside that scope, nested scopes included; None for any other shape."""
+    statement = ctx.parent(call)
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name)):
+        return None
+    target = statement.targets[0]
+    scope = ctx.code_scope(statement)
+    return statement, scope, [n for n in ctx.named_within(target.id, scope) if n is not target]
 
 
 def _setting_read(ctx: AstContext, use: ast.Name) -> bool:

@@ -200,15 +200,16 @@ def log_one_minus_sigmoid(tree: ast.Module, qualified: Qualified, star: bool = F
 
 
 def _torch_by_star(qualified: Qualified) -> Qualified:
+    """`qualified`, with a dotted name rooted at an unbound `torch` read as torch's (`torch.log` -> torch.log)."""
     def qualify(node: ast.AST) -> set[str]:
         found = qualified(node)
+        if found:
+            return found
         parts: list[str] = []
-        while not found and isinstance(node, ast.Attribute):
+        while isinstance(node, ast.Attribute):
             parts.append(node.attr)
             node = node.value
-        if not found and isinstance(node, ast.Name) and node.id == "torch":
-            return {".".join(["torch", *reversed(parts)])}
-        return found
+        return {".".join(["torch", *reversed(parts)])} if isinstance(node, ast.Name) and node.id == "torch" else set()
     return qualify
 
 

@@ -5,20 +5,15 @@ from __future__ import annotations
 
 import ast
 import textwrap
-from pathlib import Path
 
 from gpulint.analysis.ast_context import AstContext
 from gpulint.analysis.holders import held_values, holder_of, same_variable
 from gpulint.analysis.loader_loops import loader_loops, move_of
-from gpulint.core.settings import Settings
-from gpulint.project.facts import scan
-from gpulint.project.view import ProjectView
+from tests.analysis.contexts import ast_context
 
 
 def context(source: str) -> AstContext:
-    text = textwrap.dedent(source)
-    tree = ast.parse(text)
-    return AstContext(Path("train.py"), text, tree, Settings(), ProjectView.alone(scan(tree)))
+    return ast_context(textwrap.dedent(source))
 
 
 def calls(ctx: AstContext, name: str) -> list[ast.Call]:

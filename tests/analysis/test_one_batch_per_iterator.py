@@ -5,26 +5,18 @@ from __future__ import annotations
 
 import ast
 import textwrap
-from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
-from gpulint.analysis.ast_context import AstContext
 from gpulint.analysis.loaders import one_batch_per_iterator
-from gpulint.core.settings import Settings
-from gpulint.project.facts import scan
-from gpulint.project.view import ProjectView
+from tests.analysis.contexts import ast_context
 
 IMPORTS = "from torch.utils.data import DataLoader\n"
 
 
 def refuted(source: str, imported: bool = False) -> bool:
     """The premise is refuted for the source's first DataLoader call."""
-    text = IMPORTS + textwrap.dedent(source)
-    tree = ast.parse(text)
-    project = replace(ProjectView.alone(scan(tree)), imported=imported)
-    ctx = AstContext(Path("train.py"), text, tree, Settings(), project)
+    ctx = ast_context(IMPORTS + textwrap.dedent(source), imported=imported)
     call = next(n for n in ctx.nodes(ast.Call) if isinstance(n, ast.Call) and ctx.qualname(n.func)
                 == "torch.utils.data.DataLoader")
     return one_batch_per_iterator(ctx, call)

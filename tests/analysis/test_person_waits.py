@@ -5,23 +5,18 @@ from __future__ import annotations
 
 import ast
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from gpulint.analysis.ast_context import AstContext
 from gpulint.analysis.loaders import paced_by_a_person, waits_for_a_person
-from gpulint.core.settings import Settings
-from gpulint.project.facts import scan
-from gpulint.project.view import ProjectView
+from tests.analysis.contexts import ast_context
 
 IMPORTS = "import cv2\nimport matplotlib.pyplot as plt\nfrom torch.utils.data import DataLoader\n"
 
 
 def context(source: str, path: str = "view.py") -> AstContext:
-    text = IMPORTS + textwrap.dedent(source)
-    tree = ast.parse(text)
-    return AstContext(Path(path), text, tree, Settings(), ProjectView.alone(scan(tree)))
+    return ast_context(IMPORTS + textwrap.dedent(source), path)
 
 
 def first_loop_waits(source: str, path: str = "view.py") -> bool:
