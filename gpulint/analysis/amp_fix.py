@@ -28,7 +28,7 @@ from gpulint.analysis.ast_values import is_literal, self_attribute_value, single
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import AUTOGRAD_BACKWARD, REACHABLE_FROM_TORCH
-from gpulint.project.ast_nodes import all_nodes
+from gpulint.project.ast_nodes import CODE_SCOPES, all_nodes
 from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.clamps import BCE_FUNCTIONS, BCE_MODULES, FLOAT16_MAX, reads_as_numpy
 from gpulint.records import dataclass
@@ -38,7 +38,6 @@ SHARDED_SCALER_MODULE = "torch.distributed.fsdp.sharded_grad_scaler"
 _BCE_TEXT = re.compile(r"\bbinary_cross_entropy\s*\(|\bBCELoss\s*\(")
 _SGD = frozenset({"torch.optim.SGD", "torch.optim.sgd.SGD"})
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _COMPOUND = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor, ast.While,
              ast.With, ast.AsyncWith, ast.Try) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ()) + \
@@ -735,7 +734,7 @@ def scaler_anchor(ctx: AstContext, node: StepNode) -> ast.stmt:
             anchor = ancestor
         return anchor
     for ancestor in ctx.ancestors(node):
-        if isinstance(ancestor, (*_SCOPES, ast.Module)):
+        if isinstance(ancestor, (*CODE_SCOPES, ast.Module)):
             break
         if isinstance(ancestor, _LOOPS):
             anchor = ancestor

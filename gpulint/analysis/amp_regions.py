@@ -17,7 +17,7 @@ from typing import Iterator, Optional
 from gpulint.analysis.amp import ANY_AUTOCAST, BFLOAT16, FLOAT16, Coverage
 from gpulint.analysis.amp_steps import AmpBackward, AmpStep, AmpSteps, amp_steps
 from gpulint.analysis.ast_context import AstContext, dotted
-from gpulint.project.ast_nodes import all_nodes
+from gpulint.project.ast_nodes import CODE_SCOPES, all_nodes
 from gpulint.project.ast_nodes import children as child_nodes
 from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.records import dataclass
@@ -26,7 +26,6 @@ from gpulint.records import dataclass
 _LOOKS_LIKE_AMP = re.compile(r"autocast|(?<![a-z])amp|ctx|context|precision|mixed", re.IGNORECASE)
 # context managers known not to be autocast
 _KNOWN_CONTEXTS = ("torch.", "contextlib.", "builtins.", "tqdm.", "time.", "threading.", "warnings.")
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _COMPOUND = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor, ast.While,
              ast.With, ast.AsyncWith, ast.Try) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ()) + \
@@ -93,7 +92,7 @@ class AmpRegions:
 
     def scope_of(self, node: ast.AST) -> ast.AST:
         """The function, lambda, class or module whose code `node` is."""
-        return next((a for a in self.ctx.ancestors(node) if isinstance(a, _SCOPES)), self.ctx.tree)
+        return next((a for a in self.ctx.ancestors(node) if isinstance(a, CODE_SCOPES)), self.ctx.tree)
 
     def before(self, a: ast.AST, b: ast.AST) -> bool:
         return (self.ctx.order(a) or 0) < (self.ctx.order(b) or 0)

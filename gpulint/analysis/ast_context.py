@@ -35,7 +35,7 @@ from typing import (
 from gpulint.analysis.evidence import Decision, undecided_note
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import REACHABLE_FROM_TORCH
-from gpulint.project.ast_nodes import node_fields
+from gpulint.project.ast_nodes import CODE_SCOPES, node_fields
 from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.facts import ImportAliases, module_imports
 from gpulint.records import dataclass
@@ -628,8 +628,6 @@ def _walked_fields(kind: type) -> tuple[str, ...]:
     fields = _WALKED_FIELDS[kind] = tuple(name for name in node_fields(kind) if name not in _SKIP_FIELDS)
     return fields
 
-# what owns a node's code for name binding (a comprehension is left to its function, as the analyses read it)
-CODE_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _REORDER = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Dict, ast.IfExp})
 _COMPOUND = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor, ast.While,
              ast.With, ast.AsyncWith, ast.Try) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ()) + \

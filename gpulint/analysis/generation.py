@@ -15,6 +15,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from gpulint.analysis.steps import StepFacts, StepLoop, step_facts
+from gpulint.project.ast_nodes import CODE_SCOPES
 from gpulint.project.ast_nodes import walk as walk_nodes
 
 if TYPE_CHECKING:
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
 
 # method names that sample from the policy: HF `generate`, a rollout engine's `rollout`
 GENERATION_METHODS = frozenset({"generate", "rollout"})
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
 def generation_calls(tree: ast.AST) -> list[ast.Call]:
@@ -34,7 +34,7 @@ def _per_iteration_of(facts: StepFacts, call: ast.Call, loop: ast.AST) -> bool:
     """`call` sits in `loop`'s body (same code, not in its `else`) with no interval test or handler between."""
     child: ast.AST = call
     for ancestor in facts.ancestors(call):
-        if isinstance(ancestor, _SCOPES):
+        if isinstance(ancestor, CODE_SCOPES):
             return False
         if facts.limits(ancestor, child) is not None:
             return False

@@ -29,7 +29,7 @@ from typing import Iterator, Optional, Union
 from gpulint.analysis.amp_steps import amp_steps
 from gpulint.analysis.ast_context import AstContext, dotted
 from gpulint.analysis.evidence import REFUTED, SHOWN, Evidence, Premise
-from gpulint.project.ast_nodes import all_nodes
+from gpulint.project.ast_nodes import CODE_SCOPES, all_nodes
 from gpulint.project.ast_nodes import children as child_nodes
 from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.records import dataclass
@@ -45,7 +45,6 @@ LONG_RUN = Premise(
 
 AstLoop = Union[ast.For, ast.AsyncFor, ast.While]
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _GEOMETRIC_RANGES = frozenset({"logspace", "geomspace"})
 _RATE_GETTERS = frozenset({"get_last_lr", "get_lr"})
 # what the file's text must hold for a sweep to be there at all: skip the walk otherwise
@@ -124,7 +123,7 @@ def step_run(ctx: AstContext, node: ast.AST) -> Evidence:
         return SHOWN
     inside = set(map(id, sweeps.loops))
     for each in [node, *ctx.ancestors(node)]:
-        if isinstance(each, _SCOPES):
+        if isinstance(each, CODE_SCOPES):
             return SHOWN
         if id(each) in inside:
             return REFUTED
@@ -140,7 +139,7 @@ def _loops_in_order(node: ast.AST) -> Iterator[AstLoop]:
 
 
 def _scope(ctx: AstContext, node: ast.AST) -> ast.AST:
-    return next((a for a in ctx.ancestors(node) if isinstance(a, _SCOPES)), ctx.tree)
+    return next((a for a in ctx.ancestors(node) if isinstance(a, CODE_SCOPES)), ctx.tree)
 
 
 def _own_nodes(loop: AstLoop) -> Iterator[ast.AST]:
@@ -149,7 +148,7 @@ def _own_nodes(loop: AstLoop) -> Iterator[ast.AST]:
     while stack:
         node = stack.pop()
         yield node
-        stack.extend(c for c in child_nodes(node) if not isinstance(c, _SCOPES))
+        stack.extend(c for c in child_nodes(node) if not isinstance(c, CODE_SCOPES))
 
 
 def _rate_key(target: ast.AST) -> bool:

@@ -25,7 +25,7 @@ from dataclasses import field
 from typing import TYPE_CHECKING, Callable, Iterator, Optional, TypeVar, Union
 
 from gpulint.core.torch_api import AUTOGRAD_BACKWARD, LIGHTNING_MODULES, optimizer_name
-from gpulint.project.ast_nodes import all_nodes, last_name
+from gpulint.project.ast_nodes import CODE_SCOPES, all_nodes, last_name
 from gpulint.project.ast_nodes import children as child_nodes
 from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.loader_flow import dotted
@@ -41,7 +41,6 @@ Loop = Union[ast.For, ast.AsyncFor, ast.While]
 Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 # Base classes whose subclasses' methods run inside a framework's own loop
 _OWNING_BASES = {
@@ -137,7 +136,7 @@ class StepFacts:
 
     def scope_of(self, node: ast.AST) -> Optional[ast.AST]:
         """The function, lambda or class whose code `node` is (None: the module)."""
-        return next((a for a in self.ancestors(node) if isinstance(a, _SCOPES)), None)
+        return next((a for a in self.ancestors(node) if isinstance(a, CODE_SCOPES)), None)
 
     def _own_nodes(self, root: ast.AST) -> Iterator[ast.AST]:
         """Nodes under `root` that are its own code: not inside a nested def, lambda or class."""
@@ -145,7 +144,7 @@ class StepFacts:
         while stack:
             node = stack.pop()
             yield node
-            if not isinstance(node, _SCOPES):
+            if not isinstance(node, CODE_SCOPES):
                 stack.extend(child_nodes(node))
 
     # -- calls ------------------------------------------------------------------------------------

@@ -38,6 +38,8 @@ def node_fields(kind: type) -> tuple[str, ...]:
     return tuple(f for f in kind._fields if (name, f) not in _SCALAR_FIELDS)  # type: ignore[attr-defined]
 
 
+# what owns a node's code for name binding (a comprehension is left to its function, as the analyses read it)
+CODE_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 

@@ -34,7 +34,7 @@ import ast
 import re
 from typing import Callable, Iterator, Optional
 
-from gpulint.project.ast_nodes import children, fast_walk, last_name
+from gpulint.project.ast_nodes import CODE_SCOPES, children, fast_walk, last_name
 from gpulint.project.loader_flow import dotted
 
 ENV_METHODS = frozenset({"step", "reset"})
@@ -50,7 +50,6 @@ DYNAMIC = "**"
 DYNAMIC_MAKERS = frozenset({"hydra.utils.instantiate", "hydra.utils.call"})
 _ENV_WORD = re.compile(r"(?:^|_)envs?(?:_|$)", re.IGNORECASE)
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 Qualify = Callable[[ast.AST], set[str]]  # the qualified names an expression may stand for (facts._Aliases)
 Parent = Callable[[ast.AST], Optional[ast.AST]]
@@ -93,7 +92,7 @@ def _own_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
     while stack:
         node = stack.pop()
         yield node
-        if isinstance(node, _SCOPES):
+        if isinstance(node, CODE_SCOPES):
             continue
         stack.extend(reversed(list(children(node))))
 
@@ -120,7 +119,7 @@ def env_loops(body: list[ast.stmt], qualified: Qualify) -> list[ast.AST]:
         node, inside = stack.pop()
         if inside and isinstance(node, ast.Call) and is_env_call(node, made):
             calling.update(inside)
-        if isinstance(node, _SCOPES):
+        if isinstance(node, CODE_SCOPES):
             continue
         if isinstance(node, _LOOPS):
             loops.append(node)
@@ -317,7 +316,7 @@ def in_env_loop(tree: ast.Module, node: ast.AST, parent: Parent, qualified: Qual
     while current is not None:
         if isinstance(current, _LOOPS):
             loops.append(current)
-        elif isinstance(current, _SCOPES):
+        elif isinstance(current, CODE_SCOPES):
             scope = current
             break
         current = parent(current)

@@ -27,7 +27,7 @@ import builtins
 from functools import cached_property
 from typing import Callable, Iterable, Iterator, Optional, Union
 
-from gpulint.project.ast_nodes import all_nodes, children
+from gpulint.project.ast_nodes import CODE_SCOPES, all_nodes, children
 from gpulint.project.ast_nodes import walk as walk_nodes
 
 # calls that hand the items of an iterable on unchanged: `for i, b in enumerate(tqdm(loader))`
@@ -45,7 +45,6 @@ HAND = "hand:"  # the value is handed to an imported class: "hand:<class as spel
 _BUILTINS = frozenset(dir(builtins))
 
 FunctionNode = Union[ast.FunctionDef, ast.AsyncFunctionDef]
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _DEPTH = 4
 
 
@@ -86,7 +85,7 @@ def own_nodes(body: Iterable[ast.AST]) -> Iterator[ast.AST]:
         node = stack.pop()
         yield node
         for child in children(node):
-            if not isinstance(child, _SCOPES):
+            if not isinstance(child, CODE_SCOPES):
                 stack.append(child)
 
 
@@ -149,7 +148,7 @@ class _Flow:
         while stack:
             node, scope = stack.pop()
             kind = type(node)
-            if isinstance(node, _SCOPES):
+            if isinstance(node, CODE_SCOPES):
                 self.names[id(node)] = {}
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     self.all_functions.append(node)
@@ -208,7 +207,7 @@ class _Flow:
             if isinstance(scope, ast.Module):
                 return True
             scope = self.parent(scope)
-            while scope is not None and not isinstance(scope, (*_SCOPES, ast.Module)):
+            while scope is not None and not isinstance(scope, (*CODE_SCOPES, ast.Module)):
                 scope = self.parent(scope)
         return False
 
