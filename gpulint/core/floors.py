@@ -138,6 +138,9 @@ LIBRARY_SYMBOLS: dict[str, LibrarySymbol] = {s.code: s for s in (
                   "and pass no `use_reentrant` to torch"),
 )}
 HF_CHECKPOINTING_KWARGS = "model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=...)"
+# the Transformers release from which `gradient_checkpointing_enable()` without `gradient_checkpointing_kwargs`
+# checkpoints with `use_reentrant=False` (5.0.0 `modeling_utils.py`: 4.35-4.57 pass `use_reentrant=True`)
+HF_NON_REENTRANT_DEFAULT: Version = (5, 0)
 # the distributions whose declared range is read for every file
 LIBRARIES: tuple[str, ...] = tuple(sorted({s.library for s in LIBRARY_SYMBOLS.values()}))
 

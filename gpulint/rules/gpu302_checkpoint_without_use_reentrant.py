@@ -64,6 +64,13 @@ CURRENT_TRANSFORMERS = Premise(
     "(requirements*.txt, setup.py, setup.cfg, pyproject.toml, conda environment files, install commands): "
     "`transformers==4.27.1`, `<4.30`, `~=4.28.0`; shown by an unpinned transformers, a range that reaches 4.35, "
     "or a call that already passes `gradient_checkpointing_kwargs` (the code runs on 4.35 or later).")
+REENTRANT_DEFAULT = Premise(
+    "reentrant-default",
+    "for Hugging Face's `gradient_checkpointing_enable()`: without `gradient_checkpointing_kwargs` the project's "
+    "transformers checkpoints in reentrant mode (4.35 to 4.x pass `use_reentrant=True` to torch; 5.0 and later "
+    "pass `use_reentrant=False`). Refuted when every transformers the project's pins admit is 5.0 or later "
+    "(`transformers>=5.4.0`, read from the same files as CURRENT_TRANSFORMERS): the call is already "
+    "non-reentrant and the fix changes nothing (blind19: allenai/open-instruct).")
 UNDER_AUTOGRAD = Premise(
     "under-autograd",
     "the checkpointed code can run with grad enabled, where the reentrant trap drops gradients: refuted "
@@ -104,6 +111,13 @@ def use_reentrant_too_new(ctx: Union[AstContext, "FileContext"]) -> Optional[flo
     """Set when the project supports a torch older than `use_reentrant=` (torch-version), or its code runs
     only on one (a module it imports was removed before: `torchtext.legacy`, gone with torch 1.11)."""
     return floors.unavailable(ctx.settings.torch_version, ctx.project.torch_ceiling, [floors.USE_REENTRANT])
+
+
+def hf_non_reentrant(ctx: AstContext) -> bool:
+    """Every transformers the project's pins admit checkpoints without reentrancy by default (5.0 on)."""
+    symbol = floors.LIBRARY_SYMBOLS[floors.HF_CHECKPOINTING_KWARGS]
+    floor = ctx.settings.library_range(symbol.library)[0]
+    return floor is not None and floor >= floors.HF_NON_REENTRANT_DEFAULT
 
 
 def hf_kwargs_too_new(ctx: AstContext) -> bool:
@@ -173,9 +187,11 @@ class CheckpointWithoutUseReentrant(Rule):
         code kept for an older torch (the branches of a torch version test, `try/except
         ImportError`) are not reported: `use_reentrant` may not exist there; nor is Hugging
         Face's call where the project pins a transformers older than 4.35, which has no
-        `gradient_checkpointing_kwargs`.
+        `gradient_checkpointing_kwargs`, or requires transformers 5.0 or later, whose call is
+        already non-reentrant.
         """,
-        premises=(NO_USE_REENTRANT, CURRENT_TORCH, CURRENT_TRANSFORMERS, LAST_ENABLE, UNDER_AUTOGRAD, CAN_RUN),
+        premises=(NO_USE_REENTRANT, CURRENT_TORCH, CURRENT_TRANSFORMERS, REENTRANT_DEFAULT, LAST_ENABLE, UNDER_AUTOGRAD,
+                  CAN_RUN),
         fix_cases=(
             FixCase("`use_reentrant=False` added",
                     Applicability.UNSAFE, "from_import_checkpoint.py"),
@@ -201,13 +217,16 @@ class CheckpointWithoutUseReentrant(Rule):
                     and (not importee_method or _from_pretrained(ctx, node.func.value)):
                 self._hf_enable(ctx, node)
 
-    def _decision(self, ctx: AstContext, node: ast.Call, hf_kwargs: Optional[bool] = None) -> Decision:
-        """`hf_kwargs`: for Hugging Face's call, whether it already passes `gradient_checkpointing_kwargs`."""
+    def _decision(self, ctx: AstContext, node: ast.Call, hf_kwargs: Optional[bool] = None,
+                  hf_default: bool = False) -> Decision:
+        """`hf_kwargs`: for Hugging Face's call, whether it already passes `gradient_checkpointing_kwargs`;
+        `hf_default`: whether Transformers' own default applies (none passed, or `None`)."""
         current = REFUTED if version_guarded(ctx, node) or use_reentrant_too_new(ctx) else SHOWN
         evidence = {NO_USE_REENTRANT: SHOWN, CURRENT_TORCH: current,
                     UNDER_AUTOGRAD: _under_autograd(ctx, node), CAN_RUN: _can_run(ctx, node)}
         if hf_kwargs is not None:
             evidence[CURRENT_TRANSFORMERS] = SHOWN if hf_kwargs or not hf_kwargs_too_new(ctx) else REFUTED
+            evidence[REENTRANT_DEFAULT] = REFUTED if hf_default and hf_non_reentrant(ctx) else SHOWN
             evidence[LAST_ENABLE] = REFUTED if _peft_enables_again(ctx, node) else SHOWN
         return self.decide(evidence)
 
@@ -252,6 +271,7 @@ class CheckpointWithoutUseReentrant(Rule):
         non_reentrant = f"{{{quote}use_reentrant{quote}: False}}"
         how, message = "", f"Pass `gradient_checkpointing_kwargs={non_reentrant}`"
         forwarded: Optional[_Forwarded] = None
+        default = True  # Transformers' own default applies: no kwargs, or `None`
         too_new = use_reentrant_too_new(ctx)
         note = f"no fix: {too_new.reason()}" if too_new is not None else ""
         if kwargs.passed(HF_KWARGS) or positional:
@@ -259,6 +279,7 @@ class CheckpointWithoutUseReentrant(Rule):
             if value is None:
                 return  # hidden in a `**dict`
             none = isinstance(value, ast.Constant) and value.value is None
+            default = none
             keys = _dict_literal_keys(value) if isinstance(value, ast.Dict) else None
             if isinstance(value, ast.Name):
                 visible = visible_dict_keys(value, ctx.names)
@@ -287,7 +308,8 @@ class CheckpointWithoutUseReentrant(Rule):
             "gradients",
             fix=Applicability.UNSAFE if how else None, fix_message=message if how else "",
             data={"how": how, "hf": True, "name": forwarded.name if forwarded else "", "quote": quote},
-            note=note, decision=self._decision(ctx, node, hf_kwargs=kwargs.passed(HF_KWARGS) or bool(positional)),
+            note=note, decision=self._decision(ctx, node, hf_kwargs=kwargs.passed(HF_KWARGS) or bool(positional),
+                                                   hf_default=default),
         )
 
     def build_fix(self, detection: Detection, fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:

@@ -231,6 +231,27 @@ def test_gpu302_hf_call_needs_a_transformers_that_takes_the_kwargs(tmp_path: Pat
     assert ("GPU302" in output) is reported
 
 
+@pytest.mark.parametrize(("pin", "kwargs", "reported"), [
+    ("transformers>=5.4.0\n", "", False),  # blind19: open-instruct's pyproject; 5.0 on defaults to non-reentrant
+    ("transformers==5.0.0\n", "gradient_checkpointing_kwargs=None", False),  # None: Transformers' default again
+    ("transformers>=5.4.0\n", "gradient_checkpointing_kwargs={}", True),  # torch's default: reentrant
+    ("transformers>=4.40,<6\n", "", True),  # admits 4.x, which passes use_reentrant=True
+    ("transformers==4.57.1\n", "", True),
+])
+def test_gpu302_hf_call_on_transformers_5_is_already_non_reentrant(tmp_path: Path, pin: str, kwargs: str,
+                                                                   reported: bool) -> None:
+    """From transformers 5.0, `gradient_checkpointing_enable()` passes `use_reentrant=False` to torch when no
+    `gradient_checkpointing_kwargs` (or `None`) is given: where every release the pins admit is 5.0 or later, the
+    call is not reentrant and the fix would change nothing (REENTRANT_DEFAULT)."""
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "requirements.txt").write_text("torch>=2.4\n" + pin, encoding="utf-8")
+    script = HF_SCRIPT.replace("model.gradient_checkpointing_enable()", f"model.gradient_checkpointing_enable({kwargs})")
+    (tmp_path / "project" / "finetune.py").write_text(script, encoding="utf-8")
+    output = Gpulint(False, tmp_path / "cache").check(
+        "--preview", "--select", "GPU302", "--output-format", "concise", tmp_path / "project").output
+    assert ("GPU302" in output) is reported
+
+
 def test_gpu302_a_changed_transformers_pin_is_not_answered_from_the_cache(tmp_path: Path) -> None:
     gpulint = Gpulint(True, tmp_path / "cache")
     project = tmp_path / "project"
