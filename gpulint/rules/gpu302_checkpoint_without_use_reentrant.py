@@ -16,7 +16,7 @@ from gpulint.analysis.ast_context import (
 )
 from gpulint.analysis.ast_context import arg as argument
 from gpulint.analysis.ast_values import single_value
-from gpulint.analysis.evidence import REFUTED, SHOWN, Decision, Evidence, Premise
+from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Decision, Evidence, Premise
 from gpulint.analysis.guards import version_guarded
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
@@ -71,6 +71,19 @@ REENTRANT_DEFAULT = Premise(
     "pass `use_reentrant=False`). Refuted when every transformers the project's pins admit is 5.0 or later "
     "(`transformers>=5.4.0`, read from the same files as CURRENT_TRANSFORMERS): the call is already "
     "non-reentrant and the fix changes nothing (blind19: allenai/open-instruct).")
+TRAP_CAN_BITE = Premise(
+    "trap-can-bite",
+    "for Hugging Face's `gradient_checkpointing_enable()`: the reentrant trap can drop gradients here, because the "
+    "model's layers get trainable adapters while its input embeddings stay frozen, so no checkpointed block's input "
+    "requires grad. Shown by adapters added to the same model in the same function: `<model>.add_adapter(...)` or "
+    "`load_adapter(...)` after the call (Transformers makes the inputs require grad itself only for adapters loaded "
+    "before it), or PEFT's `get_peft_model(<model>, ...)` before it (PEFT does so only for a model whose "
+    "checkpointing is already on). Refuted where the inputs are made to require grad: "
+    "`<model>.enable_input_require_grads()`, PEFT's `prepare_model_for_kbit_training(<model>)`, "
+    "`requires_grad_(True)` on an embedding of the model, adapters loaded before the call or wrapped by PEFT after "
+    "it. Undecided otherwise: a model fine-tuned whole, or by textual inversion, trains its embeddings, so the "
+    "blocks' inputs require grad, and Transformers passes `use_reentrant=True` itself, so torch does not warn: the "
+    "fix would change nothing (blind19: kohya-ss/sd-scripts' text encoders).")
 UNDER_AUTOGRAD = Premise(
     "under-autograd",
     "the checkpointed code can run with grad enabled, where the reentrant trap drops gradients: refuted "
@@ -105,6 +118,9 @@ LAST_ENABLE = Premise(
     "which the reentrant mode needs (blind17: georgesung/llm_qlora's QloraTrainer.py).")
 PEFT_PREPARE = frozenset({f"peft.{name}" for name in ("prepare_model_for_kbit_training",
                                                       "prepare_model_for_int8_training")})
+PEFT_WRAP = frozenset({"peft.get_peft_model", "peft.PeftModel.from_pretrained"})
+# Transformers' PEFT integration: methods of the model that insert adapters and freeze the rest
+ADAPTER_METHODS = frozenset({"add_adapter", "load_adapter"})
 
 
 def use_reentrant_too_new(ctx: Union[AstContext, "FileContext"]) -> Optional[floors.Unavailable]:
@@ -146,8 +162,12 @@ class CheckpointWithoutUseReentrant(Rule):
         calls (through any import alias) that do not pass `use_reentrant`, looking through
         `**kwargs` dicts visible in the file; and for Hugging Face's
         `model.gradient_checkpointing_enable()` without
-        `gradient_checkpointing_kwargs={"use_reentrant": ...}`, since Transformers then
-        passes `use_reentrant=True` itself. `checkpoint_wrapper` and
+        `gradient_checkpointing_kwargs={"use_reentrant": ...}`, since Transformers (4.x) then
+        passes `use_reentrant=True` itself, where the trap can bite: LoRA adapters added to
+        the frozen model in a way that leaves the blocks' inputs without grad (premise
+        `trap-can-bite`). A model fine-tuned whole trains its embeddings, so its blocks'
+        inputs require grad, and Transformers' explicit `use_reentrant=True` raises no
+        warning: that call is not reported. `checkpoint_wrapper` and
         `apply_activation_checkpointing` are not reported: they default to the
         non-reentrant implementation. A function of your own called `checkpoint` is never
         reported, nor a `gradient_checkpointing_enable()` where a class of the file, or of a
@@ -169,10 +189,12 @@ class CheckpointWithoutUseReentrant(Rule):
         example="""
         x = checkpoint(block, x)
         model.gradient_checkpointing_enable()
+        model.add_adapter(LoraConfig(r=8, target_modules=["q_proj", "v_proj"]))
         """,
         use_instead="""
         x = checkpoint(block, x, use_reentrant=False)
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.add_adapter(LoraConfig(r=8, target_modules=["q_proj", "v_proj"]))
         """,
         fix_safety="""
         Unsafe: adds `use_reentrant=False`, which changes semantics in rare cases (tensors
@@ -190,8 +212,8 @@ class CheckpointWithoutUseReentrant(Rule):
         `gradient_checkpointing_kwargs`, or requires transformers 5.0 or later, whose call is
         already non-reentrant.
         """,
-        premises=(NO_USE_REENTRANT, CURRENT_TORCH, CURRENT_TRANSFORMERS, REENTRANT_DEFAULT, LAST_ENABLE, UNDER_AUTOGRAD,
-                  CAN_RUN),
+        premises=(NO_USE_REENTRANT, CURRENT_TORCH, CURRENT_TRANSFORMERS, REENTRANT_DEFAULT, TRAP_CAN_BITE, LAST_ENABLE,
+                  UNDER_AUTOGRAD, CAN_RUN),
         fix_cases=(
             FixCase("`use_reentrant=False` added",
                     Applicability.UNSAFE, "from_import_checkpoint.py"),
@@ -228,6 +250,7 @@ class CheckpointWithoutUseReentrant(Rule):
             evidence[CURRENT_TRANSFORMERS] = SHOWN if hf_kwargs or not hf_kwargs_too_new(ctx) else REFUTED
             evidence[REENTRANT_DEFAULT] = REFUTED if hf_default and hf_non_reentrant(ctx) else SHOWN
             evidence[LAST_ENABLE] = REFUTED if _peft_enables_again(ctx, node) else SHOWN
+            evidence[TRAP_CAN_BITE] = _trap_can_bite(ctx, node)
         return self.decide(evidence)
 
     def _torch_checkpoint(self, ctx: AstContext, node: ast.Call, sequential: bool) -> None:
@@ -383,6 +406,68 @@ def _peft_enables_again(ctx: AstContext, node: ast.Call) -> bool:
                 isinstance(switch, ast.Constant) and not switch.value):
             return True
     return False
+
+
+def _trap_can_bite(ctx: AstContext, node: ast.Call) -> Evidence:
+    """TRAP_CAN_BITE: adapters on a frozen model whose inputs nothing makes require grad, in the call's function."""
+    assert isinstance(node.func, ast.Attribute)
+    model = dotted(node.func.value)
+    if model is None:
+        return UNDECIDED
+    function = ctx.enclosing_function(node)
+    shown = False
+    for call in ctx.nodes(ast.Call):
+        assert isinstance(call, ast.Call)
+        if call is node or ctx.enclosing_function(call) is not function:
+            continue
+        before = (call.lineno, call.col_offset) < (node.lineno, node.col_offset)
+        func = call.func
+        if isinstance(func, ast.Attribute):
+            owner = dotted(func.value)
+            if func.attr == "enable_input_require_grads" and owner == model:
+                return REFUTED
+            if func.attr == "requires_grad_" and (owner == model or _embedding_of(owner, model)) \
+                    and _turns_on(call):
+                return REFUTED  # every parameter, or the embeddings, train: the blocks' inputs require grad
+            if func.attr in ADAPTER_METHODS and owner == model:
+                if before:
+                    return REFUTED  # Transformers sees the adapters and makes the inputs require grad
+                shown = True
+                continue
+        qualified = ctx.qualname(func)
+        if qualified in PEFT_PREPARE or qualified in PEFT_WRAP:
+            wrapped = call.args[0] if call.args else None
+            target = _assigned_to(ctx, call)
+            if (wrapped is None or dotted(wrapped) != model) and target != model:
+                continue
+            if qualified in PEFT_PREPARE:
+                switch = argument(call, "use_gradient_checkpointing", 1, ctx.kwargs(call))
+                if isinstance(switch, ast.Constant) and not switch.value:
+                    continue  # PEFT freezes the model but leaves its inputs alone
+                return REFUTED  # PEFT makes the inputs require grad
+            if not before:
+                return REFUTED  # PEFT wraps a model whose checkpointing is on: it makes the inputs require grad
+            shown = True
+    return SHOWN if shown else UNDECIDED
+
+
+def _embedding_of(owner: Optional[str], model: str) -> bool:
+    """`owner` is an attribute chain into `model` that names an embedding (`model.text_model.embeddings`)."""
+    return owner is not None and owner.startswith(model + ".") and "embed" in owner[len(model):].lower()
+
+
+def _turns_on(call: ast.Call) -> bool:
+    """`requires_grad_()` or `requires_grad_(True)`: the tensor or module now requires grad."""
+    value = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "requires_grad"), None)
+    return value is None or (isinstance(value, ast.Constant) and value.value is True)
+
+
+def _assigned_to(ctx: AstContext, call: ast.Call) -> Optional[str]:
+    """The name or attribute chain `call`'s value is assigned to (`model = get_peft_model(base, config)`)."""
+    parent = ctx.parent(call)
+    if isinstance(parent, ast.Assign) and parent.value is call and len(parent.targets) == 1:
+        return dotted(parent.targets[0])
+    return None
 
 
 def _under_autograd(ctx: AstContext, node: ast.Call) -> Evidence:

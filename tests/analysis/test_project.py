@@ -1114,6 +1114,7 @@ def test_checkpoint_in_test_files_is_silent_unless_asked(tmp_path: Path) -> None
     test = ("from torch.utils.checkpoint import checkpoint\n\n"
             "def test_same_outputs(model, block, x):\n"
             "    model.gradient_checkpointing_enable()\n"
+            "    model.add_adapter(config)\n"
             "    assert checkpoint(block, x).shape == block(x).shape\n")
     write(tmp_path, {"tests/hf/modeling_test.py": test, "test_blocks.py": test,
                      "blocks.py": test.replace("def test_same_outputs", "def train_part")})

@@ -200,10 +200,12 @@ def test_saved_tensor_bytes_counts_unique_storages_exactly() -> None:
 
 HF_SCRIPT = """\
 import torch
+from peft import LoraConfig
 from transformers import AutoModel
 
 model = AutoModel.from_pretrained("org/chat-model").cuda()
 model.gradient_checkpointing_enable()
+model.add_adapter(LoraConfig(r=8, target_modules=["query", "value"]))
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 for batch in loader:
     model(**batch).loss.backward()
@@ -245,7 +247,8 @@ def test_gpu302_hf_call_on_transformers_5_is_already_non_reentrant(tmp_path: Pat
     call is not reentrant and the fix would change nothing (REENTRANT_DEFAULT)."""
     (tmp_path / "project").mkdir()
     (tmp_path / "project" / "requirements.txt").write_text("torch>=2.4\n" + pin, encoding="utf-8")
-    script = HF_SCRIPT.replace("model.gradient_checkpointing_enable()", f"model.gradient_checkpointing_enable({kwargs})")
+    enable = "model.gradient_checkpointing_enable("
+    script = HF_SCRIPT.replace(enable + ")", enable + kwargs + ")")
     (tmp_path / "project" / "finetune.py").write_text(script, encoding="utf-8")
     output = Gpulint(False, tmp_path / "cache").check(
         "--preview", "--select", "GPU302", "--output-format", "concise", tmp_path / "project").output

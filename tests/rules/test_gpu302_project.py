@@ -31,6 +31,7 @@ import llama_compress
 
 model = llama_compress.create_model(config)
 model.gradient_checkpointing_enable()
+model.add_adapter(adapter_config)
 """
 
 BOTH = """\
@@ -43,6 +44,8 @@ teacher = transformers.AutoModelForCausalLM.from_pretrained("gpt2").cuda()
 teacher.gradient_checkpointing_enable()
 student = llama_compress.create_model(config)
 student.gradient_checkpointing_enable()
+teacher.add_adapter(adapter_config)
+student.add_adapter(adapter_config)
 """
 
 
