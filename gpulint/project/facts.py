@@ -68,7 +68,7 @@ from gpulint.project.methods import (
 from gpulint.project.token_items import yields_token_ids
 from gpulint.records import dataclass
 
-FACTS_VERSION = 50
+FACTS_VERSION = 51
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -133,6 +133,9 @@ LIBRARY_ROOTS = frozenset({"torch", "torchvision", "torchaudio", "torchtext", "n
 #   torchtext.datasets (and their modules) to torchtext.legacy. torchtext.data itself stays, with other contents
 #   (get_tokenizer, bleu_score, utils, metrics, functional): only these names count. None came back; Multi30k,
 #   IMDB, UDPOS, WikiText2 and the other datasets kept their names under the new API and are no ceiling.
+# - torchtext itself: its last release, 0.18 (April 2024), pairs with torch 2.3 (it requires torch 2.3.0, and its
+#   compiled extension loads on no later torch); development stopped, so no torchtext exists for torch 2.4 or
+#   later, and any torchtext import caps torch at 2.3. The entries above, under it, are lower and win.
 _TORCHTEXT_0_9 = (1, 8)
 FFI_MODULE = "torch.utils.ffi"
 # a build script calling it builds the project's compiled ops for torch 0.4 (FileFacts.builds_ffi_extension)
@@ -144,6 +147,7 @@ REMOVED_MODULES: dict[str, tuple[int, int]] = {
     "torch._six.container_abcs": (1, 9),
     FFI_MODULE: (1, 0),
     "torch._utils._accumulate": (2, 3),
+    "torchtext": (2, 4),
     "torchtext.legacy": (1, 11),
     **{f"torchtext.data.{name}": _TORCHTEXT_0_9 for name in (
         "Batch", "Dataset", "TabularDataset", "Example", "RawField", "Field", "ReversibleField", "SubwordField",
@@ -384,9 +388,10 @@ class FileFacts:
     private_strings: tuple[str, ...] = ()
     # the first torch the file cannot run on (`torch_ceiling`): it imports, unconditionally at module level, a
     # module torch (or the torchtext released with it) removed in that release (`from torch._six import inf`:
-    # removed in 2.0; `torchtext.legacy`: gone with torch 1.11), asserts at module level an older major version
-    # (`assert torch.__version__.split('.')[0] == '1'`: 2.0), fills with uint8 masks it makes (2.1), or reads
-    # `loss.data[0]` of a loss it calls `.backward()` on (1.0); None when nothing says so. Its importers run
+    # removed in 2.0; `torchtext.legacy`: gone with torch 1.11; any torchtext: none after torch 2.3), asserts at
+    # module level an older major version (`assert torch.__version__.split('.')[0] == '1'`: 2.0), fills with
+    # uint8 masks it makes (2.1), or reads `loss.data[0]` of a loss it calls `.backward()` on (1.0); None when
+    # nothing says so. Its importers run
     # on no newer torch either (a C++14 build, `cpp14_build`, is a ceiling too, carried by project/view.py
     # `ceiling_code` only through the imports that always run)
     torch_ceiling: Optional[tuple[int, int]] = None

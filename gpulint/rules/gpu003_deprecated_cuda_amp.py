@@ -42,7 +42,8 @@ WARNS = Premise(
     "runs-where-deprecated",
     "the code can run on a torch that deprecates the API (2.4 and later): refuted when it, or a module it "
     "imports, unconditionally imports a module torch, or the torchtext released with it, removed before 2.4 "
-    "(`from torch._six import inf`: gone in 2.0; `torchtext.legacy`: gone with 1.11), or when a file of the "
+    "(`from torch._six import inf`: gone in 2.0; `torchtext.legacy`: gone with 1.11), or any torchtext (its last "
+    "release, 0.18, pairs with torch 2.3), or when a file of the "
     "project builds its extension with `torch.utils.ffi` (gone in 1.0), or when it asserts an older major "
     "version at module level (`assert torch.__version__.split('.')[0] == '1'`: below 2.0; also in the "
     "`__main__` block of a script no project file imports), or when it, or a module it imports, fills with uint8 "

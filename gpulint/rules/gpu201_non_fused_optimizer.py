@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 from gpulint.analysis.amp_steps import amp_steps, imports_framework
 from gpulint.analysis.ast_context import AstContext, AstKeywordArgs, Detection, arg, dotted, positional_args
 from gpulint.analysis.ast_values import following, is_literal, single_value, value_at
-from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
+from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise, all_of
 from gpulint.analysis.generation import generation_bound
 from gpulint.analysis.lr_sweep import LONG_RUN, optimizer_run
 from gpulint.analysis.reach import OFF_ENVIRONMENT, RUNS, runs, waits_on_environment
@@ -59,8 +59,10 @@ TORCH_OPTIMIZER = Premise(
     "or a registry dict of them) over dense floating-point parameters, with every keyword visible "
     "(`**opt_args` dicts built in view count): not one tensor optimised alone (`[latent]`, "
     "`[nn.Parameter(...)]`, `[torch.zeros(n, requires_grad=True)]`, the `.parameters()` of an inline one-tensor "
-    "layer such as `nn.Embedding(n, d)` or of `model.get_input_embeddings()`: one launch either way), not sparse "
-    "gradients, "
+    "layer such as `nn.Embedding(n, d)` or of `model.get_input_embeddings()`, param-group dicts that hold one "
+    "tensor between them, `[{\"params\": p}]` where `p` is bound only by a loop over `model.parameters()` or is "
+    "the one parameter of a function registered only as a post-accumulate-grad hook: one launch either way), "
+    "not sparse gradients, "
     "not `differentiable=True`, not an optimizer MS-AMP replaces.")
 FUSED_DEVICE = Premise(
     "fused-device",
@@ -93,7 +95,8 @@ FUSED_EXISTS = Premise(
     "TypeError. Refuted too when "
     "the code runs only on a torch older than that: it, or a module it imports, unconditionally imports a "
     "module gone by then (`torch._six`, gone in 2.0; `torchtext.legacy`, gone with 1.11; torchtext's "
-    "`Field`/`BucketIterator`, gone with 1.8) or fills with uint8 masks it makes "
+    "`Field`/`BucketIterator`, gone with 1.8; any torchtext, whose last release, 0.18, pairs with torch 2.3: no "
+    "CPU kernels) or fills with uint8 masks it makes "
     "(`dec_attn_mask = torch.triu(...).byte()` handed to `masked_fill`: an error from 2.1, so no fused SGD, "
     "2.3); it asserts an older major version at module level (`assert torch.__version__.split('.')[0] == "
     "'1'`: below 2.0; also in the `__main__` block of a script no project file imports); it, or a module it "
@@ -107,6 +110,20 @@ FUSED_EXISTS = Premise(
     "files that import it: where each of them has such a ceiling, through its own code or what it imports, so "
     "does it (LSTNet's Optim.py, imported only by a main.py that reads `loss.data[0]`; VideoMAE's "
     "optim_factory.py, imported only by scripts that import a utils.py importing `torch._six`).")
+BUILT_ON_DEVICE = Premise(
+    "built-on-device",
+    "where the project may run on a torch before 2.4 (its declared floor is below 2.4, or its code runs only on "
+    "2.3 or older: its torch ceiling, such as any torchtext import, whose last release, 0.18, pairs with torch "
+    "2.3), the parameters are on the device the fix targets when the optimizer is built: before 2.4 the "
+    "fused constructor checks their devices and raises for CPU parameters. Shown where the module whose "
+    "`.parameters()` (or `named_parameters()`) the optimizer holds, or one it is an attribute of, is moved to "
+    "a device (`.cuda()`, `.to(device)`, not a dtype, or `accelerator.prepare(model)`) in the optimizer's own "
+    "call or earlier in the same function (at module level, earlier cells of a notebook count) with no "
+    "binding of it between (a wrapper over it, `nn.DataParallel(model)`, keeps it moved), or in a "
+    "LightningModule's own `configure_optimizers` (Lightning moves the module first); refuted where such "
+    "moves all come after the constructor (`model = model.to(device)` in a later notebook cell); undecided "
+    "otherwise (new LoRA layers that `accelerator.prepare` moves after the optimizer, a model moved in "
+    "another function). Shown with no torch before 2.4 in view (a floor of 2.4 or more, or none declared).")
 STEP_MATTERS = Premise(
     "step-matters",
     "the optimizer step is part of a loop that waits on the device: refuted in reinforcement-learning code (the "
@@ -284,7 +301,9 @@ class NonFusedOptimizer(Rule):
         may be another library's optimizer (`optimizer_class = bnb.optim.AdamW8bit` on one
         branch: it has no `fused`). Not reported with `differentiable=True`, with sparse
         gradients (`sparse=True` embeddings), for a single tensor optimised on its own (also a
-        model's input embedding table, `get_input_embeddings().parameters()`), for
+        model's input embedding table, `get_input_embeddings().parameters()`, and one optimizer per
+        parameter, `[{"params": p}]` in a loop over `unet.parameters()` or in a post-accumulate-grad
+        hook), for
         optimizers MS-AMP replaces, on a TPU (`torch_xla`: fused kernels are CUDA/CPU only), in
         test files, for an optimizer that only steps in a learning-rate range test (a loop that raises
         the rate geometrically, records it and stops when the loss diverges), for one built in code that
@@ -309,8 +328,8 @@ class NonFusedOptimizer(Rule):
         skips and the loss scales split; calling `scaler.unscale_(optimizer)` first raises with
         a fused Adam in torch 2.13 (both reproduced on two CPU ranks: bench/fsdp_fused_scaler.py).
         """,
-        premises=(TORCH_OPTIMIZER, FUSED_DEVICE, FUSED_EXISTS, STEP_MATTERS, UPDATE_SHARE, OFF_ENVIRONMENT, SCALER_SAFE,
-                  LONG_RUN, WORK_TO_FUSE, FUSED_KEPT, STEPPED, RUNS),
+        premises=(TORCH_OPTIMIZER, FUSED_DEVICE, FUSED_EXISTS, BUILT_ON_DEVICE, STEP_MATTERS, UPDATE_SHARE,
+                  OFF_ENVIRONMENT, SCALER_SAFE, LONG_RUN, WORK_TO_FUSE, FUSED_KEPT, STEPPED, RUNS),
         fix_cases=(
             FixCase("Adam / AdamW: `fused=True`",
                     Applicability.SAFE, "aliases.py"),
@@ -403,8 +422,10 @@ class NonFusedOptimizer(Rule):
             work_to_fuse = REFUTED  # DeepSpeed steps one flat partition per param group: one tensor each
         elif _few_tensors(ctx, held):
             work_to_fuse = UNDECIDED  # a handful of tensors: a handful of launches to save
+        built_on_device = _built_on_device(ctx, node)
         decision = self.decide({TORCH_OPTIMIZER: SHOWN, FUSED_DEVICE: _fused_device(project),
                                 FUSED_EXISTS: REFUTED if too_new is not None else SHOWN,
+                                BUILT_ON_DEVICE: built_on_device,
                                 STEP_MATTERS: _step_matters(ctx, node, held),
                                 UPDATE_SHARE: REFUTED if trains_remainder(ctx, node) else SHOWN,
                                 OFF_ENVIRONMENT: _steps_off_environment(ctx, node), SCALER_SAFE: scaler_safe,
@@ -429,6 +450,8 @@ class NonFusedOptimizer(Rule):
             spelled = f"{ctx.segment(node.func)} ({spelled})"
         if fixable and not note and too_new is not None:
             note = f"no fix: {too_new.reason()}"
+        if fixable and not note and built_on_device is not SHOWN:  # pedantic: the device when built is unknown
+            note = "no fix: before torch 2.4 fused=True raises for CPU parameters; these are not shown on the GPU yet"
         replace_foreach = kwargs.passed("foreach") and is_literal(ctx, foreach, "True")
         offered = fixable and not note and "foreach" not in kwargs.from_splat
         unsafe = any(FUSED_OPTIMIZERS[o] is Applicability.UNSAFE for o in names)
@@ -665,6 +688,123 @@ def _lightning_device(ctx: AstContext, node: ast.Call) -> Optional[str]:
                                       for n in walk_nodes(function)):
         return None  # a static method, or `self` bound to something else
     return f'{this}.device.type == "cuda"'
+
+
+def _built_on_device(ctx: AstContext, node: ast.Call) -> Evidence:
+    """BUILT_ON_DEVICE: on a torch before 2.4 (floor or ceiling), every module whose parameters the optimizer
+    holds is moved to its device before it is built (`_moved_when_built`), or Lightning moves it first."""
+    if floors.unavailable(ctx.settings.torch_version, ctx.project.torch_ceiling, [floors.FUSED_CPU]) is None:
+        return SHOWN  # torch 2.4 on: fused kernels for CPU parameters too
+    if _lightning_device(ctx, node) is not None:
+        return SHOWN
+    name, _ = OPTIMIZER_PARAMS
+    kwargs = ctx.kwargs(node)
+    params = kwargs.get(name) if kwargs.passed(name) else next(
+        (a for a in node.args if not isinstance(a, ast.Starred)), None)
+    if isinstance(params, ast.Name):
+        params = single_value(params, ctx.names)
+    if params is None:
+        return UNDECIDED
+    modules = [n.func.value for n in walk_nodes(params) if isinstance(n, ast.Call)
+               and isinstance(n.func, ast.Attribute) and n.func.attr in ("parameters", "named_parameters")]
+    if not modules:
+        return UNDECIDED  # tensors of unknown origin
+    return all_of(*(_moved_when_built(ctx, node, m) for m in modules))
+
+
+def _moves_to_device(ctx: AstContext, call: ast.AST) -> bool:
+    """`x.cuda(...)`, `x.to(device)` (not `.to(dtype)` nor `.to(memory_format=...)` alone)."""
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+        return False
+    if call.func.attr == "cuda":
+        return True
+    if call.func.attr != "to":
+        return False
+    if any(k.arg == "device" for k in call.keywords):
+        return True
+    if not call.args or isinstance(call.args[0], ast.Starred):
+        return False
+    first = call.args[0]
+    spelled = ctx.qualname(first) or dotted(first) or ""
+    if isinstance(first, ast.Constant):
+        return isinstance(first.value, (str, int))  # "cuda", "cuda:0", 0
+    return bool(spelled) and "dtype" not in spelled.rpartition(".")[2].lower() and not (
+        spelled.startswith("torch.") and spelled.rpartition(".")[2] in _DTYPES) or isinstance(first, ast.Call)
+
+
+_DTYPES = frozenset({"float16", "half", "bfloat16", "float32", "float", "float64", "double", "int8", "uint8",
+                     "int16", "short", "int32", "int", "int64", "long", "bool", "complex64", "cfloat"})
+
+
+def _moved_when_built(ctx: AstContext, node: ast.Call, module: ast.expr) -> Evidence:
+    """The module (`model`, `self.model`, `model.encoder`) is on its device when `node` builds the optimizer:
+    moved in the receiver itself (`model.cuda().parameters()`), or moved last, before `node` in the same
+    function (module level: the whole notebook before the cell), by `.cuda()`/`.to(device)` on it or on what
+    it is an attribute of, an assignment of a moved value to it (`model = Net().cuda()`), or
+    `accelerator.prepare(..., model, ...)`; a binding of anything else to it between undoes that, and a
+    wrapper over it (`model = nn.DataParallel(model)`) keeps it. Refuted where it is moved there only after
+    `node`, undecided where never."""
+    if any(_moves_to_device(ctx, n) for n in walk_nodes(module)):
+        return SHOWN
+    spelled = dotted(module)
+    if spelled is None:
+        return UNDECIDED
+    parts = spelled.split(".")
+    prefixes = {".".join(parts[:n]) for n in range(1, len(parts) + 1)}
+    function = ctx.enclosing_function(node)
+    at = ctx.order(node)
+    assert at is not None
+    events = _device_events(ctx, prefixes)
+    here = [(order, moved) for order, moved, where in events if where is function]
+    before = [moved for order, moved in here if order < at]
+    if before:
+        return SHOWN if before[-1] else UNDECIDED
+    if any(moved for order, moved in here if order > at):
+        return REFUTED
+    # a method over `self.network` that `__init__` moved (`self.network = network.cuda()`), bound nowhere else
+    owner = ctx.parent(function) if function is not None else None
+    this = function.args.args[0].arg if function is not None and function.args.args else None
+    if not (isinstance(owner, ast.ClassDef) and function is not None and function.name != "__init__"
+            and parts[0] == this and len(parts) > 1):
+        return UNDECIDED
+    init = next((f for f in owner.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and f.name == "__init__" and f.args.args and f.args.args[0].arg == this), None)
+    if init is None or any(not moved and where is not None and where is not init and ctx.parent(where) is owner
+                           for _, moved, where in events):
+        return UNDECIDED
+    moves = [moved for _, moved, where in sorted(events, key=lambda e: e[0]) if where is init]
+    return SHOWN if moves and moves[-1] else UNDECIDED
+
+
+def _device_events(ctx: AstContext, prefixes: set[str]) -> list[tuple[int, bool, Optional[ast.AST]]]:
+    """Where a module spelled by one of `prefixes` is moved to a device (True) or bound to something else
+    (False), in source order, with the function each happens in (None: module level)."""
+    events: list[tuple[int, bool, Optional[ast.AST]]] = []
+    for candidate in ctx.nodes(ast.Call, ast.Assign, ast.AnnAssign):
+        if isinstance(candidate, ast.Call):
+            func = candidate.func
+            moved = isinstance(func, ast.Attribute) and (
+                _moves_to_device(ctx, candidate) and dotted(func.value) in prefixes
+                or func.attr in ("prepare", "prepare_model") and any(dotted(a) in prefixes for a in candidate.args))
+            if not moved:
+                continue
+            event = True
+        else:
+            assert isinstance(candidate, (ast.Assign, ast.AnnAssign))
+            targets = candidate.targets if isinstance(candidate, ast.Assign) else [candidate.target]
+            if candidate.value is None or not any(dotted(t) in prefixes for t in targets):
+                continue
+            inside = walk_nodes(candidate.value)
+            if any(_moves_to_device(ctx, n) for n in inside):
+                event = True
+            elif any(dotted(n) in prefixes for n in inside if isinstance(n, (ast.Name, ast.Attribute))):
+                continue  # `model = nn.DataParallel(model)`: the same parameters, where they were
+            else:
+                event = False
+        order = ctx.order(candidate)
+        assert order is not None
+        events.append((order, event, ctx.enclosing_function(candidate)))
+    return events
 
 
 def _fused_where(ctx: AstContext, fallback: _Fallback, node: ast.Call) -> Optional[str]:
@@ -1332,10 +1472,12 @@ def _wrapped_by_rate_loop(ctx: AstContext, node: ast.Call) -> str:
 
 
 def _single_tensor(ctx: AstContext, node: ast.Call, kwargs: AstKeywordArgs) -> bool:
-    """The params are one tensor (not a param-group dict), so a fused step launches as many kernels as the
-    loop it replaces: a one-element list or tuple of a tensor (`[latent]`, `[nn.Parameter(...)]`,
+    """The params are one tensor, so a fused step launches as many kernels as the loop it replaces: a
+    one-element list or tuple of a tensor (`[latent]`, `[nn.Parameter(...)]`,
     `[torch.zeros(n, requires_grad=True)]`, `[x.clone().requires_grad_()]`, also through a name bound once to
-    it), or the `.parameters()` of a module that holds one tensor: an inline torch.nn layer of one tensor
+    it), param-group dicts that hold one tensor between them (`[{"params": p}]` for each `p` of a loop over
+    `unet.parameters()`: `_group_tensors`), or the `.parameters()` of a module that holds one tensor: an inline
+    torch.nn layer of one tensor
     (`nn.Embedding(n, d).parameters()`, project/layers.py `inline_tensors`) or a model's input embedding table
     (`text_encoder.get_input_embeddings().parameters()`: transformers' `nn.Embedding`, one weight)."""
     name, _ = OPTIMIZER_PARAMS
@@ -1351,6 +1493,8 @@ def _single_tensor(ctx: AstContext, node: ast.Call, kwargs: AstKeywordArgs) -> b
             return False  # a list the code grows
         params = single_value(params, ctx.names)
     if isinstance(params, (ast.List, ast.Tuple)):
+        if params.elts and all(isinstance(e, ast.Dict) for e in params.elts):
+            return _group_tensors(ctx, params.elts) == 1  # `[{"params": p, "lr": lr}]`: the groups' tensors summed
         if len(params.elts) != 1:
             return False
         element = params.elts[0]
@@ -1373,6 +1517,76 @@ def _single_tensor(ctx: AstContext, node: ast.Call, kwargs: AstKeywordArgs) -> b
     if qualified is None or not qualified.startswith("torch.nn."):
         return False
     return inline_tensors(module, lambda f: {q} if (q := ctx.qualname(f)) else set()) == 1
+
+
+def _group_tensors(ctx: AstContext, groups: list[ast.expr]) -> Optional[int]:
+    """How many tensors these param-group dicts hold between them, None where one of them is not read: each
+    group's `"params"` is a list or tuple of tensors (as `_single_tensor` reads one), a tensor built in
+    place, or a name shown to be one tensor (`_tensor_name`); torch wraps a lone tensor in a list."""
+    total = 0
+    for group in groups:
+        if not isinstance(group, ast.Dict) or any(k is None for k in group.keys):
+            return None  # `{**base, ...}`: what it holds is not read
+        keys = [k.value if isinstance(k, ast.Constant) else None for k in group.keys]
+        if None in keys or keys.count("params") != 1:
+            return None
+        value = group.values[keys.index("params")]
+        if isinstance(value, (ast.List, ast.Tuple)):
+            for element in value.elts:
+                if isinstance(element, (ast.Starred, ast.Dict)) or (
+                        isinstance(element, ast.Call) and not _builds_one_tensor(ctx, element)):
+                    return None
+            total += len(value.elts)
+        elif isinstance(value, ast.Call) and _builds_one_tensor(ctx, value) \
+                or isinstance(value, ast.Name) and _tensor_name(ctx, value):
+            total += 1
+        else:
+            return None  # `{"params": model.parameters()}`, a name that may be a list
+    return total
+
+
+def _tensor_name(ctx: AstContext, name: ast.Name) -> bool:
+    """Every binding of the name is one parameter tensor: the parameter a loop or comprehension over
+    `<module>.parameters()` (or the second of `named_parameters()`) binds, or the one parameter of a function
+    the file only ever registers with `<tensor>.register_post_accumulate_grad_hook(...)`, which torch calls with
+    the tensor whose gradient was accumulated (LISA's per-parameter optimizers)."""
+    names = ctx.names
+    owner = names.binding_scope(name)
+    if owner is None or any(v is not None for v in owner.values.get(name.id, [None])):
+        return False  # unbound, or bound by an assignment somewhere
+    shown = 0
+    for loop in ctx.nodes(ast.For, ast.AsyncFor, ast.comprehension):
+        assert isinstance(loop, (ast.For, ast.AsyncFor, ast.comprehension))
+        it, target = loop.iter, loop.target
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
+                and it.func.attr in ("parameters", "named_parameters")):
+            continue
+        if isinstance(target, ast.Tuple) and it.func.attr == "named_parameters" and len(target.elts) == 2:
+            target = target.elts[1]
+        elif it.func.attr != "parameters":
+            continue
+        if isinstance(target, ast.Name) and target.id == name.id and names.binding_scope(target) is owner:
+            shown += 1
+    if isinstance(owner.node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _gradient_hook(ctx, owner.node) \
+            and owner.node.args.args[0].arg == name.id:
+        shown += 1
+    return shown == len(owner.bindings[name.id])
+
+
+def _gradient_hook(ctx: AstContext, function: "ast.FunctionDef | ast.AsyncFunctionDef") -> bool:
+    """A function of one positional parameter whose name the file reads only as the argument of
+    `<tensor>.register_post_accumulate_grad_hook(<function>)`, at least once."""
+    args = function.args
+    if args.posonlyargs or len(args.args) != 1 or args.vararg or args.kwonlyargs or args.kwarg:
+        return False
+    uses = [n for n in ctx.named(function.name) if isinstance(n.ctx, ast.Load)]
+    for use in uses:
+        call = ctx.parent(use)
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                and call.func.attr == "register_post_accumulate_grad_hook" and call.args == [use]
+                and not call.keywords):
+            return False
+    return bool(uses)
 
 
 # torch functions that build one new tensor (`torch.zeros(n, requires_grad=True)`), and tensor methods that hand

@@ -1462,15 +1462,20 @@ def test_a_project_that_builds_its_extension_with_ffi_runs_on_torch_before_1_0(
     ("from torchtext.data.field import Field\n", (1, 8)),
     ("from torchtext.datasets import TranslationDataset\n", (1, 8)),
     ("from torchtext.data import Field\nfrom torchtext.legacy import data\n", (1, 8)),  # the lowest one
-    # what torchtext still has: torchtext.data itself, its utilities, the new datasets
-    ("import torchtext.data\nfrom torchtext import data\n", None),
-    ("from torchtext.data import get_tokenizer\nfrom torchtext.data.utils import get_tokenizer\n", None),
-    ("from torchtext.data.metrics import bleu_score\n", None),
-    ("from torchtext.datasets import Multi30k, IMDB, SST2\n", None),
-    ("from torchtext.data import Fields\n", None),
+    # what torchtext still has (torchtext.data itself, its utilities, the new datasets) exists only up to
+    # torchtext 0.18, its last release, which pairs with torch 2.3: any torchtext import caps torch at 2.3
+    ("import torchtext\n", (2, 4)),
+    ("import torchtext.data\nfrom torchtext import data\n", (2, 4)),
+    ("from torchtext.data import get_tokenizer\nfrom torchtext.data.utils import get_tokenizer\n", (2, 4)),
+    ("from torchtext.data.metrics import bleu_score\n", (2, 4)),
+    ("from torchtext.datasets import Multi30k, IMDB, SST2\n", (2, 4)),
+    ("from torchtext.vocab import GloVe, build_vocab_from_iterator\n", (2, 4)),
+    ("from torchtext.data import Fields\n", (2, 4)),
+    ("import torchtext\nfrom torchtext.legacy import data\n", (1, 11)),  # the lowest one
     # not unconditional: a fallback, a branch, a function
     ("try:\n    from torchtext.legacy.data import Field\nexcept ImportError:\n    from torchtext.data import Field\n",
      None),
+    ("try:\n    import torchtext\nexcept ImportError:\n    torchtext = None\n", None),
     ("if OLD:\n    from torchtext.data import Field\n", None),
     ("def load():\n    from torchtext.legacy.data import Field\n", None),
 ])
