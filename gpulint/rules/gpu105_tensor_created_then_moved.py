@@ -9,7 +9,7 @@ from gpulint.analysis.ast_context import AstContext
 from gpulint.analysis.device import accelerator_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
 from gpulint.analysis.loader_loops import loader_loops, move_of
-from gpulint.analysis.reach import trains_nothing_here
+from gpulint.analysis.reach import SELF_TEST, evaluates_only_here, not_self_test, trains_nothing_here
 from gpulint.analysis.steps import StepFacts, step_facts
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import DETERMINISTIC_FACTORIES, RANDOM_FACTORIES
@@ -46,8 +46,11 @@ REPEATED = Premise(
     "outside the step loop, with no loop over a DataLoader on the way: a clustering pass before the "
     "epoch's steps); and in the `forward` of a module class no training reaches (every file importing its "
     "module names what it takes, and the class, or a factory of it, is taken only by files that train "
-    "nothing and that no file imports: a predictor, a demo); and in a loop at the top level of a script or "
-    "notebook that trains nothing and that no file imports (a demo looping over a few example inputs).")
+    "nothing and that no file imports: a predictor, a demo), or of a class defined in such a file that also "
+    "turns autograd off (`torch.no_grad()`, `inference_mode`: an inference or generation script; blind19: "
+    "sd-scripts' gen_img.py draws each image's starting latents in its pipeline's `__call__`, once per image "
+    "generated, in no training step); and in a loop at the top level of a script or notebook that trains nothing "
+    "and that no file imports (a demo looping over a few example inputs).")
 ON_ACCELERATOR = Premise(
     "on-accelerator",
     "the target is an accelerator: shown by `.cuda()`, a \"cuda\"/\"xpu\"/\"mps\" string or device "
@@ -92,9 +95,11 @@ class TensorCreatedThenMoved(Rule):
         target device") names this pattern; in a `forward` or a loop it is paid on every step.
         gpulint measured no figure for it (a CPU has no device to copy to). Set-up code that
         runs once is not reported, nor a tensor made lazily under `if x is None:`, nor work done
-        once an epoch beside thousands of steps, nor the `forward` of a model only a predictor
-        or demo uses; nor `torch.tensor(data)`: with `device=` it still builds the
-        data on the host and copies it, so moving the argument buys nothing.
+        once an epoch beside thousands of steps, nor the `forward` of a model only a predictor,
+        demo or generation script uses, nor the `__main__` self-test of a module other files
+        import (random stand-in inputs that check a network's memory and speed by hand); nor
+        `torch.tensor(data)`: with `device=` it still builds the data on the host and copies
+        it, so moving the argument buys nothing.
         """,
         example="""
         import torch
@@ -130,7 +135,7 @@ class TensorCreatedThenMoved(Rule):
         that tensor lives), for `.to()` a dtype or a tensor, for non-torch factories
         (`np.zeros`), or in test functions.
         """,
-        premises=(FACTORY_MOVED, REPEATED, ON_ACCELERATOR),
+        premises=(FACTORY_MOVED, REPEATED, ON_ACCELERATOR, SELF_TEST),
         fix_cases=(
             FixCase("`device=` on a deterministic factory moved at once (preview)",
                     Applicability.SAFE, "basic.py"),
@@ -158,6 +163,7 @@ class TensorCreatedThenMoved(Rule):
                 FACTORY_MOVED: _on_host(ctx, factory) if name.endswith("_like") else SHOWN,
                 REPEATED: _repetition(ctx, call),
                 ON_ACCELERATOR: SHOWN if accelerator else accelerator_evidence(ctx.project),
+                SELF_TEST: not_self_test(ctx.tree, call, ctx.parent, ctx.project.imported),
             })
             short = name.split(".")[-1]
             note = ""
@@ -327,10 +333,16 @@ def _persists(ctx: AstContext, guard: ast.If, target: ast.expr) -> bool:
 
 
 def _untrained(ctx: AstContext, cls: ast.ClassDef) -> bool:
-    """A module class of this file that no training reaches (`ProjectView.untrained`): its `forward` runs
-    once per request of a predictor or demo, not on every step. A class registered by a decorator, or a
-    file that may build classes by a computed name, is left unknown."""
-    if ctx.parent(cls) is not ctx.tree or cls.decorator_list or cls.name not in ctx.project.untrained:
+    """A module class of this file that no training reaches (`ProjectView.untrained`), or any class of a script
+    or notebook that trains nothing, turns autograd off and that no file imports (`evaluates_only_here`: only
+    that inference pass builds it): its `forward` (`__call__`) runs once per request of a predictor, demo or
+    generation script, not on every step. A class registered by a decorator, or a file that may build classes
+    by a computed name, is left unknown where other files import it."""
+    if ctx.parent(cls) is not ctx.tree:
+        return False
+    if evaluates_only_here(ctx):
+        return True
+    if cls.decorator_list or cls.name not in ctx.project.untrained:
         return False
     return not any(word in ctx.text for word in _DYNAMIC)
 
