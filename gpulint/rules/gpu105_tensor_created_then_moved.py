@@ -9,6 +9,7 @@ from gpulint.analysis.ast_context import AstContext
 from gpulint.analysis.device import accelerator_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
 from gpulint.analysis.loader_loops import loader_loops, move_of
+from gpulint.analysis.nn_modules import grad_off_decorated, under_grad_off
 from gpulint.analysis.reach import SELF_TEST, evaluates_only_here, not_self_test, trains_nothing_here
 from gpulint.analysis.steps import StepFacts, step_facts
 from gpulint.core.edits import Applicability
@@ -46,10 +47,11 @@ REPEATED = Premise(
     "outside the step loop, with no loop over a DataLoader on the way: a clustering pass before the "
     "epoch's steps); and in the `forward` of a module class no training reaches (every file importing its "
     "module names what it takes, and the class, or a factory of it, is taken only by files that train "
-    "nothing and that no file imports: a predictor, a demo), or of a class defined in such a file that also "
-    "turns autograd off (`torch.no_grad()`, `inference_mode`: an inference or generation script; blind19: "
-    "sd-scripts' gen_img.py draws each image's starting latents in its pipeline's `__call__`, once per image "
-    "generated, in no training step); and in a loop at the top level of a script or notebook that trains nothing "
+    "nothing and that no file imports: a predictor, a demo), or of a class defined in such a file, where that "
+    "method turns autograd off (decorated `@torch.no_grad()`/`@torch.inference_mode()`, or the expression "
+    "inside such a `with`): an inference or generation pass (blind19: sd-scripts' gen_img.py draws each "
+    "image's starting latents in its pipeline's `__call__`, once per image generated, in no training step); "
+    "and in a loop at the top level of a script or notebook that trains nothing "
     "and that no file imports (a demo looping over a few example inputs).")
 ON_ACCELERATOR = Premise(
     "on-accelerator",
@@ -210,7 +212,7 @@ def _repetition(ctx: AstContext, call: ast.Call) -> Evidence:
     if where is None or _made_once(ctx, call):
         return REFUTED
     if isinstance(where, ast.ClassDef):
-        return REFUTED if _untrained(ctx, where) else SHOWN
+        return REFUTED if _untrained(ctx, where) or _inference_pass(ctx, where, call) else SHOWN
     return REFUTED if _per_epoch(ctx, call) or _demo_loop(ctx, where) else SHOWN
 
 
@@ -333,18 +335,23 @@ def _persists(ctx: AstContext, guard: ast.If, target: ast.expr) -> bool:
 
 
 def _untrained(ctx: AstContext, cls: ast.ClassDef) -> bool:
-    """A module class of this file that no training reaches (`ProjectView.untrained`), or any class of a script
-    or notebook that trains nothing, turns autograd off and that no file imports (`evaluates_only_here`: only
-    that inference pass builds it): its `forward` (`__call__`) runs once per request of a predictor, demo or
-    generation script, not on every step. A class registered by a decorator, or a file that may build classes
-    by a computed name, is left unknown where other files import it."""
-    if ctx.parent(cls) is not ctx.tree:
-        return False
-    if evaluates_only_here(ctx):
-        return True
-    if cls.decorator_list or cls.name not in ctx.project.untrained:
+    """A module class of this file that no training reaches (`ProjectView.untrained`): its `forward` runs
+    once per request of a predictor or demo, not on every step. A class registered by a decorator, or a
+    file that may build classes by a computed name, is left unknown."""
+    if ctx.parent(cls) is not ctx.tree or cls.decorator_list or cls.name not in ctx.project.untrained:
         return False
     return not any(word in ctx.text for word in _DYNAMIC)
+
+
+def _inference_pass(ctx: AstContext, cls: ast.ClassDef, call: ast.Call) -> bool:
+    """A top-level class of a script or notebook that trains nothing, turns autograd off and that no file imports
+    (`evaluates_only_here`: only that inference pass builds the class), whose per-step method turns autograd off
+    around the call (a `@torch.no_grad()` pipeline `__call__`): it runs once per request or generated image."""
+    method = ctx.enclosing_function(call)
+    if ctx.parent(cls) is not ctx.tree or not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+            or not evaluates_only_here(ctx):
+        return False
+    return grad_off_decorated(ctx, method) or under_grad_off(ctx, method, call)
 
 
 def _per_epoch(ctx: AstContext, call: ast.Call) -> bool:

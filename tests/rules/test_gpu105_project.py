@@ -220,9 +220,20 @@ def test_a_class_of_a_generation_script_runs_per_request(tmp_path: Path) -> None
     assert findings(tmp_path, "--select", "GPU105") == []
 
 
+GRAD_ELSEWHERE = GENERATE.replace("    @torch.no_grad()\n", "").replace("""    main()
+""", """    with torch.no_grad():
+        main()
+""")
+
+
 def test_a_class_of_a_script_that_trains_or_that_a_file_imports_stays_reported(tmp_path: Path) -> None:
+    """Also when the method itself keeps autograd on (the file's no_grad is elsewhere: MeZO's run.py, blind17,
+    whose `Framework.forward` runs beside a fine-tuning the file hands to a project Trainer)."""
     write(tmp_path, {"tune.py": TUNE})
     assert findings(tmp_path, "--select", "GPU105") == [("tune.py", 11, "GPU105")]
+    (tmp_path / "tune.py").unlink()
+    write(tmp_path, {"generate.py": GRAD_ELSEWHERE})
+    assert findings(tmp_path, "--select", "GPU105") == [("generate.py", 10, "GPU105")]
     other = tmp_path / "other"
     write(other, {"generate.py": GENERATE, "serve.py": "from generate import Sampler\n"})
     assert findings(other, "--select", "GPU105") == [("generate.py", 11, "GPU105")]
