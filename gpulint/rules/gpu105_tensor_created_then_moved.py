@@ -9,7 +9,8 @@ from gpulint.analysis.ast_context import AstContext
 from gpulint.analysis.device import accelerator_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
 from gpulint.analysis.loader_loops import loader_loops, move_of
-from gpulint.analysis.reach import trains_nothing_here
+from gpulint.analysis.nn_modules import grad_off_decorated, under_grad_off
+from gpulint.analysis.reach import SELF_TEST, evaluates_only_here, not_self_test, trains_nothing_here
 from gpulint.analysis.steps import StepFacts, step_facts
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import DETERMINISTIC_FACTORIES, RANDOM_FACTORIES
@@ -46,8 +47,12 @@ REPEATED = Premise(
     "outside the step loop, with no loop over a DataLoader on the way: a clustering pass before the "
     "epoch's steps); and in the `forward` of a module class no training reaches (every file importing its "
     "module names what it takes, and the class, or a factory of it, is taken only by files that train "
-    "nothing and that no file imports: a predictor, a demo); and in a loop at the top level of a script or "
-    "notebook that trains nothing and that no file imports (a demo looping over a few example inputs).")
+    "nothing and that no file imports: a predictor, a demo), or of a class defined in such a file, where that "
+    "method turns autograd off (decorated `@torch.no_grad()`/`@torch.inference_mode()`, or the expression "
+    "inside such a `with`): an inference or generation pass (blind19: sd-scripts' gen_img.py draws each "
+    "image's starting latents in its pipeline's `__call__`, once per image generated, in no training step); "
+    "and in a loop at the top level of a script or notebook that trains nothing "
+    "and that no file imports (a demo looping over a few example inputs).")
 ON_ACCELERATOR = Premise(
     "on-accelerator",
     "the target is an accelerator: shown by `.cuda()`, a \"cuda\"/\"xpu\"/\"mps\" string or device "
@@ -92,9 +97,11 @@ class TensorCreatedThenMoved(Rule):
         target device") names this pattern; in a `forward` or a loop it is paid on every step.
         gpulint measured no figure for it (a CPU has no device to copy to). Set-up code that
         runs once is not reported, nor a tensor made lazily under `if x is None:`, nor work done
-        once an epoch beside thousands of steps, nor the `forward` of a model only a predictor
-        or demo uses; nor `torch.tensor(data)`: with `device=` it still builds the
-        data on the host and copies it, so moving the argument buys nothing.
+        once an epoch beside thousands of steps, nor the `forward` of a model only a predictor,
+        demo or generation script uses, nor the `__main__` self-test of a module other files
+        import (random stand-in inputs that check a network's memory and speed by hand); nor
+        `torch.tensor(data)`: with `device=` it still builds the data on the host and copies
+        it, so moving the argument buys nothing.
         """,
         example="""
         import torch
@@ -130,7 +137,7 @@ class TensorCreatedThenMoved(Rule):
         that tensor lives), for `.to()` a dtype or a tensor, for non-torch factories
         (`np.zeros`), or in test functions.
         """,
-        premises=(FACTORY_MOVED, REPEATED, ON_ACCELERATOR),
+        premises=(FACTORY_MOVED, REPEATED, ON_ACCELERATOR, SELF_TEST),
         fix_cases=(
             FixCase("`device=` on a deterministic factory moved at once (preview)",
                     Applicability.SAFE, "basic.py"),
@@ -158,6 +165,7 @@ class TensorCreatedThenMoved(Rule):
                 FACTORY_MOVED: _on_host(ctx, factory) if name.endswith("_like") else SHOWN,
                 REPEATED: _repetition(ctx, call),
                 ON_ACCELERATOR: SHOWN if accelerator else accelerator_evidence(ctx.project),
+                SELF_TEST: not_self_test(ctx.tree, call, ctx.parent, ctx.project.imported),
             })
             short = name.split(".")[-1]
             note = ""
@@ -204,7 +212,7 @@ def _repetition(ctx: AstContext, call: ast.Call) -> Evidence:
     if where is None or _made_once(ctx, call):
         return REFUTED
     if isinstance(where, ast.ClassDef):
-        return REFUTED if _untrained(ctx, where) else SHOWN
+        return REFUTED if _untrained(ctx, where) or _inference_pass(ctx, where, call) else SHOWN
     return REFUTED if _per_epoch(ctx, call) or _demo_loop(ctx, where) else SHOWN
 
 
@@ -333,6 +341,17 @@ def _untrained(ctx: AstContext, cls: ast.ClassDef) -> bool:
     if ctx.parent(cls) is not ctx.tree or cls.decorator_list or cls.name not in ctx.project.untrained:
         return False
     return not any(word in ctx.text for word in _DYNAMIC)
+
+
+def _inference_pass(ctx: AstContext, cls: ast.ClassDef, call: ast.Call) -> bool:
+    """A top-level class of a script or notebook that trains nothing, turns autograd off and that no file imports
+    (`evaluates_only_here`: only that inference pass builds the class), whose per-step method turns autograd off
+    around the call (a `@torch.no_grad()` pipeline `__call__`): it runs once per request or generated image."""
+    method = ctx.enclosing_function(call)
+    if ctx.parent(cls) is not ctx.tree or not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+            or not evaluates_only_here(ctx):
+        return False
+    return grad_off_decorated(ctx, method) or under_grad_off(ctx, method, call)
 
 
 def _per_epoch(ctx: AstContext, call: ast.Call) -> bool:
