@@ -117,7 +117,9 @@ BUILT_ON_DEVICE = Premise(
     "2.3), the parameters are on the device the fix targets when the optimizer is built: before 2.4 the "
     "fused constructor checks their devices and raises for CPU parameters. Shown where the module whose "
     "`.parameters()` (or `named_parameters()`) the optimizer holds, or one it is an attribute of, is moved to "
-    "a device (`.cuda()`, `.to(device)`, not a dtype, or `accelerator.prepare(model)`) in the optimizer's own "
+    "a device (`.cuda()`, `.to(device)`, not a dtype, `accelerator.prepare(model)`, Lightning Fabric's "
+    "`fabric.setup_module(model)`/`setup(model)`, or built inside `with fabric.device:` or "
+    "`with torch.device(\"cuda\"):`) in the optimizer's own "
     "call or earlier in the same function (at module level, earlier cells of a notebook count) with no "
     "binding of it between (a wrapper over it, `nn.DataParallel(model)`, keeps it moved), or in a "
     "LightningModule's own `configure_optimizers` (Lightning moves the module first); refuted where such "
@@ -785,7 +787,9 @@ def _device_events(ctx: AstContext, prefixes: set[str]) -> list[tuple[int, bool,
             func = candidate.func
             moved = isinstance(func, ast.Attribute) and (
                 _moves_to_device(ctx, candidate) and dotted(func.value) in prefixes
-                or func.attr in ("prepare", "prepare_model") and any(dotted(a) in prefixes for a in candidate.args))
+                or (func.attr in ("prepare", "prepare_model")
+                    or func.attr in ("setup", "setup_module") and _fabric(ctx, func.value))
+                and any(dotted(a) in prefixes for a in candidate.args))
             if not moved:
                 continue
             event = True
@@ -795,7 +799,7 @@ def _device_events(ctx: AstContext, prefixes: set[str]) -> list[tuple[int, bool,
             if candidate.value is None or not any(dotted(t) in prefixes for t in targets):
                 continue
             inside = walk_nodes(candidate.value)
-            if any(_moves_to_device(ctx, n) for n in inside):
+            if any(_moves_to_device(ctx, n) for n in inside) or _built_under_device(ctx, candidate):
                 event = True
             elif any(dotted(n) in prefixes for n in inside if isinstance(n, (ast.Name, ast.Attribute))):
                 continue  # `model = nn.DataParallel(model)`: the same parameters, where they were
@@ -805,6 +809,32 @@ def _device_events(ctx: AstContext, prefixes: set[str]) -> list[tuple[int, bool,
         assert order is not None
         events.append((order, event, ctx.enclosing_function(candidate)))
     return events
+
+
+def _fabric(ctx: AstContext, receiver: ast.expr) -> bool:
+    """`receiver` is bound, once, to Lightning's `Fabric(...)`: its `setup`/`setup_module` move the module."""
+    value = single_value(receiver, ctx.names) if isinstance(receiver, ast.Name) else None
+    if not isinstance(value, ast.Call):
+        return False
+    spelled = ctx.qualname(value.func) or dotted(value.func) or ""
+    return spelled.rpartition(".")[2] == "Fabric"
+
+
+def _built_under_device(ctx: AstContext, statement: ast.AST) -> bool:
+    """The module is built inside `with fabric.device:` or `with torch.device("cuda"):`: its parameters are
+    created on that device (a device context manager), so a value bound there is already moved."""
+    for ancestor in ctx.ancestors(statement):
+        if not isinstance(ancestor, (ast.With, ast.AsyncWith)):
+            continue
+        for item in ancestor.items:
+            context = item.context_expr
+            if isinstance(context, ast.Attribute) and context.attr == "device" and _fabric(ctx, context.value):
+                return True
+            if isinstance(context, ast.Call) and ctx.qualname(context.func) == "torch.device" and context.args \
+                    and isinstance(context.args[0], ast.Constant) and isinstance(context.args[0].value, str) \
+                    and context.args[0].value.split(":")[0] == "cuda":
+                return True
+    return False
 
 
 def _fused_where(ctx: AstContext, fallback: _Fallback, node: ast.Call) -> Optional[str]:
