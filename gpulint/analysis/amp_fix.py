@@ -49,6 +49,11 @@ TENSOR_PARALLEL = "tensor-parallel (DTensor) gradients: a GradScaler would not a
 INTEL = "Intel GPUs compute in bfloat16"
 # torch's parallel_apply re-enters autocast in each replica's thread with the enabled flag only (checked in 2.13)
 DATA_PARALLEL_FLOAT16 = "nn.DataParallel runs its replicas in autocast's default float16, whatever dtype is asked"
+# ATen's AutocastRNN.cpp: the CUDA autocast wrapper of `_cudnn_rnn` casts the input, hidden state and flat weights to
+# float16 (kHalf) for any autocast dtype; pytorch/pytorch#42385 and blind19's LSTM notebook
+CUDNN_RNN_FLOAT16 = "CUDA autocast runs cuDNN RNNs (nn.LSTM, nn.GRU, nn.RNN) in float16 whatever dtype is asked"
+CUDNN_RNNS = frozenset({f"torch.nn.{name}" for name in ("LSTM", "GRU", "RNN")}
+                       | {f"torch.nn.modules.rnn.{name}" for name in ("LSTM", "GRU", "RNN")})
 FSDP_FUSED = ("a fused optimizer under FSDP's ShardedGradScaler skips the cross-rank inf check "
               "(bench/fsdp_fused_scaler.py)")
 
@@ -118,12 +123,16 @@ def autocast_fix(ctx: AstContext, facts: AmpRegions, step: AmpStep, backward: Am
             forced = hazard.text()
     if forced:
         mode = "bfloat16"
-    replicas = ""  # why float16: nn.DataParallel's replicas would not run the bfloat16 chosen
-    if "data-parallel" in parallel and mode != "float16":
+    # why float16: nn.DataParallel's replicas, or a cuDNN RNN of the file, would not run the bfloat16 chosen
+    replicas = DATA_PARALLEL_FLOAT16 if "data-parallel" in parallel else \
+        CUDNN_RNN_FLOAT16 if mode != "float16" and _builds_cudnn_rnn(ctx) else ""
+    if replicas and mode != "float16":
         if mode == "bfloat16":
-            return refused(f"no fix: {DATA_PARALLEL_FLOAT16}" + (f"; bfloat16 because {forced}" if forced else
-                                                                  "; amp-dtype = \"float16\" gets a fix"))
-        mode, replicas = "float16", DATA_PARALLEL_FLOAT16
+            return refused(f"no fix: {replicas}" + (f"; bfloat16 because {forced}" if forced else
+                                                     "; amp-dtype = \"float16\" gets a fix"))
+        mode = "float16"
+    else:
+        replicas = ""
     reader = numpy_hazard(ctx, region) if mode != "float16" else ""
     if reader and (forced or mode == "bfloat16"):
         return refused(f"no fix: {reader}, and numpy has no bfloat16" + (f"; bfloat16 because {forced}" if forced
@@ -159,6 +168,14 @@ def autocast_fix(ctx: AstContext, facts: AmpRegions, step: AmpStep, backward: Am
         message += (f"; {function.name}() runs more than once and creates a new GradScaler each time: create it "
                     "once where the optimizer is made, pass it in, and save scaler.state_dict() with the optimizer's")
     return FixForecast(message, decisions={"mode": mode, "bce": bce})
+
+
+def _builds_cudnn_rnn(ctx: AstContext) -> bool:
+    """The file builds an `nn.LSTM`, `nn.GRU` or `nn.RNN` (a model of the file runs one on CUDA through cuDNN)."""
+    if not any(name in ctx.text for name in ("LSTM", "GRU", "RNN")):
+        return False
+    return any(ctx.qualname(call.func) in CUDNN_RNNS for call in ctx.nodes(ast.Call)
+               if isinstance(call, ast.Call))
 
 
 def _no_fix(mode: str) -> str:

@@ -345,6 +345,11 @@ class MissingAutocast(Rule):
                     Applicability.UNSAFE, "data_parallel_gets_float16.py"),
             FixCase('numerics: `nn.DataParallel` with `amp-dtype = "bfloat16"`',
                     None, "data_parallel_no_bfloat16_fix.py"),
+            FixCase("numerics: the file builds an `nn.LSTM`, `nn.GRU` or `nn.RNN`, which CUDA autocast runs in "
+                    "float16 whatever dtype is asked: float16 and a GradScaler that is always on",
+                    Applicability.UNSAFE, "cudnn_rnn_gets_float16.py"),
+            FixCase('numerics: a cuDNN RNN with `amp-dtype = "bfloat16"`',
+                    None, "cudnn_rnn_no_bfloat16_fix.py"),
             FixCase("FSDP with a fused optimizer (a ShardedGradScaler would skip the cross-rank inf check): bfloat16,"
                     " no scaler and no scaler import",
                     Applicability.UNSAFE, "fsdp_fused_optimizer_gets_bfloat16.py"),
