@@ -726,7 +726,14 @@ def _moves_to_device(ctx: AstContext, call: ast.AST) -> bool:
         return True
     if not call.args or isinstance(call.args[0], ast.Starred):
         return False
-    first = call.args[0]
+    return _device_like(ctx, call.args[0])
+
+
+def _device_like(ctx: AstContext, first: ast.expr) -> bool:
+    """`.to(first)` names a device, not a dtype: a string or an index, a `torch.device(...)` or other call, a name
+    that is not a dtype, or a choice between such (`"cuda" if torch.cuda.is_available() else "cpu"`)."""
+    if isinstance(first, ast.IfExp):
+        return _device_like(ctx, first.body) and _device_like(ctx, first.orelse)
     spelled = ctx.qualname(first) or dotted(first) or ""
     if isinstance(first, ast.Constant):
         return isinstance(first.value, (str, int))  # "cuda", "cuda:0", 0
