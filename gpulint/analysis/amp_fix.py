@@ -27,7 +27,7 @@ from gpulint.analysis.ast_context import LOCAL, AstContext, AstNames, AstScope, 
 from gpulint.analysis.ast_values import is_literal, self_attribute_value, single_value
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
-from gpulint.core.torch_api import AUTOGRAD_BACKWARD, REACHABLE_FROM_TORCH
+from gpulint.core.torch_api import AUTOGRAD_BACKWARD, CUDNN_RNNS, REACHABLE_FROM_TORCH
 from gpulint.project.ast_nodes import CODE_SCOPES, all_nodes
 from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.clamps import BCE_FUNCTIONS, BCE_MODULES, FLOAT16_MAX, reads_as_numpy
@@ -52,8 +52,6 @@ DATA_PARALLEL_FLOAT16 = "nn.DataParallel runs its replicas in autocast's default
 # ATen's AutocastRNN.cpp: the CUDA autocast wrapper of `_cudnn_rnn` casts the input, hidden state and flat weights to
 # float16 (kHalf) for any autocast dtype; pytorch/pytorch#42385 and blind19's LSTM notebook
 CUDNN_RNN_FLOAT16 = "CUDA autocast runs cuDNN RNNs (nn.LSTM, nn.GRU, nn.RNN) in float16 whatever dtype is asked"
-CUDNN_RNNS = frozenset({f"torch.nn.{name}" for name in ("LSTM", "GRU", "RNN")}
-                       | {f"torch.nn.modules.rnn.{name}" for name in ("LSTM", "GRU", "RNN")})
 FSDP_FUSED = ("a fused optimizer under FSDP's ShardedGradScaler skips the cross-rank inf check "
               "(bench/fsdp_fused_scaler.py)")
 

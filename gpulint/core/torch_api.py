@@ -178,6 +178,17 @@ ADAPTIVE_RATE_WRAPPERS = frozenset({
 })
 
 # ------------------------------------------------------------------------------------------------
+# modules, dtypes and devices (GPU001's fix, GPU201's built-on-device)
+# ------------------------------------------------------------------------------------------------
+
+# the recurrent modules that run through cuDNN on CUDA; its autocast wrapper casts them to float16
+CUDNN_RNNS = frozenset({f"torch.nn.{name}" for name in ("LSTM", "GRU", "RNN")}
+                       | {f"torch.nn.modules.rnn.{name}" for name in ("LSTM", "GRU", "RNN")})
+# torch's dtype names (`torch.<name>`): `.to(<one of these>)` casts, it does not move
+DTYPE_NAMES = frozenset({"float16", "half", "bfloat16", "float32", "float", "float64", "double", "int8", "uint8",
+                         "int16", "short", "int32", "int", "int64", "long", "bool", "complex64", "cfloat"})
+
+# ------------------------------------------------------------------------------------------------
 # frameworks that run the training loop (analysis/training.py, GPU201)
 # ------------------------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import (
     ADAPTIVE_RATE_WRAPPERS,
+    DTYPE_NAMES,
     FRAMEWORKS,
     FUSED_CAPABLE,
     LIGHTNING_MODULES,
@@ -738,11 +739,7 @@ def _device_like(ctx: AstContext, first: ast.expr) -> bool:
     if isinstance(first, ast.Constant):
         return isinstance(first.value, (str, int))  # "cuda", "cuda:0", 0
     return bool(spelled) and "dtype" not in spelled.rpartition(".")[2].lower() and not (
-        spelled.startswith("torch.") and spelled.rpartition(".")[2] in _DTYPES) or isinstance(first, ast.Call)
-
-
-_DTYPES = frozenset({"float16", "half", "bfloat16", "float32", "float", "float64", "double", "int8", "uint8",
-                     "int16", "short", "int32", "int", "int64", "long", "bool", "complex64", "cfloat"})
+        spelled.startswith("torch.") and spelled.rpartition(".")[2] in DTYPE_NAMES) or isinstance(first, ast.Call)
 
 
 def _moved_when_built(ctx: AstContext, node: ast.Call, module: ast.expr) -> Evidence:

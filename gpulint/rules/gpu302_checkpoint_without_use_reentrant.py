@@ -399,13 +399,17 @@ def _peft_enables_again(ctx: AstContext, node: ast.Call) -> bool:
         if call.lineno <= node.lineno or ctx.qualname(call.func) not in PEFT_PREPARE \
                 or ctx.enclosing_function(call) is not function:
             continue
-        kwargs = ctx.kwargs(call)
-        model = argument(call, "model", 0, kwargs)
-        switch = argument(call, "use_gradient_checkpointing", 1, kwargs)
-        if model is not None and dotted(model) == receiver and not (
-                isinstance(switch, ast.Constant) and not switch.value):
+        model = argument(call, "model", 0, ctx.kwargs(call))
+        if model is not None and dotted(model) == receiver and _peft_checkpoints(ctx, call):
             return True
     return False
+
+
+def _peft_checkpoints(ctx: AstContext, call: ast.Call) -> bool:
+    """PEFT's `prepare_model_for_kbit_training(model, ...)` enables checkpointing (and makes the inputs require
+    grad) unless told `use_gradient_checkpointing=False`."""
+    switch = argument(call, "use_gradient_checkpointing", 1, ctx.kwargs(call))
+    return not (isinstance(switch, ast.Constant) and not switch.value)
 
 
 def _trap_can_bite(ctx: AstContext, node: ast.Call) -> Evidence:
@@ -441,8 +445,7 @@ def _trap_can_bite(ctx: AstContext, node: ast.Call) -> Evidence:
             if (wrapped is None or dotted(wrapped) != model) and target != model:
                 continue
             if qualified in PEFT_PREPARE:
-                switch = argument(call, "use_gradient_checkpointing", 1, ctx.kwargs(call))
-                if isinstance(switch, ast.Constant) and not switch.value:
+                if not _peft_checkpoints(ctx, call):
                     continue  # PEFT freezes the model but leaves its inputs alone
                 return REFUTED  # PEFT makes the inputs require grad
             if not before:
