@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
+from typing import Optional
 
 from gpulint.core import floors
 from gpulint.records import dataclass
@@ -61,7 +62,22 @@ for _device in ("cuda", "cpu"):
 for _name in ("custom_fwd", "custom_bwd"):
     for _where in ("", ".autocast_mode"):
         DEPRECATED_AMP[f"torch.cuda.amp{_where}.{_name}"] = Replacement("torch.amp", _name, "cuda", floors.CUSTOM_FWD)
+# the rename of torch.cuda.amp.autocast / torch.cpu.amp.autocast where the project's torch floor predates the
+# torch.amp package (1.12): `torch.autocast(device_type, ...)`, in torch since 1.10 (facts doc, section 2: the
+# deprecated classes are thin subclasses of it there too, forwarding `enabled`, `dtype` and `cache_enabled`)
+TORCH_AUTOCAST: dict[str, Replacement] = {
+    device: Replacement("torch", "autocast", device, floors.AUTOCAST) for device in ("cuda", "cpu")}
 DEPRECATED_AMP_MODULES = frozenset(qualified.rsplit(".", 1)[0] for qualified in DEPRECATED_AMP)
 # torch.cuda.amp.autocast(enabled, dtype, cache_enabled): the old positional order
 OLD_AUTOCAST_ORDER = ("enabled", "dtype", "cache_enabled")
 
+
+
+def replacement_for(target: str, floor: Optional[floors.Version]) -> Optional[Replacement]:
+    """What replaces the deprecated `target` on every torch from `floor` on: its torch.amp object, or, for an
+    autocast where the floor is 1.10 or 1.11 (torch.autocast, but no torch.amp package), `torch.autocast`. None
+    when `target` is not deprecated."""
+    found = DEPRECATED_AMP.get(target)
+    if found is not None and found.name == "autocast" and floor is not None and floor < found.since:
+        return TORCH_AUTOCAST[found.device]
+    return found

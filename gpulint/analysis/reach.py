@@ -188,7 +188,7 @@ def trains_nothing_here(ctx: "AstContext") -> bool:
     """A script or notebook no project file imports, that trains nothing: evaluation, inference or a demo."""
     project = ctx.project
     never_imported = project.script or (ctx.path.suffix == ".ipynb" and project.scanned and not project.imported)
-    return never_imported and not project.own.may_train
+    return never_imported and not project.may_train
 
 
 def evaluates_only_here(ctx: "AstContext") -> bool:

@@ -28,6 +28,7 @@ from gpulint.core.torch_api import AUTOGRAD_BACKWARD, LIGHTNING_MODULES, optimiz
 from gpulint.project.ast_nodes import CODE_SCOPES, all_nodes, last_name
 from gpulint.project.ast_nodes import children as child_nodes
 from gpulint.project.ast_nodes import walk as walk_nodes
+from gpulint.project.facts import HF_TRAINERS
 from gpulint.project.loader_flow import dotted
 from gpulint.records import dataclass
 
@@ -45,8 +46,7 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 # Base classes whose subclasses' methods run inside a framework's own loop
 _OWNING_BASES = {
     "lightning": tuple(sorted(LIGHTNING_MODULES)),
-    "transformers": ("transformers.Trainer", "transformers.trainer.Trainer", "transformers.Seq2SeqTrainer",
-                     "trl.SFTTrainer", "trl.DPOTrainer"),
+    "transformers": tuple(sorted(HF_TRAINERS)),
 }
 # packages whose objects perform backward for the user: `accelerator.backward(loss)` and the like
 _BACKWARD_OWNERS = ("accelerate", "lightning", "lightning_fabric", "pytorch_lightning", "deepspeed", "mmengine")

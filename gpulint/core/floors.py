@@ -26,7 +26,8 @@ class Symbol:
 
 # every symbol a gpulint fix may write, and the oldest torch that has it
 SYMBOLS: dict[str, Symbol] = {s.code: s for s in (
-    Symbol("torch.autocast(device_type=..., dtype=...)", (1, 10)),
+    Symbol("torch.autocast(device_type=..., dtype=...)", (1, 10),
+           "also GPU003's rename of torch.cuda.amp.autocast where the floor is 1.10 or 1.11 (no torch.amp)"),
     Symbol("torch.amp.autocast", (1, 12), "GPU003's rename of torch.cuda.amp.autocast; 1.10 and 1.11 have "
            "torch.autocast but no torch.amp package (the 1.11.0 wheel's file list; the facts doc says 1.10)"),
     Symbol("torch.amp.GradScaler", (2, 3), "with a device type argument; CPU included"),

@@ -68,7 +68,7 @@ from gpulint.project.methods import (
 from gpulint.project.token_items import yields_token_ids
 from gpulint.records import dataclass
 
-FACTS_VERSION = 51
+FACTS_VERSION = 52
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -433,6 +433,11 @@ class FileFacts:
     # the file may train, directly or through a framework: a training step, an optimizer, or the names a
     # trainer brings (`Trainer`, `Runner`, `.fit(`, `.backward`); false only when none is there
     may_train: bool = True
+    # top-level classes of the file that subclass Hugging Face's Trainer (HF_TRAINERS, resolved through the
+    # imports) directly or through another such class of the file: the project's own trainer (MeZO's
+    # `class OurTrainer(Trainer)`), which fine-tunes as Trainer does. A file that builds one trains (`may_train`
+    # here; project/view.py `Project._trains_through` for one imported from a project module)
+    hf_trainers: tuple[str, ...] = ()
     # backend settings the file makes or reads anywhere (SETTING_* kinds): any mention counts, so a rule
     # that suggests one stays silent where the code already decides it, whichever way
     settings: tuple[str, ...] = ()
@@ -1197,7 +1202,9 @@ class _Scanner:
         # a file that runs a training step, or builds an optimizer for one (`main_pretrain.py` builds the
         # AdamW, `engine_pretrain.py` steps it): its models are trained
         training = (self.backward and self.steps) or self.optimizer_made
-        may_train = training or self.backward or bool(names & _TRAINING_NAMES)
+        hf_trainers = hf_trainer_classes(classes)
+        may_train = training or self.backward or bool(names & _TRAINING_NAMES) \
+            or any(name in self.class_calls for name in hf_trainers)  # `MyTrainer(...)` over a Seq2SeqTrainer
         grad_off = bool(names & _GRAD_OFF_NAMES)
         if any(t.startswith(_COMPILE_MODULES) for targets in self.aliases.table.values() for t in targets):
             self.settings.add(SETTING_COMPILE)  # `from torch import compile`, dynamo/inductor configuration
@@ -1274,6 +1281,7 @@ class _Scanner:
             inference_script=main is not None and grad_off and not may_train,
             grad_off=grad_off,
             may_train=may_train,
+            hf_trainers=hf_trainers,
             settings=tuple(sorted(self.settings)),
             option_values=self._option_values(),
             class_calls=dict(sorted(self.class_calls.items())),
@@ -1717,6 +1725,25 @@ GRAD_OFF = frozenset({
     "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode"})
 _GRAD_OFF_NAMES = frozenset(name.rsplit(".", 1)[-1] for name in GRAD_OFF)
 # names a file that trains uses (an optimizer, a framework's trainer): such a file is no inference script
+# Hugging Face's trainers, as a class's bases spell them through the imports (ClassFacts.bases): a subclass of
+# one fine-tunes as the trainer does (FileFacts.hf_trainers). Not a class the project calls Trainer itself
+HF_TRAINERS = frozenset({"transformers.Trainer", "transformers.trainer.Trainer", "transformers.Seq2SeqTrainer",
+                         "trl.SFTTrainer", "trl.DPOTrainer"})
+
+
+def hf_trainer_classes(classes: dict[str, ClassFacts]) -> tuple[str, ...]:
+    """The top-level classes of `classes` over one of HF_TRAINERS, directly or through another of them."""
+    found: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, cls in classes.items():
+            if "." not in name and name not in found and any(b in HF_TRAINERS or b in found for b in cls.bases):
+                found.add(name)
+                changed = True
+    return tuple(sorted(found))
+
+
 _TRAINING_NAMES = frozenset({"optim", "optimizer", "Trainer", "Runner", "backward", "fit", "train_step",
                              "training_step", "Accelerator", "Fabric", "initialize"})
 

@@ -217,6 +217,11 @@ class ProjectView:
     # script (a `__main__`, or a notebook, that runs models under no_grad): the file's modules are evaluated,
     # not trained
     evaluated_only: bool = False
+    # the file builds a class a project module it imports defines over Hugging Face's Trainer (FileFacts
+    # .hf_trainers, also through a chain of the project's subclasses across its modules): MeZO's run.py runs
+    # `OurTrainer(...).train()`, trainer.py's `class OurTrainer(Trainer)`. It fine-tunes as Trainer does: it may
+    # train (`may_train`), whatever its own names say (Project._trains_through)
+    trains_through_import: bool = False
     # a script: no project file imports it and its folder is no package (no `__init__.py`), so a function
     # nothing in the file reaches never runs; False when unknown (the file alone, an editor's buffer)
     script: bool = False
@@ -323,6 +328,16 @@ class ProjectView:
     @property
     def scaler(self) -> bool:
         return self.own.scaler or self.scaler_callers
+
+    @property
+    def may_train(self) -> bool:
+        """FileFacts.may_train, or the file builds a project subclass of Hugging Face's Trainer."""
+        return self.own.may_train or self.trains_through_import
+
+    @property
+    def inference_script(self) -> bool:
+        """FileFacts.inference_script, unless the file trains through a project subclass of HF's Trainer."""
+        return self.own.inference_script and not self.trains_through_import
 
     @property
     def mixed_precision(self) -> tuple[str, ...]:
@@ -453,6 +468,8 @@ class Project:
         self.edges: dict[str, list[tuple[str, ImportRef]]] = {p: self._resolve_all(p) for p in self.paths}
         self._importees = {p: {t for t, _ in self.edges[p]} for p in self.paths}
         self._callers = self._all_callers()
+        # files that build a project subclass of Hugging Face's Trainer: they may train (`_may_train`)
+        self._trains_through = self._trains_through_imports()
         bit = self._bit
         # module -> the files that import it inside a function (FileFacts.lazy_imports: a factory's `define_G`)
         self._lazy_importers: dict[str, int] = {}
@@ -524,7 +541,7 @@ class Project:
         nothing. A module import, a star import or a file that imports a class and is itself imported (a model
         built into another one) leaves the class unknown."""
         own = self.facts[rel]
-        if own.may_train or not own.classes:
+        if self._may_train(rel) or not own.classes:
             return frozenset()
         if self._imports_of is None:
             self._imports_of = {}
@@ -534,7 +551,7 @@ class Project:
         by_importer = self._imports_of.get(rel, {})
         taken: dict[str, bool] = {}  # name imported from `rel` -> whether some importer may train through it
         for path, refs in by_importer.items():
-            leaf = not self.facts[path].may_train and not self._callers[self.index[path]]
+            leaf = not self._may_train(path) and not self._callers[self.index[path]]
             for ref in refs:
                 name = ref.name
                 if name is None or name == "*":
@@ -748,6 +765,7 @@ class Project:
             sharded_scaler_around=bool(callers & self._sharded_scaler) or any(
                 self.facts[p].sharded_scaler for p in self._closure(rel, depth=2)),
             evaluated_only=self._evaluated_only(rel, callers),
+            trains_through_import=rel in self._trains_through,
             ceiling_importees=min((c for c in (self.facts[p].torch_ceiling for p in self._closure(rel, depth=3))
                                    if c is not None), default=None),
             replacer_callers=bool(callers & self._replacer),
@@ -852,8 +870,7 @@ class Project:
         """ProjectView.evaluated_only. Its users are the files that import it (transitively) and those that import
         it or one of them inside a function, with their own importers (a factory's `define_G` that imports the
         network a training script builds through it: KAIR's select_network, blind11)."""
-        own = self.facts[path]
-        if own.may_train:
+        if self._may_train(path):
             return False
         lazy = self._lazy_importers.get(path, 0)
         for i in _members(callers):
@@ -862,7 +879,7 @@ class Project:
         for i in _members(lazy):
             users |= self._callers[i]
         users &= ~self._bit(path)
-        return bool(users) and all(not self.facts[self.paths[i]].may_train for i in _members(users)) \
+        return bool(users) and all(not self._may_train(self.paths[i]) for i in _members(users)) \
             and any(self._inference_program(self.paths[i]) for i in _members(callers))
 
     def _inference_program(self, path: str) -> bool:
@@ -870,8 +887,65 @@ class Project:
         nothing: its cells run top to bottom as a `__main__` block would (dinov2's semantic_segmentation.ipynb,
         the only user of its Mask2Former backbone)."""
         facts = self.facts[path]
-        return facts.inference_script or (os.path.splitext(path)[1].lower() == NOTEBOOK_SUFFIX and facts.grad_off
-                                          and not facts.may_train)
+        return (facts.inference_script and path not in self._trains_through) or (
+            os.path.splitext(path)[1].lower() == NOTEBOOK_SUFFIX and facts.grad_off and not self._may_train(path))
+
+    def _may_train(self, path: str) -> bool:
+        """FileFacts.may_train, or the file builds a project subclass of HF's Trainer (`_trains_through`)."""
+        return self.facts[path].may_train or path in self._trains_through
+
+    def _hf_trainers(self) -> dict[str, set[str]]:
+        """Per file, its top-level classes over Hugging Face's Trainer: FileFacts.hf_trainers, and the classes
+        whose base is one of another project module, spelled through an import of it (`from .trainer import
+        OurTrainer`, `import trainer as t` then `t.OurTrainer`), to any depth."""
+        found = {path: set(self.facts[path].hf_trainers) for path in self.paths if self.facts[path].hf_trainers}
+        if not found:
+            return found
+        changed = True
+        while changed:
+            changed = False
+            for path in self.paths:
+                own = found.get(path, set())
+                for name, cls in self.facts[path].classes.items():
+                    if "." in name or name in own or not cls.bases:
+                        continue
+                    if any(self._imported_trainer(path, base, found) for base in cls.bases):
+                        found.setdefault(path, set()).add(name)
+                        own = found[path]
+                        changed = True
+        return found
+
+    def _imported_trainer(self, path: str, spelled: str, found: dict[str, set[str]]) -> bool:
+        """`spelled` (a base as ClassFacts.bases writes it, or a called class's last name, FileFacts.class_calls)
+        names one of `found`'s classes of a project module `path` imports at module level."""
+        for target, ref in self.edges.get(path, ()):
+            trainers = found.get(target)
+            if not trainers or ref.name == "*":
+                continue
+            if ref.name is None:  # `import trainer as t`: `t.OurTrainer`, qualified as `trainer.OurTrainer`
+                module, _, last = spelled.rpartition(".")
+                if last in trainers and module in ("", ref.module, ref.local):
+                    return True
+            elif ref.name in trainers and (spelled == ref.local
+                                           or (not ref.level and spelled == f"{ref.module}.{ref.name}")):
+                return True
+        return False
+
+    def _trains_through_imports(self) -> set[str]:
+        """The files that may train nothing by their own facts but build (FileFacts.class_calls) a project class
+        over Hugging Face's Trainer: their own (through another module's) or one they import."""
+        found = self._hf_trainers()
+        if not found:
+            return set()
+        out: set[str] = set()
+        for path in self.paths:
+            facts = self.facts[path]
+            if facts.may_train or not facts.class_calls:
+                continue
+            own = found.get(path, set())
+            if any(name in own or self._imported_trainer(path, name, found) for name in facts.class_calls):
+                out.add(path)
+        return out
 
     def _ceiling_importers(self, path: str) -> Optional[tuple[int, int]]:
         """The highest torch ceiling of the modules that import `path`, when its code runs only under them: a

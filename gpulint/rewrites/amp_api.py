@@ -11,7 +11,7 @@ from typing import Optional
 
 import libcst as cst
 
-from gpulint.analysis.amp import DEPRECATED_AMP, OLD_AUTOCAST_ORDER, Replacement
+from gpulint.analysis.amp import OLD_AUTOCAST_ORDER, Replacement, replacement_for
 from gpulint.analysis.training import TrainingFacts, training_facts
 from gpulint.core import floors
 from gpulint.core.context import FileContext
@@ -100,8 +100,13 @@ class DeprecatedAmpFixes:
     def _supported(self, replacement: Replacement) -> bool:
         return floors.too_new(self.ctx.settings.torch_version, [replacement.symbol]) is None
 
+    def _replacement(self, target: str) -> Replacement:
+        replacement = replacement_for(target, self.ctx.settings.torch_version)
+        assert replacement is not None
+        return replacement
+
     def for_call(self, call: cst.Call, target: str) -> Optional[PendingFix]:
-        replacement = DEPRECATED_AMP[target]
+        replacement = self._replacement(target)
         if not self._supported(replacement):
             return None
         reference = self.ctx.imports.reference(replacement.module, replacement.name)
@@ -111,7 +116,7 @@ class DeprecatedAmpFixes:
         return PendingFix.safe(f"Use `{reference.expr}`", reference.edit, Replace(call, new))
 
     def for_bare_decorator(self, expr: cst.BaseExpression, target: str) -> Optional[PendingFix]:
-        replacement = DEPRECATED_AMP[target]
+        replacement = self._replacement(target)
         if not self._supported(replacement):
             return None
         reference = self.ctx.imports.reference(replacement.module, replacement.name)
@@ -134,9 +139,10 @@ class DeprecatedAmpFixes:
         moved: list[cst.ImportAlias] = []
         kept: list[cst.ImportAlias] = []
         edits: list[PendingEdit] = []
+        modules: set[str] = set()  # where the moved names live now: torch.amp, or torch for torch.autocast
         for alias in node.names:
             name = dotted(alias.name)
-            replacement = DEPRECATED_AMP.get(f"{module}.{name}")
+            replacement = replacement_for(f"{module}.{name}", self.ctx.settings.torch_version)
             local = alias.asname.name.value if alias.asname is not None and isinstance(
                 alias.asname.name, cst.Name) else name
             sites = None
@@ -145,23 +151,26 @@ class DeprecatedAmpFixes:
             if sites is None:
                 kept.append(alias)
             else:
+                assert replacement is not None
                 moved.append(alias)
+                modules.add(replacement.module)
                 edits.extend(sites)
-        if not moved:
+        if not moved or len(modules) != 1:
             return None, []
+        [new_module] = modules
         if not kept:
-            edits.append(Replace(node.module, cst.parse_expression("torch.amp")))
+            edits.append(Replace(node.module, cst.parse_expression(new_module)))
         else:
             line = self.facts.parent(node)
             if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
                 return None, []
-            first = cst.parse_statement(f"from torch.amp import {self._names(moved)}\n")
+            first = cst.parse_statement(f"from {new_module} import {self._names(moved)}\n")
             second = cst.parse_statement(f"from {module} import {self._names(kept)}\n")
             edits.append(Replace(line, [
                 first.with_changes(leading_lines=line.leading_lines),
                 second.with_changes(trailing_whitespace=line.trailing_whitespace),
             ]))
-        return PendingFix.safe("Import from `torch.amp` and pass the device type at every use", *edits), moved
+        return PendingFix.safe(f"Import from `{new_module}` and pass the device type at every use", *edits), moved
 
     def _names(self, aliases: list[cst.ImportAlias]) -> str:
         parts = []

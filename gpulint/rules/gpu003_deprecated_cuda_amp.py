@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Optional
 
-from gpulint.analysis.amp import DEPRECATED_AMP, DEPRECATED_AMP_MODULES, OLD_AUTOCAST_ORDER, Replacement
+from gpulint.analysis.amp import DEPRECATED_AMP_MODULES, OLD_AUTOCAST_ORDER, Replacement, replacement_for
 from gpulint.analysis.ast_context import AstContext, Detection
 from gpulint.analysis.evidence import REFUTED, SHOWN, Decision, Premise
 from gpulint.analysis.guards import version_guarded
@@ -33,9 +33,9 @@ NOT_FALLBACK = Premise(
     "top-level functions that return such a test), here or in a module it is imported from).")
 REPLACEMENT_EXISTS = Premise(
     "replacement-exists",
-    "every torch the project supports has the replacement: the floor it declares is at least 1.12 "
-    "(`torch.amp.autocast`: 1.10 and 1.11 have `torch.autocast` but no `torch.amp`), 2.3 "
-    "(`torch.amp.GradScaler`) or 2.4 (`torch.amp.custom_fwd`), or it declares "
+    "every torch the project supports has the replacement: the floor it declares is at least 1.10 "
+    "(autocast: `torch.amp.autocast` from 1.12, and on a 1.10 or 1.11 floor, which has no `torch.amp` package, "
+    "`torch.autocast`), 2.3 (`torch.amp.GradScaler`) or 2.4 (`torch.amp.custom_fwd`), or it declares "
     "none. On an older floor the deprecated spelling is the one that works everywhere.")
 
 WARNS = Premise(
@@ -107,10 +107,12 @@ class DeprecatedCudaAmp(Rule):
         `device_type, dtype`), and an import and all its call sites are rewritten together.
         Replacements need torch 1.12 (`torch.amp.autocast`), 2.3 (`torch.amp.GradScaler`)
         and 2.4 (`torch.amp.custom_fwd/custom_bwd`): with a lower `torch-version` floor those
-        rewrites are not offered. Uses other than calls and decorators (passing the class
-        around, subclassing it) are reported without a fix. Code kept for an older torch is
-        not reported: the fallback of `try: ... except (ImportError, AttributeError,
-        TypeError)`, and the branches of a torch version test (`is_torch_version(...)`,
+        rewrites are not offered, except that on a 1.10 or 1.11 floor (no `torch.amp` package)
+        autocast becomes `torch.autocast("cuda", ...)` (`from torch import autocast` for an
+        imported name), in torch since 1.10 with the same arguments. Uses other than calls and
+        decorators (passing the class around, subclassing it) are reported without a fix. Code
+        kept for an older torch is not reported: the fallback of `try: ... except (ImportError,
+        AttributeError, TypeError)`, and the branches of a torch version test (`is_torch_version(...)`,
         `_TORCH_GREATER_EQUAL_2_4`, `hasattr(torch, "amp")`, `version.parse(torch.__version__)`).
         """,
         premises=(DEPRECATED, NOT_FALLBACK, REPLACEMENT_EXISTS, WARNS),
@@ -119,6 +121,8 @@ class DeprecatedCudaAmp(Rule):
                     Applicability.SAFE, "from_import_rewrites_import_and_call_sites.py"),
             FixCase("positional autocast arguments become keywords (the old order differs)",
                     Applicability.SAFE, "positional_autocast_args_become_keywords.py"),
+            FixCase("on a torch 1.10 or 1.11 floor (no `torch.amp` package), autocast becomes `torch.autocast`",
+                    Applicability.SAFE, "torch_version_1_11_autocast_becomes_torch_autocast.py"),
             FixCase("the class passed around or subclassed",
                     None, "reference_without_call_reported_without_fix.py"),
         ),
@@ -155,7 +159,7 @@ class DeprecatedCudaAmp(Rule):
             return
         moved: Optional[set[int]] = None
         for alias in node.names:
-            replacement = DEPRECATED_AMP.get(f"{module}.{alias.name}")
+            replacement = replacement_for(f"{module}.{alias.name}", ctx.settings.torch_version)
             if replacement is None:
                 continue
             decision = self._decision(ctx, node, replacement)
@@ -164,14 +168,13 @@ class DeprecatedCudaAmp(Rule):
             if moved is None:
                 moved = _moved_imports(ctx, node)
             ctx.report(self, alias, f"{module}.{alias.name} is deprecated since torch 2.4: import {alias.name} "
-                                    "from torch.amp",
+                                    f"from {replacement.module}",
                        fix=Applicability.SAFE if id(alias) in moved else None,
-                       fix_message="Import from `torch.amp` and pass the device type at every use",
+                       fix_message=f"Import from `{replacement.module}` and pass the device type at every use",
                        data={"kind": "import"}, note=self._floor_note(ctx, replacement), decision=decision)
 
-    def _message(self, target: str) -> str:
-        replacement = DEPRECATED_AMP[target]
-        new = f"torch.amp.{replacement.name}"
+    def _message(self, target: str, replacement: Replacement) -> str:
+        new = f"{replacement.module}.{replacement.name}"
         constructed = f'{new}("{replacement.device}", ...)'
         how = {"autocast": constructed, "GradScaler": constructed}.get(
             replacement.name, f'{new}(..., device_type="{replacement.device}")')
@@ -185,11 +188,11 @@ class DeprecatedCudaAmp(Rule):
         if not isinstance(node.func, ast.Attribute):
             return
         target = ctx.qualname(node.func)
-        if target not in DEPRECATED_AMP:
+        replacement = replacement_for(target, ctx.settings.torch_version) if target is not None else None
+        if target is None or replacement is None:
             return
-        replacement = DEPRECATED_AMP[target]
         fixed = _supported(ctx, replacement) and _convertible(node, replacement)
-        ctx.report(self, node, self._message(target), fix=Applicability.SAFE if fixed else None,
+        ctx.report(self, node, self._message(target, replacement), fix=Applicability.SAFE if fixed else None,
                    fix_message=f"Use `{ctx.names.reference(replacement.module, replacement.name)}`",
                    data={"kind": "call", "target": target}, note=self._floor_note(ctx, replacement),
                    decision=self._decision(ctx, node, replacement))
@@ -198,11 +201,11 @@ class DeprecatedCudaAmp(Rule):
         if not isinstance(expr, ast.Attribute):
             return
         target = ctx.qualname(expr)
-        if target not in DEPRECATED_AMP:
+        replacement = replacement_for(target, ctx.settings.torch_version) if target is not None else None
+        if target is None or replacement is None:
             return
-        replacement = DEPRECATED_AMP[target]
         fixed = _supported(ctx, replacement) and replacement.name in _DECORATORS
-        ctx.report(self, expr, self._message(target), fix=Applicability.SAFE if fixed else None,
+        ctx.report(self, expr, self._message(target, replacement), fix=Applicability.SAFE if fixed else None,
                    fix_message=f"Use `{ctx.names.reference(replacement.module, replacement.name)}`",
                    data={"kind": "decorator", "target": target}, note=self._floor_note(ctx, replacement),
                    decision=self._decision(ctx, expr, replacement))
@@ -215,10 +218,11 @@ class DeprecatedCudaAmp(Rule):
                 and any(d is node for d in parent.decorator_list):
             return  # the decorator's finding
         target = ctx.qualname(node)
-        if target in DEPRECATED_AMP:
-            ctx.report(self, node, self._message(target),
+        replacement = replacement_for(target, ctx.settings.torch_version) if target is not None else None
+        if target is not None and replacement is not None:
+            ctx.report(self, node, self._message(target, replacement),
                        note="no fix: only calls, decorators and imports are rewritten; change this use by hand",
-                       decision=self._decision(ctx, node, DEPRECATED_AMP[target]))
+                       decision=self._decision(ctx, node, replacement))
 
     def build_fix(self, detection: Detection, fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:
         import libcst as cst
@@ -269,7 +273,7 @@ def _moved_imports(ctx: AstContext, node: ast.ImportFrom) -> set[int]:
     kept = 0
     for alias in node.names:
         target = f"{module}.{alias.name}"
-        replacement = DEPRECATED_AMP.get(target)
+        replacement = replacement_for(target, ctx.settings.torch_version)
         local = alias.asname or alias.name
         if replacement is not None and _supported(ctx, replacement) and _rewritable_uses(ctx, node, local, target):
             moved.add(id(alias))
@@ -289,7 +293,8 @@ def _rewritable_uses(ctx: AstContext, node: ast.ImportFrom, local: str, target: 
     bound = scope.bindings.get(local, [])
     if None in bound or set(bound) != {target}:
         return False  # the name is also bound some other way: its uses cannot be told apart
-    replacement = DEPRECATED_AMP[target]
+    replacement = replacement_for(target, ctx.settings.torch_version)
+    assert replacement is not None
     calls: list[ast.Call] = []
     for use in ctx.nodes(ast.Name):
         assert isinstance(use, ast.Name)

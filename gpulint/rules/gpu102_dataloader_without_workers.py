@@ -204,7 +204,7 @@ def _inference_only(project: ProjectView) -> bool:
     """The loader is on a path that trains nothing: an inference script (a `__main__` running models under
     no_grad, no backward, no optimizer, no trainer) that no project file imports, or a module only such
     scripts or inference notebooks use (`ProjectView.evaluated_only`)."""
-    return (project.own.inference_script and not project.imported) or project.evaluated_only
+    return (project.inference_script and not project.imported) or project.evaluated_only
 
 
 def _per_item_work(loader: LoaderCall, inference: bool = False) -> Evidence:

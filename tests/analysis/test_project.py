@@ -1753,6 +1753,93 @@ def test_a_model_file_a_framework_trains_is_not_evaluated_only(tmp_path: Path) -
     assert findings(tmp_path, "--select", "GPU302") == [("model.py", 7, "GPU302")]
 
 
+CHECKPOINTED_MODEL = ("from torch import nn\nfrom torch.utils.checkpoint import checkpoint\n\n\n"
+                      "class Decoder(nn.Module):\n    def forward(self, x):\n"
+                      "        return checkpoint(self.block, x)\n")
+# a script that checks the model under no_grad, then fine-tunes it with a trainer class it builds (`TRAINER`)
+TRAINER_SCRIPT = """\
+import torch
+from model import Decoder
+IMPORT
+
+
+if __name__ == "__main__":
+    model = Decoder()
+    with torch.no_grad():
+        model(torch.randn(2, 8))
+    TRAINER(model=model).train()
+"""
+
+
+@pytest.mark.parametrize(("files", "trains"), [
+    # the project's own subclass of transformers' Trainer, imported from another module (MeZO's OurTrainer, blind17)
+    ({"tuner.py": "from transformers import Trainer\n\n\nclass FineTuner(Trainer):\n    pass\n",
+      "IMPORT": "from tuner import FineTuner", "TRAINER": "FineTuner"}, True),
+    ({"tuner.py": "import transformers\n\n\nclass FineTuner(transformers.Seq2SeqTrainer):\n    pass\n",
+      "IMPORT": "import tuner as t", "TRAINER": "t.FineTuner"}, True),
+    # through a chain of the project's subclasses, across its modules
+    ({"base.py": "from transformers import Trainer\n\n\nclass BaseTuner(Trainer):\n    pass\n",
+      "tuner.py": "from base import BaseTuner\n\n\nclass FineTuner(BaseTuner):\n    pass\n",
+      "IMPORT": "from tuner import FineTuner as Tuner", "TRAINER": "Tuner"}, True),
+    # defined in the script itself, over a trainer the file does not call Trainer
+    ({"IMPORT": "import transformers\n\n\nclass FineTuner(transformers.Seq2SeqTrainer):\n    pass\n",
+      "TRAINER": "FineTuner"}, True),
+    # a class the project calls Trainer itself, not Hugging Face's: nothing says the script trains
+    ({"tuner.py": "class Trainer:\n    def train(self):\n        pass\n\n\nclass FineTuner(Trainer):\n    pass\n",
+      "IMPORT": "from tuner import FineTuner", "TRAINER": "FineTuner"}, False),
+    ({"trainers/__init__.py": "", "trainers/core.py": "class Trainer:\n    pass\n",
+      "tuner.py": "from trainers.core import Trainer\n\n\nclass FineTuner(Trainer):\n    pass\n",
+      "IMPORT": "from tuner import FineTuner", "TRAINER": "FineTuner"}, False),
+])
+def test_a_project_subclass_of_hf_trainer_trains(tmp_path: Path, files: dict[str, str], trains: bool) -> None:
+    """A script that builds the project's own subclass of transformers' Trainer fine-tunes as Trainer does: it may
+    train, so it is no inference script and the model it builds is not evaluated only (GPU302 stays). A subclass
+    of a class merely named Trainer says nothing of the kind."""
+    files = dict(files)
+    script = TRAINER_SCRIPT.replace("IMPORT", files.pop("IMPORT")).replace("TRAINER", files.pop("TRAINER"))
+    write(tmp_path, {"model.py": CHECKPOINTED_MODEL, "run.py": script, **files})
+    assert findings(tmp_path, "--select", "GPU302") == ([("model.py", 7, "GPU302")] if trains else [])
+    facts = {p.relative_to(tmp_path).as_posix(): facts_of_text(p.read_text(encoding="utf-8"))
+             for p in tmp_path.rglob("*.py")}
+    view = Project(tmp_path, {k: v for k, v in facts.items() if v is not None}).view(tmp_path / "run.py")
+    assert view is not None and view.may_train == trains and view.inference_script == (not trains)
+
+
+def test_hf_trainer_classes_of_a_file() -> None:
+    """Subclasses of Hugging Face's trainers, through the imports and the file's own subclasses of them; a class
+    the file calls Trainer itself is none, nor are its subclasses. Building one makes the file one that may train."""
+    facts = facts_of_text(textwrap.dedent("""\
+        import transformers as hf
+        from trl import SFTTrainer
+
+
+        class Trainer:
+            pass
+
+
+        class Mine(Trainer):
+            pass
+
+
+        class Tuner(hf.Seq2SeqTrainer):
+            pass
+
+
+        class Deeper(Tuner):
+            pass
+
+
+        class Chat(SFTTrainer):
+            pass
+        """))
+    assert facts is not None and facts.hf_trainers == ("Chat", "Deeper", "Tuner")
+    own = facts_of_text("class Trainer:\n    pass\n\n\nclass Mine(Trainer):\n    pass\n\n\nMine().run()\n")
+    built = facts_of_text("import torch\nimport transformers\n\n\nclass Tuner(transformers.Seq2SeqTrainer):\n"
+                          "    pass\n\n\nwith torch.no_grad():\n    Tuner(model=m).evaluate()\n")
+    assert own is not None and own.hf_trainers == ()
+    assert built is not None and built.may_train
+
+
 # ---------------------------------------------------------------------------------------------
 # a fused-attention option off by default (GPU403): the values the project gives it
 

@@ -223,6 +223,48 @@ def test_a_local_label_on_the_bound_still_declares_the_floor(tmp_path: Path) -> 
     assert 'torch-version = "2.0"' in gpulint("show-config", target).output
 
 
+AUTOCAST_STEP = """import torch
+from torch.cuda.amp import GradScaler
+
+scaler = GradScaler()
+
+
+def step(model, x, opt):
+    with torch.cuda.amp.autocast(True):
+        loss = model(x).mean()
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+"""
+
+
+@pytest.mark.parametrize(("pin", "spelling"), [
+    ("torch==1.9.0", None),  # neither torch.autocast (1.10) nor torch.amp (1.12): the old spelling stays
+    ("torch==1.10.2", 'torch.autocast("cuda", enabled=True)'),
+    ("torch==1.11.0", 'torch.autocast("cuda", enabled=True)'),  # blind19: DDPM-Pytorch pins torch==1.11.0
+    ("torch==1.12.1", 'torch.amp.autocast("cuda", enabled=True)'),
+    ("numpy", 'torch.amp.autocast("cuda", enabled=True)'),  # no floor declared: torch.amp, as ever
+])
+def test_the_autocast_rename_follows_the_pinned_torch(tmp_path: Path, pin: str, spelling: Optional[str]) -> None:
+    """torch 1.10 and 1.11 have torch.autocast but no torch.amp package: a project pinned to one is told to use
+    torch.autocast; from 1.12 the rename is torch.amp.autocast. The GradScaler is kept below 2.3 either way."""
+    write(tmp_path, {"proj/requirements.txt": f"{pin}\n", "proj/train.py": AUTOCAST_STEP})
+    gpulint = Gpulint(False, tmp_path / "cache")
+    target = tmp_path / "proj" / "train.py"
+    found = [line for line in gpulint.check("--output-format", "concise", target).output.splitlines()
+             if "GPU003" in line]
+    if spelling is None:
+        assert found == []
+        return
+    expected = spelling.split("(")[0]
+    assert [line.split(": ", 1)[1] for line in found if "GradScaler" not in line] == [
+        f'GPU003 [*] torch.cuda.amp.autocast is deprecated since torch 2.4: use {expected}("cuda", ...)']
+    assert any("GradScaler" in line for line in found) == (pin == "numpy")  # torch.amp.GradScaler needs 2.3
+    gpulint.fix("--select", "GPU003", target)
+    fixed = target.read_text(encoding="utf-8")
+    assert f"with {spelling}:" in fixed and "torch.cuda.amp.autocast" not in fixed
+
+
 def test_no_optimizer_advice_needs_a_torch_the_project_does_not_declare(tmp_path: Path) -> None:
     """`fused=True` raises a TypeError on a torch without the kernel: a project that declares one is not told
     to pass it, also when it pins torch in requirements.txt or environment.yml."""

@@ -54,6 +54,7 @@ FSDP = "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n" +
     "Net().to(device)", "FSDP(Net().to(device))")
 CHECKPOINT = "from torch.utils.checkpoint import checkpoint\ny = checkpoint(block, x)\n"
 AMP_API = "import torch\nscaler = torch.cuda.amp.GradScaler()\n"
+AUTOCAST_API = "import torch\nwith torch.cuda.amp.autocast():\n    pass\n"
 CUSTOM_FWD = "import torch\n@torch.cuda.amp.custom_fwd\ndef f(x):\n    return x\n"
 
 
@@ -80,6 +81,7 @@ def _fixes(source: str, code: str, floor: str, **options: str) -> list[tuple[boo
      floors.fused("Adagrad"), {}, True),
     (CHECKPOINT, "GPU302", "1.12", "1.13", floors.USE_REENTRANT, {}, True),
     (AMP_API, "GPU003", "2.2", "2.3", floors.GRAD_SCALER, {}, True),
+    (AUTOCAST_API, "GPU003", "1.9", "1.10", floors.AUTOCAST, {}, True),  # torch.autocast, below torch.amp's 1.12
     (CUSTOM_FWD, "GPU003", "2.3", "2.4", floors.CUSTOM_FWD, {}, True),
 ])
 def test_each_fix_checks_the_floor_of_what_it_writes(source: str, code: str, below: str, at: str, symbol: str,
