@@ -117,7 +117,8 @@ class ProjectView:
     # its loss as a parameter may be handed (Unsupervised-Classification's scan.py builds SCANLoss through
     # common_config.py and hands it to train_utils.py's scan_train, whose CUDA autocast would refuse it)
     bce_losses_around: tuple[str, ...] = ()
-    # the file or a module it imports (three levels deep) reaches the project's own native kernels: it builds them
+    # the file or a module of its import closure (every depth, imports in functions too) reaches the project's own
+    # native kernels: it builds them
     # with torch.utils.cpp_extension.load/load_inline, or imports an extension module the project's setup.py
     # compiles (CUDAExtension/CppExtension). stylegan2-pytorch's model.py imports op/, whose fused_act.py and
     # upfirdn2d.py JIT-build CUDA ops that take fp32/fp16 only: autocast's bfloat16 (or its fp32 bias against an
@@ -465,6 +466,7 @@ class Project:
         self._ffi_extension_built = any(facts[p].builds_ffi_extension for p in self.paths)
         self._code_ceilings: Optional[dict[str, tuple[int, int]]] = None  # see `_code_ceiling`
         self._bce: Optional[tuple[frozenset[str], int]] = None  # see `_bce_reach`
+        self._native: Optional[frozenset[str]] = None  # see `_native_reach`
         self._rl = sum(bit(p) for p in self.paths if facts[p].rl)
         self._extensions = frozenset(name for p in self.paths for name in facts[p].extensions)
         self._scaler = sum(bit(p) for p in self.paths if facts[p].scaler)
@@ -989,14 +991,32 @@ class Project:
         return True
 
     def _native_importees(self, path: str) -> bool:
-        """`path` or a module it imports (three levels: a training script, its model module, an ops package and
-        the op module that builds) builds native kernels, or imports a compiled extension the project names."""
-        around = self._closure(path, depth=3)
-        if any(self.facts[p].native_kernels for p in around):
-            return True
-        if not self._extensions:
-            return False
-        return any(_names_extension(ref, p, self._extensions) for p in around | {path} for ref in self.facts[p].imports)
+        """`path` or a module of its import closure builds native kernels, or imports a compiled extension the
+        project names: every depth (a training script imports its model in a function, the model an ops
+        package, whose `__init__` star-imports the autograd Function, which imports the package that builds:
+        five modules, semseg's PSANet), imports in functions and under conditions included."""
+        return path in self._native_reach()
+
+    def _native_reach(self) -> frozenset[str]:
+        """The files whose import closure (module-level and lazy imports, FileFacts.lazy_imports, at every depth;
+        relative imports and package `__init__` re-exports resolved by `resolve`) holds a file that builds native
+        kernels or imports a compiled extension of the project's setup.py: one walk back from those files over
+        the importers, for the whole project (cycles are met once), not one walk forward per file."""
+        if self._native is None:
+            facts = self.facts
+            reached = {p for p in self.paths if facts[p].native_kernels or (self._extensions and any(
+                _names_extension(ref, p, self._extensions) for ref in (*facts[p].imports, *facts[p].lazy_imports)))}
+            pending = list(reached)
+            while pending:
+                index = self.index[pending.pop()]
+                importers = [self.paths[i] for i in self._direct_importers[index]]
+                importers += [self.paths[i] for i in _members(self._lazy_importers.get(self.paths[index], 0))]
+                for importer in importers:
+                    if importer not in reached:
+                        reached.add(importer)
+                        pending.append(importer)
+            self._native = frozenset(reached)
+        return self._native
 
     def _imported_cuda_devices(self, path: str) -> frozenset[str]:
         """The CUDA devices of project modules `path` imports (FileFacts.cuda_devices), as `path` spells them."""
