@@ -219,7 +219,7 @@ def scan_projects(files: Sequence[Path], arguments: Sequence[Path], cache: Optio
 
 def _partial_project(root: Path, paths: Sequence[Path], members: Sequence[Path], facts: FactsCache) -> Project:
     """The project as the members' views see it, from only the files those views read: every module the
-    members import, transitively and in functions too (dataset classes and model parts are followed through
+    members import (in their functions too), transitively (dataset classes and model parts are followed through
     re-exports), every file that imports a member, transitively (the callers decide device, scaler and which
     models train), and the modules those callers import, transitively (their code ceilings), and every setup.py.
     Callers are found with a text test first (a file that imports module `pkg/data.py` names `data`), then
@@ -289,8 +289,8 @@ def _reach(resolver: Project, by_name: dict[str, Path], starts: list[str], facts
         if name in down:
             continue
         down.add(name)
-        # in functions too: a view reads the members' whole import closure (ProjectView.native_importees)
-        pending.extend(t for t in imports(name, lazy=True) if t not in down and known(t))
+        # a member's imports in functions too: its view follows them down (ProjectView.native_importees)
+        pending.extend(t for t in imports(name, lazy=name in starts) if t not in down and known(t))
     callers: set[str] = set()
     frontier = {s for s in starts if s in down}
     # every file's import statements, read from its text without parsing it (a superset of the imports
@@ -322,7 +322,7 @@ def _reach(resolver: Project, by_name: dict[str, Path], starts: list[str], facts
     # the modules the callers import, transitively: a caller's code ceiling comes from anything it imports
     # (ProjectView.ceiling_code), and a helper member takes its importers' ceilings; in functions too: the
     # losses a caller's factory imports there (ProjectView.bce_losses_around)
-    around: set[str] = set()  # `down` holds the members' closure only: walk the callers' again
+    around: set[str] = set()  # `down` is closed under the imports at module level only: walk it again
     pending = [t for c in callers for t in imports(c, lazy=True)]
     while pending:
         name = pending.pop()

@@ -117,8 +117,8 @@ class ProjectView:
     # its loss as a parameter may be handed (Unsupervised-Classification's scan.py builds SCANLoss through
     # common_config.py and hands it to train_utils.py's scan_train, whose CUDA autocast would refuse it)
     bce_losses_around: tuple[str, ...] = ()
-    # the file or a module of its import closure (every depth, imports in functions too) reaches the project's own
-    # native kernels: it builds them
+    # the file or a module of its import closure (every depth; the file's own imports in functions too) reaches the
+    # project's own native kernels: it builds them
     # with torch.utils.cpp_extension.load/load_inline, or imports an extension module the project's setup.py
     # compiles (CUDAExtension/CppExtension). stylegan2-pytorch's model.py imports op/, whose fused_act.py and
     # upfirdn2d.py JIT-build CUDA ops that take fp32/fp16 only: autocast's bfloat16 (or its fp32 bias against an
@@ -992,29 +992,34 @@ class Project:
 
     def _native_importees(self, path: str) -> bool:
         """`path` or a module of its import closure builds native kernels, or imports a compiled extension the
-        project names: every depth (a training script imports its model in a function, the model an ops
-        package, whose `__init__` star-imports the autograd Function, which imports the package that builds:
-        five modules, semseg's PSANet), imports in functions and under conditions included."""
-        return path in self._native_reach()
+        project names: every depth below the file (semseg's PSANet: the model, an ops package's functional
+        module, the package's `__init__` star-importing the autograd Function, whose module imports the package
+        that builds; five modules), and the imports in the file's own functions and under its conditions (the
+        training script builds the model its arguments name). An import in a function of a module below it
+        runs only when that function is called so (BigVGAN's generator imports its CUDA activation only under an
+        inference-only option its training never sets): not followed."""
+        reach = self._native_reach()
+        if path in reach or any(t in reach for t in self._lazy_importees(path)):
+            return True
+        return bool(self._extensions) and any(_names_extension(ref, path, self._extensions)
+                                              for ref in self.facts[path].lazy_imports)
 
     def _native_reach(self) -> frozenset[str]:
-        """The files whose import closure (module-level and lazy imports, FileFacts.lazy_imports, at every depth;
-        relative imports and package `__init__` re-exports resolved by `resolve`) holds a file that builds native
-        kernels or imports a compiled extension of the project's setup.py: one walk back from those files over
-        the importers, for the whole project (cycles are met once), not one walk forward per file."""
+        """The files whose import closure at module level (every depth; conditional and `try` imports, relative
+        imports and package `__init__` re-exports resolved by `resolve`) holds a file that builds native kernels
+        or imports a compiled extension of the project's setup.py: one walk back from those files over their
+        importers, for the whole project (a cycle is met once), not one walk forward per file."""
         if self._native is None:
             facts = self.facts
             reached = {p for p in self.paths if facts[p].native_kernels or (self._extensions and any(
-                _names_extension(ref, p, self._extensions) for ref in (*facts[p].imports, *facts[p].lazy_imports)))}
+                _names_extension(ref, p, self._extensions) for ref in facts[p].imports))}
             pending = list(reached)
             while pending:
-                index = self.index[pending.pop()]
-                importers = [self.paths[i] for i in self._direct_importers[index]]
-                importers += [self.paths[i] for i in _members(self._lazy_importers.get(self.paths[index], 0))]
-                for importer in importers:
-                    if importer not in reached:
-                        reached.add(importer)
-                        pending.append(importer)
+                for importer in self._direct_importers[self.index[pending.pop()]]:
+                    name = self.paths[importer]
+                    if name not in reached:
+                        reached.add(name)
+                        pending.append(name)
             self._native = frozenset(reached)
         return self._native
 
