@@ -219,12 +219,12 @@ def scan_projects(files: Sequence[Path], arguments: Sequence[Path], cache: Optio
 
 def _partial_project(root: Path, paths: Sequence[Path], members: Sequence[Path], facts: FactsCache) -> Project:
     """The project as the members' views see it, from only the files those views read: every module the
-    members import, transitively (dataset classes and model parts are followed through re-exports), every
-    file that imports a member, transitively (the callers decide device, scaler and which models train),
-    and the modules those callers import, transitively (their code ceilings),
-    and every setup.py. Callers are found with a text test first (a file that
-    imports module `pkg/data.py` names `data`), then confirmed by resolving its imports. The views are
-    those of the whole project: tests/analysis/test_partial_project.py compares them file by file."""
+    members import (in their functions too), transitively (dataset classes and model parts are followed through
+    re-exports), every file that imports a member, transitively (the callers decide device, scaler and which
+    models train), and the modules those callers import, transitively (their code ceilings), and every setup.py.
+    Callers are found with a text test first (a file that imports module `pkg/data.py` names `data`), then
+    confirmed by resolving its imports. The views are those of the whole project:
+    tests/analysis/test_partial_project.py compares them file by file."""
     by_name = {name: path for path in paths if (name := relative_to(root, path)) is not None}
     missing: set[str] = set()  # files without facts (unreadable, not Python): not modules, as in a full scan
     index = _ImportIndex()
@@ -289,7 +289,8 @@ def _reach(resolver: Project, by_name: dict[str, Path], starts: list[str], facts
         if name in down:
             continue
         down.add(name)
-        pending.extend(t for t in imports(name) if t not in down and known(t))
+        # a member's imports in functions too: its view follows them down (ProjectView.native_importees)
+        pending.extend(t for t in imports(name, lazy=name in starts) if t not in down and known(t))
     callers: set[str] = set()
     frontier = {s for s in starts if s in down}
     # every file's import statements, read from its text without parsing it (a superset of the imports

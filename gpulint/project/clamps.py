@@ -199,6 +199,28 @@ def log_one_minus_sigmoid(tree: ast.Module, qualified: Qualified, star: bool = F
     return False
 
 
+def forward_returns_sigmoid(node: ast.ClassDef, qualified: Qualified) -> bool:
+    """The class's `forward` returns a sigmoid of a value not cast to float32 (`return torch.sigmoid(x)`, or a
+    name its `forward` binds only to one), on every `return`: a link predictor's probability, 1.0 in 16 bits
+    from a logit of about 6.2 (bfloat16; 8.3 in float16), so a caller's `log(1 - p)` of it is -inf under autocast
+    (ClassFacts.sigmoid_output; analysis/sigmoid_losses.py reads the caller's loss)."""
+    forward = next((s for s in node.body if isinstance(s, _FUNCTIONS) and s.name == "forward"), None)
+    if forward is None:
+        return False
+    sigmoids = _Sigmoids(qualified)
+    nodes = list(own_nodes(forward.body))
+    plain = {id(n.targets[0]): sigmoids.rounds_to_one(n.value) for n in nodes
+             if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)}
+    bound = dict.fromkeys(_parameters(forward), False)  # name -> every binding in `forward` is such a sigmoid
+    for each in nodes:
+        if isinstance(each, ast.Name) and isinstance(each.ctx, (ast.Store, ast.Del)):
+            bound[each.id] = bound.get(each.id, True) and plain.get(id(each), False)
+    returns = [r for r in nodes if isinstance(r, ast.Return)]
+    return bool(returns) and all(
+        r.value is not None and (sigmoids.rounds_to_one(r.value) or (
+            isinstance(r.value, ast.Name) and bound.get(r.value.id, False))) for r in returns)
+
+
 def _torch_by_star(qualified: Qualified) -> Qualified:
     """`qualified`, with a dotted name rooted at an unbound `torch` read as torch's (`torch.log` -> torch.log)."""
     def qualify(node: ast.AST) -> set[str]:

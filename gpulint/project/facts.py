@@ -28,6 +28,7 @@ from gpulint.project.clamps import (
     bce_losses,
     forward_index_puts_float32,
     forward_overflows_float16,
+    forward_returns_sigmoid,
     log_clamp_rounds_to_one,
     log_one_minus_sigmoid,
     numpy_readers,
@@ -262,6 +263,9 @@ class ClassFacts:
     # a forward and no __init__; or an __init__ without parameters that builds no layer and no nn.Parameter):
     # `weightless_module`
     weightless: bool = False
+    # an nn.Module whose `forward` returns a sigmoid on every `return` (project/clamps.py `forward_returns_sigmoid`):
+    # a caller's `log(1 - p)` of what it returns is -inf (or flat) under 16-bit autocast (GPU001's loss-fits-16-bit)
+    sigmoid_output: bool = False
 
 @dataclass(frozen=True)
 class ImportRef:
@@ -1661,7 +1665,8 @@ class _Scanner:
                               init_defaults=tuple(sorted(defaults.items())),
                               head=_few_tensors(node, bases, layers),
                               tensors=tensors,
-                              weightless=weightless or (layers == () and tensors == 0 and not params))
+                              weightless=weightless or (layers == () and tensors == 0 and not params),
+                              sigmoid_output=forward_returns_sigmoid(node, self.aliases.qualified))
         iterable = any(b in ITERABLE_BASES for b in bases)
         sharded = any(isinstance(n, (ast.Name, ast.Attribute)) and
                       (getattr(n, "id", None) == "get_worker_info" or getattr(n, "attr", None) == "get_worker_info")

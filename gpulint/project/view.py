@@ -117,7 +117,8 @@ class ProjectView:
     # its loss as a parameter may be handed (Unsupervised-Classification's scan.py builds SCANLoss through
     # common_config.py and hands it to train_utils.py's scan_train, whose CUDA autocast would refuse it)
     bce_losses_around: tuple[str, ...] = ()
-    # the file or a module it imports (three levels deep) reaches the project's own native kernels: it builds them
+    # the file or a module of its import closure (every depth; the file's own imports in functions too) reaches the
+    # project's own native kernels: it builds them
     # with torch.utils.cpp_extension.load/load_inline, or imports an extension module the project's setup.py
     # compiles (CUDAExtension/CppExtension). stylegan2-pytorch's model.py imports op/, whose fused_act.py and
     # upfirdn2d.py JIT-build CUDA ops that take fp32/fp16 only: autocast's bfloat16 (or its fp32 bias against an
@@ -482,6 +483,7 @@ class Project:
         self._ffi_extension_built = any(facts[p].builds_ffi_extension for p in self.paths)
         self._code_ceilings: Optional[dict[str, tuple[int, int]]] = None  # see `_code_ceiling`
         self._bce: Optional[tuple[frozenset[str], int]] = None  # see `_bce_reach`
+        self._native: Optional[frozenset[str]] = None  # see `_native_reach`
         self._rl = sum(bit(p) for p in self.paths if facts[p].rl)
         self._extensions = frozenset(name for p in self.paths for name in facts[p].extensions)
         self._scaler = sum(bit(p) for p in self.paths if facts[p].scaler)
@@ -1063,14 +1065,37 @@ class Project:
         return True
 
     def _native_importees(self, path: str) -> bool:
-        """`path` or a module it imports (three levels: a training script, its model module, an ops package and
-        the op module that builds) builds native kernels, or imports a compiled extension the project names."""
-        around = self._closure(path, depth=3)
-        if any(self.facts[p].native_kernels for p in around):
+        """`path` or a module of its import closure builds native kernels, or imports a compiled extension the
+        project names: every depth below the file (semseg's PSANet: the model, an ops package's functional
+        module, the package's `__init__` star-importing the autograd Function, whose module imports the package
+        that builds; five modules), and the imports in the file's own functions and under its conditions (the
+        training script builds the model its arguments name). An import in a function of a module below it
+        runs only when that function is called so (BigVGAN's generator imports its CUDA activation only under an
+        inference-only option its training never sets): not followed."""
+        reach = self._native_reach()
+        if path in reach or any(t in reach for t in self._lazy_importees(path)):
             return True
-        if not self._extensions:
-            return False
-        return any(_names_extension(ref, p, self._extensions) for p in around | {path} for ref in self.facts[p].imports)
+        return bool(self._extensions) and any(_names_extension(ref, path, self._extensions)
+                                              for ref in self.facts[path].lazy_imports)
+
+    def _native_reach(self) -> frozenset[str]:
+        """The files whose import closure at module level (every depth; conditional and `try` imports, relative
+        imports and package `__init__` re-exports resolved by `resolve`) holds a file that builds native kernels
+        or imports a compiled extension of the project's setup.py: one walk back from those files over their
+        importers, for the whole project (a cycle is met once), not one walk forward per file."""
+        if self._native is None:
+            facts = self.facts
+            reached = {p for p in self.paths if facts[p].native_kernels or (self._extensions and any(
+                _names_extension(ref, p, self._extensions) for ref in facts[p].imports))}
+            pending = list(reached)
+            while pending:
+                for importer in self._direct_importers[self.index[pending.pop()]]:
+                    name = self.paths[importer]
+                    if name not in reached:
+                        reached.add(name)
+                        pending.append(name)
+            self._native = frozenset(reached)
+        return self._native
 
     def _imported_cuda_devices(self, path: str) -> frozenset[str]:
         """The CUDA devices of project modules `path` imports (FileFacts.cuda_devices), as `path` spells them."""

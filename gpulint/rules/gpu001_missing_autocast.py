@@ -18,6 +18,7 @@ from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premi
 from gpulint.analysis.lr_sweep import LONG_RUN, step_run
 from gpulint.analysis.model_widths import optimizes_inputs, trained_model_width
 from gpulint.analysis.reach import OFF_ENVIRONMENT, RUNS, off_environment, runs
+from gpulint.analysis.sigmoid_losses import logs_one_minus_model_sigmoid
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.options import Choice, Integer, Option
@@ -128,7 +129,11 @@ AUTOCAST_COVERS = Premise(
     "autocast-covers",
     "autocast covers the kernels the model runs: refuted with sparse tensors made in the file or a module it "
     "imports (two levels; sparse kernels are outside autocast and fail on 16-bit activations); undecided where "
-    "the file or a module it imports (three levels) builds the project's own native kernels with "
+    "the file or a module of its import closure (every depth, cycles followed once; conditional imports, relative "
+    "imports and a package `__init__`'s re-exports followed, and the file's own imports in functions: blind20's "
+    "semseg imports PSANet in a function, five modules above the package that builds its kernels; an import in a "
+    "function of a module below runs only when called so, and is not followed: BigVGAN's generator imports its "
+    "CUDA activation only under an inference-only option) builds the project's own native kernels with "
     "`torch.utils.cpp_extension.load`/`load_inline`, or imports an extension module the project's setup.py "
     "compiles (`CUDAExtension`/`CppExtension`): such kernels often take fp32/fp16 only, or read an fp32 "
     "parameter as the input's dtype, and autocast breaks them. An extension built for something the model "
@@ -152,7 +157,17 @@ LOSS_FITS_16_BIT = Premise(
     "the clamp does not count, nor does a clamp no `log(1 - p)` reads. So does `log(1 - sigmoid(x))` (or "
     "`log1p(-sigmoid(x))`, or of a name bound to the sigmoid in the same function) with no clamp at all: a "
     "16-bit sigmoid is 1.0 from a logit of 7 in bfloat16 (9 in float16; 17 in fp32; torch 2.13 on the CPU), so "
-    "a confident negative makes the loss inf (caser_pytorch's negative-sample loss, blind18).")
+    "a confident negative makes the loss inf (caser_pytorch's negative-sample loss, blind18). So does "
+    "`log(1 - p)`, `log(1 - p + eps)` or `log1p(-p)` in the step, or in a function of the file the step hands `p` "
+    "to, where `p` is what a model of the project returns (the name bound to its call; the model through its "
+    "names, `.to()` moves and the calls of the step's function, its class through the file's imports) whose "
+    "`forward` returns a sigmoid (directly, or a name bound only to one): the 16-bit sigmoid is 1.0 from a "
+    "logit of about 6.2 in bfloat16 (8.3 in float16; 16.6 in fp32). An eps added after the subtraction does not "
+    "help when eps < 2**-9: under half the spacing of bfloat16 just below 1 (2**-8), it cannot stand in for the "
+    "1 - p that 16 bits lost. In float16 1e-15 is 0 itself and the loss inf; in bfloat16 the loss is a flat "
+    "-log(eps) with a zero gradient (the sigmoid's p(1 - p) is 0): 34.5 from a logit of 8 on, where fp32 gives "
+    "8.0 with a gradient of 0.9997 (torch 2.13, CPU autocast; ogbl_collab's link predictor, blind20). A value "
+    "cast to float32 before the subtraction does not count.")
 # rows x width^2 of a step below which mixed precision cannot pay off: bench/amp_width.py's roofline model
 # (host dispatch measured on a CPU, A100 datasheet throughput) reaches 1.5x at 8.3e8-9.2e8; rounded down
 STEP_WORK_FLOOR = 800_000_000
@@ -427,7 +442,8 @@ class MissingAutocast(Rule):
             evidence = {ON_GPU: SHOWN if xpu else on_gpu, FP32: fp32, WIDE_ENOUGH: wide, ENOUGH_WORK: work,
                         TRAINS_A_MODEL: REFUTED if optimizes_inputs(ctx, step) else SHOWN,
                         AUTOCAST_EXISTS: autocast_exists, GPU_BOUND: bound, AUTOCAST_COVERS: covers,
-                        LOSS_FITS_16_BIT: loss_fits, OFF_ENVIRONMENT: off_environment(ctx, backward.call),
+                        LOSS_FITS_16_BIT: REFUTED if loss_fits is SHOWN and logs_one_minus_model_sigmoid(ctx, step)
+                        else loss_fits, OFF_ENVIRONMENT: off_environment(ctx, backward.call),
                         LONG_RUN: step_run(ctx, step.node), RUNS: runs(ctx, backward.call),
                         NOT_BENCHMARK: benchmark_step(ctx, backward.call)}
             decision = self.decide(evidence)

@@ -309,3 +309,28 @@ def test_a_helper_alone_sees_the_cpp14_ceiling_its_callers_import(tmp_path: Path
     part = _partial_project(tmp_path, _project_files(tmp_path, [utils]), [utils], FactsCache())
     view = part.view(utils)
     assert view is not None and view.torch_ceiling == (2, 1)
+
+
+LAZY_NATIVE = {
+    "pyproject.toml": "",
+    "train.py": "def build():\n    from nets.attn import Net\n    return Net()\n",
+    "nets/attn.py": "import ops.functional as OF\n",
+    "ops/functional.py": "from . import functions\n",
+    "ops/functions/__init__.py": "from .mask import *\n",
+    "ops/functions/mask.py": "from .. import ext\nfrom .. import functional\n",
+    "ops/ext/__init__.py": "from torch.utils.cpp_extension import load\n\ngpu = load('mask', ['mask.cu'])\n",
+}
+
+
+def test_a_script_alone_sees_the_kernels_its_function_level_import_reaches(tmp_path: Path) -> None:
+    """train.py linted alone imports its model in a function, five modules above the package that builds native
+    kernels (ProjectView.native_importees): the partial project follows imports in functions down too."""
+    for name, text in LAZY_NATIVE.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    _same_views(tmp_path, sorted(tmp_path.rglob("*.py")))
+    train = tmp_path / "train.py"
+    part = _partial_project(tmp_path, _project_files(tmp_path, [train]), [train], FactsCache())
+    view = part.view(train)
+    assert view is not None and view.native_importees

@@ -312,6 +312,125 @@ def test_an_extension_the_setup_compiles_keeps_gpu001_silent_where_the_model_imp
     assert found == ([] if imported_by_model else ["GPU001"])
 
 
+# a segmentation project's layout (semseg's PSANet, twentieth blind reading): the training script imports its
+# model in a function, for one architecture only; the model imports an ops package's functional module, which
+# imports the package's functions (an `__init__` star-importing the autograd Function), whose module imports
+# the sibling package that JIT-builds the kernels: five modules from the step, with relative imports and a cycle
+NATIVE_CHAIN = {
+    "train.py": """\
+        import torch
+
+
+        def build(arch):
+            if arch == "attn":
+                from nets.attn_net import AttnNet
+                return AttnNet()
+            from nets.plain_net import PlainNet
+            return PlainNet()
+
+
+        def train(model, loader, optimizer):
+            for x, y in loader:
+                loss = model(x).sub(y).pow(2).mean()
+                loss.backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            train(build("attn").cuda(), loader, opt)
+        """,
+    "nets/__init__.py": "",
+    "nets/plain_net.py": """\
+        import torch.nn as nn
+
+
+        class PlainNet(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(2048, 2048)
+
+            def forward(self, x):
+                return self.fc(x)
+        """,
+    "nets/attn_net.py": """\
+        import torch.nn as nn
+
+        import kernels.mask.functional as MF
+
+
+        class AttnNet(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(2048, 2048)
+
+            def forward(self, x):
+                return MF.gather_mask(self.fc(x))
+        """,
+    "kernels/mask/functional.py": "from . import functions\n\n\ndef gather_mask(x):\n"
+                                  "    return functions.gather_mask(x)\n",
+    "kernels/mask/functions/__init__.py": "from .gather import *\n",
+    "kernels/mask/functions/gather.py": """\
+        from torch.autograd import Function
+
+        from .. import ext
+        from .. import functional  # a cycle back to the functional module
+
+
+        class GatherMask(Function):
+            @staticmethod
+            def forward(ctx, x):
+                out = x.new_zeros(x.shape)
+                ext.gpu.gather_mask_forward(x, out)
+                return out
+
+
+        gather_mask = GatherMask.apply
+        """,
+}
+NATIVE_BUILD = ("import os\nfrom torch.utils.cpp_extension import load\n\nhere = os.path.dirname(__file__)\n"
+                "gpu = load('gather_mask_gpu', [os.path.join(here, 'gather_mask.cu')])\n")
+
+
+@pytest.mark.parametrize("builds", [True, False])
+def test_native_kernels_five_modules_down_a_lazy_import_keep_gpu001_silent(tmp_path: Path, builds: bool) -> None:
+    """semseg (twentieth blind reading, FP): the kernels are built five modules below the training script, which
+    imports the model in a function and only for one architecture; the chain runs through a relative
+    `from . import`, a package `__init__`'s star import, `from .. import` and an import cycle. Without the
+    build, the same project is reported."""
+    write(tmp_path, {**NATIVE_CHAIN, "kernels/mask/ext/__init__.py":
+                     NATIVE_BUILD if builds else "import torch\n\ngpu = None\n"})
+    assert codes(findings(tmp_path, "--select", "GPU001"), "train.py") == ([] if builds else ["GPU001"])
+    part = findings(tmp_path, "--select", "GPU001", str(tmp_path / "train.py"))
+    assert codes(part, "train.py") == ([] if builds else ["GPU001"])
+
+
+def test_an_extension_the_training_closure_never_imports_keeps_gpu001(tmp_path: Path) -> None:
+    """setup.py compiles an extension, and a module of the project imports it, but nothing the training script
+    imports (at any depth, its own functions included) reaches that module: the step is still reported."""
+    setup = """\
+        from setuptools import setup
+        from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+
+        setup(name="demo", ext_modules=[CUDAExtension(name="kernels.mask._C", sources=["kernels/mask/g.cu"])],
+              cmdclass={"build_ext": BuildExtension})
+        """
+    write(tmp_path, {**NATIVE_CHAIN, "setup.py": setup, "kernels/mask/ext/__init__.py": "gpu = None\n",
+                     "kernels/mask/bench.py": "import torch\n\nfrom . import _C\n\n\ndef bench():\n"
+                                              "    from .functions import gather_mask\n    return gather_mask\n",
+                     "tools/profile_mask.py": "def main():\n    from kernels.mask import bench\n"
+                                              "    bench.bench()\n"})
+    assert codes(findings(tmp_path, "--select", "GPU001"), "train.py") == ["GPU001"]
+    # a function of a module below the script imports it (an inference-only option of the model's constructor,
+    # BigVGAN's `use_cuda_kernel`): it runs only when called so, which the script does not show
+    gather = tmp_path / "kernels" / "mask" / "functions" / "gather.py"
+    gather.write_text("from torch.autograd import Function\n\nfrom .. import ext, functional\n\n\n"
+                      "def warm():\n    from .. import bench\n    return bench\n", encoding="utf-8")
+    assert codes(findings(tmp_path, "--select", "GPU001"), "train.py") == ["GPU001"]
+    gather.write_text("from torch.autograd import Function\n\nfrom .. import bench, ext, functional\n",
+                      encoding="utf-8")
+    assert codes(findings(tmp_path, "--select", "GPU001"), "train.py") == []  # now it does, at module level
+
+
 RETINA_LOSSES = """\
     import torch
     import torch.nn as nn
@@ -363,6 +482,98 @@ def test_a_loss_clamp_16_bits_round_to_one_in_an_imported_module_keeps_gpu001_si
                      "detector/losses.py": RETINA_LOSSES.replace("1e-4", eps),
                      "detector/model.py": RETINA_MODEL, "train.py": RETINA_TRAIN})
     assert codes(findings(tmp_path, "--select", "GPU001"), "train.py") == ([] if eps == "1e-4" else ["GPU001"])
+
+
+LINK_MODEL = """\
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+
+    class PairScorer(nn.Module):
+        def __init__(self, hidden):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Linear(hidden, hidden), nn.Linear(hidden, 1)])
+
+        def forward(self, a, b):
+            x = F.relu(self.layers[0](a * b))
+            return torch.sigmoid(self.layers[1](x))
+    """
+LINK_TRAIN = """\
+    import torch
+    from torch.utils.data import DataLoader
+
+    from scorer import PairScorer
+
+
+    def train(encoder, scorer, x, edges, optimizer):
+        for perm in DataLoader(range(edges.size(0)), 4096, shuffle=True):
+            optimizer.zero_grad()
+            h = encoder(x)
+            edge = edges[perm].t()
+            pos_out = scorer(h[edge[0]], h[edge[1]])
+            edge = torch.randint(0, x.size(0), edge.size(), device=h.device)
+            neg_out = scorer(h[edge[0]], h[edge[1]])
+            loss = -torch.log(pos_out + 1e-15).mean() + LOSS
+            loss.backward()
+            optimizer.step()
+
+
+    if __name__ == "__main__":
+        encoder = torch.nn.Linear(256, 256).cuda()
+        scorer = PairScorer(256).cuda()
+        optimizer = torch.optim.Adam(list(encoder.parameters()) + list(scorer.parameters()), fused=True)
+        train(encoder, scorer, x.cuda(), edges.cuda(), optimizer)
+    """
+
+
+@pytest.mark.parametrize(("loss", "silent"), [
+    ("-torch.log(1 - neg_out + 1e-15).mean()", True),  # ogbl_collab's spelling
+    ("-torch.log(1 - neg_out).mean()", True),
+    ("-torch.log1p(-neg_out.squeeze()).mean()", True),
+    ("-(1 - neg_out[:, 0] + 1e-7).log().mean()", True),
+    # an eps of 2**-9 or more keeps a 16-bit loss where fp32 keeps it; a value cast to float32 first; not 1 - p
+    ("-torch.log(1 - neg_out + 1e-2).mean()", False),
+    ("-torch.log(1 - neg_out.float() + 1e-15).mean()", False),
+    ("-torch.log(neg_out + 1e-15).mean()", False),
+])
+def test_log_one_minus_what_an_imported_sigmoid_model_returns_keeps_gpu001_silent(
+        tmp_path: Path, loss: str, silent: bool) -> None:
+    """deep_gcns_torch's ogbl_collab (twentieth blind reading, FP): the step takes `log(1 - neg_out + 1e-15)` of
+    what the project's link predictor returns, whose `forward` (in the example's model module) ends in
+    `torch.sigmoid`; the step is handed the predictor by the one call of it. Under autocast the 16-bit sigmoid
+    is 1.0 from a logit of about 6.2 (bfloat16) and the eps is below 16-bit resolution near 1."""
+    write(tmp_path, {"scorer.py": LINK_MODEL, "train.py": LINK_TRAIN.replace("LOSS", loss)})
+    assert codes(findings(tmp_path, "--select", "GPU001"), "train.py") == ([] if silent else ["GPU001"])
+
+
+@pytest.mark.parametrize("forward", [
+    "return self.layers[1](x)",  # logits: the loss is the caller's to get right
+    "return torch.sigmoid(self.layers[1](x).float())",  # the sigmoid in float32
+    "if self.training:\n                return self.layers[1](x)\n            return torch.sigmoid(self.layers[1](x))",
+])
+def test_a_model_whose_forward_does_not_always_end_in_a_16_bit_sigmoid_keeps_gpu001(
+        tmp_path: Path, forward: str) -> None:
+    write(tmp_path, {"scorer.py": LINK_MODEL.replace("return torch.sigmoid(self.layers[1](x))", forward),
+                     "train.py": LINK_TRAIN.replace("LOSS", "-torch.log(1 - neg_out + 1e-15).mean()")})
+    assert codes(findings(tmp_path, "--select", "GPU001"), "train.py") == ["GPU001"]
+
+
+@pytest.mark.parametrize(("forward", "found"), [
+    ("return torch.sigmoid(self.fc(x))", True),
+    ("return self.fc(x).sigmoid()", True),
+    ("y = F.sigmoid(self.fc(x))\n        return y", True),
+    ("y = self.fc(x)\n        y = torch.sigmoid(y)\n        return y", False),  # `y` is bound to logits too
+    ("return x", False),
+    ("return torch.sigmoid(self.fc(x).double())", False),
+    ("return torch.sigmoid(self.fc(x)), x", False),
+])
+def test_a_forward_that_returns_a_sigmoid(forward: str, found: bool) -> None:
+    facts = facts_of_text("import torch\nimport torch.nn.functional as F\n\n\nclass M(torch.nn.Module):\n"
+                          "    def __init__(self):\n        super().__init__()\n"
+                          "        self.fc = torch.nn.Linear(8, 1)\n\n"
+                          "    def forward(self, x):\n        " + forward + "\n")
+    assert facts is not None and facts.classes["M"].sigmoid_output is found
 
 
 PYRA_MODULES = """\
