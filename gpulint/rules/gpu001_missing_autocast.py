@@ -46,9 +46,15 @@ ON_GPU = Premise(
     "on-gpu",
     "the step runs on a CUDA GPU (CUDA evidence in the file or a caller: a \"cuda\" string, torch.cuda, "
     "`.cuda()`, an integer device such as `.to(local_rank)` or `device = 0`, a copy to a device that a "
-    "project module the file imports binds to CUDA, `x.to(CFG.device)`, a copy to `self.device` that a base "
-    "class of the file's class, defined in a project module reached through its imports (one or two modules "
-    "up), binds only to a device naming CUDA, with no base of unknown origin that could bind it otherwise), "
+    "project module the file imports binds to CUDA, `x.to(CFG.device)`; a copy to `self.device`, made in the "
+    "file's class or in a method it inherits, that the base classes of that class, followed through the "
+    "project modules they are imported from (relative imports too, to any depth), bind only to devices naming "
+    "CUDA, every base on the way being `object` or a project class, so that none of unknown origin could bind "
+    "it otherwise; or a copy to `opt.device` where every plain binding of `opt` in the file is a call of a "
+    "function or method of a project module the file imports (`opt = OptInit().get_args()`, one call, "
+    "resolved through the imports) that binds the `device` of the object it returns only to devices naming "
+    "CUDA: every binding visible counts, an argparse `--device` default of that module included, and one "
+    "that names no CUDA, or a binding of `opt.device` in the file, leaves it unknown), "
     "or on an XPU whose device the "
     "fix can name (`device.type`). Refuted on a TPU, MPS or the CPU alone, and on an XPU whose device the "
     "fix would have to hard-code as CUDA.")
