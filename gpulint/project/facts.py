@@ -870,8 +870,7 @@ def _names_device(node: ast.AST) -> bool:
     return "device" in name or name in ("local_rank", "rank", "gpu", "gpu_id")
 
 
-def _returned_device_targets(tree: ast.Module, targets: set[str], imported: dict[str, set[str]]
-                             ) -> dict[str, tuple[str, ...]]:
+def _returned_device_targets(tree: ast.Module, targets: set[str], imported: set[str]) -> dict[str, tuple[str, ...]]:
     """FileFacts.returned_device_targets: of the devices the file copies to (`opt.device`), those on a name
     every plain binding of which (`opt = ...`, in any scope) is a call of an imported name: `OptInit().get_args()`,
     `config.get_config()`, `get_args()`; a binding of the attribute itself (`opt.device = ...`, `setattr(opt,
@@ -883,7 +882,7 @@ def _returned_device_targets(tree: ast.Module, targets: set[str], imported: dict
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
                 if isinstance(target, ast.Name) and target.id in roots:
-                    callee = _imported_callee(node.value, imported) if isinstance(node, ast.Assign) else None
+                    callee = None if isinstance(node, ast.AugAssign) else _imported_callee(node.value, imported)
                     if callee is None:
                         spoiled.add(target.id)
                     else:
@@ -896,13 +895,13 @@ def _returned_device_targets(tree: ast.Module, targets: set[str], imported: dict
         elif isinstance(node, (ast.For, ast.AsyncFor, ast.withitem, ast.NamedExpr)):
             bound = node.target if isinstance(node, (ast.For, ast.AsyncFor, ast.NamedExpr)) else node.optional_vars
             spoiled.update(n.id for n in walk(bound) if isinstance(n, ast.Name)) if bound is not None else None
-    return {t: tuple(sorted(callees[root])) for t in sorted(targets)
-            for root in [t.split(".", 1)[0]] if root in callees and root not in spoiled and t not in spoiled}
+    return {t: tuple(sorted(callees[root])) for t in sorted(targets) for root in [t.split(".", 1)[0]]
+            if root in callees and root not in spoiled and root not in imported and t not in spoiled}
 
 
-def _imported_callee(value: Optional[ast.expr], imported: dict[str, set[str]]) -> Optional[str]:
+def _imported_callee(value: Optional[ast.expr], imported: set[str]) -> Optional[str]:
     """`OptInit().get_args()` -> "OptInit.get_args", `config.get_config()` -> "config.get_config", for a call
-    whose first name an import binds; None for anything else."""
+    whose first name a module-level import binds (`imported`, relative imports too); None for anything else."""
     if not isinstance(value, ast.Call):
         return None
     func = value.func
@@ -1339,7 +1338,7 @@ class _Scanner:
             cuda_devices=cuda_devices(self.tree) if self.gpu else (),
             imported_device_targets=tuple(sorted(self.device_targets)),
             cuda_returns=cuda_returns(self.tree) if self.gpu else (),
-            returned_device_targets=_returned_device_targets(self.tree, self.local_device_targets, self.aliases.table)
+            returned_device_targets=_returned_device_targets(self.tree, self.local_device_targets, imported)
             if self.local_device_targets else {},
             self_devices=self_devices(self.tree) if self.self_device_bound else {},
             self_device_copies=self_device_copies(self.tree) if self.self_device_copied else {},

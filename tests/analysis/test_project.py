@@ -2357,6 +2357,16 @@ def test_gpu001_counts_the_cuda_device_of_options_a_project_function_returns(
     assert findings(tmp_path, "--select", "GPU001") == ([step] if reported else [])
 
 
+def test_gpu001_options_through_a_relative_import(tmp_path: Path) -> None:
+    """The same options, the training module of a package importing them with `from .options import Options`."""
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/network.py": POINT_NET,
+                     "pkg/options.py": OPTIONS_CLASS.format(device_lines=f"        args.device = {CUDA_OPT}"),
+                     "pkg/train.py": POINT_TRAIN.format(import_line="from .options import Options",
+                                                        call="Options().get_args()")
+                     .replace("from network import", "from .network import")})
+    assert findings(tmp_path, "--select", "GPU001") == [("pkg/train.py", 17, "GPU001")]
+
+
 def test_returned_device_facts() -> None:
     options = facts_of_text(OPTIONS_CLASS.format(device_lines=f"        args.device = {CUDA_OPT}"))
     assert options is not None and options.cuda_returns == ("Options.get_args:device",)
