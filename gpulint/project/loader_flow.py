@@ -678,13 +678,26 @@ def device_word(attr: str) -> bool:
 def self_devices(tree: ast.Module) -> dict[str, dict[str, bool]]:
     """The device attributes of `self` each module-level class binds (named with a DEVICE_WORDS word) -> whether
     the class binds it only to devices naming CUDA (`self.device = torch.device("cuda" if ... else "cpu")`): a
-    base class whose subclasses in other modules copy to `self.device` (KAIR's ModelBase, blind11)."""
+    base class whose subclasses in other modules copy to `self.device` (KAIR's ModelBase, blind11). A class
+    also binds what its bases defined in the file bind (`class Mid(Base)` beside `Base`): the project view
+    follows only the bases other modules define."""
+    classes = {cls.name: cls for cls in tree.body if isinstance(cls, ast.ClassDef)}
+    own = {name: {attr: cuda for attr, cuda in _self_bindings(cls).items() if device_word(attr)}
+           for name, cls in classes.items()}
     out: dict[str, dict[str, bool]] = {}
-    for cls in tree.body:
-        if isinstance(cls, ast.ClassDef):
-            bound = {attr: cuda for attr, cuda in _self_bindings(cls).items() if device_word(attr)}
-            if bound:
-                out[cls.name] = dict(sorted(bound.items()))
+    for name in classes:
+        bound: dict[str, bool] = {}
+        pending, seen = [name], set()
+        while pending:
+            current = pending.pop()
+            if current in seen or current not in classes:
+                continue
+            seen.add(current)
+            for attr, cuda in own[current].items():
+                bound[attr] = bound.get(attr, True) and cuda
+            pending.extend(b.id for b in classes[current].bases if isinstance(b, ast.Name))
+        if bound:
+            out[name] = dict(sorted(bound.items()))
     return out
 
 

@@ -2126,6 +2126,11 @@ def test_self_device_facts() -> None:
     base = facts_of_text(BASE_MODEL.format(device=CUDA_DEVICE) + "\n\nclass Other:\n    def __init__(self, d):\n"
                          "        self.device = d\n        self.name = 'cuda'\n")
     assert base is not None and base.self_devices == {"ModelBase": {"device": True}, "Other": {"device": False}}
+    mixed = facts_of_text(BASE_MODEL.format(device=CUDA_DEVICE) + "\n\nclass Cpu:\n    def __init__(self):\n"
+                          "        self.device = 'cpu'\n\n\nclass Both(ModelBase, Cpu):\n    pass\n\n\n"
+                          "class Mid(ModelBase):\n    pass\n")
+    assert mixed is not None and mixed.self_devices == {"Both": {"device": False}, "Cpu": {"device": False},
+                                                        "Mid": {"device": True}, "ModelBase": {"device": True}}
     plain = facts_of_text(PLAIN_MODEL)
     assert plain is not None and plain.self_device_copies == {"ModelPlain": ("device",)}
     bound_here = facts_of_text(PLAIN_MODEL + "\n\nclass Local:\n    def __init__(self):\n        self.device = 'cpu'\n")
@@ -2221,6 +2226,24 @@ def test_gpu001_base_chain_stays_silent_without_a_cuda_binding_of_known_origin(t
     write(tmp_path, files)
     found = findings(tmp_path, "--select", "GPU001")
     assert [f for f in found if f[0] != "engine/paired.py"] == []
+
+
+@pytest.mark.parametrize("core, reported", [
+    # the device is bound by a base defined beside the imported class (`class Engine(Root)` in core.py)
+    (ENGINE_CORE.format(device=CUDA_DEVICE).replace("class Engine:", "class Root:") + "\n\nclass Engine(Root):\n"
+     "    pass\n", True),
+    # a base beside it binds the device to the CPU, another, imported, to CUDA: the CPU binding is seen
+    ("import torch\n\nfrom .root import Root\n\n\nclass Local:\n    def __init__(self):\n"
+     "        self.device = torch.device('cpu')\n\n\nclass Engine(Local, Root):\n    pass\n", False),
+])
+def test_gpu001_base_chain_reads_the_bases_defined_beside_a_class(tmp_path: Path, core: str, reported: bool) -> None:
+    files = _engine()
+    files["engine/core.py"] = core
+    files["engine/root.py"] = ENGINE_CORE.format(device=CUDA_DEVICE).replace("class Engine:", "class Root:")
+    write(tmp_path, files)
+    found = findings(tmp_path, "--select", "GPU001")
+    assert found == ([("engine/adversarial.py", 10, "GPU001"), ("engine/paired.py", 19, "GPU001"),
+                      ("engine/relativistic.py", 10, "GPU001"), ("engine/video.py", 10, "GPU001")] if reported else [])
 
 
 def test_base_chain_through_an_import_cycle_ends(tmp_path: Path) -> None:
