@@ -45,7 +45,8 @@ def device_facts(view: ProjectView) -> DeviceFacts:
 
 def may_have_gpu_evidence(text: str, view: "ProjectView | None") -> bool:
     """False only when the file cannot have GPU evidence (no caller has it, no needle in the text)."""
-    if view is not None and (view.gpu_callers or view.imported_cuda_devices or view.inherited_cuda):
+    if view is not None and (view.gpu_callers or view.imported_cuda_devices or view.inherited_cuda
+                             or view.returned_cuda):
         return True
     return GPU_EVIDENCE_TEXT.search(text) is not None
 
@@ -53,8 +54,10 @@ def may_have_gpu_evidence(text: str, view: "ProjectView | None") -> bool:
 def cuda_evidence(view: ProjectView) -> Evidence:
     """Whether the code runs on a CUDA GPU: shown by CUDA evidence here or in a caller (a "cuda"/"nccl"
     string, torch.cuda, `.cuda()`, an integer device, LOCAL_RANK), by a copy to a device a config module
-    the file imports binds to CUDA (`x.to(CFG.device)`) or a project base class binds to CUDA
-    (`x.to(self.device)`, ProjectView.inherited_cuda), or by a framework that picks the GPU
+    the file imports binds to CUDA (`x.to(CFG.device)`), that project base classes bind to CUDA at any depth
+    (`x.to(self.device)`, ProjectView.inherited_cuda) or that a project function binds to CUDA on the object
+    it returns (`x.to(opt.device)` for `opt = OptInit().get_args()`, ProjectView.returned_cuda), or by a
+    framework that picks the GPU
     (Accelerate, DeepSpeed, a Lightning Trainer); refuted on a TPU, in a script that pins the CPU, or one
     that names MPS or XPU and never CUDA; otherwise undecided."""
     if view.own.xla:

@@ -50,6 +50,7 @@ from gpulint.project.loader_flow import (
     AT,
     class_like,
     cuda_devices,
+    cuda_returns,
     device_word,
     dotted,
     hands_results_to_a_class,
@@ -69,7 +70,7 @@ from gpulint.project.methods import (
 from gpulint.project.token_items import yields_token_ids
 from gpulint.records import dataclass
 
-FACTS_VERSION = 53
+FACTS_VERSION = 54
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -472,6 +473,14 @@ class FileFacts:
     # devices of imported modules the file copies tensors to (`x.to(CFG.device)`), as spelled: CUDA evidence
     # when the module binds them to CUDA (ProjectView.imported_cuda_devices)
     imported_device_targets: tuple[str, ...] = ()
+    # module-level functions and methods whose returned object has a device attribute bound only to devices naming
+    # CUDA (loader_flow.cuda_returns): "get_config:device", "OptInit.get_args:device"
+    cuda_returns: tuple[str, ...] = ()
+    # devices the file copies to on a name it binds only to the results of calls of imported names (`x.to(opt.
+    # device)` for `opt = OptInit().get_args()`): "opt.device" -> the callees as spelled, a constructor call
+    # dropped ("OptInit.get_args"); CUDA evidence when each returns an object whose device is CUDA
+    # (ProjectView.returned_cuda). A file that binds `opt.device` itself keeps none for it.
+    returned_device_targets: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # the device attributes of `self` each module-level class binds -> whether only to devices naming CUDA
     # (loader_flow.self_devices: a base class's `self.device`, which subclasses in other modules copy to)
     self_devices: dict[str, dict[str, bool]] = field(default_factory=dict)
@@ -870,6 +879,50 @@ def _names_device(node: ast.AST) -> bool:
     return "device" in name or name in ("local_rank", "rank", "gpu", "gpu_id")
 
 
+def _returned_device_targets(tree: ast.Module, targets: set[str], imported: set[str]) -> dict[str, tuple[str, ...]]:
+    """FileFacts.returned_device_targets: of the devices the file copies to (`opt.device`), those on a name
+    every plain binding of which (`opt = ...`, in any scope) is a call of an imported name: `OptInit().get_args()`,
+    `config.get_config()`, `get_args()`; a binding of the attribute itself (`opt.device = ...`, `setattr(opt,
+    ...)`) or of the name to anything else drops it."""
+    roots = {t.split(".", 1)[0] for t in targets}
+    callees: dict[str, set[str]] = {}
+    spoiled: set[str] = set()
+    for node in all_nodes(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(target, ast.Name) and target.id in roots:
+                    callee = None if isinstance(node, ast.AugAssign) else _imported_callee(node.value, imported)
+                    if callee is None:
+                        spoiled.add(target.id)
+                    else:
+                        callees.setdefault(target.id, set()).add(callee)
+                elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+                    spoiled.add(f"{target.value.id}.{target.attr}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" \
+                and node.args and isinstance(node.args[0], ast.Name):
+            spoiled.add(node.args[0].id)
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.withitem, ast.NamedExpr)):
+            bound = node.target if isinstance(node, (ast.For, ast.AsyncFor, ast.NamedExpr)) else node.optional_vars
+            spoiled.update(n.id for n in walk(bound) if isinstance(n, ast.Name)) if bound is not None else None
+    return {t: tuple(sorted(callees[root])) for t in sorted(targets) for root in [t.split(".", 1)[0]]
+            if root in callees and root not in spoiled and root not in imported and t not in spoiled}
+
+
+def _imported_callee(value: Optional[ast.expr], imported: set[str]) -> Optional[str]:
+    """`OptInit().get_args()` -> "OptInit.get_args", `config.get_config()` -> "config.get_config", for a call
+    whose first name a module-level import binds (`imported`, relative imports too); None for anything else."""
+    if not isinstance(value, ast.Call):
+        return None
+    func = value.func
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) and not func.value.args \
+            and not func.value.keywords:  # a method of a new instance: `OptInit().get_args()`
+        inner = dotted(func.value.func)
+        spelled = f"{inner}.{func.attr}" if inner is not None else None
+    else:
+        spelled = dotted(func)
+    return spelled if spelled is not None and spelled.split(".", 1)[0] in imported else None
+
+
 def _assigns_device_index(node: ast.Assign) -> bool:
     """`device = 0`, `local_rank = 1`: an integer bound to a name that holds a device."""
     value = node.value
@@ -1101,6 +1154,7 @@ class _Scanner:
         self.options_by_name = False  # the file may set parsed options by computed name (FileFacts.bool_flags)
         self.class_calls: dict[str, int] = {}
         self.device_targets: set[str] = set()
+        self.local_device_targets: set[str] = set()  # `x.to(opt.device)` on a name no import binds
         self.self_device_bound = False  # `self.<device> = ...` somewhere (FileFacts.self_devices is read only then)
         self.self_device_copied = False  # `x.to(self.<device>)` somewhere (FileFacts.self_device_copies)
         self.lazy = False  # an import below module level (FileFacts.lazy_imports is read only then)
@@ -1295,6 +1349,9 @@ class _Scanner:
             member_moves=member_moves(self.tree, self.loops) if self.loops and names & {"to", "cuda"} else {},
             cuda_devices=cuda_devices(self.tree) if self.gpu else (),
             imported_device_targets=tuple(sorted(self.device_targets)),
+            cuda_returns=cuda_returns(self.tree) if self.gpu else (),
+            returned_device_targets=_returned_device_targets(self.tree, self.local_device_targets, imported)
+            if self.local_device_targets else {},
             self_devices=self_devices(self.tree) if self.self_device_bound else {},
             self_device_copies=self_device_copies(self.tree) if self.self_device_copied else {},
             lazy_imports=_lazy_imports(self.tree) if self.lazy else (),
@@ -1440,6 +1497,8 @@ class _Scanner:
             if attr == "to" and (call.args or call.keywords):  # `x.to(CFG.device)`: a device of an import
                 targets = [kind[len(AT):] for kind in move_kinds(call) if kind.startswith(AT)]
                 self.device_targets.update(t for t in targets if t.split(".", 1)[0] in aliases.table)
+                self.local_device_targets.update(t for t in targets if t.count(".") == 1 and not t.startswith("self.")
+                                                 and t.split(".", 1)[0] not in aliases.table)
                 self.self_device_copied = self.self_device_copied or any(t.startswith("self.") for t in targets)
             if attr == "cuda":
                 self.gpu = True

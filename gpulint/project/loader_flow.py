@@ -467,6 +467,119 @@ def cuda_devices(tree: ast.Module) -> tuple[str, ...]:
     return tuple(sorted(key for key in cuda if found[key] == 1))
 
 
+def cuda_returns(tree: ast.Module) -> tuple[str, ...]:
+    """The module-level functions and methods of module-level classes whose returned object has a device
+    attribute bound only to devices naming CUDA: "<function>:<attr>" / "<Class>.<method>:<attr>". A function
+    qualifies when each of its `return`s hands back the same local name `r`, and `r.<attr>` is bound in it
+    (`args.device = torch.device("cuda" if ... else "cpu")` before `return args`); a method, when each hands back
+    the same `self.<x>` (or a local name, as a function), and the class binds `self.<x>.<attr>`, or `a.<attr>`
+    in a method that keeps `self.<x> = a` (deep_gcns' `OptInit.get_args`, blind20). Every binding the code
+    shows counts (an assignment, a `setattr` with that name, an argparse option `--<attr>` or `dest=<attr>` of
+    the module by its default, None when it has none): one that names no CUDA, or a computed `setattr`, rules
+    the attribute out. The files that import the module copy to `opt.device` for `opt = OptInit().get_args()`
+    (ProjectView.returned_cuda)."""
+    out: list[str] = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            returned = _returned(node)
+            if returned is not None and "." not in returned:
+                out.extend(f"{node.name}:{attr}" for attr in _cuda_attrs(_bound_on(node, returned), tree))
+        elif isinstance(node, ast.ClassDef):
+            for method in node.body:
+                if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                returned = _returned(method)
+                if returned is None:
+                    continue
+                if "." not in returned:
+                    bound = _bound_on(method, returned)
+                elif returned.startswith("self.") and returned.count(".") == 1:
+                    bound = _bound_on(node, returned)
+                    for other in node.body:
+                        if isinstance(other, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                            for kept in _kept_as(other, returned):
+                                for attr, values in _bound_on(other, kept).items():
+                                    bound.setdefault(attr, []).extend(values)
+                else:
+                    continue
+                out.extend(f"{node.name}.{method.name}:{attr}" for attr in _cuda_attrs(bound, tree))
+    return tuple(sorted(out))
+
+
+def _returned(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> Optional[str]:
+    """The one name (`args`, `self.args`) every `return` of `function` hands back, outside nested scopes."""
+    spelled: set[Optional[str]] = set()
+    pending: list[ast.AST] = list(function.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Return):
+            spelled.add(dotted(node.value) if node.value is not None else None)
+        pending.extend(children(node))
+    return next(iter(spelled)) if len(spelled) == 1 else None
+
+
+def _kept_as(function: Union[ast.FunctionDef, ast.AsyncFunctionDef], attribute: str) -> set[str]:
+    """The local names `function` stores as `attribute` (`self.args = args`: "args")."""
+    return {node.value.id for node in walk_nodes(function) if isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Name) and any(dotted(t) == attribute for t in node.targets)}
+
+
+def _bound_on(scope: ast.AST, owner: str) -> dict[str, list[Optional[ast.expr]]]:
+    """The attributes of `owner` (a name or `self.x`) bound in `scope` -> their values (None: a value that
+    cannot be read, a computed `setattr` is keyed "*")."""
+    out: dict[str, list[Optional[ast.expr]]] = {}
+    for node in walk_nodes(scope):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+            targets = [node.target]
+        for target in targets:
+            if isinstance(target, ast.Attribute) and dotted(target.value) == owner:
+                out.setdefault(target.attr, []).append(getattr(node, "value", None))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" \
+                and len(node.args) == 3 and dotted(node.args[0]) == owner:
+            name = node.args[1]
+            key = name.value if isinstance(name, ast.Constant) and isinstance(name.value, str) else "*"
+            out.setdefault(key, []).append(node.args[2])
+    return out
+
+
+def _cuda_attrs(bound: dict[str, list[Optional[ast.expr]]], scope: ast.AST) -> list[str]:
+    """The device attributes among `bound` whose every value, the defaults of the argparse options of the
+    module (`scope`) that fill them included, names CUDA."""
+    if "*" in bound:
+        return []
+    out: list[str] = []
+    for attr, values in sorted(bound.items()):
+        if not device_word(attr):
+            continue
+        values = values + _option_defaults(scope, attr)
+        if all(v is not None and _names_cuda(v) for v in values):
+            out.append(attr)
+    return out
+
+
+def _option_defaults(scope: ast.AST, attr: str) -> list[Optional[ast.expr]]:
+    """The defaults of the argparse options of `scope` that fill `attr` (`--device`, `dest="device"`);
+    None for one without a default."""
+    out: list[Optional[ast.expr]] = []
+    for node in walk_nodes(scope):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "add_argument"):
+            continue
+        keywords = {k.arg: k.value for k in node.keywords if k.arg is not None}
+        dest = keywords.get("dest")
+        flags = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        named = isinstance(dest, ast.Constant) and dest.value == attr if dest is not None else any(
+            flag.lstrip("-").replace("-", "_") == attr for flag in flags)
+        if named:
+            out.append(keywords.get("default"))
+    return out
+
+
 def _names_cuda(value: ast.expr) -> bool:
     """A device expression that names CUDA: a "cuda..." string or `torch.cuda` somewhere in it, and no other
     accelerator ("mps", "xpu")."""
@@ -565,13 +678,26 @@ def device_word(attr: str) -> bool:
 def self_devices(tree: ast.Module) -> dict[str, dict[str, bool]]:
     """The device attributes of `self` each module-level class binds (named with a DEVICE_WORDS word) -> whether
     the class binds it only to devices naming CUDA (`self.device = torch.device("cuda" if ... else "cpu")`): a
-    base class whose subclasses in other modules copy to `self.device` (KAIR's ModelBase, blind11)."""
+    base class whose subclasses in other modules copy to `self.device` (KAIR's ModelBase, blind11). A class
+    also binds what its bases defined in the file bind (`class Mid(Base)` beside `Base`): the project view
+    follows only the bases other modules define."""
+    classes = {cls.name: cls for cls in tree.body if isinstance(cls, ast.ClassDef)}
+    own = {name: {attr: cuda for attr, cuda in _self_bindings(cls).items() if device_word(attr)}
+           for name, cls in classes.items()}
     out: dict[str, dict[str, bool]] = {}
-    for cls in tree.body:
-        if isinstance(cls, ast.ClassDef):
-            bound = {attr: cuda for attr, cuda in _self_bindings(cls).items() if device_word(attr)}
-            if bound:
-                out[cls.name] = dict(sorted(bound.items()))
+    for name in classes:
+        bound: dict[str, bool] = {}
+        pending, seen = [name], set()
+        while pending:
+            current = pending.pop()
+            if current in seen or current not in classes:
+                continue
+            seen.add(current)
+            for attr, cuda in own[current].items():
+                bound[attr] = bound.get(attr, True) and cuda
+            pending.extend(b.id for b in classes[current].bases if isinstance(b, ast.Name))
+        if bound:
+            out[name] = dict(sorted(bound.items()))
     return out
 
 

@@ -249,9 +249,14 @@ class ProjectView:
     # devices naming CUDA that this file imports from project modules, spelled as the file reads them
     # ("CFG.device" for `import config as CFG`, "device" for `from config import device`)
     imported_cuda_devices: frozenset[str] = frozenset()
-    # a class of this file copies to `self.<device>` that a project base class of it (resolved through the
-    # imports, one or two modules up) binds only to a device naming CUDA (KAIR's ModelBase, blind11)
+    # a class of this file, or a project base class of it, copies to `self.<device>` that a project base class of
+    # it (resolved through the imports, to any depth) binds only to a device naming CUDA (KAIR's ModelBase,
+    # blind11; BasicSR's BaseModel, blind20)
     inherited_cuda: bool = False
+    # the file copies to `opt.device` for `opt = OptInit().get_args()`, a function or method of a project module
+    # it imports whose returned object has that device bound only to CUDA (FileFacts.cuda_returns; deep_gcns'
+    # config.py, blind20)
+    returned_cuda: bool = False
 
     @classmethod
     def alone(cls, facts: FileFacts) -> "ProjectView":
@@ -279,7 +284,8 @@ class ProjectView:
         config.py's `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`), or to a
         `self.device` a project base class of its class binds so (`inherited_cuda`): the same evidence as that
         expression written in the file itself."""
-        return self.inherited_cuda or not self.imported_cuda_devices.isdisjoint(self.own.imported_device_targets)
+        return self.inherited_cuda or self.returned_cuda or \
+            not self.imported_cuda_devices.isdisjoint(self.own.imported_device_targets)
 
     @property
     def torch_ceiling(self) -> Optional[tuple[int, int]]:
@@ -801,6 +807,7 @@ class Project:
             moved_returns=self._moved_returns(rel),
             imported_cuda_devices=self._imported_cuda_devices(rel),
             inherited_cuda=self._inherited_cuda(rel),
+            returned_cuda=self._returned_cuda(rel),
             flags_off=self._flags_off(rel, callers),
             script=not callers and rel.endswith(".py") and package_init(rel) not in self._exists
             and rel.rpartition("/")[2][:-3] not in self._import_words,
@@ -1118,28 +1125,84 @@ class Project:
         """ProjectView.inherited_cuda: some class of `path` copies to `self.<attr>` (FileFacts.self_device_copies)
         that its project bases bind only to CUDA: each base a `from` import binds (FileFacts.plain_classes, so no
         base of unknown origin could bind it otherwise) is followed into its module and, when that class does not
-        bind the attribute, one module further; every base that binds it binds it to CUDA, and one does."""
+        bind the attribute, on up its own bases, module after module to any depth (BasicSR's ESRGANModel ->
+        SRGANModel -> SRModel -> BaseModel, blind20); every base that binds it binds it to CUDA, and one does."""
         own = self.facts[path]
-        for name, attrs in own.self_device_copies.items():
-            for attr in attrs:
-                bound = [self._base_device(path, base, attr, 2) for base in own.plain_classes.get(name, ())]
+        bound_here = {attr for attrs in own.self_devices.values() for attr in attrs}
+        for name, bases in own.plain_classes.items():
+            attrs = set(own.self_device_copies.get(name, ()))
+            for base in bases:  # what the inherited methods copy to (ESRGANModel's step runs on SRModel's copies)
+                attrs |= self._base_copies(path, base, frozenset()) - bound_here
+            for attr in sorted(attrs):
+                bound = [self._base_device(path, base, attr, frozenset()) for base in bases]
                 if True in bound and False not in bound:
                     return True
         return False
 
-    def _base_device(self, path: str, base: str, attr: str, depth: int) -> Optional[bool]:
+    def _returned_cuda(self, path: str) -> bool:
+        """ProjectView.returned_cuda: some device the file copies to on a name bound only to calls of imported names
+        (FileFacts.returned_device_targets) is an attribute that every one of those callees, resolved through the
+        file's imports to a function or method of a project module, returns bound only to CUDA
+        (FileFacts.cuda_returns); a callee that does not resolve so leaves it unknown."""
+        own = self.facts[path]
+        for target, callees in own.returned_device_targets.items():
+            attr = target.split(".", 1)[1]
+            if callees and all(self._returns_cuda(path, callee, attr) for callee in callees):
+                return True
+        return False
+
+    def _returns_cuda(self, path: str, callee: str, attr: str) -> bool:
+        """`callee` as `path` spells it ("OptInit.get_args", "config.get_config") names a function or method of a
+        project module whose returned object has `attr` bound only to CUDA."""
+        head, _, rest = callee.partition(".")
+        for target, ref in self.edges.get(path, ()):
+            if ref.name == "*" or target not in self.facts:
+                continue
+            local = ref.local or (ref.module if ref.name is None else "")
+            if ref.name is None and not ref.local:  # `import pkg.config`: `pkg.config.get_config()`
+                if not callee.startswith(local + "."):
+                    continue
+                name = callee[len(local) + 1:]
+            elif head != local:
+                continue
+            elif ref.name is None or _is_submodule(target, ref.name):  # `import config as C`: `C.get_config`
+                name = rest
+            else:  # `from config import OptInit`: `OptInit.get_args`
+                name = f"{ref.name}.{rest}" if rest else ref.name
+            if name and f"{name}:{attr}" in self.facts[target].cuda_returns:
+                return True
+        return False
+
+    def _base_copies(self, path: str, base: str, seen: frozenset[tuple[str, str]]) -> set[str]:
+        """The attributes of `self` that the class `path` imports as `base`, or its project bases, copy tensors
+        or modules to without binding them (FileFacts.self_device_copies), along plain classes."""
+        out: set[str] = set()
+        for target, ref in self.edges.get(path, ()):
+            if ref.local != base or ref.name in (None, "*") or (target, ref.name) in seen:
+                continue
+            facts = self.facts[target]
+            out.update(facts.self_device_copies.get(ref.name, ()))
+            for inner in facts.plain_classes.get(ref.name, ()):
+                out |= self._base_copies(target, inner, seen | {(target, ref.name)})
+        return out
+
+    def _base_device(self, path: str, base: str, attr: str, seen: frozenset[tuple[str, str]]) -> Optional[bool]:
         """Whether the class `path` imports as `base` binds `self.<attr>` only to CUDA (True), otherwise (False),
-        or not at all as far as `depth` modules show (None)."""
+        or not at all along its bases (None). `seen`: the (module, class) pairs already on the way up; a
+        class met again (an import cycle that resolves a name to the wrong class) is of unknown origin."""
         found: list[Optional[bool]] = []
         for target, ref in self.edges.get(path, ()):
             if ref.local != base or ref.name in (None, "*"):
                 continue
             facts = self.facts[target]
             bound = facts.self_devices.get(ref.name, {}).get(attr)
-            if bound is None and depth > 1 and ref.name in facts.plain_classes:
-                inner = [self._base_device(target, b, attr, depth - 1) for b in facts.plain_classes[ref.name]]
+            if bound is None and (target, ref.name) in seen:
+                bound = False
+            elif bound is None and ref.name in facts.plain_classes:
+                inner = [self._base_device(target, b, attr, seen | {(target, ref.name)})
+                         for b in facts.plain_classes[ref.name]]
                 bound = False if False in inner else True if True in inner else None
-            elif bound is None and ref.name not in facts.plain_classes:
+            elif bound is None:
                 bound = False  # a base whose own bases are not followed: it may bind the attribute
             found.append(bound)
         return False if False in found else True if True in found else None

@@ -65,7 +65,9 @@ REACHES_CUDA = Premise(
     "class whose constructor keeps it on `self` and whose methods copy its batches (`Solver(config, "
     "train_loader)`); a copy to a device a project module the copying file imports binds to CUDA "
     "(`x.to(CFG.device)`, config.py's `device = torch.device(\"cuda\" if"
-    " ... else \"cpu\")`) is CUDA evidence. Refuted in code that only picks the CPU, MPS (which ignores "
+    " ... else \"cpu\")`), that project base classes bind so (`self.device`), or that a project function "
+    "binds so on the options it returns (`opt.device` for `opt = OptInit().get_args()`: GPU001's on-gpu) is "
+    "CUDA evidence. Refuted in code that only picks the CPU, MPS (which ignores "
     "pinning), XPU or a TPU.")
 PAYS_OFF = Premise(
     "pays-off",

@@ -2424,10 +2424,280 @@ def test_self_device_facts() -> None:
     base = facts_of_text(BASE_MODEL.format(device=CUDA_DEVICE) + "\n\nclass Other:\n    def __init__(self, d):\n"
                          "        self.device = d\n        self.name = 'cuda'\n")
     assert base is not None and base.self_devices == {"ModelBase": {"device": True}, "Other": {"device": False}}
+    mixed = facts_of_text(BASE_MODEL.format(device=CUDA_DEVICE) + "\n\nclass Cpu:\n    def __init__(self):\n"
+                          "        self.device = 'cpu'\n\n\nclass Both(ModelBase, Cpu):\n    pass\n\n\n"
+                          "class Mid(ModelBase):\n    pass\n")
+    assert mixed is not None and mixed.self_devices == {"Both": {"device": False}, "Cpu": {"device": False},
+                                                        "Mid": {"device": True}, "ModelBase": {"device": True}}
     plain = facts_of_text(PLAIN_MODEL)
     assert plain is not None and plain.self_device_copies == {"ModelPlain": ("device",)}
     bound_here = facts_of_text(PLAIN_MODEL + "\n\nclass Local:\n    def __init__(self):\n        self.device = 'cpu'\n")
     assert bound_here is not None and bound_here.self_device_copies == {}  # a class of the file binds it
+
+
+# blind20 (BasicSR): the device bound by a base class several modules up, the step's copies made by a base
+
+ENGINE_CORE = """\
+import torch
+
+
+class Engine:
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.device = {device}
+"""
+
+ENGINE_PAIRED = """\
+import torch
+
+from .core import Engine
+
+
+class Paired(Engine):
+    def __init__(self, cfg, net):
+        super().__init__(cfg)
+        self.net = net.to(self.device)
+        self.opt = torch.optim.Adam(self.net.parameters(), lr=2e-4)
+
+    def feed(self, batch):
+        self.low = batch["low"].to(self.device)
+        self.high = batch["high"].to(self.device)
+
+    def step(self):
+        self.opt.zero_grad()
+        loss = torch.nn.functional.l1_loss(self.net(self.low), self.high)
+        loss.backward()
+        self.opt.step()
+"""
+
+ENGINE_ADVERSARIAL = """\
+import torch
+
+from .{parent_module} import {parent}
+
+
+class {name}({parent}{extra}):
+    def step(self):
+        self.opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(self.net(self.low), self.high)
+        loss.backward()
+        self.opt.step()
+"""
+
+
+def _engine(device: str = CUDA_DEVICE, extra: str = "") -> dict[str, str]:
+    """core.Engine <- paired.Paired <- adversarial.Adversarial <- relativistic.Relativistic <- video.Video: the
+    last three copy nothing themselves, relative imports throughout."""
+    files = {"engine/__init__.py": "", "engine/core.py": ENGINE_CORE.format(device=device),
+             "engine/paired.py": ENGINE_PAIRED}
+    chain = [("paired", "Paired", "adversarial", "Adversarial"), ("adversarial", "Adversarial", "relativistic",
+                                                                   "Relativistic"),
+             ("relativistic", "Relativistic", "video", "Video")]
+    for parent_module, parent, module, name in chain:
+        files[f"engine/{module}.py"] = ENGINE_ADVERSARIAL.format(
+            parent_module=parent_module, parent=parent, name=name, extra=extra if module == "adversarial" else "")
+    return files
+
+
+def test_gpu001_follows_a_project_base_chain_to_any_depth(tmp_path: Path) -> None:
+    """BasicSR's esrgan_model.py:47 and video_recurrent_gan_model.py:145 (blind20, missed): the step's class
+    reaches the class binding `self.device` to CUDA three and four modules up, through relative imports, and the
+    copies to it are made by a base's methods (`feed_data`), none in the file of the step."""
+    write(tmp_path, _engine())
+    assert findings(tmp_path, "--select", "GPU001") == [
+        ("engine/adversarial.py", 10, "GPU001"), ("engine/paired.py", 19, "GPU001"),
+        ("engine/relativistic.py", 10, "GPU001"), ("engine/video.py", 10, "GPU001")]
+
+
+@pytest.mark.parametrize("device, extra", [
+    ("torch.device(cfg['device'])", ""),  # the base names no CUDA
+    (CUDA_DEVICE, ", Mixin"),  # a base of unknown origin (imported by module) on the way up: it may bind the device
+    (CUDA_DEVICE, ", nn.Module"),  # a library base
+])
+def test_gpu001_base_chain_stays_silent_without_a_cuda_binding_of_known_origin(tmp_path: Path, device: str,
+                                                                               extra: str) -> None:
+    files = _engine(device, extra)
+    files["engine/adversarial.py"] = files["engine/adversarial.py"].replace(
+        "import torch\n", "import torch\nfrom torch import nn\n\nfrom .mixins import Mixin\n" if "Mixin" in extra
+        else "import torch\nfrom torch import nn\n")
+    files["engine/mixins.py"] = "import settings\n\n\nclass Mixin(settings.Base):\n    pass\n"
+    write(tmp_path, files)
+    found = findings(tmp_path, "--select", "GPU001")
+    assert [f for f in found if f[0] != "engine/paired.py"] == []
+
+
+@pytest.mark.parametrize("core, reported", [
+    # the device is bound by a base defined beside the imported class (`class Engine(Root)` in core.py)
+    (ENGINE_CORE.format(device=CUDA_DEVICE).replace("class Engine:", "class Root:") + "\n\nclass Engine(Root):\n"
+     "    pass\n", True),
+    # a base beside it binds the device to the CPU, another, imported, to CUDA: the CPU binding is seen
+    ("import torch\n\nfrom .root import Root\n\n\nclass Local:\n    def __init__(self):\n"
+     "        self.device = torch.device('cpu')\n\n\nclass Engine(Local, Root):\n    pass\n", False),
+])
+def test_gpu001_base_chain_reads_the_bases_defined_beside_a_class(tmp_path: Path, core: str, reported: bool) -> None:
+    files = _engine()
+    files["engine/core.py"] = core
+    files["engine/root.py"] = ENGINE_CORE.format(device=CUDA_DEVICE).replace("class Engine:", "class Root:")
+    write(tmp_path, files)
+    found = findings(tmp_path, "--select", "GPU001")
+    assert found == ([("engine/adversarial.py", 10, "GPU001"), ("engine/paired.py", 19, "GPU001"),
+                      ("engine/relativistic.py", 10, "GPU001"), ("engine/video.py", 10, "GPU001")] if reported else [])
+
+
+def test_base_chain_through_an_import_cycle_ends(tmp_path: Path) -> None:
+    """Two modules whose classes name each other as bases (code that would not import): no answer, no loop."""
+    write(tmp_path, {
+        "a.py": "import torch\nfrom b import B\n\n\nclass A(B):\n    def feed(self, x):\n"
+                "        return x.to(self.device)\n",
+        "b.py": "import torch\nfrom a import A\n\n\nclass B(A):\n    def step(self, x, opt):\n"
+                "        opt.zero_grad()\n        self.net(x.to(self.device)).sum().backward()\n        opt.step()\n",
+    })
+    assert findings(tmp_path, "--select", "GPU001") == []
+
+
+# blind20 (deep_gcns_torch): `data.to(opt.device)` for `opt = OptInit().get_args()`, the options a project
+# module builds and returns with their device bound to CUDA
+
+OPTIONS_CLASS = """\
+import argparse
+
+import torch
+
+
+class Options:
+    def __init__(self):
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--cpu", action="store_true")
+        parser.add_argument("--lr", type=float, default=1e-3)
+        args = parser.parse_args()
+{device_lines}
+        self.args = args
+
+    def get_args(self):
+        return self.args
+"""
+
+OPTIONS_FUNCTION = """\
+import argparse
+
+import torch
+
+
+def parse_options():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--lr", type=float, default=1e-3)
+{option}    opts = parser.parse_args()
+{device_lines}
+    return opts
+"""
+
+POINT_TRAIN = """\
+import torch
+from torch import nn
+
+{import_line}
+from network import PointNet
+
+
+def main():
+    opt = {call}
+    model = PointNet(opt).to(opt.device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=opt.lr, momentum=0.9)
+    criterion = nn.CrossEntropyLoss()
+    for points, label in loader_of(opt):
+        points, label = points.to(opt.device), label.to(opt.device)
+        optimizer.zero_grad()
+        loss = criterion(model(points), label)
+        loss.backward()
+        optimizer.step()
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+POINT_NET = """\
+from torch import nn
+
+
+class PointNet(nn.Module):
+    def __init__(self, opt):
+        super().__init__()
+        self.head = nn.Linear(1024, 1024)
+
+    def forward(self, x):
+        return self.head(x)
+"""
+
+CUDA_OPT = "torch.device('cuda' if not args.cpu and torch.cuda.is_available() else 'cpu')"
+
+
+@pytest.mark.parametrize("files, reported", [
+    # a method returning `self.args`, the device bound on the local it keeps (deep_gcns' OptInit)
+    ({"options.py": OPTIONS_CLASS.format(device_lines=f"        args.device = {CUDA_OPT}"),
+      "train.py": POINT_TRAIN.format(import_line="from options import Options", call="Options().get_args()")}, True),
+    # bound on `self.args` itself, the module imported whole
+    ({"options.py": OPTIONS_CLASS.format(device_lines=f"        self.args = args\n"
+                                                     f"        self.args.device = {CUDA_OPT}"),
+      "train.py": POINT_TRAIN.format(import_line="import options as O", call="O.Options().get_args()")}, True),
+    # a module-level function returning the parsed options
+    ({"config.py": OPTIONS_FUNCTION.format(option="", device_lines="    opts.device = 'cuda:0' if torch.cuda."
+                                                                   "is_available() else 'cpu'"),
+      "train.py": POINT_TRAIN.format(import_line="from config import parse_options", call="parse_options()")},
+     True),
+    # the options' device is the CPU only
+    ({"options.py": OPTIONS_CLASS.format(device_lines="        args.device = torch.device('cpu')"),
+      "train.py": POINT_TRAIN.format(import_line="from options import Options", call="Options().get_args()")}, False),
+    # one branch binds it to the CPU
+    ({"options.py": OPTIONS_CLASS.format(device_lines="        if args.cpu:\n            args.device = torch.device("
+                                                     "'cpu')\n        else:\n            args.device = "
+                                                     "torch.device('cuda')"),
+      "train.py": POINT_TRAIN.format(import_line="from options import Options", call="Options().get_args()")}, False),
+    # an option `--device` whose default is the CPU, overridden only sometimes
+    ({"config.py": OPTIONS_FUNCTION.format(option="    parser.add_argument('--device', default='cpu')\n",
+                                           device_lines="    if torch.cuda.is_available():\n"
+                                                        "        opts.device = 'cuda'"),
+      "train.py": POINT_TRAIN.format(import_line="from config import parse_options", call="parse_options()")},
+     False),
+    # the script rebinds the device itself
+    ({"options.py": OPTIONS_CLASS.format(device_lines=f"        args.device = {CUDA_OPT}"),
+      "train.py": POINT_TRAIN.format(import_line="from options import Options", call="Options().get_args()")
+      .replace("    model = PointNet", "    opt.device = torch.device(opt.device_name)\n    model = PointNet")},
+     False),
+    # a callee gpulint cannot resolve (a library's)
+    ({"train.py": POINT_TRAIN.format(import_line="from hydra_zen import parse_options", call="parse_options()")},
+     False),
+])
+def test_gpu001_counts_the_cuda_device_of_options_a_project_function_returns(
+        tmp_path: Path, files: dict[str, str], reported: bool) -> None:
+    """deep_gcns_torch's examples (blind20, missed): the loop copies to `opt.device`, and `opt` is what
+    `OptInit().get_args()` of the config module it imports returns, whose device that module binds to CUDA."""
+    files = {"network.py": POINT_NET, **files}
+    write(tmp_path, files)
+    step = ("train.py", 17, "GPU001")
+    assert findings(tmp_path, "--select", "GPU001") == ([step] if reported else [])
+
+
+def test_gpu001_options_through_a_relative_import(tmp_path: Path) -> None:
+    """The same options, the training module of a package importing them with `from .options import Options`."""
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/network.py": POINT_NET,
+                     "pkg/options.py": OPTIONS_CLASS.format(device_lines=f"        args.device = {CUDA_OPT}"),
+                     "pkg/train.py": POINT_TRAIN.format(import_line="from .options import Options",
+                                                        call="Options().get_args()")
+                     .replace("from network import", "from .network import")})
+    assert findings(tmp_path, "--select", "GPU001") == [("pkg/train.py", 17, "GPU001")]
+
+
+def test_returned_device_facts() -> None:
+    options = facts_of_text(OPTIONS_CLASS.format(device_lines=f"        args.device = {CUDA_OPT}"))
+    assert options is not None and options.cuda_returns == ("Options.get_args:device",)
+    config = facts_of_text(OPTIONS_FUNCTION.format(option="", device_lines="    opts.device = 'cuda'"))
+    assert config is not None and config.cuda_returns == ("parse_options:device",)
+    train = facts_of_text(POINT_TRAIN.format(import_line="from options import Options", call="Options().get_args()"))
+    assert train is not None and train.returned_device_targets == {"opt.device": ("Options.get_args",)}
+    rebound = facts_of_text(POINT_TRAIN.format(import_line="from options import Options", call="Options().get_args()")
+                            + "\n\nfor opt in range(3):\n    pass\n")
+    assert rebound is not None and rebound.returned_device_targets == {}
 
 
 FACTORY = """\
