@@ -8,7 +8,7 @@ up by name), so the walk is done once and its list kept on the tree's root.
 from __future__ import annotations
 
 import ast
-from typing import Iterator, Optional
+from typing import Iterable, Iterator, Optional
 
 _KEY = "_gpulint_nodes"
 _DEPTH_KEY = "_gpulint_depth"
@@ -193,7 +193,17 @@ def walk_with_parents(root: ast.AST) -> tuple[list[ast.AST], dict[int, ast.AST]]
 
 
 _SKIPPED_FIELDS = frozenset({"ctx", "type_comment"})
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+# `code_fields` by node type, as far as asked: a walk of many nodes reads it, and calls `code_fields` on a miss
+CODE_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def code_fields(kind: type) -> tuple[str, ...]:
+    """`node_fields` but `ctx`: what a walk that reads code follows. An expression context (`Load`, `Store`,
+    `Del`) is one object shared by every node of the tree and holds nothing, and a third of the nodes have one."""
+    fields = CODE_FIELDS.get(kind)
+    if fields is None:
+        fields = CODE_FIELDS[kind] = tuple(f for f in node_fields(kind) if f not in _SKIPPED_FIELDS)
+    return fields
 
 
 def fast_walk(root: ast.AST) -> Iterator[ast.AST]:
@@ -201,14 +211,14 @@ def fast_walk(root: ast.AST) -> Iterator[ast.AST]:
     times cheaper than ast.walk, for a subtree walked once."""
     stack = [root]
     pop, push = stack.pop, stack.append
-    AST, fields_of = ast.AST, _CHILD_FIELDS
+    AST, fields_of = ast.AST, CODE_FIELDS
     while stack:
         node = pop()
         yield node
         kind = type(node)
         fields = fields_of.get(kind)
         if fields is None:
-            fields = fields_of[kind] = tuple(f for f in node_fields(kind) if f not in _SKIPPED_FIELDS)
+            fields = code_fields(kind)
         for name in fields:
             value = getattr(node, name, None)
             if type(value) is list:
@@ -216,6 +226,33 @@ def fast_walk(root: ast.AST) -> Iterator[ast.AST]:
                     if isinstance(item, AST):
                         push(item)
             elif isinstance(value, AST):
+                push(value)
+
+
+_SCOPE_KINDS = frozenset(CODE_SCOPES)
+
+
+def own_nodes(roots: Iterable[ast.AST]) -> Iterator[ast.AST]:
+    """`roots` and the nodes under them but expression contexts (`code_fields`) and the functions, lambdas and
+    classes they define, with what is inside those (a root itself is walked whatever it is); the last root's
+    first, depth first, children last to first: an order for questions that read every node, or any one."""
+    stack = list(roots)
+    pop, push = stack.pop, stack.append
+    AST, scopes, fields_of = ast.AST, _SCOPE_KINDS, CODE_FIELDS
+    while stack:
+        node = pop()
+        yield node
+        kind = type(node)
+        fields = fields_of.get(kind)
+        if fields is None:
+            fields = code_fields(kind)
+        for name in fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                for item in value:
+                    if isinstance(item, AST) and type(item) not in scopes:
+                        push(item)
+            elif isinstance(value, AST) and type(value) not in scopes:
                 push(value)
 
 

@@ -18,7 +18,7 @@ import re
 from dataclasses import field, replace
 from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
-from gpulint.project.ast_nodes import all_nodes, children, fast_walk, walk
+from gpulint.project.ast_nodes import all_nodes, children, fast_walk, own_nodes, walk
 from gpulint.project.clamps import (
     BCE_NAMES,
     CLAMP_NAMES,
@@ -2388,13 +2388,7 @@ def _own_body_statements(fn: ast.AST) -> Iterator[ast.AST]:
 
 
 def _own_body_nodes(fn: ast.AST) -> Iterator[ast.AST]:
-    stack: list[ast.AST] = list(getattr(fn, "body", []))
-    while stack:
-        node = stack.pop()
-        yield node
-        for child in children(node):
-            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-                stack.append(child)
+    return own_nodes(getattr(fn, "body", []))
 
 
 def optimizer_classes_in(value: ast.AST, aliases: _Aliases) -> tuple[str, ...]:
@@ -2435,13 +2429,7 @@ def _methods(cls: ast.ClassDef) -> dict[str, FunctionNode]:
 
 def _own_nodes(fn: Union[FunctionNode, ast.Lambda]) -> Iterator[ast.AST]:
     """The function's (or a lambda's) nodes, not descending into nested functions, lambdas or classes."""
-    stack: list[ast.AST] = list(fn.body) if isinstance(fn.body, list) else [fn.body]
-    while stack:
-        node = stack.pop()
-        yield node
-        for child in children(node):
-            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-                stack.append(child)
+    return own_nodes(fn.body if isinstance(fn.body, list) else [fn.body])
 
 
 def _self_name(fn: FunctionNode) -> Optional[str]:
