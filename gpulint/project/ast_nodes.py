@@ -232,6 +232,25 @@ def fast_walk(root: ast.AST) -> Iterator[ast.AST]:
 _SCOPE_KINDS = frozenset(CODE_SCOPES)
 
 
+def code_children(node: ast.AST) -> list[ast.AST]:
+    """`children(node)` but its expression context (`code_fields`): for walks that ask nothing of contexts."""
+    kind = type(node)
+    fields = CODE_FIELDS.get(kind)
+    if fields is None:
+        fields = code_fields(kind)
+    out: list[ast.AST] = []
+    append, AST = out.append, ast.AST
+    for name in fields:
+        value = getattr(node, name, None)
+        if type(value) is list:
+            for item in value:
+                if isinstance(item, AST):
+                    append(item)
+        elif isinstance(value, AST):
+            append(value)
+    return out
+
+
 def own_nodes(roots: Iterable[ast.AST]) -> Iterator[ast.AST]:
     """`roots` and the nodes under them but expression contexts (`code_fields`) and the functions, lambdas and
     classes they define, with what is inside those (a root itself is walked whatever it is); the last root's
