@@ -38,14 +38,18 @@ def node_fields(kind: type) -> tuple[str, ...]:
     return tuple(f for f in kind._fields if (name, f) not in _SCALAR_FIELDS)  # type: ignore[attr-defined]
 
 
+# the node types with an expression context (`ctx`): a `Load`, `Store` or `Del` one level under them
+_WITH_CONTEXT = frozenset(kind for kind in vars(ast).values() if isinstance(kind, type)
+                          and issubclass(kind, ast.AST) and "ctx" in getattr(kind, "_fields", ()))
 # what owns a node's code for name binding (a comprehension is left to its function, as the analyses read it)
 CODE_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def all_nodes(tree: ast.AST) -> list[ast.AST]:
-    """The nodes `ast.walk(tree)` yields, in its order (breadth first), kept on `tree`: a module, or a class or
-    function that analyses read again and again (read the list, never change it); the tree must not change after."""
+    """The nodes `ast.walk(tree)` yields but expression contexts (`walk`), in its order (breadth first), kept on
+    `tree`: a module, or a class or function that analyses read again and again (read the list, never change it);
+    the tree must not change after."""
     cached = tree.__dict__.get(_KEY)
     if cached is not None:
         return cached
@@ -90,10 +94,11 @@ def children(node: ast.AST) -> list[ast.AST]:
 
 
 def walk(root: ast.AST) -> list[ast.AST]:
-    """`list(ast.walk(root))`: the same nodes in the same (breadth-first) order, expression contexts included,
+    """`list(ast.walk(root))` but the expression contexts (`code_fields`: a shared `Load`, `Store` or `Del` under
+    a third of the nodes, which no analysis asks about): the other nodes in the same (breadth-first) order,
     several times faster; not kept (see `all_nodes` for a whole tree walked by many analyses)."""
     out: list[ast.AST] = [root]
-    append, AST, fields_of = out.append, ast.AST, _FIELDS
+    append, AST, fields_of = out.append, ast.AST, CODE_FIELDS
     index = 0
     while index < len(out):
         node = out[index]
@@ -101,7 +106,7 @@ def walk(root: ast.AST) -> list[ast.AST]:
         kind = type(node)
         fields = fields_of.get(kind)
         if fields is None:
-            fields = fields_of[kind] = node_fields(kind)
+            fields = code_fields(kind)
         for name in fields:
             value = getattr(node, name, None)
             if isinstance(value, AST):
@@ -119,9 +124,10 @@ def _walk_with_depth(root: ast.AST) -> tuple[list[ast.AST], int]:
     A breadth-first walk lists the tree a level at a time, so the depth is the number of levels but where a
     `BoolOp` adds to it: only those subtrees are weighed node by node (`_bool_op_depth`)."""
     out: list[ast.AST] = [root]
-    append, AST, fields_of, bool_op = out.append, ast.AST, _FIELDS, ast.BoolOp
+    append, AST, fields_of, bool_op, with_context = out.append, ast.AST, CODE_FIELDS, ast.BoolOp, _WITH_CONTEXT
     bool_ops: list[tuple[ast.AST, int]] = []
     level, level_end = 1, 1  # out[:level_end] holds the nodes up to `level`
+    context_level = 0  # the deepest level of a node with an expression context (left out of the list)
     index = 0
     while index < len(out):
         if index == level_end:
@@ -132,9 +138,11 @@ def _walk_with_depth(root: ast.AST) -> tuple[list[ast.AST], int]:
         kind = type(node)
         if kind is bool_op:
             bool_ops.append((node, level))
+        elif kind in with_context:
+            context_level = level
         fields = fields_of.get(kind)
         if fields is None:
-            fields = fields_of[kind] = node_fields(kind)
+            fields = code_fields(kind)
         for name in fields:  # `walk`'s loop, inlined: a call per node would cost what the walk saves
             value = getattr(node, name, None)
             if isinstance(value, AST):
@@ -143,7 +151,7 @@ def _walk_with_depth(root: ast.AST) -> tuple[list[ast.AST], int]:
                 for item in value:
                     if isinstance(item, AST):
                         append(item)
-    best = level
+    best = max(level, context_level + 1) if context_level else level  # a context is one deeper than its node
     for node, at in bool_ops:  # an outermost `BoolOp` weighs the ones inside it with their true depths
         best = max(best, _bool_op_depth(node, at))
     return out, best
@@ -167,10 +175,10 @@ def _bool_op_depth(root: ast.AST, level: int) -> int:
 
 def walk_with_parents(root: ast.AST) -> tuple[list[ast.AST], dict[int, ast.AST]]:
     """`walk(root)`, and each node's parent under `root` by the node's id (what `{id(child): node for node
-    in walk(root) for child in children(node)}` gives), in one pass."""
+    in walk(root) for child in code_children(node)}` gives), in one pass."""
     out: list[ast.AST] = [root]
     parents: dict[int, ast.AST] = {}
-    append, AST, fields_of = out.append, ast.AST, _FIELDS
+    append, AST, fields_of = out.append, ast.AST, CODE_FIELDS
     index = 0
     while index < len(out):
         node = out[index]
@@ -178,7 +186,7 @@ def walk_with_parents(root: ast.AST) -> tuple[list[ast.AST], dict[int, ast.AST]]
         kind = type(node)
         fields = fields_of.get(kind)
         if fields is None:
-            fields = fields_of[kind] = node_fields(kind)
+            fields = code_fields(kind)
         for name in fields:
             value = getattr(node, name, None)
             if isinstance(value, AST):

@@ -204,15 +204,58 @@ def _fixture_trees() -> Iterator[tuple[Path, ast.Module]]:
 
 
 def test_the_listed_nodes_are_ast_walks_in_its_order() -> None:
-    """Analyses filter `all_nodes(tree)` where they walked the tree: the same nodes, the same order."""
-    from gpulint.project.ast_nodes import all_nodes
+    """Analyses filter `all_nodes(tree)` where they walked the tree: the same nodes but the expression
+    contexts (which no analysis asks about), in the same order; the depth kept with a module's list is the
+    guard's, contexts counted."""
+    from gpulint.project.ast_nodes import all_nodes, kept_depth, walk
 
     checked = 0
     for path, tree in _fixture_trees():
         listed = all_nodes(tree)
-        assert [id(n) for n in listed] == [id(n) for n in ast.walk(tree)], path
+        expected = [id(n) for n in ast.walk(tree) if not isinstance(n, ast.expr_context)]
+        assert [id(n) for n in listed] == expected, path
+        assert [id(n) for n in walk(tree)] == expected, path
         assert all_nodes(tree) is listed  # kept on the tree: the second caller walks nothing
+        assert kept_depth(tree) == nesting_depth(tree)[0], path
         checked += 1
+    assert checked > 100
+
+
+@pytest.mark.parametrize("code", [
+    "x = " + " and ".join(["a"] * 500),
+    "def f():\n    if a:\n        return [b or c or d for b in (1, 2)]\n",
+    "x = " + "-" * 300 + "1",
+    "x",  # the deepest node a name's context
+    "x.y = (a or b).c",
+    "",
+])
+def test_the_kept_depth_counts_the_contexts_left_out(code: str) -> None:
+    from gpulint.project.ast_nodes import all_nodes, kept_depth
+
+    tree = ast.parse(code)
+    all_nodes(tree)
+    assert kept_depth(tree) == nesting_depth(tree)[0] == reference_depth(tree)[0]
+
+
+def test_the_loops_found_by_statements_are_every_loop_in_order() -> None:
+    """`lr_sweep._loops_in_order` follows statement lists only: the loops of a walk of every node, in preorder."""
+    from gpulint.analysis.lr_sweep import _loops_in_order
+
+    def reference(node: ast.AST) -> Iterator[ast.AST]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.For, ast.AsyncFor, ast.While)):
+                yield child
+            yield from reference(child)
+
+    checked = 0
+    for path, tree in _fixture_trees():
+        assert [id(n) for n in _loops_in_order(tree)] == [id(n) for n in reference(tree)], path
+        checked += 1
+    nested = ast.parse("def f():\n    try:\n        for a in b:\n            while c:\n                pass\n"
+                       "        else:\n            for d in e: pass\n    except E:\n        while f: pass\n"
+                       "    else:\n        async def g():\n            async for h in i: pass\n"
+                       "    finally:\n        for j in k: pass\nmatch x:\n    case 1:\n        while l: pass\n")
+    assert [n.lineno for n in _loops_in_order(nested)] == [3, 4, 7, 9, 12, 14, 17]
     assert checked > 100
 
 
