@@ -29,7 +29,7 @@ from typing import Iterator, Optional, Union
 from gpulint.analysis.amp_steps import amp_steps
 from gpulint.analysis.ast_context import AstContext, dotted
 from gpulint.analysis.evidence import REFUTED, SHOWN, Evidence, Premise
-from gpulint.project.ast_nodes import CODE_SCOPES, all_nodes, code_children
+from gpulint.project.ast_nodes import CODE_SCOPES, all_nodes, block_fields, code_children
 from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.records import dataclass
 
@@ -138,22 +138,11 @@ def _loops_in_order(node: ast.AST) -> Iterator[AstLoop]:
         current = stack.pop()
         if current is not node and isinstance(current, _LOOPS):
             yield current
-        for field in reversed(_block_fields(type(current))):
+        for field in reversed(block_fields(type(current))):
             block = getattr(current, field, None)
             if type(block) is list:  # (a lambda's `body` is an expression)
                 stack.extend(reversed(block))
 
-
-_BLOCKS: dict[type, tuple[str, ...]] = {}
-
-
-def _block_fields(kind: type) -> tuple[str, ...]:
-    """The fields of a node type that may list statements or clauses holding them, in `_fields` order."""
-    fields = _BLOCKS.get(kind)
-    if fields is None:
-        fields = _BLOCKS[kind] = tuple(f for f in kind._fields  # type: ignore[attr-defined]
-                                       if f in ("body", "orelse", "finalbody", "handlers", "cases"))
-    return fields
 
 
 def _scope(ctx: AstContext, node: ast.AST) -> ast.AST:

@@ -141,7 +141,7 @@ class _Flow:
         self.calls: list[ast.Call] = []
         stack: list[tuple[ast.AST, ast.AST]] = [(tree, tree)]
         parents, push, pop = self.parents, stack.append, stack.pop
-        Name, Call, Load, AST, fields_of = ast.Name, ast.Call, ast.Load, ast.AST, CODE_FIELDS
+        Name, Call, Load, fields_of = ast.Name, ast.Call, ast.Load, CODE_FIELDS
         while stack:  # (children as `children` lists them, but expression contexts: no walk asks about those)
             node, scope = pop()
             kind = type(node)
@@ -172,10 +172,10 @@ class _Flow:
                 value = getattr(node, name, None)
                 if type(value) is list:
                     for item in value:
-                        if isinstance(item, AST):
+                        if item is not None:  # (a node: ast_nodes.HOLES)
                             parents[id(item)] = node
                             push((item, node if body is not None and id(item) in body else scope))
-                elif isinstance(value, AST):
+                elif value is not None:
                     parents[id(value)] = node
                     push((value, node if body is not None and id(value) in body else scope))
         self.functions: dict[str, FunctionNode] = {}

@@ -203,16 +203,20 @@ def _fixture_trees() -> Iterator[tuple[Path, ast.Module]]:
             continue
 
 
+# what the walks leave out: one shared object per kind, under the nodes that have one
+_SHARED_LEAVES = (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
+
+
 def test_the_listed_nodes_are_ast_walks_in_its_order() -> None:
     """Analyses filter `all_nodes(tree)` where they walked the tree: the same nodes but the expression
-    contexts (which no analysis asks about), in the same order; the depth kept with a module's list is the
-    guard's, contexts counted."""
+    contexts and operators (which no analysis asks about as nodes), in the same order; the depth kept with a
+    module's list is the guard's, contexts counted."""
     from gpulint.project.ast_nodes import all_nodes, kept_depth, walk
 
     checked = 0
     for path, tree in _fixture_trees():
         listed = all_nodes(tree)
-        expected = [id(n) for n in ast.walk(tree) if not isinstance(n, ast.expr_context)]
+        expected = [id(n) for n in ast.walk(tree) if not isinstance(n, _SHARED_LEAVES)]
         assert [id(n) for n in listed] == expected, path
         assert [id(n) for n in walk(tree)] == expected, path
         assert all_nodes(tree) is listed  # kept on the tree: the second caller walks nothing
@@ -272,6 +276,25 @@ def test_the_classes_found_by_statements_are_every_class() -> None:
                        "            class C: pass\n    else:\n        class D: pass\n    finally:\n"
                        "        class F: pass\nmatch x:\n    case 1:\n        class G: pass\n")
     assert sorted(c.name for c in class_defs(nested)) == ["A", "B", "C", "D", "F", "G"]
+    assert checked > 100
+
+
+def test_a_walked_field_holds_a_node_none_or_a_list_of_nodes() -> None:
+    """The walks push a field's value when it is not None and a list whole (ast_nodes.HOLES): every field they
+    read holds a node, None or a list of nodes, and only the lists of HOLES' node types hold None too."""
+    from gpulint.project.ast_nodes import HOLES, node_fields
+
+    checked = 0
+    for path, tree in _fixture_trees():
+        for node in ast.walk(tree):
+            for name in node_fields(type(node)):
+                value = getattr(node, name, None)
+                items = value if type(value) is list else [value]
+                allowed = (ast.AST, type(None)) if type(value) is not list or type(node) in HOLES else ast.AST
+                assert all(isinstance(item, allowed) for item in items), (path, type(node).__name__, name)
+        checked += 1
+    holes = ast.parse("f = lambda *, a, b=1: {**a, 'k': b}")
+    assert any(None in getattr(n, f) for n in ast.walk(holes) for f in ("keys", "kw_defaults") if hasattr(n, f))
     assert checked > 100
 
 
