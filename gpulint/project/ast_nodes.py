@@ -122,7 +122,8 @@ def walk(root: ast.AST) -> list[ast.AST]:
 
 def _walk_with_depth(root: ast.AST) -> tuple[list[ast.AST], int]:
     """`walk(root)`, and the depth of its deepest node: the root 1, a child one more than its parent, a
-    `BoolOp` as many more as it has values (engine/guard.py `nesting_depth`: the same nodes, the same depths).
+    `BoolOp` as many more as it has values (engine/guard.py `nesting_depth`: the same depths, the contexts `walk`
+    leaves out counted; an operator is never deeper than its node's other children).
     A breadth-first walk lists the tree a level at a time, so the depth is the number of levels but where a
     `BoolOp` adds to it: only those subtrees are weighed node by node (`_bool_op_depth`)."""
     out: list[ast.AST] = [root]
