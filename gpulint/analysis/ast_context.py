@@ -141,9 +141,9 @@ class _Binder:
             value = getattr(node, name, None)
             if value.__class__ is list:
                 for item in value:
-                    if isinstance(item, ast.AST):
+                    if item is not None:  # (a node: ast_nodes.HOLES)
                         self.walk(item)
-            elif isinstance(value, ast.AST):
+            elif value is not None:
                 self.walk(value)
 
     def walk_all(self, nodes: Iterable[Optional[ast.AST]]) -> None:
@@ -719,7 +719,6 @@ class AstContext:
         stack: list[ast.AST] = [self.tree]
         push = stack.append
         number = 0
-        AST = ast.AST
         while stack:
             node = stack.pop()
             order[id(node)] = number
@@ -740,10 +739,10 @@ class AstContext:
                     value = getattr(node, name, None)
                     if value.__class__ is list:
                         for item in reversed(value):
-                            if isinstance(item, AST):
+                            if item is not None:  # (a node: ast_nodes.HOLES)
                                 parents[id(item)] = node
                                 push(item)
-                    elif isinstance(value, AST):
+                    elif value is not None:
                         parents[id(value)] = node
                         push(value)
                 continue
@@ -751,10 +750,8 @@ class AstContext:
             for name in fields:
                 value = getattr(node, name, None)
                 if value.__class__ is list:
-                    for item in value:
-                        if isinstance(item, AST):
-                            children.append(item)
-                elif isinstance(value, AST):
+                    children.extend(item for item in value if item is not None)
+                elif value is not None:
                     children.append(value)
             children = _source_order(node, children)
             for child in children:

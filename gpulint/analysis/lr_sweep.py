@@ -29,8 +29,7 @@ from typing import Iterator, Optional, Union
 from gpulint.analysis.amp_steps import amp_steps
 from gpulint.analysis.ast_context import AstContext, dotted
 from gpulint.analysis.evidence import REFUTED, SHOWN, Evidence, Premise
-from gpulint.project.ast_nodes import CODE_SCOPES, all_nodes
-from gpulint.project.ast_nodes import children as child_nodes
+from gpulint.project.ast_nodes import CODE_SCOPES, all_nodes, block_fields, code_children
 from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.records import dataclass
 
@@ -131,11 +130,19 @@ def step_run(ctx: AstContext, node: ast.AST) -> Evidence:
 
 
 def _loops_in_order(node: ast.AST) -> Iterator[AstLoop]:
-    """Loop statements in document order (pre-order, fields in source order, as LibCST walks)."""
-    for child in child_nodes(node):
-        if isinstance(child, _LOOPS):
-            yield child
-        yield from _loops_in_order(child)
+    """Loop statements in document order (pre-order, fields in source order, as LibCST walks). A loop is a
+    statement, and only statement lists hold statements (and the `except` and `case` clauses that hold
+    theirs): the walk follows those, not the expressions (most of the nodes)."""
+    stack: list[ast.AST] = [node]
+    while stack:
+        current = stack.pop()
+        if current is not node and isinstance(current, _LOOPS):
+            yield current
+        for field in reversed(block_fields(type(current))):
+            block = getattr(current, field, None)
+            if type(block) is list:  # (a lambda's `body` is an expression)
+                stack.extend(reversed(block))
+
 
 
 def _scope(ctx: AstContext, node: ast.AST) -> ast.AST:
@@ -148,7 +155,7 @@ def _own_nodes(loop: AstLoop) -> Iterator[ast.AST]:
     while stack:
         node = stack.pop()
         yield node
-        stack.extend(c for c in child_nodes(node) if not isinstance(c, CODE_SCOPES))
+        stack.extend(c for c in code_children(node) if not isinstance(c, CODE_SCOPES))
 
 
 def _rate_key(target: ast.AST) -> bool:

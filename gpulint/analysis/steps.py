@@ -25,8 +25,7 @@ from dataclasses import field
 from typing import TYPE_CHECKING, Callable, Iterator, Optional, TypeVar, Union
 
 from gpulint.core.torch_api import AUTOGRAD_BACKWARD, LIGHTNING_MODULES, optimizer_name
-from gpulint.project.ast_nodes import CODE_SCOPES, all_nodes, last_name
-from gpulint.project.ast_nodes import children as child_nodes
+from gpulint.project.ast_nodes import CODE_SCOPES, all_nodes, code_children, last_name
 from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.facts import HF_TRAINERS
 from gpulint.project.loader_flow import dotted
@@ -104,7 +103,7 @@ class StepFacts:
         self.qualname = qualname
         self.parents: dict[int, ast.AST] = {}
         for node in all_nodes(tree):
-            for child in child_nodes(node):
+            for child in code_children(node):  # (no question asks for an expression context's parent)
                 self.parents[id(child)] = node
         self.functions: dict[str, list[Function]] = {}  # module-level functions and methods, by name
         self.methods: dict[int, dict[str, Function]] = {}  # class id -> method name -> def
@@ -140,12 +139,12 @@ class StepFacts:
 
     def _own_nodes(self, root: ast.AST) -> Iterator[ast.AST]:
         """Nodes under `root` that are its own code: not inside a nested def, lambda or class."""
-        stack = list(child_nodes(root))
+        stack = code_children(root)  # (expression contexts left out: no question asks about them)
         while stack:
             node = stack.pop()
             yield node
             if not isinstance(node, CODE_SCOPES):
-                stack.extend(child_nodes(node))
+                stack.extend(code_children(node))
 
     # -- calls ------------------------------------------------------------------------------------
     def backward_of(self, call: ast.Call) -> Optional[Backward]:

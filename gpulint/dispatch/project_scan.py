@@ -68,7 +68,8 @@ class FactsCache(FactsSource):
                 self.entries = {}
 
     def prefetch(self, paths: Sequence[Path], workers: int) -> None:
-        """Answer every path now: cached facts for unchanged bytes, the others computed in parallel."""
+        """Answer every path now: cached facts for unchanged bytes, the others computed in parallel (with one
+        worker, each as its file is read: the bytes are not read and hashed again)."""
         misses: list[str] = []
         for path in paths:
             name = os.path.abspath(path)
@@ -76,33 +77,39 @@ class FactsCache(FactsSource):
             if raw is None:
                 self.known[name] = None
                 continue
-            facts = self._cached(name, hashlib.sha256(raw).hexdigest())
+            digest = hashlib.sha256(raw).hexdigest()
+            facts = self._cached(name, digest)
             if facts is not None:
                 self.known[name] = facts
+            elif workers <= 1:
+                self._computed(name, digest, _facts_of_bytes(name, raw, name in self.hand_over))
             else:
                 misses.append(name)
         if not misses:
             return
-        if workers > 1 and len(misses) >= PARALLEL_THRESHOLD:
+        if len(misses) >= PARALLEL_THRESHOLD:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
             method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
             with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
                 results = list(pool.map(_facts_json_of, misses, chunksize=16))
-        else:  # in this process: the facts as they are, put into plain data only for a cache that keeps them
+        else:
             for name in misses:
-                digest, facts = _facts_of(name, name in self.hand_over)
-                self.known[name] = facts
-                if facts is not None and self.cache is not None:
-                    self.entries[name] = (digest, facts.to_json())
-                    self.dirty = True
+                self._computed(name, *_facts_of(name, name in self.hand_over))
             return
         for name, (digest, data) in zip(misses, results):
             self.known[name] = FileFacts.from_json(data) if data is not None else None
             if data is not None:
                 self.entries[name] = (digest, data)  # the digest of the very bytes the facts come from
                 self.dirty = True
+
+    def _computed(self, name: str, digest: str, facts: Optional[FileFacts]) -> None:
+        """Facts computed in this process: kept as they are, put into plain data only for a cache that keeps them."""
+        self.known[name] = facts
+        if facts is not None and self.cache is not None:
+            self.entries[name] = (digest, facts.to_json())
+            self.dirty = True
 
     def _cached(self, name: str, digest: str) -> Optional[FileFacts]:
         entry = self.entries.get(name)
@@ -147,20 +154,24 @@ def _facts_of(name: str, hand_over: bool = False) -> tuple[str, Optional[FileFac
     raw = _read(Path(name))
     if raw is None:
         return "", None
-    digest = hashlib.sha256(raw).hexdigest()
+    return hashlib.sha256(raw).hexdigest(), _facts_of_bytes(name, raw, hand_over)
+
+
+def _facts_of_bytes(name: str, raw: bytes, hand_over: bool = False) -> Optional[FileFacts]:
+    """The facts of one file's bytes, as `_facts_of` gives them."""
     notebook = is_notebook(name)
     try:
         text = notebook_code(raw) if notebook else decode_source(raw, Path(name)).text
     except SourceError:
-        return digest, None
+        return None
     if text is None:
-        return digest, None
+        return None
     if not hand_over or notebook:
-        return digest, facts_of_text(text)
+        return facts_of_text(text)
     facts, tree = facts_and_tree(text)
     if facts is not None and tree is not None:
         guard.hand_over(facts.source, tree, len(text))
-    return digest, facts
+    return facts
 
 
 def project_roots(files: Sequence[Path], arguments: Sequence[Path]) -> dict[Path, list[Path]]:

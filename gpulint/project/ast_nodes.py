@@ -3,12 +3,16 @@
 Many analyses filter a whole file by node type (argparse flags, assignments, loaders, loops). Each
 `ast.walk` over the file costs far more than the filtering itself (generators per node, fields looked
 up by name), so the walk is done once and its list kept on the tree's root.
+
+A field a walk reads (`node_fields`) holds a node, None, or a list of nodes (Parser/Python.asdl), where only the
+lists of `HOLES` may hold None too: the walks test a value against None and push a list whole, instead of asking
+`isinstance(item, ast.AST)` of every item (tests/engine/test_cold_path.py checks it on the fixtures).
 """
 
 from __future__ import annotations
 
 import ast
-from typing import Iterator, Optional
+from typing import Iterable, Iterator, Optional
 
 _KEY = "_gpulint_nodes"
 _DEPTH_KEY = "_gpulint_depth"
@@ -38,14 +42,21 @@ def node_fields(kind: type) -> tuple[str, ...]:
     return tuple(f for f in kind._fields if (name, f) not in _SCALAR_FIELDS)  # type: ignore[attr-defined]
 
 
+# the node types with an expression context (`ctx`): a `Load`, `Store` or `Del` one level under them
+_WITH_CONTEXT = frozenset(kind for kind in vars(ast).values() if isinstance(kind, type)
+                          and issubclass(kind, ast.AST) and "ctx" in getattr(kind, "_fields", ()))
+# the node types one of whose lists may hold None: a dict's `**` entry (`keys`), a keyword-only parameter without
+# a default (`kw_defaults`)
+HOLES = frozenset({ast.Dict, ast.arguments})
 # what owns a node's code for name binding (a comprehension is left to its function, as the analyses read it)
 CODE_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def all_nodes(tree: ast.AST) -> list[ast.AST]:
-    """The nodes `ast.walk(tree)` yields, in its order (breadth first), kept on `tree`: a module, or a class or
-    function that analyses read again and again (read the list, never change it); the tree must not change after."""
+    """The nodes `ast.walk(tree)` yields but expression contexts and operators (`walk`), in its order (breadth
+    first), kept on `tree`: a module, or a class or function that analyses read again and again (read the list,
+    never change it); the tree must not change after."""
     cached = tree.__dict__.get(_KEY)
     if cached is not None:
         return cached
@@ -77,23 +88,21 @@ def children(node: ast.AST) -> list[ast.AST]:
     if fields is None:
         fields = _FIELDS[kind] = node_fields(kind)
     out: list[ast.AST] = []
-    append, AST = out.append, ast.AST
     for name in fields:
         value = getattr(node, name, None)
-        if isinstance(value, AST):
-            append(value)
-        elif type(value) is list:
-            for item in value:  # (a loop: a list comprehension per field costs more than its items)
-                if isinstance(item, AST):
-                    append(item)
+        if type(value) is list:
+            out.extend(value if kind not in HOLES else [item for item in value if item is not None])
+        elif value is not None:
+            out.append(value)
     return out
 
 
 def walk(root: ast.AST) -> list[ast.AST]:
-    """`list(ast.walk(root))`: the same nodes in the same (breadth-first) order, expression contexts included,
+    """`list(ast.walk(root))` but the expression contexts and operators (`code_fields`: shared `Load`, `Store`,
+    `Add`... objects, which no analysis asks about as nodes): the other nodes in the same (breadth-first) order,
     several times faster; not kept (see `all_nodes` for a whole tree walked by many analyses)."""
     out: list[ast.AST] = [root]
-    append, AST, fields_of = out.append, ast.AST, _FIELDS
+    append, extend, fields_of, holes = out.append, out.extend, CODE_FIELDS, HOLES
     index = 0
     while index < len(out):
         node = out[index]
@@ -101,27 +110,28 @@ def walk(root: ast.AST) -> list[ast.AST]:
         kind = type(node)
         fields = fields_of.get(kind)
         if fields is None:
-            fields = fields_of[kind] = node_fields(kind)
+            fields = code_fields(kind)
         for name in fields:
             value = getattr(node, name, None)
-            if isinstance(value, AST):
+            if type(value) is list:
+                extend(value if kind not in holes else [item for item in value if item is not None])
+            elif value is not None:
                 append(value)
-            elif type(value) is list:
-                for item in value:  # (a loop: a list comprehension per field costs more than its items)
-                    if isinstance(item, AST):
-                        append(item)
     return out
 
 
 def _walk_with_depth(root: ast.AST) -> tuple[list[ast.AST], int]:
     """`walk(root)`, and the depth of its deepest node: the root 1, a child one more than its parent, a
-    `BoolOp` as many more as it has values (engine/guard.py `nesting_depth`: the same nodes, the same depths).
+    `BoolOp` as many more as it has values (engine/guard.py `nesting_depth`: the same depths, the contexts `walk`
+    leaves out counted; an operator is never deeper than its node's other children).
     A breadth-first walk lists the tree a level at a time, so the depth is the number of levels but where a
     `BoolOp` adds to it: only those subtrees are weighed node by node (`_bool_op_depth`)."""
     out: list[ast.AST] = [root]
-    append, AST, fields_of, bool_op = out.append, ast.AST, _FIELDS, ast.BoolOp
+    append, extend, fields_of, holes = out.append, out.extend, CODE_FIELDS, HOLES
+    bool_op, with_context = ast.BoolOp, _WITH_CONTEXT
     bool_ops: list[tuple[ast.AST, int]] = []
     level, level_end = 1, 1  # out[:level_end] holds the nodes up to `level`
+    context_level = 0  # the deepest level of a node with an expression context (left out of the list)
     index = 0
     while index < len(out):
         if index == level_end:
@@ -132,18 +142,18 @@ def _walk_with_depth(root: ast.AST) -> tuple[list[ast.AST], int]:
         kind = type(node)
         if kind is bool_op:
             bool_ops.append((node, level))
+        elif kind in with_context:
+            context_level = level
         fields = fields_of.get(kind)
         if fields is None:
-            fields = fields_of[kind] = node_fields(kind)
+            fields = code_fields(kind)
         for name in fields:  # `walk`'s loop, inlined: a call per node would cost what the walk saves
             value = getattr(node, name, None)
-            if isinstance(value, AST):
+            if type(value) is list:
+                extend(value if kind not in holes else [item for item in value if item is not None])
+            elif value is not None:
                 append(value)
-            elif type(value) is list:
-                for item in value:
-                    if isinstance(item, AST):
-                        append(item)
-    best = level
+    best = max(level, context_level + 1) if context_level else level  # a context is one deeper than its node
     for node, at in bool_ops:  # an outermost `BoolOp` weighs the ones inside it with their true depths
         best = max(best, _bool_op_depth(node, at))
     return out, best
@@ -167,10 +177,10 @@ def _bool_op_depth(root: ast.AST, level: int) -> int:
 
 def walk_with_parents(root: ast.AST) -> tuple[list[ast.AST], dict[int, ast.AST]]:
     """`walk(root)`, and each node's parent under `root` by the node's id (what `{id(child): node for node
-    in walk(root) for child in children(node)}` gives), in one pass."""
+    in walk(root) for child in code_children(node)}` gives), in one pass."""
     out: list[ast.AST] = [root]
     parents: dict[int, ast.AST] = {}
-    append, AST, fields_of = out.append, ast.AST, _FIELDS
+    append, fields_of = out.append, CODE_FIELDS
     index = 0
     while index < len(out):
         node = out[index]
@@ -178,49 +188,112 @@ def walk_with_parents(root: ast.AST) -> tuple[list[ast.AST], dict[int, ast.AST]]
         kind = type(node)
         fields = fields_of.get(kind)
         if fields is None:
-            fields = fields_of[kind] = node_fields(kind)
+            fields = code_fields(kind)
         for name in fields:
             value = getattr(node, name, None)
-            if isinstance(value, AST):
-                append(value)
-                parents[id(value)] = node
-            elif type(value) is list:
+            if type(value) is list:
                 for item in value:
-                    if isinstance(item, AST):
+                    if item is not None:
                         append(item)
                         parents[id(item)] = node
+            elif value is not None:
+                append(value)
+                parents[id(value)] = node
     return out, parents
 
 
-_SKIPPED_FIELDS = frozenset({"ctx", "type_comment"})
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+_SKIPPED_FIELDS = frozenset({"ctx", "op", "ops", "type_comment"})
+# `code_fields` by node type, as far as asked: a walk of many nodes reads it, and calls `code_fields` on a miss
+CODE_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def code_fields(kind: type) -> tuple[str, ...]:
+    """`node_fields` but `ctx`, `op` and `ops`: what a walk that reads code follows. An expression context (`Load`,
+    `Store`, `Del`) or an operator (`Add`, `Eq`, `And`...) is one object shared by every node of the tree that
+    has it, and holds nothing; a third of the nodes have a context. (An analysis reads an operator where it reads
+    its operation: `isinstance(node.op, ast.Mod)`.)"""
+    fields = CODE_FIELDS.get(kind)
+    if fields is None:
+        fields = CODE_FIELDS[kind] = tuple(f for f in node_fields(kind) if f not in _SKIPPED_FIELDS)
+    return fields
 
 
 def fast_walk(root: ast.AST) -> Iterator[ast.AST]:
     """Every node under `root` (itself included) but expression contexts, in no particular order; several
     times cheaper than ast.walk, for a subtree walked once."""
     stack = [root]
-    pop, push = stack.pop, stack.append
-    AST, fields_of = ast.AST, _CHILD_FIELDS
+    pop, push, extend, fields_of, holes = stack.pop, stack.append, stack.extend, CODE_FIELDS, HOLES
     while stack:
         node = pop()
         yield node
         kind = type(node)
         fields = fields_of.get(kind)
         if fields is None:
-            fields = fields_of[kind] = tuple(f for f in node_fields(kind) if f not in _SKIPPED_FIELDS)
+            fields = code_fields(kind)
+        for name in fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                extend(value if kind not in holes else [item for item in value if item is not None])
+            elif value is not None:
+                push(value)
+
+
+_SCOPE_KINDS = frozenset(CODE_SCOPES)
+_SCOPE_KINDS_OR_NONE = _SCOPE_KINDS | {type(None)}
+
+
+def code_children(node: ast.AST) -> list[ast.AST]:
+    """`children(node)` but its expression context (`code_fields`): for walks that ask nothing of contexts."""
+    kind = type(node)
+    fields = CODE_FIELDS.get(kind)
+    if fields is None:
+        fields = code_fields(kind)
+    out: list[ast.AST] = []
+    for name in fields:
+        value = getattr(node, name, None)
+        if type(value) is list:
+            out.extend(value if kind not in HOLES else [item for item in value if item is not None])
+        elif value is not None:
+            out.append(value)
+    return out
+
+
+def own_nodes(roots: Iterable[ast.AST]) -> Iterator[ast.AST]:
+    """`roots` and the nodes under them but expression contexts (`code_fields`) and the functions, lambdas and
+    classes they define, with what is inside those (a root itself is walked whatever it is); the last root's
+    first, depth first, children last to first: an order for questions that read every node, or any one."""
+    stack = list(roots)
+    pop, push = stack.pop, stack.append
+    scopes, fields_of = _SCOPE_KINDS_OR_NONE, CODE_FIELDS
+    while stack:
+        node = pop()
+        yield node
+        kind = type(node)
+        fields = fields_of.get(kind)
+        if fields is None:
+            fields = code_fields(kind)
         for name in fields:
             value = getattr(node, name, None)
             if type(value) is list:
                 for item in value:
-                    if isinstance(item, AST):
+                    if type(item) not in scopes:  # (nor None)
                         push(item)
-            elif isinstance(value, AST):
-                push(value)
+            elif type(value) not in scopes:
+                push(value)  # type: ignore[arg-type]  # (not None)
 
 
 # the fields that list statements, or the clauses holding them (`except`, `case`)
 _BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
+_BLOCKS: dict[type, tuple[str, ...]] = {}
+
+
+def block_fields(kind: type) -> tuple[str, ...]:
+    """The fields of a node type that may list statements or the clauses holding them, in `_fields` order (the
+    order `ast.iter_child_nodes` reads them in)."""
+    fields = _BLOCKS.get(kind)
+    if fields is None:
+        fields = _BLOCKS[kind] = tuple(f for f in kind._fields if f in _BLOCK_FIELDS)  # type: ignore[attr-defined]
+    return fields
 
 
 def class_defs(tree: ast.AST) -> list[ast.ClassDef]:
@@ -229,10 +302,14 @@ def class_defs(tree: ast.AST) -> list[ast.ClassDef]:
     the nodes), for a question about classes alone."""
     found: list[ast.ClassDef] = []
     stack: list[ast.AST] = [tree]
-    class_def = ast.ClassDef
+    class_def, blocks_of = ast.ClassDef, _BLOCKS
     while stack:
         node = stack.pop()
-        for name in _BLOCK_FIELDS:
+        kind = type(node)
+        names = blocks_of.get(kind)
+        if names is None:
+            names = block_fields(kind)
+        for name in names:  # (none for most statements)
             block = getattr(node, name, None)
             if type(block) is list:  # (a lambda's `body` is an expression)
                 for child in block:

@@ -34,7 +34,7 @@ import ast
 import re
 from typing import Callable, Iterator, Optional
 
-from gpulint.project.ast_nodes import CODE_SCOPES, children, fast_walk, last_name
+from gpulint.project.ast_nodes import CODE_SCOPES, code_children, fast_walk, last_name
 from gpulint.project.loader_flow import dotted
 
 ENV_METHODS = frozenset({"step", "reset"})
@@ -94,7 +94,7 @@ def _own_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
         yield node
         if isinstance(node, CODE_SCOPES):
             continue
-        stack.extend(reversed(list(children(node))))
+        stack.extend(reversed(code_children(node)))  # (expression contexts left out: nothing asks about them)
 
 
 def _made_envs(body: list[ast.stmt], qualified: Qualify) -> frozenset[str]:
@@ -125,9 +125,10 @@ def env_loops(body: list[ast.stmt], qualified: Qualify) -> list[ast.AST]:
             loops.append(node)
             mine = (*inside, len(loops) - 1)
             in_body = {id(statement) for statement in node.body}
-            stack.extend((child, mine if id(child) in in_body else inside) for child in reversed(children(node)))
+            stack.extend((child, mine if id(child) in in_body else inside)
+                         for child in reversed(code_children(node)))
         else:
-            stack.extend((child, inside) for child in reversed(children(node)))
+            stack.extend((child, inside) for child in reversed(code_children(node)))
     return [loop for number, loop in enumerate(loops) if number in calling]
 
 

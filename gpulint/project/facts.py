@@ -18,7 +18,7 @@ import re
 from dataclasses import field, replace
 from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
-from gpulint.project.ast_nodes import all_nodes, children, fast_walk, walk
+from gpulint.project.ast_nodes import all_nodes, children, fast_walk, own_nodes, walk
 from gpulint.project.clamps import (
     BCE_NAMES,
     CLAMP_NAMES,
@@ -571,18 +571,29 @@ def _lazy_imports(tree: ast.Module) -> tuple[ImportRef, ...]:
     return tuple(dict.fromkeys(r for r in refs if r.level or r.module.split(".", 1)[0] not in LIBRARY_ROOTS))
 
 
-def _module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+def _module_level(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The statements of `body` and of the `if` and `try` blocks in it, in source order (preorder)."""
+    out: list[ast.stmt] = []
+    _add_module_level(body, out)
+    return out
+
+
+def _add_module_level(body: list[ast.stmt], out: list[ast.stmt]) -> None:
     for node in body:
-        yield node
-        if isinstance(node, ast.If):
-            yield from _module_level(node.body)
-            yield from _module_level(node.orelse)
-        elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
-            yield from _module_level(node.body)  # type: ignore[attr-defined]
+        out.append(node)
+        kind = type(node)
+        if kind is ast.If:
+            _add_module_level(node.body, out)  # type: ignore[attr-defined]
+            _add_module_level(node.orelse, out)  # type: ignore[attr-defined]
+        elif kind in _TRIES:
+            _add_module_level(node.body, out)  # type: ignore[attr-defined]
             for handler in node.handlers:  # type: ignore[attr-defined]
-                yield from _module_level(handler.body)
-            yield from _module_level(node.orelse)  # type: ignore[attr-defined]
-            yield from _module_level(node.finalbody)  # type: ignore[attr-defined]
+                _add_module_level(handler.body, out)
+            _add_module_level(node.orelse, out)  # type: ignore[attr-defined]
+            _add_module_level(node.finalbody, out)  # type: ignore[attr-defined]
+
+
+_TRIES = frozenset({ast.Try, getattr(ast, "TryStar", ast.Try)})
 
 
 # words of a receiver's name that say it is a whole network (`self.model`, `self.backbone`, `self.text_encoder`)
@@ -1170,7 +1181,8 @@ class _Scanner:
         cuda_names = {local for local, targets in self.aliases.table.items()
                       if any(t.startswith(("torch.cuda", "torch.accelerator")) for t in targets)}
         Call, Constant, Attribute, Name, Assign = ast.Call, ast.Constant, ast.Attribute, ast.Name, ast.Assign
-        Dict, Subscript = ast.Dict, ast.Subscript
+        Dict, Subscript, For, AsyncFor, Import, ImportFrom = ast.Dict, ast.Subscript, ast.For, ast.AsyncFor, \
+            ast.Import, ast.ImportFrom
         # the file indexes `<x>.data[0]` somewhere: the reads legacy_torch and reads_zero_dim_loss look for
         data_zero = False
         versioned = False  # the file reads torch.__version__ somewhere (version flags are looked for only then)
@@ -1229,12 +1241,12 @@ class _Scanner:
                 elif kind is Subscript:
                     if not data_zero and _data_zero_base(node) is not None:  # type: ignore[arg-type]
                         data_zero = True
-                elif kind is ast.For or kind is ast.AsyncFor:
+                elif kind is For or kind is AsyncFor:
                     self.loops.append(node)
-                elif kind is ast.Import:
+                elif kind is Import:
                     imports += 1
                     anywhere.update(a.name.split(".", 1)[0] for a in node.names)  # type: ignore[attr-defined]
-                elif kind is ast.ImportFrom:
+                elif kind is ImportFrom:
                     imports += 1
                     aliased.update(a.name for a in node.names if a.asname)  # type: ignore[attr-defined]
                     if not node.level and node.module:  # type: ignore[attr-defined]
@@ -2268,22 +2280,23 @@ def unreached_functions(tree: ast.Module) -> tuple[str, ...]:
     reached: set[str] = set()
     pending: list[str] = []
 
+    Name, Attribute, Constant, Call = ast.Name, ast.Attribute, ast.Constant, ast.Call
+
     def mentions(root: ast.AST, into: set[str]) -> bool:
         """Collect the names `root` mentions; False when it dispatches by a computed name."""
         for node in fast_walk(root):
-            if isinstance(node, ast.Name):
+            if isinstance(node, Name):
                 into.add(node.id)
-            elif isinstance(node, ast.Attribute):
+            elif isinstance(node, Attribute):
                 into.add(node.attr)
-                if node.attr == "modules" and isinstance(node.value, ast.Name) and node.value.id == "sys":
+                if node.attr == "modules" and isinstance(node.value, Name) and node.value.id == "sys":
                     return False
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
+            elif isinstance(node, Constant) and isinstance(node.value, str) and node.value.isidentifier():
                 into.add(node.value)  # `getattr(module, "train")`, `__all__`, registries by name
-            elif isinstance(node, ast.Call):
+            elif isinstance(node, Call):
                 func = node.func
-                name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) \
-                    else ""
-                if name in DYNAMIC_CALLS or (isinstance(func, ast.Name) and name in DYNAMIC_BUILTINS):
+                name = func.attr if isinstance(func, Attribute) else func.id if isinstance(func, Name) else ""
+                if name in DYNAMIC_CALLS or (isinstance(func, Name) and name in DYNAMIC_BUILTINS):
                     return False
         return True
 
@@ -2479,13 +2492,7 @@ def _own_body_statements(fn: ast.AST) -> Iterator[ast.AST]:
 
 
 def _own_body_nodes(fn: ast.AST) -> Iterator[ast.AST]:
-    stack: list[ast.AST] = list(getattr(fn, "body", []))
-    while stack:
-        node = stack.pop()
-        yield node
-        for child in children(node):
-            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-                stack.append(child)
+    return own_nodes(getattr(fn, "body", []))
 
 
 def optimizer_classes_in(value: ast.AST, aliases: _Aliases) -> tuple[str, ...]:
@@ -2526,13 +2533,7 @@ def _methods(cls: ast.ClassDef) -> dict[str, FunctionNode]:
 
 def _own_nodes(fn: Union[FunctionNode, ast.Lambda]) -> Iterator[ast.AST]:
     """The function's (or a lambda's) nodes, not descending into nested functions, lambdas or classes."""
-    stack: list[ast.AST] = list(fn.body) if isinstance(fn.body, list) else [fn.body]
-    while stack:
-        node = stack.pop()
-        yield node
-        for child in children(node):
-            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-                stack.append(child)
+    return own_nodes(fn.body if isinstance(fn.body, list) else [fn.body])
 
 
 def _self_name(fn: FunctionNode) -> Optional[str]:

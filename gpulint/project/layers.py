@@ -18,7 +18,7 @@ import ast
 from dataclasses import replace
 from typing import Callable, Iterable, Iterator, Optional, Protocol, Union
 
-from gpulint.project.ast_nodes import all_nodes, children, fast_walk, walk, walk_with_parents
+from gpulint.project.ast_nodes import all_nodes, children, fast_walk, own_nodes, walk, walk_with_parents
 from gpulint.records import dataclass
 
 # layer kinds
@@ -158,15 +158,7 @@ def torch_layer(last: str, argument: ArgumentToken) -> Optional[Layer]:
 
 def _calls(fn: FunctionNode) -> Iterator[ast.Call]:
     """The calls in a function's own code (not in nested functions or classes), in source order."""
-    found: list[ast.Call] = []
-    stack: list[ast.AST] = list(fn.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.Call):
-            found.append(node)
-        for child in children(node):
-            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-                stack.append(child)
+    found = [node for node in own_nodes(fn.body) if type(node) is ast.Call]
     yield from sorted(found, key=lambda c: (c.lineno, c.col_offset))
 
 

@@ -27,7 +27,8 @@ import builtins
 from functools import cached_property
 from typing import Callable, Iterable, Iterator, Optional, Union
 
-from gpulint.project.ast_nodes import CODE_SCOPES, all_nodes, children
+from gpulint.project import ast_nodes
+from gpulint.project.ast_nodes import CODE_FIELDS, CODE_SCOPES, all_nodes, code_fields
 from gpulint.project.ast_nodes import walk as walk_nodes
 
 # calls that hand the items of an iterable on unchanged: `for i, b in enumerate(tqdm(loader))`
@@ -46,6 +47,7 @@ _BUILTINS = frozenset(dir(builtins))
 
 FunctionNode = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 _DEPTH = 4
+_SCOPE_KINDS = frozenset(CODE_SCOPES)
 
 
 def dotted(expr: ast.AST) -> Optional[str]:
@@ -80,13 +82,7 @@ def _reads(expr: ast.AST) -> set[str]:
 
 def own_nodes(body: Iterable[ast.AST]) -> Iterator[ast.AST]:
     """The nodes of these statements, not those of functions, lambdas or classes defined in them."""
-    stack = list(body)
-    while stack:
-        node = stack.pop()
-        yield node
-        for child in children(node):
-            if not isinstance(child, CODE_SCOPES):
-                stack.append(child)
+    return ast_nodes.own_nodes(body)
 
 
 def move_kinds(call: ast.Call) -> set[str]:
@@ -144,22 +140,12 @@ class _Flow:
         self.all_functions: list[FunctionNode] = []
         self.calls: list[ast.Call] = []
         stack: list[tuple[ast.AST, ast.AST]] = [(tree, tree)]
-        parents, push, Name, Call, Load = self.parents, stack.append, ast.Name, ast.Call, ast.Load
-        while stack:
-            node, scope = stack.pop()
+        parents, push, pop = self.parents, stack.append, stack.pop
+        Name, Call, Load, fields_of = ast.Name, ast.Call, ast.Load, CODE_FIELDS
+        while stack:  # (children as `children` lists them, but expression contexts: no walk asks about those)
+            node, scope = pop()
             kind = type(node)
-            if isinstance(node, CODE_SCOPES):
-                self.names[id(node)] = {}
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    self.all_functions.append(node)
-                # decorators, defaults and bases are evaluated in the enclosing scope
-                held = getattr(node, "body", ())
-                body = {id(b) for b in held} if isinstance(held, list) else {id(held)}
-                for child in children(node):
-                    parents[id(child)] = node
-                    push((child, node if id(child) in body else scope))
-                continue
-            if kind is Name:
+            if kind is Name:  # a third of the nodes, and no child but its context
                 self.scope_of[id(node)] = scope
                 entry = self.names[id(scope)].get(node.id)  # type: ignore[attr-defined]
                 if entry is None:
@@ -168,11 +154,30 @@ class _Flow:
                     entry.loads.append(node)  # type: ignore[arg-type]
                 else:
                     entry.stores += 1
+                continue
+            body: Optional[set[int]] = None
+            if kind in _SCOPE_KINDS:
+                self.names[id(node)] = {}
+                if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+                    self.all_functions.append(node)  # type: ignore[arg-type]
+                # decorators, defaults and bases are evaluated in the enclosing scope
+                held = node.body  # type: ignore[attr-defined]
+                body = {id(b) for b in held} if isinstance(held, list) else {id(held)}
             elif kind is Call:
                 self.calls.append(node)  # type: ignore[arg-type]
-            for child in children(node):
-                parents[id(child)] = node
-                push((child, scope))
+            fields = fields_of.get(kind)
+            if fields is None:
+                fields = code_fields(kind)
+            for name in fields:
+                value = getattr(node, name, None)
+                if type(value) is list:
+                    for item in value:
+                        if item is not None:  # (a node: ast_nodes.HOLES)
+                            parents[id(item)] = node
+                            push((item, node if body is not None and id(item) in body else scope))
+                elif value is not None:
+                    parents[id(value)] = node
+                    push((value, node if body is not None and id(value) in body else scope))
         self.functions: dict[str, FunctionNode] = {}
         for statement in tree.body:
             if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):

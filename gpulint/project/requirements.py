@@ -196,6 +196,8 @@ def pip_range(requirements: Iterable[str], package: Package = TORCH) -> Range:
     floors: list[Optional[Version]] = []
     aboves: list[Optional[Version]] = []
     for line in requirements:
+        if not package.mentions.match(line):
+            continue  # another package (`_requirement` is not asked: see `names_package`)
         requirement = _requirement(line)
         if requirement is None:
             continue
@@ -227,11 +229,13 @@ def names_torch(requirements: Iterable[str]) -> bool:
 def names_package(requirements: Iterable[str], package: Package = TORCH) -> bool:
     """Whether any of these PEP 508 requirement strings is about `package` itself."""
     for line in requirements:
+        if not package.mentions.match(line):
+            # a requirement named so starts with the name (packaging's names are ASCII, followed by none of
+            # `[\w.-]`): a line that does not is another package's, and need not be parsed (most are)
+            continue
         requirement = _requirement(line)
-        if requirement is not None and requirement.name.lower() in package.names:
-            return True
-        if requirement is None and package.mentions.match(line):
-            return True  # `torch @ file.whl#...` spelled in a way packaging refuses: torch, unbounded
+        if requirement is None or requirement.name.lower() in package.names:
+            return True  # (None: `torch @ file.whl#...` spelled in a way packaging refuses: torch, unbounded)
     return False
 
 

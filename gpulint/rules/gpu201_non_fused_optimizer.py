@@ -1199,14 +1199,17 @@ def _own_class(ctx: AstContext, function: Optional[ast.AST]) -> Optional[Held]:
     return Held(frozenset({owner.name}))
 
 
+# the statements `_name_classes` reads: those that bind a name to a value
+_BINDINGS = frozenset({ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.With})
+
+
 def _name_classes(ctx: AstContext, function: Optional[ast.AST], holder: str) -> Optional[Held]:
     """The project classes the function (or the module) binds the name to, through moves and wrappers."""
     scope: ast.AST = function or ctx.tree
     found = Held()
     for statement in all_nodes(scope):
-        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)) \
-                and statement is not scope:
-            continue
+        if type(statement) not in _BINDINGS:
+            continue  # (every other node, defs and the scope itself included, binds nothing read here)
         targets: list[ast.expr] = []
         value: Optional[ast.expr] = None
         if isinstance(statement, ast.Assign):

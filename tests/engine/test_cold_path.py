@@ -203,16 +203,63 @@ def _fixture_trees() -> Iterator[tuple[Path, ast.Module]]:
             continue
 
 
+# what the walks leave out: one shared object per kind, under the nodes that have one
+_SHARED_LEAVES = (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
+
+
 def test_the_listed_nodes_are_ast_walks_in_its_order() -> None:
-    """Analyses filter `all_nodes(tree)` where they walked the tree: the same nodes, the same order."""
-    from gpulint.project.ast_nodes import all_nodes
+    """Analyses filter `all_nodes(tree)` where they walked the tree: the same nodes but the expression
+    contexts and operators (which no analysis asks about as nodes), in the same order; the depth kept with a
+    module's list is the guard's, contexts counted."""
+    from gpulint.project.ast_nodes import all_nodes, kept_depth, walk
 
     checked = 0
     for path, tree in _fixture_trees():
         listed = all_nodes(tree)
-        assert [id(n) for n in listed] == [id(n) for n in ast.walk(tree)], path
+        expected = [id(n) for n in ast.walk(tree) if not isinstance(n, _SHARED_LEAVES)]
+        assert [id(n) for n in listed] == expected, path
+        assert [id(n) for n in walk(tree)] == expected, path
         assert all_nodes(tree) is listed  # kept on the tree: the second caller walks nothing
+        assert kept_depth(tree) == nesting_depth(tree)[0], path
         checked += 1
+    assert checked > 100
+
+
+@pytest.mark.parametrize("code", [
+    "x = " + " and ".join(["a"] * 500),
+    "def f():\n    if a:\n        return [b or c or d for b in (1, 2)]\n",
+    "x = " + "-" * 300 + "1",
+    "x",  # the deepest node a name's context
+    "x.y = (a or b).c",
+    "",
+])
+def test_the_kept_depth_counts_the_contexts_left_out(code: str) -> None:
+    from gpulint.project.ast_nodes import all_nodes, kept_depth
+
+    tree = ast.parse(code)
+    all_nodes(tree)
+    assert kept_depth(tree) == nesting_depth(tree)[0] == reference_depth(tree)[0]
+
+
+def test_the_loops_found_by_statements_are_every_loop_in_order() -> None:
+    """`lr_sweep._loops_in_order` follows statement lists only: the loops of a walk of every node, in preorder."""
+    from gpulint.analysis.lr_sweep import _loops_in_order
+
+    def reference(node: ast.AST) -> Iterator[ast.AST]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.For, ast.AsyncFor, ast.While)):
+                yield child
+            yield from reference(child)
+
+    checked = 0
+    for path, tree in _fixture_trees():
+        assert [id(n) for n in _loops_in_order(tree)] == [id(n) for n in reference(tree)], path
+        checked += 1
+    nested = ast.parse("def f():\n    try:\n        for a in b:\n            while c:\n                pass\n"
+                       "        else:\n            for d in e: pass\n    except E:\n        while f: pass\n"
+                       "    else:\n        async def g():\n            async for h in i: pass\n"
+                       "    finally:\n        for j in k: pass\nmatch x:\n    case 1:\n        while l: pass\n")
+    assert [n.lineno for n in _loops_in_order(nested)] == [3, 4, 7, 9, 12, 14, 17]
     assert checked > 100
 
 
@@ -229,6 +276,25 @@ def test_the_classes_found_by_statements_are_every_class() -> None:
                        "            class C: pass\n    else:\n        class D: pass\n    finally:\n"
                        "        class F: pass\nmatch x:\n    case 1:\n        class G: pass\n")
     assert sorted(c.name for c in class_defs(nested)) == ["A", "B", "C", "D", "F", "G"]
+    assert checked > 100
+
+
+def test_a_walked_field_holds_a_node_none_or_a_list_of_nodes() -> None:
+    """The walks push a field's value when it is not None and a list whole (ast_nodes.HOLES): every field they
+    read holds a node, None or a list of nodes, and only the lists of HOLES' node types hold None too."""
+    from gpulint.project.ast_nodes import HOLES, node_fields
+
+    checked = 0
+    for path, tree in _fixture_trees():
+        for node in ast.walk(tree):
+            for name in node_fields(type(node)):
+                value = getattr(node, name, None)
+                items = value if type(value) is list else [value]
+                allowed = (ast.AST, type(None)) if type(value) is not list or type(node) in HOLES else ast.AST
+                assert all(isinstance(item, allowed) for item in items), (path, type(node).__name__, name)
+        checked += 1
+    holes = ast.parse("f = lambda *, a, b=1: {**a, 'k': b}")
+    assert any(None in getattr(n, f) for n in ast.walk(holes) for f in ("keys", "kw_defaults") if hasattr(n, f))
     assert checked > 100
 
 
