@@ -521,7 +521,7 @@ def _returned(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> Optiona
             continue
         if isinstance(node, ast.Return):
             spelled.add(dotted(node.value) if node.value is not None else None)
-        pending.extend(children(node))
+        pending.extend(ast_nodes.code_children(node))
     return next(iter(spelled)) if len(spelled) == 1 else None
 
 
