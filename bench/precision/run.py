@@ -299,6 +299,11 @@ def main(argv: Optional[list[str]] = None) -> int:
             for key, message in run.findings:
                 if key not in labels:
                     print(f"{key.repo}\t{key.location}\t{key.code}\t?\t{message[:90]}")
+    failed = [run.repo.name for run in runs if run.error]
+    if failed:
+        # a crash reads as "no findings" in every table: never score or write it (a merge once broke every file)
+        print(f"gpulint failed on {len(failed)} repositories ({', '.join(failed)}): nothing written", file=sys.stderr)
+        return 2
     if args.write:
         results = args.results
         text = results.read_text(encoding="utf-8") if results.exists() else "# Precision on real code\n"
