@@ -515,13 +515,17 @@ def _returned(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> Optiona
     """The one name (`args`, `self.args`) every `return` of `function` hands back, outside nested scopes."""
     spelled: set[Optional[str]] = set()
     pending: list[ast.AST] = list(function.body)
-    while pending:
+    while pending:  # a `return` is a statement: only statement lists (and the clauses holding them) are read
         node = pending.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
         if isinstance(node, ast.Return):
             spelled.add(dotted(node.value) if node.value is not None else None)
-        pending.extend(ast_nodes.code_children(node))
+            continue
+        for name in ast_nodes.block_fields(type(node)):
+            block = getattr(node, name, None)
+            if type(block) is list:
+                pending.extend(block)
     return next(iter(spelled)) if len(spelled) == 1 else None
 
 
