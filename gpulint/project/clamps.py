@@ -209,16 +209,20 @@ def forward_returns_sigmoid(node: ast.ClassDef, qualified: Qualified) -> bool:
         return False
     sigmoids = _Sigmoids(qualified)
     nodes = list(own_nodes(forward.body))
+    returns = [r.value for r in nodes if type(r) is ast.Return]
+    values = [v for v in returns if v is not None]
+    if not values or len(values) < len(returns):
+        return False
+    # names returned bare: only their bindings are asked about (most forwards return `x`; few bind it to a sigmoid)
+    asked = {v.id for v in values if type(v) is ast.Name}
     plain = {id(n.targets[0]): sigmoids.rounds_to_one(n.value) for n in nodes
-             if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)}
+             if type(n) is ast.Assign and len(n.targets) == 1 and type(n.targets[0]) is ast.Name
+             and n.targets[0].id in asked}
     bound = dict.fromkeys(_parameters(forward), False)  # name -> every binding in `forward` is such a sigmoid
     for each in nodes:
-        if isinstance(each, ast.Name) and isinstance(each.ctx, (ast.Store, ast.Del)):
+        if type(each) is ast.Name and each.id in asked and type(each.ctx) is not ast.Load:
             bound[each.id] = bound.get(each.id, True) and plain.get(id(each), False)
-    returns = [r for r in nodes if isinstance(r, ast.Return)]
-    return bool(returns) and all(
-        r.value is not None and (sigmoids.rounds_to_one(r.value) or (
-            isinstance(r.value, ast.Name) and bound.get(r.value.id, False))) for r in returns)
+    return all(sigmoids.rounds_to_one(v) or (type(v) is ast.Name and bound.get(v.id, False)) for v in values)
 
 
 def _torch_by_star(qualified: Qualified) -> Qualified:

@@ -890,6 +890,11 @@ def _names_device(node: ast.AST) -> bool:
     return "device" in name or name in ("local_rank", "rank", "gpu", "gpu_id")
 
 
+# the nodes _returned_device_targets reads: bindings of a name or attribute, `setattr(...)` calls
+_BINDING_KINDS = frozenset({ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Call, ast.For, ast.AsyncFor, ast.withitem,
+                            ast.NamedExpr})
+
+
 def _returned_device_targets(tree: ast.Module, targets: set[str], imported: set[str]) -> dict[str, tuple[str, ...]]:
     """FileFacts.returned_device_targets: of the devices the file copies to (`opt.device`), those on a name
     every plain binding of which (`opt = ...`, in any scope) is a call of an imported name: `OptInit().get_args()`,
@@ -899,6 +904,8 @@ def _returned_device_targets(tree: ast.Module, targets: set[str], imported: set[
     callees: dict[str, set[str]] = {}
     spoiled: set[str] = set()
     for node in all_nodes(tree):
+        if type(node) not in _BINDING_KINDS:  # (most nodes: one set lookup)
+            continue
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
                 if isinstance(target, ast.Name) and target.id in roots:
