@@ -1175,6 +1175,7 @@ class _Scanner:
         self.local_device_targets: set[str] = set()  # `x.to(opt.device)` on a name no import binds
         self.self_device_bound = False  # `self.<device> = ...` somewhere (FileFacts.self_devices is read only then)
         self.self_device_copied = False  # `x.to(self.<device>)` somewhere (FileFacts.self_device_copies)
+        self.device_setattr = False  # `setattr(x, "device", ...)` somewhere (FileFacts.cuda_returns is read only then)
         self.lazy = False  # an import below module level (FileFacts.lazy_imports is read only then)
         self.loops: list[ast.AST] = []  # every `for` loop (project/loader_flow.py reads on only when one copies)
         self.device_keyword = False  # a call passes `device=` (FileFacts.device_collates are looked for only then)
@@ -1188,6 +1189,8 @@ class _Scanner:
         cuda_names = {local for local, targets in self.aliases.table.items()
                       if any(t.startswith(("torch.cuda", "torch.accelerator")) for t in targets)}
         Call, Constant, Attribute, Name, Assign = ast.Call, ast.Constant, ast.Attribute, ast.Name, ast.Assign
+        Store = ast.Store
+        stored: set[str] = set()  # attributes the file binds (`args.device = ...`): cuda_returns is asked only then
         Dict, Subscript, For, AsyncFor, Import, ImportFrom = ast.Dict, ast.Subscript, ast.For, ast.AsyncFor, \
             ast.Import, ast.ImportFrom
         # the file indexes `<x>.data[0]` somewhere: the reads legacy_torch and reads_zero_dim_loss look for
@@ -1210,6 +1213,8 @@ class _Scanner:
                 elif kind is Attribute:
                     attr = node.attr  # type: ignore[attr-defined]
                     names.add(attr)
+                    if type(node.ctx) is Store:  # type: ignore[attr-defined]
+                        stored.add(attr)
                     if attr[:1] == "_" and mentions_name(attr):
                         private_attributes.add(attr)
                     if attr in ("requires_grad", "requires_grad_"):
@@ -1368,7 +1373,8 @@ class _Scanner:
             member_moves=member_moves(self.tree, self.loops) if self.loops and names & {"to", "cuda"} else {},
             cuda_devices=cuda_devices(self.tree) if self.gpu else (),
             imported_device_targets=tuple(sorted(self.device_targets)),
-            cuda_returns=cuda_returns(self.tree) if self.gpu else (),
+            cuda_returns=cuda_returns(self.tree) if self.gpu and (
+                self.device_setattr or any(device_word(attr) for attr in stored)) else (),
             returned_device_targets=_returned_device_targets(self.tree, self.local_device_targets, imported)
             if self.local_device_targets else {},
             self_devices=self_devices(self.tree) if self.self_device_bound else {},
@@ -1561,6 +1567,7 @@ class _Scanner:
                 self.options_by_name = True
             else:
                 self._option(_string(call.args[1]) or "", call.args[2])
+                self.device_setattr = self.device_setattr or device_word(_string(call.args[1]) or "")
         elif last in ("set_defaults", "vars"):
             self.args_rewritten = True
             self.options_by_name = self.options_by_name or last == "set_defaults"
@@ -2292,16 +2299,20 @@ def unreached_functions(tree: ast.Module) -> tuple[str, ...]:
     def mentions(root: ast.AST, into: set[str]) -> bool:
         """Collect the names `root` mentions; False when it dispatches by a computed name."""
         for node in fast_walk(root):
-            if isinstance(node, Name):
-                into.add(node.id)
-            elif isinstance(node, Attribute):
-                into.add(node.attr)
-                if node.attr == "modules" and isinstance(node.value, Name) and node.value.id == "sys":
+            kind = type(node)  # (parsed trees hold no subclasses of these node types)
+            if kind is Name:
+                into.add(node.id)  # type: ignore[attr-defined]
+            elif kind is Attribute:
+                into.add(node.attr)  # type: ignore[attr-defined]
+                owner = node.value  # type: ignore[attr-defined]
+                if node.attr == "modules" and isinstance(owner, Name) and owner.id == "sys":  # type: ignore[attr-defined]
                     return False
-            elif isinstance(node, Constant) and isinstance(node.value, str) and node.value.isidentifier():
-                into.add(node.value)  # `getattr(module, "train")`, `__all__`, registries by name
-            elif isinstance(node, Call):
-                func = node.func
+            elif kind is Constant:
+                value = node.value  # type: ignore[attr-defined]
+                if type(value) is str and value.isidentifier():
+                    into.add(value)  # `getattr(module, "train")`, `__all__`, registries by name
+            elif kind is Call:
+                func = node.func  # type: ignore[attr-defined]
                 name = func.attr if isinstance(func, Attribute) else func.id if isinstance(func, Name) else ""
                 if name in DYNAMIC_CALLS or (isinstance(func, Name) and name in DYNAMIC_BUILTINS):
                     return False
