@@ -890,7 +890,7 @@ def parameter_tensors(cls: ast.ClassDef, qualify: Qualify, local_classes: frozen
                 return None
         for node in nodes:
             if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) \
-                    and _on_me(node.value, me):
+                    and _on_me(node.value, me) and not _plain_container(methods, node.value.attr):  # type: ignore
                 return None  # `self.layers["a"] = ...`: a container filled by key
             if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and _on_me(node, me):
                 parent = parents.get(id(node))
@@ -955,6 +955,35 @@ def inline_tensors(call: ast.Call, qualify: Qualify) -> Optional[int]:
                 return None
             total += inner
     return total
+
+
+def _plain_display(value: Optional[ast.expr]) -> bool:
+    """A Python list, tuple or dict written out (`[]`, `{}`, `[None] * (n + 1)`): a container nn.Module does
+    not look into, whatever it is later filled with."""
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mult):
+        return _plain_display(value.left) or _plain_display(value.right)
+    return isinstance(value, (ast.List, ast.Tuple, ast.Dict))
+
+
+def _plain_container(methods: dict[str, FunctionNode], attr: str) -> bool:
+    """Every binding of `self.<attr>` in the class's methods is a plain Python container written out
+    (`self.E_u_list = [None] * (l + 1)`): filling it by index (`self.E_u_list[0] = self.E_u_0`) registers
+    nothing, so it builds no parameter (a layer stored there is not one of the module's either)."""
+    found = False
+    for fn in methods.values():
+        me = _first_arg(fn)
+        for node in all_nodes(fn):
+            if not (isinstance(node, ast.Attribute) and node.attr == attr and isinstance(node.ctx, (ast.Store, ast.Del))
+                    and isinstance(node.value, ast.Name)):
+                continue
+            if me is None or node.value.id != me:
+                return False
+            bound = next((s for s in all_nodes(fn) if isinstance(s, (ast.Assign, ast.AnnAssign))
+                          and (s.targets if isinstance(s, ast.Assign) else [s.target]) == [node]), None)
+            if bound is None or not _plain_display(bound.value):
+                return False
+            found = True
+    return found
 
 
 def _on_me(node: ast.AST, me: str) -> bool:

@@ -185,7 +185,17 @@ STEPPED = Premise(
     "the optimizer is stepped: refuted for one bound to a name at module level that is bound again further "
     "down before any statement between steps it, hands it to a call or stores it (only `.param_groups` and "
     "`.zero_grad()` read), while no function reads that global name: a notebook cell that builds an optimizer "
-    "only to plot a learning-rate schedule (blind9: LLMs-from-scratch's appendix D).")
+    "only to plot a learning-rate schedule (blind9: LLMs-from-scratch's appendix D); refuted too for one bound "
+    "to a local name of a function, or to `self.<attr>` in a method, where every read of that binding only "
+    "reads or loads its state or rate (`state_dict()`, `load_state_dict()`, `param_groups`, `zero_grad()`, "
+    "`print`), never `.step`, and never hands it on (an argument, a return, a container, another name): a "
+    "checkpoint-conversion script that saves an optimizer's empty state. For an attribute the reads are those "
+    "of every method an instance may run: the class's own, those of the classes of the file derived from it, "
+    "and those its bases (classes of the file, one each) define and it neither overrides nor reaches through "
+    "`super()`; shown where any of them hands the instance on, reads attributes by name (`getattr`), or the "
+    "file spells the attribute on anything else (`trainer.optimizer.step()`), and where a base is not a class "
+    "of the file. Code in other modules is not read: an instance's attribute stepped from another file is "
+    "missed.")
 WORK_TO_FUSE = Premise(
     "work-to-fuse",
     "the update has several element-wise operations per parameter for one kernel to merge: refuted for SGD "
@@ -204,7 +214,10 @@ WORK_TO_FUSE = Premise(
     "it calls once, over nn.Module alone, with no loop, comprehension or lambda, no other layer with weights, "
     "no function handed `self`, no layer added outside `__init__`, and no attribute bound to something unread "
     "that the class calls or uses as a module (an encoder handed in; an optimizer, scheduler or GradScaler it "
-    "keeps holds no layer); a class not read in full is not counted. "
+    "keeps holds no layer), no container attribute filled by key or index unless every binding of it in the "
+    "class is a plain Python list, tuple or dict written out (`self.layers_out = [None] * (n + 1)` then "
+    "`self.layers_out[0] = self.user_emb`: nn.Module registers nothing stored there); a class not read in full "
+    "is not counted. "
     "Two embedding tables of a matrix-factorisation or LightGCN recommender, or a 4-tensor GCN: a fused kernel "
     "replaces the update's per-tensor launches, and over so few tensors there are at most a handful to save. "
     "For an attribute, every binding in the class's methods must be such a class, a torch.nn module written "
@@ -434,7 +447,8 @@ class NonFusedOptimizer(Rule):
                                 OFF_ENVIRONMENT: _steps_off_environment(ctx, node), SCALER_SAFE: scaler_safe,
                                 WORK_TO_FUSE: work_to_fuse, FUSED_KEPT: REFUTED if _state_loaded_at_once(ctx, node)
                                 else SHOWN, LONG_RUN: optimizer_run(ctx, node),
-                                STEPPED: REFUTED if _rebound_unstepped(ctx, node) else SHOWN, RUNS: runs(ctx, node)})
+                                STEPPED: REFUTED if _rebound_unstepped(ctx, node) or _never_stepped(ctx, node)
+                                else SHOWN, RUNS: runs(ctx, node)})
         if not decision.report:
             return
         if momentum and may_gain_grad_scaler(ctx):
@@ -1051,6 +1065,143 @@ def _rebound_unstepped(ctx: AstContext, node: ast.Call) -> bool:
                 if not (isinstance(parent, ast.Attribute) and parent.attr in _UNSTEPPED_READS):
                     return False
     return False
+
+
+# what an optimizer answers without stepping or handing itself on: its state saved or loaded, its rate read or set
+_NEVER_STEP = _UNSTEPPED_READS | frozenset({"state_dict", "load_state_dict", "state", "add_param_group"})
+# calls that read an object without keeping it (`isinstance(opt, ...)`, `print(opt)`)
+_READING_CALLS = frozenset({"isinstance", "print", "type", "id", "repr", "str"})
+# builtins that reach a function's locals or an object's attributes by name
+_BY_NAME = frozenset({"locals", "vars", "eval", "exec", "getattr", "setattr", "globals"})
+
+
+def _never_stepped(ctx: AstContext, node: ast.Call) -> bool:
+    """The optimizer is bound to a local name of a function (`optim_g = AdamW(...)`) or to `self.<attr>` in a
+    method, and every read of that binding only reads or loads its state or rate (`_NEVER_STEP`: `state_dict()`,
+    `param_groups`, `zero_grad()`), never `.step`, never hands it on (an argument, a return, a stored value, a
+    container, another name): a checkpoint-conversion script that saves an optimizer's empty state (see STEPPED).
+    For an attribute, the reads are those of every method the instance may run: the class's own, those of the
+    classes of the file that derive from it, and those its bases (classes of this file alone, one each) define
+    and it does not override (nor reach through `super()`); refused where any of them hands the instance on,
+    reads attributes by name (`getattr`), or the file spells that attribute on anything else
+    (`trainer.optimizer.step()`)."""
+    statement = ctx.parent(node)
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1 and statement.value is node):
+        return False
+    target = statement.targets[0]
+    function = ctx.enclosing_function(node)
+    if function is None:
+        return False
+    if isinstance(target, ast.Name):
+        scope = ctx.names.binding_scope(target)
+        if scope is None or scope.node is not function or _reaches_by_name(function):
+            return False
+        return all(isinstance(use.ctx, (ast.Store, ast.Del)) or _only_read(ctx, use)
+                   for use in ctx.bound_uses(target.id, scope))
+    me = _self_name(function)
+    if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == me):
+        return False
+    methods = _instance_methods(ctx, ctx.parent(function))
+    if methods is None:
+        return False
+    seen = {id(m) for m in methods}
+    attr = target.attr
+    for method in methods:
+        assert isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef))
+        positional = method.args.posonlyargs + method.args.args
+        instance = positional[0].arg if positional else None  # (a property's too; a static method's is read alike)
+        if _reaches_by_name(method):
+            return False
+        for use in all_nodes(method):
+            if instance is not None and isinstance(use, ast.Name) and use.id == instance \
+                    and isinstance(use.ctx, ast.Load):
+                parent = ctx.parent(use)
+                if not (isinstance(parent, ast.Attribute) and parent.value is use and parent.attr != "__dict__"
+                        or isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name)
+                        and parent.func.id in ("super", *_READING_CALLS)):
+                    return False  # the instance handed on: whoever gets it may step its optimizer
+            elif isinstance(use, ast.Attribute) and use.attr == attr and isinstance(use.ctx, ast.Load) \
+                    and not _only_read(ctx, use):
+                return False
+    for use in ctx.nodes(ast.Attribute):
+        assert isinstance(use, ast.Attribute)
+        if use.attr != attr or isinstance(use.ctx, ast.Store):
+            continue
+        around = ctx.enclosing_function(use)
+        if around is not None and id(around) in seen:
+            continue
+        owner = ctx.parent(around) if around is not None else None
+        if not (isinstance(owner, ast.ClassDef) and isinstance(use.value, ast.Name)
+                and use.value.id == _self_name(around)):
+            return False  # `trainer.optimizer.step()`: the attribute read on an instance from outside
+    return True
+
+
+def _only_read(ctx: AstContext, use: ast.expr) -> bool:
+    """The optimizer read at `use` is neither stepped nor handed on: `use.state_dict()`, `use.param_groups`."""
+    parent = ctx.parent(use)
+    if isinstance(parent, ast.Attribute) and parent.value is use:
+        return parent.attr in _NEVER_STEP
+    return isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id in _READING_CALLS \
+        and use in parent.args
+
+
+def _reaches_by_name(function: ast.AST) -> bool:
+    """The function calls `locals()`, `getattr(...)` or alike: what it reads is not spelled."""
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _BY_NAME
+               for n in all_nodes(function))
+
+
+def _instance_methods(ctx: AstContext, owner: Optional[ast.AST]) -> Optional[list[ast.AST]]:
+    """Every method an instance of `owner`'s class, or of a class of this file derived from it, may run: their
+    own, and what their bases define and they do not override (nor call through `super()` or the base's name).
+    None where a base is not a class of this file (`nn.Module`, a library's Trainer, two bases) or a name is
+    bound to two classes."""
+    if not (isinstance(owner, ast.ClassDef) and owner in ctx.tree.body):
+        return None
+    classes: dict[str, ast.ClassDef] = {}
+    for statement in ctx.tree.body:
+        if isinstance(statement, ast.ClassDef):
+            if statement.name in classes:
+                return None
+            classes[statement.name] = statement
+    chain = [owner]
+    while True:
+        bases = [b for b in chain[-1].bases if not (isinstance(b, ast.Name) and b.id == "object")]
+        if chain[-1].keywords or len(bases) > 1:
+            return None
+        if not bases:
+            break
+        base = bases[0]
+        if not isinstance(base, ast.Name) or base.id not in classes or classes[base.id] in chain:
+            return None
+        chain.append(classes[base.id])
+    family = {owner.name}
+    grown = True
+    while grown:
+        grown = False
+        for cls in classes.values():
+            if cls.name not in family and any(isinstance(b, ast.Name) and b.id in family for b in cls.bases):
+                family.add(cls.name)
+                grown = True
+    members = [c for c in classes.values() if c.name in family]
+    reached = {n.func.attr for c in [*members, *chain] for n in all_nodes(c)
+               if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+               and (isinstance(n.func.value, ast.Call) and isinstance(n.func.value.func, ast.Name)
+                    and n.func.value.func.id == "super"
+                    or isinstance(n.func.value, ast.Name) and n.func.value.id in {c.name for c in chain})}
+    found: list[ast.AST] = []
+    defined: set[str] = set()
+    for cls in [*chain, *(m for m in members if m is not owner)]:
+        for method in cls.body:
+            if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            if cls in chain and cls is not owner and method.name in defined and method.name not in reached:
+                continue  # overridden below it, and never reached through super()
+            found.append(method)
+        if cls in chain:
+            defined |= {m.name for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return found
 
 
 def _state_loaded_at_once(ctx: AstContext, node: ast.Call) -> bool:
