@@ -2968,3 +2968,51 @@ def test_a_caller_wrapping_the_model_in_data_parallel_gets_float16(tmp_path: Pat
     write(tmp_path, {"train_utils.py": DATA_PARALLEL_STEP, "main.py": caller.format("Net().cuda()")})
     message = fix_messages(tmp_path)["train_utils.py"]
     assert message is not None and "bfloat16 on GPUs that compute in it natively" in message
+
+
+METRICS_TOOL = """\
+    import torch
+    from PIL import Image
+    from torchvision import transforms
+    from tqdm import tqdm
+
+
+    class PngFolder(torch.utils.data.Dataset):
+        def __init__(self, paths):
+            self.paths = paths
+
+        def __len__(self):
+            return len(self.paths)
+
+        def __getitem__(self, index):
+            return transforms.ToTensor()(Image.open(self.paths[index]).convert("RGB"))
+
+
+    def embed_folder(paths, network, device="cuda"):
+        loader = torch.utils.data.DataLoader(PngFolder(paths), batch_size=64, num_workers=4)
+        rows = []
+        for images in tqdm(loader):
+            images = images.to(device)
+            with torch.no_grad():
+                codes = network(images)
+            rows.append(codes.cpu())
+        return torch.cat(rows)
+    """
+
+
+@pytest.mark.parametrize("grad_off", [True, False])
+def test_evaluation_function_of_an_imported_tool_feeds_no_training(tmp_path: Path, grad_off: bool) -> None:
+    """U-ViT (blind21, 1 FP): tools/fid_score.py, which the training scripts import and call at their save
+    interval, trains nothing; its loader is iterated only where it is built, every batch going to the feature
+    network under no_grad: GPU101's feeds-training is refuted although the file is imported by training code.
+    The same function calling the network with autograd on is reported."""
+    tool = METRICS_TOOL if grad_off else METRICS_TOOL.replace(
+        "            with torch.no_grad():\n                codes = network(images)\n",
+        "            codes = network(images)\n")
+    write(tmp_path, {
+        "metrics.py": tool,
+        "train.py": "import torch\nfrom metrics import embed_folder\n\n" + TRAIN_STEP
+                    + "\ntrain(model.cuda(), loader, opt)\nembed_folder(paths, model)\n",
+    })
+    found = codes(findings(tmp_path, "--select", "GPU101"), "metrics.py")
+    assert found == ([] if grad_off else ["GPU101"])
