@@ -13,7 +13,7 @@ This module answers the question for one node of a rule's `ast` tree.
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, Union
 
 from gpulint.analysis.evidence import REFUTED, SHOWN, Evidence, Premise
 from gpulint.project.env_loops import called_from_env, enclosing_key, in_env_loop, may_call_env, reached_within
@@ -133,15 +133,99 @@ def iterated_here(ctx: AstContext, call: ast.Call) -> bool:
     """`name = DataLoader(...)` in a function, whose every use there is `for ... in name`, `len(name)` or an
     attribute read (`name.batch_size`), at least one of them an iteration, and none in a nested scope: its
     batches are consumed where it is built."""
+    return _loops_here(ctx, call, wrapped=False) is not None
+
+
+Loop = Union[ast.For, ast.AsyncFor]
+
+
+def _loops_here(ctx: AstContext, call: ast.Call, wrapped: bool) -> Optional[list[Loop]]:
+    """`iterated_here`'s loops over the loader, or None when it is not so used; with `wrapped`, a loop over
+    `enumerate(name)` or `tqdm(name)` counts as one over the name."""
     named = _named_loader(ctx, call)
     if named is None or not isinstance(named[1], (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return False
+        return None
     _, scope, uses = named
     if any(ctx.code_scope(n) is not scope for n in uses):
+        return None
+    loops: dict[ast.Name, Loop] = {}
+    for use in uses:
+        above = ctx.parent(use)
+        iterated: ast.AST = use
+        if wrapped and isinstance(above, ast.Call) and above.args and above.args[0] is use \
+                and _loop_wrapper(above.func):
+            iterated, above = above, ctx.parent(above)
+        if isinstance(use.ctx, ast.Load) and isinstance(above, (ast.For, ast.AsyncFor)) and above.iter is iterated:
+            loops[use] = above
+    if loops and all(n in loops or _counted(ctx, n) or _setting_read(ctx, n) for n in uses):
+        return list(loops.values())
+    return None
+
+
+def _loop_wrapper(func: ast.expr) -> bool:
+    """`enumerate(...)`, `tqdm(...)`, `tqdm.tqdm(...)`: a loop over the result is one over their argument."""
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+    return name in ("enumerate", "tqdm")
+
+
+def evaluates_in_function(ctx: AstContext, call: ast.Call) -> bool:
+    """FEEDS_TRAINING's evaluation function: in a file that trains nothing (`may_train` false), even one other
+    files import, `name = DataLoader(...)` in a function that only iterates it there (`_loops_here`, also through
+    `enumerate`/`tqdm`), whose every loop hands its batches to calls only with autograd off (`_grad_off_loop`)."""
+    if ctx.project.may_train:
         return False
-    loops = [n for n in uses if isinstance(n.ctx, ast.Load) and isinstance(ctx.parent(n), (ast.For, ast.AsyncFor))
-             and ctx.parent(n).iter is n]  # type: ignore[union-attr]
-    return bool(loops) and all(n in loops or _counted(ctx, n) or _setting_read(ctx, n) for n in uses)
+    loops = _loops_here(ctx, call, wrapped=True)
+    return loops is not None and all(_grad_off_loop(ctx, loop) for loop in loops)
+
+
+def _grad_off_loop(ctx: AstContext, loop: Loop) -> bool:
+    """The loop runs with autograd off (its function decorated `@torch.no_grad()`, or the loop in such a `with`
+    block), or its body turns it off in a block and, outside such blocks, passes the batch (the loop's names and
+    names bound from them there) to no call: only its own methods (`batch.to(device)`) and `len` take it."""
+    from gpulint.analysis.nn_modules import grad_off_decorated, under_grad_off
+
+    function = ctx.enclosing_function(loop)
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    if grad_off_decorated(ctx, function) or under_grad_off(ctx, function, loop):
+        return True
+    batch = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+    turned_off = False
+    pending: list[ast.AST] = list(loop.body)
+    while pending:
+        node = pending.pop(0)
+        if isinstance(node, (ast.With, ast.AsyncWith)) and any(_turns_grad_off(ctx, item.context_expr)
+                                                                for item in node.items):
+            turned_off = True
+            continue  # the calls in the block run without autograd
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            return False  # a nested scope may take the batch anywhere
+        if isinstance(node, ast.Assign) and any(isinstance(n, ast.Name) and n.id in batch
+                                                for n in ast.walk(node.value)):
+            batch |= {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        if isinstance(node, ast.Call) and _takes_batch(node, batch):
+            return False
+        pending.extend(ast.iter_child_nodes(node))
+    return turned_off
+
+
+def _turns_grad_off(ctx: AstContext, expr: ast.expr) -> bool:
+    """`torch.no_grad()`, `torch.inference_mode()`, `torch.set_grad_enabled(False)`."""
+    from gpulint.core.torch_api import GRAD_OFF, SET_GRAD_ENABLED
+
+    if not isinstance(expr, ast.Call):
+        return False
+    qualified = ctx.qualname(expr.func)
+    return qualified in GRAD_OFF or (qualified in SET_GRAD_ENABLED and len(expr.args) == 1 and not expr.keywords
+                                     and isinstance(expr.args[0], ast.Constant) and expr.args[0].value is False)
+
+
+def _takes_batch(call: ast.Call, batch: set[str]) -> bool:
+    """A call given a batch name as an argument (a method of the batch itself, or `len`, is not)."""
+    if isinstance(call.func, ast.Name) and call.func.id == "len":
+        return False
+    given = [*call.args, *(k.value for k in call.keywords)]
+    return any(isinstance(n, ast.Name) and n.id in batch for arg in given for n in ast.walk(arg))
 
 
 def _named_loader(ctx: AstContext, call: ast.Call) -> Optional[tuple[ast.Assign, ast.AST, list[ast.Name]]]:
@@ -181,7 +265,14 @@ FEEDS_TRAINING = Premise(
     "inference pass (embeddings of a test set), not the training loop whose input pipeline the advice is for. "
     "In such a script, a loader a function binds to a name it only iterates there (`for x in loader`, and "
     "`len(loader)`, `loader.batch_size`) is refuted too (blind17: FragmentVC's preprocess.py extracts features "
-    "under no_grad); one it returns, stores or hands on may reach code that trains: shown.")
+    "under no_grad); one it returns, stores or hands on may reach code that trains: shown. In any file that "
+    "trains nothing, one other files import included, a loader a function binds to a name it only iterates there "
+    "(also through `enumerate(loader)`/`tqdm(loader)`) is refuted when every loop over it hands its batches to "
+    "calls only with autograd off: the function decorated `@torch.no_grad()`, the loop in a `no_grad()`/"
+    "`inference_mode()` block, or such a block in the loop's body, outside which the batch and the names bound "
+    "from it go to no call but their own methods (`batch.to(device)`) and `len` (blind21: U-ViT's "
+    "tools/fid_score.py computes Inception features for FID, which the training scripts call at a save interval: "
+    "an evaluation pass, not the training input pipeline).")
 
 
 def trains_nothing_here(ctx: "AstContext") -> bool:

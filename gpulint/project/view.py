@@ -472,6 +472,8 @@ class Project:
         self.index = {p: i for i, p in enumerate(self.paths)}
         self._exists: Union[set[str], dict[str, FileFacts]] = set(existing) if existing is not None else facts
         self._has_src = any(p.startswith("src/") for p in self._exists)
+        # the root folder's name when the root is a package (holds `__init__.py`): see `resolve`
+        self._root_package = root.name if "__init__.py" in self._exists and root.name.isidentifier() else None
         self.edges: dict[str, list[tuple[str, ImportRef]]] = {p: self._resolve_all(p) for p in self.paths}
         self._importees = {p: {t for t, _ in self.edges[p]} for p in self.paths}
         self._callers = self._all_callers()
@@ -625,13 +627,19 @@ class Project:
             directories = self._search_dirs(importer)
         else:
             return []
-        for directory in directories:
+        searched = [(directory, ref.module) for directory in directories]
+        if not ref.level and self._root_package and ref.module.split(".", 1)[0] == self._root_package:
+            # the root is itself a package (a setup.py beside its `__init__.py`): its code is run from the folder
+            # above, so `import pkg.sub.mod` spells the root's own `sub/mod.py` (GraphSAINT's
+            # `import graphsaint.pytorch_version.layers as layers`); tried after the search path, as Python would
+            searched.append(("", ref.module.partition(".")[2]))
+        for directory, module_name in searched:
             found: list[str] = []
-            module = self._module_file(directory, ref.module)
+            module = self._module_file(directory, module_name)
             if module:
                 found.append(module)
             if ref.name not in (None, "*"):
-                sub = self._module_file(directory, f"{ref.module}.{ref.name}" if ref.module else ref.name)
+                sub = self._module_file(directory, f"{module_name}.{ref.name}" if module_name else ref.name)
                 if sub:
                     found.append(sub)
             if found:

@@ -21,7 +21,14 @@ from gpulint.analysis.loaders import (
     loader_batches,
     paced_by_a_person,
 )
-from gpulint.analysis.reach import FEEDS_TRAINING, SELF_TEST, evaluates_only_here, iterated_here, not_self_test
+from gpulint.analysis.reach import (
+    FEEDS_TRAINING,
+    SELF_TEST,
+    evaluates_in_function,
+    evaluates_only_here,
+    iterated_here,
+    not_self_test,
+)
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.torch_api import DATALOADER_AST_NEEDLES, DATALOADER_NEEDLES, DATALOADER_PIN_MEMORY
@@ -275,7 +282,8 @@ class DataLoaderPinMemory(Rule):
                                  MANY_BATCHES: REFUTED if draws_few_batches(ctx, loader) else SHOWN,
                                  UNATTENDED: REFUTED if paced_by_a_person(ctx, node) else SHOWN,
                                  FEEDS_TRAINING: REFUTED if evaluates_only_here(ctx) and (
-                                     ctx.enclosing_function(node) is None or iterated_here(ctx, node)) else SHOWN,
+                                     ctx.enclosing_function(node) is None or iterated_here(ctx, node))
+                                 or evaluates_in_function(ctx, node) else SHOWN,
                                  SELF_TEST: not_self_test(ctx.tree, node, ctx.parent, ctx.project.imported)})
         if not decision.report:
             return

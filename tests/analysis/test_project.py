@@ -243,6 +243,53 @@ def test_sparse_tensors_made_in_an_imported_module_keep_gpu001_away(tmp_path: Pa
     assert codes(findings(tmp_path, "--select", "GPU001"), "train.py") == ["GPU001"]
 
 
+PACKAGE_ROOT_NETWORK = """\
+    import torch
+    import torch.nn as nn
+    import graphnet.torch_impl.propagate as propagate
+
+
+    class Network(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.hop = propagate.Hop(2048)
+            self.optimizer = torch.optim.Adam(self.parameters())
+
+        def step(self, x, adj, y):
+            self.optimizer.zero_grad()
+            loss = self.hop(x, adj).sub(y).pow(2).mean()
+            loss.backward()
+            self.optimizer.step()
+            return loss
+
+
+    if __name__ == "__main__":
+        Network().cuda().step(x, adj, y)
+    """
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+def test_import_spelling_the_root_package_reaches_its_modules(tmp_path: Path, sparse: bool) -> None:
+    """GraphSAINT (blind21, 1 FP): the project root is itself a package (a setup.py beside its __init__.py;
+    the code runs from the folder above), and the model file imports its layers as
+    `import graphsaint.pytorch_version.layers as layers` from a folder without __init__.py. The import spells
+    the root's own name: it reaches the root's module, whose torch.sparse.mm keeps GPU001 away; the same
+    layout whose layers use no sparse op still reports."""
+    root = tmp_path / "graphnet"
+    hop = "torch.sparse.mm(adj, self.fc(x))" if sparse else "adj @ self.fc(x)"
+    write(root, {
+        "__init__.py": "",
+        "setup.py": "from setuptools import setup\n\nsetup(name='graphnet')\n",
+        "torch_impl/propagate.py": "import torch\nimport torch.nn as nn\n\n\nclass Hop(nn.Module):\n"
+                                   "    def __init__(self, width):\n        super().__init__()\n"
+                                   "        self.fc = nn.Linear(width, width)\n\n"
+                                   f"    def forward(self, x, adj):\n        return {hop}\n",
+        "torch_impl/network.py": PACKAGE_ROOT_NETWORK,
+    })
+    found = codes(findings(root, "--select", "GPU001"), "torch_impl/network.py")
+    assert found == ([] if sparse else ["GPU001"])
+
+
 STYLEGAN_MODEL = """\
     import torch
     import torch.nn as nn
@@ -2921,3 +2968,51 @@ def test_a_caller_wrapping_the_model_in_data_parallel_gets_float16(tmp_path: Pat
     write(tmp_path, {"train_utils.py": DATA_PARALLEL_STEP, "main.py": caller.format("Net().cuda()")})
     message = fix_messages(tmp_path)["train_utils.py"]
     assert message is not None and "bfloat16 on GPUs that compute in it natively" in message
+
+
+METRICS_TOOL = """\
+    import torch
+    from PIL import Image
+    from torchvision import transforms
+    from tqdm import tqdm
+
+
+    class PngFolder(torch.utils.data.Dataset):
+        def __init__(self, paths):
+            self.paths = paths
+
+        def __len__(self):
+            return len(self.paths)
+
+        def __getitem__(self, index):
+            return transforms.ToTensor()(Image.open(self.paths[index]).convert("RGB"))
+
+
+    def embed_folder(paths, network, device="cuda"):
+        loader = torch.utils.data.DataLoader(PngFolder(paths), batch_size=64, num_workers=4)
+        rows = []
+        for images in tqdm(loader):
+            images = images.to(device)
+            with torch.no_grad():
+                codes = network(images)
+            rows.append(codes.cpu())
+        return torch.cat(rows)
+    """
+
+
+@pytest.mark.parametrize("grad_off", [True, False])
+def test_evaluation_function_of_an_imported_tool_feeds_no_training(tmp_path: Path, grad_off: bool) -> None:
+    """U-ViT (blind21, 1 FP): tools/fid_score.py, which the training scripts import and call at their save
+    interval, trains nothing; its loader is iterated only where it is built, every batch going to the feature
+    network under no_grad: GPU101's feeds-training is refuted although the file is imported by training code.
+    The same function calling the network with autograd on is reported."""
+    tool = METRICS_TOOL if grad_off else METRICS_TOOL.replace(
+        "            with torch.no_grad():\n                codes = network(images)\n",
+        "            codes = network(images)\n")
+    write(tmp_path, {
+        "metrics.py": tool,
+        "train.py": "import torch\nfrom metrics import embed_folder\n\n" + TRAIN_STEP
+                    + "\ntrain(model.cuda(), loader, opt)\nembed_folder(paths, model)\n",
+    })
+    found = codes(findings(tmp_path, "--select", "GPU101"), "metrics.py")
+    assert found == ([] if grad_off else ["GPU101"])
