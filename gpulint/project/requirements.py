@@ -45,7 +45,9 @@ Every function takes the distribution it asks about as a `Package` (torch unless
 conda, the Docker image that ships it (torch's `pytorch/pytorch`), and whether a requirement with no lower bound
 bounds it at all. For torch it does not (`torch<3` gives no floor, and the floor is what is asked); for another
 distribution an upper bound alone still ends its range (`transformers<4.30` admits nothing from 4.30 on), which
-`declared_range` gives with the file it comes from, folder by folder as the torch floor is found.
+`declared_range` gives with the file it comes from, folder by folder as the torch floor is found. For torch,
+`declared_torch_range` gives the end of the pin the floor comes from too (`pytorch=2.0.1`: nothing from 2.1 on),
+which settings carry as `torch_above` (GPU302: no torch older than 2.1 warns about a missing `use_reentrant`).
 """
 
 from __future__ import annotations
