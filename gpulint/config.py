@@ -423,7 +423,7 @@ class SettingsResolver:
         self.config_file = Path(config_file) if config_file is not None else None
         self._cache: dict[str, Settings] = {}
         self._by_directory: dict[str, ProjectConfig] = {}
-        self._torch_floors: dict[str, Declared] = {}  # by folder (project/requirements.py)
+        self._torch_ranges: dict[str, DeclaredRange] = {}  # by folder (project/requirements.py)
         self._stale_pins: dict[str, Stale] = {}  # pins the project's code contradicts, by the pinning file
         self._library_ranges: dict[str, dict[str, DeclaredRange]] = {}  # by library, then folder (the same)
         self._line_lengths: dict[str, tuple[Optional[int], Optional[str]]] = {}  # by folder (project/line_length.py)
@@ -496,9 +496,11 @@ class SettingsResolver:
         if key not in self._cache:
             settings = self.overrides.apply(self.project_for(path).settings_for(path))
             if TORCH_VERSION.key not in dict(settings.values):
-                floor, _ = self.declared_torch_floor(path)
+                floor, above, _ = self.declared_torch_range(path)
                 if floor is not None:
                     settings = settings.with_values({TORCH_VERSION.key: floor})
+                if above is not None:  # the same pin's end (a configured torch-version reads no pin)
+                    settings = replace(settings, torch_above=above)
             from gpulint.core.floors import LIBRARIES
 
             libraries = tuple((name, *self.declared_library_range(path, name)[:2]) for name in LIBRARIES)
@@ -517,16 +519,23 @@ class SettingsResolver:
         (project/requirements.py); `torch-version` in a configuration file wins over it, and
         `--isolated` reads no project file at all. A pin the project's own imports contradict (SimCLR pins
         torch 1.4 and imports `torch.cuda.amp`, 1.6) is stale: no floor, `(None, the pinning file)`."""
+        floor, _, source = self.declared_torch_range(path)
+        return floor, source
+
+    def declared_torch_range(self, path: PathLike) -> DeclaredRange:
+        """(the torch floor, the first MAJOR.MINOR the same pin no longer admits, the file that says so), as
+        `declared_torch_floor` reads them (project/requirements.py `declared_torch_range`); a stale pin gives
+        neither, `(None, None, the pinning file)`."""
         if self.isolated:
-            return None, None
+            return None, None, None
         absolute = os.path.abspath(path)
         directory = absolute if os.path.isdir(absolute) else os.path.dirname(absolute)
-        found = self._torch_floors.get(directory)
+        found = self._torch_ranges.get(directory)
         if found is None:
             from gpulint.core.floors import NEEDED_BY_IMPORT
-            from gpulint.project.requirements import declared_torch_floor
+            from gpulint.project.requirements import declared_torch_range
 
-            found = declared_torch_floor(directory, self._torch_floors, NEEDED_BY_IMPORT, self._stale_pins)
+            found = declared_torch_range(directory, self._torch_ranges, NEEDED_BY_IMPORT, self._stale_pins)
         return found
 
     def declared_library_range(self, path: PathLike, name: str) -> DeclaredRange:

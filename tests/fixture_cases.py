@@ -4,7 +4,9 @@ A case file starts with comment lines the test reads:
 
     # gpulint-test: select=GPU101,GPU102 amp-dtype=bfloat16   (optional; default: the folder's code)
     # gpulint-test: requires=transformers==4.27.1              (optional: a pin of the project around the
-                                                             case, of a library core/floors.py LIBRARIES names)
+                                                             case, of a library core/floors.py LIBRARIES names,
+                                                             or of torch: its floor and end, as a
+                                                             requirements.txt's `torch==2.0.1` gives them)
     # expect: 8:10 GPU101: DataLoader without pin_memory ...  (one line per finding: exact row:column, code
                                                              and the message, which the test compares too)
 
@@ -24,8 +26,9 @@ from types import ModuleType
 from typing import Optional
 
 from gpulint.core.floors import LIBRARIES
+from gpulint.core.options import TORCH_VERSION
 from gpulint.core.settings import Settings
-from gpulint.project.requirements import package, pip_range
+from gpulint.project.requirements import TORCH, package, pip_range
 from gpulint.rules import all_options
 from gpulint.selectors import parse_codes
 
@@ -90,7 +93,12 @@ def load_case(path: Path) -> Case:
                 else:
                     options[key] = known[key].kind.from_text(value)  # any option, typed by its kind
     libraries = tuple((name, *pip_range(requires, package(name))) for name in LIBRARIES)
-    settings = Settings(select=select, preview=True, libraries=tuple(r for r in libraries if r[1:] != (None, None)))
+    torch_floor, torch_above = pip_range(requires, TORCH)
+    pinned = torch_floor is not None and TORCH_VERSION.key not in options  # a configured torch-version wins
+    if pinned:
+        options[TORCH_VERSION.key] = torch_floor  # as SettingsResolver reads a pin
+    settings = Settings(select=select, preview=True, libraries=tuple(r for r in libraries if r[1:] != (None, None)),
+                        torch_above=torch_above if pinned else None)
     settings = settings.with_values(options)
     return Case(path, settings, tuple(sorted(expected)), tuple(sorted(messages, key=lambda m: m[:3])))
 

@@ -142,6 +142,9 @@ HF_CHECKPOINTING_KWARGS = "model.gradient_checkpointing_enable(gradient_checkpoi
 # the Transformers release from which `gradient_checkpointing_enable()` without `gradient_checkpointing_kwargs`
 # checkpoints with `use_reentrant=False` (5.0.0 `modeling_utils.py`: 4.35-4.57 pass `use_reentrant=True`)
 HF_NON_REENTRANT_DEFAULT: Version = (5, 0)
+# the torch release from which `checkpoint`/`checkpoint_sequential` without `use_reentrant` warns (2.1; 2.0 and
+# older select the reentrant mode silently)
+USE_REENTRANT_WARNING: Version = (2, 1)
 # the distributions whose declared range is read for every file
 LIBRARIES: tuple[str, ...] = tuple(sorted({s.library for s in LIBRARY_SYMBOLS.values()}))
 

@@ -77,6 +77,9 @@ class Settings:
     # the versions the project's pins admit of the libraries other than torch a fix writes into (core/floors.py
     # LIBRARIES), as (name, the lowest admitted, the first MAJOR.MINOR not admitted); only those it bounds
     libraries: tuple[tuple[str, Optional[tuple[int, int]], Optional[tuple[int, int]]], ...] = ()
+    # the first MAJOR.MINOR of torch the pin the torch floor comes from no longer admits (`pytorch=2.0.1`: 2.1);
+    # None when that pin admits every later torch, or the floor is configured (`torch-version`) or unknown
+    torch_above: Optional[tuple[int, int]] = None
 
     def value(self, option: Option[T]) -> T:
         """The option's value for this file: the configured one, else its default."""

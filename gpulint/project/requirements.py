@@ -45,7 +45,9 @@ Every function takes the distribution it asks about as a `Package` (torch unless
 conda, the Docker image that ships it (torch's `pytorch/pytorch`), and whether a requirement with no lower bound
 bounds it at all. For torch it does not (`torch<3` gives no floor, and the floor is what is asked); for another
 distribution an upper bound alone still ends its range (`transformers<4.30` admits nothing from 4.30 on), which
-`declared_range` gives with the file it comes from, folder by folder as the torch floor is found.
+`declared_range` gives with the file it comes from, folder by folder as the torch floor is found. For torch,
+`declared_torch_range` gives the end of the pin the floor comes from too (`pytorch=2.0.1`: nothing from 2.1 on),
+which settings carry as `torch_above` (GPU302: no torch older than 2.1 warns about a missing `use_reentrant`).
 """
 
 from __future__ import annotations
@@ -292,27 +294,38 @@ def conda_range(lines: Iterable[str], package: Package = TORCH) -> Range:
     return _span(floors, aboves)
 
 
-def declared_torch_floor(directory: str, memo: Optional[dict[str, Declared]] = None,
+def declared_torch_floor(directory: str, memo: Optional[dict[str, DeclaredRange]] = None,
                          needs: Optional[Mapping[str, Version]] = None,
                          stale: Optional[dict[str, Stale]] = None) -> Declared:
-    """(floor, the file it comes from) for the project `directory` belongs to. `memo` keeps every
-    folder's answer for a run: the files of one tree cost one look per folder.
+    """(floor, the file it comes from) for the project `directory` belongs to: `declared_torch_range`'s
+    floor and file."""
+    floor, _, source = declared_torch_range(directory, memo, needs, stale)
+    return floor, source
+
+
+def declared_torch_range(directory: str, memo: Optional[dict[str, DeclaredRange]] = None,
+                         needs: Optional[Mapping[str, Version]] = None,
+                         stale: Optional[dict[str, Stale]] = None) -> DeclaredRange:
+    """(floor, the first MAJOR.MINOR the deciding file no longer admits, the file) for the project `directory`
+    belongs to: `environment.yml`'s `pytorch=2.0.1` gives ((2, 0), (2, 1), its path); `torch>=1.13`,
+    ((1, 13), None, its path). `memo` keeps every folder's answer for a run: the files of one tree cost one look
+    per folder.
 
     With `needs` (core/floors.py `NEEDED_BY_IMPORT`: torch APIs and the release that added each), a pin
     with an upper bound (`pytorch=1.4.0`, `torch==1.8.1`, `torch<1.6`) is checked against the code it covers:
-    when that code cannot run on any torch the pin admits, the pin is stale and gives no floor, `(None, file)`,
-    and `stale` gets the evidence by the pinning file's path. See `_stale` for why none rather than the
-    version the code needs."""
-    def settle(folder: str, found: Declared, above: Optional[Version]) -> Declared:
+    when that code cannot run on any torch the pin admits, the pin is stale and gives neither floor nor end,
+    `(None, None, file)`, and `stale` gets the evidence by the pinning file's path. See `_stale` for why none
+    rather than the version the code needs."""
+    def settle(folder: str, found: Declared, above: Optional[Version]) -> DeclaredRange:
         if needs and found[0] is not None and found[1] is not None and above is not None:
             evidence = _stale(folder, found[1], found[0], above, needs)
             if evidence is not None:
                 if stale is not None:
                     stale[found[1]] = evidence
-                return None, found[1]
-        return found
+                return None, None, found[1]
+        return found[0], above, found[1]
 
-    return _walk(directory, TORCH, {} if memo is None else memo, settle, (None, None))
+    return _walk(directory, TORCH, {} if memo is None else memo, settle, (None, None, None))
 
 
 def declared_range(directory: str, package: Package, memo: Optional[dict[str, DeclaredRange]] = None) -> DeclaredRange:

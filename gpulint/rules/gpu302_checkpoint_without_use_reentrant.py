@@ -94,6 +94,21 @@ UNDER_AUTOGRAD = Premise(
     "checkpointing there does nothing. Its importers include the files that import it inside a function, and "
     "their own importers (a factory's `define_G` that imports the network a training script builds through it).")
 
+FIX_CHANGES = Premise(
+    "fix-changes-something",
+    "for torch's `checkpoint`/`checkpoint_sequential`: passing `use_reentrant` changes what a run shows, a "
+    "gradient the reentrant mode drops or torch's warning about the missing argument. Refuted when both are "
+    "ruled out: the call's first input (`x` in `checkpoint(block, x, ...)`, `input` of `checkpoint_sequential`) "
+    "is made to require grad in the same function before the call, by a statement every path to it runs "
+    "(`x.requires_grad_(True)`, `x.requires_grad_()`, `x.requires_grad = True`, `x = x.requires_grad_()`), with "
+    "nothing rebinding `x` or turning its grad off in between, so the reentrant mode keeps the block's "
+    "gradients; and every torch the project's pins admit is older than 2.1, which does not warn (`pytorch=2.0.1` "
+    "in environment.yml, `torch==1.13.1`, `torch>=1.12,<2.1`, read from the file the torch floor comes from; not "
+    "with a configured `torch-version`, which bounds the torch from below only). Either alone leaves it shown: "
+    "a block whose input needs no grad loses its parameters' gradients on any torch (blind11/12: MiniGPT-4's "
+    "ViT and VideoMAE's blocks on torch before 2.1), and from 2.1 every call warns (blind21: "
+    "togethercomputer/OpenChatKit's blocks make their input require grad on `pytorch=2.0.1`).")
+
 CAN_RUN = Premise(
     "can-run",
     "the call can run: refuted in the body of an `if` that requires an attribute flag (`if self.<flag> and "
@@ -127,6 +142,13 @@ def use_reentrant_too_new(ctx: Union[AstContext, "FileContext"]) -> Optional[flo
     """Set when the project supports a torch older than `use_reentrant=` (torch-version), or its code runs
     only on one (a module it imports was removed before: `torchtext.legacy`, gone with torch 1.11)."""
     return floors.unavailable(ctx.settings.torch_version, ctx.project.torch_ceiling, [floors.USE_REENTRANT])
+
+
+def unwarned_torch(ctx: AstContext) -> bool:
+    """Every torch the project's pins admit is older than 2.1, which first warns about a missing `use_reentrant`
+    (`pytorch=2.0.1`: the pin's end is 2.1)."""
+    above = ctx.settings.torch_above
+    return above is not None and above <= floors.USE_REENTRANT_WARNING
 
 
 def hf_non_reentrant(ctx: AstContext) -> bool:
@@ -213,7 +235,7 @@ class CheckpointWithoutUseReentrant(Rule):
         already non-reentrant.
         """,
         premises=(NO_USE_REENTRANT, CURRENT_TORCH, CURRENT_TRANSFORMERS, REENTRANT_DEFAULT, TRAP_CAN_BITE, LAST_ENABLE,
-                  UNDER_AUTOGRAD, CAN_RUN),
+                  FIX_CHANGES, UNDER_AUTOGRAD, CAN_RUN),
         fix_cases=(
             FixCase("`use_reentrant=False` added",
                     Applicability.UNSAFE, "from_import_checkpoint.py"),
@@ -240,12 +262,16 @@ class CheckpointWithoutUseReentrant(Rule):
                 self._hf_enable(ctx, node)
 
     def _decision(self, ctx: AstContext, node: ast.Call, hf_kwargs: Optional[bool] = None,
-                  hf_default: bool = False) -> Decision:
+                  hf_default: bool = False, sequential: bool = False) -> Decision:
         """`hf_kwargs`: for Hugging Face's call, whether it already passes `gradient_checkpointing_kwargs`;
-        `hf_default`: whether Transformers' own default applies (none passed, or `None`)."""
+        `hf_default`: whether Transformers' own default applies (none passed, or `None`); `sequential`: torch's
+        call is `checkpoint_sequential`."""
         current = REFUTED if version_guarded(ctx, node) or use_reentrant_too_new(ctx) else SHOWN
         evidence = {NO_USE_REENTRANT: SHOWN, CURRENT_TORCH: current,
                     UNDER_AUTOGRAD: _under_autograd(ctx, node), CAN_RUN: _can_run(ctx, node)}
+        if hf_kwargs is None:
+            evidence[FIX_CHANGES] = REFUTED if unwarned_torch(ctx) and _input_requires_grad(ctx, node, sequential) \
+                else SHOWN
         if hf_kwargs is not None:
             evidence[CURRENT_TRANSFORMERS] = SHOWN if hf_kwargs or not hf_kwargs_too_new(ctx) else REFUTED
             evidence[REENTRANT_DEFAULT] = REFUTED if hf_default and hf_non_reentrant(ctx) else SHOWN
@@ -261,7 +287,7 @@ class CheckpointWithoutUseReentrant(Rule):
             positional = positional_args(node)
             if positional is None or len(positional) > CHECKPOINT_SEQUENTIAL_USE_REENTRANT[1]:
                 return  # passed by position
-        decision = self._decision(ctx, node)
+        decision = self._decision(ctx, node, sequential=sequential)
         if not decision.report:
             return
         name = "checkpoint_sequential" if sequential else "checkpoint"
@@ -452,6 +478,99 @@ def _trap_can_bite(ctx: AstContext, node: ast.Call) -> Evidence:
                 return REFUTED  # PEFT wraps a model whose checkpointing is on: it makes the inputs require grad
             shown = True
     return SHOWN if shown else UNDECIDED
+
+
+def _input_requires_grad(ctx: AstContext, node: ast.Call, sequential: bool) -> bool:
+    """FIX_CHANGES: the call's first input is a name that a statement every path to the call runs, in the same
+    function and after any rebinding of it, makes require grad (`x.requires_grad_(True)` right before
+    `checkpoint(block, x)`)."""
+    value = argument(node, "input", 2, ctx.kwargs(node)) if sequential else \
+        (node.args[1] if len(node.args) > 1 and not isinstance(node.args[0], ast.Starred) else None)
+    if not isinstance(value, ast.Name):
+        return False
+    name = value.id
+    statement: ast.AST = node
+    while not isinstance(statement, ast.stmt):
+        parent = ctx.parent(statement)
+        if parent is None:
+            return False
+        statement = parent
+    if any(isinstance(found, ast.NamedExpr) and _binds(found.target, name) for found in walk_nodes(statement)):
+        return False  # `y = checkpoint(f, (x := g(y)))`: a rebinding within the call's own statement (its
+        # targets, `x = checkpoint(f, x)`, are bound after the call)
+    while True:
+        parent = ctx.parent(statement)
+        block = next((b for b in _blocks(parent) if any(s is statement for s in b)), None) if parent else None
+        if block is None:
+            return False
+        for earlier in reversed(block[:next(i for i, s in enumerate(block) if s is statement)]):
+            if _turns_grad_on(earlier, name):
+                return True
+            if any(_binds(found, name) or _turns_grad_off(found, name) for found in walk_nodes(earlier)):
+                return False
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)):
+            return False  # the evidence is in the call's own function (or module)
+        if isinstance(parent, (ast.For, ast.AsyncFor, ast.While)) or (
+                isinstance(parent, ast.Try) and block is not parent.body):
+            # a later iteration, or a handler after part of the `try` ran, may reach the call after a rebinding
+            if any(_binds(found, name) or _turns_grad_off(found, name) for found in walk_nodes(parent)):
+                return False
+        elif isinstance(parent, ast.If):
+            if any(_binds(found, name) for found in walk_nodes(parent.test)):
+                return False
+        elif isinstance(parent, (ast.With, ast.AsyncWith)):
+            if any(_binds(found, name) for item in parent.items for found in walk_nodes(item)):
+                return False
+        elif not isinstance(parent, ast.Try):
+            return False  # an `except` clause (part of the `try` may have run), `match`: not followed
+        statement = parent
+
+
+def _blocks(node: ast.AST) -> list[list[ast.stmt]]:
+    """The statement lists directly under a compound statement."""
+    return [block for field in ("body", "orelse", "finalbody") if isinstance(block := getattr(node, field, None), list)]
+
+
+def _binds(node: ast.AST, name: str) -> bool:
+    """`node` binds or deletes `name` (an assignment, a loop or `with` target, `:=`, `del`, an import)."""
+    if isinstance(node, ast.Name):
+        return node.id == name and isinstance(node.ctx, (ast.Store, ast.Del))
+    if isinstance(node, ast.alias):
+        return (node.asname or node.name.split(".")[0]) == name
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return node.name == name
+    return isinstance(node, ast.ExceptHandler) and node.name == name
+
+
+def _turns_grad_on(statement: ast.stmt, name: str) -> bool:
+    """`x.requires_grad_(True)`, `x.requires_grad_()`, `x.requires_grad = True`, `x = x.requires_grad_()`."""
+    if isinstance(statement, ast.Expr):
+        call = statement.value
+        return isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
+            and call.func.attr == "requires_grad_" and isinstance(call.func.value, ast.Name) \
+            and call.func.value.id == name and _turns_on(call)
+    if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
+        return False
+    target, value = statement.targets[0], statement.value
+    if isinstance(target, ast.Attribute) and target.attr == "requires_grad":
+        return isinstance(target.value, ast.Name) and target.value.id == name \
+            and isinstance(value, ast.Constant) and value.value is True
+    return isinstance(target, ast.Name) and target.id == name and isinstance(value, ast.Call) \
+        and isinstance(value.func, ast.Attribute) and value.func.attr == "requires_grad_" \
+        and isinstance(value.func.value, ast.Name) and value.func.value.id == name and _turns_on(value)
+
+
+def _turns_grad_off(node: ast.AST, name: str) -> bool:
+    """`x.requires_grad_(False)`, `x.detach_()`, or an assignment to `x.requires_grad` other than True."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) \
+            and node.func.value.id == name:
+        return node.func.attr == "detach_" or (node.func.attr == "requires_grad_" and not _turns_on(node))
+    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return any(isinstance(t, ast.Attribute) and t.attr == "requires_grad" and isinstance(t.value, ast.Name)
+                   and t.value.id == name and not (isinstance(node.value, ast.Constant) and node.value.value is True)
+                   for t in targets)
+    return False
 
 
 def _embedding_of(owner: Optional[str], model: str) -> bool:

@@ -18,6 +18,7 @@ from gpulint.project.requirements import (
     conda_range,
     declared_range,
     declared_torch_floor,
+    declared_torch_range,
     package,
     pip_range,
 )
@@ -122,3 +123,17 @@ def test_settings_carry_the_range_and_show_config_says_where_it_comes_from(tmp_p
 ])
 def test_a_range_lacks_the_symbol_when_it_ends_at_or_before_its_release(above: Version, lacks: bool) -> None:
     assert floors.library_lacks(above, floors.HF_CHECKPOINTING_KWARGS) is lacks
+
+
+def test_the_torch_range_gives_the_end_of_the_pin_the_floor_comes_from(tmp_path: Path) -> None:
+    """`pytorch=2.0.1` admits no torch from 2.1 on (GPU302 reads whether the torch the project runs on warns
+    about a missing use_reentrant); `torch>=1.13` has no end; a configured torch-version reads no pin."""
+    write(tmp_path, {"conda/environment.yml": "dependencies:\n  - pytorch=2.0.1\n", "conda/train.py": "x = 1\n",
+                     "open/requirements.txt": "torch>=1.13\n", "open/train.py": "x = 1\n"})
+    root = str(tmp_path / "conda" / "environment.yml")
+    assert declared_torch_range(str(tmp_path / "conda")) == ((2, 0), (2, 1), root)
+    assert declared_torch_range(str(tmp_path / "open"))[:2] == ((1, 13), None)
+    resolver = SettingsResolver()
+    assert resolver.for_path(tmp_path / "conda" / "train.py").torch_above == (2, 1)
+    assert resolver.for_path(tmp_path / "open" / "train.py").torch_above is None
+    assert SettingsResolver(isolated=True).for_path(tmp_path / "conda" / "train.py").torch_above is None

@@ -13,7 +13,7 @@ import pytest
 from gpulint.config import SettingsResolver
 from gpulint.core.floors import NEEDED_BY_IMPORT
 from gpulint.project.requirements import (
-    Declared,
+    DeclaredRange,
     Stale,
     conda_floor,
     conda_range,
@@ -298,11 +298,11 @@ def test_one_look_per_folder(tmp_path: Path) -> None:
     """The answer is remembered for every folder passed on the way up, so a tree costs one look per folder."""
     write(tmp_path, {"pyproject.toml": '[project]\nname = "p"\ndependencies = ["torch>=2.1"]\n',
                      "a/b/c/train.py": AMP, "a/d/train.py": AMP})
-    memo: dict[str, Declared] = {}
+    memo: dict[str, DeclaredRange] = {}
     expected = ((2, 1), str(tmp_path / "pyproject.toml"))
     assert declared_torch_floor(str(tmp_path / "a" / "b" / "c"), memo) == expected
     passed = [tmp_path / "a" / "b" / "c", tmp_path / "a" / "b", tmp_path / "a", tmp_path]
-    assert all(memo[str(folder)] == expected for folder in passed)
+    assert all(memo[str(folder)] == ((2, 1), None, expected[1]) for folder in passed)
     (tmp_path / "pyproject.toml").unlink()  # the memo answers without looking again
     assert declared_torch_floor(str(tmp_path / "a" / "d"), memo) == expected
 

@@ -63,3 +63,56 @@ def test_a_from_pretrained_model_beside_it_stays_reported(tmp_path: Path) -> Non
     assert [(name, row) for name, row, _ in findings(tmp_path, "--select", "GPU302")] == [("finetune.py", 7)]
     write(tmp_path, {"llama_compress.py": "def create_model(config):\n    return None\n", "finetune.py": FINETUNE})
     assert [name for name, _, _ in findings(tmp_path, "--select", "GPU302")] == ["finetune.py"]
+
+
+BLOCK = """\
+import torch.nn as nn
+from torch.utils.checkpoint import checkpoint
+
+
+class Block(nn.Module):
+    def __init__(self, width, use_checkpoint=True):
+        super().__init__()
+        self.proj = nn.Linear(width, width)
+        self.use_checkpoint = use_checkpoint
+
+    def inner(self, h):
+        return h + self.proj(h).relu()
+
+    def forward(self, h):
+        if self.training:
+            if self.use_checkpoint:
+                h.requires_grad_(True)
+                h = checkpoint(self.inner, h)
+            else:
+                h = self.inner(h)
+        return h
+"""
+
+
+def test_inputs_made_to_require_grad_on_a_torch_that_does_not_warn_are_not_reported(tmp_path: Path) -> None:
+    """blind21 (OpenChatKit): `pytorch=2.0.1` in environment.yml admits no torch that warns about a missing
+    use_reentrant, and the block's input requires grad, so the reentrant mode loses nothing: the fix changes
+    nothing a run shows. A range ending before 2.1 is read the same way."""
+    write(tmp_path, {"environment.yml": "dependencies:\n  - python=3.10\n  - pytorch=2.0.1\n", "blocks.py": BLOCK})
+    assert findings(tmp_path, "--select", "GPU302") == []
+    write(tmp_path, {"environment.yml": "dependencies:\n  - pip:\n      - torch>=1.12,<2.1\n", "blocks.py": BLOCK})
+    assert findings(tmp_path, "--select", "GPU302") == []
+
+
+def test_a_torch_that_warns_or_an_input_needing_no_grad_stays_reported(tmp_path: Path) -> None:
+    """Either condition alone leaves the finding: a range reaching 2.1 (torch warns), a configured torch-version
+    (a floor only: newer torch may run the code), no pin at all, or a block input nothing makes require grad on
+    the 2.0 pin (the trap can drop its gradients)."""
+    for environment in ("dependencies:\n  - pytorch>=2.0,<2.2\n", "dependencies:\n  - numpy\n"):
+        write(tmp_path, {"environment.yml": environment, "blocks.py": BLOCK})
+        assert findings(tmp_path, "--select", "GPU302") == [("blocks.py", 18, "GPU302")]
+    configured = tmp_path / "configured"
+    write(configured, {"blocks.py": BLOCK})
+    (configured / "pyproject.toml").write_text("[project]\nname = 'demo'\n\n[tool.gpulint]\ntorch-version = '2.0'\n",
+                                               encoding="utf-8")
+    assert findings(configured, "--select", "GPU302") == [("blocks.py", 18, "GPU302")]
+    pinned = tmp_path / "pinned"
+    write(pinned, {"environment.yml": "dependencies:\n  - pytorch=2.0.1\n",
+                   "blocks.py": BLOCK.replace("                h.requires_grad_(True)\n", "")})
+    assert findings(pinned, "--select", "GPU302") == [("blocks.py", 17, "GPU302")]
