@@ -232,7 +232,14 @@ WORK_TO_FUSE = Premise(
     "a conditional expression whose test compares a command-line option with a literal and is decided by the "
     "option's argparse default: `0 if args.dp == 1 else 3` with `--dp` defaulting to 8): ZeRO hands the torch "
     "optimizer one flat fp32 partition per param group, so it steps one tensor per group and there is no "
-    "loop over parameters for a fused kernel to replace (blind12: OpenLMLab/LOMO's `--optim adamw`).")
+    "loop over parameters for a fused kernel to replace (blind12: OpenLMLab/LOMO's `--optim adamw`). "
+    "Refuted where every `.step()` of an optimizer bound to `self.<attr>` runs in methods of its class that the "
+    "class compiles: a method decorated `@torch.compile` or rebound to its compiled self "
+    "(`self._update = torch.compile(self._update)`), or one that only such methods call (`self.update_pi(...)` "
+    "inside the compiled update): inductor traces the update into its own fused kernels, so `fused=True` has "
+    "no loop left to replace (blind21: tdmpc2, `capturable=True` under `mode=\"reduce-overhead\"`); undecided "
+    "where the compile sits under a test (`if cfg.compile:`), and shown where a step is read outside the "
+    "class or a method of that name is defined twice.")
 SCALER_SAFE = Premise(
     "scaler-safe",
     "for SGD with momentum, no GradScaler drives the step (here, in a caller, in a module it or a caller imports "
@@ -438,6 +445,8 @@ class NonFusedOptimizer(Rule):
             work_to_fuse = REFUTED  # DeepSpeed steps one flat partition per param group: one tensor each
         elif _few_tensors(ctx, held):
             work_to_fuse = UNDECIDED  # a handful of tensors: a handful of launches to save
+        if work_to_fuse is SHOWN:
+            work_to_fuse = _compiled_steps(ctx, node)  # torch.compile already fuses the update
         built_on_device = _built_on_device(ctx, node)
         decision = self.decide({TORCH_OPTIMIZER: SHOWN, FUSED_DEVICE: _fused_device(project),
                                 FUSED_EXISTS: REFUTED if too_new is not None else SHOWN,
@@ -1135,6 +1144,110 @@ def _never_stepped(ctx: AstContext, node: ast.Call) -> bool:
                 and use.value.id == _self_name(around)):
             return False  # `trainer.optimizer.step()`: the attribute read on an instance from outside
     return True
+
+
+def _compiled_steps(ctx: AstContext, node: ast.Call) -> Evidence:
+    """REFUTED where every `.step()` of the optimizer `self.<attr> = Optimizer(...)` runs in a method of its
+    class that the class compiles (decorated `@torch.compile`, or `self.m = torch.compile(self.m, ...)`), or in
+    one only such methods call; UNDECIDED where a compile that covers them sits under a test; SHOWN otherwise
+    (see WORK_TO_FUSE)."""
+    statement = ctx.parent(node)
+    function = ctx.enclosing_function(node)
+    owner = ctx.parent(function) if function is not None else None
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1 and statement.value is node
+            and isinstance(owner, ast.ClassDef)):
+        return SHOWN
+    target = statement.targets[0]
+    if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+            and target.value.id == _self_name(function)):
+        return SHOWN
+    methods: dict[str, ast.AST] = {}
+    for member in owner.body:
+        if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if member.name in methods:
+                return SHOWN
+            methods[member.name] = member
+    compiled: dict[str, Evidence] = {}  # method -> REFUTED (always compiled) / UNDECIDED (under a test)
+    for name, method in methods.items():
+        assert isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef))
+        if any(ctx.qualname(d.func if isinstance(d, ast.Call) else d) == "torch.compile"
+               for d in method.decorator_list):
+            compiled[name] = REFUTED
+        me = _self_name(method)
+        for assign in all_nodes(method):
+            if not (isinstance(assign, ast.Assign) and len(assign.targets) == 1
+                    and isinstance(assign.value, ast.Call) and ctx.qualname(assign.value.func) == "torch.compile"
+                    and assign.value.args):
+                continue
+            rebound, source = assign.targets[0], assign.value.args[0]
+            if isinstance(rebound, ast.Attribute) and isinstance(source, ast.Attribute) \
+                    and rebound.attr == source.attr and rebound.attr in methods \
+                    and all(isinstance(x.value, ast.Name) and x.value.id == me for x in (rebound, source)):
+                tested = any(isinstance(a, (ast.If, ast.IfExp, ast.Try, ast.For, ast.While))
+                             for a in ctx.ancestors(assign) if ctx.within(a, method))
+                if compiled.get(rebound.attr) is not REFUTED:
+                    compiled[rebound.attr] = UNDECIDED if tested else REFUTED
+    if not compiled:
+        return SHOWN
+    # a method every `self.<m>` read of which is a call from compiled methods is compiled with them
+    grown = True
+    while grown:
+        grown = False
+        for name in methods:
+            if name in compiled:
+                continue
+            callers: list[Evidence] = []
+            for use in ctx.nodes(ast.Attribute):
+                assert isinstance(use, ast.Attribute)
+                if use.attr != name or isinstance(use.ctx, ast.Store):
+                    continue
+                around = ctx.enclosing_function(use)
+                call = ctx.parent(use)
+                if around is None or ctx.parent(around) is not owner or not isinstance(use.value, ast.Name) \
+                        or use.value.id != _self_name(around) or not (isinstance(call, ast.Call) and call.func is use):
+                    callers = []
+                    break
+                assert isinstance(around, (ast.FunctionDef, ast.AsyncFunctionDef))
+                state = compiled.get(around.name)
+                if state is None:
+                    callers = []
+                    break
+                callers.append(state)
+            if callers:
+                compiled[name] = REFUTED if all(c is REFUTED for c in callers) else UNDECIDED
+                grown = True
+    derived = {owner.name}  # the classes of the file that derive from it, whose `self.<attr>` is the same
+    grown = True
+    while grown:
+        grown = False
+        for cls in ctx.tree.body:
+            if isinstance(cls, ast.ClassDef) and cls.name not in derived \
+                    and any(isinstance(b, ast.Name) and b.id in derived for b in cls.bases):
+                derived.add(cls.name)
+                grown = True
+    steps: list[Evidence] = []
+    for use in ctx.nodes(ast.Attribute):
+        assert isinstance(use, ast.Attribute)
+        if use.attr != target.attr or isinstance(use.ctx, ast.Store):
+            continue
+        step = ctx.parent(use)
+        if not (isinstance(step, ast.Attribute) and step.value is use and step.attr == "step"):
+            continue
+        around = ctx.enclosing_function(use)
+        holder = ctx.parent(around) if around is not None else None
+        if isinstance(holder, ast.ClassDef) and holder is not owner and holder.name not in derived \
+                and isinstance(use.value, ast.Name) and use.value.id == _self_name(around):
+            continue  # another class's own attribute of that name
+        if holder is not owner:
+            return SHOWN  # stepped from outside the class: whether that runs compiled is not read
+        assert isinstance(around, (ast.FunctionDef, ast.AsyncFunctionDef))
+        state = compiled.get(around.name)
+        if state is None:
+            return SHOWN
+        steps.append(state)
+    if not steps:
+        return SHOWN
+    return REFUTED if all(s is REFUTED for s in steps) else UNDECIDED
 
 
 def _only_read(ctx: AstContext, use: ast.expr) -> bool:
