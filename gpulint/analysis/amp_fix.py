@@ -267,8 +267,10 @@ def _refused_ops(ctx: AstContext, line: list[ast.stmt]) -> tuple[list[ast.Call],
         if isinstance(func, ast.Name):
             value = single_value(func, names)
             target = module_functions.get(func.id)
+            # it spells binary_cross_entropy or BCELoss, or calls a module-level BCELoss instance or such a
+            # function of the file (FileFacts.bce_losses: U-2-Net's `muti_bce_loss_fusion` calls `bce_loss(...)`)
             if target is not None and names.binding_scope(func) is names.module_scope \
-                    and _BCE_TEXT.search(_code_with_comments(ctx, target)):
+                    and (_BCE_TEXT.search(_code_with_comments(ctx, target)) or func.id in ctx.project.own.bce_losses):
                 indirect.append(func.id)
         elif isinstance(func, ast.Attribute):
             value = self_attribute_value(ctx, func)

@@ -443,13 +443,97 @@ BCE_NAMES = frozenset({"binary_cross_entropy", "BCELoss"})  # FileFacts' gate, c
 def bce_losses(tree: ast.Module, qualified: Qualified) -> tuple[str, ...]:
     """The module-level classes and functions of the file that compute binary_cross_entropy (call it, or build a
     BCELoss): a training step handed its loss as a parameter may be handed one of them (Unsupervised-Classification's
-    `scan_train(..., criterion, ...)` gets losses.py's SCANLoss, whose `self.bce = nn.BCELoss()`)."""
-    found: list[str] = []
-    for statement in tree.body:
-        if not isinstance(statement, (ast.ClassDef, *_FUNCTIONS)):
-            continue
+    `scan_train(..., criterion, ...)` gets losses.py's SCANLoss, whose `self.bce = nn.BCELoss()`). So does one that
+    calls a BCELoss instance bound once at module level (`bce_loss = nn.BCELoss()`, then `bce_loss(d0, labels)` in
+    U-2-Net's `muti_bce_loss_fusion`, blind22), or a module-level function found so, by a name it does not bind
+    itself."""
+    definitions = [s for s in tree.body if isinstance(s, (ast.ClassDef, *_FUNCTIONS))]
+    direct: set[int] = set()
+    called: dict[int, set[str]] = {}  # the module-level names each definition calls and does not bind itself
+    for statement in definitions:
+        names: set[str] = set()
         for node in walk(statement):
-            if isinstance(node, ast.Call) and qualified(node.func) & (BCE_FUNCTIONS | BCE_MODULES):
-                found.append(statement.name)
-                break
-    return tuple(found)
+            if isinstance(node, ast.Call):
+                if qualified(node.func) & (BCE_FUNCTIONS | BCE_MODULES):
+                    direct.add(id(statement))
+                    break
+                if isinstance(node.func, ast.Name):
+                    names.add(node.func.id)
+        else:
+            called[id(statement)] = names - _bound_within(statement)
+    found = set(direct)
+    computing = _module_bce_instances(tree, qualified)  # the names whose call computes binary_cross_entropy
+    functions = {s.name: s for s in definitions if isinstance(s, _FUNCTIONS)}
+    if computing:
+        changed = True
+        while changed:  # through the calls between the file's functions, to a fixed point
+            changed = False
+            for statement in definitions:
+                if id(statement) not in found and called.get(id(statement), set()) & computing:
+                    found.add(id(statement))
+                    changed = True
+                    if functions.get(statement.name) is statement:
+                        computing.add(statement.name)
+    return tuple(s.name for s in definitions if id(s) in found)
+
+
+def _module_bce_instances(tree: ast.Module, qualified: Qualified) -> set[str]:
+    """Module-level names bound once, and by an assignment of a BCELoss built there (`bce_loss = nn.BCELoss()`),
+    and the module-level functions that compute binary_cross_entropy themselves, by its call or a BCELoss built."""
+    bindings: dict[str, list[ast.AST]] = {}
+    for statement in tree.body:
+        if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            for target in targets:
+                for node in walk(target):
+                    if isinstance(node, ast.Name):
+                        bindings.setdefault(node.id, []).append(statement)
+        elif isinstance(statement, (ast.ClassDef, *_FUNCTIONS)):
+            bindings.setdefault(statement.name, []).append(statement)
+        elif isinstance(statement, (ast.Import, ast.ImportFrom)):
+            for alias in statement.names:
+                bindings.setdefault((alias.asname or alias.name).split(".", 1)[0], []).append(statement)
+        else:  # bindings under `if`, `try`, `for`, `with` at module level: the name may be bound otherwise
+            for node in walk(statement):
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                    bindings.setdefault(node.id, []).append(statement)
+    found: set[str] = set()
+    for name, where in bindings.items():
+        if len(where) != 1:
+            continue
+        binding = where[0]
+        if isinstance(binding, ast.Assign) and len(binding.targets) == 1 \
+                and isinstance(binding.targets[0], ast.Name) and isinstance(binding.value, ast.Call) \
+                and qualified(binding.value.func) & BCE_MODULES:
+            found.add(name)
+        elif isinstance(binding, _FUNCTIONS) and any(
+                isinstance(node, ast.Call) and qualified(node.func) & (BCE_FUNCTIONS | BCE_MODULES)
+                for node in walk(binding)):
+            found.add(name)
+    return found
+
+
+def _bound_within(definition: ast.AST) -> set[str]:
+    """The names a class or function binds inside itself (parameters, assignments, imports, nested
+    definitions, loop and `with` targets): a call of one of them is not a call of the module-level name."""
+    bound: set[str] = set()
+    for node in walk(definition):
+        if node is definition:
+            args = getattr(node, "args", None)
+        elif isinstance(node, (ast.ClassDef, *_FUNCTIONS)):
+            bound.add(node.name)
+            args = getattr(node, "args", None)
+        elif isinstance(node, ast.Lambda):
+            args = node.args
+        else:
+            args = None
+            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                bound.add(node.id)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                bound.update((a.asname or a.name).split(".", 1)[0] for a in node.names)
+            elif isinstance(node, ast.ExceptHandler) and node.name:
+                bound.add(node.name)
+        if args is not None:
+            bound.update(a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs))
+            bound.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
+    return bound

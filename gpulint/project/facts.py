@@ -70,7 +70,7 @@ from gpulint.project.methods import (
 from gpulint.project.token_items import yields_token_ids
 from gpulint.records import dataclass
 
-FACTS_VERSION = 55
+FACTS_VERSION = 56
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -172,6 +172,10 @@ RL_PACKAGES = frozenset({
     "supersuit", "minigrid", "atari_py", "ale_py", "mujoco_py", "brax",
 })
 JAX_PACKAGES = frozenset({"jax", "flax", "optax"})
+# deep-learning frameworks other than torch, by top-level package: a file that imports one of them and torch nowhere
+# trains with that framework, whose `loss.backward()` and `optimizer.step()` read like torch's (PaddlePaddle,
+# OneFlow) and whose own mixed precision (`paddle.amp.auto_cast`) gpulint does not read (analysis/frameworks.py)
+OTHER_FRAMEWORKS = frozenset({"paddle", "tensorflow", "jax", "flax", "mindspore", "oneflow", "mxnet", "megengine"})
 XLA_PACKAGES = frozenset({"torch_xla"})  # TPU training: CUDA-only advice (fused, pinned memory, AMP) does not apply
 # sharded or tensor-parallel training: a plain GradScaler does not agree on inf/NaN across ranks
 FSDP_WRAPPERS = frozenset({
@@ -291,6 +295,9 @@ class FileFacts:
     mixed_precision: tuple[str, ...] = ()  # evidence of 16-bit training done some way (kinds, sorted)
     training: bool = False  # calls .backward() and steps something
     rl: bool = False  # imports a reinforcement-learning environment package (anywhere, in functions too)
+    # the deep-learning framework other than torch (OTHER_FRAMEWORKS; the first by name) the file imports anywhere
+    # (in functions too), when it imports torch nowhere; "" otherwise, also where it imports neither
+    other_framework: str = ""
     sparse: bool = False  # makes sparse tensors (autocast does not cover sparse kernels)
     # a function clamps a value to `1 - eps` with eps <= 2**-9 and takes `log(1 - x)` of it, or takes
     # `log(1 - sigmoid(x))` with no clamp (project/clamps.py): under 16-bit autocast the bound, or the sigmoid
@@ -307,7 +314,8 @@ class FileFacts:
     # bfloat16 autocast they raise
     numpy_readers: dict[str, tuple[int, ...]] = field(default_factory=dict)
     # module-level classes and functions that compute binary_cross_entropy, which CUDA autocast refuses
-    # (project/clamps.py): a step handed its loss as a parameter may be handed one of them
+    # (project/clamps.py; also by calling a BCELoss instance bound at module level, or another of them): a step
+    # handed its loss as a parameter may be handed one of them, and a step calling one has no fix
     bce_losses: tuple[str, ...] = ()
     # builds native kernels at import or run time (torch.utils.cpp_extension.load / load_inline): the
     # project's own CUDA/C++ ops, which autocast does not cover and which may take only fp32/fp16
@@ -1306,6 +1314,7 @@ class _Scanner:
                 not r.level and r.name is not None and f"{r.module}.{r.name}" in SHARDED_GRAD_SCALERS
                 for r in self.imports),
             mixed_precision=tuple(sorted(self.mixed)), training=training, rl=bool(anywhere & RL_PACKAGES),
+            other_framework="" if "torch" in anywhere else min(anywhere & OTHER_FRAMEWORKS, default=""),
             sparse=self.sparse, native_kernels=self.native_kernels,
             checkpointing_method=any(isinstance(c, ast.ClassDef) and any(
                 isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == CHECKPOINTING_METHOD

@@ -15,6 +15,7 @@ from gpulint.analysis.ast_context import AstContext, Detection
 from gpulint.analysis.benchmarks import NOT_BENCHMARK, benchmark_step
 from gpulint.analysis.device import cuda_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Evidence, Premise
+from gpulint.analysis.frameworks import TORCH_CODE, other_framework, torch_code
 from gpulint.analysis.lr_sweep import LONG_RUN, step_run
 from gpulint.analysis.model_widths import optimizes_inputs, trained_model_width
 from gpulint.analysis.reach import OFF_ENVIRONMENT, RUNS, off_environment, runs
@@ -300,21 +301,23 @@ class MissingAutocast(Rule):
         flag only, so they run float16 whatever dtype is asked, and bfloat16 without a scaler would train them
         in float16 unscaled.
         `nn.BCELoss` / `F.binary_cross_entropy`, which CUDA autocast refuses ("unsafe to
-        autocast"), stay outside the region with their inputs cast to float32; inside a helper
-        of the step, no fix. No fix when the project's torch floor lacks a symbol the fix would
-        write (`torch.autocast` 1.10, `torch.amp.GradScaler` and `including_emulation=` 2.3,
-        `ShardedGradScaler(device)` 2.1; see docs/fix-safety.md) or the code runs only on a torch older
-        than one (it asserts torch 1.x, imports `torch._six`, fills with uint8 masks, or reads
-        `loss.data[0]` of a loss it calls `.backward()` on: no
-        `torch.amp.GradScaler` there), when the step is too
+        autocast"), stay outside the region with their inputs cast to float32; inside a function
+        of the file the step calls (one that calls it, builds a BCELoss, or calls a BCELoss
+        instance bound at module level or another such function), no fix. No fix when the
+        project's torch floor lacks a symbol the fix would write (`torch.autocast` 1.10,
+        `torch.amp.GradScaler` and `including_emulation=` 2.3, `ShardedGradScaler(device)` 2.1;
+        see docs/fix-safety.md) or the code runs only on a torch older than one (it asserts
+        torch 1.x, imports `torch._six`, fills with uint8 masks, or reads `loss.data[0]` of a
+        loss it calls `.backward()` on: no `torch.amp.GradScaler` there), when the step is too
         irregular for one scaler path (several backward calls or optimizers, gradients clipped
         on every micro-step but stepped on a boundary), or when fused SGD with momentum, which
         a skipped scaled step corrupts, is built in the file or a module of the project around
         it. The finding's note says which.
 
-        Not reported in test files (`lint-tests`), when mixed precision is done another way in
-        the file, its callers or the modules either imports (a GradScaler, FSDP
-        `MixedPrecision`/`MixedPrecisionPolicy`, a model cast or loaded in 16 bits
+        Not reported in test files (`lint-tests`), in a file that imports another deep-learning
+        framework (PaddlePaddle, TensorFlow, OneFlow, ...) and torch nowhere, when mixed
+        precision is done another way in the file, its callers or the modules either imports
+        (a GradScaler, FSDP `MixedPrecision`/`MixedPrecisionPolicy`, a model cast or loaded in 16 bits
         (`from_pretrained(..., torch_dtype=torch.bfloat16)`), layers computing in
         their input's dtype, apex, DeepSpeed), when the file uses autocast in a way gpulint
         cannot link to the step, when a framework (Lightning, Accelerate, Fabric, DeepSpeed)
@@ -330,8 +333,8 @@ class MissingAutocast(Rule):
         `log(1 - p)` with an eps 16 bits round away (a focal loss's `1.0 - 1e-4`: NaN under autocast).
         One finding per training step.
         """,
-        premises=(ON_GPU, FP32, TRAINS_A_MODEL, WIDE_ENOUGH, ENOUGH_WORK, AUTOCAST_EXISTS, GPU_BOUND,
-                  AUTOCAST_COVERS, LOSS_FITS_16_BIT, OFF_ENVIRONMENT, LONG_RUN, RUNS, NOT_BENCHMARK),
+        premises=(TORCH_CODE, ON_GPU, FP32, TRAINS_A_MODEL, WIDE_ENOUGH, ENOUGH_WORK, AUTOCAST_EXISTS,
+                  GPU_BOUND, AUTOCAST_COVERS, LOSS_FITS_16_BIT, OFF_ENVIRONMENT, LONG_RUN, RUNS, NOT_BENCHMARK),
         fix_cases=(
             FixCase('fp32 training step, `amp-dtype = "auto"` (the default): the dtype chosen once at run time '
                     "(bfloat16 where the GPU computes in it natively, else float16), a GradScaler enabled on the "
@@ -385,6 +388,8 @@ class MissingAutocast(Rule):
                     Applicability.UNSAFE, "bce_loss_kept_in_float32.py"),
             FixCase("binary_cross_entropy inside a helper of the step (CUDA autocast refuses it)",
                     None, "bce_in_helper_reported_without_fix.py"),
+            FixCase("a BCELoss instance bound at module level, called inside helpers of the step (CUDA autocast "
+                    "refuses it)", None, "bce_instance_in_helper_reported_without_fix.py"),
             FixCase("a loss handed in (`criterion(out, y)`, a parameter) where a loss class of the project computes "
                     "binary_cross_entropy", None, "bce_loss_class_handed_in_reported_without_fix.py"),
             FixCase("FSDP-sharded parameters: ShardedGradScaler instead of GradScaler",
@@ -446,7 +451,8 @@ class MissingAutocast(Rule):
             if fp32 is None:
                 continue
             wide, work = step_scale(ctx, step)
-            evidence = {ON_GPU: SHOWN if xpu else on_gpu, FP32: fp32, WIDE_ENOUGH: wide, ENOUGH_WORK: work,
+            evidence = {TORCH_CODE: torch_code(project), ON_GPU: SHOWN if xpu else on_gpu, FP32: fp32,
+                        WIDE_ENOUGH: wide, ENOUGH_WORK: work,
                         TRAINS_A_MODEL: REFUTED if optimizes_inputs(ctx, step) else SHOWN,
                         AUTOCAST_EXISTS: autocast_exists, GPU_BOUND: bound, AUTOCAST_COVERS: covers,
                         LOSS_FITS_16_BIT: REFUTED if loss_fits is SHOWN and logs_one_minus_model_sigmoid(ctx, step)
@@ -676,7 +682,10 @@ def sixteen_bit_elsewhere(project: ProjectView) -> bool:
 
 
 def _precision_handled(project: ProjectView) -> bool:
-    """Refuted before parsing: 16-bit training done another way, or a loop bound by its environment."""
+    """Refuted before parsing: 16-bit training done another way, a loop bound by its environment, or another
+    framework's code (TORCH_CODE)."""
+    if other_framework(project):
+        return True  # paddle.amp.auto_cast is not torch.autocast, nor its step torch's
     if project.rl:
         return True  # the step waits on a simulator; small policy nets gain nothing (AMP recipe)
     if project.own.sparse or project.sparse_importees:

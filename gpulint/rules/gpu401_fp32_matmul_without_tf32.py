@@ -9,6 +9,7 @@ from gpulint.analysis.amp_steps import TRAINING_STEP_NEEDLES, AmpStep
 from gpulint.analysis.ast_context import AstContext, Detection
 from gpulint.analysis.device import cuda_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Decision, Evidence, Premise
+from gpulint.analysis.frameworks import TORCH_CODE, torch_code
 from gpulint.analysis.reach import OFF_ENVIRONMENT, RUNS, off_environment, runs
 from gpulint.analysis.script_settings import convnet_with_head, torch_import_alias
 from gpulint.core import floors
@@ -128,10 +129,11 @@ class Fp32MatmulWithoutTf32(Rule):
         the module is imported). No fix when `torch` is not imported at the top level by
         `import torch`. A GPU older than Ampere ignores the setting. Not reported under
         autocast (its matmuls already run in 16 bits), where a framework owns the loop, in
-        CPU-only files or in test files.
+        CPU-only files, in test files, or in a file that imports another deep-learning framework
+        (PaddlePaddle, OneFlow, ...) and torch nowhere.
         """,
-        premises=(TRAINS_ON_CUDA, FLOAT32, WIDE_ENOUGH, ENOUGH_WORK, GPU_BOUND, OFF_ENVIRONMENT, MATMUL_BOUND,
-                  DEFAULT_PRECISION, RUNS),
+        premises=(TORCH_CODE, TRAINS_ON_CUDA, FLOAT32, WIDE_ENOUGH, ENOUGH_WORK, GPU_BOUND, OFF_ENVIRONMENT,
+                  MATMUL_BOUND, DEFAULT_PRECISION, RUNS),
         fix_cases=(
             FixCase('`torch.set_float32_matmul_precision("high")` after the imports that hold `import torch`',
                     Applicability.UNSAFE, "fp32_cuda_training.py"),
@@ -146,6 +148,7 @@ class Fp32MatmulWithoutTf32(Rule):
             return  # no training step of the file's own (a framework owns the loop)
         project = ctx.project
         common = {
+            TORCH_CODE: torch_code(project),
             TRAINS_ON_CUDA: cuda_evidence(project),
             GPU_BOUND: REFUTED if project.rl or project.own.sparse else SHOWN,
             MATMUL_BOUND: REFUTED if convnet_with_head(ctx) is SHOWN else SHOWN,

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Optional
 
 from gpulint.analysis.device import accelerator_evidence
 from gpulint.analysis.evidence import REFUTED, SHOWN, Evidence, Premise
+from gpulint.analysis.frameworks import TORCH_CODE, torch_code
 from gpulint.analysis.reach import SELF_TEST, not_self_test
 from gpulint.analysis.step_passes import TRAINING_PASS, StepPasses
 from gpulint.analysis.steps import STEP_AST_NEEDLES, Place, StepFacts, StepLoop, step_facts
@@ -161,7 +162,8 @@ class HostSyncInTrainingStep(Rule):
         `(i + 1) % accum == 0`, `i == 0`, the `else` of `step % N != 0`, after
         `if step % N: continue`), in `except` handlers, for values that decide control flow
         (NaN aborts, early stopping), for values not shown to be GPU tensors, in loops a
-        framework runs, in CPU-only files, in benchmark or profiling functions
+        framework runs, in CPU-only files, in files that import another deep-learning framework
+        (PaddlePaddle, OneFlow, ...) and torch nowhere, in benchmark or profiling functions
         (`torch.cuda.synchronize()` there is the measurement), in full-batch training (the
         step loop is `for epoch in range(...)`: one step, and one sync, per epoch), or in
         tests. Logging blocks under a helper count as interval conditions when the helper
@@ -169,7 +171,7 @@ class HostSyncInTrainingStep(Rule):
         or when a helper of another module named for an interval (`every`, `interval`,
         `should_log`) is given the step counter.
         """,
-        premises=(EVERY_STEP, A_GPU_TENSOR, NOT_CONTROL_FLOW, ON_ACCELERATOR, SYNC_SAVED, TRAINING_PASS,
+        premises=(TORCH_CODE, EVERY_STEP, A_GPU_TENSOR, NOT_CONTROL_FLOW, ON_ACCELERATOR, SYNC_SAVED, TRAINING_PASS,
                   SELF_TEST, FIRST_READ),
     )
 
@@ -196,6 +198,7 @@ class HostSyncInTrainingStep(Rule):
                 continue
             step = place.step
             evidence = {
+                TORCH_CODE: torch_code(ctx.project),
                 EVERY_STEP: SHOWN,
                 A_GPU_TENSOR: SHOWN,
                 NOT_CONTROL_FLOW: reads.control_flow(node, place),

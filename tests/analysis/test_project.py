@@ -2932,6 +2932,94 @@ def test_a_step_handed_a_loss_keeps_its_fix_without_a_bce_loss_around(tmp_path: 
     assert finding["fix"] is not None and finding["note"] is None, finding
 
 
+BCE_HELPERS = """\
+    import torch.nn as nn
+
+    bce_loss = nn.BCELoss(size_average=True)
+
+
+    def side(pred, mask):
+        return bce_loss(pred, mask)
+
+
+    def fused(preds, mask):
+        return sum(side(p, mask) for p in preds)
+
+
+    def shadowed(bce_loss, pred, mask):
+        return bce_loss(pred, mask)
+
+
+    def unrelated(pred, mask):
+        return (pred - mask).abs().mean()
+
+
+    class Deep(nn.Module):
+        def forward(self, preds, mask):
+            return fused(preds, mask)
+    """
+
+
+def test_bce_losses_follow_a_module_level_bceloss_instance() -> None:
+    """xuebinqin/U-2-Net (blind22, 1 FP): `bce_loss = nn.BCELoss()` at module level, called in
+    `muti_bce_loss_fusion`, which the step calls: the function computes binary_cross_entropy, and so does a
+    function or class of the file calling it; a parameter of the same name is not the module's instance."""
+    facts = facts_of_text(textwrap.dedent(BCE_HELPERS))
+    assert facts is not None and facts.bce_losses == ("side", "fused", "Deep")
+    rebound = facts_of_text(textwrap.dedent(BCE_HELPERS) + "bce_loss = nn.BCEWithLogitsLoss()\n")
+    assert rebound is not None and rebound.bce_losses == ()  # bound twice: not known to be the BCELoss
+
+
+@pytest.mark.parametrize(("text", "other"), [
+    ("import paddle\nimport paddle.nn as nn\n", "paddle"),
+    ("import numpy as np\n\n\ndef main():\n    import oneflow as flow\n", "oneflow"),
+    ("import tensorflow as tf\nimport jax\n", "jax"),  # the first by name
+    ("import paddle\n\n\ndef main():\n    import torch\n", ""),  # torch imported, in a function too
+    ("import tensorflow as tf\nfrom torch.utils.data import DataLoader\n", ""),
+    ("from .model import Net\nimport numpy as np\n", ""),  # neither: torch's by default
+])
+def test_other_framework_is_read_from_the_imports_anywhere(text: str, other: str) -> None:
+    """RT-DETR's PaddlePaddle trainer (blind22, 1 FP): the premise torch-code is refuted where the file imports
+    another deep-learning framework and torch nowhere."""
+    facts = facts_of_text(text)
+    assert facts is not None and facts.other_framework == other
+
+
+def test_a_paddle_trainer_called_by_a_gpu_script_is_not_torch_code(tmp_path: Path) -> None:
+    """The trainer module has no GPU evidence of its own; its caller does (RT-DETR's tools/train.py): GPU001 stays
+    silent because the module imports paddle and torch nowhere, as it reports on the same step written in torch."""
+    trainer = """\
+        import paddle
+
+
+        class Trainer:
+            def __init__(self, model, loader):
+                self.model, self.loader = model, loader
+                self.optimizer = paddle.optimizer.Adam(parameters=model.parameters())
+
+            def train(self):
+                for data in self.loader:
+                    loss = self.model(data)["loss"]
+                    loss.backward()
+                    self.optimizer.step()
+                    self.optimizer.clear_grad()
+        """
+    caller = """\
+        import os
+
+        from engine.trainer import Trainer
+
+        os.environ.setdefault("LOCAL_RANK", "0")
+        Trainer(build_model(), build_loader()).train()
+        """
+    write(tmp_path, {"pyproject.toml": "", "engine/__init__.py": "", "engine/trainer.py": trainer,
+                     "tools/train.py": caller})
+    assert gpu001(tmp_path, str(tmp_path)) == []
+    write(tmp_path, {"engine/trainer.py": trainer.replace("import paddle", "import torch").replace(
+        "paddle.optimizer.Adam(parameters=model.parameters())", "torch.optim.Adam(model.parameters())")})
+    assert [f["filename"].endswith("trainer.py") for f in gpu001(tmp_path, str(tmp_path))] == [True]
+
+
 # ---------------------------------------------------------------------------------------------
 # a caller replicates the model with nn.DataParallel (blind18: MPRNet)
 
