@@ -475,6 +475,26 @@ def _folder_floor(directory: str, package: Package = TORCH) -> tuple[bool, Decla
     return named, (None, None), None
 
 
+def ships_distribution(directory: str) -> bool:
+    """Whether `directory` holds packaging metadata that builds a distribution others install: a `setup.py` or
+    `setup.cfg`, or a `pyproject.toml` with a `[project]`, `[build-system]` or `[tool.poetry]` table (one that
+    cannot be read counts; one of tool settings alone, `[tool.ruff]`, does not)."""
+    if any(os.path.isfile(os.path.join(directory, name)) for name in ("setup.py", "setup.cfg")):
+        return True
+    path = os.path.join(directory, "pyproject.toml")
+    if not os.path.isfile(path):
+        return False
+    text = _read(path)
+    try:
+        table = tomllib.loads(text) if text is not None else None
+    except (tomllib.TOMLDecodeError, ValueError):
+        table = None
+    if table is None:
+        return True
+    tool = table.get("tool")
+    return "project" in table or "build-system" in table or (isinstance(tool, dict) and "poetry" in tool)
+
+
 def _is_repository_root(directory: str) -> bool:
     return any(os.path.exists(os.path.join(directory, marker)) for marker in _REPOSITORY_ROOT)
 
