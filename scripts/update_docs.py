@@ -160,7 +160,9 @@ run on: `gpulint/project/facts.py` `torch_ceiling`): it, or a module it imports,
 2.1) or reads a loss it calls `.backward()` on as `loss.data[0]` (1.0), asserts an older major version
 (`assert torch.__version__.split('.')[0] == '1'`: 2.0), or the project builds its extension with
 `torch.utils.ffi` (1.0). A helper module that only defines (no `__main__` block, nothing run at import) outside
-any package runs only under the project files that import it: where each has a ceiling, the highest is its own.
+any package others install (no `__init__.py` beside it, or no setup.py, setup.cfg or pyproject.toml that builds a
+distribution at or above its folder) runs only under the project files that import it: where each has a ceiling,
+the highest is its own.
 """
 
 FIX_SAFETY_LIBRARIES = """A few fixes write into the API of another library. Its releases come from the

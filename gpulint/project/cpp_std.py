@@ -22,7 +22,7 @@ a module it imports unconditionally (directly or through others), that of a grou
 branch of which imports capped code (`try: import _raymarching` / `except ImportError: from .backend
 import _backend`: the installed extension or the one built at import, both C++14), the ceiling of a
 compiled extension it imports by name, and for a helper module that runs only under the files importing
-it (project/view.py `_ceiling_importers`: defines only, outside any package) the highest of its
+it (project/view.py `_runs_under_importers`: defines only, outside any package others install) the highest of its
 importers' ceilings. The fixed point is computed once per project with a worklist, so import cycles
 converge and each module is visited a bounded number of times.
 """

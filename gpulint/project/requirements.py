@@ -19,6 +19,11 @@ next to the code, as ruff takes its target version from `requires-python`:
   Unsupervised-Classification's requirements.txt) is read as conda pins when pip's reading finds no bound;
 - conda environment files (`environment*.yml`, `conda_env.yml`, `env.yaml`, `conda.yml`, with
   either suffix): conda pins (`pytorch=1.7.1`, `pytorch>=1.8`) and the pip section's requirements;
+- the requirements and conda environment files (by the names above) of a subfolder whose name says it holds
+  the environment (`env/`, `envs/`, `environment/`, `environments/`, `conda/`: equiformer's
+  `env/env_equiformer.yml`, a `conda env export` pinning `pytorch=1.10.2`), asked after the folder's own;
+  a subfolder that is an installed environment (a virtualenv's `pyvenv.cfg` or a conda prefix's
+  `conda-meta/` at its top) declares nothing and is never read;
 - install commands in shell scripts (`*.sh`) and Dockerfiles: `pip install torch==1.7.1`,
   `conda install pytorch=1.8 -c pytorch`, and a Dockerfile's `FROM pytorch/pytorch:1.7.1-...` image;
 - Cog's `cog.yaml` (the container a model is served and often trained in): `build.python_packages`
@@ -92,6 +97,12 @@ _NOT_CODE = frozenset({"venv", "env", "site-packages", "node_modules", "__pycach
 _MAX_CODE_FILES = 5000
 _MAX_CODE_FOLDERS = 5000
 _REQUIREMENTS = re.compile(r"(?:[\w.-]*[_.-])?requirements[\w.-]*\.txt$", re.IGNORECASE)
+# subfolders whose name says they hold the environment (equiformer's `env/env_equiformer.yml`): their requirements
+# and conda environment files pin the folder they lie in; and what an installed environment holds at its top (a
+# virtualenv's `pyvenv.cfg`, a conda prefix's `conda-meta/`): such a folder declares nothing, and is not read
+_ENVIRONMENT_FOLDERS = frozenset({"env", "envs", "environment", "environments", "conda"})
+_INSTALLED_ENVIRONMENT = ("pyvenv.cfg", "conda-meta")
+_CONDA_HISTORY = "conda-meta/history"  # a conda prefix's record: copied so that `conda-meta/` is seen
 _CONDA_VERSION = re.compile(r"^(?P<op>==|>=|<=|!=|~=|>|<|=)?\s*(?P<version>\d+(?:\.\d+)*)(?:\.\*)?")
 _LIST_ITEM = re.compile(r"^(?P<indent>\s*)-\s+(?P<item>.+?)\s*$")
 _TOP_KEY = re.compile(r"^(?P<key>[A-Za-z_][\w-]*)\s*:")
@@ -464,6 +475,26 @@ def _folder_floor(directory: str, package: Package = TORCH) -> tuple[bool, Decla
     return named, (None, None), None
 
 
+def ships_distribution(directory: str) -> bool:
+    """Whether `directory` holds packaging metadata that builds a distribution others install: a `setup.py` or
+    `setup.cfg`, or a `pyproject.toml` with a `[project]`, `[build-system]` or `[tool.poetry]` table (one that
+    cannot be read counts; one of tool settings alone, `[tool.ruff]`, does not)."""
+    if any(os.path.isfile(os.path.join(directory, name)) for name in ("setup.py", "setup.cfg")):
+        return True
+    path = os.path.join(directory, "pyproject.toml")
+    if not os.path.isfile(path):
+        return False
+    text = _read(path)
+    try:
+        table = tomllib.loads(text) if text is not None else None
+    except (tomllib.TOMLDecodeError, ValueError):
+        table = None
+    if table is None:
+        return True
+    tool = table.get("tool")
+    return "project" in table or "build-system" in table or (isinstance(tool, dict) and "poetry" in tool)
+
+
 def _is_repository_root(directory: str) -> bool:
     return any(os.path.exists(os.path.join(directory, marker)) for marker in _REPOSITORY_ROOT)
 
@@ -486,17 +517,41 @@ def _declaring_files(directory: str) -> list[str]:
         except OSError:
             pass
     present += [os.path.join(directory, n) for n in names if _ENVIRONMENT.match(n)]
+    for folder in (n for n in names if n.lower() in _ENVIRONMENT_FOLDERS):
+        present += _environment_folder(os.path.join(directory, folder))
     present += [os.path.join(directory, n) for n in names if _SCRIPT.match(n)]
     present += [os.path.join(directory, _COG)] if _COG in names else []
     return [p for p in present if os.path.isfile(p)]
 
 
+def _environment_folder(folder: str) -> list[str]:
+    """The files of an environment-named subfolder (`env/`) that may pin torch: requirements files
+    (`requirements*.txt` first) and conda environment files, by the names a folder's own are read by; none where
+    the folder is an installed environment (a virtualenv or a conda prefix: its files are an install's, not a
+    declaration)."""
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    if any(marker in names for marker in _INSTALLED_ENVIRONMENT):
+        return []
+    wanted = sorted((n for n in names if _REQUIREMENTS.match(n)),
+                    key=lambda n: not n.lower().startswith("requirements"))
+    return [os.path.join(folder, n) for n in wanted + [n for n in names if _ENVIRONMENT.match(n)]]
+
+
 def read_for_floor(path: str) -> bool:
     """Whether the floor reader may read a file with this relative posix path (for tools that copy a
-    project's files, such as bench/precision/prepare.py: one list of the names, here)."""
+    project's files, such as bench/precision/prepare.py: one list of the names, here), the markers of an
+    installed environment in an environment-named folder included (`env/pyvenv.cfg`: that folder is not read)."""
     name = path.rsplit("/", 1)[-1]
     parent = path.rsplit("/", 2)[-2] if path.count("/") else ""
     if name in METADATA_FILES or name == _COG or (parent == "requirements" and name.endswith(".txt")):
+        return True
+    folders = path.split("/")
+    if name == _INSTALLED_ENVIRONMENT[0] and parent.lower() in _ENVIRONMENT_FOLDERS:
+        return True
+    if len(folders) >= 3 and "/".join(folders[-2:]) == _CONDA_HISTORY and folders[-3].lower() in _ENVIRONMENT_FOLDERS:
         return True
     return bool(_REQUIREMENTS.match(name) or _ENVIRONMENT.match(name) or _SCRIPT.match(name))
 

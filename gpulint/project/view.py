@@ -31,6 +31,7 @@ from gpulint.project.facts import FFI_MODULE, REMOVED_MODULES, SPLAT, ClassFacts
 from gpulint.project.layers import MODULE
 from gpulint.project.loader_flow import AT, CUDA, HAND, IN, STAR
 from gpulint.project.methods import named_by
+from gpulint.project.requirements import ships_distribution
 from gpulint.project.scripts import passed_flags
 from gpulint.records import dataclass
 
@@ -490,6 +491,7 @@ class Project:
         self._gpu = sum(bit(p) for p in self.paths if facts[p].gpu)
         self._ffi_extension_built = any(facts[p].builds_ffi_extension for p in self.paths)
         self._code_ceilings: Optional[dict[str, tuple[int, int]]] = None  # see `_code_ceiling`
+        self._distributions: dict[str, bool] = {}  # see `_shipped`
         self._bce: Optional[tuple[frozenset[str], int]] = None  # see `_bce_reach`
         self._native: Optional[frozenset[str]] = None  # see `_native_reach`
         self._rl = sum(bit(p) for p in self.paths if facts[p].rl)
@@ -964,15 +966,35 @@ class Project:
                 out.add(path)
         return out
 
+    def _runs_under_importers(self, path: str) -> bool:
+        """Whether the code of `path` runs only under the project files that import it: a module that defines
+        only (FileFacts.defines_only: no `__main__` block, nothing runs at import) that nothing outside the
+        project imports: it lies outside any package (no `__init__.py` beside it: a helper next to the
+        scripts), or in a package the project ships no distribution of (no setup.py, setup.cfg or pyproject.toml
+        that builds one in its folder or any above it, up to the project's root: requirements.py
+        `ships_distribution`), so no one installs it as a library. ibot's evaluation/classification_layer_decay/
+        has an `__init__.py`, and nothing in the repository packages it: its fine-tuning script is its only user."""
+        if not self.facts[path].defines_only or not path.endswith(".py"):
+            return False
+        return package_init(path) not in self._exists or not self._shipped(path.rpartition("/")[0])
+
+    def _shipped(self, folder: str) -> bool:
+        """A folder of the project (relative, posix; "" the root) or one above it, up to the root, builds a
+        distribution (`_runs_under_importers`); remembered per folder."""
+        found = self._distributions.get(folder)
+        if found is None:
+            found = ships_distribution(str(self.root / folder) if folder else str(self.root)) or (
+                bool(folder) and self._shipped(folder.rpartition("/")[0]))
+            self._distributions[folder] = found
+        return found
+
     def _ceiling_importers(self, path: str) -> Optional[tuple[int, int]]:
-        """The highest torch ceiling of the modules that import `path`, when its code runs only under them: a
-        module that defines only (FileFacts.defines_only: no `__main__` block, nothing runs at import) outside
-        any package (no `__init__.py` beside it: a helper next to the scripts, not a library others install),
-        imported by project files that each carry a ceiling of their own code (FileFacts.torch_ceiling, or the
+        """The highest torch ceiling of the modules that import `path`, when its code runs only under them
+        (`_runs_under_importers`: a module that defines only, outside any package others install), imported by
+        project files that each carry a ceiling of their own code (FileFacts.torch_ceiling, or the
         `script_ceiling` of one nothing imports). LSTNet's Optim.py, imported only by main.py, which reads its
         loss as `loss.data[0]` (torch 1.0). None when a module importing it carries none."""
-        own = self.facts[path]
-        if not own.defines_only or not path.endswith(".py") or package_init(path) in self._exists:
+        if not self._runs_under_importers(path):
             return None
         found: list[tuple[int, int]] = []
         for importer in sorted(self.paths[i] for i in self._direct_importers[self.index[path]]):
@@ -1022,7 +1044,7 @@ class Project:
                 groups.append([[t for ref in branch for t in targets(ref)] for branch in group])
             requires[path] = [g for g in groups if all(g)]
             importers[path] = [self.paths[i] for i in self._direct_importers[self.index[path]]]
-            if facts.defines_only and path.endswith(".py") and package_init(path) not in self._exists:
+            if self._runs_under_importers(path):
                 helpers.append(path)
         ceilings = propagate([*self.paths, extension] if pinned else self.paths, own, requires, importers, helpers)
         ceilings.pop(extension, None)

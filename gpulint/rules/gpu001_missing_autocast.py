@@ -124,7 +124,9 @@ AUTOCAST_EXISTS = Premise(
     "loss it calls `.backward()` on as `loss.data[0]`, an IndexError from 1.0 on); undecided when no floor is "
     "declared and the code runs only on torch 1.10 or older (it, or a module it imports, unconditionally imports "
     "a module gone by 1.11: torchtext's `Field`/`BucketIterator`, gone with torch 1.8, or `torchtext.legacy`; a "
-    "helper module that only defines, outside any package, runs only under the project files that import it: "
+    "helper module that only defines, outside any package others install (no `__init__.py` beside it, or no "
+    "setup.py, setup.cfg or pyproject.toml that builds a distribution at or above its folder), runs only under "
+    "the project files that import it: "
     "where each of them has such a ceiling, so does it). Below 1.10 CUDA autocast is float16 only, so refuted "
     "there too when a `forward` of the file or of a module it imports (four levels) holds a literal past "
     "float16's range: `masked_fill(mask, -1e9)` raises under float16 autocast (Pyraformer, torch 1.8).")

@@ -53,8 +53,9 @@ WARNS = Premise(
     "whose `extra_compile_args` name `-std=c++14`: torch 2.1's headers need C++17, so the ops build only "
     "against 2.0 or older), through any chain of imports that always run (a `try`/`except ImportError` or "
     "`if`/`else` counts where every branch imports such code), or when it is a helper module that only defines "
-    "(optional imports in a `try` count), outside any package, and each project file that imports it is such "
-    "code. Such code never sees "
+    "(optional imports in a `try` count), outside any package others install (no `__init__.py` beside it, or "
+    "no setup.py, setup.cfg or pyproject.toml that builds a distribution at or above its folder), and each "
+    "project file that imports it is such code. Such code never sees "
     "the FutureWarning, and on every torch it runs on the replacement may be "
     "missing (`torch.amp.GradScaler` needs 2.3).")
 # the release whose torch.cuda.amp / torch.cpu.amp emit the FutureWarning

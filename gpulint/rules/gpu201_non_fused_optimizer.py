@@ -107,10 +107,12 @@ FUSED_EXISTS = Premise(
     "setup.py `CUDAExtension` whose `extra_compile_args` name it: torch 2.1's headers need C++17, so no CPU "
     "kernels, 2.4), through any chain of imports that always run (a `try`/`except ImportError` or `if`/`else` "
     "counts where every branch imports such code). A helper module that only defines (no `__main__` block, "
-    "nothing run at import; optional imports in a `try` count) outside any package runs only under the project "
-    "files that import it: where each of them has such a ceiling, through its own code or what it imports, so "
-    "does it (LSTNet's Optim.py, imported only by a main.py that reads `loss.data[0]`; VideoMAE's "
-    "optim_factory.py, imported only by scripts that import a utils.py importing `torch._six`).")
+    "nothing run at import; optional imports in a `try` count) outside any package others install (no "
+    "`__init__.py` beside it, or no setup.py, setup.cfg or pyproject.toml that builds a distribution at or "
+    "above its folder) runs only under the project files that import it: where each of them has such a "
+    "ceiling, through its own code or what it imports, so does it (LSTNet's Optim.py, imported only by a "
+    "main.py that reads `loss.data[0]`; VideoMAE's optim_factory.py, imported only by scripts that import a "
+    "utils.py importing `torch._six`; ibot's, in a package folder nothing packages, the same way).")
 BUILT_ON_DEVICE = Premise(
     "built-on-device",
     "where the project may run on a torch before 2.4 (its declared floor is below 2.4, or its code runs only on "

@@ -60,7 +60,9 @@ DEFAULT_PRECISION = Premise(
     "file of the project builds its extension with `torch.utils.ffi`, gone in 1.0; or it asserts an older major "
     "version at module level, `assert torch.__version__.split('.')[0] == '0'`; or it, or a module it imports, "
     "reads a loss it calls `.backward()` on as `loss.data[0]`, an IndexError from 1.0 on; or it is a helper "
-    "module that only defines, outside any package, and each project file that imports it is such code).")
+    "module that only defines, outside any package others install (no `__init__.py` beside it, or no setup.py, "
+    "setup.cfg or pyproject.toml that builds a distribution at or above its folder), and each project file "
+    "that imports it is such code).")
 
 
 class Fp32MatmulWithoutTf32(Rule):

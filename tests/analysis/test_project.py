@@ -1935,6 +1935,51 @@ def test_a_helper_only_legacy_scripts_import_takes_their_torch_ceiling(
     assert ((helper, 6, "GPU201") in findings(tmp_path, "--select", "GPU201")) is reported
 
 
+# ibot's layout (blind22): a fine-tuning package folder (an `__init__.py`, nothing in the repository packages it)
+# whose script imports a sibling optimizer factory and a utils.py that imports `torch._six` (gone in 2.0)
+TUNE_UTILS = "import torch\nfrom torch._six import inf\n\n\ndef grad_norm(parameters):\n    return inf\n"
+TUNE_OPTIM = """\
+import torch
+
+
+def make_optimizer(model, lr):
+    return torch.optim.AdamW(model.parameters(), lr=lr)
+"""
+TUNE_MAIN = ("import torch\nimport tune.utils as utils\nfrom optim_factory import make_optimizer\n\n"
+             "model = torch.nn.Linear(512, 512).cuda()\noptimizer = make_optimizer(model, 1e-3)\n"
+             "for x, y in loader:\n    loss = (model(x.cuda()) - y.cuda()).pow(2).mean()\n    loss.backward()\n"
+             "    print(utils.grad_norm(model.parameters()))\n    optimizer.step()\n")
+TUNE = {".git/HEAD": "ref: refs/heads/main\n", "tune/__init__.py": "", "tune/utils.py": TUNE_UTILS,
+        "tune/optim_factory.py": TUNE_OPTIM, "tune/finetune.py": TUNE_MAIN}
+
+
+@pytest.mark.parametrize(("files", "reported"), [
+    (TUNE, False),
+    # a pyproject.toml of tool settings alone builds nothing
+    ({**TUNE, "pyproject.toml": "[tool.ruff]\nline-length = 120\n"}, False),
+    # the project ships a distribution: the package may be installed and imported elsewhere, on any torch
+    ({**TUNE, "setup.py": "from setuptools import setup, find_packages\nsetup(packages=find_packages())\n"}, True),
+    ({**TUNE, "tune/setup.cfg": "[metadata]\nname = tune\n"}, True),
+    ({**TUNE, "pyproject.toml": "[project]\nname = 'tune'\n"}, True),
+    ({**TUNE, "pyproject.toml": "[tool.poetry]\nname = 'tune'\n"}, True),
+    # the script runs on any torch: nothing caps the factory
+    ({**TUNE, "tune/utils.py": TUNE_UTILS.replace("from torch._six import inf", "from math import inf")}, True),
+    # another file of the package imports the factory and carries no ceiling: it may run there
+    ({**TUNE, "tune/sweep.py": "from tune.optim_factory import make_optimizer\n"}, True),
+])
+def test_a_helper_in_a_package_nothing_ships_takes_its_importers_torch_ceiling(
+        tmp_path: Path, files: dict[str, str], reported: bool) -> None:
+    """An `__init__.py` alone does not make a library others install: where the project ships no distribution
+    (no setup.py, setup.cfg or pyproject.toml that builds one at or above the folder), a module of the package
+    that only defines runs only under the project files that import it. ibot's optim_factory.py, imported only by
+    a fine-tuning script that imports a utils.py importing `torch._six`, runs on torch < 2.0: no fused AdamW."""
+    root = tmp_path / "repo"
+    write(root, files)
+    if "pyproject.toml" not in files:
+        (root / "pyproject.toml").unlink()
+    assert (("tune/optim_factory.py", 5, "GPU201") in findings(root, "--select", "GPU201")) is reported
+
+
 def test_a_model_file_only_a_sampling_script_uses_is_not_trained(tmp_path: Path) -> None:
     """GPU302: the checkpointed model of a release that only samples runs under no_grad; no backward reaches it.
     Once a training script imports it too, the reentrant trap can drop gradients again."""

@@ -67,7 +67,7 @@ def test_every_kind_of_pin_file_gives_the_range(tmp_path: Path) -> None:
         "pyproject/pyproject.toml": '[project]\nname = "p"\ndependencies = ["torch"]\n'
                                     '[project.optional-dependencies]\nhf = ["transformers>=4.36"]\n',
         "poetry/pyproject.toml": '[tool.poetry.dependencies]\ntransformers = "4.27.1"\n',
-        "conda/environment.yml": "dependencies:\n  - python=3.10\n  - pip:\n    - transformers==4.29.2\n",
+        "yml/environment.yml": "dependencies:\n  - python=3.10\n  - pip:\n    - transformers==4.29.2\n",
         "docker/Dockerfile": "FROM pytorch/pytorch:1.13.1-cuda11.6-cudnn8-runtime\n"
                              "RUN pip install transformers==4.30.2 peft\n",
         "unpinned/requirements.txt": "transformers\ntorch==2.1\n",
@@ -80,7 +80,7 @@ def test_every_kind_of_pin_file_gives_the_range(tmp_path: Path) -> None:
     assert declared_range(str(tmp_path / "cfg"), TRANSFORMERS)[:2] == ((4, 26), (4, 27))
     assert declared_range(str(tmp_path / "pyproject"), TRANSFORMERS)[:2] == ((4, 36), None)
     assert declared_range(str(tmp_path / "poetry"), TRANSFORMERS)[:2] == ((4, 27), (4, 28))
-    assert declared_range(str(tmp_path / "conda"), TRANSFORMERS)[:2] == ((4, 29), (4, 30))
+    assert declared_range(str(tmp_path / "yml"), TRANSFORMERS)[:2] == ((4, 29), (4, 30))
     assert declared_range(str(tmp_path / "docker"), TRANSFORMERS)[:2] == ((4, 30), (4, 31))
     assert declared_torch_floor(str(tmp_path / "docker"))[0] == (1, 13)  # the base image is torch's alone
     assert declared_range(str(tmp_path / "unpinned"), TRANSFORMERS) == (None, None, None)
