@@ -537,3 +537,97 @@ def _bound_within(definition: ast.AST) -> set[str]:
             bound.update(a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs))
             bound.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
     return bound
+
+
+# layers autocast runs in 16 bits (its lower-precision list: linear and convolutions)
+_AUTOCAST_16_BIT_LAYERS = frozenset({f"torch.nn.{name}" for name in (
+    "Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d")})
+# tensor methods that keep the dtype of what they are called on (a reshape, a masked fill, a layout change)
+_SAME_DTYPE_METHODS = frozenset({
+    "view", "reshape", "contiguous", "transpose", "permute", "flatten", "unflatten", "squeeze", "unsqueeze",
+    "masked_fill", "masked_fill_", "clone", "detach", "expand", "repeat", "narrow", "chunk", "split", "t"})
+
+
+def forward_feeds_function_16_bit(tree: ast.Module, qualified: Qualified) -> bool:
+    """A `forward` method of a class of the file hands a custom autograd Function (`Op.apply(value, ...)`) a value
+    that one of its own linear or convolution layers returned, reshaped at most (every binding of the name in the
+    method is `self.proj(x)` of a layer `__init__` binds to `nn.Linear`/`nn.Conv*`, or the name's own
+    `.view(...)`, `.masked_fill(...)` and alike): under autocast that value is 16-bit, and `apply` does not cast
+    (only `custom_fwd(cast_inputs=...)` would), so a native kernel behind the Function that takes float and double
+    only raises (Deformable DETR's MSDeformAttn hands `value_proj`'s output to MSDeformAttnFunction). A value
+    that passed through anything else (`torch.exp(k)`, `k * v`, which autocast computes in fp32 or promotes)
+    does not count."""
+    for node in class_defs(tree):
+        layers = _layer_attributes(node, qualified)
+        if not layers:
+            continue
+        for item in node.body:
+            if isinstance(item, _FUNCTIONS) and item.name == "forward" and _feeds_function(item, layers):
+                return True
+    return False
+
+
+def _layer_attributes(node: ast.ClassDef, qualified: Qualified) -> frozenset[str]:
+    """The attributes `__init__` binds to a linear or convolution layer (`self.value_proj = nn.Linear(d, d)`)."""
+    out: set[str] = set()
+    for item in node.body:
+        if not (isinstance(item, _FUNCTIONS) and item.name == "__init__"):
+            continue
+        for sub in walk(item):
+            if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Call) \
+                    and qualified(sub.value.func) & _AUTOCAST_16_BIT_LAYERS:
+                out.update(t.attr for t in sub.targets if isinstance(t, ast.Attribute)
+                           and isinstance(t.value, ast.Name) and t.value.id == "self")
+    return frozenset(out)
+
+
+def _feeds_function(function: Union[ast.FunctionDef, ast.AsyncFunctionDef], layers: frozenset[str]) -> bool:
+    bindings: dict[str, list[ast.AST]] = {}
+    applies: list[ast.Call] = []
+    for node in walk(function):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    bindings.setdefault(target.id, []).append(node.value)
+                elif isinstance(target, (ast.Tuple, ast.List)):  # unpacked: of unknown origin
+                    for element in target.elts:
+                        if isinstance(element, ast.Name):
+                            bindings.setdefault(element.id, []).append(element)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name):
+            bindings.setdefault(node.target.id, []).append(node.target)  # of unknown origin
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "apply" \
+                and isinstance(node.func.value, (ast.Name, ast.Attribute)):
+            applies.append(node)
+    for call in applies:
+        for argument in call.args:
+            if isinstance(argument, ast.Name) and _layer_output(argument.id, bindings, layers):
+                return True
+            if _is_layer_call(argument, layers):
+                return True
+    return False
+
+
+def _is_layer_call(node: ast.AST, layers: frozenset[str]) -> bool:
+    return _self_call(node) and isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+        and node.func.attr in layers
+
+
+def _layer_output(name: str, bindings: dict[str, list[ast.AST]], layers: frozenset[str]) -> bool:
+    """Every binding of `name` is a layer's output or a same-dtype method of `name` itself, and one is a layer's."""
+    values = bindings.get(name)
+    if not values:
+        return False  # a parameter of the method: of unknown origin
+    origin = False
+    for value in values:
+        if _is_layer_call(value, layers):
+            origin = True
+            continue
+        node = value
+        while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in _SAME_DTYPE_METHODS:
+            node = node.func.value
+        if _is_layer_call(node, layers):
+            origin = True
+        elif not (isinstance(node, ast.Name) and node.id == name and node is not value):
+            return False
+    return origin

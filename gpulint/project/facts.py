@@ -26,6 +26,7 @@ from gpulint.project.clamps import (
     LOG_NAMES,
     SIGMOID_NAMES,
     bce_losses,
+    forward_feeds_function_16_bit,
     forward_index_puts_float32,
     forward_overflows_float16,
     forward_returns_sigmoid,
@@ -70,7 +71,7 @@ from gpulint.project.methods import (
 from gpulint.project.token_items import yields_token_ids
 from gpulint.records import dataclass
 
-FACTS_VERSION = 56
+FACTS_VERSION = 57
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -309,6 +310,10 @@ class FileFacts:
     # a `forward` of a class of the file writes a submodule's output into a float32 buffer it made, through a mask
     # (`rgb[mask] = self.render(x)` after `rgb = torch.zeros(...)`): index_put raises under autocast (project/clamps.py)
     forward_index_puts_float32: bool = False
+    # a `forward` of a class of the file hands a custom autograd Function (`Op.apply(value, ...)`) what one of its
+    # own linear or convolution layers returned, reshaped at most: 16-bit under autocast, which `apply` does not
+    # cast, so a float-only native kernel behind it raises (Deformable DETR's MSDeformAttn; project/clamps.py)
+    forward_feeds_function_16_bit: bool = False
     # top-level functions that read a tensor they are handed with `.numpy()`, no cast on the way (project/clamps.py),
     # with the positions of the parameters read so: numpy has no bfloat16, so handed a model output computed under
     # bfloat16 autocast they raise
@@ -1145,6 +1150,9 @@ class _Scanner:
         self.sparse = False
         self.native_kernels = False
         self.extensions: set[str] = set()
+        # names bound to the extension classes (`extension = CUDAExtension`, then `extension("name", ...)`: the
+        # setup.py of Deformable DETR's ops picks CppExtension or CUDAExtension by what the machine has)
+        self._extension_names = self._extension_aliases()
         self.cpp14_build = False
         self.cpp14_extensions: set[str] = set()
         self.grad_flags = False  # the file touches `requires_grad` (freezes are looked for only then)
@@ -1326,6 +1334,8 @@ class _Scanner:
             forward_overflows_float16=forward_overflows_float16(self.tree), extensions=tuple(sorted(self.extensions)),
             forward_index_puts_float32=bool(names & FLOAT32_FACTORY_NAMES)
             and forward_index_puts_float32(self.tree, self.aliases.qualified),
+            forward_feeds_function_16_bit="apply" in names
+            and forward_feeds_function_16_bit(self.tree, self.aliases.qualified),
             numpy_readers=numpy_readers(self.tree) if "numpy" in names else {},
             bce_losses=bce_losses(self.tree, self.aliases.qualified) if names & BCE_NAMES else (),
             jax=bool(roots & JAX_PACKAGES), replaces_optimizers=bool(roots & OPTIMIZER_REPLACERS),
@@ -1486,6 +1496,21 @@ class _Scanner:
             return ()
         return tuple(n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
 
+    def _extension_aliases(self) -> dict[str, set[str]]:
+        """Names the file binds to `CUDAExtension`/`CppExtension` (`extension = CUDAExtension`), with the
+        classes they stand for; read only where the file imports from torch.utils.cpp_extension."""
+        if not any(t.startswith(_CPP_EXTENSION) for targets in self.aliases.table.values() for t in targets):
+            return {}
+        out: dict[str, set[str]] = {}
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Name, ast.Attribute)):
+                classes = self.aliases.qualified(node.value) & _EXTENSION_CLASSES
+                if classes:
+                    for target in node.targets:
+                        if isinstance(target, ast.Name):
+                            out.setdefault(target.id, set()).update(classes)
+        return out
+
     def _native(self, call: ast.Call, qualified: set[str]) -> None:
         """`cpp_extension.load(...)`/`load_inline(...)` builds native kernels here; `CUDAExtension("name", ...)`
         names a module the project compiles (resolved through the imports: `torch.load` is not one)."""
@@ -1520,6 +1545,8 @@ class _Scanner:
             self.sparse = True  # torch.sparse.mm(...)
         if last in ("load", "load_inline", "CUDAExtension", "CppExtension"):
             self._native(call, aliases.qualified(func))
+        elif isinstance(func, ast.Name) and func.id in self._extension_names:
+            self._native(call, self._extension_names[func.id])
         for keyword in call.keywords:
             if keyword.arg == "device":
                 self.device_keyword = True

@@ -494,6 +494,7 @@ class Project:
         self._distributions: dict[str, bool] = {}  # see `_shipped`
         self._bce: Optional[tuple[frozenset[str], int]] = None  # see `_bce_reach`
         self._native: Optional[frozenset[str]] = None  # see `_native_reach`
+        self._fed_native: Optional[frozenset[str]] = None  # see `_fed_native_reach`
         self._rl = sum(bit(p) for p in self.paths if facts[p].rl)
         self._extensions = frozenset(name for p in self.paths for name in facts[p].extensions)
         self._scaler = sum(bit(p) for p in self.paths if facts[p].scaler)
@@ -1112,8 +1113,35 @@ class Project:
         reach = self._native_reach()
         if path in reach or any(t in reach for t in self._lazy_importees(path)):
             return True
-        return bool(self._extensions) and any(_names_extension(ref, path, self._extensions)
-                                              for ref in self.facts[path].lazy_imports)
+        if self._extensions and any(_names_extension(ref, path, self._extensions)
+                                    for ref in self.facts[path].lazy_imports):
+            return True
+        # the model comes from a caller (`train_one_epoch(model, ...)` of engine.py, the model built by main.py):
+        # only where a module that caller imports hands a layer's 16-bit output to the native op's Function
+        fed = self._fed_native_reach()
+        importers = {self.paths[i] for i in self._direct_importers[self.index[path]]}
+        importers.update(self.paths[i] for i in _members(self._lazy_importers.get(path, 0)))
+        return any(importer in fed for importer in importers)
+
+    def _fed_native_reach(self) -> frozenset[str]:
+        """The files whose import closure at module level (as `_native_reach`) holds a module of the native reach
+        whose `forward` hands what one of its linear or convolution layers returned to a custom autograd Function
+        (FileFacts.forward_feeds_function_16_bit): under autocast the op behind it is handed a 16-bit tensor.
+        Deformable DETR's engine.py steps the model main.py builds; main.py's closure reaches MSDeformAttn, whose
+        forward hands `value_proj`'s output to MSDeformAttnFunction, which calls the compiled float-only kernel.
+        RWKV's TimeX, handed `torch.exp(k)` and `k * v` (fp32 under autocast), is not such a module."""
+        if self._fed_native is None:
+            native = self._native_reach()
+            reached = {p for p in native if self.facts[p].forward_feeds_function_16_bit}
+            pending = list(reached)
+            while pending:
+                for importer in self._direct_importers[self.index[pending.pop()]]:
+                    name = self.paths[importer]
+                    if name not in reached:
+                        reached.add(name)
+                        pending.append(name)
+            self._fed_native = frozenset(reached)
+        return self._fed_native
 
     def _native_reach(self) -> frozenset[str]:
         """The files whose import closure at module level (every depth; conditional and `try` imports, relative

@@ -478,6 +478,118 @@ def test_an_extension_the_training_closure_never_imports_keeps_gpu001(tmp_path: 
     assert codes(findings(tmp_path, "--select", "GPU001"), "train.py") == []  # now it does, at module level
 
 
+# a detection project's layout (Deformable DETR; blind15 and blind22's MOTRv2, FP): engine.py steps the model it is
+# handed and imports none of it; main.py builds it from models/, whose attention module hands a linear layer's
+# output to an autograd Function that calls the extension ops/setup.py compiles, named through a variable
+DETR_SETUP = """\
+    import torch
+    from setuptools import setup
+    from torch.utils.cpp_extension import CppExtension, CUDAExtension
+
+    extension = CppExtension
+    if torch.cuda.is_available():
+        extension = CUDAExtension
+    setup(name="SampledAttention", ext_modules=[extension("SampledAttention", ["src/sample.cu"])])
+    """
+DETR_FUNCTION = """\
+    from torch.autograd import Function
+
+    import SampledAttention as SA
+
+
+    class SampleFunction(Function):
+        @staticmethod
+        def forward(ctx, value, points):
+            return SA.sample_forward(value, points)
+    """
+DETR_MODULE = """\
+    import torch.nn as nn
+
+    from ops.functions import SampleFunction
+
+
+    class SampledAttention(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.value_proj = nn.Linear(dim, dim)
+            self.offsets = nn.Linear(dim, 2)
+
+        def forward(self, query, memory):
+            value = self.value_proj(memory)
+            value = value.view(memory.shape[0], -1, 8, 32)
+            points = self.offsets(query).sigmoid()
+            return SampleFunction.apply(VALUE, points)
+    """
+DETR_ENGINE = """\
+    import torch
+
+
+    def train_one_epoch(model, criterion, loader, optimizer, device):
+        model.train()
+        for samples, targets in loader:
+            samples = samples.to(device)
+            loss = criterion(model(samples), targets)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    """
+DETR_MAIN = """\
+    import torch
+
+    from engine import train_one_epoch
+    from models.detector import Detector
+
+    model = Detector().cuda()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    for epoch in range(50):
+        train_one_epoch(model, torch.nn.L1Loss(), loader, optimizer, "cuda")
+    """
+DETR_DETECTOR = """\
+    import torch.nn as nn
+
+    from ops.modules import SampledAttention
+
+
+    class Detector(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = SampledAttention(256)
+
+        def forward(self, x):
+            return self.attn(x, x)
+    """
+
+
+@pytest.mark.parametrize(("value", "silent"), [("value", True), ("torch.exp(value)", False), ("value * 2", False)])
+def test_a_caller_whose_model_feeds_a_layer_output_to_a_native_op_keeps_gpu001_silent(
+        tmp_path: Path, value: str, silent: bool) -> None:
+    """Deformable DETR / MOTRv2 (blind15, blind22, FP): engine.py's step trains the model main.py builds; its
+    attention hands a linear layer's output (16-bit under autocast) to the Function of a float-only compiled op.
+    Handed a value autocast computes in fp32 (`exp`) or one made by arithmetic (RWKV's `k * v`), it is reported."""
+    module = DETR_MODULE.replace("VALUE", value)
+    if value.startswith("torch."):
+        module = "import torch\n" + textwrap.dedent(module)
+    write(tmp_path, {"ops/setup.py": DETR_SETUP, "ops/__init__.py": "", "ops/functions/__init__.py":
+                     "from .sample_func import SampleFunction\n", "ops/functions/sample_func.py": DETR_FUNCTION,
+                     "ops/modules/__init__.py": "from .sampled_attention import SampledAttention\n",
+                     "ops/modules/sampled_attention.py": module, "models/__init__.py": "",
+                     "models/detector.py": DETR_DETECTOR, "engine.py": DETR_ENGINE, "main.py": DETR_MAIN})
+    assert codes(findings(tmp_path, "--select", "GPU001"), "engine.py") == ([] if silent else ["GPU001"])
+
+
+def test_a_caller_without_the_native_op_keeps_gpu001(tmp_path: Path) -> None:
+    """The same layout with no compiled extension (the Function runs torch code): the step is reported."""
+    function = DETR_FUNCTION.replace("import SampledAttention as SA", "import torch").replace(
+        "SA.sample_forward(value, points)", "value * points.sum()")
+    write(tmp_path, {"ops/__init__.py": "", "ops/functions/__init__.py": "from .sample_func import SampleFunction\n",
+                     "ops/functions/sample_func.py": function,
+                     "ops/modules/__init__.py": "from .sampled_attention import SampledAttention\n",
+                     "ops/modules/sampled_attention.py": DETR_MODULE.replace("VALUE", "value"),
+                     "models/__init__.py": "", "models/detector.py": DETR_DETECTOR, "engine.py": DETR_ENGINE,
+                     "main.py": DETR_MAIN})
+    assert codes(findings(tmp_path, "--select", "GPU001"), "engine.py") == ["GPU001"]
+
+
 RETINA_LOSSES = """\
     import torch
     import torch.nn as nn
