@@ -3,7 +3,9 @@
 The report is written to a temporary file beside FILE and renamed over it when the run ends, so
 a CI artifact is never half-written (an interrupted run leaves FILE as it was). Missing parent
 folders are created. A name with a suffix gpulint lints (`-o train.py`) is refused: a report must
-never replace source code.
+never replace source code. A symbolic link is written through (the file it names is replaced, the
+link stays), and what is not a regular file once links are followed (`/dev/null`, `/dev/stdout`, a
+FIFO) is written to in place: renaming over it would replace the device or pipe with a plain file.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -34,10 +37,43 @@ def check_report_path(path: Path) -> None:
         raise click.UsageError(f"--output-file {path}: is a folder; name a file")
 
 
+def _stream_target(path: Path) -> bool:
+    """Whether `path`, links followed, exists and is not a regular file (a device, a FIFO, a socket)."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False  # not there (or a dangling link): made as a regular file
+
+
+@contextlib.contextmanager
+def _stdout_streamed(path: Path) -> Iterator[None]:
+    """Stdout written straight to a device or pipe: there is nothing to keep whole."""
+    try:
+        raw = open(path, "wb")  # noqa: SIM115 (closed below, after stdout is given back)
+    except OSError as exc:
+        raise click.UsageError(f"--output-file {path}: {exc.strerror or exc}") from None
+    stream = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape")
+    previous = sys.stdout
+    sys.stdout = stream
+    try:
+        yield
+        stream.flush()
+    finally:
+        sys.stdout = previous
+        stream.close()
+
+
 @contextlib.contextmanager
 def stdout_to(path: Path) -> Iterator[None]:
-    """Everything written to stdout (text and bytes) in the block lands in `path`, atomically."""
+    """Everything written to stdout (text and bytes) in the block lands in `path`, atomically when it is a
+    regular file (or none yet), through a link to one, and in place when it is a device or a pipe."""
     check_report_path(path)
+    if _stream_target(path):
+        with _stdout_streamed(path):
+            yield
+        return
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))  # the link stays; the file it names is replaced
     folder = path.parent if str(path.parent) else Path(".")
     try:
         folder.mkdir(parents=True, exist_ok=True)

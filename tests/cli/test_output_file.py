@@ -71,3 +71,32 @@ def test_an_interrupted_run_leaves_the_previous_report(project: Path, monkeypatc
 def test_stdin_fix_sends_the_fixed_code_to_the_file(project: Path) -> None:
     result = gpulint("fix", "-", "--stdin-filename", "train.py", "-o", "fixed.txt", input=FLAGGED)
     assert result.stdout == "" and "fused=True" in (project / "fixed.txt").read_text()
+
+
+def test_a_fifo_is_written_in_place_not_replaced(project: Path) -> None:
+    """`-o /dev/stdout`, `-o /dev/null` or a named pipe: renaming a temporary file over it replaced the device or
+    pipe with a plain file (as root, /dev/null itself). What is not a regular file is written to where it is."""
+    import os
+    import stat
+    import threading
+
+    fifo = project / "report.pipe"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    result = gpulint("check", "--output-format", "json", "-o", str(fifo), ".")
+    reader.join(timeout=30)
+    assert result.exit_code == 1 and result.stdout == ""
+    assert [f["code"] for f in json.loads(received[0])] == ["GPU201"]
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)  # still the pipe
+    assert sorted(p.name for p in project.iterdir()) == ["report.pipe", "train.py"]  # no temporary left
+
+
+def test_a_link_is_written_through_and_stays_a_link(project: Path) -> None:
+    (project / "reports").mkdir()
+    (project / "latest.json").symlink_to(project / "reports" / "run.json")
+    result = gpulint("check", "--output-format", "json", "-o", "latest.json", ".")
+    assert result.exit_code == 1
+    assert (project / "latest.json").is_symlink()
+    assert [f["code"] for f in json.loads((project / "reports" / "run.json").read_text())] == ["GPU201"]
