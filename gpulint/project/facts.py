@@ -19,7 +19,6 @@ from dataclasses import field, replace
 from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
 from gpulint.project.ast_nodes import all_nodes, children, fast_walk, own_nodes, walk
-from gpulint.project.checkpoint_loads import checkpoint_cpus
 from gpulint.project.clamps import (
     BCE_NAMES,
     CLAMP_NAMES,
@@ -72,7 +71,7 @@ from gpulint.project.methods import (
 from gpulint.project.token_items import yields_token_ids
 from gpulint.records import dataclass
 
-FACTS_VERSION = 58
+FACTS_VERSION = 57
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -288,8 +287,7 @@ class ImportRef:
 class FileFacts:
     imports: tuple[ImportRef, ...] = ()
     gpu: bool = False  # GPU evidence (a cuda/nccl string, torch.cuda, .cuda(), device_ids=, LOCAL_RANK, ...)
-    # pins a device to "cpu" somewhere (device="cpu", torch.device("cpu"), .to("cpu"); not a checkpoint's
-    # `map_location=torch.device("cpu")`, project/checkpoint_loads.py), or hides every GPU
+    # pins a device to "cpu" somewhere (device="cpu", torch.device("cpu"), .to("cpu")), or hides every GPU
     # (`os.environ["CUDA_VISIBLE_DEVICES"] = ""`)
     cpu_pinned: bool = False
     scaler: bool = False  # creates a GradScaler (any kind) or scales a loss through one
@@ -1197,14 +1195,6 @@ class _Scanner:
         self.lazy = False  # an import below module level (FileFacts.lazy_imports is read only then)
         self.loops: list[ast.AST] = []  # every `for` loop (project/loader_flow.py reads on only when one copies)
         self.device_keyword = False  # a call passes `device=` (FileFacts.device_collates are looked for only then)
-        # the `torch.device("cpu")` calls that only map a checkpoint's tensors (project/checkpoint_loads.py), once asked
-        self._checkpoint_cpus: Optional[frozenset[int]] = None
-
-    def _checkpoint_cpu(self, call: ast.Call) -> bool:
-        """`torch.device("cpu")` is only where a `torch.load` maps a checkpoint's tensors: no CPU pin."""
-        if self._checkpoint_cpus is None:
-            self._checkpoint_cpus = checkpoint_cpus(self.tree, self.aliases.qualified)
-        return id(call) in self._checkpoint_cpus
 
     def run(self, source: str = "") -> FileFacts:
         names: set[str] = set()
@@ -1630,7 +1620,7 @@ class _Scanner:
             self.devices.add("framework")  # Accelerator(), deepspeed.initialize(), Trainer/Fabric: device chosen for us
         first = call.args[0] if call.args else None
         moves_to = isinstance(func, ast.Attribute) and func.attr == "to"
-        if _string(first) == "cpu" and (qualified & {"torch.device"} or moves_to) and not self._checkpoint_cpu(call):
+        if _string(first) == "cpu" and (qualified & {"torch.device"} or moves_to):
             self.cpu = True
         for keyword in call.keywords:
             if keyword.arg in ("device", "accelerator") and _string(keyword.value) == "cpu":

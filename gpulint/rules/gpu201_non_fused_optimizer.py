@@ -30,7 +30,6 @@ from gpulint.core.torch_api import (
 from gpulint.core.verification import FUSED_OPTIMIZER, Verification
 from gpulint.project.ast_nodes import all_nodes
 from gpulint.project.ast_nodes import walk as walk_nodes
-from gpulint.project.checkpoint_loads import checkpoint_cpus
 from gpulint.project.layers import MODULE, inline_tensors
 from gpulint.project.view import PART, ProjectView
 from gpulint.records import dataclass
@@ -75,11 +74,7 @@ FUSED_EXISTS = Premise(
     "every torch the project supports has the fused kernel: the floor it declares (`torch-version`, or "
     "its requirements, pyproject, setup.py, setup.cfg, environment.yml) is at least the version that "
     "added it (Adam 1.13, AdamW 2.0, SGD 2.3, Adagrad 2.12; and 2.4 for the CPU kernels, unless the script "
-    "shows CUDA and never names the CPU as a device (a \"cpu\" that only says where `torch.load` maps a "
-    "checkpoint's tensors, `map_location=\"cpu\"` or `torch.device(\"cpu\")`, names none where what it loads "
-    "stays a checkpoint: read as a mapping or handed to `load_state_dict`, nothing read out of it used as a module; "
-    "blind21: jepa's CUDA training scripts; `model = torch.load(path, map_location=\"cpu\")` still names it, "
-    "unless visibly moved to CUDA); CUDA named only as parameters' defaults, `device: "
+    "shows CUDA and never names the CPU as a device; CUDA named only as parameters' defaults, `device: "
     "torch.device = torch.device('cuda')` with no `.cuda()` or `torch.cuda` test in the file, is the caller's "
     "choice and shows none: blind13's nnUNet trainer variants, launched with `-device cpu/mps/cuda` on torch "
     "2.1, where fused=True raises for CPU and MPS parameters; refuted there rather than fixed with "
@@ -609,9 +604,8 @@ def _device_by_availability(ctx: AstContext) -> Optional[_Fallback]:
     for node in ctx.nodes(ast.Constant, ast.Attribute):
         if isinstance(node, ast.Constant):
             if not (isinstance(node.value, str) and _OTHER_DEVICE_STRING.fullmatch(repr(node.value))) \
-                    or isinstance(ctx.parent(node), ast.Compare) or id(node) in ctx.analysis(_checkpoint_cpus):
-                continue  # "cpu", "cpu:0", "mps" (a comparison, `device == "mps"`, chooses nothing; nor where
-                # `torch.load` maps a checkpoint's tensors, `map_location="cpu"`)
+                    or isinstance(ctx.parent(node), ast.Compare):
+                continue  # "cpu", "cpu:0", "mps" (a comparison, `device == "mps"`, chooses nothing)
         elif not (isinstance(node, ast.Attribute) and node.attr == "mps"
                   and ctx.qualname(node) in ("torch.backends.mps", "torch.mps")):
             continue
@@ -994,8 +988,8 @@ def _parsed(value: ast.expr) -> bool:
 
 def _cuda_only(ctx: AstContext) -> bool:
     """The script shows CUDA (here or in a caller) and never names the CPU (no "cpu" string anywhere in it, so
-    no `"cuda" if available else "cpu"` fallback; a checkpoint's `map_location="cpu"` aside, _names_cpu) nor
-    another device: its parameters are on the GPU, and the CPU fused kernels (torch 2.4) are not needed."""
+    no `"cuda" if available else "cpu"` fallback) nor another device: its parameters are on the GPU, and the
+    CPU fused kernels (torch 2.4) are not needed."""
     project = ctx.project
     return project.gpu and not project.own.cpu_pinned and not (set(project.devices) - {"framework"}) \
         and not ctx.analysis(_names_cpu) and not ctx.analysis(_cuda_by_default_only)
@@ -1035,23 +1029,8 @@ _OTHER_DEVICE_STRING = re.compile(r"""["'](?:cpu(?::\d+)?|mps)["']""")
 
 
 def _names_cpu(ctx: AstContext) -> bool:
-    """A "cpu" string anywhere in the file's text (comments too), but one that is only where `torch.load` maps a
-    checkpoint's tensors (_checkpoint_cpus). Once per file: a file of many optimizers would search its text once
-    for each."""
-    found = [m.end() for m in _CPU_STRING.finditer(ctx.text)]
-    if not found:
-        return False
-    mapped = {ctx.offset(n.end_lineno or n.lineno, n.end_col_offset or 0) for n in ctx.nodes(ast.Constant)
-              if isinstance(n, ast.Constant) and id(n) in ctx.analysis(_checkpoint_cpus)}
-    return any(end not in mapped for end in found)
-
-
-def _checkpoint_cpus(ctx: AstContext) -> frozenset[int]:
-    """The "cpu" strings (and `torch.device("cpu")` calls) that only say where `torch.load` maps a checkpoint's
-    tensors: no device the parameters sit on (project/checkpoint_loads.py, the facts' CPU pin reads it too)."""
-    if "cpu" not in ctx.text:
-        return frozenset()
-    return checkpoint_cpus(ctx.tree, lambda expr: filter(None, (ctx.qualname(expr),)))
+    """Once per file: a file of many optimizers would search its text once for each."""
+    return _CPU_STRING.search(ctx.text) is not None
 
 
 def _names_sparse(ctx: AstContext) -> bool:

@@ -48,8 +48,6 @@ def test_gpu_evidence(source: str) -> None:
         "device = 'cpu'\nmodel.to(device)\n",
         "x = x.to('cpu')\n",
         "t = torch.zeros(3, device='cpu')\n",
-        # a whole model loaded onto the CPU stays there (project/checkpoint_loads.py)
-        "import torch\nmodel = torch.load(path, map_location=torch.device('cpu'))\nmodel.train()\n",
     ],
 )
 def test_cpu_only(source: str) -> None:
@@ -60,8 +58,6 @@ def test_cpu_only(source: str) -> None:
     "source",
     [
         "state = torch.load(path, map_location='cpu')\n",  # loading to CPU says nothing about training
-        # nor a state dict mapped to a CPU torch.device (blind21: jepa)
-        "import torch\nstate = torch.load(path, map_location=torch.device('cpu'))\nmodel.load_state_dict(state)\n",
         "name = 'cpu'\n",
         "loader = make_loader()\n",
     ],

@@ -3,13 +3,8 @@ module (SELFRec: DirectAU and SelfCF build LightGCN's LGCN_Encoder) steps a hand
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import pytest
-from click.testing import CliRunner
-
-from gpulint.cli import main
 from tests.analysis.test_project import findings, write
 
 ENCODER = """\
@@ -443,70 +438,3 @@ def test_a_sharded_grad_scaler_re_exported_by_a_project_package_counts(tmp_path:
         "train.py": TRAIN.replace("from ssl_meta_arch import SSLMetaArch",
                                   "from ssl_meta_arch import SSLMetaArch\nimport fsdp")})
     assert [code for path, _, code in findings(tmp_path) if path == "train.py" and code == "GPU201"] == []
-
-
-CHECKPOINTS = """\
-import torch
-
-
-def load_weights(model, path):
-    checkpoint = torch.load(path, map_location=torch.device("cpu"))
-    epoch = checkpoint["epoch"]
-    model.load_state_dict(checkpoint["model"])
-    return epoch
-"""
-
-RESUME = """\
-import torch
-
-from checkpoints import load_weights
-
-model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).cuda()
-start = load_weights(model, "last.pt")
-model.load_state_dict(torch.load("best.pt", map_location="cpu"))
-optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-for x, y in loader:
-    loss = torch.nn.functional.cross_entropy(model(x.cuda()), y.cuda())
-    loss.backward()
-    optimizer.step()
-    optimizer.zero_grad()
-"""
-
-
-def _fused(root: Path, path: str) -> list[str]:
-    """The fixes GPU201 offers in `path`, by message."""
-    result = CliRunner().invoke(main, ["check", "--output-format", "json", "--no-cache", "--select", "GPU201",
-                                       str(root)])
-    assert result.exit_code in (0, 1), result.output
-    return [(f["fix"] or {}).get("message", "") for f in json.loads(result.stdout)
-            if Path(f["filename"]).relative_to(root).as_posix() == path]
-
-
-@pytest.mark.parametrize("floor", ["torch>=2.0,<2.4\n", "torch>=2\n"])
-def test_a_checkpoint_mapped_to_the_cpu_names_no_device(tmp_path: Path, floor: str) -> None:
-    """blind21 (jepa, `torch>=2`): a CUDA-only script whose only CPU is where torch.load maps a state dict's
-    tensors (here and in the module it imports) needs no CPU kernel: fused AdamW exists on CUDA from 2.0."""
-    write(tmp_path, {"requirements.txt": floor, "checkpoints.py": CHECKPOINTS, "train.py": RESUME})
-    assert _fused(tmp_path, "train.py") == ["Add `fused=True`"]
-
-
-@pytest.mark.parametrize("device", [
-    'model.to("cpu")\n',  # a CPU device elsewhere in the file
-    'DEVICE = torch.device("cpu")\n',
-])
-def test_a_cpu_device_beside_the_checkpoint_still_counts(tmp_path: Path, device: str) -> None:
-    write(tmp_path, {"requirements.txt": "torch>=2.0,<2.4\n", "checkpoints.py": CHECKPOINTS,
-                     "train.py": RESUME.replace("start = ", device + "start = ")})
-    assert _fused(tmp_path, "train.py") == []
-
-
-def test_a_whole_model_loaded_to_the_cpu_still_counts(tmp_path: Path) -> None:
-    """`model = torch.load(path, map_location="cpu")` loads a pickled module onto the CPU; moved to a device the
-    file does not show to be CUDA, its parameters may stay there, where fused=True raises before torch 2.4."""
-    whole = RESUME.replace(
-        'model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).cuda()\n',
-        'model = torch.load("full_model.pt", map_location="cpu")\nmodel.to(args.device)\n')
-    write(tmp_path, {"requirements.txt": "torch>=2.0,<2.4\n", "checkpoints.py": CHECKPOINTS, "train.py": whole})
-    assert _fused(tmp_path, "train.py") == []
-    write(tmp_path, {"train.py": whole.replace("model.to(args.device)", "model.cuda()")})
-    assert _fused(tmp_path, "train.py") == ["Add `fused=True`"]  # visibly moved to CUDA: the CPU is left
