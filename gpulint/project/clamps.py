@@ -449,7 +449,7 @@ def bce_losses(tree: ast.Module, qualified: Qualified) -> tuple[str, ...]:
     itself."""
     definitions = [s for s in tree.body if isinstance(s, (ast.ClassDef, *_FUNCTIONS))]
     direct: set[int] = set()
-    called: dict[int, set[str]] = {}  # the module-level names each definition calls and does not bind itself
+    calls: dict[int, set[str]] = {}  # the names each definition calls
     for statement in definitions:
         names: set[str] = set()
         for node in walk(statement):
@@ -460,16 +460,24 @@ def bce_losses(tree: ast.Module, qualified: Qualified) -> tuple[str, ...]:
                 if isinstance(node.func, ast.Name):
                     names.add(node.func.id)
         else:
-            called[id(statement)] = names - _bound_within(statement)
+            calls[id(statement)] = names
     found = set(direct)
-    computing = _module_bce_instances(tree, qualified)  # the names whose call computes binary_cross_entropy
+    computing = _module_bce_instances(tree, qualified, direct)  # the names whose call computes binary_cross_entropy
     functions = {s.name: s for s in definitions if isinstance(s, _FUNCTIONS)}
     if computing:
+        # the module-level names each definition calls and does not bind itself, read only for a definition that
+        # calls one of `computing` by name at all (within `calls`: most definitions call none)
+        called: dict[int, set[str]] = {}
         changed = True
         while changed:  # through the calls between the file's functions, to a fixed point
             changed = False
             for statement in definitions:
-                if id(statement) not in found and called.get(id(statement), set()) & computing:
+                key = id(statement)
+                if key in found or not calls.get(key, set()) & computing:
+                    continue
+                if key not in called:
+                    called[key] = calls[key] - _bound_within(statement)
+                if called[key] & computing:
                     found.add(id(statement))
                     changed = True
                     if functions.get(statement.name) is statement:
@@ -477,9 +485,10 @@ def bce_losses(tree: ast.Module, qualified: Qualified) -> tuple[str, ...]:
     return tuple(s.name for s in definitions if id(s) in found)
 
 
-def _module_bce_instances(tree: ast.Module, qualified: Qualified) -> set[str]:
+def _module_bce_instances(tree: ast.Module, qualified: Qualified, direct: set[int]) -> set[str]:
     """Module-level names bound once, and by an assignment of a BCELoss built there (`bce_loss = nn.BCELoss()`),
-    and the module-level functions that compute binary_cross_entropy themselves, by its call or a BCELoss built."""
+    and the module-level functions that compute binary_cross_entropy themselves, by its call or a BCELoss built
+    (`direct`: the ids of the module-level definitions `bce_losses` found doing so)."""
     bindings: dict[str, list[ast.AST]] = {}
     for statement in tree.body:
         if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
@@ -506,9 +515,7 @@ def _module_bce_instances(tree: ast.Module, qualified: Qualified) -> set[str]:
                 and isinstance(binding.targets[0], ast.Name) and isinstance(binding.value, ast.Call) \
                 and qualified(binding.value.func) & BCE_MODULES:
             found.add(name)
-        elif isinstance(binding, _FUNCTIONS) and any(
-                isinstance(node, ast.Call) and qualified(node.func) & (BCE_FUNCTIONS | BCE_MODULES)
-                for node in walk(binding)):
+        elif isinstance(binding, _FUNCTIONS) and id(binding) in direct:
             found.add(name)
     return found
 
@@ -558,12 +565,14 @@ def forward_feeds_function_16_bit(tree: ast.Module, qualified: Qualified) -> boo
     that passed through anything else (`torch.exp(k)`, `k * v`, which autocast computes in fp32 or promotes)
     does not count."""
     for node in class_defs(tree):
+        forwards = [item for item in node.body if isinstance(item, _FUNCTIONS) and item.name == "forward"
+                    and any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "apply"
+                            for n in walk(item))]
+        if not forwards:
+            continue  # (most classes: no `forward` calling `.apply`; their `__init__` is not read)
         layers = _layer_attributes(node, qualified)
-        if not layers:
-            continue
-        for item in node.body:
-            if isinstance(item, _FUNCTIONS) and item.name == "forward" and _feeds_function(item, layers):
-                return True
+        if layers and any(_feeds_function(item, layers) for item in forwards):
+            return True
     return False
 
 

@@ -1545,7 +1545,7 @@ class _Scanner:
             self.sparse = True  # torch.sparse.mm(...)
         if last in ("load", "load_inline", "CUDAExtension", "CppExtension"):
             self._native(call, aliases.qualified(func))
-        elif isinstance(func, ast.Name) and func.id in self._extension_names:
+        elif self._extension_names and isinstance(func, ast.Name) and func.id in self._extension_names:
             self._native(call, self._extension_names[func.id])
         for keyword in call.keywords:
             if keyword.arg == "device":

@@ -1119,6 +1119,8 @@ class Project:
         # the model comes from a caller (`train_one_epoch(model, ...)` of engine.py, the model built by main.py):
         # only where a module that caller imports hands a layer's 16-bit output to the native op's Function
         fed = self._fed_native_reach()
+        if not fed:
+            return False  # (most projects: no such module)
         importers = {self.paths[i] for i in self._direct_importers[self.index[path]]}
         importers.update(self.paths[i] for i in _members(self._lazy_importers.get(path, 0)))
         return any(importer in fed for importer in importers)
