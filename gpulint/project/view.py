@@ -1134,15 +1134,8 @@ class Project:
         RWKV's TimeX, handed `torch.exp(k)` and `k * v` (fp32 under autocast), is not such a module."""
         if self._fed_native is None:
             native = self._native_reach()
-            reached = {p for p in native if self.facts[p].forward_feeds_function_16_bit}
-            pending = list(reached)
-            while pending:
-                for importer in self._direct_importers[self.index[pending.pop()]]:
-                    name = self.paths[importer]
-                    if name not in reached:
-                        reached.add(name)
-                        pending.append(name)
-            self._fed_native = frozenset(reached)
+            self._fed_native = self._with_importers(
+                {p for p in native if self.facts[p].forward_feeds_function_16_bit})
         return self._fed_native
 
     def _native_reach(self) -> frozenset[str]:
@@ -1152,17 +1145,22 @@ class Project:
         importers, for the whole project (a cycle is met once), not one walk forward per file."""
         if self._native is None:
             facts = self.facts
-            reached = {p for p in self.paths if facts[p].native_kernels or (self._extensions and any(
-                _names_extension(ref, p, self._extensions) for ref in facts[p].imports))}
-            pending = list(reached)
-            while pending:
-                for importer in self._direct_importers[self.index[pending.pop()]]:
-                    name = self.paths[importer]
-                    if name not in reached:
-                        reached.add(name)
-                        pending.append(name)
-            self._native = frozenset(reached)
+            self._native = self._with_importers(
+                {p for p in self.paths if facts[p].native_kernels or (self._extensions and any(
+                    _names_extension(ref, p, self._extensions) for ref in facts[p].imports))})
         return self._native
+
+    def _with_importers(self, reached: set[str]) -> frozenset[str]:
+        """`reached` and every file whose module-level import closure holds one of them: one walk back over the
+        importers (a cycle is met once)."""
+        pending = list(reached)
+        while pending:
+            for importer in self._direct_importers[self.index[pending.pop()]]:
+                name = self.paths[importer]
+                if name not in reached:
+                    reached.add(name)
+                    pending.append(name)
+        return frozenset(reached)
 
     def _imported_cuda_devices(self, path: str) -> frozenset[str]:
         """The CUDA devices of project modules `path` imports (FileFacts.cuda_devices), as `path` spells them."""
