@@ -26,7 +26,7 @@ from gpulint.analysis.ast_context import AstContext
 from gpulint.analysis.ast_values import self_attribute_value, value_at
 from gpulint.analysis.model_widths import passed_values
 from gpulint.project.ast_nodes import walk
-from gpulint.project.clamps import BFLOAT16_ROUNDS_TO_ONE
+from gpulint.project.clamps import BFLOAT16_ROUNDS_TO_ONE, one_minus
 from gpulint.project.loader_flow import own_nodes
 
 _LOGS = frozenset({"torch.log", "torch.log1p"})
@@ -79,21 +79,8 @@ def one_minus_operand(ctx: AstContext, call: ast.Call) -> Optional[ast.expr]:
         argument = func.value  # a tensor's own method
     else:
         return None
-    if func.attr == "log":
-        if isinstance(argument, ast.BinOp) and isinstance(argument.op, ast.Add):  # `1 - p + eps`
-            eps = _number(ctx, argument.right)
-            if eps is None or not 0.0 <= eps < BFLOAT16_ROUNDS_TO_ONE:
-                return None
-            argument = argument.left
-        if not (isinstance(argument, ast.BinOp) and isinstance(argument.op, ast.Sub)
-                and _number(ctx, argument.left) == 1.0):
-            return None
-        operand = argument.right
-    else:
-        if not (isinstance(argument, ast.UnaryOp) and isinstance(argument.op, ast.USub)):
-            return None
-        operand = argument.operand
-    return _uncast(operand)
+    operand = one_minus(func.attr, argument, lambda node: _number(ctx, node), eps_below=BFLOAT16_ROUNDS_TO_ONE)
+    return _uncast(operand) if operand is not None else None
 
 
 def _uncast(value: ast.expr) -> Optional[ast.expr]:

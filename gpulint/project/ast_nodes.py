@@ -7,6 +7,12 @@ up by name), so the walk is done once and its list kept on the tree's root.
 A field a walk reads (`node_fields`) holds a node, None, or a list of nodes (Parser/Python.asdl), where only the
 lists of `HOLES` may hold None too: the walks test a value against None and push a list whole, instead of asking
 `isinstance(item, ast.AST)` of every item (tests/engine/test_cold_path.py checks it on the fixtures).
+
+The walks here (and loader_flow's `_Flow`, AstContext's index) spell out the same few lines of field reading
+rather than call one helper per node: they run over every node of every file, and a call per node costs more than
+the walk (bench/RESULTS.md, perf20). What differs between them is the order, what is skipped (scopes, `None`
+holes) and what is kept (parents, depth); tests/engine/test_cold_path.py checks the listed walk and the depth walk
+against `ast.walk`.
 """
 
 from __future__ import annotations

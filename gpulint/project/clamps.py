@@ -254,18 +254,33 @@ def _log_one_minus(call: ast.Call, qualified: Qualified, tiny: set[str],
         argument = func.value  # a tensor's own method
     else:
         return False
-    if func.attr == "log":
-        if not (isinstance(argument, ast.BinOp) and isinstance(argument.op, ast.Sub)
-                and _number(argument.left, {}) == 1):
-            return False
-        operand = argument.right
-    else:
-        if not (isinstance(argument, ast.UnaryOp) and isinstance(argument.op, ast.USub)):
-            return False
-        operand = argument.operand
+    operand = one_minus(func.attr, argument, lambda node: _number(node, {}))
+    if operand is None:
+        return False
     if isinstance(operand, ast.Subscript):
         operand = operand.value
     return (isinstance(operand, ast.Name) and operand.id in tiny) or clamps.rounds_to_one(operand)
+
+
+def one_minus(log: str, argument: ast.expr, number: Callable[[ast.expr], Optional[float]],
+              eps_below: Optional[float] = None) -> Optional[ast.expr]:
+    """`p` of what `log` (`"log"` or `"log1p"`) is taken of: `1 - p` for log, `-p` for log1p; with `eps_below`,
+    also `1 - p + eps` for an `eps` that `number` reads as at least 0 and below it. The one reading of the
+    shape for the clamp facts here and the sigmoid-output losses (analysis/sigmoid_losses.py), each of which
+    resolves the `log` call its own way."""
+    if log == "log":
+        if eps_below is not None and isinstance(argument, ast.BinOp) and isinstance(argument.op, ast.Add):
+            eps = number(argument.right)
+            if eps is None or not 0.0 <= eps < eps_below:
+                return None
+            argument = argument.left
+        if not (isinstance(argument, ast.BinOp) and isinstance(argument.op, ast.Sub)
+                and number(argument.left) == 1.0):
+            return None
+        return argument.right
+    if not (isinstance(argument, ast.UnaryOp) and isinstance(argument.op, ast.USub)):
+        return None
+    return argument.operand
 
 
 def _number(node: ast.AST, names: dict[str, Optional[float]]) -> Optional[float]:
