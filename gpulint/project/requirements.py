@@ -216,7 +216,7 @@ def pip_range(requirements: Iterable[str], package: Package = TORCH) -> Range:
             continue
         if requirement.name.lower() not in package.names:
             continue  # another package (torchvision, torch-geometric)
-        clauses = [(s.operator, s.version) for s in requirement.specifier]
+        clauses = requirement.clauses
         floor, above = _lowest(clauses), _above(clauses)
         if floor is None and (package.needs_floor or above is None):
             return None, None  # an unbounded line: any version may be installed
@@ -257,12 +257,53 @@ def names_package(requirements: Iterable[str], package: Package = TORCH) -> bool
 _LOCAL_LABEL = re.compile(r"(\d)\+[A-Za-z0-9.]+")
 
 
-def _requirement(line: str) -> Optional[Requirement]:
+@dataclass(frozen=True)
+class _Pin:
+    """What the readers take from a requirement: its name and its (operator, version) clauses."""
+
+    name: str
+    clauses: tuple[tuple[str, str], ...]
+
+
+# The shapes nearly every pin takes (`torch`, `torch>=2.0,<3`, `torch[extra] == 2.*`, `torch>=2.7.1; sys_platform ==
+# "linux"`), read without packaging: importing packaging.requirements (its tokenizer, markers, specifiers and tags)
+# costs more than reading every pin of a project. A marker is never evaluated (each torch line is an alternative), so
+# its shape only has to be one packaging accepts. Anything else (URLs, `===`, local labels, pre-releases,
+# parentheses, a `v` prefix) goes to packaging, which decides; tests/project check that both read alike.
+_PIN_NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?"
+_PIN_CLAUSE = r"(?:~=|==|!=|<=|>=|<|>)\s*\d+(?:\.\d+)*(?:\.\*)?"
+_MARKER_CLAUSE = (r"(?:python_version|python_full_version|sys_platform|platform_system|platform_machine|os_name|"
+                  r"platform_python_implementation|implementation_name)\s*(?:==|!=|<=|>=|<|>|~=|not\s+in|in)\s*"
+                  r"(?:\"[^\"]*\"|'[^']*')")
+_SIMPLE_PIN = re.compile(
+    rf"(?P<name>{_PIN_NAME})\s*(?:\[\s*(?:{_PIN_NAME}(?:\s*,\s*{_PIN_NAME})*)?\s*\]\s*)?"
+    rf"(?P<spec>{_PIN_CLAUSE}(?:\s*,\s*{_PIN_CLAUSE})*)?\s*"
+    rf"(?:;\s*{_MARKER_CLAUSE}(?:\s+(?:and|or)\s+{_MARKER_CLAUSE})*\s*)?")
+_CLAUSE = re.compile(r"(~=|==|!=|<=|>=|<|>)\s*([^,\s]+)")
+
+
+def _requirement(line: str) -> Optional[_Pin]:
     """A PEP 508 requirement, read as pip reads it: a local label on a bound (`>=2.0.1+cu118`) is dropped,
     since it says which build, not which release; None when it is not a requirement."""
+    text = line.strip()
+    simple = _SIMPLE_PIN.fullmatch(text)
+    if simple is not None:
+        spec = simple["spec"]
+        clauses = tuple((op, version) for op, version in _CLAUSE.findall(spec)) if spec else ()
+        # `.*` belongs to `==`/`!=` alone and `~=` wants two parts: packaging refuses the rest, and decides
+        if not any((version.endswith(".*") and op != "==" and op != "!=") or (op == "~=" and "." not in version)
+                   for op, version in clauses):
+            return _Pin(simple["name"], clauses)
+    requirement = _parsed(text)
+    if requirement is None:
+        return None
+    return _Pin(requirement.name, tuple((s.operator, s.version) for s in requirement.specifier))
+
+
+def _parsed(text: str) -> Optional[Requirement]:
+    """packaging's reading of a requirement `_requirement` cannot read by its shape."""
     from packaging.requirements import InvalidRequirement, Requirement
 
-    text = line.strip()
     try:
         return Requirement(text)
     except InvalidRequirement:
