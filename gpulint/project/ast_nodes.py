@@ -11,8 +11,8 @@ lists of `HOLES` may hold None too: the walks test a value against None and push
 The walks here (and loader_flow's `_Flow`, AstContext's index) spell out the same few lines of field reading
 rather than call one helper per node: they run over every node of every file, and a call per node costs more than
 the walk (bench/RESULTS.md, perf20). What differs between them is the order, what is skipped (scopes, `None`
-holes) and what is kept (parents, depth); tests/engine/test_cold_path.py checks the listed walk and the depth walk
-against `ast.walk`.
+holes) and what is kept (parents, depth); tests/engine/test_cold_path.py checks each of them (the listed walk, the
+depth walk, `fast_walk`, `code_children`, `own_nodes`, `_Flow`'s parents and calls) against `ast.walk`.
 """
 
 from __future__ import annotations

@@ -384,3 +384,42 @@ def test_a_check_no_file_of_which_needs_libcst_never_loads_it(tmp_path: Path) ->
     shown = subprocess.run([sys.executable, "-c", probe.replace("'--exit-zero',", "'--exit-zero', '--diff',"),
                             str(tmp_path / "train.py")], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert "LIBCST True" in shown.stdout, shown.stdout + shown.stderr  # a diff builds the fix's edits on LibCST
+
+
+def _reference_parents(tree: ast.AST) -> dict[int, ast.AST]:
+    return {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)
+            if not isinstance(child, _SHARED_LEAVES)}
+
+
+def test_the_spelled_out_walks_visit_what_ast_walk_visits() -> None:
+    """The hot walks that read fields themselves (ast_nodes' docstring says why) against `ast.walk`: `fast_walk`
+    every node but the shared leaves, `code_children` each node's children but those, `own_nodes` the nodes outside
+    nested functions, lambdas and classes, and loader_flow's `_Flow` every node's parent and every call."""
+    from gpulint.project.ast_nodes import CODE_SCOPES, code_children, fast_walk, own_nodes
+    from gpulint.project.loader_flow import _Flow
+
+    def outside_scopes(roots: list[ast.AST]) -> list[int]:
+        found: list[int] = []
+        stack = list(roots)
+        while stack:
+            node = stack.pop()
+            found.append(id(node))
+            stack.extend(c for c in ast.iter_child_nodes(node)
+                         if not isinstance(c, CODE_SCOPES + _SHARED_LEAVES))
+        return found
+
+    checked = 0
+    for path, tree in _fixture_trees():
+        expected = sorted(id(n) for n in ast.walk(tree) if not isinstance(n, _SHARED_LEAVES))
+        assert sorted(id(n) for n in fast_walk(tree)) == expected, path
+        for node in ast.walk(tree):
+            assert [id(c) for c in code_children(node)] == [
+                id(c) for c in ast.iter_child_nodes(node) if not isinstance(c, _SHARED_LEAVES)], path
+        for function in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)][:5]:
+            assert sorted(id(n) for n in own_nodes(function.body)) == sorted(outside_scopes(function.body)), path
+        assert isinstance(tree, ast.Module)
+        flow = _Flow(tree)
+        assert flow.parents == _reference_parents(tree), path
+        assert sorted(id(c) for c in flow.calls) == sorted(id(n) for n in ast.walk(tree) if isinstance(n, ast.Call))
+        checked += 1
+    assert checked > 100
