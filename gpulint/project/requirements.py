@@ -22,7 +22,9 @@ next to the code, as ruff takes its target version from `requires-python`:
 - the requirements files, conda environment files and Dockerfiles (by the names above and below) of a subfolder
   whose name says it holds the environment (`env/`, `envs/`, `environment/`, `environments/`, `conda/`, `docker/`:
   equiformer's `env/env_equiformer.yml`, a `conda env export` pinning `pytorch=1.10.2`; SegFormer's
-  `docker/Dockerfile`, built from `pytorch/pytorch:1.6.0`), asked after the folder's own;
+  `docker/Dockerfile`, built from `pytorch/pytorch:1.6.0`), asked after the folder's own, and not in a Python
+  package (a folder with an `__init__.py`: yolov5's `utils/docker/` builds the repository's image, and the root's
+  `torch>=1.8` is the project's floor);
   a subfolder that is an installed environment (a virtualenv's `pyvenv.cfg` or a conda prefix's
   `conda-meta/` at its top) declares nothing and is never read;
 - install commands in shell scripts (`*.sh`) and Dockerfiles: `pip install torch==1.7.1`,
@@ -619,7 +621,10 @@ def _declaring_files(directory: str) -> list[str]:
         except OSError:
             pass
     present += [os.path.join(directory, n) for n in names if _ENVIRONMENT.match(n)]
-    for folder in (n for n in names if n.lower() in _ENVIRONMENT_FOLDERS):
+    # a Python package's subfolders are its code's: an environment kept inside one (yolov5's `utils/docker/`, the
+    # repository's container) is not the package's to declare; the folders above it are asked
+    environments = () if "__init__.py" in names else (n for n in names if n.lower() in _ENVIRONMENT_FOLDERS)
+    for folder in environments:
         present += _environment_folder(os.path.join(directory, folder))
     present += [os.path.join(directory, n) for n in names if _SCRIPT.match(n)]
     present += [os.path.join(directory, _COG)] if _COG in names else []

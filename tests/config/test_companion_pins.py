@@ -110,7 +110,8 @@ RUN pip install mmcv-full==1.2.7
 def test_a_dockerfile_in_a_docker_folder_pins_the_project(tmp_path: Path) -> None:
     """SegFormer: its requirements name torch without a bound, its docker/Dockerfile builds from the image of the
     ARG's default. Without a default (`--build-arg` decides) the tag reads as no version; a folder's own pin
-    comes first; a Dockerfile in a folder of another name is not the project's."""
+    comes first; a Dockerfile in a folder of another name, or in a Python package's docker/ folder, is not the
+    project's."""
     write(tmp_path, {
         "segformer/requirements.txt": "torch\ntorchvision\n",
         "segformer/docker/Dockerfile": SEGFORMER_DOCKERFILE,
@@ -121,6 +122,9 @@ def test_a_dockerfile_in_a_docker_folder_pins_the_project(tmp_path: Path) -> Non
         "own/docker/Dockerfile": SEGFORMER_DOCKERFILE,
         "other/containers/Dockerfile": SEGFORMER_DOCKERFILE,
         "root/Dockerfile": SEGFORMER_DOCKERFILE,
+        "yolo/requirements.txt": "torch>=1.8.0\ntorchvision>=0.9.0\n",
+        "yolo/utils/__init__.py": "",
+        "yolo/utils/docker/Dockerfile": "FROM pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime\n",
     })
     assert declared_torch_range(str(tmp_path / "segformer" / "mmseg")) == (
         (1, 6), (1, 7), str(tmp_path / "segformer" / "docker" / "Dockerfile"))
@@ -130,6 +134,9 @@ def test_a_dockerfile_in_a_docker_folder_pins_the_project(tmp_path: Path) -> Non
     assert declared_torch_range(str(tmp_path / "own")) == ((1, 13), None, str(tmp_path / "own" / "requirements.txt"))
     assert declared_torch_range(str(tmp_path / "other")) == (None, None, None)
     assert declared_torch_range(str(tmp_path / "root"))[:2] == ((1, 6), (1, 7))  # a folder's own Dockerfile
+    # a package's docker/ folder is not the package's pin: the root's decides (yolov5's utils/docker/)
+    assert declared_torch_range(str(tmp_path / "yolo" / "utils")) == (
+        (1, 8), None, str(tmp_path / "yolo" / "requirements.txt"))
     assert read_for_floor("docker/Dockerfile") and read_for_floor("docker/Dockerfile.gpu")
 
 
