@@ -19,16 +19,25 @@ next to the code, as ruff takes its target version from `requires-python`:
   Unsupervised-Classification's requirements.txt) is read as conda pins when pip's reading finds no bound;
 - conda environment files (`environment*.yml`, `conda_env.yml`, `env.yaml`, `conda.yml`, with
   either suffix): conda pins (`pytorch=1.7.1`, `pytorch>=1.8`) and the pip section's requirements;
-- the requirements and conda environment files (by the names above) of a subfolder whose name says it holds
-  the environment (`env/`, `envs/`, `environment/`, `environments/`, `conda/`: equiformer's
-  `env/env_equiformer.yml`, a `conda env export` pinning `pytorch=1.10.2`), asked after the folder's own;
+- the requirements files, conda environment files and Dockerfiles (by the names above and below) of a subfolder
+  whose name says it holds the environment (`env/`, `envs/`, `environment/`, `environments/`, `conda/`, `docker/`:
+  equiformer's `env/env_equiformer.yml`, a `conda env export` pinning `pytorch=1.10.2`; SegFormer's
+  `docker/Dockerfile`, built from `pytorch/pytorch:1.6.0`), asked after the folder's own, and not in a Python
+  package (a folder with an `__init__.py`: yolov5's `utils/docker/` builds the repository's image, and the root's
+  `torch>=1.8` is the project's floor);
   a subfolder that is an installed environment (a virtualenv's `pyvenv.cfg` or a conda prefix's
   `conda-meta/` at its top) declares nothing and is never read;
 - install commands in shell scripts (`*.sh`) and Dockerfiles: `pip install torch==1.7.1`,
-  `conda install pytorch=1.8 -c pytorch`, and a Dockerfile's `FROM pytorch/pytorch:1.7.1-...` image;
+  `conda install pytorch=1.8 -c pytorch`, and a Dockerfile's `FROM pytorch/pytorch:1.7.1-...` image (an `ARG`'s
+  default written where it is used: `ARG PYTORCH="1.6.0"` ... `FROM pytorch/pytorch:${PYTORCH}-cuda10.1-...`);
 - Cog's `cog.yaml` (the container a model is served and often trained in): `build.python_packages`
   (`"torch==1.10.0"`), the requirements file `build.python_requirements` names, and install commands in
   `build.run`.
+
+A pin of torchvision, torchaudio or torchtext pins torch too (`COMPANIONS`): each release requires one torch
+exactly, so hyena-dna's `torchtext==0.14.0 # this needs to align with the pytorch version` admits torch 1.13 alone.
+A file's torch range is the intersection of what its torch lines and its companions' lines admit (an unpinned one
+admits any).
 
 Prose is never a pin: a README that says "requires PyTorch 1.4" is not read (it is often stale, and
 a sentence is not a constraint pip or conda enforces).
@@ -81,6 +90,10 @@ METADATA_FILES = ("pyproject.toml", "setup.cfg", "setup.py")
 _ENVIRONMENT = re.compile(r"(?:[\w.-]*[_.-])?(?:environment|env|conda)(?:[_.-][\w.-]*)?\.ya?ml$", re.IGNORECASE)
 _REPOSITORY_ROOT = (".git", ".hg", ".svn")
 _SCRIPT = re.compile(r"(?:[\w.-]+\.sh|Dockerfile(?:\.[\w.-]+)?|[\w.-]+\.Dockerfile)$")
+_DOCKERFILE = re.compile(r"(?:Dockerfile(?:\.[\w.-]+)?|[\w.-]+\.Dockerfile)$")
+# a Dockerfile's `ARG PYTORCH="1.6.0"` and its uses (`FROM pytorch/pytorch:${PYTORCH}-cuda10.1-cudnn7-devel`)
+_ARG = re.compile(r"^[ \t]*ARG[ \t]+(?P<name>[A-Za-z_]\w*)=(?P<value>\"[^\"\n]*\"|'[^'\n]*'|\S+)", re.MULTILINE)
+_ARG_USE = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_]\w*)\}|(?P<bare>[A-Za-z_]\w*))")
 _COG = "cog.yaml"
 _KEY = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z_][\w-]*)\s*:\s*(?P<value>[^#]*?)\s*(?:#.*)?$")
 # `pip install ...`, `python -m pip install ...`, `conda install ...` up to the end of the command
@@ -97,13 +110,15 @@ _NOT_CODE = frozenset({"venv", "env", "site-packages", "node_modules", "__pycach
 _MAX_CODE_FILES = 5000
 _MAX_CODE_FOLDERS = 5000
 _REQUIREMENTS = re.compile(r"(?:[\w.-]*[_.-])?requirements[\w.-]*\.txt$", re.IGNORECASE)
-# subfolders whose name says they hold the environment (equiformer's `env/env_equiformer.yml`): their requirements
-# and conda environment files pin the folder they lie in; and what an installed environment holds at its top (a
-# virtualenv's `pyvenv.cfg`, a conda prefix's `conda-meta/`): such a folder declares nothing, and is not read
-_ENVIRONMENT_FOLDERS = frozenset({"env", "envs", "environment", "environments", "conda"})
+# subfolders whose name says they hold the environment (equiformer's `env/env_equiformer.yml`, SegFormer's
+# `docker/Dockerfile`): their requirements files, conda environment files and Dockerfiles pin the folder they lie
+# in; and what an installed environment holds at its top (a virtualenv's `pyvenv.cfg`, a conda prefix's
+# `conda-meta/`): such a folder declares nothing, and is not read
+_ENVIRONMENT_FOLDERS = frozenset({"env", "envs", "environment", "environments", "conda", "docker"})
 _INSTALLED_ENVIRONMENT = ("pyvenv.cfg", "conda-meta")
 _CONDA_HISTORY = "conda-meta/history"  # a conda prefix's record: copied so that `conda-meta/` is seen
 _CONDA_VERSION = re.compile(r"^(?P<op>==|>=|<=|!=|~=|>|<|=)?\s*(?P<version>\d+(?:\.\d+)*)(?:\.\*)?")
+_INCLUDE = re.compile(r"^\s*(?:-r|--requirement)", re.MULTILINE)  # a requirements file's `-r other.txt`
 _LIST_ITEM = re.compile(r"^(?P<indent>\s*)-\s+(?P<item>.+?)\s*$")
 _TOP_KEY = re.compile(r"^(?P<key>[A-Za-z_][\w-]*)\s*:")
 
@@ -132,18 +147,64 @@ class Package:
     # nothing of it); another distribution's range still ends at an upper bound alone
     needs_floor: bool = False
     image: Optional[re.Pattern[str]] = None  # a Dockerfile's base image that ships it
+    # distributions released in lockstep with it, whose pin pins it too (torch's: `COMPANIONS`)
+    companions: tuple[Companion, ...] = ()
+
+
+@dataclass(frozen=True)
+class Companion:
+    """A distribution each release of which requires one release of another exactly (torchvision 0.14 requires
+    torch 1.13): a pin of it pins that one."""
+
+    package: Package
+    # the MAJOR.MINOR of the other distribution that the first release at or after a MAJOR.MINOR requires (so a
+    # floor maps to the floor, the first release not admitted to the first not admitted); None where no such
+    # release is known (torchvision 0.2, torchtext 0.19)
+    requires: Callable[[Version], Optional[Version]]
 
 
 @lru_cache(maxsize=None)
-def package(*names: str, needs_floor: bool = False, image: Optional[re.Pattern[str]] = None) -> Package:
+def package(*names: str, needs_floor: bool = False, image: Optional[re.Pattern[str]] = None,
+            companions: tuple[Companion, ...] = ()) -> Package:
     """The `Package` of a distribution spelled `names` (`package("torch", "pytorch")`); built once per run."""
     spelled = "|".join(re.escape(n.lower()) for n in sorted(names, key=len, reverse=True))
     return Package(frozenset(n.lower() for n in names),
                    re.compile(rf"^\s*(?:[\w.-]+::)?(?P<name>{spelled})(?![\w.-])\s*(?P<spec>[^#]*)", re.IGNORECASE),
-                   re.compile(rf"^\s*(?:{spelled})(?![\w.-])", re.IGNORECASE), needs_floor, image)
+                   re.compile(rf"^\s*(?:{spelled})(?![\w.-])", re.IGNORECASE), needs_floor, image, companions)
 
 
-TORCH = package("torch", "pytorch", needs_floor=True, image=_IMAGE)
+# torchvision, torchaudio and torchtext are released in lockstep with torch, and each release requires its torch
+# exactly (`torch==1.13.0` for torchvision 0.14.0), so pinning one pins torch (PyTorch's previous-versions page,
+# pytorch.org/get-started/previous-versions, and the compatibility tables of the three repositories' READMEs):
+# - torchvision 0.N -> torch 1.(N-1) for 5 <= N <= 14 (0.5 -> 1.4 ... 0.14 -> 1.13); 0.(15+k) -> torch 2.k;
+# - torchtext: the same (0.5 -> 1.4 ... 0.14 -> 1.13, 0.15 -> 2.0 ... 0.18 -> 2.3, its last release);
+# - torchaudio 0.N -> torch 1.N for 4 <= N <= 13 (no 0.14 or 1.x: 2.0 followed 0.13); X.Y -> X.Y from 2.0 on.
+# Older releases (torchvision 0.2, which required no torch exactly) map to none: they bound nothing.
+def _torchvision_requires(release: Version) -> Optional[Version]:
+    major, minor = release
+    if major != 0 or minor < 5:
+        return None
+    return (1, minor - 1) if minor <= 14 else (2, minor - 15)
+
+
+def _torchtext_requires(release: Version) -> Optional[Version]:
+    # 0.19, never released, stands for the end of `torchtext==0.18.0` (no torch from 2.4 on); beyond it, none
+    return _torchvision_requires(release) if release[0] == 0 and release[1] <= 19 else None
+
+
+def _torchaudio_requires(release: Version) -> Optional[Version]:
+    major, minor = release
+    if major == 0 and 4 <= minor <= 13:
+        return 1, minor
+    if (major == 0 and minor >= 14) or major == 1:
+        return 2, 0  # the first release after 0.13 is 2.0
+    return release if major >= 2 else None
+
+
+COMPANIONS = (Companion(package("torchvision"), _torchvision_requires),
+              Companion(package("torchaudio"), _torchaudio_requires),
+              Companion(package("torchtext"), _torchtext_requires))
+TORCH = package("torch", "pytorch", needs_floor=True, image=_IMAGE, companions=COMPANIONS)
 
 
 def _release(text: str) -> Optional[Version]:
@@ -369,7 +430,7 @@ def declared_torch_range(directory: str, memo: Optional[dict[str, DeclaredRange]
     `(None, None, file)`, and `stale` gets the evidence by the pinning file's path. See `_stale` for why none
     rather than the version the code needs."""
     def settle(folder: str, found: Declared, above: Optional[Version]) -> DeclaredRange:
-        if needs and found[0] is not None and found[1] is not None and above is not None:
+        if needs and found[1] is not None and above is not None:
             evidence = _stale(folder, found[1], found[0], above, needs)
             if evidence is not None:
                 if stale is not None:
@@ -421,7 +482,7 @@ class Stale:
     any torch the pin admits (SimCLR's env.yml pins `pytorch=1.4.0`; simclr.py imports `torch.cuda.amp`, 1.6)."""
 
     source: str  # the file that pins
-    floor: Version
+    floor: Optional[Version]  # None: an end alone (`torchvision<0.16`)
     above: Version  # the first MAJOR.MINOR the pin does not admit
     needs: Version  # the torch the import needs
     api: str  # what is imported (`torch.cuda.amp`)
@@ -429,7 +490,8 @@ class Stale:
 
     def reason(self) -> str:
         """`env.yml pins torch 1.4, but simclr.py imports torch.cuda.amp (torch 1.6)`."""
-        pinned = f"pins torch {_text(self.floor)}" if self.above == (self.floor[0], self.floor[1] + 1) \
+        pinned = f"pins torch {_text(self.floor)}" if self.floor is not None \
+            and self.above == (self.floor[0], self.floor[1] + 1) \
             else f"admits no torch from {_text(self.above)} on"
         return f"{self.source} {pinned}, but {self.user} imports {self.api} (torch {_text(self.needs)})"
 
@@ -438,7 +500,8 @@ def _text(version: Version) -> str:
     return f"{version[0]}.{version[1]}"
 
 
-def _stale(root: str, source: str, floor: Version, above: Version, needs: Mapping[str, Version]) -> Optional[Stale]:
+def _stale(root: str, source: str, floor: Optional[Version], above: Version,
+           needs: Mapping[str, Version]) -> Optional[Stale]:
     """The evidence that a pin admitting only torch below `above` is stale: a Python file under `root` (not
     under a folder that pins torch itself) whose module-level imports, outside any `try` or `if`, take an API
     `needs` dates at `above` or later. Such a module cannot even be imported on the pinned torch, so whoever
@@ -558,7 +621,10 @@ def _declaring_files(directory: str) -> list[str]:
         except OSError:
             pass
     present += [os.path.join(directory, n) for n in names if _ENVIRONMENT.match(n)]
-    for folder in (n for n in names if n.lower() in _ENVIRONMENT_FOLDERS):
+    # a Python package's subfolders are its code's: an environment kept inside one (yolov5's `utils/docker/`, the
+    # repository's container) is not the package's to declare; the folders above it are asked
+    environments = () if "__init__.py" in names else (n for n in names if n.lower() in _ENVIRONMENT_FOLDERS)
+    for folder in environments:
         present += _environment_folder(os.path.join(directory, folder))
     present += [os.path.join(directory, n) for n in names if _SCRIPT.match(n)]
     present += [os.path.join(directory, _COG)] if _COG in names else []
@@ -566,8 +632,9 @@ def _declaring_files(directory: str) -> list[str]:
 
 
 def _environment_folder(folder: str) -> list[str]:
-    """The files of an environment-named subfolder (`env/`) that may pin torch: requirements files
-    (`requirements*.txt` first) and conda environment files, by the names a folder's own are read by; none where
+    """The files of an environment-named subfolder (`env/`, `docker/`) that may pin torch: requirements files
+    (`requirements*.txt` first), conda environment files and Dockerfiles, by the names a folder's own are read by
+    (not its shell scripts: a `docker/` folder's run the container); none where
     the folder is an installed environment (a virtualenv or a conda prefix: its files are an install's, not a
     declaration)."""
     try:
@@ -578,7 +645,8 @@ def _environment_folder(folder: str) -> list[str]:
         return []
     wanted = sorted((n for n in names if _REQUIREMENTS.match(n)),
                     key=lambda n: not n.lower().startswith("requirements"))
-    return [os.path.join(folder, n) for n in wanted + [n for n in names if _ENVIRONMENT.match(n)]]
+    wanted += [n for n in names if _ENVIRONMENT.match(n)] + [n for n in names if _DOCKERFILE.match(n)]
+    return [os.path.join(folder, n) for n in wanted]
 
 
 def read_for_floor(path: str) -> bool:
@@ -598,6 +666,39 @@ def read_for_floor(path: str) -> bool:
 
 
 def _floor_of(path: str, package: Package = TORCH) -> Reading:
+    """What the file at `path` says about `package`: its own lines, narrowed by its companions' (a file that pins
+    `torchtext==0.14.0` admits only torch 1.13, whatever it says of torch itself: pip must satisfy both)."""
+    reading = _own_floor_of(path, package)
+    return _with_companions(path, reading, package.companions) if package.companions else reading
+
+
+def _with_companions(path: str, reading: Reading, companions: tuple[Companion, ...]) -> Reading:
+    """`reading` narrowed to the range the companions the same file bounds require: the intersection (floors:
+    the highest; ends: the lowest). A companion is read with its own reader (an upper bound alone ends its range:
+    `torchvision<0.16` admits no torch from 2.1 on) only where the file names it, or may pull in a file that does
+    (`-r`, a setup.py, a cog.yaml). Where the file contradicts itself (`torch==2.0` beside `torchvision==0.14`),
+    its torch lines stand: pip refuses it, and they are the direct statement."""
+    text = _read(path)
+    if text is None:
+        return reading
+    lowered = text.lower()
+    includes = os.path.basename(path) in ("setup.py", _COG) or _INCLUDE.search(text) is not None
+    named, floor, above = reading
+    for companion in companions:
+        if not includes and not any(n in lowered for n in companion.package.names):
+            continue
+        _, low, end = _own_floor_of(path, companion.package)
+        required = (companion.requires(low) if low is not None else None,
+                    companion.requires(end) if end is not None else None)
+        floor = max(floor, required[0]) if floor is not None and required[0] is not None else floor or required[0]
+        above = min(above, required[1]) if above is not None and required[1] is not None else above or required[1]
+    if floor is not None and above is not None and floor >= above:
+        return reading
+    return named, floor, above
+
+
+def _own_floor_of(path: str, package: Package) -> Reading:
+    """What the file at `path` says about `package` in the lines that name it."""
     name = os.path.basename(path)
     if _SCRIPT.match(name):
         text = _read(path)
@@ -823,6 +924,8 @@ def _environment_floor(text: str, package: Package = TORCH) -> Reading:
 
 def _script_floor(text: str, package: Package = TORCH) -> Reading:
     """Install commands of a shell script or Dockerfile, and a Dockerfile's pytorch/pytorch base image."""
+    if "$" in text and _ARG.search(text) is not None:
+        text = _with_arguments(text)
     image = package.image.search(text) if package.image is not None else None
     if image is not None:
         version = _release(image["version"])
@@ -846,6 +949,14 @@ def _script_floor(text: str, package: Package = TORCH) -> Reading:
     unbounded = (names_package(pip, package) and pip_range(pip, package) == (None, None)) or (
         any(package.conda.match(c) for c in conda) and conda_range(conda, package) == (None, None))
     return (named, *_union(ranges)) if not unbounded else (named, None, None)
+
+
+def _with_arguments(text: str) -> str:
+    """A Dockerfile with the defaults of its `ARG`s written where they are used (`ARG PYTORCH="1.6.0"` ...
+    `FROM pytorch/pytorch:${PYTORCH}-cuda...`: a build without `--build-arg` gets that image). An argument with
+    no default stays as written, and reads as no version."""
+    defaults = {m["name"]: m["value"].strip("'\"") for m in _ARG.finditer(text)}
+    return _ARG_USE.sub(lambda m: defaults.get(m["braced"] or m["bare"], m[0]), text)
 
 
 def _cog_floor(text: str, directory: str, package: Package = TORCH) -> Reading:

@@ -68,7 +68,7 @@ def test_every_kind_of_pin_file_gives_the_range(tmp_path: Path) -> None:
                                     '[project.optional-dependencies]\nhf = ["transformers>=4.36"]\n',
         "poetry/pyproject.toml": '[tool.poetry.dependencies]\ntransformers = "4.27.1"\n',
         "yml/environment.yml": "dependencies:\n  - python=3.10\n  - pip:\n    - transformers==4.29.2\n",
-        "docker/Dockerfile": "FROM pytorch/pytorch:1.13.1-cuda11.6-cudnn8-runtime\n"
+        "image/Dockerfile": "FROM pytorch/pytorch:1.13.1-cuda11.6-cudnn8-runtime\n"
                              "RUN pip install transformers==4.30.2 peft\n",
         "unpinned/requirements.txt": "transformers\ntorch==2.1\n",
         "absent/requirements.txt": "torch==2.1\n",
@@ -81,8 +81,8 @@ def test_every_kind_of_pin_file_gives_the_range(tmp_path: Path) -> None:
     assert declared_range(str(tmp_path / "pyproject"), TRANSFORMERS)[:2] == ((4, 36), None)
     assert declared_range(str(tmp_path / "poetry"), TRANSFORMERS)[:2] == ((4, 27), (4, 28))
     assert declared_range(str(tmp_path / "yml"), TRANSFORMERS)[:2] == ((4, 29), (4, 30))
-    assert declared_range(str(tmp_path / "docker"), TRANSFORMERS)[:2] == ((4, 30), (4, 31))
-    assert declared_torch_floor(str(tmp_path / "docker"))[0] == (1, 13)  # the base image is torch's alone
+    assert declared_range(str(tmp_path / "image"), TRANSFORMERS)[:2] == ((4, 30), (4, 31))
+    assert declared_torch_floor(str(tmp_path / "image"))[0] == (1, 13)  # the base image is torch's alone
     assert declared_range(str(tmp_path / "unpinned"), TRANSFORMERS) == (None, None, None)
     assert declared_range(str(tmp_path / "absent"), TRANSFORMERS) == (None, None, None)
 

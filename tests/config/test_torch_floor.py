@@ -18,6 +18,7 @@ from gpulint.project.requirements import (
     conda_floor,
     conda_range,
     declared_torch_floor,
+    declared_torch_range,
     read_for_floor,
     torch_floor,
     torch_range,
@@ -477,12 +478,14 @@ def test_a_conda_export_saved_as_requirements_txt_pins_torch(tmp_path: Path) -> 
         "export/requirements.txt": '""" Packages used. """\n  - blas=1.0=mkl\n  - pytorch=1.4.0=py3.7_cuda10.0_0\n',
         "listed/requirements.txt": "# platform: linux-64\npytorch=1.8.1=py3.8_cuda11.1_cudnn8.0.5_0\n",
         "pip/requirements.txt": "torch>=2.1\n  - pytorch=1.4.0=py3.7_0\n",
-        "other/requirements.txt": "  - torchvision=0.5.0=py37_cu100\n  - numpy=1.18.1=py37\n",
+        "other/requirements.txt": "  - pillow=7.0.0=py37_0\n  - numpy=1.18.1=py37\n",
+        "companion/requirements.txt": "  - torchvision=0.5.0=py37_cu100\n  - numpy=1.18.1=py37\n",
     })
     assert declared_torch_floor(str(tmp_path / "export"))[0] == (1, 4)
     assert declared_torch_floor(str(tmp_path / "listed"))[0] == (1, 8)
     assert declared_torch_floor(str(tmp_path / "pip"))[0] == (2, 1)
     assert declared_torch_floor(str(tmp_path / "other"))[0] is None
+    assert declared_torch_range(str(tmp_path / "companion"))[:2] == ((1, 4), (1, 5))  # torchvision 0.5: torch 1.4
 
 
 CONDA_EXPORT = ("name: proj\nchannels:\n  - pytorch\n  - conda-forge\ndependencies:\n  - python=3.8.13=h12debd9_0\n"
