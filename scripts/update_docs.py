@@ -157,7 +157,8 @@ or newer is withheld there, what torch 0.4 has is not (no symbol of the table li
 Code that runs only on an older torch withholds what that torch lacks too (its ceiling, the first torch it cannot
 run on: `gpulint/project/facts.py` `torch_ceiling`): it, or a module it imports, imports a module torch removed
 (`torch._six`: 2.0; `torchtext.legacy`: 1.11), fills with uint8 masks it makes (`masked_fill(m.byte(), v)`:
-2.1) or reads a loss it calls `.backward()` on as `loss.data[0]` (1.0), asserts an older major version
+2.1), reads a loss it calls `.backward()` on as `loss.data[0]` (1.0) or calls `.next()` on a DataLoader's
+iterator (`iter(loader).next()`, 1.13: `gpulint/project/iter_next.py`), asserts an older major version
 (`assert torch.__version__.split('.')[0] == '1'`: 2.0), or the project builds its extension with
 `torch.utils.ffi` (1.0). A helper module that only defines (no `__main__` block, nothing run at import) outside
 any package others install (no `__init__.py` beside it, or no setup.py, setup.cfg or pyproject.toml that builds a

@@ -31,7 +31,7 @@ SGD_WEIGHT_DECAY = ("weight_decay", 4)
 # data loading (GPU101, GPU102; analysis/loaders.py)
 # ------------------------------------------------------------------------------------------------
 
-DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+DATALOADER = facts.DATALOADER  # the one list, kept with the project facts (the layer below)
 # the rules about DataLoader calls can only fire where the text says DataLoader and the tree resolves one
 DATALOADER_NEEDLES = ("DataLoader",)
 DATALOADER_AST_NEEDLES = (tuple(sorted(DATALOADER)),)

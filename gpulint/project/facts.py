@@ -38,6 +38,7 @@ from gpulint.project.codec import decode_fields, encode_fields
 from gpulint.project.cpp_std import conditional_imports, import_alternatives, pins_pre_cpp17
 from gpulint.project.env_loops import ENV_METHODS, env_calls, env_named
 from gpulint.project.graph_data import DATASET_CALLS, IMAGE_SET_CALLS, image_rows, step_rows
+from gpulint.project.iter_next import LOADER, NEXT_CEILING, loader_functions, next_origins
 from gpulint.project.layers import (
     DIMS,
     OPAQUE,
@@ -71,7 +72,7 @@ from gpulint.project.methods import (
 from gpulint.project.token_items import yields_token_ids
 from gpulint.records import dataclass
 
-FACTS_VERSION = 57
+FACTS_VERSION = 58
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -117,6 +118,8 @@ FSDP_MIXED_PRECISION = frozenset({
     "torch.distributed.fsdp.MixedPrecisionPolicy", "torch.distributed._composable.fsdp.MixedPrecisionPolicy",
     "torch.distributed.fsdp._fully_shard.MixedPrecisionPolicy",
 })
+# torch's DataLoader, as the public module and the one that defines it name it (core/torch_api.py reads it here)
+DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 # packages whose classes are not a project's own (a loader handed to `DataLoader(...)` or `nn.Module`s is not
 # kept by a trainer class of the project: loader_flow.HAND)
 LIBRARY_ROOTS = frozenset({"torch", "torchvision", "torchaudio", "torchtext", "numpy", "transformers", "datasets",
@@ -416,6 +419,14 @@ class FileFacts:
     # the first torch the file's `__main__` block refuses (a version assertion there, `version_ceiling`): the
     # file run as a script runs on no newer torch; importing it runs no such block (project/view.py)
     script_ceiling: Optional[tuple[int, int]] = None
+    # the loaders whose iterators the file calls `.next()` on (`iter(loader).next()`, an AttributeError from torch
+    # 1.13 on: project/iter_next.py): per call, the origins of its loader, `LOADER` for a DataLoader the file
+    # builds (then also the file's `torch_ceiling`), "call:<callee as spelled>" for what an imported function
+    # returns, which project/view.py resolves against the defining module's `loader_functions`
+    iterator_next: tuple[tuple[str, ...], ...] = ()
+    # the module-level functions that return a DataLoader the module builds, "f" or "f[<tuple slot>]"
+    # (project/iter_next.py `loader_functions`): read only for the `iterator_next` of the modules importing it
+    loader_functions: tuple[str, ...] = ()
     # evidence that the file's code runs only on an old torch: it indexes a 0-dim loss (`loss.data[0]`, an
     # IndexError since torch 1.0) or unpacks a PackedSequence into two (a ValueError since 1.1)
     # (`legacy_torch`); "" when nothing says so. Per file: its importers are not judged by it, since importing
@@ -1163,6 +1174,8 @@ class _Scanner:
         # 16 bits): every such dict in 16 bits makes a model built in them (LLMs-from-scratch's Llama notebook)
         self._dtype_from_key = False
         self.ffi_extension = False
+        self.next_calls: list[ast.Call] = []  # `<x>.next()` (project/iter_next.py reads them: FileFacts.iterator_next)
+        self.loader_lines: list[int] = []  # the lines of `DataLoader(...)` calls (FileFacts.loader_functions)
         # names bound from calls (name -> the call's root name) and the names handed to capitalised callees
         # (root, names): a loader an imported function returns, handed to an imported class (loader_flow.HAND)
         self._call_results: dict[str, str] = {}
@@ -1289,6 +1302,8 @@ class _Scanner:
             for name in defined:
                 refs.setdefault(name, set()).update(used)
         top = set(refs)
+        iterator_next = next_origins(self.tree, self.next_calls, self._is_loader, frozenset(
+            r.local for r in self.imports if r.local and r.name != "*")) if self.next_calls and "iter" in names else ()
         self.lazy = imports > sum(isinstance(n, (ast.Import, ast.ImportFrom)) for n in _module_level(self.tree.body))
         roots = {ref.module.split(".", 1)[0] for ref in self.imports if not ref.level}
         classes = self._classes()
@@ -1370,7 +1385,10 @@ class _Scanner:
             if names & ENV_METHODS and ("make" in names or any(env_named(n) for n in names)) else (),
             private_attributes=tuple(sorted(private_attributes)),
             private_strings=tuple(sorted(private_strings)),
-            torch_ceiling=torch_ceiling(self.tree, self.aliases, names, data_zero),
+            torch_ceiling=torch_ceiling(self.tree, self.aliases, names, data_zero, iterator_next),
+            iterator_next=iterator_next,
+            loader_functions=loader_functions(self.tree, self.loader_lines, self._is_loader)
+            if self.loader_lines else (),
             cpp14_build=self.cpp14_build, cpp14_extensions=tuple(sorted(self.cpp14_extensions)),
             import_alternatives=import_alternatives(self.tree.body, _refs_of),
             conditional_imports=conditional_imports(self.tree.body, _refs_of),
@@ -1526,6 +1544,10 @@ class _Scanner:
                     self.cpp14_extensions.add(name)
 
     # -- calls ----------------------------------------------------------------------------------
+    def _is_loader(self, func: ast.expr) -> bool:
+        """`func` names torch's DataLoader through the module's imports."""
+        return bool(self.aliases.qualified(func) & DATALOADER)
+
     def _call(self, call: ast.Call) -> None:
         aliases = self.aliases
         func = call.func
@@ -1539,6 +1561,10 @@ class _Scanner:
             if root is not None and root.split(".", 1)[0] in aliases.table \
                     and not any(q.split(".", 1)[0] in LIBRARY_ROOTS for q in aliases.qualified(func)):
                 self._handed_to_classes.append((root.split(".", 1)[0], handed))
+        if last == "next" and not call.args and not call.keywords and isinstance(func, ast.Attribute):
+            self.next_calls.append(call)
+        elif last == "DataLoader":
+            self.loader_lines.append(call.lineno)
         if last == "create_extension" and FFI_CREATE_EXTENSION in qualified:
             self.ffi_extension = True
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute) and func.value.attr == "sparse":
@@ -1914,8 +1940,9 @@ def _only_definitions(body: list[ast.stmt]) -> bool:
 
 
 def torch_ceiling(tree: ast.Module, aliases: Optional[_Aliases] = None,
-                  names: Optional[set[str]] = None, data_zero: bool = True) -> Optional[tuple[int, int]]:
-    """The first torch release this module cannot run on, the lowest of three signals:
+                  names: Optional[set[str]] = None, data_zero: bool = True,
+                  iterator_next: tuple[tuple[str, ...], ...] = ()) -> Optional[tuple[int, int]]:
+    """The first torch release this module cannot run on, the lowest of these signals:
 
     - a module-level import, outside any `try` or `if`, of a module or name that release (or the torchtext
       released with it) removed, or of one under it (REMOVED_MODULES). In a notebook, a cell's top-level
@@ -1923,7 +1950,8 @@ def torch_ceiling(tree: ast.Module, aliases: Optional[_Aliases] = None,
     - a module-level assertion that torch's major version is below one (`assert torch.__version__.split('.')[0]
       == '1'`: torch 2.0; `version_ceiling`);
     - a fill with a uint8 mask the module makes (`fills_with_uint8_masks`): torch 2.1;
-    - `loss.data[0]` of a loss the same function calls `.backward()` on (`reads_zero_dim_loss`): torch 1.0.
+    - `loss.data[0]` of a loss the same function calls `.backward()` on (`reads_zero_dim_loss`): torch 1.0;
+    - `.next()` on the iterator of a DataLoader the module builds (`iterator_next`, project/iter_next.py): 1.13.
 
     `names` (what the module mentions, when the caller knows) skips the walks that cannot find anything, and
     so does `data_zero` False (the caller saw no `<x>.data[0]` in the module)."""
@@ -1944,6 +1972,8 @@ def torch_ceiling(tree: ast.Module, aliases: Optional[_Aliases] = None,
         found.append(UINT8_MASK_CEILING)
     if data_zero and (names is None or {"backward", "data"} <= names) and reads_zero_dim_loss(tree):
         found.append(ZERO_DIM_LOSS_CEILING)
+    if (LOADER,) in iterator_next:
+        found.append(NEXT_CEILING)
     return min(found) if found else None
 
 

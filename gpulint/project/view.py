@@ -28,6 +28,7 @@ from gpulint.project import NOTEBOOK_SUFFIX
 from gpulint.project.cpp_std import CPP14_CEILING, propagate
 from gpulint.project.env_loops import ANY_CLASS, DYNAMIC, INSTANCE
 from gpulint.project.facts import FFI_MODULE, REMOVED_MODULES, SPLAT, ClassFacts, FileFacts, ImportRef
+from gpulint.project.iter_next import CALL, LOADER, NEXT_CEILING
 from gpulint.project.layers import MODULE
 from gpulint.project.loader_flow import AT, CUDA, HAND, IN, STAR
 from gpulint.project.methods import named_by
@@ -785,7 +786,7 @@ class Project:
                 self.facts[p].sharded_scaler for p in self._closure(rel, depth=2)),
             evaluated_only=self._evaluated_only(rel, callers),
             trains_through_import=rel in self._trains_through,
-            ceiling_importees=min((c for c in (self.facts[p].torch_ceiling for p in self._closure(rel, depth=3))
+            ceiling_importees=min((c for c in (self._own_ceiling(p) for p in self._closure(rel, depth=3))
                                    if c is not None), default=None),
             replacer_callers=bool(callers & self._replacer),
             ceiling_importers=self._ceiling_importers(rel),
@@ -1001,11 +1002,34 @@ class Project:
         for importer in sorted(self.paths[i] for i in self._direct_importers[self.index[path]]):
             facts = self.facts[importer]
             script = facts.script_ceiling if not self._callers[self.index[importer]] & ~self._bit(importer) else None
-            known = [c for c in (facts.torch_ceiling, script) if c is not None]
+            known = [c for c in (self._own_ceiling(importer), script) if c is not None]
             if not known:
                 return None
             found.append(min(known))
         return max(found) if found else None
+
+    def _own_ceiling(self, path: str) -> Optional[tuple[int, int]]:
+        """The ceiling of the file's own code: FileFacts.torch_ceiling, or torch 1.13 where it calls `.next()` on
+        the iterator of a DataLoader that a function of a project module it imports returns
+        (FileFacts.iterator_next resolved against that module's FileFacts.loader_functions)."""
+        facts = self.facts[path]
+        own = facts.torch_ceiling
+        if facts.iterator_next and (own is None or own > NEXT_CEILING) \
+                and any(all(self._returns_loader(path, origin) for origin in site) for site in facts.iterator_next):
+            return NEXT_CEILING
+        return own
+
+    def _returns_loader(self, path: str, origin: str) -> bool:
+        """An origin of FileFacts.iterator_next is a DataLoader: one the file builds (`LOADER`), or what a
+        function of a project module it imports returns ("call:data_loader.load_training", "call:f[0]")."""
+        if origin == LOADER:
+            return True
+        spelled, bracket, slot = origin[len(CALL):].partition("[")
+        for target, ref in self.edges.get(path, ()):
+            function = _function_of(spelled, ref, target) if target in self.facts else None
+            if function and function + bracket + slot in self.facts[target].loader_functions:
+                return True
+        return False
 
     def _code_ceiling(self, path: str) -> Optional[tuple[int, int]]:
         """ProjectView.ceiling_code: computed once for the whole project (project/cpp_std.py `propagate`)."""
@@ -1027,7 +1051,7 @@ class Project:
             facts = self.facts[path]
             script = facts.script_ceiling if not self._callers[self.index[path]] & ~self._bit(path) else None
             cpp14 = CPP14_CEILING if facts.cpp14_build else None
-            own[path] = min((c for c in (facts.torch_ceiling, script, cpp14) if c is not None), default=None)
+            own[path] = min((c for c in (self._own_ceiling(path), script, cpp14) if c is not None), default=None)
 
             resolved: dict[ImportRef, list[str]] = {}
             for target, ref in self.edges[path]:

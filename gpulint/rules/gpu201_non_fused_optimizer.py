@@ -102,7 +102,10 @@ FUSED_EXISTS = Premise(
     "2.3); it asserts an older major version at module level (`assert torch.__version__.split('.')[0] == "
     "'1'`: below 2.0; also in the `__main__` block of a script no project file imports); it, or a module it "
     "imports, reads a loss it calls `.backward()` on (bound from a loss call) as `loss.data[0]`, an IndexError "
-    "from 1.0 on; a file of the project builds its extension with `torch.utils.ffi`, gone in 1.0; or it builds "
+    "from 1.0 on; it, or a module it imports, calls `.next()` on the iterator of a DataLoader (`iter(loader)"
+    ".next()`, the loader built in the file or returned by a function of a project module it imports: an "
+    "AttributeError from 1.13 on); a file of the project builds its extension with `torch.utils.ffi`, gone in "
+    "1.0; or it builds "
     "or imports a native extension pinned to C++14 (`cpp_extension.load(..., extra_cflags=['-std=c++14'])`, a "
     "setup.py `CUDAExtension` whose `extra_compile_args` name it: torch 2.1's headers need C++17, so no CPU "
     "kernels, 2.4), through any chain of imports that always run (a `try`/`except ImportError` or `if`/`else` "
@@ -573,7 +576,7 @@ class NonFusedOptimizer(Rule):
         """The fused kernels need a torch the project supports (on CUDA, and on CPU from 2.4), and one the code
         can run on (its torch ceiling is above them: it imports no module torch removed before the kernels arrived,
         like `torch._six` or `torchtext.legacy`, asserts no older torch, fills with no uint8 mask and reads no
-        `loss.data[0]` of a loss it calls `.backward()` on)."""
+        `loss.data[0]` of a loss it calls `.backward()` on, calls no `.next()` on a DataLoader's iterator)."""
         symbols = [floors.fused(o) for o in optimizers]
         if not _cuda_only(ctx):  # parameters that may sit on the CPU need its fused kernels too
             symbols += [floors.FUSED_CPU for o in optimizers if o != "Adagrad"]
