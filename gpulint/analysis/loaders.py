@@ -91,6 +91,28 @@ def _preprocessed_rows(dataset: ast.expr, ctx: AstContext) -> bool:
     return "map" in methods and not {"with_transform", "set_transform"} & methods
 
 
+def _is_none(expr: ast.expr) -> bool:
+    return isinstance(expr, ast.Constant) and expr.value is None
+
+
+def _split_part(ctx: AstContext, name: ast.Name) -> Optional[ast.expr]:
+    """`train, val = random_split(ds, [n, m])`, the one binding of `name` in its scope: the dataset split
+    (`ds`), whose items the parts keep."""
+    owner = ctx.names.binding_scope(name)
+    if owner is None or len(owner.bindings.get(name.id, [])) != 1:
+        return None
+    for node in ctx.nodes(ast.Assign):
+        assert isinstance(node, ast.Assign)
+        value = node.value
+        if not (isinstance(value, ast.Call) and len(node.targets) == 1
+                and isinstance(node.targets[0], (ast.Tuple, ast.List))):
+            continue
+        if any(isinstance(e, ast.Name) and e.id == name.id and ctx.names.binding_scope(e) is owner
+               for e in node.targets[0].elts) and ctx.qualname(value.func) in DATASET_SPLITS:
+            return _first_argument(value)
+    return None
+
+
 def local_definitions(ctx: AstContext) -> dict[str, list[Definition]]:
     """Every def and class statement of the file, by name (any scope)."""
     found: dict[str, list[Definition]] = {}
@@ -335,7 +357,8 @@ class LoaderCall:
             if expr is None:
                 return None
             if isinstance(expr, ast.Name):
-                expr = value_at(ctx, expr)
+                value = value_at(ctx, expr)
+                expr = value if value is not None else _split_part(ctx, expr)
             elif isinstance(expr, ast.Attribute) and ctx.qualname(expr) is None:
                 value = self_attribute_value(ctx, expr, skip_none=True)
                 if value is None:
@@ -468,7 +491,7 @@ class LoaderCall:
             return ON_DEVICE  # the batch is put on the GPU as it is collated (bertabs' `collate(..., device=)`)
         found = self.dataset_class
         if found is not None and found.dataset is not None:
-            return found.dataset
+            return found.plain if self._options_left_out else found.dataset
         dataset = self.dataset
         if dataset is None:
             return None
@@ -488,6 +511,28 @@ class LoaderCall:
         if isinstance(dataset, ast.Call) and (self.ctx.qualname(dataset.func) or "").startswith(_DATAPIPES):
             return UNSHARDED  # torchtext's iterable datapipes: every worker would yield the whole stream
         return None
+
+    @cached_property
+    def _options_left_out(self) -> bool:
+        """The dataset's class does per-item work only through callables its constructor may be given
+        (ClassFacts.optional_work: `t=None`, then `self.T(sample)`), and this call passes none of them (or
+        None): its items cost what the class does without them."""
+        found = self.dataset_class
+        dataset = self.dataset
+        if found is None or not found.optional_work or not isinstance(dataset, ast.Call):
+            return False
+        if any(isinstance(a, ast.Starred) for a in dataset.args) or any(k.arg is None for k in dataset.keywords):
+            return False  # `*args`/`**kwargs`: which argument lands where is not visible
+        keywords = {k.arg: k.value for k in dataset.keywords if k.arg is not None}
+        for entry in found.optional_work:
+            position, _, name = entry.partition(":")
+            index = int(position)
+            value = keywords.get(name)
+            if value is None and 0 <= index < len(dataset.args):
+                value = dataset.args[index]
+            if value is not None and not _is_none(value):
+                return False
+        return True
 
     def _collates_to_text(self) -> bool:
         """`collate_fn=` a function of the file (or a lambda) that only returns strings, lists of them, or
@@ -511,7 +556,7 @@ class LoaderCall:
         dataset, a Hugging Face dataset with a per-item transform): a batch worth pinning."""
         found = self.dataset_class
         if found is not None and found.dataset is not None:
-            return found.bulk
+            return found.plain_bulk if self._options_left_out else found.bulk
         dataset = self.dataset
         while isinstance(dataset, ast.Subscript):
             dataset = dataset.value

@@ -257,6 +257,13 @@ class ClassFacts:
     # an item reads a file or decodes data (`reads_per_item`): the per-item cost workers take over even
     # where nothing trains (an inference script's loader)
     item_io: bool = False
+    # constructor parameters defaulting to None whose callables (`self.T = t`, then `self.T(sample)`) are the only
+    # per-item work the items do, as "<position>:<name>" (position -1: keyword-only); a call that passes none of
+    # them (or None) builds a dataset whose items cost `plain` (IN_MEMORY or NOTHING), and decode nothing unless
+    # `plain_bulk` (adarnn's weather `data_loader(feat, label, label_reg)`, blind23)
+    optional_work: tuple[str, ...] = ()
+    plain: str = ""
+    plain_bulk: bool = False
     # an nn.Module whose `__init__` builds one or two Linear layers and nothing else with a matmul (norms,
     # pooling, dropout, reshapes aside), in straight-line code over nn.Module itself (`_few_tensors`): a
     # logistic-regression head, whose parameters are a handful of tensors
@@ -1818,9 +1825,12 @@ class _Scanner:
         sharded = any(isinstance(n, (ast.Name, ast.Attribute)) and
                       (getattr(n, "id", None) == "get_worker_info" or getattr(n, "attr", None) == "get_worker_info")
                       for n in walk(node))
-        return ClassFacts(tuple(bases), dataset_kind(node, self.aliases), iterable, sharded, passed_arguments(node),
+        kind, optional, plain = dataset_cost(node, self.aliases)
+        return ClassFacts(tuple(bases), kind, iterable, sharded, passed_arguments(node),
                           bulk=decodes_bulk(node, self.aliases), item_io=reads_per_item(node, self.aliases),
-                          token_ids=yields_token_ids(node, self.aliases.qualified))
+                          token_ids=yields_token_ids(node, self.aliases.qualified),
+                          optional_work=tuple(sorted(optional.values())), plain=plain,
+                          plain_bulk=bool(optional) and decodes_bulk(node, self.aliases, skip=frozenset(optional)))
 
     def _dataclass_ints(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
@@ -2649,22 +2659,76 @@ def _device_collates(tree: ast.Module, aliases: _Aliases) -> tuple[str, ...]:
 
 def dataset_kind(cls: ast.ClassDef, aliases: _Aliases) -> str:
     """What one item of the dataset costs, judged from `__init__` and `__getitem__` / `__iter__`."""
+    return dataset_cost(cls, aliases)[0]
+
+
+def dataset_cost(cls: ast.ClassDef, aliases: _Aliases) -> tuple[str, dict[str, str], str]:
+    """(`dataset_kind`, the optional callables its items call: attribute -> "<position>:<name>" of the
+    constructor parameter, the kind of items made without them). The work of a dataset whose only per-item
+    work is calling a constructor argument that defaults to None (`transform=None`, `t=None`) depends on the
+    call that builds it: the kind is WORK, and the loader's call says whether it passes one."""
     methods = _methods(cls)
     if any(b in ("torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset")
            for b in (q for base in cls.bases for q in aliases.qualified(base))):
-        return IN_MEMORY
+        return IN_MEMORY, {}, ""
     for name in ("__init__", "__getitem__", "__iter__", "__getitems__"):
         fn = methods.get(name)
         if fn is not None and moves_to_device(fn, aliases):
-            return ON_DEVICE
+            return ON_DEVICE, {}, ""
     item = methods.get("__getitem__") or methods.get("__iter__")
     if item is None:
-        return UNKNOWN
+        return UNKNOWN, {}, ""
     me = _self_name(item)
-    work, indexes_data = _item_cost(item, me, methods, aliases, depth=0, seen={item.name})
+    optional = _optional_callables(cls, methods)
+    called: set[str] = set()
+    work, indexes_data = _item_cost(item, me, methods, aliases, depth=0, seen={item.name}, optional=optional,
+                                    called=called)
+    plain = IN_MEMORY if indexes_data else NOTHING
     if work:
-        return WORK
-    return IN_MEMORY if indexes_data else NOTHING
+        return WORK, {}, ""
+    if called:
+        return WORK, {attr: optional[attr] for attr in sorted(called)}, plain
+    return plain, {}, ""
+
+
+def _optional_callables(cls: ast.ClassDef, methods: dict[str, FunctionNode]) -> dict[str, str]:
+    """Attributes `__init__` binds once, to a parameter that defaults to None and is not rebound there
+    (`self.T = t` for `t=None`), and that no other method binds: attribute -> "<position>:<name>"."""
+    init = methods.get("__init__")
+    if init is None:
+        return {}
+    args = init.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults = dict(zip([a.arg for a in positional][len(positional) - len(args.defaults):], args.defaults))
+    defaults.update((a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None)
+    entries = {a.arg: f"{i - 1}:{a.arg}" for i, a in enumerate(positional) if i > 0}
+    entries.update((a.arg, f"-1:{a.arg}") for a in args.kwonlyargs)
+    none = {name for name, value in defaults.items() if _is_none(value) and name in entries}
+    if not none:
+        return {}
+    me = _self_name(init)
+    bound: dict[str, list[ast.AST]] = {}
+    rebound: set[str] = set()
+    for fn in methods.values():
+        for node in _own_nodes(fn):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+                if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+            for target in targets:
+                for each in walk(target):
+                    if isinstance(each, ast.Attribute) and isinstance(each.value, ast.Name) \
+                            and each.value.id == _self_name(fn):
+                        bound.setdefault(each.attr, []).append(node if fn is init else target)
+                    elif fn is init and isinstance(each, ast.Name) and isinstance(each.ctx, ast.Store):
+                        rebound.add(each.id)
+    out: dict[str, str] = {}
+    for attr, nodes in bound.items():
+        if len(nodes) != 1 or not isinstance(nodes[0], ast.Assign) or len(nodes[0].targets) != 1:
+            continue
+        value, target = nodes[0].value, nodes[0].targets[0]
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == me \
+                and isinstance(value, ast.Name) and value.id in none and value.id not in rebound:
+            out[attr] = entries[value.id]
+    return out
 
 
 # libraries that decode images, audio, video or arrays: an item they make is worth pinning
@@ -2684,9 +2748,10 @@ def _decodes(func: ast.AST, aliases: _Aliases) -> bool:
     return any(q.startswith(_BULK_ROOTS) for q in aliases.qualified(func)) or _last_name(func) in _BULK_CALLS
 
 
-def decodes_bulk(cls: ast.ClassDef, aliases: _Aliases) -> bool:
+def decodes_bulk(cls: ast.ClassDef, aliases: _Aliases, skip: frozenset[str] = frozenset()) -> bool:
     """Items decode images, audio, video or arrays, or run a transform on them (`self.transform(img)`):
-    batches big enough that a pinned copy is faster even when it stays synchronous."""
+    batches big enough that a pinned copy is faster even when it stays synchronous. `skip`: attributes whose
+    transform is left out (an optional one the constructor's call does not pass)."""
     for fn in _methods(cls).values():
         if fn.name in ("__init__", "__len__"):
             continue
@@ -2697,7 +2762,7 @@ def decodes_bulk(cls: ast.ClassDef, aliases: _Aliases) -> bool:
             func = node.func
             if _decodes(func, aliases):
                 return True
-            if isinstance(func, ast.Attribute) and "transform" in func.attr.lower() \
+            if isinstance(func, ast.Attribute) and "transform" in func.attr.lower() and func.attr not in skip \
                     and isinstance(func.value, ast.Name) and func.value.id == me:
                 return True  # `self.transform(image)`: a per-item transform of decoded data
     return False
@@ -2813,9 +2878,14 @@ def _placed_attributes(fn: FunctionNode, me: Optional[str], stored: set[str]) ->
     return out
 
 
+_MEMORY_COPIES = frozenset({"copy.deepcopy", "copy.copy"})
+
+
 def _item_cost(fn: FunctionNode, me: Optional[str], methods: dict[str, FunctionNode], aliases: _Aliases,
-               depth: int, seen: set[str]) -> tuple[bool, bool]:
-    """(does per-item work, yields tensors or stored data)."""
+               depth: int, seen: set[str], optional: Optional[dict[str, str]] = None,
+               called: Optional[set[str]] = None) -> tuple[bool, bool]:
+    """(does per-item work, yields tensors or stored data). A call of one of the `optional` attributes
+    (callables the constructor may be given, None by default) is no work here: it is added to `called`."""
     params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
     params.discard(me or "")
     indexes_data = False
@@ -2839,12 +2909,24 @@ def _item_cost(fn: FunctionNode, me: Optional[str], methods: dict[str, FunctionN
         if aliases.is_any(func, _LIGHT_TORCH):
             indexes_data = True  # makes a tensor per item: cheap, but there is something to pin
             continue
+        if aliases.is_any(func, _MEMORY_COPIES):
+            # `copy.deepcopy(self.batch)`: a copy in memory of what the dataset holds (openfold's DummyDataset,
+            # blind23), no load or decode a worker would take over
+            indexes_data = indexes_data or any(
+                isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == me
+                for a in node.args for n in walk(a))
+            continue
         if isinstance(func, ast.Attribute):
+            if optional and called is not None and isinstance(func.value, ast.Name) and func.value.id == me \
+                    and func.attr in optional and func.attr not in methods:
+                called.add(func.attr)  # `self.T(sample)`: work only where the constructor is given a `t`
+                continue
             if isinstance(func.value, ast.Name) and func.value.id == me and func.attr in methods:
                 helper = methods[func.attr]
                 if func.attr in seen or depth >= 3:
                     continue
-                work, reads = _item_cost(helper, _self_name(helper), methods, aliases, depth + 1, seen | {func.attr})
+                work, reads = _item_cost(helper, _self_name(helper), methods, aliases, depth + 1, seen | {func.attr},
+                                         optional, called)
                 if work:
                     return True, indexes_data or reads
                 indexes_data = indexes_data or reads

@@ -233,6 +233,8 @@ class _Flow:
             if isinstance(target, ast.Name):
                 for use in self.uses(target):
                     self.follow(use, slot, depth + 1, out)
+            elif isinstance(target, ast.Subscript):
+                self.stored_under_key(target, slot, depth, out)
             elif isinstance(target, (ast.Tuple, ast.List)) and not slot:
                 for index, element in enumerate(target.elts):
                     if isinstance(element, ast.Starred):
@@ -240,6 +242,8 @@ class _Flow:
                     if isinstance(element, ast.Name):
                         for use in self.uses(element):
                             self.follow(use, f"[{index}]", depth + 1, out)
+                    elif isinstance(element, ast.Subscript):
+                        self.stored_under_key(element, f"[{index}]", depth, out)
         elif isinstance(parent, ast.Subscript) and parent.value is expr and not slot \
                 and isinstance(parent.slice, ast.Constant) and isinstance(parent.slice.value, (str, int)) \
                 and not isinstance(parent.slice.value, bool):
@@ -254,6 +258,58 @@ class _Flow:
             handed = self.handed_to_import(self.parent(parent), parent)  # type: ignore[arg-type]
             if handed:
                 out.setdefault(slot, set()).add(HAND + handed)
+
+    def stored_under_key(self, target: ast.Subscript, slot: str, depth: int, out: dict[str, set[str]]) -> None:
+        """`loaders["tar"] = get_loader(...)`: the value is one of a dict's (or list's) items, under a constant
+        key, in a name bound once (`loaders = {}`). The reads of that name that take an item under the same key
+        or a key only known when the code runs (`for x, y in loaders[phase]`) are followed, here and in the
+        module-level functions of the file the name is handed to (finetune_AlexNet_ResNet of blind23)."""
+        key = target.slice
+        if not (isinstance(target.value, ast.Name) and isinstance(key, ast.Constant)):
+            return
+        holder = target.value
+        scope = self.scope_of.get(id(holder))
+        if not isinstance(scope, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef)):
+            return
+        entry = self.names[id(scope)].get(holder.id)
+        if entry is None or entry.stores != 1 or (not isinstance(scope, ast.Module)
+                                                  and holder.id in _parameters(scope)):
+            return  # the container is bound more than once (or handed in): which one holds the loader is unclear
+        for use in entry.loads:
+            self.item_reads(use, key.value, slot, depth + 1, out)
+
+    def item_reads(self, use: ast.Name, key: object, slot: str, depth: int, out: dict[str, set[str]]) -> None:
+        """A read of a container holding the value under `key`: its items taken under that key or an unknown
+        one are followed as the value; the container handed to a function of the file, into that function."""
+        if depth > _DEPTH:
+            return
+        parent = self.parent(use)
+        if isinstance(parent, ast.Subscript) and parent.value is use and isinstance(parent.ctx, ast.Load):
+            index = parent.slice
+            if isinstance(index, ast.Slice) or (isinstance(index, ast.Constant) and index.value != key) \
+                    or key not in self.loop_keys(index):
+                return
+            self.follow(parent, slot, depth + 1, out)
+        elif isinstance(parent, ast.Call) and parent.func is not use:
+            for inner in self.parameter_uses(parent, use):
+                self.item_reads(inner, key, slot, depth + 1, out)
+
+    def loop_keys(self, index: ast.expr) -> _Keys:
+        """The keys a subscript's index may take: `phase` of an enclosing `for phase in ["src", "val"]` takes
+        those constants; any other index may take any key (ANY_KEY)."""
+        if not isinstance(index, ast.Name):
+            return ANY_KEY
+        node: Optional[ast.AST] = self.parent(index)
+        while node is not None and not isinstance(node, (*CODE_SCOPES, ast.Module)):
+            if isinstance(node, (ast.For, ast.AsyncFor)) and isinstance(node.target, ast.Name) \
+                    and node.target.id == index.id:
+                values = node.iter
+                if isinstance(values, (ast.List, ast.Tuple, ast.Set)) \
+                        and all(isinstance(v, ast.Constant) for v in values.elts):
+                    return _Keys(frozenset(v.value for v in values.elts))  # type: ignore[attr-defined]
+                return ANY_KEY
+            node = self.parent(node)
+        return ANY_KEY
 
     def handed_to_import(self, call: ast.Call, expr: ast.AST) -> Optional[str]:
         """`Solver(config, train_loader, ...)` with `Solver` imported (a capitalised name: a class, whose
@@ -357,6 +413,21 @@ class _Flow:
                 handed.add(positional[index].arg)
         handed |= {k.arg for k in call.keywords if k.arg is not None and _reads(k.value) & batch}
         return self.moves_of(handed, function.body, steps=False) if handed else set()
+
+
+class _Keys:
+    """The keys a subscript may read: the given ones, or any (None)."""
+
+    __slots__ = ("keys",)
+
+    def __init__(self, keys: Optional[frozenset[object]]) -> None:
+        self.keys = keys
+
+    def __contains__(self, key: object) -> bool:
+        return self.keys is None or key in self.keys
+
+
+ANY_KEY = _Keys(None)
 
 
 def _parameters(function: Union[FunctionNode, ast.Lambda]) -> set[str]:

@@ -48,8 +48,9 @@ PIN_MEMORY_POSITION = DATALOADER_PIN_MEMORY[1]
 CPU_TENSORS = Premise(
     "cpu-tensors",
     "the loader's items are dense CPU tensors: read from the dataset's class (in this file, nested in a "
-    "function, returned by a factory, or imported from the project), a TensorDataset of CPU tensors, a list "
-    "built up front, a torchvision or Hugging Face dataset (also through a name each binding of which is such a class: "
+    "function, returned by a factory, or imported from the project), a TensorDataset of CPU tensors (also the "
+    "parts of a `random_split` unpacked into names: `fit, held = random_split(ds, ...)`), a list built up front, "
+    "a torchvision or Hugging Face dataset (also through a name each binding of which is such a class: "
     "`cls = CIFAR10` on one branch, `cls = CIFAR100` on another). Refuted by tensors already on a device (also "
     "batches a `collate_fn` moves there: a function of the file or of a project module, a lambda calling one or "
     "`functools.partial` of one, whose own code or a function of its file it calls makes `.to(device)`, `.cuda()` "
@@ -68,7 +69,9 @@ REACHES_CUDA = Premise(
     "generator, nor a yield of what a helper makes of the batch). A "
     "loader a top-level function returns (whole, in a tuple or under a dict key) counts as moved when a "
     "module importing that function (by name, or with `from module import *`) iterates the result and copies "
-    "the batches there or in a function of that module it hands them to, or hands the loader to an imported "
+    "the batches there or in a function of that module it hands them to (also after keeping it under a constant "
+    "key of a dict bound once, read under that key or a loop variable that takes it: `loaders[\"tar\"] = "
+    "load(...)`, then `for x, y in loaders[phase]`), or hands the loader to an imported "
     "class whose constructor keeps it on `self` and whose methods copy its batches (`Solver(config, "
     "train_loader)`); a copy to a device a project module the copying file imports binds to CUDA "
     "(`x.to(CFG.device)`, config.py's `device = torch.device(\"cuda\" if"

@@ -44,7 +44,9 @@ PER_ITEM_WORK = Premise(
     "per-item-work",
     "the dataset does work per item that workers can take over: its class (read wherever it is defined) "
     "loads, decodes, transforms or parses per item, or it is a torchvision dataset or a Hugging Face dataset "
-    "with a per-item transform. Refuted by items held in memory (TensorDataset, lists, pre-tokenised rows), "
+    "with a per-item transform. Refuted by items held in memory (TensorDataset, lists, pre-tokenised rows, "
+    "a deep copy of what the dataset holds, or data indexed by a class whose only per-item work is a callable its "
+    "constructor may be given, None by default, when the call gives none: adarnn's weather data, blind23), "
     "items on the GPU (forked workers would re-initialise CUDA), also batches a `collate_fn` moves there (a "
     "function of the file or of a project module, a lambda calling one or `functools.partial` of one, whose own "
     "code or a function of its file it calls makes `.to(device)`, `.cuda()` or `torch.tensor(..., device=...)`, "

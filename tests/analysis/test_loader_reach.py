@@ -366,3 +366,80 @@ def test_moved_results_of_a_star_import() -> None:
                   FIT.replace("def fit(opts):", "def fit(opts):\n    make_loader = choose(opts)"),
                   FIT.replace("def fit(opts):", "def fit(opts, make_loader):")):
         assert moved_results(ast.parse(bound), imported, star=True) == tqdm
+
+
+# twenty-third blind reading (transferlearning's finetune_AlexNet_ResNet): the script keeps the loaders under the
+# keys of a dict (`loaders["tar"] = data.load_target(...)`, and a tuple of two keys for the split ones) and hands
+# the dict to a function that iterates `loaders[phase]`; the split loaders' datasets are parts of a random_split
+FOLDERS = """\
+import torch
+from torchvision import datasets
+
+
+def load_target(root, batch_size):
+    images = datasets.ImageFolder(root=root)
+    loader = torch.utils.data.DataLoader(images, batch_size=batch_size, shuffle=True, num_workers=4)
+    return loader
+
+
+def load_source(root, batch_size):
+    images = datasets.ImageFolder(root=root)
+    train_part, val_part = torch.utils.data.random_split(images, [0.8, 0.2])
+    train = torch.utils.data.DataLoader(train_part, batch_size=batch_size, shuffle=True, num_workers=4)
+    val = torch.utils.data.DataLoader(val_part, batch_size=batch_size, num_workers=4)
+    return train, val
+"""
+
+PHASES = """\
+import torch
+import folders
+
+DEVICE = torch.device("cuda")
+
+
+def evaluate(model, loader):
+    for x, y in loader:
+        x, y = x.to(DEVICE), y.to(DEVICE)
+
+
+def fit(model, loaders, optimizer):
+    for phase in ["src", "val"]:
+        for x, y in loaders[phase]:
+            x, y = x.to(DEVICE), y.to(DEVICE)
+            optimizer.zero_grad()
+            model(x).sum().backward()
+            optimizer.step()
+    evaluate(model, loaders["tar"])
+
+
+if __name__ == "__main__":
+    loaders = {}
+    loaders["tar"] = folders.load_target("t", 64)
+    loaders["src"], loaders["val"] = folders.load_source("s", 64)
+    fit(model, loaders, optimizer)
+"""
+
+
+def test_loaders_kept_under_the_keys_of_a_dict(tmp_path: Path) -> None:
+    write(tmp_path, {"folders.py": FOLDERS, "phases.py": PHASES})
+    note = ("its batches are copied to the GPU in phases.py: pass non_blocking=True to the .to(device) / .cuda() "
+            "calls there")
+    assert findings(tmp_path) == [("folders.py", row, MESSAGE, "Add `pin_memory=True`", note) for row in (7, 14, 15)]
+    assert moved_results(ast.parse(PHASES), {"torch", "folders"}) == {
+        "folders.load_source[0]": ("at:DEVICE", "moved"), "folders.load_source[1]": ("at:DEVICE", "moved"),
+        "folders.load_target": ("at:DEVICE", "moved")}
+
+
+@pytest.mark.parametrize("old, new", [
+    # the dict is bound twice: which one the loops read is not known
+    ("    fit(model, loaders, optimizer)", "    loaders = build()\n    fit(model, loaders, optimizer)"),
+    # the only reads take other keys (`phase` takes "src" and "val", never "tar")
+    ('    for phase in ["src", "val"]:\n        for x, y in loaders[phase]:',
+     '    for phase in ["src", "val"]:\n        for x, y in loaders["other"]:'),
+    ('    evaluate(model, loaders["tar"])', '    evaluate(model, loaders["x"])'),
+])
+def test_loaders_under_keys_no_loop_reads_stay_silent(tmp_path: Path, old: str, new: str) -> None:
+    assert old in PHASES
+    write(tmp_path, {"folders.py": FOLDERS, "phases.py": PHASES.replace(old, new)})
+    rows = [row for _, row, *_ in findings(tmp_path)]
+    assert rows == ([] if "build()" in new else [7] if '"other"' in new else [14, 15])
