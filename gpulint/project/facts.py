@@ -19,7 +19,7 @@ from dataclasses import field, replace
 from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
 from gpulint.project.ast_nodes import all_nodes, children, fast_walk, own_nodes, walk
-from gpulint.project.checkpoint_getters import CHECKPOINT, ONLY_TORCH, TORCH_BY_DEFAULT, checkpoint_getter
+from gpulint.project.checkpoint_getters import CHECKPOINT, ONLY_TORCH, checkpoint_getter
 from gpulint.project.clamps import (
     BCE_NAMES,
     CLAMP_NAMES,
@@ -72,7 +72,7 @@ from gpulint.project.methods import (
 from gpulint.project.token_items import yields_token_ids
 from gpulint.records import dataclass
 
-FACTS_VERSION = 58
+FACTS_VERSION = 59
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -366,11 +366,9 @@ class FileFacts:
     # top-level functions that move tensors to a device (`moves_to_device`), in their own code or in a top-level
     # function of the file they call: used as collate_fn, their batches are on the GPU already
     device_collates: tuple[str, ...] = ()
-    # top-level functions that return torch's checkpoint function (project/checkpoint_getters.py): only it
-    # (`checkpoint_getters`), or it on the default path and another where a test holds (`checkpoint_defaults`,
-    # OpenFold's `get_checkpoint_fn`, DeepSpeed's once configured): what their callers call is torch's (GPU302)
+    # top-level functions that return torch's checkpoint function and nothing else
+    # (project/checkpoint_getters.py): what their callers call is torch's (GPU302)
     checkpoint_getters: tuple[str, ...] = ()
-    checkpoint_defaults: tuple[str, ...] = ()
     # devices other than CUDA the file names ("mps", "xpu"), and "framework" when a framework picks the
     # device (Accelerate, DeepSpeed, a Lightning Trainer on "gpu"/"auto")
     devices: tuple[str, ...] = ()
@@ -1361,8 +1359,8 @@ class _Scanner:
             dtype_casts=_dtype_casts(self.tree) if names & {"to", "dtype"} else {},
             unpinned_collates=self._unpinned_collates(), device_collates=_device_collates(self.tree, self.aliases)
             if self.device_keyword or "cuda" in names or "to" in names else (),  # what _moves_to_device needs
-            **(_checkpoint_getters(self.tree, self.aliases) if "checkpoint" in names or any(
-                CHECKPOINT in targets for targets in self.aliases.table.values()) else {}),
+            checkpoint_getters=_checkpoint_getters(self.tree, self.aliases) if "checkpoint" in names or any(
+                CHECKPOINT in targets for targets in self.aliases.table.values()) else (),
             devices=tuple(sorted(self.devices)),
             version_flags=_version_flags(self.tree) if versioned or "hasattr" in names
             or any("torch_version" in n.lower() for n in names) else (),
@@ -2614,16 +2612,11 @@ def moves_to_device(fn: Union[FunctionNode, ast.Lambda], aliases: _Aliases,
                for n in _own_nodes(fn))
 
 
-def _checkpoint_getters(tree: ast.Module, aliases: _Aliases) -> dict[str, tuple[str, ...]]:
-    """FileFacts.checkpoint_getters and checkpoint_defaults: the top-level functions that return torch's
-    checkpoint function."""
-    found: dict[str, list[str]] = {ONLY_TORCH: [], TORCH_BY_DEFAULT: []}
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            kind = checkpoint_getter(node, aliases.qualified)
-            if kind is not None:
-                found[kind].append(node.name)
-    return {"checkpoint_getters": tuple(found[ONLY_TORCH]), "checkpoint_defaults": tuple(found[TORCH_BY_DEFAULT])}
+def _checkpoint_getters(tree: ast.Module, aliases: _Aliases) -> tuple[str, ...]:
+    """FileFacts.checkpoint_getters: the top-level functions that return torch's checkpoint function and
+    nothing else."""
+    return tuple(node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and checkpoint_getter(node, aliases.qualified) == ONLY_TORCH)
 
 
 def _device_collates(tree: ast.Module, aliases: _Aliases) -> tuple[str, ...]:

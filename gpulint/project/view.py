@@ -172,10 +172,9 @@ class ProjectView:
     # imported project functions that move tensors to a device (facts.FileFacts.device_collates), spelled the same
     # way: a collate_fn of them builds batches on the GPU
     device_collates: frozenset[str] = frozenset()
-    # imported project functions that return torch's checkpoint function (FileFacts.checkpoint_getters: only it;
-    # checkpoint_defaults: it unless a test picks another, such as DeepSpeed's), spelled the same way (GPU302)
+    # imported project functions that return torch's checkpoint function and nothing else
+    # (FileFacts.checkpoint_getters), spelled the same way (GPU302)
     checkpoint_getters: frozenset[str] = frozenset()
-    checkpoint_defaults: frozenset[str] = frozenset()
     # imported project functions that read a tensor they are handed with `.numpy()` (FileFacts.numpy_readers),
     # spelled the same way, with the positions read: pytorch-nested-unet's train.py calls metrics.py's iou_score on
     # the model's output
@@ -805,7 +804,6 @@ class Project:
             row_functions=row_functions, unpinned_collates=collates, dtype_casts=casts,
             device_collates=self._imported_functions(rel, lambda facts: facts.device_collates),
             checkpoint_getters=self._imported_functions(rel, lambda facts: facts.checkpoint_getters),
-            checkpoint_defaults=self._imported_functions(rel, lambda facts: facts.checkpoint_defaults),
             numpy_readers={spelled: self.facts[target].numpy_readers[name] for spelled, target, name
                            in self._imported_function_refs(rel, lambda facts: tuple(facts.numpy_readers))},
             model_parts=self._parts_of(classes, star),

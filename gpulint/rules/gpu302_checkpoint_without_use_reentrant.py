@@ -31,7 +31,6 @@ from gpulint.core.torch_api import (
 )
 from gpulint.core.verification import NEUTRAL, TRAINED_PARAMETERS, Verification
 from gpulint.project.ast_nodes import walk as walk_nodes
-from gpulint.project.checkpoint_getters import ONLY_TORCH, TORCH_BY_DEFAULT
 from gpulint.project.facts import CHECKPOINT_OPTION, OPTION_OFF
 from gpulint.records import dataclass
 from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
@@ -58,11 +57,10 @@ NO_USE_REENTRANT = Premise(
     "`use_reentrant` (reported at the binding, whose `checkpoint` the fix binds with `use_reentrant=False`: a "
     "keyword added at the calls would reach the other branch, a lambda that takes none); and the calls of what "
     "a function of the project returns (`checkpoint_fn = get_checkpoint_fn()`, read in its module or a module "
-    "it imports) where that function returns torch's `checkpoint` on its default path: every `return`, through "
-    "the names it returns, gives torch's `checkpoint`, or gives it where no `if` test has to hold (OpenFold "
-    "returns DeepSpeed's only `if deepspeed_is_configured`), and another function only where one does "
-    "(reported at the call; with no fix where the other function may run: DeepSpeed's takes no "
-    "`use_reentrant`).")
+    "it imports) where that function returns torch's `checkpoint` and nothing else: every `return`, through "
+    "the names it returns, gives torch's `checkpoint` (reported at the call). A function that may return "
+    "another one (OpenFold returns DeepSpeed's `if deepspeed_is_configured`, else torch's) gives nothing: "
+    "which one runs is configuration the linter does not see, and DeepSpeed's takes no `use_reentrant`.")
 CURRENT_TORCH = Premise(
     "current-torch",
     "the call is not code kept for an older torch (a branch of a torch version test, a flag computed from "
@@ -261,16 +259,13 @@ class CheckpointWithoutUseReentrant(Rule):
                     Applicability.UNSAFE, "held_checkpoint_bound_with_use_reentrant.py"),
             FixCase("a call of what a project function returns, torch's `checkpoint` only: `use_reentrant=False` added",
                     Applicability.UNSAFE, "checkpoint_from_own_getter.py"),
-            FixCase("a call of what a project function returns, DeepSpeed's checkpoint where a test holds (it takes no "
-                    "`use_reentrant`)",
-                    None, "checkpoint_from_getter_deepspeed_when_configured_no_fix.py"),
         ),
     )
 
     @classmethod
     def needles_elsewhere(cls, project: Optional["ProjectView"]) -> bool:
         """A function of an imported project module returns torch's checkpoint (`get_checkpoint_fn`)."""
-        return project is not None and bool(project.checkpoint_getters or project.checkpoint_defaults)
+        return project is not None and bool(project.checkpoint_getters)
 
     def detect(self, ctx: AstContext) -> None:
         # a class of the file defines its own `gradient_checkpointing_enable`: not Hugging Face's
@@ -280,8 +275,7 @@ class CheckpointWithoutUseReentrant(Rule):
         # so does a class of a module it imports: only a model `from_pretrained` built is shown to be Hugging Face's
         importee_method = ctx.project.checkpointing_method_importees
         project, own = ctx.project, ctx.project.own
-        getters = bool(project.checkpoint_getters or project.checkpoint_defaults or own.checkpoint_getters
-                       or own.checkpoint_defaults)
+        getters = bool(project.checkpoint_getters or own.checkpoint_getters)
         for node in ctx.nodes(ast.Call):
             assert isinstance(node, ast.Call)
             qualified = ctx.qualname(node.func)
@@ -318,9 +312,8 @@ class CheckpointWithoutUseReentrant(Rule):
         return self.decide(evidence)
 
     def _torch_checkpoint(self, ctx: AstContext, node: ast.Call, sequential: bool,
-                          got: Optional[tuple[str, str]] = None) -> None:
-        """`got`: for a call of what a project function returns, (its name as called, ONLY_TORCH or
-        TORCH_BY_DEFAULT)."""
+                          got: Optional[str] = None) -> None:
+        """`got`: for a call of what a project function returns, that function's name as called."""
         kwargs = ctx.kwargs(node)
         if not kwargs.complete or kwargs.passed("use_reentrant"):
             return
@@ -332,14 +325,11 @@ class CheckpointWithoutUseReentrant(Rule):
         if not decision.report:
             return
         name = "checkpoint_sequential" if sequential else "checkpoint"
-        note = f"checkpoint returned by {got[0]}()" if got is not None else ""
+        note = f"checkpoint returned by {got}()" if got is not None else ""
         forwarded = _caller_choice(ctx, node)
         too_new = use_reentrant_too_new(ctx)
         if too_new is not None:
             note = f"{note}; no fix: {too_new.reason()}" if note else f"no fix: {too_new.reason()}"
-            how, message = "", ""
-        elif got is not None and got[1] == TORCH_BY_DEFAULT:
-            note += "; no fix: where a test holds it returns another function, which may take no use_reentrant"
             how, message = "", ""
         elif forwarded is not None and forwarded.annotation == "kwargs":
             how, message = "star", f"Pass the caller's `{forwarded.name}` on"
@@ -476,10 +466,10 @@ class CheckpointWithoutUseReentrant(Rule):
         return PendingFix.unsafe(message, Replace(node, new))
 
 
-def _getter_of(ctx: AstContext, func: ast.Name) -> Optional[tuple[str, str]]:
+def _getter_of(ctx: AstContext, func: ast.Name) -> Optional[str]:
     """For a name bound once to what a project function returns (`checkpoint_fn = get_checkpoint_fn()`): the
-    function's name as called and what it returns (ONLY_TORCH, TORCH_BY_DEFAULT), when it returns torch's
-    checkpoint (FileFacts.checkpoint_getters/checkpoint_defaults of its module)."""
+    function's name as called, when it returns torch's checkpoint and nothing else (FileFacts.checkpoint_getters
+    of its module)."""
     value = single_value(func, ctx.names)
     if not isinstance(value, ast.Call) or not isinstance(value.func, (ast.Name, ast.Attribute)):
         return None
@@ -488,18 +478,14 @@ def _getter_of(ctx: AstContext, func: ast.Name) -> Optional[tuple[str, str]]:
     spelled = ctx.segment(getter)
     qualified = ctx.qualname(getter)
     if qualified is not None:
-        if qualified in project.checkpoint_getters:
-            return spelled, ONLY_TORCH
-        if qualified in project.checkpoint_defaults:
-            return spelled, TORCH_BY_DEFAULT
-        return None
-    if not isinstance(getter, ast.Name) or getter.id not in own.checkpoint_getters + own.checkpoint_defaults:
+        return spelled if qualified in project.checkpoint_getters else None
+    if not isinstance(getter, ast.Name) or getter.id not in own.checkpoint_getters:
         return None
     definition = local_definition(ctx, getter, value)
     if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)) \
             or not isinstance(ctx.parent(definition), ast.Module):
         return None  # the facts read the module's top-level functions
-    return spelled, ONLY_TORCH if getter.id in own.checkpoint_getters else TORCH_BY_DEFAULT
+    return spelled
 
 
 def _branches(value: ast.expr) -> list[ast.expr]:
