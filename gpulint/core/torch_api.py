@@ -7,7 +7,7 @@ subject; others append theirs below, each headed with a comment.
 
 from __future__ import annotations
 
-from gpulint.project import facts
+from gpulint.project import checkpoint_getters, facts
 
 # ------------------------------------------------------------------------------------------------
 # optimizers (GPU201)
@@ -163,7 +163,7 @@ REACHABLE_FROM_TORCH = (
 # activation checkpointing (GPU301, GPU302)
 # ------------------------------------------------------------------------------------------------
 
-CHECKPOINT = "torch.utils.checkpoint.checkpoint"
+CHECKPOINT = checkpoint_getters.CHECKPOINT  # the one name, kept with the project facts (the layer below)
 CHECKPOINT_SEQUENTIAL = "torch.utils.checkpoint.checkpoint_sequential"
 CHECKPOINT_FUNCTIONS = frozenset({CHECKPOINT, CHECKPOINT_SEQUENTIAL})
 # checkpoint_sequential(functions, segments, input, use_reentrant, ...): a fourth positional sets it

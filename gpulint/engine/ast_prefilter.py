@@ -32,6 +32,7 @@ from gpulint.project.ast_nodes import fast_walk, kept_nodes
 from gpulint.records import dataclass
 
 if TYPE_CHECKING:
+    from gpulint.project.view import ProjectView
     from gpulint.rules.base import Rule
 
 # Module-level switch for the prefilters after the text check (this one, and the project facts'
@@ -149,13 +150,15 @@ def _last_word(needle: str) -> str:
     return needle.rsplit("*", 1)[-1].rsplit(".", 1)[-1]
 
 
-def narrow(text: str, tree: ast.AST, rules: Sequence[RuleT], star: Optional[Mapping[str, str]] = None) -> list[RuleT]:
-    """The rules that could fire on this file: co-occurrence on the text, then the tree."""
+def narrow(text: str, tree: ast.AST, rules: Sequence[RuleT], star: Optional[Mapping[str, str]] = None,
+           project: Optional[ProjectView] = None) -> list[RuleT]:
+    """The rules that could fire on this file: co-occurrence on the text, then the tree (or the project facts,
+    where a rule's needles are met through another module: `Rule.needles_elsewhere`)."""
     if not ENABLED:
         return list(rules)
     kept = [r for r in rules if text_may_meet(r.ast_needles, text)]
     if all(r.ast_needles is None for r in kept):
         return kept
     facts = scan(tree, star)
-    return [r for r in kept if facts.meets(r.ast_needles)]
+    return [r for r in kept if facts.meets(r.ast_needles) or r.needles_elsewhere(project)]
 

@@ -143,7 +143,7 @@ def lint_text(path: Path, text: str, settings: Settings, rules: Optional[Sequenc
         # the second prefilter: only rules whose needles the `ast` tree meets are worth LibCST
         with profile.phase("prefilter"):
             candidates = ast_prefilter.narrow(text, check.tree, candidates,
-                                              project.star_modules if project is not None else None)
+                                              project.star_modules if project is not None else None, project)
     if check.valid and not candidates:
         return LintResult()
     with profile.phase("analysis"):

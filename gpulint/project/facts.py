@@ -19,6 +19,7 @@ from dataclasses import field, replace
 from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
 from gpulint.project.ast_nodes import all_nodes, children, fast_walk, own_nodes, walk
+from gpulint.project.checkpoint_getters import CHECKPOINT, ONLY_TORCH, checkpoint_getter
 from gpulint.project.clamps import (
     BCE_NAMES,
     CLAMP_NAMES,
@@ -375,6 +376,9 @@ class FileFacts:
     # top-level functions that move tensors to a device (`moves_to_device`), in their own code or in a top-level
     # function of the file they call: used as collate_fn, their batches are on the GPU already
     device_collates: tuple[str, ...] = ()
+    # top-level functions that return torch's checkpoint function and nothing else
+    # (project/checkpoint_getters.py): what their callers call is torch's (GPU302)
+    checkpoint_getters: tuple[str, ...] = ()
     # devices other than CUDA the file names ("mps", "xpu"), and "framework" when a framework picks the
     # device (Accelerate, DeepSpeed, a Lightning Trainer on "gpu"/"auto")
     devices: tuple[str, ...] = ()
@@ -1377,6 +1381,8 @@ class _Scanner:
             dtype_casts=_dtype_casts(self.tree) if names & {"to", "dtype"} else {},
             unpinned_collates=self._unpinned_collates(), device_collates=_device_collates(self.tree, self.aliases)
             if self.device_keyword or "cuda" in names or "to" in names else (),  # what _moves_to_device needs
+            checkpoint_getters=_checkpoint_getters(self.tree, self.aliases) if "checkpoint" in names or any(
+                CHECKPOINT in targets for targets in self.aliases.table.values()) else (),
             devices=tuple(sorted(self.devices)),
             version_flags=_version_flags(self.tree) if versioned or "hasattr" in names
             or any("torch_version" in n.lower() for n in names) else (),
@@ -2644,6 +2650,13 @@ def moves_to_device(fn: Union[FunctionNode, ast.Lambda], aliases: _Aliases,
     return any(isinstance(n, ast.Call) and (_moves_to_device(n, aliases) or (calls_mover is not None
                                                                                and calls_mover(n)))
                for n in _own_nodes(fn))
+
+
+def _checkpoint_getters(tree: ast.Module, aliases: _Aliases) -> tuple[str, ...]:
+    """FileFacts.checkpoint_getters: the top-level functions that return torch's checkpoint function and
+    nothing else."""
+    return tuple(node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and checkpoint_getter(node, aliases.qualified) == ONLY_TORCH)
 
 
 def _device_collates(tree: ast.Module, aliases: _Aliases) -> tuple[str, ...]:

@@ -173,6 +173,9 @@ class ProjectView:
     # imported project functions that move tensors to a device (facts.FileFacts.device_collates), spelled the same
     # way: a collate_fn of them builds batches on the GPU
     device_collates: frozenset[str] = frozenset()
+    # imported project functions that return torch's checkpoint function and nothing else
+    # (FileFacts.checkpoint_getters), spelled the same way (GPU302)
+    checkpoint_getters: frozenset[str] = frozenset()
     # imported project functions that read a tensor they are handed with `.numpy()` (FileFacts.numpy_readers),
     # spelled the same way, with the positions read: pytorch-nested-unet's train.py calls metrics.py's iou_score on
     # the model's output
@@ -801,6 +804,7 @@ class Project:
             untrained=self._untrained(rel, trained),
             row_functions=row_functions, unpinned_collates=collates, dtype_casts=casts,
             device_collates=self._imported_functions(rel, lambda facts: facts.device_collates),
+            checkpoint_getters=self._imported_functions(rel, lambda facts: facts.checkpoint_getters),
             numpy_readers={spelled: self.facts[target].numpy_readers[name] for spelled, target, name
                            in self._imported_function_refs(rel, lambda facts: tuple(facts.numpy_readers))},
             model_parts=self._parts_of(classes, star),

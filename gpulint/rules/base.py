@@ -151,6 +151,12 @@ class Rule:
         return not cls.needles or any(needle in text for needle in cls.needles)
 
     @classmethod
+    def needles_elsewhere(cls, project: Optional["ProjectView"]) -> bool:
+        """Whether the project facts show what `ast_needles` look for where the tree cannot: a function of
+        another project module that hands out an object the needles name (GPU302: `get_checkpoint_fn()`)."""
+        return False
+
+    @classmethod
     def may_report(cls, project: "ProjectView", settings: Optional["Settings"] = None) -> bool:
         """Whether the rule can report anything in a file with these project facts. Decided from the
         facts alone, before LibCST parses the file: a rule that cannot report is not worth a parse.

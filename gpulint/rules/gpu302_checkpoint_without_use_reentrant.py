@@ -18,10 +18,12 @@ from gpulint.analysis.ast_context import arg as argument
 from gpulint.analysis.ast_values import single_value
 from gpulint.analysis.evidence import REFUTED, SHOWN, UNDECIDED, Decision, Evidence, Premise
 from gpulint.analysis.guards import version_guarded
+from gpulint.analysis.loaders import local_definition
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.style import detect as detect_style
 from gpulint.core.torch_api import (
+    CHECKPOINT,
     CHECKPOINT_FUNCTIONS,
     CHECKPOINT_SEQUENTIAL,
     CHECKPOINT_SEQUENTIAL_USE_REENTRANT,
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
 
     from gpulint.core.context import FileContext
     from gpulint.core.pending import PendingFix
+    from gpulint.project.view import ProjectView
 
 CHECKPOINT_MODULE = "torch.utils.checkpoint"
 HF_ENABLE = "gradient_checkpointing_enable"
@@ -48,7 +51,16 @@ NO_USE_REENTRANT = Premise(
     "no-use-reentrant",
     "torch's `checkpoint`/`checkpoint_sequential` (through any alias) is called without `use_reentrant`, "
     "looking through `**kwargs` dicts visible in the file, or Hugging Face's "
-    "`gradient_checkpointing_enable()` without `gradient_checkpointing_kwargs={\"use_reentrant\": ...}`.")
+    "`gradient_checkpointing_enable()` without `gradient_checkpointing_kwargs={\"use_reentrant\": ...}`. "
+    "Also torch's `checkpoint` held by a name or a `self.` attribute (`self.maybe_ckpt = checkpoint if "
+    "\"ffn\" in use_ckpting else lambda f, x: f(x)`) that is only ever called, and called without "
+    "`use_reentrant` (reported at the binding, whose `checkpoint` the fix binds with `use_reentrant=False`: a "
+    "keyword added at the calls would reach the other branch, a lambda that takes none); and the calls of what "
+    "a function of the project returns (`checkpoint_fn = get_checkpoint_fn()`, read in its module or a module "
+    "it imports) where that function returns torch's `checkpoint` and nothing else: every `return`, through "
+    "the names it returns, gives torch's `checkpoint` (reported at the call). A function that may return "
+    "another one (OpenFold returns DeepSpeed's `if deepspeed_is_configured`, else torch's) gives nothing: "
+    "which one runs is configuration the linter does not see, and DeepSpeed's takes no `use_reentrant`.")
 CURRENT_TORCH = Premise(
     "current-torch",
     "the call is not code kept for an older torch (a branch of a torch version test, a flag computed from "
@@ -242,8 +254,18 @@ class CheckpointWithoutUseReentrant(Rule):
             FixCase("the enclosing function's `use_reentrant` or `gradient_checkpointing_kwargs` passed on instead of"
                     " `False`",
                     Applicability.UNSAFE, "forwards_the_callers_use_reentrant.py"),
+            FixCase("torch's `checkpoint` held by a name or attribute and called: the binding gets "
+                    "`functools.partial(checkpoint, use_reentrant=False)`",
+                    Applicability.UNSAFE, "held_checkpoint_bound_with_use_reentrant.py"),
+            FixCase("a call of what a project function returns, torch's `checkpoint` only: `use_reentrant=False` added",
+                    Applicability.UNSAFE, "checkpoint_from_own_getter.py"),
         ),
     )
+
+    @classmethod
+    def needles_elsewhere(cls, project: Optional["ProjectView"]) -> bool:
+        """A function of an imported project module returns torch's checkpoint (`get_checkpoint_fn`)."""
+        return project is not None and bool(project.checkpoint_getters)
 
     def detect(self, ctx: AstContext) -> None:
         # a class of the file defines its own `gradient_checkpointing_enable`: not Hugging Face's
@@ -252,6 +274,8 @@ class CheckpointWithoutUseReentrant(Rule):
             for fn in ctx.nodes(ast.FunctionDef, ast.AsyncFunctionDef))
         # so does a class of a module it imports: only a model `from_pretrained` built is shown to be Hugging Face's
         importee_method = ctx.project.checkpointing_method_importees
+        project, own = ctx.project, ctx.project.own
+        getters = bool(project.checkpoint_getters or own.checkpoint_getters)
         for node in ctx.nodes(ast.Call):
             assert isinstance(node, ast.Call)
             qualified = ctx.qualname(node.func)
@@ -260,6 +284,14 @@ class CheckpointWithoutUseReentrant(Rule):
             elif isinstance(node.func, ast.Attribute) and node.func.attr == HF_ENABLE and not own_hf_method \
                     and (not importee_method or _from_pretrained(ctx, node.func.value)):
                 self._hf_enable(ctx, node)
+            elif getters and isinstance(node.func, ast.Name) and qualified is None:
+                got = _getter_of(ctx, node.func)
+                if got is not None:
+                    self._torch_checkpoint(ctx, node, False, got)
+        for statement in ctx.nodes(ast.Assign):
+            assert isinstance(statement, ast.Assign)
+            if isinstance(statement.value, (ast.Name, ast.Attribute, ast.IfExp)):
+                self._held_checkpoint(ctx, statement)
 
     def _decision(self, ctx: AstContext, node: ast.Call, hf_kwargs: Optional[bool] = None,
                   hf_default: bool = False, sequential: bool = False) -> Decision:
@@ -279,7 +311,9 @@ class CheckpointWithoutUseReentrant(Rule):
             evidence[TRAP_CAN_BITE] = _trap_can_bite(ctx, node)
         return self.decide(evidence)
 
-    def _torch_checkpoint(self, ctx: AstContext, node: ast.Call, sequential: bool) -> None:
+    def _torch_checkpoint(self, ctx: AstContext, node: ast.Call, sequential: bool,
+                          got: Optional[str] = None) -> None:
+        """`got`: for a call of what a project function returns, that function's name as called."""
         kwargs = ctx.kwargs(node)
         if not kwargs.complete or kwargs.passed("use_reentrant"):
             return
@@ -291,11 +325,11 @@ class CheckpointWithoutUseReentrant(Rule):
         if not decision.report:
             return
         name = "checkpoint_sequential" if sequential else "checkpoint"
-        note = ""
+        note = f"checkpoint returned by {got}()" if got is not None else ""
         forwarded = _caller_choice(ctx, node)
         too_new = use_reentrant_too_new(ctx)
         if too_new is not None:
-            note = f"no fix: {too_new.reason()}"
+            note = f"{note}; no fix: {too_new.reason()}" if note else f"no fix: {too_new.reason()}"
             how, message = "", ""
         elif forwarded is not None and forwarded.annotation == "kwargs":
             how, message = "star", f"Pass the caller's `{forwarded.name}` on"
@@ -361,14 +395,52 @@ class CheckpointWithoutUseReentrant(Rule):
                                                    hf_default=default),
         )
 
+    def _held_checkpoint(self, ctx: AstContext, statement: ast.Assign) -> None:
+        """`self.maybe_ckpt = checkpoint if "ffn" in opts else lambda f, x: f(x)` (or a name so bound), whose
+        every use is a call and some call passes no `use_reentrant`: reported at the binding."""
+        if len(statement.targets) != 1:
+            return
+        target = statement.targets[0]
+        reference = next((value for value in _branches(statement.value) if ctx.qualname(value) == CHECKPOINT), None)
+        if reference is None:
+            return
+        calls = _calls_of_held(ctx, target)
+        if not calls or version_guarded(ctx, statement):
+            return
+        lacking = [c for c in calls if ctx.kwargs(c).complete and not ctx.kwargs(c).passed("use_reentrant")]
+        decision = next((d for d in (self._decision(ctx, c) for c in lacking) if d.report), None)
+        if decision is None:
+            return
+        held = ctx.segment(target)
+        too_new = use_reentrant_too_new(ctx)
+        ctx.report(
+            self, reference,
+            "checkpoint held here is called without use_reentrant, in reentrant mode: blocks with no-grad inputs get "
+            "no gradients",
+            fix=None if too_new else Applicability.UNSAFE,
+            fix_message="Bind `checkpoint` with `use_reentrant=False` (functools.partial)",
+            data={"how": "partial"},
+            note=f"called as {held}(...)" + (f"; no fix: {too_new.reason()}" if too_new else ""),
+            statement=statement, decision=decision,
+        )
+
     def build_fix(self, detection: Detection, fctx: "FileContext", node: "cst.CSTNode") -> Optional["PendingFix"]:
         import libcst as cst
 
         from gpulint.core.pending import PendingFix, Replace
         from gpulint.core.rewrite import add_keyword, set_keyword
 
-        assert isinstance(node, cst.Call) and detection.data is not None and detection.fix is not None
+        assert detection.data is not None and detection.fix is not None
         data = detection.data
+        if data["how"] == "partial":  # the reference held by a name or attribute, bound with the keyword
+            assert isinstance(node, (cst.Name, cst.Attribute))
+            partial = fctx.imports.reference("functools", "partial")
+            bound = cst.parse_expression(
+                f"{partial.expr}({fctx.module.code_for_node(node.with_changes(lpar=[], rpar=[]))}, "
+                "use_reentrant=False)")
+            return PendingFix.unsafe(detection.fix_message, partial.edit,
+                                     Replace(node, bound.with_changes(lpar=node.lpar, rpar=node.rpar)))
+        assert isinstance(node, cst.Call)
         how, name = data["how"], data["name"]
         message = detection.fix_message
         if not data.get("hf"):
@@ -392,6 +464,69 @@ class CheckpointWithoutUseReentrant(Rule):
         else:
             new = add_keyword(node, HF_KWARGS, non_reentrant)
         return PendingFix.unsafe(message, Replace(node, new))
+
+
+def _getter_of(ctx: AstContext, func: ast.Name) -> Optional[str]:
+    """For a name bound once to what a project function returns (`checkpoint_fn = get_checkpoint_fn()`): the
+    function's name as called, when it returns torch's checkpoint and nothing else (FileFacts.checkpoint_getters
+    of its module)."""
+    value = single_value(func, ctx.names)
+    if not isinstance(value, ast.Call) or not isinstance(value.func, (ast.Name, ast.Attribute)):
+        return None
+    project, own = ctx.project, ctx.project.own
+    getter = value.func
+    spelled = ctx.segment(getter)
+    qualified = ctx.qualname(getter)
+    if qualified is not None:
+        return spelled if qualified in project.checkpoint_getters else None
+    if not isinstance(getter, ast.Name) or getter.id not in own.checkpoint_getters:
+        return None
+    definition = local_definition(ctx, getter, value)
+    if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+            or not isinstance(ctx.parent(definition), ast.Module):
+        return None  # the facts read the module's top-level functions
+    return spelled
+
+
+def _branches(value: ast.expr) -> list[ast.expr]:
+    """The values a binding may take through conditional expressions."""
+    if isinstance(value, ast.IfExp):
+        return [*_branches(value.body), *_branches(value.orelse)]
+    return [value]
+
+
+def _calls_of_held(ctx: AstContext, target: ast.expr) -> list[ast.Call]:
+    """The calls of what `target` holds, when every use of it is a call: `self.<attr>` read on `self` only
+    (anywhere in the file: a subclass of it calls it so too), or a name read in the scope that binds it, bound
+    there once."""
+    uses: list[ast.AST] = []
+    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+        for node in ctx.nodes(ast.Attribute):
+            assert isinstance(node, ast.Attribute)
+            if node.attr != target.attr or isinstance(node.ctx, ast.Store):
+                continue
+            if not (isinstance(node.value, ast.Name) and node.value.id == "self"):
+                return []  # `other.maybe_ckpt`: what it holds is not followed
+            uses.append(node)
+    elif isinstance(target, ast.Name):
+        owner = ctx.names.binding_scope(target)
+        if owner is None or len(owner.bindings.get(target.id, [])) != 1:
+            return []
+        for node in ctx.nodes(ast.Name):
+            assert isinstance(node, ast.Name)
+            if node.id == target.id and node is not target and ctx.names.binding_scope(node) is owner:
+                if not isinstance(node.ctx, ast.Load):
+                    return []
+                uses.append(node)
+    else:
+        return []
+    calls: list[ast.Call] = []
+    for use in uses:
+        parent = ctx.parent(use)
+        if not (isinstance(parent, ast.Call) and parent.func is use):
+            return []  # handed on, compared, stored: the fix's partial would reach it
+        calls.append(parent)
+    return calls
 
 
 def _from_pretrained(ctx: AstContext, receiver: ast.expr) -> bool:
