@@ -65,7 +65,9 @@ FP32 = Premise(
     "fp32",
     "the forward pass and the loss run in fp32: no autocast covers them (here, in a decorator or in the "
     "model's own `forward`), the weights are not 16-bit (`.half()`, `.to(torch.bfloat16)`, "
-    "`torch_dtype=torch.bfloat16`, a name bound only to a 16-bit dtype in `.to(param_dtype)`, layers built "
+    "`torch_dtype=torch.bfloat16`, a model from OpenAI CLIP's `clip.load(...)` on a device other than \"cpu\" "
+    "and never `.float()`-ed (CLIP converts its weights to float16), a name bound only to a 16-bit dtype in "
+    "`.to(param_dtype)`, layers built "
     "with `dtype=cfg[\"dtype\"]` where every config of the file gives \"dtype\" a 16-bit type, or a model "
     "from a function of the file or of a project module it imports that is handed a 16-bit dtype and casts "
     "every parameter of its model to it: `assert all(p.dtype == dtype for p in model.parameters())`, "
@@ -327,7 +329,8 @@ class MissingAutocast(Rule):
         framework (PaddlePaddle, TensorFlow, OneFlow, ...) and torch nowhere, when mixed
         precision is done another way in the file, its callers or the modules either imports
         (a GradScaler, FSDP `MixedPrecision`/`MixedPrecisionPolicy`, a model cast or loaded in 16 bits
-        (`from_pretrained(..., torch_dtype=torch.bfloat16)`), layers computing in
+        (`from_pretrained(..., torch_dtype=torch.bfloat16)`, OpenAI CLIP's `clip.load`
+        on a GPU), layers computing in
         their input's dtype, apex, DeepSpeed), when the file uses autocast in a way gpulint
         cannot link to the step, when a framework (Lightning, Accelerate, Fabric, DeepSpeed)
         owns the loop, in a function handed the loss (a loss scaler's `__call__`), in
