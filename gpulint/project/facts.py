@@ -29,6 +29,7 @@ from gpulint.project.clamps import (
     forward_feeds_function_16_bit,
     forward_index_puts_float32,
     forward_overflows_float16,
+    forward_reads_numpy,
     forward_returns_sigmoid,
     log_clamp_rounds_to_one,
     log_one_minus_sigmoid,
@@ -322,6 +323,9 @@ class FileFacts:
     # with the positions of the parameters read so: numpy has no bfloat16, so handed a model output computed under
     # bfloat16 autocast they raise
     numpy_readers: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # a `forward` of a class of the file reads a value it computes with `.numpy()` or a numpy function, no cast on
+    # the way (project/clamps.py): under bfloat16 autocast that value is bfloat16, which numpy cannot take
+    forward_reads_numpy: bool = False
     # module-level classes and functions that compute binary_cross_entropy, which CUDA autocast refuses
     # (project/clamps.py; also by calling a BCELoss instance bound at module level, or another of them): a step
     # handed its loss as a parameter may be handed one of them, and a step calling one has no fix
@@ -1318,6 +1322,7 @@ class _Scanner:
         main = _main_guard(self.tree)
         plain = plain_classes(self.tree, self.aliases.qualified,
                               frozenset(r.local for r in self.imports if r.name not in (None, "*")))
+        numpy_used = "numpy" in names or "numpy" in roots  # `.numpy()`, or numpy functions (`np.percentile`)
         if self._dtype_from_key and self._dtype_keys == {True}:
             self.mixed.add("model-cast")  # every "dtype" the file's configs give its layers is 16 bits
         if any(t == "clip" or t.startswith("clip.") for targets in self.aliases.table.values() for t in targets) \
@@ -1343,7 +1348,8 @@ class _Scanner:
             and forward_index_puts_float32(self.tree, self.aliases.qualified),
             forward_feeds_function_16_bit="apply" in names
             and forward_feeds_function_16_bit(self.tree, self.aliases.qualified),
-            numpy_readers=numpy_readers(self.tree) if "numpy" in names else {},
+            numpy_readers=numpy_readers(self.tree, self.aliases.qualified) if numpy_used else {},
+            forward_reads_numpy=numpy_used and forward_reads_numpy(self.tree, self.aliases.qualified),
             bce_losses=bce_losses(self.tree, self.aliases.qualified) if names & BCE_NAMES else (),
             jax=bool(roots & JAX_PACKAGES), replaces_optimizers=bool(roots & OPTIMIZER_REPLACERS),
             parallelism=tuple(sorted(self.parallelism)), fused_sgd_momentum=self.fused_sgd,
