@@ -476,26 +476,31 @@ def _any_read(reads: Iterable[tuple[bool, ast.AST]], names: Union[set[str], froz
     return any(_uncast_use(expr, names) if receiver else _tensor_of(expr, names) for receiver, expr in reads)
 
 
-# what a tensor handed to numpy may go through and stay 16-bit (`grad.detach().cpu()`, `x.data[0]`): an argument spelt
-# otherwise (`len(x)`, `x.size(0)`, `x.float()`) is not taken for a 16-bit tensor
+# what a tensor handed to numpy may go through and stay 16-bit (`grad.detach().cpu()`, `x.data[0]`); of them, what
+# only a tensor has (a numpy array or a number has no `.cpu()`): an argument is taken for a 16-bit tensor only
+# through one of those (`grads.cpu()`, not `np.sqrt(d_k)` nor `np.mean(losses)`), and never past another step
+# (`len(x)`, `x.size(0)`, `x.float()`)
 _KEEPS_DTYPE = frozenset({"cpu", "cuda", "detach", "data", "clone", "contiguous", "view", "reshape", "squeeze",
                           "unsqueeze", "flatten", "t", "T", "permute", "transpose"})
+_TENSOR_ONLY = frozenset({"cpu", "cuda", "detach", "clone", "contiguous", "unsqueeze", "permute"})
 
 
 def _tensor_of(argument: ast.AST, names: Union[set[str], frozenset[str]]) -> bool:
-    """The argument is one of `names`, or a chain of dtype-keeping attributes, methods and indexing on one."""
+    """The argument is a chain of dtype-keeping attributes, methods and indexing on one of `names`, with at least
+    one step only a tensor takes."""
+    tensor = False
     while True:
         if isinstance(argument, ast.Name):
-            return argument.id in names
+            return tensor and argument.id in names
         if isinstance(argument, ast.Subscript):
             argument = argument.value
-        elif isinstance(argument, ast.Call) and isinstance(argument.func, ast.Attribute) \
-                and argument.func.attr in _KEEPS_DTYPE:
-            argument = argument.func.value
-        elif isinstance(argument, ast.Attribute) and argument.attr in _KEEPS_DTYPE:
-            argument = argument.value
-        else:
+            continue
+        if isinstance(argument, ast.Call) and isinstance(argument.func, ast.Attribute):
+            argument = argument.func
+        if not (isinstance(argument, ast.Attribute) and argument.attr in _KEEPS_DTYPE):
             return False
+        tensor = tensor or argument.attr in _TENSOR_ONLY
+        argument = argument.value
 
 
 def _uncast_use(receiver: ast.AST, names: Union[set[str], frozenset[str]]) -> bool:
