@@ -304,27 +304,33 @@ def _in_order(ctx: AstContext, root: ast.AST, kind: type) -> list[ast.AST]:
 
 # -- outputs read as numpy ----------------------------------------------------------------------------------
 def numpy_hazard(ctx: AstContext, region: AstRegion) -> str:
-    """What reads a value the region computes with `.numpy()`, no cast on the way, in the region or after it in the
-    same block: a call there, or a function of the file or of a project module it imports handed that value
-    (`iou_score(output, target)`, whose `torch.sigmoid(output).data.cpu().numpy()` raises on a bfloat16 output);
-    "" when nothing does."""
+    """What reads a value the region computes with `.numpy()` or a numpy function, no cast on the way, in the region or
+    after it in the same block: a call there (`np.percentile(grad.cpu(), q)`), a function of the file or of a project
+    module it imports handed that value (`iou_score(output, target)`, whose `torch.sigmoid(output).data.cpu()
+    .numpy()` raises on a bfloat16 output), or a model `forward` of the file or of a module it imports that reads a
+    value it computes so (project/clamps.py); "" when nothing does."""
     bound = {n.id for statement in region.statements for n in walk_nodes(statement)
              if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     statements = [*region.statements, *(s for line in region.lines[region.end + 1:] for s in line)]
-    local = ctx.project.own.numpy_readers  # the file's own, read by the project pass
-    if not bound or not (local or ctx.project.numpy_readers or "numpy" in ctx.text):
+    project = ctx.project
+    local = project.own.numpy_readers  # the file's own, read by the project pass
+    if not bound:
         return ""
-    if reads_as_numpy(statements, bound):
-        return "the step reads its output with .numpy()"
+    if project.own.forward_reads_numpy or project.numpy_forward_importees:
+        return "the model's forward reads a value it computes with numpy"
+    if not (local or project.numpy_readers or "numpy" in ctx.text):
+        return ""
+    if reads_as_numpy(statements, bound, ctx.names.qualified):
+        return "the step reads its output with numpy"
     for statement in statements:
         for node in walk_nodes(statement):
             if not isinstance(node, ast.Call):
                 continue
             func = node.func
             read = local.get(func.id, ()) if isinstance(func, ast.Name) else ()
-            read = read or ctx.project.numpy_readers.get(ctx.qualname(func) or "", ())
+            read = read or project.numpy_readers.get(ctx.qualname(func) or "", ())
             if any(i < len(node.args) and _uses(node.args[i], bound) for i in read):
-                return f"{ctx.segment(func)}() reads the output it is handed with .numpy()"
+                return f"{ctx.segment(func)}() reads the output it is handed with numpy"
     return ""
 
 

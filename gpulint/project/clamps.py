@@ -21,7 +21,7 @@ of a value cast to float32 first (`p.float().clamp(...)`) is safe and does not c
 from __future__ import annotations
 
 import ast
-from typing import Callable, Optional, Union
+from typing import Callable, Iterable, Iterator, Optional, Union
 
 from gpulint.project.ast_nodes import all_nodes, class_defs, walk
 from gpulint.project.loader_flow import own_nodes
@@ -412,30 +412,95 @@ def _self_call(node: ast.AST) -> bool:
 _NOT_16_BIT = frozenset({"float", "double", "long", "int", "bool", "argmax", "argmin", "tolist", "item"})
 
 
-def numpy_readers(tree: ast.Module) -> dict[str, tuple[int, ...]]:
+def numpy_readers(tree: ast.Module, qualified: Optional[Qualified] = None) -> dict[str, tuple[int, ...]]:
     """Top-level functions that read a tensor they are handed as numpy (`torch.sigmoid(output).data.cpu()
-    .numpy()`: pytorch-nested-unet's metrics.py) with no cast on the way, with the positions of the parameters
-    read so. numpy has no bfloat16: handed a model output computed under bfloat16 autocast, they raise
-    TypeError (float16 converts)."""
+    .numpy()`: pytorch-nested-unet's metrics.py; `np.percentile(grad.cpu(), q)`) with no cast on the way, with the
+    positions of the parameters read so. numpy has no bfloat16: handed a model output computed under bfloat16
+    autocast, they raise TypeError (float16 converts)."""
     found: dict[str, tuple[int, ...]] = {}
     for statement in tree.body:
         if not isinstance(statement, _FUNCTIONS):
             continue
+        reads = list(_numpy_reads(statement.body, qualified))
+        if not reads:
+            continue
         positional = [a.arg for a in (*statement.args.posonlyargs, *statement.args.args)]
-        read = tuple(i for i, name in enumerate(positional) if reads_as_numpy(statement.body, {name}))
+        read = tuple(i for i, name in enumerate(positional) if _any_read(reads, {name}))
         if read:
             found[statement.name] = read
     return found
 
 
-def reads_as_numpy(statements: list[ast.stmt], names: Union[set[str], frozenset[str]]) -> bool:
-    """A `.numpy()` call in `statements` whose receiver uses one of `names` and casts nothing on the way."""
+def forward_reads_numpy(tree: ast.Module, qualified: Optional[Qualified] = None) -> bool:
+    """A `forward` method of a class of the file reads a value it computes as numpy, no cast on the way
+    (`mu = estimate_mu(feature.detach().cpu().numpy())` after `feature = self.bottleneck(x)`): under bfloat16
+    autocast that value is bfloat16 and the model's first forward raises TypeError (float16 converts). The model
+    usually lives in a module the training script imports (FileFacts.forward_reads_numpy, joined by the project
+    view as the other `forward_*` facts are)."""
+    for node in class_defs(tree):
+        for item in node.body:
+            if isinstance(item, _FUNCTIONS) and item.name == "forward":
+                reads = list(_numpy_reads(item.body, qualified))
+                bound = {n.id for n in walk(item) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} \
+                    if reads else set()
+                if bound and _any_read(reads, bound):
+                    return True
+    return False
+
+
+def reads_as_numpy(statements: list[ast.stmt], names: Union[set[str], frozenset[str]],
+                   qualified: Optional[Qualified] = None) -> bool:
+    """A `.numpy()` call in `statements` whose receiver uses one of `names` and casts nothing on the way, or, given
+    `qualified` (a dotted name -> what it may stand for, through the imports), a numpy function handed such a
+    tensor (`np.percentile(grad.cpu(), q)`: numpy converts it through `Tensor.__array__`, which calls `.numpy()`)."""
+    return _any_read(_numpy_reads(statements, qualified), names)
+
+
+def _numpy_reads(statements: list[ast.stmt], qualified: Optional[Qualified]) -> Iterator[tuple[bool, ast.AST]]:
+    """What `statements` read as numpy: (True, the receiver of a `.numpy()` call) and (False, an argument of a
+    numpy function, given `qualified`)."""
     for statement in statements:
         for node in walk(statement):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "numpy"
-                    and _uncast_use(node.func.value, names)):
-                return True
-    return False
+            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+                continue
+            if node.func.attr == "numpy":
+                yield True, node.func.value
+            elif qualified is not None and node.args and any(q.startswith("numpy.") for q in qualified(node.func)):
+                for argument in node.args:
+                    yield False, argument
+
+
+def _any_read(reads: Iterable[tuple[bool, ast.AST]], names: Union[set[str], frozenset[str]]) -> bool:
+    """One of `reads` is a 16-bit tensor of `names`: a `.numpy()` receiver using one with no cast on the way, or a
+    numpy function's argument that is one, through dtype-keeping steps only."""
+    return any(_uncast_use(expr, names) if receiver else _tensor_of(expr, names) for receiver, expr in reads)
+
+
+# what a tensor handed to numpy may go through and stay 16-bit (`grad.detach().cpu()`, `x.data[0]`); of them, what
+# only a tensor has (a numpy array or a number has no `.cpu()`): an argument is taken for a 16-bit tensor only
+# through one of those (`grads.cpu()`, not `np.sqrt(d_k)` nor `np.mean(losses)`), and never past another step
+# (`len(x)`, `x.size(0)`, `x.float()`)
+_KEEPS_DTYPE = frozenset({"cpu", "cuda", "detach", "data", "clone", "contiguous", "view", "reshape", "squeeze",
+                          "unsqueeze", "flatten", "t", "T", "permute", "transpose"})
+_TENSOR_ONLY = frozenset({"cpu", "cuda", "detach", "clone", "contiguous", "unsqueeze", "permute"})
+
+
+def _tensor_of(argument: ast.AST, names: Union[set[str], frozenset[str]]) -> bool:
+    """The argument is a chain of dtype-keeping attributes, methods and indexing on one of `names`, with at least
+    one step only a tensor takes."""
+    tensor = False
+    while True:
+        if isinstance(argument, ast.Name):
+            return tensor and argument.id in names
+        if isinstance(argument, ast.Subscript):
+            argument = argument.value
+            continue
+        if isinstance(argument, ast.Call) and isinstance(argument.func, ast.Attribute):
+            argument = argument.func
+        if not (isinstance(argument, ast.Attribute) and argument.attr in _KEEPS_DTYPE):
+            return False
+        tensor = tensor or argument.attr in _TENSOR_ONLY
+        argument = argument.value
 
 
 def _uncast_use(receiver: ast.AST, names: Union[set[str], frozenset[str]]) -> bool:

@@ -30,6 +30,7 @@ from gpulint.project.clamps import (
     forward_feeds_function_16_bit,
     forward_index_puts_float32,
     forward_overflows_float16,
+    forward_reads_numpy,
     forward_returns_sigmoid,
     log_clamp_rounds_to_one,
     log_one_minus_sigmoid,
@@ -73,7 +74,7 @@ from gpulint.project.methods import (
 from gpulint.project.token_items import yields_token_ids
 from gpulint.records import dataclass
 
-FACTS_VERSION = 60
+FACTS_VERSION = 61
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -167,6 +168,10 @@ REMOVED_MODULES: dict[str, tuple[int, int]] = {
         "trec", "unsupervised_learning")},  # the last nine: the modules
 }
 HALF_DTYPES = frozenset({"torch.float16", "torch.half", "torch.bfloat16"})
+# OpenAI CLIP's loader (`import clip`; the package's __init__ re-exports clip/clip.py): `clip.load(name, device)`
+# returns a model whose weights build_model converted to float16, and casts it back with `.float()` only when
+# the device is "cpu"; on CUDA the model computes in 16 bits unless the code calls `.float()` on it
+CLIP_LOADERS = frozenset({"clip.load", "clip.clip.load"})
 OPTIMIZER_CLASSES = frozenset({
     "torch.optim.Adam", "torch.optim.AdamW", "torch.optim.SGD", "torch.optim.Adagrad",
     "torch.optim.adam.Adam", "torch.optim.adamw.AdamW", "torch.optim.sgd.SGD", "torch.optim.adagrad.Adagrad",
@@ -329,6 +334,9 @@ class FileFacts:
     # with the positions of the parameters read so: numpy has no bfloat16, so handed a model output computed under
     # bfloat16 autocast they raise
     numpy_readers: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # a `forward` of a class of the file reads a value it computes with `.numpy()` or a numpy function, no cast on
+    # the way (project/clamps.py): under bfloat16 autocast that value is bfloat16, which numpy cannot take
+    forward_reads_numpy: bool = False
     # module-level classes and functions that compute binary_cross_entropy, which CUDA autocast refuses
     # (project/clamps.py; also by calling a BCELoss instance bound at module level, or another of them): a step
     # handed its loss as a parameter may be handed one of them, and a step calling one has no fix
@@ -1340,8 +1348,12 @@ class _Scanner:
         main = _main_guard(self.tree)
         plain = plain_classes(self.tree, self.aliases.qualified,
                               frozenset(r.local for r in self.imports if r.name not in (None, "*")))
+        numpy_used = "numpy" in names or "numpy" in roots  # `.numpy()`, or numpy functions (`np.percentile`)
         if self._dtype_from_key and self._dtype_keys == {True}:
             self.mixed.add("model-cast")  # every "dtype" the file's configs give its layers is 16 bits
+        if any(t == "clip" or t.startswith("clip.") for targets in self.aliases.table.values() for t in targets) \
+                and self._clip_half():
+            self.mixed.add("model-cast")  # a CLIP model loaded on the GPU: its weights are float16
         return FileFacts(
             imports=self.imports, gpu=self.gpu, cpu_pinned=self.cpu, scaler=self.scaler,
             sharded_scaler=self.sharded_scaler or any(
@@ -1362,7 +1374,8 @@ class _Scanner:
             and forward_index_puts_float32(self.tree, self.aliases.qualified),
             forward_feeds_function_16_bit="apply" in names
             and forward_feeds_function_16_bit(self.tree, self.aliases.qualified),
-            numpy_readers=numpy_readers(self.tree) if "numpy" in names else {},
+            numpy_readers=numpy_readers(self.tree, self.aliases.qualified) if numpy_used else {},
+            forward_reads_numpy=numpy_used and forward_reads_numpy(self.tree, self.aliases.qualified),
             bce_losses=bce_losses(self.tree, self.aliases.qualified) if names & BCE_NAMES else (),
             jax=bool(roots & JAX_PACKAGES), replaces_optimizers=bool(roots & OPTIMIZER_REPLACERS),
             parallelism=tuple(sorted(self.parallelism)), fused_sgd_momentum=self.fused_sgd,
@@ -1526,6 +1539,33 @@ class _Scanner:
         if not any(isinstance(n, ast.ClassDef) and _is_batch_container(n) for n in body):
             return ()
         return tuple(n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+    def _clip_half(self) -> bool:
+        """A model bound from OpenAI CLIP's `clip.load(...)` (CLIP_LOADERS, through the imports) on a device
+        that is not the literal "cpu", on which the file never calls `.float()` (by the name it is bound to:
+        `model`, `self.model`): its weights stay float16. Asked only where the file imports `clip`."""
+        loaded: set[str] = set()
+        floated: set[str] = set()
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Assign):
+                value = node.value.value if isinstance(node.value, ast.Subscript) else node.value
+                if not (isinstance(value, ast.Call) and self.aliases.qualified(value.func) & CLIP_LOADERS):
+                    continue
+                device = next((k.value for k in value.keywords if k.arg == "device"),
+                              value.args[1] if len(value.args) > 1 else None)
+                if device is not None and _string(device) == "cpu":
+                    continue  # CLIP casts a model loaded on the CPU to float32 itself
+                for target in node.targets:
+                    model = target.elts[0] if isinstance(target, (ast.Tuple, ast.List)) and target.elts else target
+                    name = dotted(model)
+                    if name is not None:
+                        loaded.add(name)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "float" \
+                    and not node.args:
+                name = dotted(node.func.value)
+                if name is not None:
+                    floated.add(name)
+        return bool(loaded - floated)
 
     def _extension_aliases(self) -> dict[str, set[str]]:
         """Names the file binds to `CUDAExtension`/`CppExtension` (`extension = CUDAExtension`), with the

@@ -110,6 +110,10 @@ class ProjectView:
     # (FileFacts.forward_overflows_float16): Pyraformer's long_range_main.py trains Pyraformer_LR, whose attention
     # in Modules.py fills masks with -1e9, which float16 autocast cannot hold
     float16_overflow_importees: bool = False
+    # a module this one imports (four levels deep, as above) holds a `forward` that reads a value it computes as
+    # numpy (FileFacts.forward_reads_numpy): DeepMEDA's main.py trains deep_meda.py's model, whose forward hands
+    # `feature.detach().cpu().numpy()` to an SVM; numpy has no bfloat16
+    numpy_forward_importees: bool = False
     # a module this one imports (four levels deep, as above) holds a `forward` that writes a submodule's output into
     # a float32 buffer through a mask (FileFacts.forward_index_puts_float32): TensoRF's train.py renders with
     # tensorBase.py's TensorBase, whose `rgb[app_mask] = valid_rgbs` raises under autocast (index_put dtypes)
@@ -780,6 +784,7 @@ class Project:
             log_clamp_importees=any(self.facts[p].log_clamp_rounds_to_one for p in self._closure(rel, depth=3)),
             float16_overflow_importees=any(self.facts[p].forward_overflows_float16
                                            for p in self._closure(rel, depth=4)),
+            numpy_forward_importees=any(self.facts[p].forward_reads_numpy for p in self._closure(rel, depth=4)),
             index_put_importees=any(self.facts[p].forward_index_puts_float32 for p in self._closure(rel, depth=4)),
             bce_losses_around=self._bce_losses_around(rel, callers),
             freezes_importees=any(self.facts[p].freezes_modules for p in self._closure(rel, depth=2)),

@@ -65,7 +65,9 @@ FP32 = Premise(
     "fp32",
     "the forward pass and the loss run in fp32: no autocast covers them (here, in a decorator or in the "
     "model's own `forward`), the weights are not 16-bit (`.half()`, `.to(torch.bfloat16)`, "
-    "`torch_dtype=torch.bfloat16`, a name bound only to a 16-bit dtype in `.to(param_dtype)`, layers built "
+    "`torch_dtype=torch.bfloat16`, a model from OpenAI CLIP's `clip.load(...)` on a device other than \"cpu\" "
+    "and never `.float()`-ed (CLIP converts its weights to float16), a name bound only to a 16-bit dtype in "
+    "`.to(param_dtype)`, layers built "
     "with `dtype=cfg[\"dtype\"]` where every config of the file gives \"dtype\" a 16-bit type, or a model "
     "from a function of the file or of a project module it imports that is handed a 16-bit dtype and casts "
     "every parameter of its model to it: `assert all(p.dtype == dtype for p in model.parameters())`, "
@@ -302,9 +304,11 @@ class MissingAutocast(Rule):
         in the forward pass or loss, in a function of the file they call, or in a `forward` of
         the file (`1e-15` added before a log flushes to zero; a `-1e9` mask overflows past
         65504) gets bfloat16 under `"auto"` and no fix under `"float16"`. An output of the
-        region read with `.numpy()` and no cast, in the region or after it in the same block,
-        directly or by a function of the file or of a project module it is handed to (a
-        metric's `torch.sigmoid(output).cpu().numpy()`), gets float16 and a GradScaler that is
+        region read with `.numpy()` or handed to a numpy function (`np.percentile(grad.cpu(), q)`),
+        with no cast, in the region or after it in the same block, directly or by a function of
+        the file or of a project module it is handed to (a metric's
+        `torch.sigmoid(output).cpu().numpy()`), or a value a model `forward` of the file or of a
+        module it imports computes and reads so, gets float16 and a GradScaler that is
         always on under `"auto"` (numpy has no bfloat16), and no fix under `"bfloat16"`. So does a model the
         file or its callers wrap in `nn.DataParallel`: its replica threads enter autocast again with the enabled
         flag only, so they run float16 whatever dtype is asked, and bfloat16 without a scaler would train them
@@ -327,7 +331,8 @@ class MissingAutocast(Rule):
         framework (PaddlePaddle, TensorFlow, OneFlow, ...) and torch nowhere, when mixed
         precision is done another way in the file, its callers or the modules either imports
         (a GradScaler, FSDP `MixedPrecision`/`MixedPrecisionPolicy`, a model cast or loaded in 16 bits
-        (`from_pretrained(..., torch_dtype=torch.bfloat16)`), layers computing in
+        (`from_pretrained(..., torch_dtype=torch.bfloat16)`, OpenAI CLIP's `clip.load`
+        on a GPU), layers computing in
         their input's dtype, apex, DeepSpeed), when the file uses autocast in a way gpulint
         cannot link to the step, when a framework (Lightning, Accelerate, Fabric, DeepSpeed)
         owns the loop, in a function handed the loss (a loss scaler's `__call__`), in
@@ -374,6 +379,16 @@ class MissingAutocast(Rule):
                     Applicability.UNSAFE, "metric_read_after_a_cast_keeps_auto.py"),
             FixCase('numerics: the output read with `.numpy()`, `amp-dtype = "bfloat16"`',
                     None, "metric_read_as_numpy_no_bfloat16_fix.py"),
+            FixCase("numerics: a gradient of the region handed to `np.percentile`: float16 and a GradScaler that is "
+                    "always on",
+                    Applicability.UNSAFE, "percentile_of_a_gradient_gets_float16.py"),
+            FixCase("numerics: the gradient cast to float32 before `np.percentile`: the run-time choice stays",
+                    Applicability.UNSAFE, "percentile_of_a_cast_gradient_gets_auto.py"),
+            FixCase("numerics: the model's `forward` reads a feature it computes with `.numpy()`: float16 and a "
+                    "GradScaler that is always on",
+                    Applicability.UNSAFE, "forward_reads_numpy_gets_float16.py"),
+            FixCase("numerics: the `forward` casts the feature to float32 before `.numpy()`: the run-time choice stays",
+                    Applicability.UNSAFE, "forward_casts_before_numpy_gets_auto.py"),
             FixCase("numerics: the model is wrapped in `nn.DataParallel`, whose replicas run autocast's default "
                     "float16: float16 and a GradScaler that is always on",
                     Applicability.UNSAFE, "data_parallel_gets_float16.py"),
