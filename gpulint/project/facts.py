@@ -1195,6 +1195,7 @@ class _Scanner:
         self.ffi_extension = False
         self.next_calls: list[ast.Call] = []  # `<x>.next()` (project/iter_next.py reads them: FileFacts.iterator_next)
         self.loader_lines: list[int] = []  # the lines of `DataLoader(...)` calls (FileFacts.loader_functions)
+        self.return_lines: list[int] = []  # the lines of `return <value>` (FileFacts.loader_functions)
         # names bound from calls (name -> the call's root name) and the names handed to capitalised callees
         # (root, names): a loader an imported function returns, handed to an imported class (loader_flow.HAND)
         self._call_results: dict[str, str] = {}
@@ -1239,8 +1240,8 @@ class _Scanner:
         Call, Constant, Attribute, Name, Assign = ast.Call, ast.Constant, ast.Attribute, ast.Name, ast.Assign
         Store = ast.Store
         stored: set[str] = set()  # attributes the file binds (`args.device = ...`): cuda_returns is asked only then
-        Dict, Subscript, For, AsyncFor, Import, ImportFrom = ast.Dict, ast.Subscript, ast.For, ast.AsyncFor, \
-            ast.Import, ast.ImportFrom
+        Dict, Subscript, For, AsyncFor, Import, ImportFrom, Return = ast.Dict, ast.Subscript, ast.For, ast.AsyncFor, \
+            ast.Import, ast.ImportFrom, ast.Return
         # the file indexes `<x>.data[0]` somewhere: the reads legacy_torch and reads_zero_dim_loss look for
         data_zero = False
         versioned = False  # the file reads torch.__version__ somewhere (version flags are looked for only then)
@@ -1317,6 +1318,8 @@ class _Scanner:
                             self._option(key.value, value)
                             if key.value == "dtype":
                                 self._dtype_keys.add(_is_dtype_16(value, self.aliases))
+                elif kind is Return and node.value is not None:  # type: ignore[attr-defined]
+                    self.return_lines.append(node.lineno)  # type: ignore[attr-defined]
             names |= used
             for name in defined:
                 refs.setdefault(name, set()).update(used)
@@ -1413,7 +1416,7 @@ class _Scanner:
             private_strings=tuple(sorted(private_strings)),
             torch_ceiling=torch_ceiling(self.tree, self.aliases, names, data_zero, iterator_next),
             iterator_next=iterator_next,
-            loader_functions=loader_functions(self.tree, self.loader_lines, self._is_loader)
+            loader_functions=loader_functions(self.tree, self.loader_lines, self._is_loader, self.return_lines)
             if self.loader_lines else (),
             cpp14_build=self.cpp14_build, cpp14_extensions=tuple(sorted(self.cpp14_extensions)),
             import_alternatives=import_alternatives(self.tree.body, _refs_of),

@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 from typing import Callable, Optional, Union
 
-from gpulint.project.ast_nodes import children, fast_walk
+from gpulint.project.ast_nodes import code_children, fast_walk
 
 # DataLoader iterators lost their Python 2 `next` alias in torch 1.13 (pytorch#83064)
 NEXT_CEILING = (1, 13)
@@ -64,13 +64,14 @@ class _File:
         if found is None:
             found = []
             stack: list[ast.AST] = list(scope.body)  # type: ignore[attr-defined]
+            definitions = (ast.FunctionDef, ast.AsyncFunctionDef)
             while stack:
                 node = stack.pop()
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    stack.extend(node.decorator_list)
+                if type(node) in definitions:
+                    stack.extend(node.decorator_list)  # type: ignore[attr-defined]
                     continue
                 found.append(node)
-                stack.extend(children(node))
+                stack.extend(code_children(node))  # (an expression context is read as `ctx`, never as a node)
             self._owned[id(scope)] = found
         return found
 
@@ -358,11 +359,15 @@ def next_origins(tree: ast.Module, calls: list[ast.Call], is_loader: Callable[[a
     return tuple(sorted(found))
 
 
-def loader_functions(tree: ast.Module, lines: list[int], is_loader: Callable[[ast.expr], bool]) -> tuple[str, ...]:
+def loader_functions(tree: ast.Module, lines: list[int], is_loader: Callable[[ast.expr], bool],
+                     returns: Optional[list[int]] = None) -> tuple[str, ...]:
     """The module-level functions that return a torch DataLoader the module builds ("f"), or one in each
-    return's element `i` ("f[i]"); only functions whose lines hold a `DataLoader` call (`lines`) are read."""
+    return's element `i` ("f[i]"); only functions whose lines hold a `DataLoader` call (`lines`) and, when
+    `returns` lists the lines of the module's `return <value>` statements, one of those are read (most loaders
+    are built in a `main` that returns nothing)."""
     candidates = [s for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
-                  and any(s.lineno <= line <= (s.end_lineno or s.lineno) for line in lines)]
+                  and any(s.lineno <= line <= (s.end_lineno or s.lineno) for line in lines)
+                  and (returns is None or any(s.lineno <= line <= (s.end_lineno or s.lineno) for line in returns))]
     if not candidates:
         return ()
     file = _File(tree, is_loader, frozenset())
