@@ -23,6 +23,7 @@ import ast
 from typing import Callable, Optional, Union
 
 from gpulint.project.ast_nodes import code_children, fast_walk
+from gpulint.project.loader_flow import dotted as _dotted
 
 # DataLoader iterators lost their Python 2 `next` alias in torch 1.13 (pytorch#83064)
 NEXT_CEILING = (1, 13)
@@ -286,17 +287,6 @@ def _parameters(function: _Function) -> set[str]:
     arguments = function.args
     return {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg,
                             arguments.kwarg) if a is not None}
-
-
-def _dotted(expr: ast.expr) -> Optional[str]:
-    parts: list[str] = []
-    while isinstance(expr, ast.Attribute):
-        parts.append(expr.attr)
-        expr = expr.value
-    if not isinstance(expr, ast.Name):
-        return None
-    parts.append(expr.id)
-    return ".".join(reversed(parts))
 
 
 def _guarded(tree: ast.Module) -> set[int]:
