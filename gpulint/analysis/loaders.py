@@ -461,16 +461,10 @@ class LoaderCall:
         dataset = self.dataset
         if found is None or not found.passed_arguments or not isinstance(dataset, ast.Call):
             return False
-        if any(isinstance(a, ast.Starred) for a in dataset.args) or any(k.arg is None for k in dataset.keywords):
+        if _spread(dataset):
             return True  # `*args`/`**kwargs`: which argument lands where is not visible
-        positional = list(dataset.args)
-        keywords = {k.arg: k.value for k in dataset.keywords if k.arg is not None}
         for entry in found.passed_arguments:
-            position, _, name = entry.partition(":")
-            index = int(position)
-            value = keywords.get(name)
-            if value is None and 0 <= index < len(positional):
-                value = positional[index]
+            value = _passed(dataset, entry)
             if value is not None and not self._never_a_tensor(value):
                 return True
         return False
@@ -521,15 +515,10 @@ class LoaderCall:
         dataset = self.dataset
         if found is None or not found.optional_work or not isinstance(dataset, ast.Call):
             return False
-        if any(isinstance(a, ast.Starred) for a in dataset.args) or any(k.arg is None for k in dataset.keywords):
+        if _spread(dataset):
             return False  # `*args`/`**kwargs`: which argument lands where is not visible
-        keywords = {k.arg: k.value for k in dataset.keywords if k.arg is not None}
         for entry in found.optional_work:
-            position, _, name = entry.partition(":")
-            index = int(position)
-            value = keywords.get(name)
-            if value is None and 0 <= index < len(dataset.args):
-                value = dataset.args[index]
+            value = _passed(dataset, entry)
             if value is not None and not _is_none(value):
                 return False
         return True
@@ -1971,3 +1960,19 @@ def _show_may_return(ctx: AstContext) -> bool:
     """The file turns interactive mode on or picks a backend: `plt.show()` may return without a person (once per
     file)."""
     return any(isinstance(call, ast.Call) and ctx.qualname(call.func) in _SHOW_RETURNS for call in ctx.nodes(ast.Call))
+
+
+def _spread(call: ast.Call) -> bool:
+    """The call spreads `*args` or `**kwargs`: which argument lands on which parameter is not visible."""
+    return any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords)
+
+
+def _passed(call: ast.Call, entry: str) -> Optional[ast.expr]:
+    """What `call` passes for a constructor parameter recorded as "<position>:<name>" (ClassFacts), by keyword or
+    by position; None when it passes nothing there."""
+    position, _, name = entry.partition(":")
+    for keyword in call.keywords:
+        if keyword.arg == name:
+            return keyword.value
+    index = int(position)
+    return call.args[index] if 0 <= index < len(call.args) else None
