@@ -14,7 +14,7 @@ from dataclasses import field
 from functools import cached_property
 from typing import Any, Callable, Optional, Sequence, TypeVar, Union
 
-from gpulint.analysis.ast_context import AstContext, AstKeywordArgs, positional_args
+from gpulint.analysis.ast_context import LOCAL, AstContext, AstKeywordArgs, positional_args
 from gpulint.analysis.ast_values import is_literal, self_attribute_value, single_value, value_at
 from gpulint.analysis.evidence import Premise
 from gpulint.analysis.reach import in_main_block
@@ -32,7 +32,7 @@ from gpulint.project.ast_nodes import children as child_nodes
 from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.facts import IN_MEMORY, NOTHING, ON_DEVICE, ClassFacts, moves_to_device
 from gpulint.project.graph_data import SMALL_IMAGE_SETS
-from gpulint.project.loader_flow import DEVICE_WORDS, IN, NON_BLOCKING, own_nodes
+from gpulint.project.loader_flow import DEVICE_WORDS, IN, MOVED, NON_BLOCKING, own_nodes
 from gpulint.records import dataclass
 
 FunctionNode = Union[ast.FunctionDef, ast.AsyncFunctionDef]
@@ -826,6 +826,44 @@ class _Follower:
             return
         if isinstance(func, ast.Name) and (keyword is not None or not star):
             self._into_function(func, call, keyword, expr, depth)
+        if keyword is not None or not star:
+            self._into_import(func, call, keyword, expr)
+
+    def _into_import(self, func: ast.expr, call: ast.Call, keyword: Optional[str], expr: ast.expr) -> None:
+        """`train(model, loader, ...)` with `train` a function of a project module this file imports: what its
+        loop over that parameter does with the batches (ProjectView.handed_moves). A name several imports bind
+        (`from train import train` on one branch, `from train_flickr import train` on another) counts only
+        when every one of them leads to such a function; the copies are then the ones all of them make."""
+        handed = self.ctx.project.handed_moves
+        if not handed:
+            return
+        if keyword is not None:
+            slot = keyword
+        else:
+            index = next((i for i, a in enumerate(call.args) if a is expr), None)
+            if index is None or any(isinstance(a, ast.Starred) for a in call.args[:index]):
+                return
+            slot = str(index)
+        if isinstance(func, ast.Name):
+            owner = self.ctx.names.binding_scope(func)
+            targets = owner.bindings.get(func.id, []) if owner is not None else []
+            if not targets or LOCAL in targets:
+                return  # a def, an assignment or a parameter: not (only) an imported function
+            spelled: list[str] = sorted(set(t for t in targets if t is not None))
+        else:
+            qualified = self.ctx.qualname(func)
+            if qualified is None:
+                return
+            spelled = [qualified]
+        found = [handed.get(f"{each}#{slot}") for each in spelled]
+        if not all(found):
+            return
+        kinds = [frozenset(k for k in each or () if not k.startswith(IN)) for each in found]
+        common = frozenset.intersection(*kinds)
+        if MOVED not in common:
+            return
+        self.use.elsewhere |= common | frozenset(k for each in found for k in each or () if k.startswith(IN))
+        self.use.iterated = True
 
     def _stored(self, target: ast.expr, depth: int) -> None:
         if isinstance(target, ast.Name):

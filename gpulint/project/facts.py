@@ -61,6 +61,7 @@ from gpulint.project.loader_flow import (
     member_moves,
     move_kinds,
     moved_results,
+    parameter_moves,
     self_device_copies,
     self_devices,
 )
@@ -74,7 +75,7 @@ from gpulint.project.methods import (
 from gpulint.project.token_items import yields_token_ids
 from gpulint.records import dataclass
 
-FACTS_VERSION = 61
+FACTS_VERSION = 62
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -510,6 +511,9 @@ class FileFacts:
     # what each module-level class does with a value its constructor keeps and a method iterates
     # (loader_flow.member_moves): "<Class>#<position or name>" -> the kinds of the copies
     member_moves: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # what each module-level function does with a value handed to it that its own loop iterates
+    # (loader_flow.parameter_moves): "<function>#<position or name>" -> the kinds of the copies
+    parameter_moves: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # module-level names (and `Class.attr` of module-level classes) bound once to a device naming CUDA
     # (a config module's `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`)
     cuda_devices: tuple[str, ...] = ()
@@ -628,6 +632,8 @@ def _add_module_level(body: list[ast.stmt], out: list[ast.stmt]) -> None:
         if kind is ast.If:
             _add_module_level(node.body, out)  # type: ignore[attr-defined]
             _add_module_level(node.orelse, out)  # type: ignore[attr-defined]
+        elif kind is ast.With:  # `with warnings.catch_warnings(): import h5py` runs at import time too
+            _add_module_level(node.body, out)  # type: ignore[attr-defined]
         elif kind in _TRIES:
             _add_module_level(node.body, out)  # type: ignore[attr-defined]
             for handler in node.handlers:  # type: ignore[attr-defined]
@@ -1437,6 +1443,8 @@ class _Scanner:
             freezes_modules=self.grad_flags and _freezes_modules(self.tree),
             moved_results=moved,
             member_moves=member_moves(self.tree, self.loops) if self.loops and names & {"to", "cuda"} else {},
+            parameter_moves=parameter_moves(self.tree, self.loops) if self.loops and names & {"to", "cuda"}
+            else {},
             cuda_devices=cuda_devices(self.tree) if self.gpu else (),
             imported_device_targets=tuple(sorted(self.device_targets)),
             cuda_returns=cuda_returns(self.tree) if self.gpu and (
@@ -2821,6 +2829,50 @@ def decodes_bulk(cls: ast.ClassDef, aliases: _Aliases, skip: frozenset[str] = fr
             if isinstance(func, ast.Attribute) and "transform" in func.attr.lower() and func.attr not in skip \
                     and isinstance(func.value, ast.Name) and func.value.id == me:
                 return True  # `self.transform(image)`: a per-item transform of decoded data
+    return _items_of_held_arrays(cls, aliases)
+
+
+def _items_of_held_arrays(cls: ast.ClassDef, aliases: _Aliases) -> bool:
+    """`__getitem__` takes its item from an attribute the class reads up front from an HDF5 file (`with
+    h5py.File(path) as hf: self.features = np.array(hf.get("image_features"))`, then `self.features[a:b, :]`):
+    the items are parts of a dense array held in memory (ban-vqa's 2048-d region features, blind24). Only HDF5,
+    the container of feature and image arrays: a tensor `torch.load` or `np.load` reads up front may be token
+    ids, which stay undecided."""
+    methods = _methods(cls)
+    item = methods.get("__getitem__")
+    if item is None:
+        return False
+    held: set[str] = set()
+    for fn in methods.values():
+        me = _self_name(fn)
+        files: set[str] = set()  # names bound to an open HDF5 file (`with h5py.File(p) as hf`)
+        nodes = [n for n in _own_nodes(fn) if isinstance(n, (ast.withitem, ast.Assign))]
+        for node in nodes + nodes:  # (in no particular order: twice, for the names bound before their reads)
+            if isinstance(node, ast.withitem) and isinstance(node.optional_vars, ast.Name) \
+                    and _reads_hdf5(node.context_expr, aliases, files):
+                files.add(node.optional_vars.id)
+            elif isinstance(node, ast.Assign) and _reads_hdf5(node.value, aliases, files):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        files.add(target.id)
+                    elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                            and target.value.id == me:
+                        held.add(target.attr)
+    if not held:
+        return False
+    me = _self_name(item)
+    return any(isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute)
+               and isinstance(node.value.value, ast.Name) and node.value.value.id == me and node.value.attr in held
+               for node in _own_nodes(item))
+
+
+def _reads_hdf5(value: ast.expr, aliases: _Aliases, files: set[str]) -> bool:
+    """An expression that calls h5py or reads a name bound to an open HDF5 file."""
+    for node in walk(value):
+        if isinstance(node, ast.Call) and any(q.startswith("h5py.") for q in aliases.qualified(node.func)):
+            return True
+        if isinstance(node, ast.Name) and node.id in files:
+            return True
     return False
 
 

@@ -725,6 +725,93 @@ def member_moves(tree: ast.Module, loops: Optional[list[ast.AST]] = None) -> dic
     return out
 
 
+def parameter_moves(tree: ast.Module, loops: Optional[list[ast.AST]] = None) -> dict[str, tuple[str, ...]]:
+    """What a module-level function does with a value handed to it, read where its own loop iterates that
+    parameter (never rebound in it): "<function>#<index>" (the parameter's position) and "<function>#<name>" ->
+    the kinds of the loop's copies (MOVED, NON_BLOCKING, CUDA; a copy to a named device is left out: what
+    it names is the caller's to say). The other half of a loader a module builds and hands to an imported
+    function (ban-vqa's main.py: `train(model, train_loader, ...)` of train.py, whose loop makes `v.cuda()`,
+    blind24). `loops`: the file's `for` loops when the caller has them; a file none of whose loops iterates a
+    plain name is not read further."""
+    lines = None if loops is None else [loop.lineno for loop in loops  # type: ignore[attr-defined]
+                                        if isinstance(_unwrapped(loop.iter), ast.Name)]  # type: ignore[attr-defined]
+    if lines == []:
+        return {}
+    flow: Optional[_Flow] = None
+    out: dict[str, tuple[str, ...]] = {}
+    for function in tree.body:
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or (lines is not None and not any(
+                function.lineno <= line <= (function.end_lineno or function.lineno) for line in lines)):
+            continue
+        positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+        params = set(positional) | {a.arg for a in function.args.kwonlyargs}
+        for loop in walk_nodes(function):
+            if not isinstance(loop, (ast.For, ast.AsyncFor)):
+                continue
+            source = _unwrapped(loop.iter)
+            if not isinstance(source, ast.Name) or source.id not in params:
+                continue
+            flow = flow or _Flow(tree)
+            scope = flow.scope_of.get(id(source))
+            entry = flow.names.get(id(scope), {}).get(source.id) if scope is function else None
+            if entry is None or entry.stores:
+                continue  # read in a nested scope, or rebound: which value the loop iterates is unclear
+            kinds = {k for k in flow.loop_moves(loop) if not k.startswith(AT)}
+            if not kinds:
+                continue
+            keys = [f"{function.name}#{source.id}"]
+            if source.id in positional:
+                keys.append(f"{function.name}#{positional.index(source.id)}")
+            for key in keys:
+                out[key] = tuple(sorted(set(out.get(key, ())) | kinds))
+    if out and flow is not None:
+        _handed_on(tree, flow, out)
+    return dict(sorted(out.items()))
+
+
+def _handed_on(tree: ast.Module, flow: "_Flow", out: dict[str, tuple[str, ...]]) -> None:
+    """A parameter a module-level function hands, as it is, to another module-level function of the file whose
+    loop copies it (`train(model, train_loader, eval_loader)` calling `evaluate(model, eval_loader)`): the
+    same copies, keyed by the outer function's parameter too (up to three hand-overs)."""
+    functions = {f.name: f for f in tree.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    for _ in range(3):
+        added = False
+        for function in functions.values():
+            positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+            params = set(positional) | {a.arg for a in function.args.kwonlyargs}
+            for call in own_nodes(function.body):
+                if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                        and call.func.id in functions and call.func.id != function.name):
+                    continue
+                passed = [(str(i), a) for i, a in enumerate(call.args)
+                          if not any(isinstance(b, ast.Starred) for b in call.args[:i + 1])]
+                passed += [(k.arg, k.value) for k in call.keywords if k.arg is not None]
+                for slot, value in passed:
+                    kinds = out.get(f"{call.func.id}#{slot}")
+                    if not kinds or not isinstance(value, ast.Name) or value.id not in params:
+                        continue
+                    entry = flow.names.get(id(function), {}).get(value.id)
+                    if entry is None or entry.stores:
+                        continue
+                    keys = [f"{function.name}#{value.id}"]
+                    if value.id in positional:
+                        keys.append(f"{function.name}#{positional.index(value.id)}")
+                    for key in keys:
+                        merged = tuple(sorted(set(out.get(key, ())) | set(kinds)))
+                        if merged != out.get(key):
+                            out[key] = merged
+                            added = True
+        if not added:
+            return
+
+
+def _unwrapped(source: ast.expr) -> ast.expr:
+    """`loader` in `enumerate(tqdm(loader))`."""
+    while isinstance(source, ast.Call) and source.args and _call_name(source.func) in ITERATION_WRAPPERS:
+        source = source.args[0]
+    return source
+
+
 def _self_attribute(source: ast.expr) -> Optional[str]:
     """`self.train_loader` in `enumerate(tqdm(self.train_loader))`: "train_loader"."""
     while isinstance(source, ast.Call) and source.args and _call_name(source.func) in ITERATION_WRAPPERS:

@@ -255,6 +255,11 @@ class ProjectView:
     # "<function><slot>" -> kinds (project/loader_flow.py: MOVED, NON_BLOCKING, CUDA when the copy names
     # CUDA or a CUDA device of a module the consumer imports, and "in:<path>" for each consuming file)
     moved_returns: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # what the functions of project modules this file imports do with a value handed to them that their own loop
+    # iterates (FileFacts.parameter_moves: GPU101's loader built here and handed to an imported `train(...)`):
+    # "<function as spelled, qualified as `_imported_functions` spells it>#<position or name>" -> kinds (MOVED,
+    # NON_BLOCKING, CUDA) and "in:<the file that defines it>"
+    handed_moves: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # devices naming CUDA that this file imports from project modules, spelled as the file reads them
     # ("CFG.device" for `import config as CFG`, "device" for `from config import device`)
     imported_cuda_devices: frozenset[str] = frozenset()
@@ -826,6 +831,7 @@ class Project:
             option_defaults_around=dict(sorted(option_defaults.items())),
             imported=bool(callers & ~me),
             moved_returns=self._moved_returns(rel),
+            handed_moves=self._handed_moves(rel),
             imported_cuda_devices=self._imported_cuda_devices(rel),
             inherited_cuda=self._inherited_cuda(rel),
             returned_cuda=self._returned_cuda(rel),
@@ -1331,6 +1337,19 @@ class Project:
                         resolved.add(CUDA)
                 out.setdefault(function + bracket + slot, set()).update(resolved)
         return {key: tuple(sorted(kinds)) for key, kinds in sorted(out.items())}
+
+    def _handed_moves(self, path: str) -> dict[str, tuple[str, ...]]:
+        """ProjectView.handed_moves: FileFacts.parameter_moves of the project modules `path` imports, keyed by
+        the function as `path` spells it."""
+        out: dict[str, tuple[str, ...]] = {}
+        refs = self._imported_function_refs(
+            path, lambda facts: tuple(sorted({k.partition("#")[0] for k in facts.parameter_moves})))
+        for spelled, target, name in refs:
+            for key, kinds in self.facts[target].parameter_moves.items():
+                function, _, slot = key.partition("#")
+                if function == name:
+                    out[f"{spelled}#{slot}"] = tuple(sorted({*kinds, IN + target}))
+        return dict(sorted(out.items()))
 
     def _kept_by_class(self, caller: str, handed: str) -> set[str]:
         """"Solver#1" as `caller` spells it: the copies the imported class makes of that constructor argument

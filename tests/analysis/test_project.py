@@ -2477,6 +2477,95 @@ def test_a_loader_handed_to_an_imported_class_is_followed_into_its_methods(
     assert (("data_loader.py", 19, "GPU101") in found) is reported
 
 
+_FEATURE_DATASET = """import h5py
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+
+class RegionFeatures(Dataset):
+    def __init__(self, path, labels):
+        with h5py.File(path, "r") as hf:
+            self.features = np.array(hf.get("region_features"))
+        self.features = torch.from_numpy(self.features)
+        self.labels = labels
+
+    def __getitem__(self, index):
+        return self.features[index], self.labels[index]
+
+    def __len__(self):
+        return len(self.labels)
+"""
+
+_FEATURE_TRAINER = """import torch
+
+
+def evaluate(model, loader):
+    for v, a in loader:
+        model(v.{move})
+
+
+def {name}(model, train_loader, eval_loader, optimizer):
+    for i, (v, a) in enumerate(train_loader):
+        loss = torch.nn.functional.mse_loss(model(v.{move}), a.{move})
+        loss.backward()
+        optimizer.step()
+    evaluate(model, eval_loader)
+"""
+
+_FEATURE_MAIN = """import torch
+from torch.utils.data import DataLoader
+
+from data import RegionFeatures
+
+if __name__ == "__main__":
+    if torch.cuda.device_count() > 1:
+        from train import train
+    else:
+        from train_small import train
+    train_loader = DataLoader(RegionFeatures("train.h5", []), 256, shuffle=True, num_workers=2)
+    eval_loader = DataLoader(RegionFeatures("val.h5", []), 256, num_workers=2)
+    train(torch.nn.Linear(2048, 10), train_loader, eval_loader, None)
+"""
+
+
+@pytest.mark.parametrize(("small", "reported"), [
+    ("cuda()", True),  # both imported functions copy the batches to CUDA
+    ("float()", False),  # one of them does not: which one runs is unknown
+    ("missing", False),  # one import binds a name the module does not define as such a function
+])
+def test_a_loader_handed_to_an_imported_function_is_followed_into_its_loops(
+        tmp_path: Path, small: str, reported: bool) -> None:
+    """main.py builds the loaders of an HDF5 feature dataset and hands them to `train(...)`, imported from one of two
+    project modules on two branches, whose loop (and `evaluate()` it hands the second loader to) copies the
+    batches with `.cuda()` (blind24: jnhwkim/ban-vqa). Every import binding the name must lead to such a copy."""
+    small_trainer = _FEATURE_TRAINER.replace("{name}", "train").replace("{move}", small)
+    if small == "missing":
+        small_trainer = _FEATURE_TRAINER.replace("{name}", "fit").replace("{move}", "cuda()") + "\ntrain = fit\n"
+    write(tmp_path, {
+        "data.py": _FEATURE_DATASET,
+        "train.py": _FEATURE_TRAINER.replace("{name}", "train").replace("{move}", "cuda()"),
+        "train_small.py": small_trainer,
+        "main.py": _FEATURE_MAIN,
+    })
+    found = findings(tmp_path, "--select", "GPU101")
+    assert (("main.py", 11, "GPU101") in found) is reported
+    assert (("main.py", 12, "GPU101") in found) is reported
+
+
+def test_items_of_an_array_read_up_front_with_numpy_are_not_judged_bulk(tmp_path: Path) -> None:
+    """Only HDF5 reads up front count as decoded arrays: a tensor `np.load` reads may be token ids (undecided)."""
+    write(tmp_path, {
+        "data.py": _FEATURE_DATASET.replace("import h5py\n", "").replace(
+            'with h5py.File(path, "r") as hf:\n            self.features = np.array(hf.get("region_features"))',
+            "self.features = np.load(path)"),
+        "train.py": _FEATURE_TRAINER.replace("{name}", "train").replace("{move}", "cuda()"),
+        "train_small.py": _FEATURE_TRAINER.replace("{name}", "train").replace("{move}", "cuda()"),
+        "main.py": _FEATURE_MAIN,
+    })
+    assert not [f for f in findings(tmp_path, "--select", "GPU101") if f[0] == "main.py"]
+
+
 @pytest.mark.parametrize(("engine_step", "expected"), [
     ("loss.backward()\n        optimizer.step()", ["no fix"]),  # GPU001's fix adds a GradScaler around this step
     ("scaler.scale(loss).backward()\n        scaler.step(optimizer)", []),  # a scaler already: not reported
