@@ -48,6 +48,7 @@ from gpulint.project.layers import (
     class_layers,
     convnet_classes,
     parameter_tensors,
+    quantum_simulator,
     weightless_class,
 )
 from gpulint.project.loader_flow import (
@@ -74,7 +75,7 @@ from gpulint.project.methods import (
 from gpulint.project.token_items import yields_token_ids
 from gpulint.records import dataclass
 
-FACTS_VERSION = 61
+FACTS_VERSION = 62
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -1856,7 +1857,9 @@ class _Scanner:
                 return ClassFacts(tuple(bases))
             layers, params, defaults = class_layers(node, self.aliases.qualified, local, imported or {},
                                                     self.module_ints)
-            inherited = [b for b in bases if not b.startswith("torch.nn.") and b not in _PLAIN_BASES]
+            # a quantum simulator's module base (`tq.QuantumModule`) builds no layer with a width of its own
+            inherited = [b for b in bases if not b.startswith("torch.nn.") and b not in _PLAIN_BASES
+                         and not quantum_simulator((b,))]
             tensors = parameter_tensors(node, self.aliases.qualified, local, imported or {}) \
                 if bases == ["torch.nn.Module"] else None
             weightless = bool(bases) and all(b == "torch.nn.Module" for b in bases) and weightless_class(node)
