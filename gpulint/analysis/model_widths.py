@@ -27,6 +27,7 @@ from gpulint.project.layers import (
     DIMS,
     LIST,
     MODULE,
+    NO_WIDTH,
     PAIR_FIRST,
     PAIR_SECOND,
     PRODUCT,
@@ -36,6 +37,7 @@ from gpulint.project.layers import (
     Layer,
     graph_layer,
     mlp_layer,
+    quantum_simulator,
     torch_layer,
 )
 
@@ -201,13 +203,14 @@ def trained_model_width(ctx: AstContext, step: AmpStep, kinds: Optional[set[str]
     collects the names of their layers."""
     models: list[ast.expr] = []
     for optimizer_step in step.steps:
-        argument = _optimized(ctx, optimizer_step.optimizer)
-        if argument is None:
+        arguments = _optimized_each(ctx, optimizer_step.optimizer)
+        if arguments is None:
             return None
-        found = _parameters_of(argument)
-        if not found:
-            return None
-        models.extend(found)
+        for argument in arguments:
+            found = _parameters_of(argument)
+            if not found:
+                return None
+            models.extend(found)
     if not models:
         return None
     widest = 0
@@ -217,6 +220,31 @@ def trained_model_width(ctx: AstContext, step: AmpStep, kinds: Optional[set[str]
             return None
         widest = max(widest, width)
     return widest
+
+
+def _optimized_each(ctx: AstContext, optimizer: ast.expr) -> Optional[list[ast.expr]]:
+    """What each optimizer a step may step was built over: the one `_optimized` finds, or, for a parameter of a
+    module-level function the file only calls (`train(dataflow, model, device, optimizer)` called again with a
+    fine-tuning optimizer), the `params` argument of the optimizer each call hands it; None when any is unknown."""
+    found = _optimized(ctx, optimizer)
+    if found is not None:
+        return [found]
+    if not isinstance(optimizer, ast.Name) or _value(ctx, optimizer) is not None:
+        return None
+    passed = passed_values(ctx, optimizer)
+    if not passed or len(passed) == 1:
+        return None  # one call: `_optimized` read it already
+    out: list[ast.expr] = []
+    for value in passed:
+        built = _value(ctx, value)
+        if not isinstance(built, ast.Call):
+            return None
+        params = [a for a in built.args if not isinstance(a, ast.Starred)]
+        argument = params[0] if params else next((k.value for k in built.keywords if k.arg == "params"), None)
+        if argument is None:
+            return None
+        out.append(argument)
+    return out
 
 
 def _optimized(ctx: AstContext, optimizer: ast.expr) -> Optional[ast.expr]:
@@ -403,7 +431,6 @@ _WRAPPERS = frozenset({
     # heterogeneous copies of a homogeneous model: to_hetero(GNN(...), metadata)
     "torch_geometric.nn.to_hetero", "torch_geometric.nn.to_hetero_with_bases",
 })
-NO_WIDTH = "0"
 # layers without a matmul width of their own, when written inside `nn.Sequential(...)`
 _NO_WIDTH_LAYERS = frozenset({
     "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "LeakyReLU", "ELU", "Softmax", "LogSoftmax", "Mish", "Hardswish",
@@ -470,6 +497,8 @@ def _model_width(ctx: AstContext, model: ast.expr, depth: int = 0, kinds: Option
         if layer is None or layer.dims == (NO_WIDTH,):
             return None  # a torch.nn class that is not one layer of known width: not read
         return layers_width((layer,), _lookup(ctx), {}, attribute, kinds=kinds)
+    if quantum_simulator((qualified,)):
+        return 0  # `TorchConnector(qnn)`, `qml.qnn.TorchLayer(qnode, shapes)` trained alone: complex gates only
     if qualified.startswith(("torch_geometric.", "dgl.")):
         library = _graph_model(ctx, model, qualified)
         return None if library is None else layers_width((library,), _lookup(ctx), {}, attribute, kinds=kinds)

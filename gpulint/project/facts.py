@@ -48,6 +48,7 @@ from gpulint.project.layers import (
     class_layers,
     convnet_classes,
     parameter_tensors,
+    quantum_simulator,
     weightless_class,
 )
 from gpulint.project.loader_flow import (
@@ -1864,7 +1865,9 @@ class _Scanner:
                 return ClassFacts(tuple(bases))
             layers, params, defaults = class_layers(node, self.aliases.qualified, local, imported or {},
                                                     self.module_ints)
-            inherited = [b for b in bases if not b.startswith("torch.nn.") and b not in _PLAIN_BASES]
+            # a quantum simulator's module base (`tq.QuantumModule`) builds no layer with a width of its own
+            inherited = [b for b in bases if not b.startswith("torch.nn.") and b not in _PLAIN_BASES
+                         and not quantum_simulator((b,))]
             tensors = parameter_tensors(node, self.aliases.qualified, local, imported or {}) \
                 if bases == ["torch.nn.Module"] else None
             weightless = bool(bases) and all(b == "torch.nn.Module" for b in bases) and weightless_class(node)

@@ -61,6 +61,23 @@ _RECURRENT_STACKING = (("num_layers", 2), ("bidirectional", 6))
 _TORCH_DEFAULTS: dict[str, tuple[str, int]] = {"Transformer": ("d_model", 512)}
 # graph layers (PyG, DGL): Conv(in_channels, out_channels, ...)
 _GRAPH_PACKAGES = ("torch_geometric.nn", "dgl.nn", "ogb.graphproppred")
+# Quantum-circuit simulators whose circuits are torch modules, by the qualified names of their layers and base
+# classes: torchquantum (`tq.QuantumModule`, `tq.RandomLayer`, `tq.MeasureAll`, `tq.QuantumDevice`: the whole
+# package), PennyLane's `qml.qnn.TorchLayer` and Qiskit machine learning's `TorchConnector`. What they compute is
+# a state vector of complex amplitudes (complex64/complex128) that each gate multiplies by its 2x2 or 4x4 matrix;
+# autocast casts real floating-point matmuls and convolutions only (a complex64 matmul stays complex64 under it:
+# torch 2.13, CPU autocast), and their sizes are qubit counts, not matmul widths. So such a layer has no width
+# that mixed precision can lower (NO_WIDTH): a model built only of them is below any width floor, and a hybrid
+# model is as wide as its classical torch.nn layers. The one place gpulint knows these libraries.
+QUANTUM_SIMULATORS = ("torchquantum.", "pennylane.qnn.", "qiskit_machine_learning.connectors.")
+NO_WIDTH = "0"  # the width token of a layer without a matmul width of its own
+
+
+def quantum_simulator(qualified: Iterable[str]) -> bool:
+    """One of these qualified names is a quantum-circuit simulator's layer or module (QUANTUM_SIMULATORS)."""
+    return any(name.startswith(QUANTUM_SIMULATORS) for name in qualified)
+
+
 # tensor factories whose positional arguments are a parameter's shape
 _FACTORIES = frozenset({"empty", "zeros", "ones", "randn", "rand", "Tensor", "FloatTensor"})
 # methods that hand back a tensor or module of the same shape (moved, cast): `torch.FloatTensor(a, b).cuda()`
@@ -605,6 +622,8 @@ def _layer(call: ast.Call, qualify: Qualify, params: frozenset[str], local_class
                      tuple((k.arg, token(k.value)) for k in call.keywords if k.arg))
 
     qualified = qualify(func)
+    if quantum_simulator(qualified):
+        return Layer(DIMS, min(qualified), (NO_WIDTH,))  # a circuit of complex gates: nothing autocast lowers
     for name in sorted(qualified):
         if name.startswith("torch.nn."):
             def argument(position: int, keyword: str) -> Optional[str]:
@@ -722,7 +741,7 @@ def convnet_classes(classes: dict[str, tuple[ast.ClassDef, Optional[tuple[Layer,
         built = {layer.name for layer in layers if layer.kind == MODULE}
         if not built <= set(classes):
             continue  # builds a class of another module: not read here
-        if any(layer.kind == OPAQUE and "." in layer.name for layer in layers):
+        if any(layer.kind == OPAQUE and "." in layer.name or quantum_simulator((layer.name,)) for layer in layers):
             continue  # a library's model or layer inside: its matmuls are unknown
         heads = {b for b in built if linear_only(classes[b][1]) and b not in matmul}
         others = set(classes) - {name} - heads

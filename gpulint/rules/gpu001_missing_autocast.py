@@ -88,8 +88,8 @@ WIDE_ENOUGH = Premise(
     "wide-enough",
     "the model is wide enough for tensor cores to matter: refuted when every layer width of the model the "
     "optimizer updates is known (literals, argparse and dataclass defaults, values the project passes, "
-    "the optimizer a module-level step function is handed by the file's one call of it, and the model it is "
-    "handed by each call of it where the file only calls it: the widest of them; a model chosen by a "
+    "the optimizer a module-level step function is handed by each call of it where the file only calls it, and "
+    "the model it is handed so: the widest of them; a model chosen by a "
     "conditional expression, `A(...) if atari else B(...)`, is as wide as its wider branch) and "
     "the widest is below `min-width`. An argparse default counts from the file or, where the file declares "
     "no such option, from the files around it (its callers, the modules they import, the modules it imports) "
@@ -106,6 +106,12 @@ WIDE_ENOUGH = Premise(
     "(`[in] + args.layers + [out]`, `dims[i]` and `dims[i + 1]`, or `zip(dims[:-1], dims[1:])`) is as wide as "
     "its widest pair, each pair as wide as its smaller known entry: with a list-valued option known and not "
     "empty (`nargs=\"+\", default=[16, 16, 16]`), at most its largest entry, whatever `in` and `out` are. "
+    "A quantum-circuit simulator's module (torchquantum's `tq.*`, a `tq.QuantumModule` base included, PennyLane's "
+    "`qml.qnn.TorchLayer`, Qiskit machine learning's `TorchConnector`; resolved through the imports, also where "
+    "the project is the library) adds no width: its state is a vector of complex amplitudes that each gate "
+    "multiplies by a 2x2 or 4x4 matrix, autocast casts only real floating-point matmuls (a complex64 matmul "
+    "stays complex64 under it), and its sizes are qubit counts; a model built only of them is refuted, a "
+    "hybrid is as wide as its torch.nn layers (blind24: torchquantum's examples). "
     "An unknown width is not a small one.")
 ENOUGH_WORK = Premise(
     "enough-work",
