@@ -472,6 +472,7 @@ def moved_results(tree: ast.Module, imported: set[str], loops: Optional[list[ast
         return {}  # no loop copies anything, nor hands its items to a function of the file that does
     defined = {name for node in tree.body for name in _defined(node)}
     flow = _Flow(tree, imported)
+    setattr(tree, _FLOW_KEY, flow)  # (parameter_moves and self_devices read the same tree's flow again)
     out: dict[str, set[str]] = {}
     for node in flow.calls:
         spelled = dotted(node.func)
@@ -712,7 +713,7 @@ def member_moves(tree: ast.Module, loops: Optional[list[ast.AST]] = None) -> dic
                 attr = _self_attribute(loop.iter)
                 if attr is None or attr not in kept:
                     continue
-                flow = flow or _Flow(tree)
+                flow = flow or _flow_of(tree)
                 kinds = set(flow.loop_moves(loop))
                 if {AT + f"self.{d}" for d in devices} & kinds:
                     kinds.add(CUDA)
@@ -723,6 +724,17 @@ def member_moves(tree: ast.Module, loops: Optional[list[ast.AST]] = None) -> dic
                 for key in (f"{cls.name}#{params.index(param)}", f"{cls.name}#{param}"):
                     out[key] = tuple(sorted(set(out.get(key, ())) | kinds))
     return out
+
+
+_FLOW_KEY = "_gpulint_flow"
+
+
+def _flow_of(tree: ast.Module) -> "_Flow":
+    """The flow `moved_results` built for this tree, or a new one: its parents and scopes are the same whatever
+    the file imports, and the copies a loop makes (`loop_moves`) never read the imported names, which only
+    `follow` uses for values handed to imported classes."""
+    flow = getattr(tree, _FLOW_KEY, None)
+    return flow if isinstance(flow, _Flow) else _Flow(tree)
 
 
 def parameter_moves(tree: ast.Module, loops: Optional[list[ast.AST]] = None) -> dict[str, tuple[str, ...]]:
@@ -745,13 +757,16 @@ def parameter_moves(tree: ast.Module, loops: Optional[list[ast.AST]] = None) -> 
             continue
         positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
         params = set(positional) | {a.arg for a in function.args.kwonlyargs}
-        for loop in walk_nodes(function):
+        inside = walk_nodes(function) if loops is None else [
+            loop for loop in loops if function.lineno <= loop.lineno <= (  # type: ignore[attr-defined]
+                function.end_lineno or function.lineno)]
+        for loop in inside:
             if not isinstance(loop, (ast.For, ast.AsyncFor)):
                 continue
             source = _unwrapped(loop.iter)
             if not isinstance(source, ast.Name) or source.id not in params:
                 continue
-            flow = flow or _Flow(tree)
+            flow = flow or _flow_of(tree)
             scope = flow.scope_of.get(id(source))
             entry = flow.names.get(id(scope), {}).get(source.id) if scope is function else None
             if entry is None or entry.stores:
@@ -774,20 +789,28 @@ def _handed_on(tree: ast.Module, flow: "_Flow", out: dict[str, tuple[str, ...]])
     loop copies it (`train(model, train_loader, eval_loader)` calling `evaluate(model, eval_loader)`): the
     same copies, keyed by the outer function's parameter too (up to three hand-overs)."""
     functions = {f.name: f for f in tree.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    # each function's calls of the others, read once for the three rounds
+    # (the flow's calls, by the scope their callee's name is read in: a nested function's are its own)
+    calls: dict[str, list[tuple[ast.Call, str]]] = {name: [] for name in functions}
+    for node in flow.calls:
+        if isinstance(node.func, ast.Name) and node.func.id in functions:
+            scope = flow.scope_of.get(id(node.func))
+            if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and functions.get(scope.name) is scope \
+                    and node.func.id != scope.name:
+                calls[scope.name].append((node, node.func.id))
     for _ in range(3):
         added = False
         for function in functions.values():
+            if not calls[function.name]:
+                continue
             positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
             params = set(positional) | {a.arg for a in function.args.kwonlyargs}
-            for call in own_nodes(function.body):
-                if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
-                        and call.func.id in functions and call.func.id != function.name):
-                    continue
+            for call, callee in calls[function.name]:
                 passed = [(str(i), a) for i, a in enumerate(call.args)
                           if not any(isinstance(b, ast.Starred) for b in call.args[:i + 1])]
                 passed += [(k.arg, k.value) for k in call.keywords if k.arg is not None]
                 for slot, value in passed:
-                    kinds = out.get(f"{call.func.id}#{slot}")
+                    kinds = out.get(f"{callee}#{slot}")
                     if not kinds or not isinstance(value, ast.Name) or value.id not in params:
                         continue
                     entry = flow.names.get(id(function), {}).get(value.id)
