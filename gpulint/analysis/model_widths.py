@@ -236,11 +236,7 @@ def _optimized_each(ctx: AstContext, optimizer: ast.expr) -> Optional[list[ast.e
         return None  # one call: `_optimized` read it already
     out: list[ast.expr] = []
     for value in passed:
-        built = _value(ctx, value)
-        if not isinstance(built, ast.Call):
-            return None
-        params = [a for a in built.args if not isinstance(a, ast.Starred)]
-        argument = params[0] if params else next((k.value for k in built.keywords if k.arg == "params"), None)
+        argument = _params_argument(_value(ctx, value))
         if argument is None:
             return None
         out.append(argument)
@@ -255,6 +251,11 @@ def _optimized(ctx: AstContext, optimizer: ast.expr) -> Optional[ast.expr]:
     if built is None and isinstance(optimizer, ast.Name):
         passed = passed_value(ctx, optimizer)  # `def train(model, optimizer): ...` called once with both
         built = _value(ctx, passed) if passed is not None else None
+    return _params_argument(built)
+
+
+def _params_argument(built: Optional[ast.expr]) -> Optional[ast.expr]:
+    """The `params` argument (first, or by keyword) of an optimizer's constructor call."""
     if not isinstance(built, ast.Call):
         return None
     params = [a for a in built.args if not isinstance(a, ast.Starred)]

@@ -46,12 +46,12 @@ def checkpoint_getter(function: ast.AST, qualify: Qualify) -> Optional[str]:
     for statement in returns:
         if statement.value is None:
             return None
-        for value in _branches(statement.value):
+        for value in branches(statement.value):
             if isinstance(value, ast.Name) and (value.id in assigned or value.id in other_bindings
                                                 or value.id in parameters):
                 if value.id in other_bindings or value.id in parameters:
                     return None  # a loop target, a `with` target, a parameter: not read
-                alternatives.extend(v for found in assigned[value.id] for v in _branches(found))
+                alternatives.extend(v for found in assigned[value.id] for v in branches(found))
             else:
                 alternatives.append(value)
     if all(CHECKPOINT in set(qualify(value)) for value in alternatives):
@@ -59,10 +59,10 @@ def checkpoint_getter(function: ast.AST, qualify: Qualify) -> Optional[str]:
     return None
 
 
-def _branches(value: ast.expr) -> list[ast.expr]:
+def branches(value: ast.expr) -> list[ast.expr]:
     """The values a conditional expression may take."""
     if isinstance(value, ast.IfExp):
-        return [*_branches(value.body), *_branches(value.orelse)]
+        return [*branches(value.body), *branches(value.orelse)]
     return [value]
 
 

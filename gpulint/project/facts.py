@@ -1558,7 +1558,7 @@ class _Scanner:
         `model`, `self.model`): its weights stay float16. Asked only where the file imports `clip`."""
         loaded: set[str] = set()
         floated: set[str] = set()
-        for node in ast.walk(self.tree):
+        for node in all_nodes(self.tree):
             if isinstance(node, ast.Assign):
                 value = node.value.value if isinstance(node.value, ast.Subscript) else node.value
                 if not (isinstance(value, ast.Call) and self.aliases.qualified(value.func) & CLIP_LOADERS):

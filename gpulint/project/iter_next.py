@@ -1,7 +1,7 @@
 """`.next()` on a DataLoader's iterator: code that runs only on torch 1.12 or older.
 
 torch's DataLoader iterators (`_SingleProcessDataLoaderIter`, `_MultiProcessingDataLoaderIter`) kept a Python 2
-alias, `next = __next__`, until torch 1.13 removed it (pytorch#83064): from 1.13 on, `iter(loader).next()`
+alias, `next = __next__`, until torch 1.13 removed it (reported as pytorch#87955): from 1.13 on, `iter(loader).next()`
 raises AttributeError ("'_SingleProcessDataLoaderIter' object has no attribute 'next'"). Code that calls it runs
 only on torch 1.12 or older (`NEXT_CEILING`), a torch ceiling like those of project/facts.py (`torch_ceiling`).
 
@@ -24,8 +24,9 @@ from typing import Callable, Optional, Union
 
 from gpulint.project.ast_nodes import code_children, fast_walk
 from gpulint.project.loader_flow import dotted as _dotted
+from gpulint.project.loader_flow import parameter_names
 
-# DataLoader iterators lost their Python 2 `next` alias in torch 1.13 (pytorch#83064)
+# DataLoader iterators lost their Python 2 `next` alias in torch 1.13 (pytorch#87955)
 NEXT_CEILING = (1, 13)
 LOADER = "DataLoader"  # an origin: a torch DataLoader the file builds
 CALL = "call:"  # an origin: what an imported function returns, "call:<callee as spelled>" or "...[<tuple slot>]"
@@ -168,7 +169,7 @@ class _File:
             return bound.get(name)
         if id(scope) not in self.classes and self.functions.get(scope.name) is not scope:
             return None  # a nested function: its free names may be its enclosing function's
-        parameters = _parameters(scope)
+        parameters = parameter_names(scope)
         if name in parameters:
             handed = self.handed(scope, name)
             own = bound.get(name, []) if name in bound else []
@@ -281,12 +282,6 @@ def _unpacked(target: ast.expr, value: ast.expr,
         and not any(isinstance(e, ast.Starred) for e in value.elts) else None
     return [(element, elements[i], None) if elements is not None else (element, value, i)
             for i, element in enumerate(target.elts) if wanted(element)]
-
-
-def _parameters(function: _Function) -> set[str]:
-    arguments = function.args
-    return {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg,
-                            arguments.kwarg) if a is not None}
 
 
 def _guarded(tree: ast.Module) -> set[int]:

@@ -207,7 +207,7 @@ class _Flow:
             entry = self.names.get(id(scope), {}).get(name.id)
             if (entry is not None and entry.stores) or (
                     isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
-                    and name.id in _parameters(scope)):
+                    and name.id in parameter_names(scope)):
                 return False
             if isinstance(scope, ast.Module):
                 return True
@@ -273,7 +273,7 @@ class _Flow:
             return
         entry = self.names[id(scope)].get(holder.id)
         if entry is None or entry.stores != 1 or (not isinstance(scope, ast.Module)
-                                                  and holder.id in _parameters(scope)):
+                                                  and holder.id in parameter_names(scope)):
             return  # the container is bound more than once (or handed in): which one holds the loader is unclear
         for use in entry.loads:
             self.item_reads(use, key.value, slot, depth + 1, out)
@@ -335,13 +335,13 @@ class _Flow:
             return []
         entry = self.names[id(scope)].get(target.id)
         if entry is None or entry.stores != 1 or (not isinstance(scope, ast.Module)
-                                                  and target.id in _parameters(scope)):
+                                                  and target.id in parameter_names(scope)):
             return []
         found = list(entry.loads)
         if isinstance(scope, ast.Module):
             for function in self.all_functions:
                 inner = self.names[id(function)].get(target.id)
-                if inner is not None and not inner.stores and target.id not in _parameters(function):
+                if inner is not None and not inner.stores and target.id not in parameter_names(function):
                     found += inner.loads
         return found
 
@@ -430,7 +430,8 @@ class _Keys:
 ANY_KEY = _Keys(None)
 
 
-def _parameters(function: Union[FunctionNode, ast.Lambda]) -> set[str]:
+def parameter_names(function: Union[FunctionNode, ast.Lambda]) -> set[str]:
+    """Every name a function's (or lambda's) parameters bind, `*args` and `**kwargs` included."""
     args = function.args
     found = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
     found |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
@@ -789,8 +790,8 @@ def _handed_on(tree: ast.Module, flow: "_Flow", out: dict[str, tuple[str, ...]])
     loop copies it (`train(model, train_loader, eval_loader)` calling `evaluate(model, eval_loader)`): the
     same copies, keyed by the outer function's parameter too (up to three hand-overs)."""
     functions = {f.name: f for f in tree.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    # each function's calls of the others, read once for the three rounds
-    # (the flow's calls, by the scope their callee's name is read in: a nested function's are its own)
+    # each function's calls of the others, taken once from the flow for the three rounds (by the scope the
+    # callee's name is read in: a nested function's calls are its own)
     calls: dict[str, list[tuple[ast.Call, str]]] = {name: [] for name in functions}
     for node in flow.calls:
         if isinstance(node.func, ast.Name) and node.func.id in functions:

@@ -89,8 +89,9 @@ METADATA_FILES = ("pyproject.toml", "setup.cfg", "setup.py")
 # conda_env.yml, env.yaml, conda.yml (a file that lists no dependencies names no torch: nothing is read)
 _ENVIRONMENT = re.compile(r"(?:[\w.-]*[_.-])?(?:environment|env|conda)(?:[_.-][\w.-]*)?\.ya?ml$", re.IGNORECASE)
 _REPOSITORY_ROOT = (".git", ".hg", ".svn")
-_SCRIPT = re.compile(r"(?:[\w.-]+\.sh|Dockerfile(?:\.[\w.-]+)?|[\w.-]+\.Dockerfile)$")
-_DOCKERFILE = re.compile(r"(?:Dockerfile(?:\.[\w.-]+)?|[\w.-]+\.Dockerfile)$")
+_DOCKERFILE_NAME = r"Dockerfile(?:\.[\w.-]+)?|[\w.-]+\.Dockerfile"  # `Dockerfile`, `Dockerfile.gpu`, `gpu.Dockerfile`
+_SCRIPT = re.compile(rf"(?:[\w.-]+\.sh|{_DOCKERFILE_NAME})$")
+_DOCKERFILE = re.compile(rf"(?:{_DOCKERFILE_NAME})$")
 # a Dockerfile's `ARG PYTORCH="1.6.0"` and its uses (`FROM pytorch/pytorch:${PYTORCH}-cuda10.1-cudnn7-devel`)
 _ARG = re.compile(r"^[ \t]*ARG[ \t]+(?P<name>[A-Za-z_]\w*)=(?P<value>\"[^\"\n]*\"|'[^'\n]*'|\S+)", re.MULTILINE)
 _ARG_USE = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_]\w*)\}|(?P<bare>[A-Za-z_]\w*))")
@@ -330,7 +331,8 @@ class _Pin:
 # "linux"`), read without packaging: importing packaging.requirements (its tokenizer, markers, specifiers and tags)
 # costs more than reading every pin of a project. A marker is never evaluated (each torch line is an alternative), so
 # its shape only has to be one packaging accepts. Anything else (URLs, `===`, local labels, pre-releases,
-# parentheses, a `v` prefix) goes to packaging, which decides; tests/project check that both read alike.
+# parentheses, a `v` prefix) goes to packaging, which decides; tests/config/test_pin_shapes.py checks both read
+# alike.
 _PIN_NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?"
 _PIN_CLAUSE = r"(?:~=|==|!=|<=|>=|<|>)\s*\d+(?:\.\d+)*(?:\.\*)?"
 _MARKER_CLAUSE = (r"(?:python_version|python_full_version|sys_platform|platform_system|platform_machine|os_name|"

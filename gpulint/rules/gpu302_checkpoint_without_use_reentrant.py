@@ -31,6 +31,7 @@ from gpulint.core.torch_api import (
 )
 from gpulint.core.verification import NEUTRAL, TRAINED_PARAMETERS, Verification
 from gpulint.project.ast_nodes import walk as walk_nodes
+from gpulint.project.checkpoint_getters import branches
 from gpulint.project.facts import CHECKPOINT_OPTION, OPTION_OFF
 from gpulint.records import dataclass
 from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
@@ -401,7 +402,7 @@ class CheckpointWithoutUseReentrant(Rule):
         if len(statement.targets) != 1:
             return
         target = statement.targets[0]
-        reference = next((value for value in _branches(statement.value) if ctx.qualname(value) == CHECKPOINT), None)
+        reference = next((value for value in branches(statement.value) if ctx.qualname(value) == CHECKPOINT), None)
         if reference is None:
             return
         calls = _calls_of_held(ctx, target)
@@ -486,13 +487,6 @@ def _getter_of(ctx: AstContext, func: ast.Name) -> Optional[str]:
             or not isinstance(ctx.parent(definition), ast.Module):
         return None  # the facts read the module's top-level functions
     return spelled
-
-
-def _branches(value: ast.expr) -> list[ast.expr]:
-    """The values a binding may take through conditional expressions."""
-    if isinstance(value, ast.IfExp):
-        return [*_branches(value.body), *_branches(value.orelse)]
-    return [value]
 
 
 def _calls_of_held(ctx: AstContext, target: ast.expr) -> list[ast.Call]:
