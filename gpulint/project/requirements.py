@@ -31,7 +31,8 @@ next to the code, as ruff takes its target version from `requires-python`:
   `conda install pytorch=1.8 -c pytorch`, and a Dockerfile's `FROM pytorch/pytorch:1.7.1-...` image (an `ARG`'s
   default written where it is used: `ARG PYTORCH="1.6.0"` ... `FROM pytorch/pytorch:${PYTORCH}-cuda10.1-...`),
   or NVIDIA's NGC image `FROM nvcr.io/nvidia/pytorch:20.12-py3`, whose release ships one torch (`NGC_PYTORCH`:
-  20.12 ships 1.8.0a0, read as `torch==1.8.0a0`; flowtron) unless an install command in the file names torch;
+  20.12 ships 1.8.0a0, read as `torch==1.8.0a0`; flowtron) unless an install command in the file names torch
+  or a companion (radtts' `pip install torchaudio` pulls the torch that torchaudio requires);
 - Cog's `cog.yaml` (the container a model is served and often trained in): `build.python_packages`
   (`"torch==1.10.0"`), the requirements file `build.python_requirements` names, and install commands in
   `build.run`.
@@ -157,7 +158,7 @@ class Package:
     # distributions released in lockstep with it, whose pin pins it too (torch's: `COMPANIONS`)
     companions: tuple[Companion, ...] = ()
     # the range a Dockerfile's base image named by release, not by version, ships (torch's: `_ngc_range`, NVIDIA's
-    # NGC container); an install command in the Dockerfile that names the distribution replaces what it ships
+    # NGC container); an install command in the Dockerfile that names the distribution or a companion replaces it
     release_image: Optional[Callable[[str], Range]] = None
 
 
@@ -997,7 +998,11 @@ def _script_floor(text: str, package: Package = TORCH) -> Reading:
                 kept.append(word.strip("'\""))
         (pip if command["tool"].startswith("pip") else conda).extend(kept)
     named = names_package(pip, package) or any(package.conda.match(c) for c in conda)
-    if not named and package.release_image is not None:
+    # an install of torch, or of a companion (radtts: `pip install torchaudio`, whose release requires a torch of
+    # its own), replaces the torch an NGC image ships: only where none is installed does the image decide
+    replaced = named or any(names_package(pip, c.package) or any(c.package.conda.match(x) for x in conda)
+                            for c in package.companions)
+    if not replaced and package.release_image is not None:
         shipped = package.release_image(text)  # `FROM nvcr.io/nvidia/pytorch:20.12-py3`: torch 1.8
         if shipped != (None, None):
             return True, *shipped

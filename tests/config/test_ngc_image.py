@@ -25,8 +25,9 @@ Version = Optional[tuple[int, int]]
     ("FROM --platform=linux/amd64 nvcr.io/nvidia/pytorch:23.05-py3 AS build\n", (2, 0), (2, 1)),
     ("FROM nvcr.io/nvidia/pytorch:22.12-py3\n", (1, 14), (1, 15)),  # 1.14.0a0: before 2.0, after 1.13
     ("ARG BASE_IMAGE=nvcr.io/nvidia/pytorch:22.07-py3\nFROM ${BASE_IMAGE}\n", (1, 13), (1, 14)),  # an ARG's default
-    # an install command that names torch replaces the image's: it decides (or, unbounded, bounds nothing)
+    # an install command that names torch, or a companion, replaces the image's torch: it decides
     ("FROM nvcr.io/nvidia/pytorch:21.10-py3\nRUN pip install torch==2.1.0\n", (2, 1), (2, 2)),
+    ("FROM nvcr.io/nvidia/pytorch:21.10-py3\nRUN pip install torchvision==0.15.2\n", (2, 0), (2, 1)),
 ])
 def test_an_ngc_pytorch_image_pins_the_torch_its_release_ships(tmp_path: Path, dockerfile: str, floor: Version,
                                                                  above: Version) -> None:
@@ -50,9 +51,13 @@ def test_what_names_no_known_ngc_pytorch_release_pins_nothing(tmp_path: Path, do
     assert declared_torch_range(str(tmp_path)) == (None, None, None)
 
 
-def test_an_install_command_that_leaves_torch_unbounded_pins_nothing(tmp_path: Path) -> None:
-    """yolov5's Dockerfiles upgrade the image's torch (`pip install -U torch`): whatever pip finds, not 1.10."""
-    write(tmp_path, {"Dockerfile": "FROM nvcr.io/nvidia/pytorch:21.10-py3\nRUN pip install -U torch torchvision\n"})
+@pytest.mark.parametrize("install", [
+    "pip install -U torch torchvision",  # yolov5: the image's torch upgraded to whatever pip finds, not 1.10
+    "pip install librosa==0.8.0 soundfile webrtcvad torchaudio lmdb",  # radtts: torchaudio pulls its own torch
+    "conda install -y pytorch -c pytorch",
+])
+def test_an_install_that_replaces_the_images_torch_unbounded_pins_nothing(tmp_path: Path, install: str) -> None:
+    write(tmp_path, {"Dockerfile": f"FROM nvcr.io/nvidia/pytorch:21.03-py3\nRUN {install}\n"})
     assert declared_torch_range(str(tmp_path))[:2] == (None, None)
 
 
