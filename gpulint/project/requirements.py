@@ -29,7 +29,10 @@ next to the code, as ruff takes its target version from `requires-python`:
   `conda-meta/` at its top) declares nothing and is never read;
 - install commands in shell scripts (`*.sh`) and Dockerfiles: `pip install torch==1.7.1`,
   `conda install pytorch=1.8 -c pytorch`, and a Dockerfile's `FROM pytorch/pytorch:1.7.1-...` image (an `ARG`'s
-  default written where it is used: `ARG PYTORCH="1.6.0"` ... `FROM pytorch/pytorch:${PYTORCH}-cuda10.1-...`);
+  default written where it is used: `ARG PYTORCH="1.6.0"` ... `FROM pytorch/pytorch:${PYTORCH}-cuda10.1-...`),
+  or NVIDIA's NGC image `FROM nvcr.io/nvidia/pytorch:20.12-py3`, whose release ships one torch (`NGC_PYTORCH`:
+  20.12 ships 1.8.0a0, read as `torch==1.8.0a0`; flowtron) unless an install command in the file names torch
+  or a companion (radtts' `pip install torchaudio` pulls the torch that torchaudio requires);
 - Cog's `cog.yaml` (the container a model is served and often trained in): `build.python_packages`
   (`"torch==1.10.0"`), the requirements file `build.python_requirements` names, and install commands in
   `build.run`.
@@ -100,6 +103,10 @@ _KEY = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z_][\w-]*)\s*:\s*(?P<value>[^#
 # `pip install ...`, `python -m pip install ...`, `conda install ...` up to the end of the command
 _INSTALL = re.compile(r"\b(?P<tool>pip3?|conda|mamba|micromamba)\s+install\s+(?P<args>[^;&|#\n]*)")
 _IMAGE = re.compile(r"^\s*FROM\s+(?:--\S+\s+)?(?:docker\.io/)?pytorch/pytorch:(?P<version>\d+\.\d+)", re.MULTILINE)
+# NVIDIA's NGC PyTorch container (`FROM nvcr.io/nvidia/pytorch:20.12-py3`, `-py2`, `-igpu`): its tag names a
+# monthly release, which ships one torch (`NGC_PYTORCH`)
+_NGC_IMAGE = re.compile(r"^\s*FROM\s+(?:--\S+\s+)?nvcr\.io/nvidia/pytorch:(?P<release>\d{2}\.\d{2})-(?:py[23]|igpu)\b",
+                        re.MULTILINE)
 # options of pip and conda that take a value: the value is no package
 _VALUED = frozenset({"-f", "--find-links", "-i", "--index-url", "--extra-index-url", "-c", "--channel",
                      "-r", "--requirement", "-e", "--editable", "-t", "--target", "-n", "--name", "-p", "--prefix"})
@@ -150,6 +157,9 @@ class Package:
     image: Optional[re.Pattern[str]] = None  # a Dockerfile's base image that ships it
     # distributions released in lockstep with it, whose pin pins it too (torch's: `COMPANIONS`)
     companions: tuple[Companion, ...] = ()
+    # the range a Dockerfile's base image named by release, not by version, ships (torch's: `_ngc_range`, NVIDIA's
+    # NGC container); an install command in the Dockerfile that names the distribution or a companion replaces it
+    release_image: Optional[Callable[[str], Range]] = None
 
 
 @dataclass(frozen=True)
@@ -166,12 +176,13 @@ class Companion:
 
 @lru_cache(maxsize=None)
 def package(*names: str, needs_floor: bool = False, image: Optional[re.Pattern[str]] = None,
-            companions: tuple[Companion, ...] = ()) -> Package:
+            companions: tuple[Companion, ...] = (), release_image: Optional[Callable[[str], Range]] = None) -> Package:
     """The `Package` of a distribution spelled `names` (`package("torch", "pytorch")`); built once per run."""
     spelled = "|".join(re.escape(n.lower()) for n in sorted(names, key=len, reverse=True))
     return Package(frozenset(n.lower() for n in names),
                    re.compile(rf"^\s*(?:[\w.-]+::)?(?P<name>{spelled})(?![\w.-])\s*(?P<spec>[^#]*)", re.IGNORECASE),
-                   re.compile(rf"^\s*(?:{spelled})(?![\w.-])", re.IGNORECASE), needs_floor, image, companions)
+                   re.compile(rf"^\s*(?:{spelled})(?![\w.-])", re.IGNORECASE), needs_floor, image, companions,
+                   release_image)
 
 
 # torchvision, torchaudio and torchtext are released in lockstep with torch, and each release requires its torch
@@ -202,10 +213,49 @@ def _torchaudio_requires(release: Version) -> Optional[Version]:
     return release if major >= 2 else None
 
 
+# The torch each release of NVIDIA's NGC PyTorch container ships, as NVIDIA states it ("PyTorch container image
+# version 20.12 is based on 1.8.0a0+1606899"; the commit left off): read as an exact pin of that version, so
+# `1.8.0a0` is torch 1.8, as `torch==1.8.0a0` would be. Sources: NVIDIA's PyTorch release notes
+# (docs.nvidia.com/deeplearning/frameworks/pytorch-release-notes: rel_20-12's "NVIDIA PyTorch Container Versions"
+# table for 19.08-20.12, rel_20-02, rel_21-09, rel-25-12), the framework-container column of NVIDIA's "PyTorch for
+# Jetson Platform" compatibility table (docs.nvidia.com/deeplearning/frameworks/install-pytorch-jetson-platform-
+# release-notes: 22.01-25.09), and the banner the container prints ("NVIDIA Release 21.04 ... PyTorch Version
+# 1.9.0a0+2ecb2c7"). A release none of them states (19.01-19.07, 20.04, 20.05, 21.01, 21.02, 21.05, 21.06, 21.08,
+# 21.11, 22.08, 23.08, 25.07, 25.10, 25.11, later ones) pins nothing, nor does a tag that names none (`latest`).
+# Where two sources disagree the older torch is kept (the quieter reading): 20.02 (its notes: 1.4.0a0; the 20.12
+# table: 1.5.0a0) and 23.04 (the Jetson table: 2.0.0a0+fe05266f).
+NGC_PYTORCH: Mapping[str, str] = {
+    "19.08": "1.2.0a0", "19.09": "1.2.0", "19.10": "1.3.0a0", "19.11": "1.4.0a0", "19.12": "1.4.0a0",
+    "20.01": "1.4.0a0", "20.02": "1.4.0a0", "20.03": "1.5.0a0", "20.06": "1.6.0a0", "20.07": "1.6.0a0",
+    "20.08": "1.7.0a0", "20.09": "1.7.0a0", "20.10": "1.7.0a0", "20.11": "1.8.0a0", "20.12": "1.8.0a0",
+    "21.03": "1.9.0a0", "21.04": "1.9.0a0", "21.07": "1.10.0a0", "21.09": "1.10.0a0", "21.10": "1.10.0a0",
+    "21.12": "1.11.0a0", "22.01": "1.11.0a0", "22.02": "1.11.0a0", "22.03": "1.12.0a0", "22.04": "1.12.0a0",
+    "22.05": "1.12.0a0", "22.06": "1.13.0a0", "22.07": "1.13.0a0", "22.09": "1.13.0a0", "22.10": "1.13.0a0",
+    "22.11": "1.13.0a0", "22.12": "1.14.0a0", "23.01": "1.14.0a0", "23.02": "1.14.0a0", "23.03": "2.0.0a0",
+    "23.04": "2.0.0a0", "23.05": "2.0.0", "23.06": "2.1.0a0", "23.07": "2.1.0a0", "23.09": "2.1.0a0",
+    "23.10": "2.1.0a0", "23.11": "2.2.0a0", "23.12": "2.2.0a0", "24.01": "2.2.0a0", "24.02": "2.3.0a0",
+    "24.03": "2.3.0a0", "24.04": "2.3.0a0", "24.05": "2.4.0a0", "24.06": "2.4.0a0", "24.07": "2.4.0a0",
+    "24.08": "2.5.0a0", "24.09": "2.5.0a0", "24.10": "2.5.0a0", "24.11": "2.6.0a0", "24.12": "2.6.0a0",
+    "25.01": "2.6.0a0", "25.02": "2.7.0a0", "25.03": "2.7.0a0", "25.04": "2.7.0a0", "25.05": "2.8.0a0",
+    "25.06": "2.8.0a0", "25.08": "2.8.0a0", "25.09": "2.9.0a0", "25.12": "2.10.0a0",
+}
+
+
+def _ngc_range(text: str) -> Range:
+    """The torch range of a Dockerfile's NGC PyTorch base image (the first whose release `NGC_PYTORCH` knows), as
+    an exact pin of the torch that release ships; (None, None) where there is none."""
+    for image in _NGC_IMAGE.finditer(text):
+        shipped = NGC_PYTORCH.get(image["release"])
+        if shipped is not None:
+            pin = [("==", shipped)]
+            return _lowest(pin), _above(pin)
+    return None, None
+
+
 COMPANIONS = (Companion(package("torchvision"), _torchvision_requires),
               Companion(package("torchaudio"), _torchaudio_requires),
               Companion(package("torchtext"), _torchtext_requires))
-TORCH = package("torch", "pytorch", needs_floor=True, image=_IMAGE, companions=COMPANIONS)
+TORCH = package("torch", "pytorch", needs_floor=True, image=_IMAGE, companions=COMPANIONS, release_image=_ngc_range)
 
 
 def _release(text: str) -> Optional[Version]:
@@ -925,7 +975,8 @@ def _environment_floor(text: str, package: Package = TORCH) -> Reading:
 
 
 def _script_floor(text: str, package: Package = TORCH) -> Reading:
-    """Install commands of a shell script or Dockerfile, and a Dockerfile's pytorch/pytorch base image."""
+    """Install commands of a shell script or Dockerfile, and a Dockerfile's pytorch/pytorch base image (or, where
+    no install command names the distribution, its NGC base image: `Package.release_image`)."""
     if "$" in text and _ARG.search(text) is not None:
         text = _with_arguments(text)
     image = package.image.search(text) if package.image is not None else None
@@ -947,6 +998,14 @@ def _script_floor(text: str, package: Package = TORCH) -> Reading:
                 kept.append(word.strip("'\""))
         (pip if command["tool"].startswith("pip") else conda).extend(kept)
     named = names_package(pip, package) or any(package.conda.match(c) for c in conda)
+    # an install of torch, or of a companion (radtts: `pip install torchaudio`, whose release requires a torch of
+    # its own), replaces the torch an NGC image ships: only where none is installed does the image decide
+    replaced = named or any(names_package(pip, c.package) or any(c.package.conda.match(x) for x in conda)
+                            for c in package.companions)
+    if not replaced and package.release_image is not None:
+        shipped = package.release_image(text)  # `FROM nvcr.io/nvidia/pytorch:20.12-py3`: torch 1.8
+        if shipped != (None, None):
+            return True, *shipped
     ranges = [r for r in (pip_range(pip, package), conda_range(conda, package)) if r != (None, None)]
     unbounded = (names_package(pip, package) and pip_range(pip, package) == (None, None)) or (
         any(package.conda.match(c) for c in conda) and conda_range(conda, package) == (None, None))
