@@ -145,9 +145,14 @@ def _loops_here(ctx: AstContext, call: ast.Call, wrapped: bool) -> Optional[list
     named = _named_loader(ctx, call)
     if named is None or not isinstance(named[1], (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
-    _, scope, uses = named
+    statement, scope, uses = named
     if any(ctx.code_scope(n) is not scope for n in uses):
         return None
+    if wrapped:
+        # the names that read the binding before the loader's (its dataset: `ds = Ds(); ds = DataLoader(ds)`),
+        # and a rebinding to a loop wrapper of itself (`it = it if quiet else tqdm(it, total=len(it))`)
+        uses = [n for n in uses if not _earlier_binding(ctx, statement, scope, n)
+                and not _rewrapped(ctx, n)]
     loops: dict[ast.Name, Loop] = {}
     for use in uses:
         above = ctx.parent(use)
@@ -160,6 +165,49 @@ def _loops_here(ctx: AstContext, call: ast.Call, wrapped: bool) -> Optional[list
     if loops and all(n in loops or _counted(ctx, n) or _setting_read(ctx, n) for n in uses):
         return list(loops.values())
     return None
+
+
+def _earlier_binding(ctx: AstContext, statement: ast.Assign, scope: ast.AST, use: ast.Name) -> bool:
+    """`use` is the loader's name bound to something else before it: read in the loader's own call, or written
+    or read before the statement in straight-line code (no loop around the statement in its scope)."""
+    if any(n is use for n in ast.walk(statement.value)):
+        return True
+    if (use.lineno, use.col_offset) >= (statement.lineno, statement.col_offset):
+        return False
+    return not any(isinstance(a, (ast.For, ast.AsyncFor, ast.While)) for a in _ancestors_within(ctx, statement, scope))
+
+
+def _ancestors_within(ctx: AstContext, node: ast.AST, scope: ast.AST) -> list[ast.AST]:
+    found: list[ast.AST] = []
+    current = ctx.parent(node)
+    while current is not None and current is not scope:
+        found.append(current)
+        current = ctx.parent(current)
+    return found
+
+
+def _rewrapped(ctx: AstContext, use: ast.Name) -> bool:
+    """`use` lies in `name = <value>` whose every branch is the name itself or a loop wrapper of it
+    (`name if quiet else tqdm(name, total=len(name))`): the name stays the loader, iterated the same way."""
+    statement = ctx.statement(use)
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id == use.id):
+        return False
+    return _passes_through(statement.value, use.id)
+
+
+def _passes_through(value: ast.expr, name: str) -> bool:
+    if isinstance(value, ast.IfExp):
+        return _passes_through(value.body, name) and _passes_through(value.orelse, name)
+    if isinstance(value, ast.Name):
+        return value.id == name
+    if not (isinstance(value, ast.Call) and _loop_wrapper(value.func) and value.args
+            and isinstance(value.args[0], ast.Name) and value.args[0].id == name):
+        return False
+    others = [*value.args[1:], *(k.value for k in value.keywords)]
+    # beside the name, only `len(name)` or values that do not name it (`total=len(name)`, `desc="eval"`)
+    return all(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "len"
+               or not any(isinstance(m, ast.Name) and m.id == name for m in ast.walk(n)) for n in others)
 
 
 def _loop_wrapper(func: ast.expr) -> bool:
@@ -267,12 +315,24 @@ FEEDS_TRAINING = Premise(
     "`len(loader)`, `loader.batch_size`) is refuted too (blind17: FragmentVC's preprocess.py extracts features "
     "under no_grad); one it returns, stores or hands on may reach code that trains: shown. In any file that "
     "trains nothing, one other files import included, a loader a function binds to a name it only iterates there "
-    "(also through `enumerate(loader)`/`tqdm(loader)`) is refuted when every loop over it hands its batches to "
+    "(also through `enumerate(loader)`/`tqdm(loader)`, or the name rebound to a progress bar over itself, "
+    "`loader = loader if quiet else tqdm(loader)`, its dataset bound to the same name before) is refuted when "
+    "every loop over it hands its batches to "
     "calls only with autograd off: the function decorated `@torch.no_grad()`, the loop in a `no_grad()`/"
     "`inference_mode()` block, or such a block in the loop's body, outside which the batch and the names bound "
     "from it go to no call but their own methods (`batch.to(device)`) and `len` (blind21: U-ViT's "
     "tools/fid_score.py computes Inception features for FID, which the training scripts call at a save interval: "
-    "an evaluation pass, not the training input pipeline).")
+    "an evaluation pass, not the training input pipeline; blind25: RL4LMs' preference_reward.py scores generated "
+    "text with a frozen reward model under no_grad, and Comprehensive-Transformer-TTS's synthesize.py).")
+
+
+def feeds_training(ctx: "AstContext", call: ast.Call) -> Evidence:
+    """FEEDS_TRAINING for a DataLoader(...) call (GPU101, GPU102): refuted for a loader of an evaluation script
+    built at its top level or only iterated where a function binds it, and for one a function of a file that
+    trains nothing only iterates with autograd off (`evaluates_in_function`)."""
+    if evaluates_only_here(ctx) and (ctx.enclosing_function(call) is None or iterated_here(ctx, call)):
+        return REFUTED
+    return REFUTED if evaluates_in_function(ctx, call) else SHOWN
 
 
 def trains_nothing_here(ctx: "AstContext") -> bool:

@@ -24,9 +24,7 @@ from gpulint.analysis.loaders import (
 from gpulint.analysis.reach import (
     FEEDS_TRAINING,
     SELF_TEST,
-    evaluates_in_function,
-    evaluates_only_here,
-    iterated_here,
+    feeds_training,
     not_self_test,
 )
 from gpulint.core import floors
@@ -289,9 +287,7 @@ class DataLoaderPinMemory(Rule):
                                  PIN_THREAD: REFUTED if loader.no_workers_chosen else SHOWN,
                                  MANY_BATCHES: REFUTED if draws_few_batches(ctx, loader) else SHOWN,
                                  UNATTENDED: REFUTED if paced_by_a_person(ctx, node) else SHOWN,
-                                 FEEDS_TRAINING: REFUTED if evaluates_only_here(ctx) and (
-                                     ctx.enclosing_function(node) is None or iterated_here(ctx, node))
-                                 or evaluates_in_function(ctx, node) else SHOWN,
+                                 FEEDS_TRAINING: feeds_training(ctx, node),
                                  SELF_TEST: not_self_test(ctx.tree, node, ctx.parent, ctx.project.imported)})
         if not decision.report:
             return

@@ -19,7 +19,14 @@ from gpulint.analysis.loaders import (
     one_batch_per_iterator,
     paced_by_a_person,
 )
-from gpulint.analysis.reach import LOADS_BATCHES, SELF_TEST, draws_batches, not_self_test
+from gpulint.analysis.reach import (
+    FEEDS_TRAINING,
+    LOADS_BATCHES,
+    SELF_TEST,
+    draws_batches,
+    feeds_training,
+    not_self_test,
+)
 from gpulint.core import floors
 from gpulint.core.edits import Applicability
 from gpulint.core.options import Flag, Integer, Option
@@ -135,10 +142,13 @@ class DataLoaderNumWorkers(Rule):
         nothing (an inference script no project file imports, or a module only such scripts or
         inference notebooks use),
         only datasets whose items read a file or decode data (images, audio, arrays) are reported:
-        converting a line of text held in memory costs nothing next to the model.
+        converting a line of text held in memory costs nothing next to the model. Nor, like GPU101,
+        for a loader whose only consumer is inference (feeds-training): one an evaluation script
+        builds at its top level, or one a function of a file that trains nothing only iterates
+        with autograd off.
         """,
         premises=(PER_ITEM_WORK, ON_ACCELERATOR, SELF_TEST, LOADS_BATCHES, MANY_BATCHES, MANY_PER_ITERATOR,
-                  UNATTENDED),
+                  UNATTENDED, FEEDS_TRAINING),
         fix_cases=(
             FixCase("`num_workers=min(N, os.cpu_count() or 1)`",
                     Applicability.UNSAFE, "per_item_work_flagged.py"),
@@ -170,7 +180,8 @@ class DataLoaderNumWorkers(Rule):
                                  MANY_PER_ITERATOR: REFUTED if one_batch_per_iterator(ctx, node) else SHOWN,
                                  UNATTENDED: REFUTED if paced_by_a_person(ctx, node) else SHOWN,
                                  SELF_TEST: not_self_test(ctx.tree, node, ctx.parent, ctx.project.imported),
-                                 LOADS_BATCHES: draws_batches(ctx, node)})
+                                 LOADS_BATCHES: draws_batches(ctx, node),
+                                 FEEDS_TRAINING: feeds_training(ctx, node)})
         if not decision.report:
             return
         workers = ctx.settings.value(NUM_WORKERS)

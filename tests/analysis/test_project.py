@@ -3350,3 +3350,52 @@ def test_evaluation_function_of_an_imported_tool_feeds_no_training(tmp_path: Pat
     })
     found = codes(findings(tmp_path, "--select", "GPU101"), "metrics.py")
     assert found == ([] if grad_off else ["GPU101"])
+
+
+SYNTHESIS_SCRIPT = """\
+    import sys
+
+    import numpy as np
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+
+    class Lines(Dataset):
+        def __init__(self, lines, folder):
+            self.lines, self.folder = lines, folder
+
+        def __len__(self):
+            return len(self.lines)
+
+        def __getitem__(self, index):
+            speaker, text = self.lines[index].split("|")
+            return torch.tensor([ord(c) for c in text]), np.load(f"{self.folder}/{speaker}.npy")
+
+
+    def synthesize(model, batches, device):
+        for ids, embedding in batches:
+            ids = ids.to(device)
+            with torch.no_grad():
+                model(ids, torch.from_numpy(embedding).to(device))
+
+
+    if __name__ == "__main__":
+        device = torch.device("cuda")
+        model = torch.jit.load(sys.argv[1]).to(device).eval()
+        batches = DataLoader(Lines(open(sys.argv[2]).read().splitlines(), sys.argv[3]), batch_size=8)
+        synthesize(model, batches, device)
+    """
+
+
+@pytest.mark.parametrize("trains", [False, True])
+def test_loader_of_an_inference_script_feeds_no_training(tmp_path: Path, trains: bool) -> None:
+    """Comprehensive-Transformer-TTS (blind25, GPU102 FP): synthesize.py, which no project file imports and which
+    trains nothing, builds its loader in the `__main__` block and hands it to a function that runs the model under
+    no_grad: GPU102 (like GPU101) refutes feeds-training although its items read a file. The same script whose
+    function steps an optimizer on the batches is reported."""
+    script = SYNTHESIS_SCRIPT if not trains else SYNTHESIS_SCRIPT.replace(
+        "            with torch.no_grad():\n                model(ids, torch.from_numpy(embedding).to(device))\n",
+        "            model(ids, torch.from_numpy(embedding).to(device)).sum().backward()\n")
+    write(tmp_path, {"synthesize.py": script, "train.py": "import torch\n\n" + TRAIN_STEP})
+    found = codes(findings(tmp_path, "--select", "GPU102"), "synthesize.py")
+    assert found == (["GPU102"] if trains else [])
