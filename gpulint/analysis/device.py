@@ -24,6 +24,12 @@ GPU_EVIDENCE_TEXT = re.compile(
     r"|deepspeed|Trainer|Fabric|rank|gpu"
 )
 
+# the same needles, "mps" and "LightningCLI" (FileFacts.devices), a device named (FileFacts.device_moved) and
+# the frameworks' imports, on the bytes: a file with none shows no accelerator (project/view.py
+# `own_accelerated`), so a partial scan reads no facts for it
+ACCELERATOR_EVIDENCE_BYTES = re.compile(GPU_EVIDENCE_TEXT.pattern.encode()
+                                        + rb"|mps|LightningCLI|lightning|accelerate|(?i:device)")
+
 
 @dataclass(frozen=True)
 class DeviceFacts:

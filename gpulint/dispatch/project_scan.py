@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
 
+from gpulint.analysis.device import ACCELERATOR_EVIDENCE_BYTES
 from gpulint.core.source import SourceError, decode_source, read_bytes
 from gpulint.engine import guard
 from gpulint.engine.cache import PROJECT_FACTS_DIR, ResultCache
@@ -28,6 +29,7 @@ from gpulint.project.view import (
     ProjectView,
     find_root,
     module_stem,
+    own_accelerated,
     package_init,
     relative_to,
     scan_files,
@@ -276,7 +278,30 @@ def _partial_project(root: Path, paths: Sequence[Path], members: Sequence[Path],
         # reach: the root's, and those of ops packages in folders (torch-ngp's raymarching/setup.py)
         if (name == "setup.py" or name.endswith("/setup.py")) and known(name):
             needed.add(name)
-    return scan_files(root, [by_name[name] for name in sorted(needed)], facts, existing, spelled)
+    return scan_files(root, [by_name[name] for name in sorted(needed)], facts, existing, spelled,
+                      _accelerated(by_name, needed, texts, facts, known))
+
+
+def _accelerated(by_name: dict[str, Path], needed: set[str], texts: dict[str, bytes], facts: FactsCache,
+                 known: Callable[[str], bool]) -> bool:
+    """ProjectView.accelerated_project over the whole project, reading facts beyond the views' files only
+    for files whose text may hold such evidence (analysis/device.py ACCELERATOR_EVIDENCE_BYTES), first hit wins."""
+    for name in sorted(needed):
+        found = facts(by_name[name]) if known(name) else None
+        if found is not None and own_accelerated(found):
+            return True
+    for name in sorted(by_name):
+        if name in needed:
+            continue
+        raw = texts.get(name)
+        if raw is None:
+            raw = _read(by_name[name])
+        if raw is None or not ACCELERATOR_EVIDENCE_BYTES.search(raw) or not known(name):
+            continue
+        found = facts(by_name[name])
+        if found is not None and own_accelerated(found):
+            return True
+    return False
 
 
 def _reach(resolver: Project, by_name: dict[str, Path], starts: list[str], facts: FactsCache,

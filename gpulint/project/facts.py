@@ -76,7 +76,7 @@ from gpulint.project.methods import (
 from gpulint.project.token_items import yields_token_ids
 from gpulint.records import dataclass
 
-FACTS_VERSION = 63
+FACTS_VERSION = 64
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -392,6 +392,9 @@ class FileFacts:
     # devices other than CUDA the file names ("mps", "xpu"), and "framework" when a framework picks the
     # device (Accelerate, DeepSpeed, a Lightning Trainer on "gpu"/"auto")
     devices: tuple[str, ...] = ()
+    # a tensor or module is copied to a device the code names (`.to(device)`, `.to(args.device)`, `.to(rank)`):
+    # the run may put it on an accelerator (ProjectView.accelerated_project)
+    device_moved: bool = False
     # module-level names computed from torch's version (`TORCH_2 = version.parse(torch.__version__) >= ...`):
     # a test of one keeps a branch for an older torch
     version_flags: tuple[str, ...] = ()
@@ -1235,6 +1238,7 @@ class _Scanner:
         self.lazy = False  # an import below module level (FileFacts.lazy_imports is read only then)
         self.loops: list[ast.AST] = []  # every `for` loop (project/loader_flow.py reads on only when one copies)
         self.device_keyword = False  # a call passes `device=` (FileFacts.device_collates are looked for only then)
+        self.device_moved = False  # FileFacts.device_moved
 
     def run(self, source: str = "") -> FileFacts:
         names: set[str] = set()
@@ -1406,7 +1410,7 @@ class _Scanner:
             if self.device_keyword or "cuda" in names or "to" in names else (),  # what _moves_to_device needs
             checkpoint_getters=_checkpoint_getters(self.tree, self.aliases) if "checkpoint" in names or any(
                 CHECKPOINT in targets for targets in self.aliases.table.values()) else (),
-            devices=tuple(sorted(self.devices)),
+            devices=tuple(sorted(self.devices)), device_moved=self.device_moved,
             version_flags=_version_flags(self.tree) if versioned or "hasattr" in names
             or any("torch_version" in n.lower() for n in names) else (),
             factories=_factories(self.tree, classes,
@@ -1652,6 +1656,8 @@ class _Scanner:
                 self.local_device_targets.update(t for t in targets if t.count(".") == 1 and not t.startswith("self.")
                                                  and t.split(".", 1)[0] not in aliases.table)
                 self.self_device_copied = self.self_device_copied or any(t.startswith("self.") for t in targets)
+                self.device_moved = self.device_moved or any(_names_device(t) for t in (
+                    *call.args[:1], *(k.value for k in call.keywords if k.arg == "device")))
             if attr == "cuda":
                 self.gpu = True
             elif attr in _SPARSE_CALLS:

@@ -89,6 +89,9 @@ class ProjectView:
 
     own: FileFacts
     gpu_callers: bool = False  # a module that imports this one shows GPU evidence
+    # some file of the project shows an accelerator (GPU evidence, MPS or XPU, a framework that picks the
+    # device): false in a project that never leaves the CPU (blind25's CapsGNN, blind24's Graph-Bert)
+    accelerated_project: bool = False
     rl_callers: bool = False  # a module that imports this one imports a reinforcement-learning environment
     scaler_callers: bool = False  # a module that imports this one creates a GradScaler
     # a module this one imports (two levels deep) creates a GradScaler or scales a loss through one: an
@@ -475,11 +478,12 @@ class Project:
     """
 
     def __init__(self, root: Path, facts: dict[str, FileFacts], existing: Optional[Iterable[str]] = None,
-                 import_words: Optional[set[str]] = None) -> None:
+                 import_words: Optional[set[str]] = None, accelerated: Optional[bool] = None) -> None:
         """`existing`: every module file of the project with facts, when `facts` holds only some of
         them (the files one file's view reads, dispatch/project_scan.py): imports then resolve exactly
         as in the whole project; `import_words` then holds the words of `_words_imported` the views ask
-        about that some file of the whole project spells. None: `facts` is the whole project."""
+        about that some file of the whole project spells, and `accelerated` whether some file of the whole
+        project shows an accelerator (ProjectView.accelerated_project). None: `facts` is the whole project."""
         self.root = root
         self.facts = facts  # relative posix path -> facts
         self.paths = sorted(facts)
@@ -502,6 +506,7 @@ class Project:
                     if target in facts and target != path:
                         self._lazy_importers[target] = self._lazy_importers.get(target, 0) | bit(path)
         self._gpu = sum(bit(p) for p in self.paths if facts[p].gpu)
+        self._accelerated = accelerated if accelerated is not None else any(map(own_accelerated, facts.values()))
         self._ffi_extension_built = any(facts[p].builds_ffi_extension for p in self.paths)
         self._code_ceilings: Optional[dict[str, tuple[int, int]]] = None  # see `_code_ceiling`
         self._distributions: dict[str, bool] = {}  # see `_shipped`
@@ -777,6 +782,7 @@ class Project:
                                 if any(self._users.get(alias, 0) & callers for alias in aliases_of(name, own)))
         return ProjectView(
             own=own, gpu_callers=bool(callers & self._gpu), scaler_callers=bool(callers & self._scaler),
+            accelerated_project=self._accelerated or own_accelerated(own),
             rl_callers=bool(callers & self._rl),
             scaler_importees=any(self.facts[p].scaler for p in self._closure(rel, depth=2)),
             unscaled_training_importees=any(self.facts[p].training and not self.facts[p].scaler
@@ -1653,9 +1659,10 @@ def _strongly_connected(graph: list[list[int]]) -> list[list[int]]:
 
 
 def scan_files(root: Path, paths: Iterable[Path], facts_for: "FactsSource",
-               existing: Optional[Iterable[str]] = None, import_words: Optional[set[str]] = None) -> Project:
+               existing: Optional[Iterable[str]] = None, import_words: Optional[set[str]] = None,
+               accelerated: Optional[bool] = None) -> Project:
     """A project from the given files under `root`; `facts_for` reads (or recalls) each one's facts.
-    `existing`: see `Project` (the given files are then only those some views read)."""
+    `existing`, `accelerated`: see `Project` (the given files are then only those some views read)."""
     facts: dict[str, FileFacts] = {}
     for path in paths:
         relative = relative_to(root, path)
@@ -1664,7 +1671,18 @@ def scan_files(root: Path, paths: Iterable[Path], facts_for: "FactsSource",
         found = facts_for(path)
         if found is not None:
             facts[relative] = found
-    return Project(root, facts, existing, import_words)
+    return Project(root, facts, existing, import_words, accelerated)
+
+
+# frameworks whose import alone says the run places the model on a device of their choice
+_DEVICE_FRAMEWORKS = frozenset({"lightning", "pytorch_lightning", "accelerate", "deepspeed"})
+
+
+def own_accelerated(facts: FileFacts) -> bool:
+    """The file shows an accelerator: GPU evidence, MPS or XPU named, a framework that picks the device
+    (called or imported), or a copy to a device it names (`.to(device)`)."""
+    return facts.gpu or bool(facts.devices) or facts.device_moved or any(
+        ref.level == 0 and ref.module.split(".", 1)[0] in _DEVICE_FRAMEWORKS for ref in facts.imports)
 
 
 def relative_to(root: Path, path: Path) -> Optional[str]:

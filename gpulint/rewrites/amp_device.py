@@ -3,11 +3,15 @@
 `torch.autocast("cuda")` and `GradScaler("cuda")` hard-coded in a function whose device is a
 parameter or is chosen at run time are wrong on a CPU or MPS run: the scaler switches itself off
 with a warning while the autocast region runs in float16, unscaled. So the fix uses, in this
-order, the device the function moves its tensors to (`device.type`, `torch.device(args.device).type`),
-the model's (`next(model.parameters()).device.type`), the batch's (`x.device.type`, only where no
-scaler is created, since the batch exists only inside the loop), and only then a literal: "xpu"
-in a file that uses Intel GPUs and never CUDA, else "cuda". A step whose code calls `.cuda()` runs
-on CUDA whatever its model says: it gets the literal.
+order, the device the function moves its tensors to (`device.type`, `torch.device(args.device).type`;
+failing a `.to(...)`, the device it hands to a call, `move_to(x, opts.device)`), the model's
+(`next(model.parameters()).device.type`), the batch's (`x.device.type`, only where no scaler is
+created, since the batch exists only inside the loop: there the device and the model are looked for
+again, as seen from the wrapped region, before the batch), and only then a literal: "xpu" in a file
+that uses Intel GPUs and never CUDA, else "cuda". A step whose code calls `.cuda()` runs on CUDA
+whatever its model says: it gets the literal. The batch is only ever a name the model itself is
+called on, never one handed to a helper (`unwrap(batch)`) nor one the step reads as a container
+(`batch["x"]`, `batch.items()`): a dict or list from a loader has no `.device`.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from gpulint.project.layers import weightless_module
 
 _DEVICE_TYPES = ("cuda", "cpu", "xpu", "mps")
 _DEVICE_FACTORIES = ("torch.device", "torch.accelerator.current_accelerator")
+_TEXT_BUILTINS = frozenset({"print", "str", "repr", "format", "int", "len", "isinstance", "getattr", "setattr"})
 _MODEL_NAMES = ("model", "net", "module", "network", "encoder", "decoder", "generator", "discriminator")
 
 
@@ -162,6 +167,46 @@ def device_code_in(facts: TrainingFacts, scopes: tuple[cst.CSTNode, ...], anchor
     return None
 
 
+def _handed_devices(facts: TrainingFacts, scope: cst.CSTNode) -> list[cst.BaseExpression]:
+    """The devices `scope` hands to a call other than `.to(...)`: an argument spelled as a device
+    (`move_to(x, opts.device)`, `torch.zeros(n, device=device)`), never an index or a rank."""
+    found: list[cst.BaseExpression] = []
+    for call in facts.calls:
+        func = call.func
+        if not facts.contains(scope, call) or (isinstance(func, cst.Attribute) and (
+                func.attr.value == "to" or isinstance(func.value, (cst.SimpleString, cst.ConcatenatedString)))) \
+                or (isinstance(func, cst.Name) and func.value in _TEXT_BUILTINS):
+            continue  # `"cuda:{}".format(device)`, `print(device)`: text, not a tensor's device
+        for arg in call.args:
+            value = arg.value
+            last = value.value if isinstance(value, cst.Name) else (
+                value.attr.value if isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name) else "")
+            if arg.star == "" and "device" in last.lower() and "dtype" not in last.lower():
+                found.append(value)
+    return found
+
+
+def handed_device_code(facts: TrainingFacts, scopes: tuple[cst.CSTNode, ...], anchor: cst.CSTNode,
+                       torch: str) -> Optional[str]:
+    """`torch.device(opts.device).type` for the one device the scopes hand to calls, as code valid at
+    `anchor`; None when there is none or more than one."""
+    for scope in scopes:
+        found: set[str] = set()
+        for target in _handed_devices(facts, scope):
+            if isinstance(target, cst.Name):
+                written = name_device_code(facts, target, anchor, torch)
+                if written is not None:
+                    found.add(written)
+            elif isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and (
+                    parameter_visible(facts, target.value, anchor) or visible_at(facts, target.value, anchor)):
+                found.add(f"{torch}.device({facts.ctx.code(target)}).type")
+        if len(found) == 1:
+            return found.pop()
+        if found:
+            break
+    return None
+
+
 def _model_like(facts: TrainingFacts, func: cst.BaseExpression, anchor: cst.CSTNode) -> bool:
     """A module instance visible at `anchor`: a name assigned a class instance (`Net().to(device)`), a
     parameter named like a model, or `self.model`."""
@@ -206,15 +251,65 @@ def model_device_code(facts: TrainingFacts, model_calls: list[cst.Call], anchor:
     return None
 
 
-def batch_device_code(facts: TrainingFacts, model_calls: list[cst.Call],
+def _forward_call(facts: TrainingFacts, call: cst.Call, anchor: cst.CSTNode) -> bool:
+    """The call runs the model: a module visible at `anchor` (`model(x)`, `self.net(x)`) or a callable
+    the function is handed (`fn(x)`); never a helper (`baseline.unwrap_batch(batch)`, `move_to(...)`)."""
+    func = call.func
+    if _model_like(facts, func, anchor):
+        return True
+    return isinstance(func, cst.Name) and parameter_visible(facts, func, anchor)
+
+
+_CONTAINER_METHODS = frozenset({"items", "keys", "values", "get", "append"})
+
+
+def _read_as_container(facts: TrainingFacts, name: cst.Name, scope: cst.CSTNode) -> bool:
+    """The code of `scope` reads the name as a dict or a list: `name["x"]`, `name.items()`, `len(name)`
+    (asked only of the one name the batch fix would write)."""
+    names = facts.ctx.names
+    owner = names.binding_scope(name)
+
+    def same(node: cst.BaseExpression) -> bool:
+        return isinstance(node, cst.Name) and node.value == name.value and names.binding_scope(node) is owner
+
+    for call in facts.calls:
+        if not facts.contains(scope, call):
+            continue
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _CONTAINER_METHODS and same(func.value):
+            return True
+        if isinstance(func, cst.Name) and func.value == "len" and call.args and same(call.args[0].value):
+            return True
+    return any(same(node.value) and any(isinstance(element.slice, cst.Index)
+                                        and isinstance(element.slice.value, cst.SimpleString)
+                                        for element in node.slice)
+               for node in _subscripts(scope))
+
+
+def _subscripts(scope: cst.CSTNode) -> list[cst.Subscript]:
+    found: list[cst.Subscript] = []
+
+    class _Collect(cst.CSTVisitor):
+        def visit_Subscript(self, node: cst.Subscript) -> None:
+            found.append(node)
+
+    scope.visit(_Collect())
+    return found
+
+
+def batch_device_code(facts: TrainingFacts, model_calls: list[cst.Call], anchor: cst.CSTNode,
                       written: frozenset[str] = frozenset()) -> Optional[str]:
     """`x.device.type` for the first tensor the model is called on (valid inside the step only), skipping
     names in `written`, which the region autocast wraps assigns (`next_state` of `..., next_state, ... =
-    replay_buffer.sample()`): `with torch.autocast(...)` is entered before they exist."""
+    replay_buffer.sample()`): `with torch.autocast(...)` is entered before they exist. Only the model's
+    own argument counts (module docstring): a helper's may be the loader's dict."""
     for call in model_calls:
+        if not _forward_call(facts, call, anchor):
+            continue
         args = positional_args(call, ignore_starred=True) or []
         if args and isinstance(args[0], cst.Name) and facts.ctx.names.binding_scope(args[0]) is not None \
-                and args[0].value not in written:
+                and args[0].value not in written \
+                and not _read_as_container(facts, args[0], facts.scope_of(anchor)):
             return f"{args[0].value}.device.type"
     return None
 
@@ -232,13 +327,20 @@ def default_device(ctx: FileContext) -> str:
 
 def device_type_code(facts: TrainingFacts, step: TrainingStep, anchor: cst.CSTNode, torch: str = "torch",
                      model_calls: Optional[list[cst.Call]] = None, inside_step: bool = False,
-                     written: frozenset[str] = frozenset()) -> str:
+                     written: frozenset[str] = frozenset(), region: Optional[cst.CSTNode] = None) -> str:
     """The step's device type as code valid at `anchor` (see the module docstring for the order); inside
-    the step, never a name of `written` (the names the autocast region assigns)."""
+    the step (`region`: the first statement autocast wraps, where the code is then written), the device
+    and the model are looked for again as seen from there, and never a name of `written` (the names the
+    autocast region assigns) is taken."""
     scopes = (step.node, facts.scope_of(step.node))
-    found = device_code_in(facts, scopes, anchor, torch)
-    if found is None and model_calls and not _calls_cuda(facts, scopes):
-        found = model_device_code(facts, model_calls, anchor)
-        if found is None and inside_step:
-            found = batch_device_code(facts, model_calls, written)
+    inner = region if inside_step and region is not None else anchor
+    found = None
+    for where in dict.fromkeys((anchor, inner)):
+        found = device_code_in(facts, scopes, where, torch) or handed_device_code(facts, scopes, where, torch)
+        if found is None and model_calls and not _calls_cuda(facts, scopes):
+            found = model_device_code(facts, model_calls, where)
+        if found is not None:
+            break
+    if found is None and model_calls and inside_step and not _calls_cuda(facts, scopes):
+        found = batch_device_code(facts, model_calls, inner, written)
     return found if found is not None else facts.ctx.style.string(default_device(facts.ctx))

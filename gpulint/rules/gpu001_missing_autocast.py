@@ -548,11 +548,12 @@ class MissingAutocast(Rule):
         model_calls = region_model_calls(facts, region)
         device = device_type_code(facts, step, anchor, torch.expr, model_calls)
         if mode == "bfloat16" and device == fctx.style.string("cuda") and default_device(fctx) == "cuda":
-            # no scaler to create before the loop: the batch's own device type will do inside it
+            # no scaler to create before the loop: what the wrapped region sees will do (its device,
+            # its model, the batch the model is called on)
             written = frozenset().union(*(NameUses.of(s).writes
                                           for s in region.container.body[region.start:region.end + 1]))
             device = device_type_code(facts, step, anchor, torch.expr, model_calls, inside_step=True,
-                                      written=written)
+                                      written=written, region=region.container.body[region.start])
         plan = None
         if mode != "bfloat16" and not backward.scaled:
             plan = scaler_plan(facts, step, backward)

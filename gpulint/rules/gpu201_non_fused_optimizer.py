@@ -31,7 +31,7 @@ from gpulint.core.verification import FUSED_OPTIMIZER, Verification
 from gpulint.project.ast_nodes import all_nodes
 from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.layers import MODULE, inline_tensors
-from gpulint.project.view import PART, ProjectView
+from gpulint.project.view import PART, ProjectView, own_accelerated
 from gpulint.records import dataclass
 from gpulint.rules.base import FixCase, Rule, RuleDocs, Target
 from gpulint.rules.gpu001_missing_autocast import AMP_DTYPE, MissingAutocast
@@ -67,8 +67,11 @@ TORCH_OPTIMIZER = Premise(
     "not `differentiable=True`, not an optimizer MS-AMP replaces.")
 FUSED_DEVICE = Premise(
     "fused-device",
-    "the parameters live where torch has a fused kernel: CUDA, the CPU (torch 2.4 on) or MPS (2.5 on), the "
-    "devices a script that shows none runs on. Refuted on a TPU (`torch_xla`); undecided on an XPU alone.")
+    "the parameters live where torch has a fused kernel and it pays: CUDA or MPS (2.5 on). Shown where some "
+    "file of the project shows an accelerator (CUDA evidence, MPS, a framework that picks the device): the "
+    "model may live there. Undecided where none does (a CPU-only project: blind13's SimGNN, blind25's "
+    "CapsGNN; the CPU kernels of torch 2.4 save nothing measurable over its small models) and on an XPU "
+    "alone; refuted on a TPU (`torch_xla`).")
 FUSED_EXISTS = Premise(
     "fused-exists",
     "every torch the project supports has the fused kernel: the floor it declares (`torch-version`, or "
@@ -183,8 +186,11 @@ FUSED_KEPT = Premise(
     "fused-kept",
     "the optimizer keeps the flag it is built with: refuted when the statement right after its construction "
     "block loads a saved state into it unconditionally (`optimizer.load_state_dict(checkpoint[...])` in the "
-    "same block, not under an `if`): `load_state_dict` restores the saved param groups, `fused` included, so "
-    "the flag of the optimizer that saved them wins (checked on torch 2.13: `fused` goes from True to None).")
+    "same block, not under an `if`, or under an `if` that only asks whether the saved file carries the key: "
+    "`if \"optimizer\" in ckpt:` where `ckpt` holds what a load call returned, its last assignment before in the "
+    "same block, never an empty `{}` left by an option): `load_state_dict` restores the saved param groups, "
+    "`fused` included, so the flag of the optimizer that saved them wins (checked on torch 2.13: `fused` goes "
+    "from True to None).")
 STEPPED = Premise(
     "stepped",
     "the optimizer is stepped: refuted for one bound to a name at module level that is bound again further "
@@ -1041,13 +1047,18 @@ def _names_sparse(ctx: AstContext) -> bool:
 
 
 def _fused_device(project: ProjectView) -> Evidence:
-    """Refuted on a TPU; undecided where XPU is the only device named; shown otherwise (CUDA, CPU, MPS all
-    have fused kernels on the torch versions FUSED_EXISTS admits)."""
+    """Refuted on a TPU; undecided where XPU is the only device named, and where no file of the project shows
+    an accelerator (ProjectView.accelerated_project: a CPU-only project, blind13's SimGNN, blind25's CapsGNN,
+    where a fused CPU step saves nothing measurable); shown otherwise (CUDA and MPS have fused kernels on the
+    torch versions FUSED_EXISTS admits)."""
     if project.own.xla:
         return REFUTED
     if "xpu" in project.devices and not project.gpu:
         return UNDECIDED
-    return SHOWN
+    if project.gpu or project.imported_cuda or project.devices or project.accelerated_project \
+            or own_accelerated(project.own):
+        return SHOWN
+    return UNDECIDED
 
 
 # what reading an optimizer's learning rate or clearing its gradients reads: no step
@@ -1324,20 +1335,43 @@ def _instance_methods(ctx: AstContext, owner: Optional[ast.AST]) -> Optional[lis
 
 def _state_loaded_at_once(ctx: AstContext, node: ast.Call) -> bool:
     """`opt = AdamW(...)` whose next use, in the same block, is `opt.load_state_dict(...)` (the exercise
-    notebook of LLMs-from-scratch, blind9): the saved param groups, and their `fused`, replace the ones built."""
+    notebook of LLMs-from-scratch, blind9): the saved param groups, and their `fused`, replace the ones built.
+    So too under `if "optimizer" in ckpt:` where `ckpt` always holds a loaded file there (learning-tsp's
+    finetune.py, blind25): the branch only asks whether the checkpoint carries the state, and a fresh run
+    with the flag never happens; an empty `{}` left by an option (`if args.resume: ckpt = load(...)`) keeps it."""
     statement = ctx.parent(node)
     if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
         return False
     target = dotted(statement.targets[0])
     if target is None:
         return False
+    def mentions(statement: ast.stmt) -> bool:
+        return any(dotted(n) == target for n in walk_nodes(statement) if isinstance(n, (ast.Name, ast.Attribute)))
+
     for later in following(ctx, statement):
-        if not any(dotted(n) == target for n in walk_nodes(later) if isinstance(n, (ast.Name, ast.Attribute))):
+        if not mentions(later):
             continue
+        if isinstance(later, ast.If) and _asks_loaded_key(ctx, later.test):
+            later = next(s for s in later.body if mentions(s)) if any(map(mentions, later.body)) else later
         call = later.value if isinstance(later, ast.Expr) else None
         return isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
             and call.func.attr == "load_state_dict" and dotted(call.func.value) == target
     return False
+
+
+def _asks_loaded_key(ctx: AstContext, test: ast.expr) -> bool:
+    """`"optimizer" in ckpt` where `ckpt` holds, where it is read, what a load call returned (`torch.load(...)`,
+    `load_checkpoint(...)`): the branch is taken whenever the saved file carries that key."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.In)
+            and isinstance(test.left, ast.Constant) and isinstance(test.left.value, str)
+            and isinstance(test.comparators[0], ast.Name)):
+        return False
+    value = value_at(ctx, test.comparators[0])
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    last = func.attr if isinstance(func, ast.Attribute) else (func.id if isinstance(func, ast.Name) else "")
+    return "load" in last.lower()
 
 
 def _step_matters(ctx: AstContext, node: ast.Call, held: Optional[Held]) -> Evidence:

@@ -334,3 +334,24 @@ def test_a_script_alone_sees_the_kernels_its_function_level_import_reaches(tmp_p
     part = _partial_project(tmp_path, _project_files(tmp_path, [train]), [train], FactsCache())
     view = part.view(train)
     assert view is not None and view.native_importees
+
+
+@pytest.mark.parametrize("elsewhere", ["import torch\n\ndef run(model, device):\n    return model.to(device)\n",
+                                       "import numpy\n\ndef run(values):\n    return numpy.mean(values)\n"])
+def test_whether_the_project_shows_an_accelerator_is_read_beyond_the_views_files(tmp_path: Path,
+                                                                                elsewhere: str) -> None:
+    """ProjectView.accelerated_project asks the whole project: a partial scan reads the facts of the other
+    files whose text may show an accelerator (and only those), and gives the whole project's answer."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "trainer.py").write_text("import torch\n\nopt = torch.optim.Adam(model.parameters())\n")
+    (tmp_path / "unrelated.py").write_text(elsewhere)
+    (tmp_path / "notes.py").write_text("TEXT = 'nothing to see'\n")
+    member = tmp_path / "trainer.py"
+    paths = _project_files(tmp_path, [member])
+    facts = FactsCache()
+    part = _partial_project(tmp_path, paths, [member], facts)
+    view = part.view(member)
+    assert view is not None and view == scan_files(tmp_path, paths, FactsCache()).view(member)
+    assert view.accelerated_project is ("device" in elsewhere)
+    parsed = sorted(Path(name).relative_to(tmp_path).as_posix() for name in facts.known)
+    assert "notes.py" not in parsed

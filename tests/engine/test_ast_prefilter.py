@@ -149,12 +149,14 @@ def test_files_no_rule_can_flag_are_not_parsed(text: str, parses: list[str]) -> 
     assert parses == ([text] if on_libcst else [])
 
 
+# each with a model on the GPU: GPU201 asks for an accelerator in the project (FUSED_DEVICE)
 GPU201_CASES = [
-    "import torch.optim as optim\nopt = optim.Adam(model.parameters())\n",
-    "from torch.utils import data\nimport torch\nopt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)\n",
-    "import torch as th\nopt = th.optim.AdamW(model.parameters())\n",
-    "def make(model):\n    from torch.optim import Adam\n    return Adam(model.parameters())\n",
-    "def make(model):\n    import torch.optim as o\n    return o.Adagrad(model.parameters())\n",
+    "import torch.optim as optim\nopt = optim.Adam(model.parameters())\nmodel.cuda()\n",
+    "from torch.utils import data\nimport torch\nopt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)\n"
+    "model.cuda()\n",
+    "import torch as th\nopt = th.optim.AdamW(model.parameters())\nmodel.cuda()\n",
+    "def make(model):\n    from torch.optim import Adam\n    return Adam(model.parameters())\nmodel.cuda()\n",
+    "def make(model):\n    import torch.optim as o\n    return o.Adagrad(model.parameters())\nmodel.cuda()\n",
 ]
 
 
@@ -165,18 +167,20 @@ def test_aliased_and_function_level_imports_still_flagged(text: str) -> None:
     assert lint(text) == lint(text, enabled=False)
 
 
+# the models on the GPU: GPU201 asks for an accelerator in the project (FUSED_DEVICE)
 SHADOWING_CASES = [
     # a local `torch` in one function must not hide the module-level import used elsewhere
-    "import torch\ndef helper():\n    torch = None\n    return torch\nopt = torch.optim.Adam(model.parameters())\n",
+    ("import torch\ndef helper():\n    torch = None\n    return torch\n"
+     "opt = torch.optim.Adam(model.cuda().parameters())\n"),
     # a parameter named like the alias, and the alias used in another function
     ("import torch.optim as optim\ndef f(optim):\n    return optim\n"
-     "def g(model):\n    return optim.Adam(model.parameters())\n"),
+     "def g(model):\n    return optim.Adam(model.cuda().parameters())\n"),
     # the same name imported in two functions from two places
-    ("def a(model):\n    from torch.optim import Adam\n    return Adam(model.parameters())\n"
+    ("def a(model):\n    from torch.optim import Adam\n    return Adam(model.cuda().parameters())\n"
      "def b():\n    from mylib import Adam\n    return Adam\n"),
     # a class attribute shadowing nothing at module level
     ("import torch\nclass Trainer:\n    torch = 1\n"
-     "    def opt(self, m):\n        return torch.optim.Adam(m.parameters())\n"),
+     "    def opt(self, m):\n        return torch.optim.Adam(m.cuda().parameters())\n"),
 ]
 
 

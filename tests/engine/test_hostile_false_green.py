@@ -84,7 +84,7 @@ def test_a_notebook_on_stdin_is_read_as_a_notebook(gl: Gpulint, project: Path) -
     ("train", "#!/usr/bin/env python3\n" + TRAIN),
     ("TRAIN.PY", TRAIN),
     ("gui.pyw", TRAIN),
-    ("stubs.pyi", "import torch\nopt = torch.optim.Adam(model.parameters())\n"),
+    ("stubs.pyi", "import torch\nopt = torch.optim.Adam(model.cuda().parameters())\n"),
 ])
 def test_python_files_without_the_usual_name_are_linted(gl: Gpulint, project: Path, name: str, content: str) -> None:
     (project / name).write_text(content)

@@ -235,10 +235,10 @@ def test_full_shows_source_caret_and_fix_diff(findings: list[Finding]) -> None:
 
 
 def test_full_uses_given_source_for_stdin() -> None:
-    text = "import torch\nopt = torch.optim.Adam(p)\n"
+    text = "import torch\nopt = torch.optim.Adam(model.cuda().parameters())\n"
     found = lint_text(Path("-"), text, Settings()).findings
     rendered = render_full(found, RenderContext(sources={"-": text}))
-    assert "2 | opt = torch.optim.Adam(p)" in rendered
+    assert "2 | opt = torch.optim.Adam(model.cuda().parameters())" in rendered
 
 
 # statistics ----------------------------------------------------------------------------------

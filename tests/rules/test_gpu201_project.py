@@ -3,8 +3,12 @@ module (SELFRec: DirectAU and SelfCF build LightGCN's LGCN_Encoder) steps a hand
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from click.testing import CliRunner
+
+from gpulint.cli import main
 from tests.analysis.test_project import findings, write
 
 ENCODER = """\
@@ -438,3 +442,54 @@ def test_a_sharded_grad_scaler_re_exported_by_a_project_package_counts(tmp_path:
         "train.py": TRAIN.replace("from ssl_meta_arch import SSLMetaArch",
                                   "from ssl_meta_arch import SSLMetaArch\nimport fsdp")})
     assert [code for path, _, code in findings(tmp_path) if path == "train.py" and code == "GPU201"] == []
+
+
+def _alone(path: Path) -> list[int]:
+    """The rows of GPU201's findings with only `path` named on the command line."""
+    result = CliRunner().invoke(main, ["check", "--output-format", "json", "--preview", "--no-cache",
+                                       "--select", "GPU201", str(path)])
+    assert result.exit_code in (0, 1), result.output
+    return [f["location"]["row"] for f in json.loads(result.stdout)]
+
+
+CPU_TRAINER = """\
+import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 2))
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+def fit(batches):
+    model = Net()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for x, y in batches:
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+"""
+
+
+def test_a_project_that_never_names_an_accelerator_is_not_reported(tmp_path: Path) -> None:
+    """blind25's CapsGNN, blind24's Graph-Bert: no `.cuda()`, no `.to(device)`, no framework anywhere; the model
+    trains on the CPU, where fused=True saves nothing measurable (FUSED_DEVICE undecided)."""
+    write(tmp_path, {"src/trainer.py": CPU_TRAINER, "src/main.py": "from trainer import fit\nfit([])\n"})
+    assert findings(tmp_path, "--select", "GPU201") == []
+    assert _alone(tmp_path / "src" / "trainer.py") == []  # the file alone (a partial scan): the same
+
+
+def test_an_accelerator_anywhere_in_the_project_keeps_the_finding(tmp_path: Path) -> None:
+    """A script elsewhere in the project moves a model to a device (a `__main__` demo of a library module beside
+    GPU training scripts, dev's vit-pytorch lejepa.py): the code may run there. Linted alone (a partial scan of
+    the project), the file gets the same answer."""
+    gpu_script = "import torch\n\ndef run(model, device):\n    return model.to(device)\n"
+    write(tmp_path, {"src/trainer.py": CPU_TRAINER, "src/main.py": "from trainer import fit\nfit([])\n",
+                     "scripts/other.py": gpu_script})
+    assert findings(tmp_path, "--select", "GPU201") == [("src/trainer.py", 16, "GPU201")]
+    assert _alone(tmp_path / "src" / "trainer.py") == [16]
