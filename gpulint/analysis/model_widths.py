@@ -25,6 +25,7 @@ from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.facts import ClassFacts
 from gpulint.project.layers import (
     DIMS,
+    HANDED,
     LIST,
     MODULE,
     NO_WIDTH,
@@ -42,6 +43,7 @@ from gpulint.project.layers import (
 )
 
 MAX_DEPTH = 6
+HANDED_KEY = "<module>"  # bindings: HANDED_KEY + a parameter -> the width of the module a caller passes for it
 Lookup = Callable[[str], Optional[ClassFacts]]  # a class by the name a file spells it
 # `args.hidden` / `config.n_embd` -> its integer, `args.layers` -> its list of integers, when known
 Attribute = Callable[[str], Union[int, tuple[int, ...], None]]
@@ -115,6 +117,12 @@ def layers_width(layers: tuple[Layer, ...], lookup: Lookup, bindings: Mapping[st
             if inner is None:
                 return None
             widest = max(widest, inner)
+        elif layer.kind == HANDED:
+            # `Diffusion(model=MLP(...))`: the module kept from that parameter, as wide as the one passed
+            width = bindings.get(HANDED_KEY + layer.dims[0]) if layer.dims else None
+            if width is None:
+                return None
+            widest = max(widest, width)
         else:
             return None
     return widest
@@ -180,11 +188,13 @@ def chain_width(layer: Layer, lookup: Lookup, bindings: Mapping[str, Optional[in
 
 def class_width(found: ClassFacts, lookup: Lookup, positional: tuple[str, ...], keywords: Mapping[str, str],
                 outer: Mapping[str, Optional[int]], attribute: Attribute, depth: int = 0,
-                kinds: Optional[set[str]] = None) -> Optional[int]:
-    """The width of a model class built with these argument tokens (resolved in the caller's bindings)."""
+                kinds: Optional[set[str]] = None, modules: Mapping[str, int] = {}) -> Optional[int]:
+    """The width of a model class built with these argument tokens (resolved in the caller's bindings);
+    `modules`: the widths of the modules the caller passes for its HANDED parameters, by parameter."""
     if found.layers is None:
         return None
     bindings: dict[str, Optional[int]] = dict(found.init_defaults)
+    bindings.update((HANDED_KEY + name, width) for name, width in modules.items())
     for index, (name, token) in enumerate(zip(found.init_params, positional)):
         if token == REST:  # `ListModule(*self.layers)`: this parameter and the ones after it are not known
             bindings.update((rest, None) for rest in found.init_params[index:])
@@ -513,7 +523,34 @@ def _model_width(ctx: AstContext, model: ast.expr, depth: int = 0, kinds: Option
     if _starred(model):
         return None
     keywords = {k.arg: _token(ctx, k.value) for k in model.keywords if k.arg is not None}
-    return class_width(found, _lookup(ctx), positional, keywords, {}, attribute, kinds=kinds)
+    modules = _handed_widths(ctx, model, found, depth, kinds)
+    if modules is None:
+        return None
+    return class_width(found, _lookup(ctx), positional, keywords, {}, attribute, kinds=kinds, modules=modules)
+
+
+def _handed_widths(ctx: AstContext, call: ast.Call, found: ClassFacts, depth: int,
+                   kinds: Optional[set[str]]) -> Optional[dict[str, int]]:
+    """The widths of the modules a wrapper's constructor call passes for the parameters it keeps and calls
+    (`Diffusion(state_dim, action_dim, model=self.model)`): each read where it is built. None when one is
+    unknown or not passed (an unknown width is not a small one)."""
+    out: dict[str, int] = {}
+    for layer in found.layers or ():
+        if layer.kind != HANDED or not layer.dims:
+            continue
+        param = layer.dims[0]
+        given = next((k.value for k in call.keywords if k.arg == param), None)
+        if given is None and param in found.init_params:
+            index = found.init_params.index(param)
+            positional = _positional(call)
+            given = positional[index] if index < len(positional) else None
+        if given is None:
+            return None
+        width = _model_width(ctx, given, depth + 1, kinds)
+        if width is None:
+            return None
+        out[param] = width
+    return out
 
 
 def _on_self(expr: ast.Attribute) -> bool:

@@ -24,7 +24,10 @@ from gpulint.records import dataclass
 # layer kinds
 DIMS = "dims"  # a layer whose matmul width is the smallest of `dims`
 MODULE = "module"  # another class built with `dims` as positional and `keywords` as keyword arguments
-OPAQUE = "opaque"  # a module whose width cannot be read (a library model, one handed in, built by a helper)
+OPAQUE = "opaque"  # a module whose width cannot be read (a library model, built by a helper)
+# a module handed to `__init__` and kept on self (`self.model = model`, then `self.model(x)` in some method): as
+# wide as what the caller passes for that parameter (`dims`: the parameter's name), read where the wrapper is built
+HANDED = "handed"
 
 UNKNOWN = "?"
 REST = "..."  # MODULE: the positional arguments from here on are a splat (`*self.layers`), each parameter unknown
@@ -92,7 +95,7 @@ _NO_WIDTH = frozenset({
 
 @dataclass(frozen=True)
 class Layer:
-    kind: str  # DIMS, MODULE or OPAQUE
+    kind: str  # DIMS, MODULE, OPAQUE or HANDED
     name: str  # the layer's class as spelled in the file
     dims: tuple[str, ...] = ()  # width tokens (DIMS), or the positional argument tokens (MODULE)
     # MODULE: keyword argument tokens; a recurrent DIMS layer: `num_layers` and `bidirectional` where passed
@@ -251,9 +254,13 @@ def class_layers(cls: ast.ClassDef, qualify: Qualify, local_classes: frozenset[s
     params = frozenset(names)
     me = (init.args.posonlyargs + init.args.args)[0].arg if init.args.posonlyargs + init.args.args else "self"
     # what `__init__` keeps of its arguments (`self.args = args`): a module handed in, or a configuration
-    handed = {t.attr for n in walk(init) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Name)
-              and n.value.id in params for t in n.targets
-              if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == me}
+    kept: dict[str, set[str]] = {}
+    for n in walk(init):
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Name) and n.value.id in params:
+            for t in n.targets:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == me:
+                    kept.setdefault(t.attr, set()).add(n.value.id)
+    handed = set(kept)
     layers: list[Layer] = []
     pending: list[tuple[FunctionNode, frozenset[str]]] = [(init, params)]
     seen = {"__init__"}
@@ -285,15 +292,19 @@ def class_layers(cls: ast.ClassDef, qualify: Qualify, local_classes: frozenset[s
                 layer = replace(layer, chain=chain)
             if layer is not None:
                 layers.append(layer)
-    # a module handed in (`self.backbone = backbone`) and called in forward: its width is the caller's
-    for name in ("forward", "__call__"):
-        method = methods.get(name)
-        if method is None:
-            continue
-        for call in _calls(method):
-            if isinstance(call.func, ast.Attribute) and call.func.attr in handed and \
-                    isinstance(call.func.value, ast.Name) and call.func.value.id == me:
-                layers.append(Layer(OPAQUE, call.func.attr))
+    # a module handed in (`self.backbone = backbone`) and called in any method (`forward`, or a `loss` or
+    # `p_losses` a trainer calls): part of the parameters, as wide as what the caller passes for it
+    called: list[str] = []
+    for method in methods.values():
+        for node in walk(method):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in handed \
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == me \
+                    and node.func.attr not in called:
+                called.append(node.func.attr)
+    for attribute in called:
+        sources = kept[attribute]
+        # kept from one parameter: the caller's module; from several (`self.m = a` or `b`): not read
+        layers.append(Layer(HANDED, attribute, tuple(sources)) if len(sources) == 1 else Layer(OPAQUE, attribute))
     return tuple(layers), tuple(names), defaults
 
 
