@@ -295,8 +295,8 @@ def class_layers(cls: ast.ClassDef, qualify: Qualify, local_classes: frozenset[s
     # a module handed in (`self.backbone = backbone`) and called in any method (`forward`, or a `loss` or
     # `p_losses` a trainer calls): part of the parameters, as wide as what the caller passes for it
     called: list[str] = []
-    for method in methods.values():
-        for node in walk(method):
+    for method in methods.values() if handed else ():
+        for node in all_nodes(method):  # kept: parameter_tensors reads every method again
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in handed \
                     and isinstance(node.func.value, ast.Name) and node.func.value.id == me \
                     and node.func.attr not in called:
