@@ -378,21 +378,7 @@ class _Flow:
         """The kinds of the copies of the batch names (and names taken from them) in these statements, and
         with `steps`, in the module-level functions of the file they are handed to."""
         nodes = list(own_nodes(body))
-        batch = set(batch)
-        changed = True
-        while changed:  # `x, y = batch`, `images = images.cuda()`, `{k: v for k, v in batch.items()}`
-            changed = False
-            for node in nodes:
-                new: set[str] = set()
-                if isinstance(node, ast.Assign) and _reads(node.value) & batch:
-                    new = {n for t in node.targets for n in _bound(t)} - batch
-                elif isinstance(node, ast.comprehension) and _reads(node.iter) & batch:
-                    new = _bound(node.target) - batch
-                elif isinstance(node, (ast.For, ast.AsyncFor)) and _items_of(node.iter, batch):
-                    new = _bound(node.target) - batch  # `for k, v in batch.items():` takes its items
-                if new:
-                    batch |= new
-                    changed = True
+        batch = _taken_from(batch, nodes)
         kinds: set[str] = set()
         for node in nodes:
             if not isinstance(node, ast.Call):
@@ -417,13 +403,47 @@ class _Flow:
         return self.moves_of(handed, function.body, steps=False) if handed else set()
 
 
-def _items_of(source: ast.expr, batch: set[str]) -> bool:
-    """`batch`, `batch.items()`, `batch.values()`: a loop over it takes the batch's own items (not a loop over
-    `range(len(batch))`, whose indices are no part of it)."""
+def _taken_from(batch: set[str], nodes: list[ast.AST]) -> set[str]:
+    """The batch names and the names taken from them in these nodes: `x, y = batch`, `images = images.cuda()`,
+    `{k: v for k, v in batch.items()}`, `for k, v in batch.items():`."""
+    return _closure(batch, _takings(nodes))
+
+
+def _takings(nodes: list[ast.AST]) -> list[tuple[Union[set[str], str], set[str]]]:
+    """For `_taken_from`: each binding that may take a part of a batch, as (the names read, or the one name
+    whose items a loop takes) -> the names bound."""
+    found: list[tuple[Union[set[str], str], set[str]]] = []
+    for node in nodes:
+        if isinstance(node, ast.Assign):
+            found.append((_reads(node.value), {n for t in node.targets for n in _bound(t)}))
+        elif isinstance(node, ast.comprehension):
+            found.append((_reads(node.iter), _bound(node.target)))
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            source = _items_source(node.iter)
+            if source is not None:
+                found.append((source, _bound(node.target)))
+    return found
+
+
+def _closure(batch: set[str], takings: list[tuple[Union[set[str], str], set[str]]]) -> set[str]:
+    batch = set(batch)
+    changed = True
+    while changed:
+        changed = False
+        for read, bound in takings:
+            if (read in batch if isinstance(read, str) else read & batch) and not bound <= batch:
+                batch |= bound
+                changed = True
+    return batch
+
+
+def _items_source(source: ast.expr) -> Optional[str]:
+    """`batch`, `batch.items()`, `batch.values()`: the name whose own items a loop over it takes ("batch"; not
+    a loop over `range(len(batch))`, whose indices are no part of it)."""
     if isinstance(source, ast.Call) and isinstance(source.func, ast.Attribute) and not source.args \
             and source.func.attr in ("items", "values"):
         source = source.func.value
-    return isinstance(source, ast.Name) and source.id in batch
+    return source.id if isinstance(source, ast.Name) else None
 
 
 class _Keys:
@@ -812,7 +832,6 @@ def method_moves(tree: ast.Module, lines: Optional[list[int]] = None) -> dict[st
     `.to(...)`/`.cuda(...)` calls when the caller has them: only the methods spanning one are read."""
     if lines is not None and not lines:
         return {}
-    flow: Optional[_Flow] = None
     out: dict[str, tuple[str, ...]] = {}
     for cls in tree.body:
         if not isinstance(cls, ast.ClassDef) or (lines is not None and not any(
@@ -828,13 +847,21 @@ def method_moves(tree: ast.Module, lines: Optional[list[int]] = None) -> dict[st
                 continue
             positional = [a.arg for a in (*method.args.posonlyargs, *method.args.args)][1:]
             params = positional + [a.arg for a in method.args.kwonlyargs]
-            flow = flow or _flow_of(tree)
-            scope = flow.names.get(id(method), {})
+            nodes = list(own_nodes(method.body))
+            copies = [n for n in nodes if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                      and n.func.attr in ("to", "cuda")]
+            if not copies:
+                continue
+            stored = {n.id for n in nodes if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+            takings = _takings(nodes)
             for param in params:
-                entry = scope.get(param)
-                if entry is None or entry.stores or not entry.loads:
-                    continue  # never read, or rebound: which value is copied is unclear
-                kinds = flow.moves_of({param}, method.body, steps=False)
+                if param in stored:
+                    continue  # rebound: which value is copied is unclear
+                batch = _closure({param}, takings)
+                kinds = set()
+                for copy in copies:
+                    if _reads(copy.func.value) & batch:  # type: ignore[attr-defined]
+                        kinds |= move_kinds(copy)
                 if any(k.startswith(AT) for k in kinds):
                     devices = _self_devices(cls) if devices is None else devices
                     if {AT + f"self.{d}" for d in devices} & kinds:
