@@ -14,7 +14,7 @@ from dataclasses import field
 from functools import cached_property
 from typing import Any, Callable, Optional, Sequence, TypeVar, Union
 
-from gpulint.analysis.ast_context import LOCAL, AstContext, AstKeywordArgs, positional_args
+from gpulint.analysis.ast_context import LOCAL, AstContext, AstKeywordArgs, AstScope, positional_args
 from gpulint.analysis.ast_values import is_literal, self_attribute_value, single_value, value_at
 from gpulint.analysis.evidence import Premise
 from gpulint.analysis.reach import in_main_block
@@ -32,7 +32,7 @@ from gpulint.project.ast_nodes import children as child_nodes
 from gpulint.project.ast_nodes import walk as walk_nodes
 from gpulint.project.facts import IN_MEMORY, NOTHING, ON_DEVICE, ClassFacts, moves_to_device
 from gpulint.project.graph_data import SMALL_IMAGE_SETS
-from gpulint.project.loader_flow import DEVICE_WORDS, IN, MOVED, NON_BLOCKING, own_nodes
+from gpulint.project.loader_flow import DEVICE_WORDS, IN, MOVED, NON_BLOCKING, RETURNS_SELF, own_nodes
 from gpulint.records import dataclass
 
 FunctionNode = Union[ast.FunctionDef, ast.AsyncFunctionDef]
@@ -89,6 +89,41 @@ def _preprocessed_rows(dataset: ast.expr, ctx: AstContext) -> bool:
             methods.add(expr.func.attr)
             pending.append(expr.func.value)  # `ds.map(f).select(...)`: the receiver's history too
     return "map" in methods and not {"with_transform", "set_transform"} & methods
+
+
+def _passed_values(ctx: AstContext, name: ast.Name, owner: AstScope) -> list[ast.expr]:
+    """The values the calls of a function of this file pass as its parameter `name` (never rebound in it), when
+    the function's name is bound once, by its def, and used only to call it, each call passing the parameter
+    (up to 8 calls): XMem's nested `construct_loader(dataset)`, which its train.py calls with each stage's
+    dataset (blind25). [] otherwise (a method, a callback, a call leaving the parameter to its default)."""
+    function = owner.node
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or owner.parent is None \
+            or owner.parent.is_class or owner.bindings.get(name.id) != [LOCAL]:
+        return []
+    positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    if name.id not in positional and name.id not in {a.arg for a in function.args.kwonlyargs}:
+        return []
+    outer = owner.parent
+    if outer.bindings.get(function.name) != [LOCAL] or outer.values.get(function.name) != [None]:
+        return []  # the def is not the name's only binding
+    uses = ctx.bound_uses(function.name, outer)
+    if not uses or len(uses) > 8:
+        return []
+    found: list[ast.expr] = []
+    for use in uses:
+        call = ctx.parent(use)
+        if not isinstance(call, ast.Call) or call.func is not use:
+            return []  # handed on (a callback), not only called
+        value = next((k.value for k in call.keywords if k.arg == name.id), None)
+        if value is None and name.id in positional:
+            index = positional.index(name.id)
+            if any(isinstance(a, ast.Starred) for a in call.args[:index + 1]) or index >= len(call.args):
+                return []
+            value = call.args[index]
+        if value is None or isinstance(value, ast.Starred):
+            return []
+        found.append(value)
+    return found
 
 
 def _is_none(expr: ast.expr) -> bool:
@@ -341,6 +376,9 @@ class LoaderCall:
         owner = self.ctx.names.binding_scope(expr)
         if owner is None:
             return [self]
+        passed = _passed_values(self.ctx, expr, owner)
+        if passed:
+            return [LoaderCall(self.ctx, self.node, self.kwargs, start=v) for v in passed]
         targets = owner.bindings.get(expr.id, [])
         values = owner.values.get(expr.id, [])
         if not values or len(values) > 8 or any(t is not None for t in targets) or any(v is None for v in values):
@@ -373,6 +411,10 @@ class LoaderCall:
                 expr = _first_argument(expr)  # `self.train, self.val = random_split(ds, ...)`
             elif isinstance(expr, ast.Call) and ctx.qualname(expr.func) in DATASET_WRAPPERS:
                 first = _first_argument(expr)
+                while isinstance(first, ast.BinOp) and isinstance(first.op, (ast.Add, ast.Mult)):
+                    # `[davis] * 5 + [yv]`: its first part (judged by it, as a list's first element)
+                    first = first.right if isinstance(first.op, ast.Mult) and not isinstance(
+                        first.left, (ast.List, ast.Tuple)) else first.left
                 if isinstance(first, (ast.List, ast.Tuple)) and first.elts:
                     first = _unstarred(first.elts[0])  # ConcatDataset([a, b]): judged by its first part
                 expr = first
@@ -1049,6 +1091,61 @@ class _Follower:
             if isinstance(func, ast.Attribute) and func.attr in MOVES and _reads(func.value) & batch \
                     and _to_a_device(self.ctx, call):
                 self.use.moves.append(call)
+            elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+                    and func.value.id not in batch and self.ctx.project.handed_methods:
+                self._into_method(func, call, batch)
+
+    def _into_method(self, func: ast.Attribute, call: ast.Call, batch: set[str]) -> None:
+        """`model.do_pass(data, it)` with `model` bound only to instances of a class of a project module this
+        file imports (`model = XMemTrainer(...)`, or `XMemTrainer(...).train()` through a method that returns
+        `self`) whose method `do_pass` copies the parameter handed the batch, or its items, to a device
+        (ProjectView.handed_methods): those copies are the batch's (XMem's train.py, blind25)."""
+        handed = self.ctx.project.handed_methods
+        slots: list[str] = []
+        for index, argument in enumerate(call.args):
+            if isinstance(argument, ast.Starred):
+                break
+            if _part_of(argument, batch):
+                slots.append(str(index))
+        slots += [k.arg for k in call.keywords if k.arg is not None and _part_of(k.value, batch)]
+        if not slots:
+            return
+        classes = _instance_classes(self.ctx, func.value, handed)  # type: ignore[arg-type]
+        if not classes:
+            return
+        for slot in slots:
+            found = [handed.get(f"{each}.{func.attr}#{slot}") for each in classes]
+            if not all(found):
+                continue
+            common = frozenset.intersection(*(frozenset(k for k in each or () if not k.startswith(IN))
+                                              for each in found))
+            if MOVED in common:
+                self.use.elsewhere |= common | frozenset(k for each in found for k in each or () if k.startswith(IN))
+
+
+def _instance_classes(ctx: AstContext, name: ast.Name, handed: dict[str, tuple[str, ...]]) -> list[str]:
+    """The imported classes (as ProjectView.handed_methods spells them) whose instances `name` holds, when every
+    binding of it in its scope is a call of one (`model = Trainer(...)`), or of a method of one that returns
+    `self` (`Trainer(...).train()`); [] when one binding is anything else (a parameter, another call)."""
+    owner = ctx.names.binding_scope(name)
+    if owner is None:
+        return []
+    targets = owner.bindings.get(name.id, [])
+    values = owner.values.get(name.id, [])
+    if not values or len(values) != len(targets) or any(t is not None for t in targets):
+        return []
+    found: list[str] = []
+    for value in values:
+        chained: list[str] = []
+        while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+                and isinstance(value.func.value, ast.Call):
+            chained.append(value.func.attr)  # `Trainer(...).train()`
+            value = value.func.value
+        spelled = ctx.qualname(value.func) if isinstance(value, ast.Call) else None
+        if spelled is None or any(handed.get(f"{spelled}.{m}") != (RETURNS_SELF,) for m in chained):
+            return []
+        found.append(spelled)
+    return sorted(set(found))
 
 
 def _part_of(expr: ast.expr, batch: set[str]) -> bool:

@@ -60,6 +60,7 @@ from gpulint.project.loader_flow import (
     dotted,
     hands_results_to_a_class,
     member_moves,
+    method_moves,
     move_kinds,
     moved_results,
     parameter_moves,
@@ -76,7 +77,7 @@ from gpulint.project.methods import (
 from gpulint.project.token_items import yields_token_ids
 from gpulint.records import dataclass
 
-FACTS_VERSION = 65
+FACTS_VERSION = 66
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -518,6 +519,10 @@ class FileFacts:
     # what each module-level function does with a value handed to it that its own loop iterates
     # (loader_flow.parameter_moves): "<function>#<position or name>" -> the kinds of the copies
     parameter_moves: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # what the methods of each module-level class do with a value handed to them (loader_flow.method_moves):
+    # "<Class>.<method>#<position after self, or name>" -> the kinds of the copies of that parameter (or its
+    # items), and "<Class>.<method>" -> ("returns-self",) for such a class's methods that return `self`
+    method_moves: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # module-level names (and `Class.attr` of module-level classes) bound once to a device naming CUDA
     # (a config module's `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`)
     cuda_devices: tuple[str, ...] = ()
@@ -1237,6 +1242,7 @@ class _Scanner:
         self.device_setattr = False  # `setattr(x, "device", ...)` somewhere (FileFacts.cuda_returns is read only then)
         self.lazy = False  # an import below module level (FileFacts.lazy_imports is read only then)
         self.loops: list[ast.AST] = []  # every `for` loop (project/loader_flow.py reads on only when one copies)
+        self.copy_lines: list[int] = []  # the lines of `.to(...)`/`.cuda(...)` calls in classes (method_moves)
         self.device_keyword = False  # a call passes `device=` (FileFacts.device_collates are looked for only then)
         self.device_moved = False  # FileFacts.device_moved
 
@@ -1264,6 +1270,7 @@ class _Scanner:
         for statement in self.tree.body:
             defined = _defined_names(statement)
             used: set[str] = set()
+            in_class = type(statement) is ast.ClassDef  # (method_moves reads the copies of module-level classes)
             for node in fast_walk(statement):
                 kind = type(node)
                 if kind is Name:
@@ -1299,6 +1306,9 @@ class _Scanner:
                         self.settings.add(_CUDNN_ATTRIBUTES[attr])
                 elif kind is Call:
                     self._call(node)  # type: ignore[arg-type]
+                    callee = node.func  # type: ignore[attr-defined]
+                    if in_class and type(callee) is Attribute and callee.attr in ("to", "cuda"):
+                        self.copy_lines.append(node.lineno)  # type: ignore[attr-defined]
                 elif kind is Constant:
                     value = node.value  # type: ignore[attr-defined]
                     if type(value) is str and value[:1] == "_" and mentions_name(value) and value.isidentifier():
@@ -1450,6 +1460,7 @@ class _Scanner:
             member_moves=member_moves(self.tree, self.loops) if self.loops and names & {"to", "cuda"} else {},
             parameter_moves=parameter_moves(self.tree, self.loops) if self.loops and names & {"to", "cuda"}
             else {},
+            method_moves=method_moves(self.tree, self.copy_lines) if self.copy_lines else {},
             cuda_devices=cuda_devices(self.tree) if self.gpu else (),
             imported_device_targets=tuple(sorted(self.device_targets)),
             cuda_returns=cuda_returns(self.tree) if self.gpu and (

@@ -378,19 +378,7 @@ class _Flow:
         """The kinds of the copies of the batch names (and names taken from them) in these statements, and
         with `steps`, in the module-level functions of the file they are handed to."""
         nodes = list(own_nodes(body))
-        batch = set(batch)
-        changed = True
-        while changed:  # `x, y = batch`, `images = images.cuda()`, `{k: v for k, v in batch.items()}`
-            changed = False
-            for node in nodes:
-                new: set[str] = set()
-                if isinstance(node, ast.Assign) and _reads(node.value) & batch:
-                    new = {n for t in node.targets for n in _bound(t)} - batch
-                elif isinstance(node, ast.comprehension) and _reads(node.iter) & batch:
-                    new = _bound(node.target) - batch
-                if new:
-                    batch |= new
-                    changed = True
+        batch = _taken_from(batch, nodes)
         kinds: set[str] = set()
         for node in nodes:
             if not isinstance(node, ast.Call):
@@ -413,6 +401,49 @@ class _Flow:
                 handed.add(positional[index].arg)
         handed |= {k.arg for k in call.keywords if k.arg is not None and _reads(k.value) & batch}
         return self.moves_of(handed, function.body, steps=False) if handed else set()
+
+
+def _taken_from(batch: set[str], nodes: list[ast.AST]) -> set[str]:
+    """The batch names and the names taken from them in these nodes: `x, y = batch`, `images = images.cuda()`,
+    `{k: v for k, v in batch.items()}`, `for k, v in batch.items():`."""
+    return _closure(batch, _takings(nodes))
+
+
+def _takings(nodes: list[ast.AST]) -> list[tuple[Union[set[str], str], set[str]]]:
+    """For `_taken_from`: each binding that may take a part of a batch, as (the names read, or the one name
+    whose items a loop takes) -> the names bound."""
+    found: list[tuple[Union[set[str], str], set[str]]] = []
+    for node in nodes:
+        if isinstance(node, ast.Assign):
+            found.append((_reads(node.value), {n for t in node.targets for n in _bound(t)}))
+        elif isinstance(node, ast.comprehension):
+            found.append((_reads(node.iter), _bound(node.target)))
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            source = _items_source(node.iter)
+            if source is not None:
+                found.append((source, _bound(node.target)))
+    return found
+
+
+def _closure(batch: set[str], takings: list[tuple[Union[set[str], str], set[str]]]) -> set[str]:
+    batch = set(batch)
+    changed = True
+    while changed:
+        changed = False
+        for read, bound in takings:
+            if (read in batch if isinstance(read, str) else read & batch) and not bound <= batch:
+                batch |= bound
+                changed = True
+    return batch
+
+
+def _items_source(source: ast.expr) -> Optional[str]:
+    """`batch`, `batch.items()`, `batch.values()`: the name whose own items a loop over it takes ("batch"; not
+    a loop over `range(len(batch))`, whose indices are no part of it)."""
+    if isinstance(source, ast.Call) and isinstance(source.func, ast.Attribute) and not source.args \
+            and source.func.attr in ("items", "values"):
+        source = source.func.value
+    return source.id if isinstance(source, ast.Name) else None
 
 
 class _Keys:
@@ -783,6 +814,79 @@ def parameter_moves(tree: ast.Module, loops: Optional[list[ast.AST]] = None) -> 
     if out and flow is not None:
         _handed_on(tree, flow, out)
     return dict(sorted(out.items()))
+
+
+RETURNS_SELF = "returns-self"  # method_moves: "<Class>.<method>" whose every return is `return self`
+
+
+def method_moves(tree: ast.Module, lines: Optional[list[int]] = None) -> dict[str, tuple[str, ...]]:
+    """What a method of a module-level class does with a value handed to it: "<Class>.<method>#<index>" (the
+    parameter's position after `self`) and "<Class>.<method>#<name>" -> the kinds of the copies the method makes
+    of that parameter (never rebound in it) or of items of it (`for k, v in data.items(): data[k] = v.cuda()`):
+    MOVED, NON_BLOCKING, CUDA (a copy to `self.<attr>` the class binds only to a device naming CUDA is CUDA; one
+    to another named device is left out). The other half of a batch a file hands to a method of an instance of
+    an imported class (`model = XMemTrainer(...)`, then `model.do_pass(data, it)` in the loop over the loader:
+    XMem's train.py, blind25). For those classes, "<Class>.<method>" -> (RETURNS_SELF,) for each method whose
+    every return is `return self` (`XMemTrainer(...).train()` is the instance). Only the class's own methods
+    (never `__init__` or a static method); an inherited one is not resolved. `lines`: the lines of the file's
+    `.to(...)`/`.cuda(...)` calls when the caller has them: only the methods spanning one are read."""
+    if lines is not None and not lines:
+        return {}
+    out: dict[str, tuple[str, ...]] = {}
+    for cls in tree.body:
+        if not isinstance(cls, ast.ClassDef) or (lines is not None and not any(
+                cls.lineno <= line <= (cls.end_lineno or cls.lineno) for line in lines)):
+            continue
+        devices: Optional[set[str]] = None
+        found = False
+        for method in cls.body:
+            if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) or method.name == "__init__" \
+                    or any(dotted(d) in ("staticmethod", "classmethod") for d in method.decorator_list) \
+                    or (lines is not None and not any(
+                        method.lineno <= line <= (method.end_lineno or method.lineno) for line in lines)):
+                continue
+            positional = [a.arg for a in (*method.args.posonlyargs, *method.args.args)][1:]
+            params = positional + [a.arg for a in method.args.kwonlyargs]
+            nodes = list(own_nodes(method.body))
+            copies = [n for n in nodes if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                      and n.func.attr in ("to", "cuda")]
+            if not copies:
+                continue
+            stored = {n.id for n in nodes if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+            takings = _takings(nodes)
+            for param in params:
+                if param in stored:
+                    continue  # rebound: which value is copied is unclear
+                batch = _closure({param}, takings)
+                kinds = set()
+                for copy in copies:
+                    if _reads(copy.func.value) & batch:  # type: ignore[attr-defined]
+                        kinds |= move_kinds(copy)
+                if any(k.startswith(AT) for k in kinds):
+                    devices = _self_devices(cls) if devices is None else devices
+                    if {AT + f"self.{d}" for d in devices} & kinds:
+                        kinds.add(CUDA)
+                kinds = {k for k in kinds if not k.startswith(AT)}
+                if MOVED not in kinds:
+                    continue
+                found = True
+                keys = [f"{cls.name}.{method.name}#{param}"]
+                if param in positional:
+                    keys.append(f"{cls.name}.{method.name}#{positional.index(param)}")
+                for key in keys:
+                    out[key] = tuple(sorted(kinds))
+        if found:
+            for method in cls.body:
+                if isinstance(method, ast.FunctionDef) and not method.decorator_list:
+                    returned = _returns_of(method)
+                    if returned and all(isinstance(r, ast.Name) and r.id == "self" for r in returned):
+                        out[f"{cls.name}.{method.name}"] = (RETURNS_SELF,)
+    return dict(sorted(out.items()))
+
+
+def _returns_of(function: FunctionNode) -> list[Optional[ast.expr]]:
+    """The values of the function's own `return` statements (not those of functions defined in it)."""
+    return [n.value for n in own_nodes(function.body) if isinstance(n, ast.Return)]
 
 
 def _handed_on(tree: ast.Module, flow: "_Flow", out: dict[str, tuple[str, ...]]) -> None:

@@ -263,6 +263,11 @@ class ProjectView:
     # "<function as spelled, qualified as `_imported_functions` spells it>#<position or name>" -> kinds (MOVED,
     # NON_BLOCKING, CUDA) and "in:<the file that defines it>"
     handed_moves: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # what the methods of classes of project modules this file imports do with a value handed to them
+    # (FileFacts.method_moves: GPU101's batch handed to `model.do_pass(data)` for `model = XMemTrainer(...)`):
+    # "<class as spelled, qualified as `_imported_functions` spells it>.<method>#<position or name>" -> kinds
+    # (MOVED, NON_BLOCKING, CUDA) and "in:<the file that defines it>"; "<class>.<method>" -> ("returns-self",)
+    handed_methods: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # devices naming CUDA that this file imports from project modules, spelled as the file reads them
     # ("CFG.device" for `import config as CFG`, "device" for `from config import device`)
     imported_cuda_devices: frozenset[str] = frozenset()
@@ -838,6 +843,7 @@ class Project:
             imported=bool(callers & ~me),
             moved_returns=self._moved_returns(rel),
             handed_moves=self._handed_moves(rel),
+            handed_methods=self._handed_methods(rel),
             imported_cuda_devices=self._imported_cuda_devices(rel),
             inherited_cuda=self._inherited_cuda(rel),
             returned_cuda=self._returned_cuda(rel),
@@ -1355,6 +1361,19 @@ class Project:
                 function, _, slot = key.partition("#")
                 if function == name:
                     out[f"{spelled}#{slot}"] = tuple(sorted({*kinds, IN + target}))
+        return dict(sorted(out.items()))
+
+    def _handed_methods(self, path: str) -> dict[str, tuple[str, ...]]:
+        """ProjectView.handed_methods: FileFacts.method_moves of the project modules `path` imports, keyed by the
+        class as `path` spells it."""
+        out: dict[str, tuple[str, ...]] = {}
+        refs = self._imported_function_refs(
+            path, lambda facts: tuple(sorted({k.partition(".")[0] for k in facts.method_moves})))
+        for spelled, target, name in refs:
+            for key, kinds in self.facts[target].method_moves.items():
+                cls, _, rest = key.partition(".")
+                if cls == name:
+                    out[f"{spelled}.{rest}"] = kinds if "#" not in rest else tuple(sorted({*kinds, IN + target}))
         return dict(sorted(out.items()))
 
     def _kept_by_class(self, caller: str, handed: str) -> set[str]:

@@ -54,8 +54,11 @@ CPU_TENSORS = Premise(
     "`functools.partial` of one, whose own code or a function of its file it calls makes `.to(device)`, `.cuda()` "
     "or `torch.tensor(..., device=...)`, as a Dataset class's items are judged: LoRA's bertabs, blind11), items "
     "without tensors (prompts, indices from `range(n)` or `idx.tolist()`, a `collate_fn` returning strings), "
-    "batches for JAX, and a `collate_fn` whose container the pin thread cannot pin. An unknown dataset "
-    "(a parameter, a class gpulint cannot read) is undecided.")
+    "batches for JAX, and a `collate_fn` whose container the pin thread cannot pin. A parameter of a function "
+    "of the file (never rebound) is each value its calls pass, when the def is its name's only binding and every "
+    "use of that name calls it with the parameter (XMem's nested `construct_loader(dataset)`, blind25); the "
+    "first part of `ConcatDataset([a] * 5 + [b])` stands for it. Any other unknown dataset (a parameter, a "
+    "class gpulint cannot read) is undecided.")
 REACHES_CUDA = Premise(
     "reaches-cuda",
     "the batches are copied to a CUDA GPU: a loop over the loader (directly, through the name or `self.` "
@@ -74,7 +77,12 @@ REACHES_CUDA = Premise(
     "train_loader)`). A loader handed to a function of a project module the file imports, whose own loop over "
     "that parameter (or that of a function of its module it hands it on to) copies the batches, counts too "
     "(`train(model, train_loader, eval_loader)`; a name several imports bind, on different branches, only "
-    "when every one leads to such a function: ban-vqa, blind24); a copy to a device a project module the "
+    "when every one leads to such a function: ban-vqa, blind24). So does a batch (or a part of it) a loop "
+    "hands to a method of a name bound only to instances of a class of a project module the file imports "
+    "(`model = Trainer(...)`, also `Trainer(...).train()` through its methods that return `self`), when that "
+    "class's own method copies the parameter, or its items (`for k, v in data.items(): data[k] = "
+    "v.cuda(non_blocking=True)`), to a device: XMem's `model.do_pass(data, it)`, blind25; a copy to a device a "
+    "project module the "
     "copying file imports binds to CUDA (`x.to(CFG.device)`, config.py's `device = torch.device(\"cuda\" if"
     " ... else \"cpu\")`), that project base classes bind so (`self.device`), or that a project function "
     "binds so on the options it returns (`opt.device` for `opt = OptInit().get_args()`: GPU001's on-gpu) is "

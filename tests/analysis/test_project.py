@@ -3399,3 +3399,101 @@ def test_loader_of_an_inference_script_feeds_no_training(tmp_path: Path, trains:
     write(tmp_path, {"synthesize.py": script, "train.py": "import torch\n\n" + TRAIN_STEP})
     found = codes(findings(tmp_path, "--select", "GPU102"), "synthesize.py")
     assert found == (["GPU102"] if trains else [])
+
+
+_FRAMES_DATASET = """from PIL import Image
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+
+class Frames(Dataset):
+    def __init__(self, paths, skip):
+        self.paths = paths
+        self.skip = skip
+
+    def __getitem__(self, index):
+        image = np.asarray(Image.open(self.paths[index]).convert("RGB"), dtype=np.float32)
+        return {"rgb": torch.from_numpy(image), "index": index}
+
+    def __len__(self):
+        return len(self.paths)
+"""
+
+_FRAMES_TRAINER = """import torch
+
+
+class Trainer:
+    def __init__(self, net):
+        self.net = net.cuda()
+
+    def train(self):
+        self.net.train()
+        return self
+
+    def do_pass(self, data, it=0):
+        for k, v in data.items():
+            if type(v) != int:
+                data[k] = v.cuda(non_blocking=True)
+        self.net(data["rgb"]).mean().backward()
+
+    def log(self, data, it=0):
+        print(it, len(data))
+
+
+class Logger:
+    def __init__(self, net):
+        self.net = net
+
+    def do_pass(self, data, it=0):
+        print(it, len(data))
+"""
+
+_FRAMES_MAIN = """import torch
+from torch.utils.data import ConcatDataset, DataLoader
+
+from data import Frames
+from trainer import {cls}
+
+
+def main(paths):
+    model = {cls}(torch.nn.Linear(3, 3)){chain}
+
+    def construct_loader(dataset):
+        return DataLoader(dataset, 8, shuffle=True, num_workers=4, drop_last=True)
+
+    def renew_loader(skip):
+        dataset = ConcatDataset([Frames(paths, skip)] * 5 + [Frames(paths, 1)])
+        return construct_loader(dataset)
+
+    if len(paths) < 9:
+        loader = construct_loader(Frames(paths, 3))
+    else:
+        loader = renew_loader(5){extra}
+    for it, data in enumerate(loader):
+        model.{method}(data, it)
+"""
+
+
+@pytest.mark.parametrize(("cls", "chain", "method", "extra", "reported"), [
+    ("Trainer", ".train()", "do_pass", "", True),  # the method copies the batch's items, asynchronously
+    ("Trainer", "", "do_pass", "", True),
+    ("Trainer", ".train()", "log", "", False),  # a method that copies nothing
+    ("Logger", "", "do_pass", "", False),  # an instance of another class, whose method of that name copies nothing
+    ("Trainer", ".cuda()", "do_pass", "", False),  # `.cuda()` is no method of Trainer that returns `self`
+    ("Trainer", ".train()", "do_pass", "\n    hooks = [construct_loader]", False),  # the function handed on too
+])
+def test_a_batch_handed_to_a_method_of_an_imported_class_is_followed_into_it(
+        tmp_path: Path, cls: str, chain: str, method: str, extra: str, reported: bool) -> None:
+    """XMem's train.py (blind25): a nested `construct_loader(dataset)` builds the DataLoader of the dataset each
+    of its calls passes (decoded frames), and the loop hands each batch to `model.do_pass(data, it)`, a method of
+    the imported `XMemTrainer` whose instance `model` is; the method copies the batch's items with
+    `.cuda(non_blocking=True)`. Only the method of the class the instance is built from counts, and only when
+    it copies the parameter the batch is handed as; the dataset only when every use of the function calls it."""
+    write(tmp_path, {
+        "data.py": _FRAMES_DATASET,
+        "trainer.py": _FRAMES_TRAINER,
+        "train.py": _FRAMES_MAIN.format(cls=cls, chain=chain, method=method, extra=extra),
+    })
+    found = findings(tmp_path, "--select", "GPU101")
+    assert (("train.py", 12, "GPU101") in found) is reported
