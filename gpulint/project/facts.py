@@ -70,6 +70,7 @@ from gpulint.project.loader_flow import (
 from gpulint.project.methods import (
     DYNAMIC_BUILTINS,
     DYNAMIC_CALLS,
+    init_moves,
     mentions_name,
     plain_classes,
     uncalled_methods,
@@ -77,7 +78,7 @@ from gpulint.project.methods import (
 from gpulint.project.token_items import yields_token_ids
 from gpulint.records import dataclass
 
-FACTS_VERSION = 66
+FACTS_VERSION = 67
 
 # names of model options that switch a fused attention kernel on (`flash=False`, `use_flash_attn`, `fused_attn`,
 # `use_sdpa`, `xformers`, `mem_efficient`): the values files give them decide whether a hand-written fallback
@@ -543,6 +544,10 @@ class FileFacts:
     # the device attributes of `self` each module-level class copies to but never binds (loader_flow.
     # self_device_copies): CUDA evidence when a project base class binds them to CUDA (ProjectView.inherited_cuda)
     self_device_copies: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # the attributes of `self` each plain module-level class moves to a device at the top of its `__init__`
+    # (methods.init_moves): class -> "<attr>:<device attr>:<method that returned it>", "<attr>::" for `.cuda()`;
+    # GPU201's built-on-device for an optimizer a subclass builds in another method (ProjectView.inherited_moves)
+    init_moves: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # imports inside functions (not edges of the import graph: `_imports` reads module level only), of modules
     # outside LIBRARY_ROOTS: a factory's `from models.network_swinir import SwinIR as net` in `define_G`, which
     # makes it one more user of that module (ProjectView.evaluated_only)
@@ -1469,6 +1474,8 @@ class _Scanner:
             if self.local_device_targets else {},
             self_devices=self_devices(self.tree) if self.self_device_bound else {},
             self_device_copies=self_device_copies(self.tree) if self.self_device_copied else {},
+            init_moves=init_moves(self.tree, self.aliases.qualified, plain)
+            if plain and ("cuda" in names or self.self_device_bound and "to" in names) else {},
             lazy_imports=_lazy_imports(self.tree) if self.lazy else (),
             source=source,
         )

@@ -18,7 +18,7 @@ experiment class copies `_select_optimizer` from its training siblings but only 
 from __future__ import annotations
 
 import ast
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, Optional, Union
 
 from gpulint.project.ast_nodes import fast_walk
 
@@ -151,3 +151,135 @@ def _by_computed_name(call: ast.Call) -> bool:
             and call.args else None
         return spelled is None or not (isinstance(spelled, ast.Constant) and type(spelled.value) is str)
     return False
+
+
+# --------------------------------------------------------------------------------------------------
+# modules a class's `__init__` moves to a device (GPU201's built-on-device through a base class)
+
+_DEVICE_CONSTRUCTOR = "torch.device"
+
+
+def init_moves(tree: ast.Module, qualified: Callable[[ast.AST], set[str]],
+               plain: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    """The attributes of `self` each plain module-level class (`plain_classes`) moves to a device in its
+    `__init__`, as "<attr>:<device>:<method>": `self.model = self._build_model().to(self.device)` at the top
+    level of `__init__` (no condition, loop or `try` around it), the only binding of `self.model` anywhere in
+    the class, where `self.device` is bound only once in the class, earlier at that level, to a `torch.device(...)`
+    call or to `self.<method>()` of a method of the class whose every return is one (or a local name bound only to
+    such calls in it) and whose last statement returns; "<attr>::" for `.cuda(...)`, always on CUDA. A subclass
+    (which runs this `__init__` and binds neither attribute, nor overrides `<method>`) then holds its model on that
+    device in any other method: before torch 2.4 `fused=self.device.type == "cuda"` is exactly where the
+    parameters are on CUDA (blind25: iTransformer's Exp_Basic, whose subclasses build Adam in
+    `_select_optimizer`)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for cls in tree.body:
+        if not isinstance(cls, ast.ClassDef) or cls.name not in plain:
+            continue
+        found = _class_init_moves(cls, qualified)
+        if found:
+            out[cls.name] = found
+    return out
+
+
+def _class_init_moves(cls: ast.ClassDef, qualified: Callable[[ast.AST], set[str]]) -> tuple[str, ...]:
+    methods: dict[str, list[Union[ast.FunctionDef, ast.AsyncFunctionDef]]] = {}
+    for item in cls.body:
+        if isinstance(item, _FUNCTIONS):
+            methods.setdefault(item.name, []).append(item)
+    inits = methods.get("__init__", [])
+    if len(inits) != 1 or inits[0].decorator_list or not inits[0].args.args:
+        return ()
+    init = inits[0]
+    this = init.args.args[0].arg
+    if not any(isinstance(s, ast.Assign) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Attribute)
+               and s.value.func.attr in ("to", "cuda") for s in init.body):
+        return ()  # no move at the top of __init__ (most classes): the class is not walked
+    bound: dict[str, int] = {}  # attribute of the instance -> how many statements of the class bind it
+    for node in fast_walk(cls):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "vars"):
+            return ()  # attributes set by name
+        if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load) \
+                and isinstance(node.value, ast.Name):
+            bound[node.attr] = bound.get(node.attr, 0) + 1
+        elif isinstance(node, ast.Attribute) and node.attr == "__dict__":
+            return ()
+    devices: dict[str, str] = {}  # `self.<device>` bound at the top of __init__ -> the method that returned it
+    out: list[str] = []
+    for statement in init.body:
+        if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
+            continue
+        target = statement.targets[0]
+        if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+                and target.value.id == this and bound.get(target.attr) == 1):
+            continue
+        value = statement.value
+        source = _device_source(value, this, methods, qualified)
+        if source is not None:
+            devices[target.attr] = source
+            continue
+        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)):
+            continue
+        if value.func.attr == "cuda" and not value.keywords:
+            out.append(f"{target.attr}::")
+        elif value.func.attr == "to" and len(value.args) == 1 and not value.keywords:
+            device = value.args[0]
+            if isinstance(device, ast.Attribute) and isinstance(device.value, ast.Name) \
+                    and device.value.id == this and device.attr in devices:
+                out.append(f"{target.attr}:{device.attr}:{devices[device.attr]}")
+    return tuple(sorted(out))
+
+
+def _device_source(value: ast.expr, this: str, methods: dict[str, list[Union[ast.FunctionDef, ast.AsyncFunctionDef]]],
+                   qualified: Callable[[ast.AST], set[str]]) -> Optional[str]:
+    """"" for a `torch.device(...)` call, the method's name for `self.<method>()` of a method returning only
+    such devices (`_returns_devices`), None otherwise."""
+    if not isinstance(value, ast.Call):
+        return None
+    if _DEVICE_CONSTRUCTOR in qualified(value.func):
+        return ""
+    func = value.func
+    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == this
+            and not value.args and not value.keywords):
+        return None
+    defined = methods.get(func.attr, [])
+    if len(defined) != 1 or defined[0].decorator_list or not _returns_devices(defined[0], qualified):
+        return None
+    return func.attr
+
+
+def _returns_devices(method: Union[ast.FunctionDef, ast.AsyncFunctionDef],
+                     qualified: Callable[[ast.AST], set[str]]) -> bool:
+    """Every `return` of the method (nested functions aside) gives a `torch.device(...)` call or a local name
+    bound only to such calls, and its last statement is one: `device = torch.device('cuda:{}'.format(gpu))` or
+    `torch.device('cpu')` by a flag, then `return device`."""
+    if isinstance(method, ast.AsyncFunctionDef) or not method.body or not isinstance(method.body[-1], ast.Return):
+        return False
+    returns: list[ast.Return] = []
+    values: dict[str, list[Optional[ast.expr]]] = {}
+    pending: list[ast.AST] = list(method.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Return):
+            returns.append(node)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                for name in fast_walk(target):
+                    if isinstance(name, ast.Name):
+                        values.setdefault(name.id, []).append(node.value if target is name else None)
+            pending.append(node.value)
+            continue
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            values.setdefault(node.id, []).append(None)  # a loop target, `with ... as`, a walrus, `del`, `x += 1`
+        pending.extend(ast.iter_child_nodes(node))
+
+    def device(expr: Optional[ast.expr]) -> bool:
+        return isinstance(expr, ast.Call) and _DEVICE_CONSTRUCTOR in qualified(expr.func)
+
+    def returned(expr: Optional[ast.expr]) -> bool:
+        if isinstance(expr, ast.Name):
+            bound = values.get(expr.id, [])
+            return bool(bound) and all(device(v) for v in bound)
+        return device(expr)
+    return all(returned(r.value) for r in returns)

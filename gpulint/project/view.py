@@ -279,6 +279,9 @@ class ProjectView:
     # it imports whose returned object has that device bound only to CUDA (FileFacts.cuda_returns; deep_gcns'
     # config.py, blind20)
     returned_cuda: bool = False
+    # classes of this file whose one project base, a `from` import of another module, moves attributes of `self`
+    # to a device at the top of its `__init__` (FileFacts.init_moves of that class): class -> those moves
+    inherited_moves: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def alone(cls, facts: FileFacts) -> "ProjectView":
@@ -847,6 +850,7 @@ class Project:
             imported_cuda_devices=self._imported_cuda_devices(rel),
             inherited_cuda=self._inherited_cuda(rel),
             returned_cuda=self._returned_cuda(rel),
+            inherited_moves=self._inherited_moves(rel),
             flags_off=self._flags_off(rel, callers),
             script=not callers and rel.endswith(".py") and package_init(rel) not in self._exists
             and rel.rpartition("/")[2][:-3] not in self._import_words,
@@ -1247,6 +1251,20 @@ class Project:
                 if True in bound and False not in bound:
                     return True
         return False
+
+    def _inherited_moves(self, path: str) -> dict[str, tuple[str, ...]]:
+        """ProjectView.inherited_moves: for each class of `path` whose bases lead, through the file, to one name a
+        `from` import binds (FileFacts.plain_classes), the moves the `__init__` of the class it resolves to makes
+        (FileFacts.init_moves), where every module it may resolve to agrees."""
+        out: dict[str, tuple[str, ...]] = {}
+        for name, bases in self.facts[path].plain_classes.items():
+            if len(bases) != 1:
+                continue
+            found = {self.facts[target].init_moves.get(ref.name, ()) for target, ref in self.edges.get(path, ())
+                     if ref.local == bases[0] and ref.name not in (None, "*")}
+            if len(found) == 1 and (moves := found.pop()):
+                out[name] = moves
+        return out
 
     def _returned_cuda(self, path: str) -> bool:
         """ProjectView.returned_cuda: some device the file copies to on a name bound only to calls of imported names

@@ -94,7 +94,9 @@ FUSED_EXISTS = Premise(
     "It holds with `fused=<the test as written>` where the test is a bool (a comparison, an argparse "
     "`store_true`/`store_false` option every store of the file keeps a bool, a name bound only to bools), "
     "else with `fused=bool(<the test>)`. In a LightningModule's own `configure_optimizers` it holds with "
-    "`fused=self.device.type == \"cuda\"`: Lightning moves the module to its device before calling it. A project "
+    "`fused=self.device.type == \"cuda\"`: Lightning moves the module to its device before calling it; so "
+    "it does in a method over `self.model` that the `__init__` of its class's base moved to `self.device`, "
+    "a `torch.device` (built-on-device). A project "
     "pinned to an older torch would get a "
     "TypeError. Refuted too when "
     "the code runs only on a torch older than that: it, or a module it imports, unconditionally imports a "
@@ -131,7 +133,15 @@ BUILT_ON_DEVICE = Premise(
     "`with torch.device(\"cuda\"):`) in the optimizer's own "
     "call or earlier in the same function (at module level, earlier cells of a notebook count) with no "
     "binding of it between (a wrapper over it, `nn.DataParallel(model)`, keeps it moved), or in a "
-    "LightningModule's own `configure_optimizers` (Lightning moves the module first); refuted where such "
+    "LightningModule's own `configure_optimizers` (Lightning moves the module first), or in a method of a "
+    "class over an attribute of `self` that the `__init__` of its one base (in the file, or a project module's "
+    "class a `from` import binds) moves at its top level (`self.model = self._build_model().to(self.device)`, "
+    "binding it nowhere else, where `self.device` is bound once before to `torch.device(...)` or to what a "
+    "method of the base returns, every return a `torch.device`), while the class runs that `__init__` first "
+    "(no `__init__` of its own, or one that starts with `super().__init__(...)`), binds neither attribute, "
+    "overrides no such method and has no subclass in its file (blind25: iTransformer's experiments, whose "
+    "Exp_Basic chooses CUDA or the CPU by `--use_gpu`; the fix is `fused=self.device.type == \"cuda\"`, "
+    "or `fused=True` after `.cuda()`); refuted where such "
     "moves all come after the constructor (`model = model.to(device)` in a later notebook cell); undecided "
     "otherwise (new LoRA layers that `accelerator.prepare` moves after the optimizer, a model moved in "
     "another function). Shown with no torch before 2.4 in view (a floor of 2.4 or more, or none declared).")
@@ -373,6 +383,9 @@ class NonFusedOptimizer(Rule):
             FixCase("a torch below 2.4 in a LightningModule's own `configure_optimizers` (Lightning moves the "
                     'module to its device first): `fused=self.device.type == "cuda"`',
                     Applicability.SAFE, "lightning_configure_optimizers_on_old_torch_fused_on_its_device.py"),
+            FixCase("the same in a method over `self.model` that the `__init__` of its class's base moved to "
+                    "`self.device`, a `torch.device` a flag makes CUDA or the CPU",
+                    Applicability.SAFE, "old_torch_base_init_moves_to_its_device_fused_on_it.py"),
             FixCase("the same where MPS and the CPU are the `elif`/`else` branches of `if torch.cuda.is_available():`",
                     Applicability.SAFE, "mps_and_cpu_fallbacks_on_old_torch_fused_when_available.py"),
             FixCase("the same where a `store_true` option chooses (`\"cuda\" if args.cuda else \"cpu\"`): "
@@ -431,6 +444,9 @@ class NonFusedOptimizer(Rule):
         on_cuda = _fused_where(ctx, fallback, node) if fallback is not None else None
         if on_cuda is None and too_new is not None:
             on_cuda = _lightning_device(ctx, node)
+        if on_cuda is None and floors.unavailable(ctx.settings.torch_version, ctx.project.torch_ceiling,
+                                                  [floors.FUSED_CPU]) is not None:
+            on_cuda = _inherited_fused(ctx, node)  # a base class's __init__ put the model on `self.device`
         if on_cuda is not None and self._cuda_kernels(ctx, names):
             # the CPU kernels (2.4) are missing, the CUDA ones are there, and the parameters sit on the CPU
             # only where CUDA is not available, or the flag that chose the device is off: fused exactly when
@@ -734,6 +750,15 @@ def _built_on_device(ctx: AstContext, node: ast.Call) -> Evidence:
         return SHOWN  # torch 2.4 on: fused kernels for CPU parameters too
     if _lightning_device(ctx, node) is not None:
         return SHOWN
+    modules = _optimized_modules(ctx, node)
+    if not modules:
+        return UNDECIDED  # tensors of unknown origin
+    return all_of(*(_moved_when_built(ctx, node, m) for m in modules))
+
+
+def _optimized_modules(ctx: AstContext, node: ast.Call) -> list[ast.expr]:
+    """The modules whose `.parameters()` (or `named_parameters()`) the optimizer built at `node` holds, read
+    through a name bound once; [] where its parameters are anything else or unknown."""
     name, _ = OPTIMIZER_PARAMS
     kwargs = ctx.kwargs(node)
     params = kwargs.get(name) if kwargs.passed(name) else next(
@@ -741,12 +766,26 @@ def _built_on_device(ctx: AstContext, node: ast.Call) -> Evidence:
     if isinstance(params, ast.Name):
         params = single_value(params, ctx.names)
     if params is None:
-        return UNDECIDED
-    modules = [n.func.value for n in walk_nodes(params) if isinstance(n, ast.Call)
-               and isinstance(n.func, ast.Attribute) and n.func.attr in ("parameters", "named_parameters")]
-    if not modules:
-        return UNDECIDED  # tensors of unknown origin
-    return all_of(*(_moved_when_built(ctx, node, m) for m in modules))
+        return []
+    return [n.func.value for n in walk_nodes(params) if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute) and n.func.attr in ("parameters", "named_parameters")]
+
+
+def _inherited_fused(ctx: AstContext, node: ast.Call) -> Optional[str]:
+    """What to pass as `fused` where every module the optimizer holds is an attribute of `self` that the
+    `__init__` of the class's base moved (`_inherited_move`), all to one device: `self.device.type == "cuda"`
+    for `.to(self.device)` of a `torch.device` (the CPU where a flag says so: before torch 2.4 fused=True
+    raises there), True for `.cuda()`. None otherwise."""
+    modules = _optimized_modules(ctx, node)
+    function = ctx.enclosing_function(node)
+    found = {_inherited_move(ctx, function, m) for m in modules} if function is not None else {None}
+    if len(found) != 1:
+        return None
+    device = found.pop()
+    if device is None:
+        return None
+    this = function.args.args[0].arg  # type: ignore[union-attr]
+    return f'{this}.{device}.type == "cuda"' if device else "True"
 
 
 def _moves_to_device(ctx: AstContext, call: ast.AST) -> bool:
@@ -807,6 +846,8 @@ def _moved_when_built(ctx: AstContext, node: ast.Call, module: ast.expr) -> Evid
     if not (isinstance(owner, ast.ClassDef) and function is not None and function.name != "__init__"
             and parts[0] == this and len(parts) > 1):
         return UNDECIDED
+    if _inherited_move(ctx, function, module) is not None:
+        return SHOWN  # the base class's __init__ moved it, and this class binds it nowhere
     init = next((f for f in owner.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
                  and f.name == "__init__" and f.args.args and f.args.args[0].arg == this), None)
     if init is None or any(not moved and where is not None and where is not init and ctx.parent(where) is owner
@@ -814,6 +855,77 @@ def _moved_when_built(ctx: AstContext, node: ast.Call, module: ast.expr) -> Evid
         return UNDECIDED
     moves = [moved for _, moved, where in sorted(events, key=lambda e: e[0]) if where is init]
     return SHOWN if moves and moves[-1] else UNDECIDED
+
+
+def _inherited_move(ctx: AstContext, function: ast.AST, module: ast.expr) -> Optional[str]:
+    """The device attribute ("" for `.cuda()`) that the `__init__` of the one base of the method's module-level
+    class moved `self.<attr>` (the module, or what it is an attribute of) to (FileFacts.init_moves: of a base in
+    this file, or through ProjectView.inherited_moves of one a `from` import binds), where the class runs that
+    `__init__` first (none of its own, or one that calls it before anything else) and binds neither attribute
+    nor overrides the method that returned the device, and no class of the file derives from it; None otherwise
+    (blind25: iTransformer's Exp_Long_Term_Forecast builds Adam over `self.model` in `_select_optimizer`, and
+    Exp_Basic's `__init__` ran `self.model = self._build_model().to(self.device)`)."""
+    if not isinstance(function, ast.FunctionDef) or function.decorator_list or not function.args.args \
+            or function.name == "__init__":
+        return None
+    owner = ctx.parent(function)
+    this = function.args.args[0].arg
+    parts = (dotted(module) or "").split(".")
+    if not (isinstance(owner, ast.ClassDef) and isinstance(ctx.parent(owner), ast.Module) and len(parts) > 1
+            and parts[0] == this and len(owner.bases) == 1 and isinstance(owner.bases[0], ast.Name)
+            and not owner.keywords):
+        return None
+    base = owner.bases[0].id
+    own = ctx.project.own
+    classes = [c for c in ctx.tree.body if isinstance(c, ast.ClassDef)]
+    if any(isinstance(b, ast.Name) and b.id == owner.name for c in classes for b in c.bases):
+        return None  # a subclass here may bind the attribute again
+    moves = own.init_moves.get(base, ()) if any(c.name == base for c in classes) \
+        else ctx.project.inherited_moves.get(owner.name, ())
+    entry = next((m for m in moves if m.split(":", 1)[0] == parts[1]), None)
+    if entry is None:
+        return None
+    _, device, method = entry.split(":")
+    if method and any(isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == method
+                      for f in owner.body):
+        return None  # the device comes from this class's own override
+    for node in walk_nodes(owner):
+        if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load) \
+                and node.attr in (parts[1], device) and isinstance(node.value, ast.Name):
+            return None  # bound here too
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "vars"):
+            return None
+    init = next((f for f in owner.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and f.name == "__init__"), None)
+    if init is not None and not _calls_base_init_first(init, owner, base):
+        return None
+    return device
+
+
+def _calls_base_init_first(init: ast.AST, owner: ast.ClassDef, base: str) -> bool:
+    """The class's own `__init__` first (after a docstring) calls its base's: `super().__init__(...)`,
+    `super(Owner, self).__init__(...)` or `Base.__init__(self, ...)`."""
+    assert isinstance(init, (ast.FunctionDef, ast.AsyncFunctionDef))
+    if not init.args.args:
+        return False
+    this = init.args.args[0].arg
+    body = init.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]
+    if not body or not isinstance(body[0], ast.Expr) or not isinstance(body[0].value, ast.Call):
+        return False
+    func = body[0].value.func
+    if not (isinstance(func, ast.Attribute) and func.attr == "__init__"):
+        return False
+    receiver = func.value
+    if isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Name) and receiver.func.id == "super":
+        args = receiver.args
+        return not args or len(args) == 2 and isinstance(args[0], ast.Name) and args[0].id == owner.name \
+            and isinstance(args[1], ast.Name) and args[1].id == this
+    call = body[0].value
+    return isinstance(receiver, ast.Name) and receiver.id == base and bool(call.args) \
+        and isinstance(call.args[0], ast.Name) and call.args[0].id == this
 
 
 def _device_events(ctx: AstContext, prefixes: set[str]) -> list[tuple[int, bool, Optional[ast.AST]]]:

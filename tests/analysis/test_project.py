@@ -3497,3 +3497,97 @@ def test_a_batch_handed_to_a_method_of_an_imported_class_is_followed_into_it(
     })
     found = findings(tmp_path, "--select", "GPU101")
     assert (("train.py", 12, "GPU101") in found) is reported
+
+
+# blind25 (iTransformer): the model moved to `self.device` by the `__init__` of a base class in another module
+
+EXP_BASE = """\
+import os
+
+import torch
+
+
+class ExpBase(object):
+    def __init__(self, args):
+        self.args = args
+        self.device = self._device()
+        self.model = self._build_model().to(self.device)
+
+    def _build_model(self):
+        raise NotImplementedError
+
+    def _device(self):
+        if self.args.use_gpu:
+            os.environ["CUDA_VISIBLE_DEVICES"] = str(self.args.gpu)
+            device = {device}
+        else:
+            device = torch.device("cpu")
+        return device
+"""
+
+EXP_FORECAST = """\
+import torch
+from torch import nn, optim
+
+from experiments.exp_base import ExpBase
+
+
+class ExpForecast(ExpBase):
+    def __init__(self, args):
+        super(ExpForecast, self).__init__(args)
+
+    def _build_model(self):
+        d = self.args.d_model
+        return nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d), nn.LayerNorm(d), nn.Linear(d, 1))
+
+    def _select_optimizer(self):
+        model_optim = optim.Adam(self.model.parameters(), lr=self.args.learning_rate)
+        return model_optim
+
+    def train(self, loader):
+        model_optim = self._select_optimizer()
+        for x, y in loader:
+            model_optim.zero_grad()
+            loss = nn.functional.mse_loss(self.model(x.float().to(self.device)), y.float().to(self.device))
+            loss.backward()
+            model_optim.step()
+"""
+
+
+@pytest.mark.parametrize("device, fix", [
+    ("torch.device('cuda:{}'.format(self.args.gpu))", 'fused=self.device.type == "cuda"'),
+    ("'cuda:{}'.format(self.args.gpu)", None),  # a string: no `.type`, and not shown to be a torch.device
+])
+def test_gpu201_model_moved_by_a_base_class_init_in_another_module(tmp_path: Path, device: str,
+                                                                  fix: Optional[str]) -> None:
+    """iTransformer's exp_long_term_forecasting.py:32 (blind25, missed): Exp_Basic's `__init__`, imported from
+    another module, moves `self.model` to `self.device`, a torch.device its `_acquire_device` returns (CUDA or the
+    CPU by a flag); the subclass builds Adam over it in `_select_optimizer`. On torch 2.0 the fix must ask the
+    device: fused=True raises for CPU parameters there."""
+    write(tmp_path, {"requirements.txt": "torch==2.0.0\n", "experiments/__init__.py": "",
+                     "experiments/exp_base.py": EXP_BASE.format(device=device),
+                     "experiments/exp_forecast.py": EXP_FORECAST,
+                     "run.py": "from experiments.exp_forecast import ExpForecast\n\nExpForecast(None).train([])\n"})
+    found = findings(tmp_path, "--select", "GPU201")
+    assert found == ([("experiments/exp_forecast.py", 16, "GPU201")] if fix else [])
+    if fix:
+        result = CliRunner().invoke(main, ["check", "--no-cache", "--select", "GPU201", "--diff", str(tmp_path)])
+        assert fix in result.stdout, result.stdout
+
+
+def test_init_moves_facts() -> None:
+    """FileFacts.init_moves: a move at the top of `__init__` to a `self.device` bound only to torch.device values
+    (directly or through a method returning them), or `.cuda()`; not to a string, under a condition, nor where the
+    class binds the attribute again."""
+    text = EXP_BASE.format(device="torch.device('cuda')") + (
+        "\n\nclass Direct:\n    def __init__(self, net, gpu):\n        self.device = torch.device(gpu)\n"
+        "        self.net = net.to(self.device)\n        self.head = net.cuda()\n\n\n"
+        "class Str:\n    def __init__(self, net):\n        self.device = 'cuda'\n"
+        "        self.net = net.to(self.device)\n\n\n"
+        "class Cond:\n    def __init__(self, net, gpu):\n        self.device = torch.device('cuda')\n"
+        "        if gpu:\n            self.net = net.to(self.device)\n\n\n"
+        "class Again:\n    def __init__(self, net):\n        self.device = torch.device('cuda')\n"
+        "        self.net = net.to(self.device)\n\n    def reset(self, net):\n        self.net = net\n")
+    facts = facts_of_text(text)
+    assert facts is not None and facts.init_moves == {
+        "Direct": ("head::", "net:device:"), "ExpBase": ("model:device:_device",)}
