@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
+from bisect import bisect_left
 from dataclasses import field, replace
 from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
@@ -1248,6 +1249,9 @@ class _Scanner:
         self.lazy = False  # an import below module level (FileFacts.lazy_imports is read only then)
         self.loops: list[ast.AST] = []  # every `for` loop (project/loader_flow.py reads on only when one copies)
         self.copy_lines: list[int] = []  # the lines of `.to(...)`/`.cuda(...)` calls in classes (method_moves)
+        # the lines of every call `_moves_to_device` may accept (`.to(...)`, `.cuda(...)`, one passing `device=`):
+        # only a function spanning one can move tensors in its own code (_device_collates)
+        self.mover_lines: list[int] = []
         self.device_keyword = False  # a call passes `device=` (FileFacts.device_collates are looked for only then)
         self.device_moved = False  # FileFacts.device_moved
 
@@ -1312,8 +1316,10 @@ class _Scanner:
                 elif kind is Call:
                     self._call(node)  # type: ignore[arg-type]
                     callee = node.func  # type: ignore[attr-defined]
-                    if in_class and type(callee) is Attribute and callee.attr in ("to", "cuda"):
-                        self.copy_lines.append(node.lineno)  # type: ignore[attr-defined]
+                    if type(callee) is Attribute and callee.attr in ("to", "cuda"):
+                        self.mover_lines.append(node.lineno)  # type: ignore[attr-defined]
+                        if in_class:
+                            self.copy_lines.append(node.lineno)  # type: ignore[attr-defined]
                 elif kind is Constant:
                     value = node.value  # type: ignore[attr-defined]
                     if type(value) is str and value[:1] == "_" and mentions_name(value) and value.isidentifier():
@@ -1421,8 +1427,9 @@ class _Scanner:
                 ref.name is not None and ref.name.startswith("XLA") and ref.module.split(".", 1)[0] in _LIGHTNING
                 for ref in self.imports),
             dtype_casts=_dtype_casts(self.tree) if names & {"to", "dtype"} else {},
-            unpinned_collates=self._unpinned_collates(), device_collates=_device_collates(self.tree, self.aliases)
-            if self.device_keyword or "cuda" in names or "to" in names else (),  # what _moves_to_device needs
+            unpinned_collates=self._unpinned_collates(),
+            device_collates=_device_collates(self.tree, self.aliases, self.mover_lines)
+            if self.mover_lines else (),  # what _moves_to_device needs
             checkpoint_getters=_checkpoint_getters(self.tree, self.aliases) if "checkpoint" in names or any(
                 CHECKPOINT in targets for targets in self.aliases.table.values()) else (),
             devices=tuple(sorted(self.devices)), device_moved=self.device_moved,
@@ -1663,6 +1670,7 @@ class _Scanner:
         for keyword in call.keywords:
             if keyword.arg == "device":
                 self.device_keyword = True
+                self.mover_lines.append(call.lineno)
             if keyword.arg == "dtype" and isinstance(keyword.value, ast.Subscript) and \
                     isinstance(keyword.value.slice, ast.Constant) and keyword.value.slice.value == "dtype":
                 self._dtype_from_key = True  # `nn.Linear(d, d, dtype=cfg["dtype"])`
@@ -2737,15 +2745,23 @@ def _checkpoint_getters(tree: ast.Module, aliases: _Aliases) -> tuple[str, ...]:
                  and checkpoint_getter(node, aliases.qualified) == ONLY_TORCH)
 
 
-def _device_collates(tree: ast.Module, aliases: _Aliases) -> tuple[str, ...]:
+def _device_collates(tree: ast.Module, aliases: _Aliases, lines: list[int]) -> tuple[str, ...]:
     """Top-level functions that move tensors to a device in their own code or in a top-level function of the
-    file they call by name (one level): as a collate_fn, they build batches on the GPU."""
+    file they call by name (one level): as a collate_fn, they build batches on the GPU. `lines`: the lines of
+    the calls that may move (`_Scanner.mover_lines`, in walk order); a function spanning none is not read."""
     functions = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    direct = {fn.name for fn in functions if moves_to_device(fn, aliases)}
+    ordered = sorted(lines)
+    direct = {fn.name for fn in functions if _spans_any(fn, ordered) and moves_to_device(fn, aliases)}
     if not direct:
         return ()
     return tuple(fn.name for fn in functions if fn.name in direct or moves_to_device(
         fn, aliases, lambda call: isinstance(call.func, ast.Name) and call.func.id in direct))
+
+
+def _spans_any(node: ast.AST, ordered: list[int]) -> bool:
+    """One of the sorted line numbers lies within the node's lines."""
+    index = bisect_left(ordered, node.lineno)  # type: ignore[attr-defined]
+    return index < len(ordered) and ordered[index] <= (node.end_lineno or node.lineno)  # type: ignore[attr-defined]
 
 
 def dataset_kind(cls: ast.ClassDef, aliases: _Aliases) -> str:
