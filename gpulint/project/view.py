@@ -1371,27 +1371,27 @@ class Project:
     def _handed_moves(self, path: str) -> dict[str, tuple[str, ...]]:
         """ProjectView.handed_moves: FileFacts.parameter_moves of the project modules `path` imports, keyed by
         the function as `path` spells it."""
-        out: dict[str, tuple[str, ...]] = {}
-        refs = self._imported_function_refs(
-            path, lambda facts: tuple(sorted({k.partition("#")[0] for k in facts.parameter_moves})))
-        for spelled, target, name in refs:
-            for key, kinds in self.facts[target].parameter_moves.items():
-                function, _, slot = key.partition("#")
-                if function == name:
-                    out[f"{spelled}#{slot}"] = tuple(sorted({*kinds, IN + target}))
-        return dict(sorted(out.items()))
+        return self._imported_moves(path, lambda facts: facts.parameter_moves, "#")
 
     def _handed_methods(self, path: str) -> dict[str, tuple[str, ...]]:
         """ProjectView.handed_methods: FileFacts.method_moves of the project modules `path` imports, keyed by the
         class as `path` spells it."""
+        return self._imported_moves(path, lambda facts: facts.method_moves, ".")
+
+    def _imported_moves(self, path: str, moves: Callable[[FileFacts], dict[str, tuple[str, ...]]],
+                        separator: str) -> dict[str, tuple[str, ...]]:
+        """A per-file moves fact keyed "<function or class><separator><rest>" of the project modules `path`
+        imports, keyed by the name as `path` spells it; a key naming a parameter ("#") also says which file
+        made the copy ("in:<file>")."""
         out: dict[str, tuple[str, ...]] = {}
         refs = self._imported_function_refs(
-            path, lambda facts: tuple(sorted({k.partition(".")[0] for k in facts.method_moves})))
+            path, lambda facts: tuple(sorted({k.partition(separator)[0] for k in moves(facts)})))
         for spelled, target, name in refs:
-            for key, kinds in self.facts[target].method_moves.items():
-                cls, _, rest = key.partition(".")
-                if cls == name:
-                    out[f"{spelled}.{rest}"] = kinds if "#" not in rest else tuple(sorted({*kinds, IN + target}))
+            for key, kinds in moves(self.facts[target]).items():
+                owner, _, rest = key.partition(separator)
+                if owner == name:
+                    out[f"{spelled}{separator}{rest}"] = kinds if separator != "#" and "#" not in rest \
+                        else tuple(sorted({*kinds, IN + target}))
         return dict(sorted(out.items()))
 
     def _kept_by_class(self, caller: str, handed: str) -> set[str]:
