@@ -18,6 +18,7 @@ depth walk, `fast_walk`, `code_children`, `own_nodes`, `_Flow`'s parents and cal
 from __future__ import annotations
 
 import ast
+from bisect import bisect_left
 from typing import Iterable, Iterator, Optional
 
 _KEY = "_gpulint_nodes"
@@ -332,3 +333,10 @@ def last_name(expr: ast.AST) -> Optional[str]:
     if isinstance(expr, ast.Attribute):
         return expr.attr
     return None
+
+
+def spans_any(node: ast.AST, ordered: list[int]) -> bool:
+    """One of the sorted line numbers lies within the node's lines (the lines of calls a walk kept: a function
+    or class spanning none holds none of them)."""
+    index = bisect_left(ordered, node.lineno)  # type: ignore[attr-defined]
+    return index < len(ordered) and ordered[index] <= (node.end_lineno or node.lineno)  # type: ignore[attr-defined]

@@ -15,11 +15,10 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-from bisect import bisect_left
 from dataclasses import field, replace
 from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
-from gpulint.project.ast_nodes import all_nodes, children, fast_walk, own_nodes, walk
+from gpulint.project.ast_nodes import all_nodes, children, fast_walk, own_nodes, spans_any, walk
 from gpulint.project.checkpoint_getters import CHECKPOINT, ONLY_TORCH, checkpoint_getter
 from gpulint.project.clamps import (
     BCE_NAMES,
@@ -2751,17 +2750,11 @@ def _device_collates(tree: ast.Module, aliases: _Aliases, lines: list[int]) -> t
     the calls that may move (`_Scanner.mover_lines`, in walk order); a function spanning none is not read."""
     functions = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     ordered = sorted(lines)
-    direct = {fn.name for fn in functions if _spans_any(fn, ordered) and moves_to_device(fn, aliases)}
+    direct = {fn.name for fn in functions if spans_any(fn, ordered) and moves_to_device(fn, aliases)}
     if not direct:
         return ()
     return tuple(fn.name for fn in functions if fn.name in direct or moves_to_device(
         fn, aliases, lambda call: isinstance(call.func, ast.Name) and call.func.id in direct))
-
-
-def _spans_any(node: ast.AST, ordered: list[int]) -> bool:
-    """One of the sorted line numbers lies within the node's lines."""
-    index = bisect_left(ordered, node.lineno)  # type: ignore[attr-defined]
-    return index < len(ordered) and ordered[index] <= (node.end_lineno or node.lineno)  # type: ignore[attr-defined]
 
 
 def dataset_kind(cls: ast.ClassDef, aliases: _Aliases) -> str:

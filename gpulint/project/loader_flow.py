@@ -28,7 +28,7 @@ from functools import cached_property
 from typing import Callable, Iterable, Iterator, Optional, Union
 
 from gpulint.project import ast_nodes
-from gpulint.project.ast_nodes import CODE_FIELDS, CODE_SCOPES, all_nodes, code_fields
+from gpulint.project.ast_nodes import CODE_FIELDS, CODE_SCOPES, all_nodes, code_fields, spans_any
 from gpulint.project.ast_nodes import walk as walk_nodes
 
 # calls that hand the items of an iterable on unchanged: `for i, b in enumerate(tqdm(loader))`
@@ -832,18 +832,17 @@ def method_moves(tree: ast.Module, lines: Optional[list[int]] = None) -> dict[st
     `.to(...)`/`.cuda(...)` calls when the caller has them: only the methods spanning one are read."""
     if lines is not None and not lines:
         return {}
+    ordered = sorted(lines) if lines is not None else None
     out: dict[str, tuple[str, ...]] = {}
     for cls in tree.body:
-        if not isinstance(cls, ast.ClassDef) or (lines is not None and not any(
-                cls.lineno <= line <= (cls.end_lineno or cls.lineno) for line in lines)):
+        if not isinstance(cls, ast.ClassDef) or (ordered is not None and not spans_any(cls, ordered)):
             continue
         devices: Optional[set[str]] = None
         found = False
         for method in cls.body:
             if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) or method.name == "__init__" \
                     or any(dotted(d) in ("staticmethod", "classmethod") for d in method.decorator_list) \
-                    or (lines is not None and not any(
-                        method.lineno <= line <= (method.end_lineno or method.lineno) for line in lines)):
+                    or (ordered is not None and not spans_any(method, ordered)):
                 continue
             positional = [a.arg for a in (*method.args.posonlyargs, *method.args.args)][1:]
             params = positional + [a.arg for a in method.args.kwonlyargs]
